@@ -1,0 +1,102 @@
+"""One error hierarchy for openenv; every layer raises these and each edge renders them once.
+
+    OpenEnvError
+    ├── BadRequest              the caller sent something we cannot accept (4xx)
+    │   ├── InvalidAction       an action failed validation against the env's model
+    │   └── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
+    ├── NotFound                an unknown session, env or route target
+    │   └── UnknownSession      a session id or token that is not (or no longer) live
+    ├── CapacityError           a server is at its configured session limit
+    ├── BackendUnavailable      the inference backend is down, slow or failing (retryable)
+    └── EnvError                an environment failed while handling a valid request
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BackendUnavailable",
+    "BadRequest",
+    "CapacityError",
+    "EnvError",
+    "InvalidAction",
+    "NotFound",
+    "OpenEnvError",
+    "UnknownSession",
+    "Unsupported",
+]
+
+
+class OpenEnvError(Exception):
+    """Base of every error openenv raises on purpose."""
+
+    status_code: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class BadRequest(OpenEnvError):
+    """Raised when the caller's request is malformed or invalid."""
+
+    status_code = 400
+    code = "bad_request"
+
+
+class InvalidAction(BadRequest):
+    """Raised when an action does not validate against the environment's action model."""
+
+    code = "invalid_action"
+
+
+class Unsupported(BadRequest):
+    """Raised when a well-formed request asks for something openenv refuses by design."""
+
+    code = "unsupported"
+
+
+class NotFound(OpenEnvError):
+    """Raised when a named thing does not exist."""
+
+    status_code = 404
+    code = "not_found"
+
+
+class UnknownSession(NotFound):
+    """Raised when a session id or token is not live (never issued, closed or reaped)."""
+
+    status_code = 401
+    code = "unknown_session"
+
+
+class CapacityError(OpenEnvError):
+    """Raised when a server already holds its maximum number of sessions."""
+
+    status_code = 503
+    code = "capacity"
+
+    def __init__(self, active: int, maximum: int) -> None:
+        super().__init__(
+            f"server is at capacity: {active} of {maximum} sessions are live; "
+            "close a session or raise max_sessions",
+            active=active,
+            maximum=maximum,
+        )
+
+
+class BackendUnavailable(OpenEnvError):
+    """Raised when the inference backend cannot answer; callers should retry."""
+
+    status_code = 503
+    code = "backend_unavailable"
+
+
+class EnvError(OpenEnvError):
+    """Raised when an environment fails while handling a valid request."""
+
+    status_code = 500
+    code = "env_error"

@@ -1,0 +1,122 @@
+"""Start and stop a real vLLM (CPU build) OpenAI-compatible server on a free loopback port.
+
+Used by the test suite (one server per session) and by benchmarks. The flags are the ones measured to
+work with the tiny float32 model on this CPU (see shared/test-infra.md).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+__all__ = ["VLLMServer", "free_port"]
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing is listening on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class VLLMServer:
+    """A vLLM server subprocess in its own process group, killed as a group on stop."""
+
+    def __init__(
+        self,
+        model: str | Path,
+        *,
+        port: int | None = None,
+        kv_cache_bytes: int = 256 * 1024 * 1024,
+        max_model_len: int | None = None,
+        extra_args: list[str] | None = None,
+        python: str | None = None,
+    ) -> None:
+        self.model = str(model)
+        self.port = port or free_port()
+        self.kv_cache_bytes = kv_cache_bytes
+        self.max_model_len = max_model_len
+        self.extra_args = list(extra_args or [])
+        self.python = python or sys.executable
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            self.python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", self.model,
+            "--served-model-name", "tiny",
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--dtype", "float32",
+            "--enforce-eager",
+            "--kv-cache-memory-bytes", str(self.kv_cache_bytes),
+            "--enable-auto-tool-choice",
+            "--tool-call-parser", "hermes",
+            "--disable-log-stats",
+        ]
+        if self.max_model_len:
+            cmd += ["--max-model-len", str(self.max_model_len)]
+        return cmd + self.extra_args
+
+    def start(self, timeout: float = 240.0) -> VLLMServer:
+        env = dict(os.environ)
+        env.setdefault("VLLM_TARGET_DEVICE", "cpu")
+        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        env.setdefault("VLLM_NO_USAGE_STATS", "1")
+        env.setdefault("DO_NOT_TRACK", "1")
+        env.setdefault("HF_HUB_OFFLINE", "1")
+        env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.proc.returncode}; log tail:\n{self.log_tail()}")
+            try:
+                if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"vLLM not healthy after {timeout:.0f}s; log tail:\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(timeout=10)
+
+    def __enter__(self) -> VLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
