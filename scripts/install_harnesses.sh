@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Install the pinned harness CLIs into .cache/harnesses/<name>/ (npm prefixes or Python venvs).
+#
+#   scripts/install_harnesses.sh [NAME ...|all]   install (idempotent: a pinned install is skipped in ms)
+#   scripts/install_harnesses.sh --pins           print "name method package version bin node" rows
+#
+# The pins below are the versions measured in shared/harnesses.md; openenv/harness checks in a test that
+# every envs/<name>/spec.yaml names the same version. OPENENV_HARNESS_CACHE overrides the cache folder.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${OPENENV_HARNESS_CACHE:-$ROOT/.cache/harnesses}"
+NODE22_VERSION="22.23.3"
+
+# name          method  package                          version   bin      node
+PINS="
+claude-code     npm     @anthropic-ai/claude-code        2.1.332   claude   system
+codex           npm     @openai/codex                    0.171.0   codex    system
+opencode        npm     opencode-ai                      1.18.33   opencode system
+gemini-cli      npm     @google/gemini-cli               0.61.0    gemini   22
+pi              npm     @mariozechner/pi-coding-agent    0.73.1    pi       system
+qwen-code       npm     @qwen-code/qwen-code             0.24.4    qwen     22
+mini-swe-agent  pip     mini-swe-agent                   2.4.6     mini     -
+hermes          pip     hermes-agent                     0.19.0    hermes   -
+copilot         npm     @github/copilot                  1.0.102   copilot  system
+cline           npm     cline                            3.0.65    cline    system
+"
+
+log() { printf '[install_harnesses] %s\n' "$*" >&2; }
+
+pin_row() {  # pin_row NAME -> "method package version bin node"
+  awk -v n="$1" '$1 == n { print $2, $3, $4, $5, $6 }' <<<"$PINS"
+}
+
+installed_npm_version() {  # installed_npm_version PREFIX PACKAGE
+  local manifest="$1/lib/node_modules/$2/package.json"
+  [[ -f "$manifest" ]] || return 0
+  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$manifest" | head -n1
+}
+
+install_node22() {
+  local prefix="$CACHE/node22"
+  if [[ -x "$prefix/bin/node" ]] && [[ "$("$prefix/bin/node" --version)" == "v$NODE22_VERSION" ]]; then
+    return 0
+  fi
+  log "node@$NODE22_VERSION -> $prefix"
+  mkdir -p "$prefix"
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "node@$NODE22_VERSION" >&2
+  local bin
+  for bin in "$prefix/node_modules/node/bin/node" "$prefix/node_modules/.bin/node"; do
+    if [[ -x "$bin" ]] && "$bin" --version >/dev/null 2>&1; then
+      mkdir -p "$prefix/bin"
+      ln -sf "$(readlink -f "$bin")" "$prefix/bin/node"
+      return 0
+    fi
+  done
+  log "node@$NODE22_VERSION installed but no runnable node binary was found under $prefix"
+  return 1
+}
+
+install_npm() {  # install_npm NAME PACKAGE VERSION NODE
+  local prefix="$CACHE/$1"
+  if [[ "$(installed_npm_version "$prefix" "$2")" == "$3" ]]; then
+    log "$1 $3 already installed"
+    return 0
+  fi
+  if [[ "$4" == "22" ]]; then install_node22; fi
+  log "$1: npm $2@$3 -> $prefix"
+  mkdir -p "$prefix"
+  npm install -g --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@$3" >&2
+}
+
+install_pip() {  # install_pip NAME PACKAGE VERSION
+  local prefix="$CACHE/$1"
+  if [[ -x "$prefix/bin/python" ]] && "$prefix/bin/python" -m pip show "$2" 2>/dev/null | grep -qx "Version: $3"; then
+    log "$1 $3 already installed"
+    return 0
+  fi
+  log "$1: pip $2==$3 -> $prefix"
+  python3 -m venv "$prefix"
+  "$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "$2==$3" >&2
+}
+
+install_one() {
+  local row method package version bin node
+  row="$(pin_row "$1")"
+  if [[ -z "$row" ]]; then
+    log "unknown harness '$1'; known: $(awk 'NF { printf "%s ", $1 }' <<<"$PINS")"
+    return 2
+  fi
+  read -r method package version bin node <<<"$row"
+  case "$method" in
+    npm) install_npm "$1" "$package" "$version" "$node" ;;
+    pip) install_pip "$1" "$package" "$version" ;;
+  esac
+}
+
+main() {
+  if [[ "${1:-}" == "--pins" ]]; then
+    awk 'NF' <<<"$PINS"
+    return 0
+  fi
+  local names=("$@")
+  if [[ ${#names[@]} -eq 0 || "${names[0]}" == "all" ]]; then
+    mapfile -t names < <(awk 'NF { print $1 }' <<<"$PINS")
+  fi
+  local name failed=()
+  for name in "${names[@]}"; do
+    install_one "$name" || failed+=("$name")
+  done
+  if [[ ${#failed[@]} -gt 0 ]]; then
+    log "failed: ${failed[*]}"
+    return 1
+  fi
+}
+
+main "$@"
