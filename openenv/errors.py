@@ -3,12 +3,15 @@
     OpenEnvError
     ├── BadRequest              the caller sent something we cannot accept (4xx)
     │   ├── InvalidAction       an action failed validation against the env's model
+    │   ├── MalformedMessage    a body or WebSocket frame that is not valid JSON
+    │   ├── UnknownMessageType  a WebSocket frame whose `type` the server does not handle
     │   └── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
     ├── NotFound                an unknown session, env or route target
     │   └── UnknownSession      a session id or token that is not (or no longer) live
     ├── CapacityError           a server is at its configured session limit
     ├── BackendUnavailable      the inference backend is down, slow or failing (retryable)
-    └── EnvError                an environment failed while handling a valid request
+    ├── EnvError                an environment failed while handling a valid request
+    └── TransportError          a client lost (or never got) its connection to an env server
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ __all__ = [
     "CapacityError",
     "EnvError",
     "InvalidAction",
+    "MalformedMessage",
     "NotFound",
     "OpenEnvError",
+    "TransportError",
+    "UnknownMessageType",
     "UnknownSession",
     "Unsupported",
 ]
@@ -51,6 +57,18 @@ class InvalidAction(BadRequest):
     """Raised when an action does not validate against the environment's action model."""
 
     code = "invalid_action"
+
+
+class MalformedMessage(BadRequest):
+    """Raised when a request body or WebSocket frame is not valid JSON."""
+
+    code = "malformed_json"
+
+
+class UnknownMessageType(BadRequest):
+    """Raised when a WebSocket frame's `type` is missing or not one the server handles."""
+
+    code = "unknown_message_type"
 
 
 class Unsupported(BadRequest):
@@ -100,3 +118,10 @@ class EnvError(OpenEnvError):
 
     status_code = 500
     code = "env_error"
+
+
+class TransportError(OpenEnvError):
+    """Raised on the client side when the connection to an env server fails, times out or drops."""
+
+    status_code = 502
+    code = "transport_error"
