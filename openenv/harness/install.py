@@ -1,0 +1,88 @@
+"""Harness installs: where each pinned CLI lives under `.cache/harnesses/` and how to install it.
+
+The install itself is `scripts/install_harnesses.sh` (one script for CI, developers and this module),
+so a shell-only machine and `openenv harness install` end in the same prefixes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from openenv.errors import EnvError
+from openenv.harness.catalog import repo_root
+from openenv.harness.spec import HarnessSpec
+
+__all__ = ["InstallStatus", "cache_root", "install", "install_status", "node_bin_dir", "resolve_bin"]
+
+
+class InstallStatus(BaseModel):
+    """Whether a harness's pinned version is installed, and where its executable is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    pinned: str
+    installed: str | None
+    executable: Path | None
+
+    @property
+    def ready(self) -> bool:
+        return self.installed == self.pinned and self.executable is not None
+
+
+def cache_root() -> Path:
+    """`OPENENV_HARNESS_CACHE`, or the repository's `.cache/harnesses`."""
+    return Path(os.environ.get("OPENENV_HARNESS_CACHE") or repo_root() / ".cache" / "harnesses")
+
+
+def prefix(spec: HarnessSpec) -> Path:
+    return cache_root() / spec.name
+
+
+def node_bin_dir(spec: HarnessSpec) -> Path | None:
+    """The Node 22 bin folder to put first on PATH, for harnesses that need a newer Node than the system's."""
+    return cache_root() / "node22" / "bin" if spec.install.node == "22" else None
+
+
+def resolve_bin(spec: HarnessSpec) -> Path | None:
+    path = prefix(spec) / "bin" / spec.install.bin
+    return path if path.exists() else None
+
+
+def _installed_version(spec: HarnessSpec) -> str | None:
+    if spec.install.method == "npm":
+        manifest = prefix(spec) / "lib" / "node_modules" / spec.install.package / "package.json"
+        return json.loads(manifest.read_text()).get("version") if manifest.is_file() else None
+    dist = f"{spec.install.package.replace('-', '_')}-"
+    for site in prefix(spec).glob("lib/python*/site-packages"):
+        for info in site.glob(f"{dist}*.dist-info"):
+            return info.name.removeprefix(dist).removesuffix(".dist-info")
+    return None
+
+
+def install_status(spec: HarnessSpec) -> InstallStatus:
+    return InstallStatus(
+        name=spec.name,
+        pinned=spec.install.version,
+        installed=_installed_version(spec),
+        executable=resolve_bin(spec),
+    )
+
+
+def install(names: list[str], *, quiet: bool = False) -> None:
+    """Install harnesses (or `["all"]`) with the pinned versions; a no-op for those already installed.
+
+    Raises:
+        EnvError: the install script failed; its stderr tail is in the message.
+    """
+    script = repo_root() / "scripts" / "install_harnesses.sh"
+    env = {**os.environ, "OPENENV_HARNESS_CACHE": str(cache_root())}
+    proc = subprocess.run(["bash", str(script), *names], env=env, capture_output=quiet, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or "")[-2000:]
+        raise EnvError(f"installing {' '.join(names)} failed (exit {proc.returncode}). {tail}")

@@ -1,0 +1,191 @@
+"""HarnessSpec: the declarative seam of one harness (install, config, env, command, dialect, tools, aux).
+
+Everything that differs between harnesses is data in `envs/<name>/spec.yaml`; the machinery that runs
+any of them lives once in `openenv.harness`. String values may use `${var}` placeholders, filled from a
+`SessionContext` when an episode starts (see `TEMPLATE_VARS`).
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "TEMPLATE_VARS",
+    "AuxRule",
+    "ConfigFile",
+    "Dialect",
+    "HarnessSpec",
+    "InstallSpec",
+    "SessionContext",
+    "ShellTool",
+    "load_spec",
+    "render",
+]
+
+Dialect = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+
+# Placeholders a spec may use; `base_url` is the session root without `/v1` (harnesses append it).
+TEMPLATE_VARS = ("base_url", "api_key", "model", "workspace", "home", "instruction")
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SessionContext(_Spec):
+    """The per-episode values a spec is rendered with."""
+
+    base_url: str
+    api_key: str
+    model: str
+    workspace: Path
+    home: Path
+    instruction: str
+
+    def variables(self) -> dict[str, str]:
+        return {name: str(getattr(self, name)) for name in TEMPLATE_VARS}
+
+
+def render(value: Any, variables: dict[str, str]) -> Any:
+    """Fill `${var}` placeholders in every string inside `value` (dicts and lists included).
+
+    Raises:
+        KeyError: a placeholder names a variable that is not in `variables`.
+    """
+    if isinstance(value, str):
+        return string.Template(value).substitute(variables)
+    if isinstance(value, list):
+        return [render(item, variables) for item in value]
+    if isinstance(value, dict):
+        return {render(key, variables): render(item, variables) for key, item in value.items()}
+    return value
+
+
+class InstallSpec(_Spec):
+    """How the pinned CLI is installed into `.cache/harnesses/<name>/` (see scripts/install_harnesses.sh)."""
+
+    method: Literal["npm", "pip"]
+    package: str
+    version: str
+    bin: str = Field(description="executable name inside the prefix's bin/ folder")
+    node: Literal["system", "22"] | None = Field(
+        default=None, description="npm harnesses only: which Node.js runs the CLI"
+    )
+
+
+class ConfigFile(_Spec):
+    """A config file written before the harness starts; `path` is relative to the episode's HOME."""
+
+    path: str
+    format: Literal["json", "yaml", "text"]
+    content: Any = Field(description="a mapping for json/yaml, a string for text; templated")
+
+    def render_text(self, variables: dict[str, str]) -> str:
+        content = render(self.content, variables)
+        match self.format:
+            case "json":
+                return json.dumps(content, indent=2) + "\n"
+            case "yaml":
+                return yaml.safe_dump(content, sort_keys=False)
+            case "text":
+                return str(content)
+
+
+class ShellTool(_Spec):
+    """The harness's own shell tool, which the oracle policy calls to apply a task's solution.
+
+    `arguments` is the argument object with `${command}` where the shell command goes; required fields
+    the spec does not name are filled from the tool's JSON Schema in the live request.
+    """
+
+    name: str
+    arguments: dict[str, Any]
+
+    def call_arguments(self, command: str) -> dict[str, Any]:
+        return render(self.arguments, {"command": command})
+
+
+class AuxRule(_Spec):
+    """Recognises an auxiliary request (title generator, router, ...); all given conditions must hold."""
+
+    reason: str
+    system_contains: str | None = None
+    no_tools: bool | None = None
+    wants_json: bool | None = Field(default=None, description="the request asks for JSON output")
+
+    def matches(self, *, system: str, tool_count: int, wants_json: bool) -> bool:
+        checks = [
+            self.system_contains is None or self.system_contains in system,
+            self.no_tools is None or self.no_tools == (tool_count == 0),
+            self.wants_json is None or self.wants_json == wants_json,
+        ]
+        return all(checks)
+
+
+class HarnessSpec(_Spec):
+    """One harness: what to install, how to configure and start it, and how it talks to the model."""
+
+    name: str
+    description: str
+    install: InstallSpec
+    dialect: Dialect
+    command: list[str] = Field(description="argv; the first item is the installed bin name; templated")
+    env: dict[str, str] = Field(default_factory=dict, description="extra env vars; templated")
+    config_files: list[ConfigFile] = Field(default_factory=list)
+    setup_commands: list[list[str]] = Field(
+        default_factory=list, description="argv lists run once before the harness (e.g. `cline auth`)"
+    )
+    shell_tool: ShellTool
+    finish_command: str | None = Field(
+        default=None, description="a shell command the harness needs to end its run (mini-swe-agent)"
+    )
+    aux: list[AuxRule] = Field(default_factory=list)
+    stdin_devnull: bool = True
+    model: str = Field(default="tiny", description="model name the harness is configured with")
+
+    @model_validator(mode="after")
+    def _command_starts_with_bin(self) -> HarnessSpec:
+        if not self.command or self.command[0] != self.install.bin:
+            raise ValueError(
+                f"{self.name}: command must start with the installed bin {self.install.bin!r}, "
+                f"got {self.command[:1]!r}"
+            )
+        return self
+
+    def aux_reason(self, *, system: str, tool_count: int, wants_json: bool = False) -> str | None:
+        """Return why a request is auxiliary (kept out of training sequences), or None for a main turn."""
+        for rule in self.aux:
+            if rule.matches(system=system, tool_count=tool_count, wants_json=wants_json):
+                return rule.reason
+        return None
+
+    def argv(self, ctx: SessionContext) -> list[str]:
+        return render(self.command, ctx.variables())
+
+    def environment(self, ctx: SessionContext) -> dict[str, str]:
+        return render(self.env, ctx.variables())
+
+    def write_config(self, ctx: SessionContext) -> list[Path]:
+        """Write every config file under the episode's HOME and return their paths."""
+        written = []
+        for config in self.config_files:
+            path = ctx.home / config.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(config.render_text(ctx.variables()))
+            written.append(path)
+        return written
+
+
+def load_spec(path: Path) -> HarnessSpec:
+    """Load and validate `envs/<name>/spec.yaml`.
+
+    Raises:
+        pydantic.ValidationError: the file does not describe a valid harness; the message names the field.
+    """
+    return HarnessSpec.model_validate(yaml.safe_load(path.read_text()))
