@@ -1,0 +1,107 @@
+"""Byte forwarders that carry the proxy into a loopback-only network namespace through a unix socket.
+
+Outside the namespace, `UnixToTcpBridge` listens on a unix socket and connects each client to the proxy
+on 127.0.0.1. Inside, this file runs as a script (stdlib only, so it needs no install there) and listens
+on 127.0.0.1:PORT, connecting each client to that unix socket. The harness keeps its usual base URL.
+
+    python forwarder.py --listen 127.0.0.1:PORT --to-unix /path/sock --ready /path/ready-file
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+__all__ = ["UnixToTcpBridge", "serve_tcp_to_unix"]
+
+_CHUNK = 65536
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(_CHUNK):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+def _splice(
+    connect: Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]],
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await connect()
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    return handle
+
+
+class UnixToTcpBridge:
+    """A unix-socket listener, on its own thread, that forwards every connection to HOST:PORT."""
+
+    def __init__(self, socket_path: Path, host: str, port: int) -> None:
+        self.socket_path = socket_path
+        self._target = (host, port)
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"bridge-{port}", daemon=True)
+
+    def start(self) -> UnixToTcpBridge:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError(f"unix bridge on {self.socket_path} did not start")
+        return self
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        handler = _splice(lambda: asyncio.open_connection(*self._target))
+        self._server = self._loop.run_until_complete(
+            asyncio.start_unix_server(handler, path=str(self.socket_path))
+        )
+        self._ready.set()
+        self._loop.run_forever()
+        self._server.close()
+        self._loop.run_until_complete(self._server.wait_closed())
+        self._loop.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket_path.unlink()
+
+
+async def serve_tcp_to_unix(host: str, port: int, socket_path: str, ready: Path | None = None) -> None:
+    """Listen on HOST:PORT and forward every connection to the unix socket; runs until cancelled."""
+    handler = _splice(lambda: asyncio.open_unix_connection(socket_path))
+    server = await asyncio.start_server(handler, host, port)
+    if ready is not None:
+        ready.write_text("ready\n")
+    async with server:
+        await server.serve_forever()
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--listen", required=True, help="HOST:PORT inside the namespace")
+    parser.add_argument("--to-unix", required=True, help="unix socket reaching the proxy")
+    parser.add_argument("--ready", type=Path, help="file written once the listener is bound")
+    args = parser.parse_args()
+    host, _, port = args.listen.rpartition(":")
+    asyncio.run(serve_tcp_to_unix(host, int(port), args.to_unix, args.ready))
+
+
+if __name__ == "__main__":
+    _main()

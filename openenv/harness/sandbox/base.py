@@ -1,0 +1,112 @@
+"""The Sandbox seam: where a harness process runs, with its workspace, limits and a verifier shell.
+
+A sandbox owns one episode's files and processes. Whatever it starts, it must be able to kill, so that
+no process outlives the episode (`close()`), whether the harness exited, crashed or hung.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["CommandResult", "HarnessProcess", "Limits", "ProcessStatus", "Sandbox"]
+
+# running: still going. exited: exit code 0. failed: non-zero exit. crashed: died of a signal we did not
+# send. timeout: we killed it at its deadline. killed: we killed it on close while it was still running.
+ProcessStatus = Literal["running", "exited", "failed", "crashed", "timeout", "killed"]
+
+
+class Limits(BaseModel):
+    """Resource limits applied to every process a sandbox starts (`resource.setrlimit`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpu_seconds: int | None = Field(default=600, description="RLIMIT_CPU")
+    file_size_mb: int | None = Field(default=1024, description="RLIMIT_FSIZE")
+    open_files: int | None = Field(default=4096, description="RLIMIT_NOFILE")
+    core_dumps: bool = False
+    # No address-space limit by default: Bun and V8 reserve tens of GB of virtual memory up front.
+    address_space_mb: int | None = None
+
+
+class CommandResult(BaseModel):
+    """The outcome of a short command run to completion (the verifier's tests, a setup step)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    argv: list[str]
+    exit_code: int | None
+    output: str = Field(description="stdout and stderr, interleaved as written")
+    timed_out: bool = False
+
+
+@runtime_checkable
+class HarnessProcess(Protocol):
+    """A long-running process inside a sandbox (the harness)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def status(self) -> ProcessStatus:
+        """The current status; never blocks."""
+        ...
+
+    def exit_code(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> ProcessStatus:
+        """Wait up to `timeout` seconds for the process to end and return its status."""
+        ...
+
+    def output_tail(self, chars: int = 2000) -> str:
+        """The last `chars` characters of stdout and stderr together."""
+        ...
+
+    def kill(self) -> None:
+        """Kill the whole process tree (status becomes `killed` if it was running)."""
+        ...
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """Runs one episode's processes over one workspace, and cleans up everything on close."""
+
+    @property
+    def workspace(self) -> Path:
+        """The task's working tree, as a path this process can read and write."""
+        ...
+
+    @property
+    def home(self) -> Path:
+        """HOME for the harness: config files go here, never into the real home."""
+        ...
+
+    def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
+        """Write text files, relative to `under` (default: the workspace)."""
+        ...
+
+    def read_file(self, relative: str) -> str:
+        """Read a workspace file as text."""
+        ...
+
+    def start(
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+    ) -> HarnessProcess:
+        """Start a long-running process; it is killed at `timeout_s` and on close."""
+        ...
+
+    def run(
+        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        cwd: Path | None = None,
+    ) -> CommandResult:
+        """Run a command to completion (or its timeout) and capture its output."""
+        ...
+
+    def leftover_pids(self) -> list[int]:
+        """Live processes this sandbox started (or their descendants); empty after close."""
+        ...
+
+    def close(self) -> None:
+        """Kill every process and remove the sandbox's files; safe to call twice."""
+        ...

@@ -1,0 +1,290 @@
+"""LocalSandbox: an episode on this machine, in a temp folder, its own process group and optional netns.
+
+Every process gets a marker variable (`OPENENV_SANDBOX=<id>`), so descendants that leave the process
+group (Cline's hub daemon does `setsid`) are still found and killed on close.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+import psutil
+
+from openenv.errors import EnvError
+from openenv.harness import forwarder
+from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
+
+__all__ = ["DEFAULT_ENV_ALLOW", "LocalProcess", "LocalSandbox"]
+
+# Variables passed through from our own environment; everything else is dropped.
+DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
+MARKER = "OPENENV_SANDBOX"
+Network = Literal["host", "loopback"]
+
+
+def _preexec(limits: Limits) -> Callable[[], None]:
+    pairs = [
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, None if limits.file_size_mb is None else limits.file_size_mb << 20),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, None if limits.core_dumps else 0),
+        (resource.RLIMIT_AS, None if limits.address_space_mb is None else limits.address_space_mb << 20),
+    ]
+
+    def apply() -> None:
+        for which, value in pairs:
+            if value is not None:
+                resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+def _marked(sandbox_id: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(MARKER) == sandbox_id and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
+    """Kill `root`, its descendants and every process carrying the sandbox's marker."""
+    procs: dict[int, psutil.Process] = {p.pid: p for p in _marked(sandbox_id)}
+    if root is not None:
+        try:
+            parent = psutil.Process(root)
+            procs[root] = parent
+            procs.update({c.pid: c for c in parent.children(recursive=True)})
+            os.killpg(root, signal.SIGTERM)
+        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+            pass
+    for proc in procs.values():
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+
+
+class LocalProcess:
+    """A harness process with a deadline; its stdout and stderr go to one log file."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log: Path, sandbox_id: str, timeout_s: float) -> None:
+        self._popen = popen
+        self._log = log
+        self._sandbox_id = sandbox_id
+        self._ended_by: ProcessStatus | None = None
+        self._lock = threading.Lock()
+        self._watchdog = threading.Timer(timeout_s, self._end, args=("timeout",))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def exit_code(self) -> int | None:
+        return self._popen.poll()
+
+    def status(self) -> ProcessStatus:
+        code = self._popen.poll()
+        if code is None:
+            return "running"
+        if self._ended_by is not None:
+            return self._ended_by
+        if code < 0:
+            return "crashed"
+        return "exited" if code == 0 else "failed"
+
+    def wait(self, timeout: float | None = None) -> ProcessStatus:
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.status()
+
+    def output_tail(self, chars: int = 2000) -> str:
+        try:
+            with self._log.open("rb") as fh:
+                fh.seek(max(0, self._log.stat().st_size - chars))
+                return fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def _end(self, reason: ProcessStatus) -> None:
+        with self._lock:
+            if self._popen.poll() is None and self._ended_by is None:
+                self._ended_by = reason
+            kill_tree(self._popen.pid, self._sandbox_id)
+            self._popen.wait(5)
+
+    def kill(self) -> None:
+        self._watchdog.cancel()
+        self._end("killed")
+
+
+class LocalSandbox:
+    """One episode on this machine: temp workspace and HOME, env allow-list, rlimits, timeouts.
+
+    Args:
+        limits: rlimits applied to every process started here.
+        env_allow: names passed through from this process's environment.
+        network: `"loopback"` runs harnesses in a fresh network namespace with only `lo` (needs root
+            and `unshare`); ports in `forward_ports` then reach this host's 127.0.0.1 through a unix socket.
+        forward_ports: 127.0.0.1 ports (the capture proxy) made reachable inside the namespace.
+    """
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW,
+        network: Network = "host",
+        forward_ports: tuple[int, ...] = (),
+    ) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
+        self._limits = limits or Limits()
+        self._env_allow = env_allow
+        self._network = network
+        self._processes: list[LocalProcess] = []
+        self._bridges: list[forwarder.UnixToTcpBridge] = []
+        for sub in ("workspace", "home", "tmp", "logs"):
+            (self.root / sub).mkdir()
+        if network == "loopback":
+            self._check_netns_support()
+            self._bridges = [
+                forwarder.UnixToTcpBridge(self.root / f"p{port}.sock", "127.0.0.1", port).start()
+                for port in forward_ports
+            ]
+        self._closed = False
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @staticmethod
+    def _check_netns_support() -> None:
+        if os.geteuid() != 0 or not shutil.which("unshare") or not _ip_binary():
+            raise EnvError("network='loopback' needs root, `unshare` and `ip` (iproute2); use network='host'")
+
+    def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
+        base = under or self.workspace
+        for relative, text in files.items():
+            path = base / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+
+    def read_file(self, relative: str) -> str:
+        return (self.workspace / relative).read_text()
+
+    def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
+        env = {name: os.environ[name] for name in self._env_allow if name in os.environ}
+        env.update(HOME=str(self.home), TMPDIR=str(self.root / "tmp"), USER="openenv", **{MARKER: self.id})
+        env.update(extra or {})
+        return env
+
+    def _wrap(self, argv: list[str]) -> list[str]:
+        if self._network == "host":
+            return argv
+        waits = []
+        for bridge in self._bridges:
+            port = bridge.socket_path.stem.removeprefix("p")
+            ready = self.root / f"p{port}.ready"
+            waits.append(
+                f'"$0" {forwarder.__file__} --listen 127.0.0.1:{port} --to-unix {bridge.socket_path}'
+                f" --ready {ready} & while [ ! -e {ready} ]; do sleep 0.02; done"
+            )
+        script = "; ".join([f"{_ip_binary()} link set lo up", *waits, 'exec "$@"'])
+        return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, sys.executable,
+                *argv]
+
+    def _popen(self, argv: list[str], env: dict[str, str], cwd: Path | None, log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                self._wrap(argv),
+                cwd=cwd or self.workspace,
+                env=self.environment(env),
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_preexec(self._limits),
+            )
+
+    def start(
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+    ) -> LocalProcess:
+        if self._closed:
+            raise EnvError("sandbox is closed")
+        log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
+        try:
+            popen = self._popen(argv, env, cwd, log)
+        except OSError as exc:
+            raise EnvError(f"could not start {argv[0]!r}: {exc}") from exc
+        process = LocalProcess(popen, log, self.id, timeout_s)
+        self._processes.append(process)
+        return process
+
+    def run(
+        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        cwd: Path | None = None,
+    ) -> CommandResult:
+        process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
+        status = process.wait(timeout_s + 10)
+        process.kill()
+        return CommandResult(
+            argv=argv,
+            exit_code=process.exit_code(),
+            output=process.output_tail(200_000),
+            timed_out=status == "timeout",
+        )
+
+    def leftover_pids(self) -> list[int]:
+        return sorted(p.pid for p in _marked(self.id))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for process in self._processes:
+            process.kill()
+        kill_tree(None, self.id)
+        for bridge in self._bridges:
+            bridge.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def __enter__(self) -> LocalSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ip_binary() -> str | None:
+    return shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip") if os.path.exists(p)), None)

@@ -1,0 +1,115 @@
+"""LocalSandbox: limits, status reporting, output capture, and no process outliving the sandbox."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from openenv.harness.sandbox import Limits, LocalSandbox
+from openenv.testing.vllm_server import free_port
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_workspace_and_home_are_private_temp_folders():
+    with LocalSandbox() as box:
+        box.write_files({"pkg/a.py": "x = 1\n"})
+        assert box.read_file("pkg/a.py") == "x = 1\n"
+        result = box.run(["sh", "-c", 'echo "$HOME|$PWD"'])
+        assert result.output.strip() == f"{box.home}|{box.workspace}"
+        assert box.home != os.path.expanduser("~")
+        root = box.root
+    assert not root.exists()
+
+
+def test_environment_is_an_allow_list(monkeypatch):
+    monkeypatch.setenv("OPENENV_SECRET_TOKEN", "leak")
+    with LocalSandbox() as box:
+        out = box.run(["sh", "-c", "env"], env={"EXTRA": "yes"}).output
+    assert "OPENENV_SECRET_TOKEN" not in out
+    assert "EXTRA=yes" in out
+
+
+def test_exit_statuses_are_reported():
+    with LocalSandbox() as box:
+        ok = box.start(["sh", "-c", "echo done"], env={}, timeout_s=10)
+        bad = box.start(["sh", "-c", "echo oops >&2; exit 3"], env={}, timeout_s=10)
+        crash = box.start(["sh", "-c", "kill -SEGV $$"], env={}, timeout_s=10)
+        assert ok.wait(10) == "exited" and "done" in ok.output_tail()
+        assert bad.wait(10) == "failed" and bad.exit_code() == 3 and "oops" in bad.output_tail()
+        assert crash.wait(10) == "crashed"
+
+
+def test_a_hanging_process_times_out_and_its_tree_is_killed():
+    with LocalSandbox() as box:
+        proc = box.start(["sh", "-c", "sleep 60 & sleep 60"], env={}, timeout_s=0.5)
+        time.sleep(0.2)
+        children = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        assert proc.wait(10) == "timeout"
+        assert not any(_alive(pid) for pid in [proc.pid, *children])
+        assert box.leftover_pids() == []
+
+
+def test_a_daemon_that_escapes_the_process_group_dies_on_close():
+    """Cline's hub daemon calls setsid and outlives its parent; the sandbox marker still finds it."""
+    box = LocalSandbox()
+    proc = box.start(["sh", "-c", "setsid sleep 120 & echo started"], env={}, timeout_s=30)
+    assert proc.wait(10) == "exited"
+    time.sleep(0.2)
+    escaped = box.leftover_pids()
+    assert escaped, "the setsid child should still be running before close"
+    box.close()
+    assert not any(_alive(pid) for pid in escaped)
+    assert box.leftover_pids() == []
+
+
+def test_resource_limits_apply():
+    limits = Limits(file_size_mb=1, open_files=64)
+    with LocalSandbox(limits=limits) as box:
+        out = box.run(["sh", "-c", "ulimit -n; ulimit -f"]).output.split()
+        big = box.run(["sh", "-c", "head -c 3000000 /dev/zero > big.bin"])
+    assert out[0] == "64"
+    assert int(out[1]) * 512 == 1 << 20 or int(out[1]) * 1024 == 1 << 20
+    assert big.exit_code != 0
+
+
+class _Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's naming
+        body = b"hello from the host"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_loopback_namespace_has_only_lo_and_reaches_the_forwarded_port():
+    port = free_port()
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    probe = (
+        "import os, urllib.request\n"
+        f"print(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=5).read().decode())\n"
+        "print('interfaces', sorted(os.listdir('/sys/class/net')))\n"
+    )
+    try:
+        with LocalSandbox(network="loopback", forward_ports=(port,)) as box:
+            result = box.run([sys.executable, "-c", probe], timeout_s=30)
+    finally:
+        server.shutdown()
+    assert "hello from the host" in result.output, result.output
+    assert "interfaces ['lo']" in result.output
