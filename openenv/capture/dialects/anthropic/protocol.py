@@ -12,13 +12,13 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
+    "BILLING_HEADER",
     "AnthropicErrorBody",
     "AnthropicErrorDetail",
     "Base64ImageSource",
     "ContentBlockDeltaEvent",
     "ContentBlockStartEvent",
     "ContentBlockStopEvent",
-    "CountTokensRequest",
     "CountTokensResponse",
     "ImageBlock",
     "InputJSONDelta",
@@ -145,8 +145,13 @@ class ToolChoice(_Request):
     disable_parallel_tool_use: bool | None = None
 
 
+BILLING_HEADER = "x-anthropic-billing-header:"
+
+
 class MessagesRequest(_Request):
-    """`POST /v1/messages`. Claude Code also sends `thinking: {type: adaptive}`, `context_management`,
+    """`POST /v1/messages` (and `/v1/messages/count_tokens`, which sends no `max_tokens`).
+
+    Claude Code also sends `thinking: {type: adaptive}`, `context_management`,
     `output_config` and `metadata.user_id`; they are accepted and do not change generation."""
 
     model: str
@@ -168,23 +173,25 @@ class MessagesRequest(_Request):
     top_k: int | None = None
     top_p: float | None = None
 
+    @field_validator("system")
+    @classmethod
+    def _normalize_billing_header(cls, system: str | list[TextBlock] | None) -> str | list[TextBlock] | None:
+        """Claude Code >= 2.1 puts an `x-anthropic-billing-header: cc_version=...; cch=...;` line first in
+        the system prompt. It is billing metadata, not instructions, and may change per request, which
+        would break prefix reuse between turns, so it is dropped."""
+        if isinstance(system, str):
+            first, _, rest = system.partition("\n")
+            return rest if first.startswith(BILLING_HEADER) else system
+        if system is not None:
+            return [b for b in system if not b.text.startswith(BILLING_HEADER)]
+        return system
+
     @field_validator("messages")
     @classmethod
     def _not_empty(cls, messages: list[Message]) -> list[Message]:
         if not messages:
             raise ValueError("messages must hold at least one message")
         return messages
-
-
-class CountTokensRequest(_Request):
-    """`POST /v1/messages/count_tokens`: the same prompt fields, no sampling."""
-
-    model: str
-    messages: list[Message]
-    system: str | list[TextBlock] | None = None
-    tools: list[Tool] | None = None
-    tool_choice: ToolChoice | None = None
-    thinking: dict[str, Any] | None = None
 
 
 class CountTokensResponse(_Response):

@@ -23,8 +23,6 @@ __all__ = [
     "InputText",
     "MessageItem",
     "NamespaceTool",
-    "OpenAIErrorBody",
-    "OpenAIErrorDetail",
     "OtherItem",
     "OtherTool",
     "OutputCustomToolCall",
@@ -351,17 +349,3 @@ class StreamEvent(_Response):
 
     type: str
     sequence_number: int
-
-
-# --- errors (https://platform.openai.com/docs/guides/error-codes) ------------------------------
-
-
-class OpenAIErrorDetail(_Response):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class OpenAIErrorBody(_Response):
-    error: OpenAIErrorDetail

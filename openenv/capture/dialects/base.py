@@ -1,0 +1,120 @@
+"""The `Dialect` seam: what one wire format (OpenAI Chat, Anthropic, ...) must provide.
+
+A dialect is pure mapping: wire request -> `CanonicalRequest`, `Completion` -> wire reply or SSE
+events, `OpenEnvError` -> wire error. The app does all I/O and calls these in a fixed order:
+
+    parse(body, ctx) -> to_canonical(req) -> [session renders, samples, records] ->
+    from_canonical(done, req) | sse_events(done, req);   any OpenEnvError -> error_body(err)
+
+Endpoints that are not generation (Anthropic `count_tokens`, `GET /v1/models`) are named by the
+`Endpoint.operation` in the route registry and served by the optional methods below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel
+
+from openenv.capture.canonical import CanonicalRequest, Completion
+from openenv.errors import OpenEnvError
+
+__all__ = [
+    "CountsTokens",
+    "Dialect",
+    "Endpoint",
+    "ListsModels",
+    "Operation",
+    "RequestContext",
+    "ServerSentEvent",
+]
+
+Operation = Literal["generate", "count_tokens", "models"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What the app knows about an HTTP request besides its body.
+
+    Attributes:
+        path_params: values of the route's `{name}` placeholders (e.g. Gemini's `model`).
+        query: the query string, one value per key (e.g. `?key=`, `?alt=sse`, `?beta=true`).
+        headers: lower-cased header names to values.
+    """
+
+    path_params: Mapping[str, str] = field(default_factory=dict)
+    query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    """One SSE frame. `event` is omitted from the wire when None (OpenAI and Gemini style)."""
+
+    data: str
+    event: str | None = None
+
+    def encode(self) -> bytes:
+        head = f"event: {self.event}\n" if self.event is not None else ""
+        return f"{head}data: {self.data}\n\n".encode()
+
+
+@runtime_checkable
+class Dialect(Protocol):
+    """One wire format. Set `name` in ALL implementations; keep every method pure."""
+
+    name: str
+
+    def parse(self, body: bytes, ctx: RequestContext) -> Any:
+        """Validate the raw body into the dialect's wire request model.
+
+        Raises:
+            BadRequest: the body is not JSON or does not fit the wire model; the message says which
+                field and what was expected.
+        """
+        ...
+
+    def to_canonical(self, req: Any) -> CanonicalRequest:
+        """Map a validated wire request to the canonical request (system -> messages -> params ->
+        tools -> tool_choice). Raises `Unsupported` for what we refuse (e.g. `n>1`)."""
+        ...
+
+    def from_canonical(self, done: Completion, req: Any) -> BaseModel:
+        """The non-streamed wire reply for a completion."""
+        ...
+
+    def sse_events(self, done: Completion, req: Any) -> Iterator[ServerSentEvent]:
+        """The exact streamed event sequence for an already-finished completion."""
+        ...
+
+    def error_body(self, err: OpenEnvError) -> tuple[int, BaseModel]:
+        """The HTTP status and wire error body for an error, in this dialect's format."""
+        ...
+
+    def session_token(self, ctx: RequestContext) -> str | None:
+        """The session token from the dialect's API-key header or query (path routing aside)."""
+        ...
+
+
+@runtime_checkable
+class CountsTokens(Protocol):
+    """A dialect with a token-counting endpoint (answered by the tokenizer, tagged aux)."""
+
+    def count_tokens_body(self, n_tokens: int, req: Any) -> BaseModel: ...
+
+
+@runtime_checkable
+class ListsModels(Protocol):
+    """A dialect with a model-listing endpoint (probes are answered, never recorded)."""
+
+    def models_body(self, models: list[str], ctx: RequestContext) -> BaseModel: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A route's dialect and what the route does."""
+
+    dialect: Dialect
+    operation: Operation = "generate"

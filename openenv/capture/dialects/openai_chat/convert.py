@@ -1,0 +1,233 @@
+"""OpenAI Chat Completions <-> canonical: the pure mapping, the chunk grammar and the error format."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pydantic import BaseModel
+
+from openenv.capture.canonical import (
+    CanonicalRequest,
+    Completion,
+    Message,
+    Part,
+    SamplingParams,
+    TextPart,
+    ThinkingPart,
+    Tool,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultPart,
+)
+from openenv.capture.dialects._shared import bearer_token, chunk_text, parse_body, response_id
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.openai_chat import protocol as p
+from openenv.errors import BackendUnavailable, OpenEnvError, Unsupported
+
+__all__ = [
+    "OpenAIChatDialect",
+    "error_body",
+    "from_canonical",
+    "models_body",
+    "parse",
+    "session_token",
+    "sse_events",
+    "to_canonical",
+]
+
+NAME = "openai_chat"
+
+
+def parse(body: bytes, ctx: RequestContext) -> p.ChatCompletionRequest:
+    return parse_body(p.ChatCompletionRequest, body)
+
+
+def session_token(ctx: RequestContext) -> str | None:
+    return bearer_token(ctx.headers, "api-key")
+
+
+# ---- request -> canonical ------------------------------------------------------------------------
+
+
+def to_canonical(req: p.ChatCompletionRequest) -> CanonicalRequest:
+    if req.n is not None and req.n > 1:
+        raise Unsupported(f"n={req.n} is not supported; the proxy samples one choice per request (n=1)",
+                          param="n")
+    return CanonicalRequest(
+        model=req.model,
+        messages=_messages(req.messages),
+        sampling=_sampling(req),
+        tools=_tools(req.tools),
+        tool_choice=_tool_choice(req.tool_choice),
+        stream=bool(req.stream),
+    )
+
+
+def _messages(messages: list[p.ChatMessage]) -> tuple[Message, ...]:
+    names: dict[str, str] = {}  # tool_call_id -> function name, for templates that print it
+    out: list[Message] = []
+    for msg in messages:
+        match msg.role:
+            case "system" | "developer":
+                out.append(Message(role="system", parts=_text_parts(msg.content)))
+            case "user":
+                out.append(Message(role="user", parts=_text_parts(msg.content)))
+            case "assistant":
+                assert isinstance(msg, p.AssistantMessage)
+                names.update({c.id: c.function.name for c in msg.tool_calls or []})
+                out.append(Message(role="assistant", parts=_assistant_parts(msg)))
+            case "tool":
+                assert isinstance(msg, p.ToolMessage)
+                result = ToolResultPart(tool_call_id=msg.tool_call_id, content=_text(msg.content),
+                                        name=msg.name or names.get(msg.tool_call_id))
+                out.append(Message(role="tool", parts=(result,)))
+    return tuple(out)
+
+
+def _text(content: p.Content) -> str:
+    """Text of a string or a part array; non-text parts are refused in one line."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    pieces = []
+    for part in content:
+        if part.type not in ("text", "refusal"):
+            raise Unsupported(f"content part type {part.type!r} is not supported; send text parts only",
+                              param="messages")
+        pieces.append(part.text or part.refusal or "")
+    return "".join(pieces)
+
+
+def _text_parts(content: p.Content) -> tuple[Part, ...]:
+    text = _text(content)
+    return (TextPart(text=text),) if text else ()
+
+
+def _assistant_parts(msg: p.AssistantMessage) -> tuple[Part, ...]:
+    parts: list[Part] = []
+    reasoning = msg.reasoning_content or msg.reasoning
+    if reasoning:
+        parts.append(ThinkingPart(text=reasoning))
+    parts.extend(_text_parts(msg.content))
+    for call in msg.tool_calls or []:
+        parts.append(ToolCallPart(id=call.id, name=call.function.name, arguments=call.function.arguments))
+    return tuple(parts)
+
+
+def _sampling(req: p.ChatCompletionRequest) -> SamplingParams:
+    stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+    return SamplingParams(
+        max_tokens=req.max_completion_tokens or req.max_tokens,
+        temperature=req.temperature,
+        top_p=req.top_p,
+        top_k=req.top_k,
+        min_p=req.min_p,
+        presence_penalty=req.presence_penalty,
+        frequency_penalty=req.frequency_penalty,
+        repetition_penalty=req.repetition_penalty,
+        seed=req.seed,
+        stop=stop,
+    )
+
+
+def _tools(tools: list[p.FunctionTool] | None) -> tuple[Tool, ...]:
+    out = []
+    for tool in tools or []:
+        fn = tool.function
+        schema = fn.parameters or {"type": "object", "properties": {}}
+        out.append(Tool(name=fn.name, description=fn.description or "", parameters=schema))
+    return tuple(out)
+
+
+def _tool_choice(choice: str | p.NamedToolChoice | None) -> ToolChoice:
+    if choice is None:
+        return ToolChoice()
+    if isinstance(choice, p.NamedToolChoice):
+        return ToolChoice(mode="named", name=choice.function.name)
+    return ToolChoice(mode=choice)  # type: ignore[arg-type]
+
+
+# ---- completion -> reply -------------------------------------------------------------------------
+
+
+def from_canonical(done: Completion, req: p.ChatCompletionRequest) -> p.ChatCompletion:
+    calls = [p.ResponseToolCall(id=c.id, function=p.FunctionCall(name=c.name, arguments=c.arguments))
+             for c in done.tool_calls]
+    message = p.ResponseMessage(
+        content=done.text if done.text or not calls else None,
+        tool_calls=calls or None,
+        reasoning_content=done.reasoning or None,
+    )
+    return p.ChatCompletion(
+        id=response_id("chatcmpl-", done.id),
+        created=done.created,
+        model=done.model,
+        choices=[p.Choice(message=message, finish_reason=done.finish_reason)],
+        usage=_usage(done),
+    )
+
+
+def _usage(done: Completion) -> p.UsageInfo:
+    u = done.usage
+    return p.UsageInfo(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
+                       total_tokens=u.total_tokens)
+
+
+def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[ServerSentEvent]:
+    """role chunk -> reasoning/content deltas -> tool-call deltas -> finish chunk -> usage -> [DONE]."""
+    head = {"id": response_id("chatcmpl-", done.id), "created": done.created, "model": done.model}
+
+    def chunk(delta: p.Delta, finish: str | None = None) -> ServerSentEvent:
+        body = p.ChatCompletionChunk(**head, choices=[p.ChunkChoice(delta=delta, finish_reason=finish)])
+        return ServerSentEvent(data=body.model_dump_json(exclude_none=True))
+
+    yield chunk(p.Delta(role="assistant", content=""))
+    for piece in chunk_text(done.reasoning):
+        yield chunk(p.Delta(reasoning_content=piece))
+    for piece in chunk_text(done.text):
+        yield chunk(p.Delta(content=piece))
+    for index, call in enumerate(done.tool_calls):
+        start = p.DeltaToolCall(index=index, id=call.id, type="function",
+                                function=p.DeltaFunctionCall(name=call.name, arguments=""))
+        yield chunk(p.Delta(tool_calls=[start]))
+        for piece in chunk_text(call.arguments):
+            args = p.DeltaToolCall(index=index, function=p.DeltaFunctionCall(arguments=piece))
+            yield chunk(p.Delta(tool_calls=[args]))
+    yield chunk(p.Delta(), finish=done.finish_reason)
+    if req.stream_options is not None and req.stream_options.include_usage:
+        usage = p.ChatCompletionChunk(**head, choices=[], usage=_usage(done))
+        yield ServerSentEvent(data=usage.model_dump_json(exclude_none=True))
+    yield ServerSentEvent(data="[DONE]")
+
+
+# ---- errors and probes -----------------------------------------------------------------------------
+
+_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                429: "rate_limit_error", 503: "service_unavailable"}
+
+
+def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
+    status = err.status_code
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    if isinstance(err, BackendUnavailable):
+        kind = "service_unavailable"
+    param = err.details.get("param")
+    body = p.ErrorBody(message=err.message, type=kind, param=param if isinstance(param, str) else None,
+                       code=err.code)
+    return status, p.ErrorResponse(error=body)
+
+
+def models_body(models: list[str], ctx: RequestContext) -> p.ModelList:
+    return p.ModelList(data=[p.ModelCard(id=m) for m in models])
+
+
+class OpenAIChatDialect:
+    """`POST /v1/chat/completions` and `GET /v1/models`."""
+
+    name = NAME
+    parse = staticmethod(parse)
+    to_canonical = staticmethod(to_canonical)
+    from_canonical = staticmethod(from_canonical)
+    sse_events = staticmethod(sse_events)
+    error_body = staticmethod(error_body)
+    session_token = staticmethod(session_token)
+    models_body = staticmethod(models_body)
