@@ -4,7 +4,7 @@
 No model can be downloaded here, so the repo makes its own: a byte-level BPE tokenizer trained on
 this Python's standard-library sources, the chat special tokens, a Qwen2.5-style chat template with
 tool calls (`<tool_call>{json}</tool_call>`) and `<think>` reasoning, and a random-weight Qwen2 model
-(hidden 64, 2 layers, head_dim 32) with a long context so large harness prompts fit.
+(hidden 64, 2 layers, head_dim 32, untied output head) with a long context so large harness prompts fit.
 
 The build is deterministic: same inputs, same seed, same files. A finished build is reused, keyed by
 a fingerprint of this script, so a second run costs nothing.
@@ -144,7 +144,7 @@ def build_model(out: Path) -> None:
         head_dim=32,
         max_position_embeddings=MAX_POSITIONS,
         rope_theta=1_000_000.0,
-        tie_word_embeddings=True,
+        tie_word_embeddings=False,
         bos_token_id=pad,
         eos_token_id=eos,
         pad_token_id=pad,
@@ -153,9 +153,9 @@ def build_model(out: Path) -> None:
     )
     torch.manual_seed(SEED)
     model = Qwen2ForCausalLM(config)
-    # Random init gives near-uniform logits; a wider spread makes sampled text less degenerate.
+    # Untied, modest output weights: sampled text varies (no token dominates) yet is not uniform.
     with torch.no_grad():
-        model.model.embed_tokens.weight.normal_(0.0, 0.5)
+        model.lm_head.weight.normal_(0.0, 0.15)
     model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
     model.save_pretrained(out, safe_serialization=True)
 

