@@ -176,11 +176,11 @@ def _blocks(done: Completion) -> list[p.ResponseBlock]:
     """thinking, then text, then one tool_use per call: the order Claude itself answers in."""
     blocks: list[p.ResponseBlock] = []
     if done.reasoning:
-        blocks.append(p._OutThinking(thinking=done.reasoning))
+        blocks.append(p.ResponseThinkingBlock(thinking=done.reasoning))
     if done.text or not done.tool_calls:
-        blocks.append(p._OutText(text=done.text))
+        blocks.append(p.ResponseTextBlock(text=done.text))
     for call in done.tool_calls:
-        blocks.append(p._OutToolUse(id=call.id, name=call.name, input=call.parsed_arguments()))
+        blocks.append(p.ResponseToolUseBlock(id=call.id, name=call.name, input=call.parsed_arguments()))
     return blocks
 
 
@@ -213,13 +213,13 @@ def _block_events(index: int, block: p.ResponseBlock) -> Iterator[ServerSentEven
     deltas: list[p.TextDelta | p.InputJSONDelta | p.ThinkingDelta]
     match block.type:
         case "text":
-            start: p.ResponseBlock = p._OutText(text="")
+            start: p.ResponseBlock = p.ResponseTextBlock(text="")
             deltas = [p.TextDelta(text=piece) for piece in chunk_text(block.text)]
         case "thinking":
-            start = p._OutThinking(thinking="")
+            start = p.ResponseThinkingBlock(thinking="")
             deltas = [p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking)]
         case "tool_use":
-            start = p._OutToolUse(id=block.id, name=block.name, input={})
+            start = p.ResponseToolUseBlock(id=block.id, name=block.name, input={})
             args = json.dumps(block.input, ensure_ascii=False)
             deltas = [p.InputJSONDelta(partial_json=piece) for piece in chunk_text(args)]
     yield _event(p.ContentBlockStartEvent(index=index, content_block=start))

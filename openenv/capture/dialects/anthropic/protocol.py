@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = [
     "BILLING_HEADER",
     "AnthropicErrorBody",
+    "AnthropicErrorType",
     "AnthropicErrorDetail",
     "Base64ImageSource",
     "ContentBlockDeltaEvent",
@@ -34,7 +35,11 @@ __all__ = [
     "RedactedThinkingBlock",
     "RequestBlock",
     "ResponseBlock",
+    "ResponseTextBlock",
+    "ResponseThinkingBlock",
+    "ResponseToolUseBlock",
     "SignatureDelta",
+    "StopReason",
     "TextBlock",
     "TextDelta",
     "ThinkingBlock",
@@ -208,25 +213,25 @@ class Usage(_Response):
     cache_read_input_tokens: int = 0
 
 
-class _OutText(_Response):
+class ResponseTextBlock(_Response):
     type: Literal["text"] = "text"
     text: str
 
 
-class _OutToolUse(_Response):
+class ResponseToolUseBlock(_Response):
     type: Literal["tool_use"] = "tool_use"
     id: str
     name: str
     input: dict[str, Any]
 
 
-class _OutThinking(_Response):
+class ResponseThinkingBlock(_Response):
     type: Literal["thinking"] = "thinking"
     thinking: str
     signature: str = ""
 
 
-ResponseBlock = Annotated[_OutText | _OutToolUse | _OutThinking, Field(discriminator="type")]
+ResponseBlock = Annotated[ResponseTextBlock | ResponseToolUseBlock | ResponseThinkingBlock, Field(discriminator="type")]
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 

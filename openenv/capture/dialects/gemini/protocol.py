@@ -10,24 +10,28 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 __all__ = [
     "Candidate",
     "Content",
-    "CountTokensRequest",
     "CountTokensResponse",
     "FunctionCall",
     "FunctionCallingConfig",
     "FunctionDeclaration",
+    "FinishReason",
     "FunctionResponse",
     "GeminiErrorBody",
     "GeminiErrorDetail",
+    "GoogleStatus",
     "GenerateContentRequest",
     "GenerateContentResponse",
     "GenerationConfig",
     "Part",
+    "ResponseContent",
+    "ResponseFunctionCall",
+    "ResponsePart",
     "ThinkingConfig",
     "Tool",
     "ToolConfig",
@@ -42,9 +46,10 @@ class _Request(BaseModel):
 
 
 class _Response(BaseModel):
-    """Our output, written with camelCase aliases (`model_dump(by_alias=True)`)."""
+    """Our output, always written with the camelCase names the wire uses."""
 
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
+                              serialize_by_alias=True)
 
 
 class FunctionCall(_Request):
@@ -127,7 +132,11 @@ class GenerationConfig(_Request):
 
 
 class GenerateContentRequest(_Request):
-    """The body of `:generateContent` / `:streamGenerateContent`; the model comes from the URL path."""
+    """The body of `:generateContent` / `:streamGenerateContent` (the model comes from the URL path).
+
+    `:countTokens` bodies validate too: they carry either bare `contents` or a whole request under
+    `generateContentRequest`, which is unwrapped.
+    """
 
     contents: list[Content]
     tools: list[Tool] | None = None
@@ -137,12 +146,14 @@ class GenerateContentRequest(_Request):
     generation_config: GenerationConfig | None = None
     cached_content: str | None = None
 
-
-class CountTokensRequest(_Request):
-    """`:countTokens` takes either bare `contents` or a whole `generateContentRequest`."""
-
-    contents: list[Content] | None = None
-    generate_content_request: GenerateContentRequest | None = None
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap_count_tokens(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            inner = data.get("generateContentRequest", data.get("generate_content_request"))
+            if isinstance(inner, dict):
+                return inner
+        return data
 
 
 class CountTokensResponse(_Response):
@@ -152,29 +163,29 @@ class CountTokensResponse(_Response):
 # --- response ----------------------------------------------------------------------------------
 
 
-class _OutFunctionCall(_Response):
+class ResponseFunctionCall(_Response):
     id: str | None = None
     name: str
     args: dict[str, Any]
 
 
-class _OutPart(_Response):
+class ResponsePart(_Response):
     text: str | None = None
     thought: bool | None = None
     thought_signature: str | None = None
-    function_call: _OutFunctionCall | None = None
+    function_call: ResponseFunctionCall | None = None
 
 
-class _OutContent(_Response):
+class ResponseContent(_Response):
     role: Literal["model"] = "model"
-    parts: list[_OutPart]
+    parts: list[ResponsePart]
 
 
 FinishReason = Literal["STOP", "MAX_TOKENS", "SAFETY", "OTHER", "MALFORMED_FUNCTION_CALL"]
 
 
 class Candidate(_Response):
-    content: _OutContent
+    content: ResponseContent
     finish_reason: FinishReason | None = None
     index: int = 0
 

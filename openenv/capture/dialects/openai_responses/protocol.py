@@ -13,12 +13,21 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 __all__ = [
+    "CallDeltaEvent",
+    "ContentPartEvent",
+    "CustomToolCallDoneEvent",
+    "FunctionCallDoneEvent",
+    "OutputItemEvent",
+    "ResponseEvent",
+    "TextDeltaEvent",
+    "TextDoneEvent",
     "CustomTool",
     "CustomToolCallItem",
     "CustomToolCallOutputItem",
     "FunctionCallItem",
     "FunctionCallOutputItem",
     "FunctionTool",
+    "IncompleteDetails",
     "InputItem",
     "InputText",
     "MessageItem",
@@ -30,13 +39,13 @@ __all__ = [
     "OutputItem",
     "OutputMessage",
     "OutputReasoning",
+    "OutputReasoningText",
     "OutputText",
     "ReasoningItem",
     "ReasoningText",
     "Response",
     "ResponseUsage",
     "ResponsesRequest",
-    "StreamEvent",
     "SummaryText",
     "ToolChoiceNamed",
     "ToolSpec",
@@ -273,7 +282,7 @@ class OutputCustomToolCall(_Response):
     status: Literal["in_progress", "completed", "incomplete"] = "completed"
 
 
-class _OutReasoningText(_Response):
+class OutputReasoningText(_Response):
     type: Literal["reasoning_text"] = "reasoning_text"
     text: str
 
@@ -282,7 +291,7 @@ class OutputReasoning(_Response):
     type: Literal["reasoning"] = "reasoning"
     id: str
     summary: list[Any] = Field(default_factory=list)
-    content: list[_OutReasoningText]
+    content: list[OutputReasoningText]
     status: Literal["in_progress", "completed", "incomplete"] = "completed"
 
 
@@ -307,7 +316,7 @@ class ResponseUsage(_Response):
     total_tokens: int
 
 
-class _IncompleteDetails(_Response):
+class IncompleteDetails(_Response):
     reason: Literal["max_output_tokens", "content_filter"]
 
 
@@ -319,7 +328,7 @@ class Response(_Response):
     created_at: int
     status: Literal["in_progress", "completed", "incomplete", "failed"]
     error: dict[str, Any] | None = None
-    incomplete_details: _IncompleteDetails | None = None
+    incomplete_details: IncompleteDetails | None = None
     instructions: str | None = None
     max_output_tokens: int | None = None
     model: str
@@ -339,13 +348,70 @@ class Response(_Response):
 
 
 # --- SSE events (https://platform.openai.com/docs/api-reference/responses-streaming) -----------
+# Every event carries its `type` and a `sequence_number`; the grammar (which events, in which order)
+# lives in convert.py.
 
 
-class StreamEvent(_Response):
-    """One `response.*` event. The grammar (which events, in which order) lives in convert.py;
-    this model only pins the envelope: every event names its `type` and a `sequence_number`."""
-
-    model_config = ConfigDict(extra="allow")
-
-    type: str
+class _Event(_Response):
     sequence_number: int
+
+
+class ResponseEvent(_Event):
+    type: Literal["response.created", "response.in_progress", "response.completed", "response.incomplete"]
+    response: Response
+
+
+class OutputItemEvent(_Event):
+    type: Literal["response.output_item.added", "response.output_item.done"]
+    output_index: int
+    item: OutputItem
+
+
+class ContentPartEvent(_Event):
+    type: Literal["response.content_part.added", "response.content_part.done"]
+    item_id: str
+    output_index: int
+    content_index: int
+    part: OutputText | OutputReasoningText
+
+
+class TextDeltaEvent(_Event):
+    """`output_text.delta` carries `logprobs` (always `[]` here); `reasoning_text.delta` does not."""
+
+    type: Literal["response.output_text.delta", "response.reasoning_text.delta"]
+    item_id: str
+    output_index: int
+    content_index: int
+    delta: str
+    logprobs: list[Any] | None = None
+
+
+class TextDoneEvent(_Event):
+    type: Literal["response.output_text.done", "response.reasoning_text.done"]
+    item_id: str
+    output_index: int
+    content_index: int
+    text: str
+    logprobs: list[Any] | None = None
+
+
+class CallDeltaEvent(_Event):
+    type: Literal["response.function_call_arguments.delta", "response.custom_tool_call_input.delta"]
+    item_id: str
+    output_index: int
+    delta: str
+
+
+class FunctionCallDoneEvent(_Event):
+    type: Literal["response.function_call_arguments.done"] = "response.function_call_arguments.done"
+    item_id: str
+    output_index: int
+    name: str
+    arguments: str
+
+
+class CustomToolCallDoneEvent(_Event):
+    type: Literal["response.custom_tool_call_input.done"] = "response.custom_tool_call_input.done"
+    item_id: str
+    output_index: int
+    input: str

@@ -1,0 +1,307 @@
+"""Gemini generateContent <-> canonical: the pure mapping, the SSE grammar and the error format.
+
+The model name and whether to stream come from the route (`/v1beta/models/{model}:streamGenerateContent`),
+not the body, so `parse` wraps the body in a `GeminiCall` that carries both. Gemini function calls may
+come without ids (Pi sends none): such calls get positional ids, and a `functionResponse` without an
+id answers the oldest open call of the same name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from openenv.capture.canonical import (
+    CanonicalRequest,
+    Completion,
+    Message,
+    Part,
+    SamplingParams,
+    TextPart,
+    ThinkingPart,
+    Tool,
+    ToolCallPart,
+    ToolChoice,
+    ToolResultPart,
+)
+from openenv.capture.dialects._shared import chunk_text, parse_body, response_id
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.gemini import protocol as p
+from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
+
+__all__ = [
+    "GeminiCall",
+    "GeminiDialect",
+    "count_tokens_body",
+    "error_body",
+    "from_canonical",
+    "session_token",
+    "sse_events",
+    "to_canonical",
+]
+
+NAME = "gemini"
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiCall:
+    """A generateContent body with what the route says about it."""
+
+    model: str
+    stream: bool
+    body: p.GenerateContentRequest
+
+
+def session_token(ctx: RequestContext) -> str | None:
+    """`x-goog-api-key` (Gemini CLI, google-genai) or `?key=` (REST samples)."""
+    return ctx.headers.get("x-goog-api-key") or ctx.query.get("key") or None
+
+
+# ---- request -> canonical ------------------------------------------------------------------------
+
+
+def to_canonical(req: GeminiCall) -> CanonicalRequest:
+    body = req.body
+    config = body.generation_config or p.GenerationConfig()
+    if config.candidate_count is not None and config.candidate_count > 1:
+        raise Unsupported(f"candidateCount={config.candidate_count} is not supported; the proxy samples one "
+                          "candidate per request", param="generationConfig.candidateCount")
+    return CanonicalRequest(
+        model=req.model,
+        messages=_system(body.system_instruction) + _messages(body.contents),
+        sampling=_sampling(config),
+        tools=_tools(body.tools),
+        tool_choice=_tool_choice(body.tool_config),
+        stream=req.stream,
+    )
+
+
+def _system(instruction: p.Content | None) -> tuple[Message, ...]:
+    parts = tuple(TextPart(text=x.text) for x in (instruction.parts if instruction else []) if x.text)
+    return (Message(role="system", parts=parts),) if parts else ()
+
+
+@dataclass
+class _CallIds:
+    """Gives id-less function calls stable positional ids and pairs id-less responses with them."""
+
+    count: int = 0
+    open: defaultdict[str, deque[str]] = field(default_factory=lambda: defaultdict(deque))
+
+    def call(self, fc: p.FunctionCall) -> str:
+        call_id = fc.id or f"call_{fc.name}_{self.count}"
+        self.count += 1
+        self.open[fc.name].append(call_id)
+        return call_id
+
+    def response(self, fr: p.FunctionResponse) -> str:
+        pending = self.open[fr.name]
+        if fr.id:
+            if fr.id in pending:
+                pending.remove(fr.id)
+            return fr.id
+        return pending.popleft() if pending else f"call_{fr.name}_unmatched"
+
+
+def _messages(contents: list[p.Content]) -> tuple[Message, ...]:
+    ids = _CallIds()
+    out: list[Message] = []
+    for content in contents:
+        if content.role == "model":
+            out.append(Message(role="assistant", parts=tuple(_model_part(x, ids) for x in content.parts
+                                                             if _has_model_part(x))))
+        else:
+            out.extend(_user_messages(content.parts, ids))
+    return tuple(out)
+
+
+def _has_model_part(part: p.Part) -> bool:
+    return part.function_call is not None or bool(part.text)
+
+
+def _model_part(part: p.Part, ids: _CallIds) -> Part:
+    if part.function_call is not None:
+        fc = part.function_call
+        return ToolCallPart(id=ids.call(fc), name=fc.name, arguments=json.dumps(fc.args, ensure_ascii=False))
+    if part.thought:
+        return ThinkingPart(text=part.text or "", signature=part.thought_signature)
+    return TextPart(text=part.text or "")
+
+
+def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
+    """Text parts become user messages; each functionResponse its own `tool` message, in order."""
+    out: list[Message] = []
+    texts: list[Part] = []
+    for part in parts:
+        if part.function_response is not None:
+            if texts:
+                out.append(Message(role="user", parts=tuple(texts)))
+                texts = []
+            out.append(Message(role="tool", parts=(_tool_result(part.function_response, ids),)))
+        elif part.text is not None:
+            texts.append(TextPart(text=part.text))
+        elif part.inline_data is not None or part.file_data is not None:
+            raise Unsupported("inlineData and fileData parts are not supported; send text parts",
+                              param="contents")
+    if texts:
+        out.append(Message(role="user", parts=tuple(texts)))
+    return out
+
+
+def _tool_result(fr: p.FunctionResponse, ids: _CallIds) -> ToolResultPart:
+    """`{output: "..."}` (Gemini CLI, Pi) or `{error: "..."}` unwrap to their text; else the JSON."""
+    response = fr.response
+    if set(response) == {"output"} and isinstance(response["output"], str):
+        content, is_error = response["output"], False
+    elif set(response) == {"error"} and isinstance(response["error"], str):
+        content, is_error = response["error"], True
+    else:
+        content, is_error = json.dumps(response, ensure_ascii=False), False
+    return ToolResultPart(tool_call_id=ids.response(fr), content=content, name=fr.name, is_error=is_error)
+
+
+def _sampling(config: p.GenerationConfig) -> SamplingParams:
+    return SamplingParams(
+        max_tokens=config.max_output_tokens,
+        temperature=config.temperature,
+        top_p=config.top_p,
+        top_k=int(config.top_k) if config.top_k is not None else None,
+        presence_penalty=config.presence_penalty,
+        frequency_penalty=config.frequency_penalty,
+        seed=config.seed,
+        stop=tuple(config.stop_sequences or ()),
+    )
+
+
+def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:
+    """Function declarations; built-ins (googleSearch, codeExecution, ...) are not offered."""
+    out = []
+    for decl in (d for tool in tools or [] for d in tool.function_declarations or []):
+        schema = decl.parameters_json_schema or normalize_schema(decl.parameters or {})
+        out.append(Tool(name=decl.name, description=decl.description or "",
+                        parameters=schema or {"type": "object", "properties": {}}))
+    return tuple(out)
+
+
+def normalize_schema(schema: Any) -> Any:
+    """Google's OpenAPI-subset `Schema` (`type: "OBJECT"`) as JSON Schema (`type: "object"`)."""
+    if isinstance(schema, list):
+        return [normalize_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: normalize_schema(v) for k, v in schema.items()}
+    if isinstance(out.get("type"), str):
+        out["type"] = out["type"].lower()
+    return out
+
+
+def _tool_choice(config: p.ToolConfig | None) -> ToolChoice:
+    fcc = config.function_calling_config if config else None
+    match fcc.mode if fcc else None:
+        case None | "AUTO" | "MODE_UNSPECIFIED" | "VALIDATED":
+            return ToolChoice()
+        case "NONE":
+            return ToolChoice(mode="none")
+        case "ANY":
+            names = fcc.allowed_function_names or [] if fcc is not None else []
+            return ToolChoice(mode="named", name=names[0]) if len(names) == 1 else ToolChoice(mode="required")
+    raise AssertionError(fcc)
+
+
+# ---- completion -> reply -------------------------------------------------------------------------
+
+_FINISH: dict[str, p.FinishReason] = {"stop": "STOP", "tool_calls": "STOP", "length": "MAX_TOKENS"}
+
+
+def _parts(done: Completion) -> list[p.ResponsePart]:
+    """thought, then text, then one functionCall part per call (never empty: Gemini CLI retries an
+    empty candidate)."""
+    parts: list[p.ResponsePart] = []
+    if done.reasoning:
+        parts.append(p.ResponsePart(text=done.reasoning, thought=True))
+    if done.text or not done.tool_calls:
+        parts.append(p.ResponsePart(text=done.text))
+    for call in done.tool_calls:
+        fc = p.ResponseFunctionCall(id=call.id, name=call.name, args=call.parsed_arguments())
+        parts.append(p.ResponsePart(function_call=fc))
+    return parts
+
+
+def _usage(done: Completion) -> p.UsageMetadata:
+    u = done.usage
+    return p.UsageMetadata(prompt_token_count=u.prompt_tokens, candidates_token_count=u.completion_tokens,
+                           total_token_count=u.total_tokens)
+
+
+def _reply(done: Completion, parts: list[p.ResponsePart], *, last: bool) -> p.GenerateContentResponse:
+    candidate = p.Candidate(content=p.ResponseContent(parts=parts),
+                            finish_reason=_FINISH[done.finish_reason] if last else None)
+    return p.GenerateContentResponse(candidates=[candidate], usage_metadata=_usage(done) if last else None,
+                                     model_version=done.model, response_id=response_id("", done.id))
+
+
+def from_canonical(done: Completion, req: GeminiCall) -> p.GenerateContentResponse:
+    return _reply(done, _parts(done), last=True)
+
+
+def sse_events(done: Completion, req: GeminiCall) -> Iterator[ServerSentEvent]:
+    """`data:` chunks (no event names): thought text, then text, then the function calls in one chunk;
+    the last chunk carries `finishReason` and `usageMetadata`."""
+    chunks: list[list[p.ResponsePart]] = []
+    for part in _parts(done):
+        if part.function_call is not None:
+            if chunks and chunks[-1][0].function_call is not None:
+                chunks[-1].append(part)
+            else:
+                chunks.append([part])
+            continue
+        pieces = list(chunk_text(part.text or "")) or [""]
+        chunks.extend([part.model_copy(update={"text": piece})] for piece in pieces)
+    for index, parts in enumerate(chunks):
+        reply = _reply(done, parts, last=index == len(chunks) - 1)
+        yield ServerSentEvent(data=reply.model_dump_json(exclude_none=True))
+
+
+# ---- errors and token counting ---------------------------------------------------------------------
+
+_STATUS: dict[int, p.GoogleStatus] = {
+    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+}
+
+
+def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
+    """Google error JSON. A backend outage or full server is 503 `UNAVAILABLE`, which Gemini CLI
+    and google-genai retry."""
+    status = 503 if isinstance(err, BackendUnavailable | CapacityError) else err.status_code
+    kind = _STATUS.get(status, "INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
+    return status, p.GeminiErrorBody(error=p.GeminiErrorDetail(code=status, message=err.message, status=kind))
+
+
+def count_tokens_body(n_tokens: int, req: GeminiCall) -> p.CountTokensResponse:
+    return p.CountTokensResponse(total_tokens=n_tokens)
+
+
+class GeminiDialect:
+    """`:generateContent` (stream=False), `:streamGenerateContent` (stream=True) and `:countTokens`."""
+
+    name = NAME
+
+    def __init__(self, *, stream: bool = False) -> None:
+        self.stream = stream
+
+    def parse(self, body: bytes, ctx: RequestContext) -> GeminiCall:
+        model = ctx.path_params.get("model", "")
+        return GeminiCall(model=model, stream=self.stream, body=parse_body(p.GenerateContentRequest, body))
+
+    to_canonical = staticmethod(to_canonical)
+    from_canonical = staticmethod(from_canonical)
+    sse_events = staticmethod(sse_events)
+    error_body = staticmethod(error_body)
+    session_token = staticmethod(session_token)
+    count_tokens_body = staticmethod(count_tokens_body)
