@@ -1,0 +1,13 @@
+"""EchoClient: `EnvClient` typed by the echo models."""
+
+from __future__ import annotations
+
+from openenv.client import EnvClient
+
+from echo_env.models import EchoAction, EchoObservation, EchoState
+
+__all__ = ["EchoClient"]
+
+
+class EchoClient(EnvClient[EchoAction, EchoObservation, EchoState]):
+    """Async client for the echo env; `.sync()` gives the blocking twin."""

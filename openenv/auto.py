@@ -1,0 +1,211 @@
+"""`AutoEnv.from_env(name)`: find an environment by name and hand back a client connected to it.
+
+A name resolves, first match wins, to:
+  1. an installed env: an entry point `name` in the group `openenv.envs` (value: `module:EnvClass`);
+  2. an env folder: a path, or `<dir>/<name>` for each dir in `OPENENV_ENVS_PATH` (default `./envs`
+     and the `envs/` beside this checkout), holding an `openenv.yaml`;
+  3. an `http://` or `https://` URL of a running env server;
+  4. `docker:IMAGE`: a container started from IMAGE, its port 8000 published on 127.0.0.1;
+  5. a Hugging Face Space id `owner/name`, served at `https://owner-name.hf.space`.
+Installed envs and folders are served in-process by a `LocalServer` that the client stops on close.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+
+from openenv.client import EnvClient
+from openenv.core.environment import Environment
+from openenv.errors import NotFound, TransportError
+from openenv.manifest import MANIFEST_FILE, Manifest, import_object
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "AutoEnv",
+    "EnvSource",
+    "client_class_for",
+    "discover_envs",
+    "env_search_paths",
+    "hf_space_url",
+    "load_env_class",
+    "resolve",
+]
+
+ENTRY_POINT_GROUP = "openenv.envs"
+SourceKind = Literal["entry_point", "folder", "url", "docker", "hf_space"]
+_SPACE_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*$")
+_CONTAINER_PORT = 8000
+
+
+@dataclass(frozen=True)
+class EnvSource:
+    """Where a name resolved to: `target` is an entry-point value, a folder, a URL or an image."""
+
+    kind: SourceKind
+    name: str
+    target: str
+
+
+def hf_space_url(space_id: str) -> str:
+    """The URL a Space is served at: `owner-name`, lowercased, with `_` and `.` turned into `-`."""
+    if not _SPACE_ID.match(space_id):
+        raise ValueError(f"expected a Space id 'owner/name', got {space_id!r}")
+    owner, name = space_id.split("/")
+    subdomain = re.sub(r"[_.]", "-", f"{owner}-{name}").lower()
+    return f"https://{subdomain}.hf.space"
+
+
+def env_search_paths() -> list[Path]:
+    """Folders whose subfolders are env folders: `$OPENENV_ENVS_PATH`, else `./envs` and the repo's."""
+    configured = os.environ.get("OPENENV_ENVS_PATH")
+    if configured:
+        return [Path(p) for p in configured.split(os.pathsep) if p]
+    repo_envs = Path(__file__).resolve().parents[1] / "envs"
+    paths = [Path.cwd() / "envs", repo_envs]
+    return list(dict.fromkeys(p.resolve() for p in paths))
+
+
+def discover_envs(search_paths: list[Path] | None = None) -> list[EnvSource]:
+    """Every env this process can serve by name: installed entry points, then env folders."""
+    found = [EnvSource("entry_point", ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
+    for root in search_paths if search_paths is not None else env_search_paths():
+        if root.is_dir():
+            found += [
+                EnvSource("folder", d.name, str(d))
+                for d in sorted(root.iterdir())
+                if (d / MANIFEST_FILE).is_file()
+            ]
+    return found
+
+
+def resolve(name: str, *, search_paths: list[Path] | None = None) -> EnvSource:
+    """Where `name` points, by the order in this module's docstring.
+
+    Raises:
+        NotFound: nothing matches; the message lists the envs that are available.
+    """
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            return EnvSource("entry_point", name, ep.value)
+    as_path = Path(name).expanduser()
+    if (as_path / MANIFEST_FILE).is_file():
+        return EnvSource("folder", name, str(as_path.resolve()))
+    for root in search_paths if search_paths is not None else env_search_paths():
+        if (root / name / MANIFEST_FILE).is_file():
+            return EnvSource("folder", name, str((root / name).resolve()))
+    if name.startswith(("http://", "https://")):
+        return EnvSource("url", name, name.rstrip("/"))
+    if name.startswith("docker:"):
+        return EnvSource("docker", name, name.removeprefix("docker:"))
+    if _SPACE_ID.match(name):
+        return EnvSource("hf_space", name, hf_space_url(name))
+    known = ", ".join(sorted({s.name for s in discover_envs(search_paths)})) or "none"
+    raise NotFound(
+        f"no environment named {name!r}: not an installed env, an env folder, a URL, docker:IMAGE "
+        f"or a Space id owner/name (known envs: {known})",
+        name=name,
+    )
+
+
+def load_env_class(source: EnvSource) -> tuple[type[Environment[Any, Any, Any]], type[EnvClient[Any, Any, Any]]]:
+    """The env class (and typed client class) of an installed env or env folder."""
+    if source.kind == "entry_point":
+        env_cls = import_object(source.target)
+        return env_cls, client_class_for(env_cls)
+    if source.kind == "folder":
+        manifest, folder = Manifest.load(source.target)
+        env_cls = manifest.load_environment(folder)
+        client_cls = manifest.load_client(folder) or client_class_for(env_cls)
+        return env_cls, client_cls
+    raise ValueError(f"{source.kind} sources are served elsewhere; there is no class to load")
+
+
+def client_class_for(env_cls: type[Environment[Any, Any, Any]]) -> type[EnvClient[Any, Any, Any]]:
+    """An `EnvClient` subclass typed by the env class's own models."""
+    attrs = {
+        "action_type": env_cls.action_type,
+        "observation_type": env_cls.observation_type,
+        "state_type": env_cls.state_type,
+    }
+    return type(f"{env_cls.__name__}Client", (EnvClient,), attrs)
+
+
+class AutoEnv:
+    """Entry point for "give me env X": `AutoEnv.from_env("echo")`, a URL, `docker:IMAGE` or a Space."""
+
+    @staticmethod
+    def from_env(name: str, **client_kwargs: Any) -> EnvClient[Any, Any, Any]:
+        """Resolve `name` and return an (unconnected) client; closing the client stops what it started.
+
+        Args:
+            name: An env name, env folder, URL, `docker:IMAGE` or Space id (see the module docstring).
+            **client_kwargs: Passed to the `EnvClient` constructor (timeouts).
+
+        Raises:
+            NotFound: the name does not resolve.
+            TransportError: a container did not become healthy.
+        """
+        source = resolve(name)
+        if source.kind in ("entry_point", "folder"):
+            from openenv.server import LocalServer, create_app
+
+            env_cls, client_cls = load_env_class(source)
+            server = LocalServer(create_app(env_cls)).start()
+            return client_cls(server.base_url, on_close=server.stop, **client_kwargs)
+        if source.kind == "docker":
+            url, stop = start_container(source.target)
+            return EnvClient(url, on_close=stop, **client_kwargs)
+        return EnvClient(source.target, **client_kwargs)
+
+
+def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
+    """Run `image` detached with its port 8000 on a free 127.0.0.1 port; wait until `/health` answers."""
+    import docker  # the `docker` extra
+
+    from openenv.server.runner import LocalServer
+
+    port = LocalServer.free_port()
+    container = docker.from_env().containers.run(
+        image, detach=True, remove=True, ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)}
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def stop() -> None:
+        try:
+            container.stop(timeout=5)
+        except docker.errors.APIError:
+            pass  # already gone (it was started with remove=True)
+
+    try:
+        wait_for_health(url, timeout_s=timeout_s)
+    except TransportError:
+        logs = container.logs(tail=20).decode(errors="replace")
+        stop()
+        raise TransportError(f"container {image} did not become healthy on {url}; last log lines:\n{logs}") from None
+    return url, stop
+
+
+def wait_for_health(url: str, *, timeout_s: float) -> None:
+    """Poll `GET url/health` until it answers 200.
+
+    Raises:
+        TransportError: it did not within `timeout_s`.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise TransportError(f"{url}/health did not answer 200 within {timeout_s:g} s")
+        time.sleep(0.2)

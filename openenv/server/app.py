@@ -1,0 +1,97 @@
+"""`create_app`: wires an env factory into a FastAPI app (lifespan, routers, one error handler).
+
+Route bodies live in `openenv.server.routes`; session bookkeeping lives in `openenv.server.sessions`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from openenv.core.types import Action, Observation, State
+from openenv.core.wire import ErrorBody, HTTPError
+from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
+from openenv.server.routes import http, info, ws
+from openenv.server.sessions import EnvFactory, EnvTypes, SessionRegistry
+
+__all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "create_app"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_SESSIONS = 64
+DEFAULT_IDLE_TIMEOUT_S = 600.0
+
+
+def create_app(
+    env_factory: EnvFactory,
+    *,
+    action_type: type[Action] | None = None,
+    observation_type: type[Observation] | None = None,
+    state_type: type[State] | None = None,
+    max_sessions: int = DEFAULT_MAX_SESSIONS,
+    idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
+    max_workers: int | None = None,
+) -> FastAPI:
+    """Build the ASGI app that serves an environment, one instance per session.
+
+    Args:
+        env_factory: An `Environment` subclass, or any callable returning a fresh env instance.
+        action_type: The action model; taken from the env class when the factory is one.
+        observation_type: The observation model; likewise.
+        state_type: The state model; likewise (defaults to `State`).
+        max_sessions: Live sessions allowed at once; the next reset or WebSocket gets a `capacity` error.
+        idle_timeout_s: Close sessions untouched this long; None turns the reaper off.
+        max_workers: Threads that run sync envs (default: one per session, at most 32).
+
+    Returns:
+        A FastAPI app; run it with uvicorn or `openenv.server.LocalServer`.
+    """
+    types = EnvTypes.infer(
+        env_factory, action_type=action_type, observation_type=observation_type, state_type=state_type
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        executor = ThreadPoolExecutor(max_workers or min(max_sessions, 32), thread_name_prefix="openenv-env")
+        registry = SessionRegistry(
+            env_factory, types, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, executor=executor
+        )
+        app.state.registry = registry
+        reaper = asyncio.create_task(registry.run_reaper(), name="openenv-session-reaper")
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            await registry.close_all()
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title=f"openenv: {types.metadata.name}", version=types.metadata.version, lifespan=lifespan)
+    app.state.types = types
+    app.include_router(info.router)
+    app.include_router(http.router)
+    app.include_router(ws.router)
+    app.add_exception_handler(OpenEnvError, _render_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _render_request_validation)  # type: ignore[arg-type]
+    return app
+
+
+async def _render_error(request: Request, err: OpenEnvError) -> JSONResponse:
+    """The one place an `OpenEnvError` becomes an HTTP answer: `{"error": {code, message, details}}`."""
+    body = HTTPError(error=ErrorBody.of(err))
+    return JSONResponse(body.model_dump(), status_code=err.status_code)
+
+
+async def _render_request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+    errors = exc.errors()
+    if any(e.get("type") == "json_invalid" for e in errors):
+        return await _render_error(request, MalformedMessage("the request body is not valid JSON"))
+    # FastAPI's locs start with where the value came from ("body", "query", "header").
+    compact = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in errors]
+    message = "; ".join(f"request field '{'.'.join(e['loc'])}': {e['msg']}" for e in compact)
+    return await _render_error(request, BadRequest(message, errors=compact))

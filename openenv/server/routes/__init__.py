@@ -1,0 +1,1 @@
+"""Routers, one module per resource: `info` (health, metadata, schema), `http` (stateful REST), `ws`."""

@@ -1,0 +1,18 @@
+"""Shared route dependencies: the app's session registry and env models, set up by `create_app`."""
+
+from __future__ import annotations
+
+from starlette.requests import HTTPConnection
+
+from openenv.server.sessions import EnvTypes, SessionRegistry
+
+__all__ = ["env_types", "registry"]
+
+
+def registry(conn: HTTPConnection) -> SessionRegistry:
+    """The live registry (created in the app's lifespan)."""
+    return conn.app.state.registry  # type: ignore[no-any-return]
+
+
+def env_types(conn: HTTPConnection) -> EnvTypes:
+    return conn.app.state.types  # type: ignore[no-any-return]

@@ -1,0 +1,72 @@
+"""Stateful HTTP: `POST /reset` opens (or resets) a session; step, state and close name it.
+
+The session id travels in the `X-Session-Id` header (answered on reset too); POST bodies may carry it
+as `session_id` instead, and `GET /state` / `DELETE /session` also take `?session_id=`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Header, Query, Response
+
+from openenv.core.wire import SESSION_HEADER, ResetRequest, SessionReply, StepRequest
+from openenv.errors import OpenEnvError
+from openenv.server.routes.deps import registry
+from openenv.server.sessions import SessionRegistry
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["session"])
+
+Registry = Annotated[SessionRegistry, Depends(registry)]
+SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER)]
+
+
+@router.post("/reset", response_model=SessionReply)
+async def reset(
+    reg: Registry, header_id: SessionHeader = None, req: Annotated[ResetRequest | None, Body()] = None
+) -> Response:
+    """Reset the named session, or open a new one when no id is given."""
+    req = req or ResetRequest()
+    sid = header_id or req.session_id
+    session = reg.get(sid) if sid else await reg.open("http")
+    try:
+        obs = await session.reset(req)
+    except OpenEnvError:
+        if not sid:  # a session that never reset successfully must not hold a slot
+            await reg.close(session.id)
+        raise
+    return _session_reply(session.id, obs.model_dump_json())
+
+
+@router.post("/step", response_model=SessionReply)
+async def step(reg: Registry, req: StepRequest, header_id: SessionHeader = None) -> Response:
+    session = reg.get(header_id or req.session_id)
+    obs = await session.step(req.action)
+    return _session_reply(session.id, obs.model_dump_json())
+
+
+@router.get("/state")
+async def state(
+    reg: Registry, header_id: SessionHeader = None, session_id: Annotated[str | None, Query()] = None
+) -> Response:
+    session = reg.get(header_id or session_id)
+    current = await session.state()
+    return Response(current.model_dump_json(), media_type="application/json")
+
+
+@router.delete("/session", status_code=204)
+async def close(
+    reg: Registry, header_id: SessionHeader = None, session_id: Annotated[str | None, Query()] = None
+) -> Response:
+    """Close a session now instead of waiting for the idle reaper."""
+    session = reg.get(header_id or session_id)
+    await reg.close(session.id)
+    return Response(status_code=204)
+
+
+def _session_reply(session_id: str, observation_json: str) -> Response:
+    # Dumped by the env's own observation class, so subclass fields are kept without re-validation.
+    body = f'{{"session_id":"{session_id}","observation":{observation_json}}}'
+    return Response(body, media_type="application/json", headers={SESSION_HEADER: session_id})

@@ -1,0 +1,111 @@
+"""`WS /ws`: one session per connection, frames dispatched through the `ClientMessage` union.
+
+A bad frame gets a typed error reply and the connection stays usable; a dropped connection frees its
+session at once; a full server answers a `capacity` error frame and closes with 1013 (try again later).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import assert_never
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+
+from openenv.core.wire import (
+    CloseMessage,
+    ErrorBody,
+    ErrorReply,
+    ResetMessage,
+    StateMessage,
+    StepMessage,
+    client_message_adapter,
+    describe_validation_error,
+    encode_frame,
+)
+from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMessageType
+from openenv.server.routes.deps import registry
+from openenv.server.sessions import Session
+
+__all__ = ["IDLE_CLOSE_CODE", "router"]
+
+log = logging.getLogger(__name__)
+router = APIRouter()
+
+IDLE_CLOSE_CODE = 4408  # application range (4000-4999): the reaper closed an idle session
+_MESSAGE_TYPES = "reset, step, state, close"
+
+
+@router.websocket("/ws")
+async def session_socket(websocket: WebSocket) -> None:
+    reg = registry(websocket)
+    await websocket.accept()
+
+    async def on_reap() -> None:
+        reason = f"session closed after {reg.idle_timeout_s:g} s idle"
+        await websocket.close(code=IDLE_CLOSE_CODE, reason=reason)
+
+    try:
+        session = await reg.open("ws", on_reap=on_reap)
+    except OpenEnvError as err:
+        await websocket.send_text(_error_frame(err))
+        await websocket.close(code=1013, reason=err.code)
+        return
+    try:
+        await _serve(websocket, session)
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        pass  # the client went away (or the reaper closed the socket); the session goes below
+    finally:
+        await reg.close(session.id)
+
+
+async def _serve(websocket: WebSocket, session: Session) -> None:
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            return
+        raw = message.get("text") or message.get("bytes") or b""
+        try:
+            reply, done = await handle_frame(session, raw)
+        except OpenEnvError as err:
+            reply, done = _error_frame(err), False
+        await websocket.send_text(reply)
+        if done:
+            await websocket.close(code=1000)
+            return
+
+
+async def handle_frame(session: Session, raw: str | bytes) -> tuple[str, bool]:
+    """Apply one client frame to the session; returns the reply frame and whether to hang up."""
+    try:
+        msg = client_message_adapter.validate_json(raw)
+    except ValidationError as exc:
+        raise _frame_error(exc) from None
+    match msg:
+        case ResetMessage():
+            return encode_frame("observation", await session.reset(msg.data)), False
+        case StepMessage():
+            return encode_frame("observation", await session.step(msg.data)), False
+        case StateMessage():
+            return encode_frame("state", await session.state()), False
+        case CloseMessage():
+            return encode_frame("closed"), True
+        case _:
+            assert_never(msg)
+
+
+def _frame_error(exc: ValidationError) -> OpenEnvError:
+    """Name what was wrong with a frame: not JSON, no/unknown `type`, or a bad field."""
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return MalformedMessage(f"the frame is not valid JSON: {first['msg']}")
+    if first["type"] == "union_tag_invalid":
+        tag = first.get("ctx", {}).get("tag")
+        return UnknownMessageType(f"unknown message type {tag!r}; expected one of {_MESSAGE_TYPES}", type=tag)
+    if first["type"] == "union_tag_not_found":
+        return UnknownMessageType(f"the frame has no 'type' field; expected one of {_MESSAGE_TYPES}")
+    return BadRequest(describe_validation_error(exc, "message"))
+
+
+def _error_frame(err: OpenEnvError) -> str:
+    return ErrorReply(data=ErrorBody.of(err)).model_dump_json()

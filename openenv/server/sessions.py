@@ -1,0 +1,233 @@
+"""Sessions: one env instance per client, a capacity limit, a per-session lock and an idle reaper.
+
+Sync envs run in the registry's thread pool so the event loop never blocks; envs that override
+`reset_async`/`step_async` are awaited directly. Any exception an env raises that is not already an
+`OpenEnvError` becomes an `EnvError`, so a buggy env answers an error instead of crashing the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import ValidationError
+
+from openenv.core.environment import Environment, EnvMetadata
+from openenv.core.types import Action, Observation, State
+from openenv.core.wire import ResetRequest, describe_validation_error
+from openenv.errors import BadRequest, CapacityError, EnvError, InvalidAction, OpenEnvError, UnknownSession
+
+__all__ = ["EnvFactory", "EnvTypes", "Session", "SessionRegistry"]
+
+log = logging.getLogger(__name__)
+
+EnvFactory = Callable[[], Environment[Any, Any, Any]]
+Transport = Literal["http", "ws"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class EnvTypes:
+    """The models a served env speaks, and what `/metadata` says about it."""
+
+    action: type[Action]
+    observation: type[Observation]
+    state: type[State]
+    metadata: EnvMetadata
+
+    @classmethod
+    def infer(
+        cls,
+        env_factory: EnvFactory,
+        *,
+        action_type: type[Action] | None = None,
+        observation_type: type[Observation] | None = None,
+        state_type: type[State] | None = None,
+    ) -> EnvTypes:
+        """Take the models from the arguments, else from the env class when the factory is one."""
+        env_cls = env_factory if isinstance(env_factory, type) and issubclass(env_factory, Environment) else None
+        if env_cls is None and (action_type is None or observation_type is None):
+            raise TypeError(
+                "create_app() got a factory that is not an Environment subclass; "
+                "pass action_type= and observation_type= so the server can validate and document the wire"
+            )
+        metadata = env_cls.metadata() if env_cls else EnvMetadata(name=getattr(env_factory, "__name__", "env"))
+        return cls(
+            action=action_type or env_cls.action_type,  # type: ignore[union-attr]
+            observation=observation_type or env_cls.observation_type,  # type: ignore[union-attr]
+            state=state_type or (env_cls.state_type if env_cls else State),
+            metadata=metadata,
+        )
+
+
+@dataclass(eq=False)
+class Session:
+    """One client's env instance. Every operation holds the session's lock, so calls never interleave."""
+
+    id: str
+    env: Environment[Any, Any, Any]
+    types: EnvTypes
+    transport: Transport
+    executor: ThreadPoolExecutor
+    on_reap: Callable[[], Awaitable[None]] | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    started: bool = False
+
+    async def reset(self, req: ResetRequest) -> Observation:
+        async with self.lock:
+            obs = await self._call("reset_async", self.env.reset, req.seed, req.episode_id, **req.options)
+            self.started = True
+            return obs
+
+    async def step(self, payload: dict[str, Any]) -> Observation:
+        try:
+            action = self.types.action.model_validate(payload)
+        except ValidationError as exc:
+            raise InvalidAction(describe_validation_error(exc, "action"), errors=_errors(exc)) from None
+        async with self.lock:
+            if not self.started:
+                raise BadRequest("this session has not been reset yet; send reset before step")
+            return await self._call("step_async", self.env.step, action)
+
+    async def state(self) -> State:
+        async with self.lock:
+            return await self._call(None, lambda: self.env.state)
+
+    async def close(self) -> None:
+        async with self.lock:
+            await self._call(None, self.env.close)
+
+    async def _call(self, async_name: str | None, sync_fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        self.last_used = time.monotonic()
+        try:
+            if async_name is not None and _overrides(self.env, async_name):
+                return await getattr(self.env, async_name)(*args, **kwargs)  # type: ignore[no-any-return]
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self.executor, functools.partial(sync_fn, *args, **kwargs))
+        except OpenEnvError:
+            raise
+        except Exception as exc:
+            log.exception("env %s failed in session %s", type(self.env).__name__, self.id)
+            raise EnvError(f"the environment raised {type(exc).__name__}: {exc}", session_id=self.id) from exc
+        finally:
+            self.last_used = time.monotonic()
+
+
+class SessionRegistry:
+    """Live sessions by id, bounded by `max_sessions`, with idle ones closed by `run_reaper`."""
+
+    def __init__(
+        self,
+        env_factory: EnvFactory,
+        types: EnvTypes,
+        *,
+        max_sessions: int,
+        idle_timeout_s: float | None,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.env_factory = env_factory
+        self.types = types
+        self.max_sessions = max_sessions
+        self.idle_timeout_s = idle_timeout_s
+        self.executor = executor
+        self._sessions: dict[str, Session] = {}
+        self._opening = 0
+
+    @property
+    def active(self) -> int:
+        return len(self._sessions)
+
+    async def open(self, transport: Transport, on_reap: Callable[[], Awaitable[None]] | None = None) -> Session:
+        """Build a fresh env for a new session.
+
+        Raises:
+            CapacityError: `max_sessions` sessions are live (or being opened) already.
+            EnvError: the env factory failed.
+        """
+        if self.active + self._opening >= self.max_sessions:
+            raise CapacityError(self.active + self._opening, self.max_sessions)
+        self._opening += 1
+        try:
+            env = await asyncio.get_running_loop().run_in_executor(self.executor, self.env_factory)
+        except Exception as exc:
+            log.exception("env factory failed")
+            raise EnvError(f"could not create the environment: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self._opening -= 1
+        sid = secrets.token_urlsafe(16)
+        session = Session(sid, env, self.types, transport, self.executor, on_reap)
+        self._sessions[sid] = session
+        return session
+
+    def get(self, session_id: str | None) -> Session:
+        """The live session with this id.
+
+        Raises:
+            UnknownSession: no id was given, or it was never issued, closed or reaped.
+        """
+        if not session_id:
+            raise UnknownSession(
+                "no session id: send the id that POST /reset returned in the X-Session-Id header"
+            )
+        try:
+            return self._sessions[session_id]
+        except KeyError:
+            raise UnknownSession(
+                f"session {session_id!r} is not live (never issued, closed or reaped); POST /reset for a new one",
+                session_id=session_id,
+            ) from None
+
+    async def close(self, session_id: str) -> None:
+        """Close a session and its env; closing an unknown or closed session is a no-op."""
+        session = self._sessions.pop(session_id, None)
+        if session is None:
+            return
+        try:
+            await session.close()
+        except OpenEnvError:
+            pass  # already logged by the session; the slot is free either way
+
+    async def reap_idle(self) -> list[str]:
+        """Close every session idle for longer than `idle_timeout_s` and not mid-call; return their ids."""
+        if self.idle_timeout_s is None:
+            return []
+        deadline = time.monotonic() - self.idle_timeout_s
+        idle = [s for s in self._sessions.values() if s.last_used < deadline and not s.lock.locked()]
+        for session in idle:
+            log.info("reaping session %s after %.0f s idle", session.id, self.idle_timeout_s)
+            await self.close(session.id)
+            if session.on_reap is not None:
+                await session.on_reap()
+        return [s.id for s in idle]
+
+    async def run_reaper(self) -> None:
+        """Reap forever, checking a few times per timeout; cancelled by the app's lifespan."""
+        if self.idle_timeout_s is None:
+            return
+        interval = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            await self.reap_idle()
+
+    async def close_all(self) -> None:
+        for sid in list(self._sessions):
+            await self.close(sid)
+
+
+def _overrides(env: Environment[Any, Any, Any], name: str) -> bool:
+    """True when the env class replaces the base's thread-offloading default with its own coroutine."""
+    return getattr(type(env), name) is not getattr(Environment, name)
+
+
+def _errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]
