@@ -82,6 +82,10 @@ class Sandbox(Protocol):
         """HOME for the harness: config files go here, never into the real home."""
         ...
 
+    def private_dir(self, name: str) -> Path:
+        """A fresh folder outside the workspace (hidden tests, rewards), created on first use."""
+        ...
+
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         """Write text files, relative to `under` (default: the workspace)."""
         ...

@@ -187,6 +187,11 @@ class LocalSandbox:
     def home(self) -> Path:
         return self.root / "home"
 
+    def private_dir(self, name: str) -> Path:
+        path = self.root / "private" / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
     @staticmethod
     def _check_netns_support() -> None:
         if os.geteuid() != 0 or not shutil.which("unshare") or not _ip_binary():

@@ -1,0 +1,19 @@
+"""Tasks: the `Task` model and its loaders (built-in set, Harbor directories, `datasets` tables)."""
+
+from __future__ import annotations
+
+from openenv.harness.tasks.builtin import builtin_task, builtin_task_ids, builtin_tasks
+from openenv.harness.tasks.dataset import load_dataset_tasks, task_from_row
+from openenv.harness.tasks.harbor import load_harbor_task, localize_paths
+from openenv.harness.tasks.model import Task
+
+__all__ = [
+    "Task",
+    "builtin_task",
+    "builtin_task_ids",
+    "builtin_tasks",
+    "load_dataset_tasks",
+    "load_harbor_task",
+    "localize_paths",
+    "task_from_row",
+]

@@ -1,0 +1,14 @@
+#!/bin/sh
+# Reference solution: rewrite the fixed file(s) in the workspace.
+set -e
+cat > units.py <<'EOF'
+"""Temperature unit conversions."""
+
+
+def celsius_to_fahrenheit(c):
+    return c * 9 / 5 + 32
+
+
+def fahrenheit_to_celsius(f):
+    return (f - 32) * 5 / 9
+EOF

@@ -1,0 +1,43 @@
+"""The built-in task set: every reference solution passes its hidden tests; the untouched repo fails."""
+
+from __future__ import annotations
+
+import pytest
+
+from openenv.errors import NotFound
+from openenv.harness.sandbox import LocalSandbox
+from openenv.harness.tasks import builtin_task, builtin_task_ids
+from openenv.harness.verifier import verify
+
+
+def test_there_are_at_least_twelve_builtin_tasks():
+    assert len(builtin_task_ids()) >= 12
+
+
+@pytest.mark.parametrize("task_id", builtin_task_ids())
+def test_reference_solution_passes_and_untouched_workspace_fails(task_id):
+    task = builtin_task(task_id)
+    assert task.instruction and task.workspace and task.solution.startswith("#!/bin/sh")
+    with LocalSandbox() as untouched:
+        untouched.write_files(task.workspace)
+        before = verify(untouched, task)
+    with LocalSandbox() as solved:
+        solved.write_files(task.workspace)
+        applied = solved.run(["sh", "-c", task.solution])
+        assert applied.exit_code == 0, applied.output
+        after = verify(solved, task)
+    assert not before.solved and before.reward == 0.0, before.output_tail
+    assert after.solved and after.reward == 1.0, after.output_tail
+    assert after.tests_passed == after.tests_total >= 2
+
+
+def test_hidden_tests_are_not_in_the_workspace():
+    for task_id in builtin_task_ids():
+        task = builtin_task(task_id)
+        hidden = {name for name in task.tests if name.startswith("test_") and name.endswith(".py")}
+        assert hidden and not hidden & set(task.workspace), task_id
+
+
+def test_unknown_task_id_names_the_known_ones():
+    with pytest.raises(NotFound, match="fix-binary-search"):
+        builtin_task("no-such-task")
