@@ -6,13 +6,22 @@ A new format is a module with a class implementing `CompletionParser` plus one l
 from __future__ import annotations
 
 from openenv.capture.parsers.base import CompletionParser, ParsedCall, ParsedText, split_reasoning
+from openenv.capture.parsers.detect import detect_parser
 from openenv.capture.parsers.hermes import HermesParser
+from openenv.capture.parsers.lfm2 import Lfm2Parser
+from openenv.capture.parsers.llama3_json import Llama3JsonParser
+from openenv.capture.parsers.qwen3_coder import Qwen3CoderParser
 from openenv.errors import BadRequest
 
-__all__ = ["PARSERS", "CompletionParser", "ParsedCall", "ParsedText", "get_parser", "split_reasoning"]
+__all__ = [
+    "PARSERS", "CompletionParser", "ParsedCall", "ParsedText", "detect_parser", "get_parser", "split_reasoning",
+]
 
 PARSERS: dict[str, CompletionParser] = {
     "hermes": HermesParser(),
+    "qwen3_coder": Qwen3CoderParser(),
+    "lfm2": Lfm2Parser(),
+    "llama3_json": Llama3JsonParser(),
 }
 
 

@@ -1,0 +1,61 @@
+"""Qwen3-Coder XML format: `<tool_call>\n<function=NAME>\n<parameter=KEY>\nVALUE\n</parameter>...`.
+
+Values are raw text. Without the tool schema a value is read as JSON when it is a number, boolean,
+null, object or array, and kept as a string otherwise (vLLM's `qwen3_coder` parser consults the
+schema instead; a string parameter holding `"42"` is the one case where the two differ).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from openenv.capture.parsers.base import ParsedCall, ParsedText, split_reasoning
+
+__all__ = ["Qwen3CoderParser"]
+
+# A final unclosed block counts too: a call cut by the end-of-turn token is still a call.
+_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
+
+
+class Qwen3CoderParser:
+    """Qwen3-Coder (and Qwen3.5) XML tool calls; reasoning inside `<think>`."""
+
+    name = "qwen3_coder"
+
+    def parse(self, text: str) -> ParsedText:
+        reasoning, rest = split_reasoning(text)
+        calls: list[ParsedCall] = []
+        kept: list[str] = []
+        cursor = 0
+        for match in _CALL.finditer(rest):
+            call = _call(match.group(1))
+            if call is None:
+                continue
+            kept.append(rest[cursor:match.start()])
+            cursor = match.end()
+            calls.append(call)
+        kept.append(rest[cursor:])
+        return ParsedText(content="".join(kept).strip(), reasoning=reasoning, tool_calls=tuple(calls))
+
+
+def _call(body: str) -> ParsedCall | None:
+    function = _FUNCTION.search(body)
+    if function is None:
+        return None
+    args = {key.strip(): _value(raw) for key, raw in _PARAMETER.findall(function.group(2))}
+    return ParsedCall(name=function.group(1).strip(), arguments=json.dumps(args, ensure_ascii=False))
+
+
+def _value(raw: str) -> Any:
+    """The template writes one newline after `<parameter=...>` and one before `</parameter>`."""
+    value = raw[1:] if raw.startswith("\n") else raw
+    value = value[:-1] if value.endswith("\n") else value
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return value
+    return value if isinstance(decoded, str) else decoded
