@@ -15,6 +15,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from openenv.capture.canonical import CanonicalRequest
+
 __all__ = [
     "TEMPLATE_VARS",
     "AuxRule",
@@ -112,18 +114,16 @@ class ShellTool(_Spec):
 
 
 class AuxRule(_Spec):
-    """Recognises an auxiliary request (title generator, router, ...); all given conditions must hold."""
+    """Recognises an auxiliary request (title generator, classifier, ...); all given conditions hold."""
 
     reason: str
     system_contains: str | None = None
     no_tools: bool | None = None
-    wants_json: bool | None = Field(default=None, description="the request asks for JSON output")
 
-    def matches(self, *, system: str, tool_count: int, wants_json: bool) -> bool:
+    def matches(self, request: CanonicalRequest) -> bool:
         checks = [
-            self.system_contains is None or self.system_contains in system,
-            self.no_tools is None or self.no_tools == (tool_count == 0),
-            self.wants_json is None or self.wants_json == wants_json,
+            self.system_contains is None or self.system_contains in request.system_text(),
+            self.no_tools is None or self.no_tools == (not request.tools),
         ]
         return all(checks)
 
@@ -158,15 +158,15 @@ class HarnessSpec(_Spec):
             )
         return self
 
-    def aux_reason(self, *, system: str, tool_count: int, wants_json: bool = False) -> str | None:
+    def aux_reason(self, request: CanonicalRequest) -> str | None:
         """Return why a request is auxiliary (kept out of training sequences), or None for a main turn."""
-        for rule in self.aux:
-            if rule.matches(system=system, tool_count=tool_count, wants_json=wants_json):
-                return rule.reason
-        return None
+        return next((rule.reason for rule in self.aux if rule.matches(request)), None)
 
     def argv(self, ctx: SessionContext) -> list[str]:
         return render(self.command, ctx.variables())
+
+    def setup_argvs(self, ctx: SessionContext) -> list[list[str]]:
+        return [render(argv, ctx.variables()) for argv in self.setup_commands]
 
     def environment(self, ctx: SessionContext) -> dict[str, str]:
         return render(self.env, ctx.variables())

@@ -1,0 +1,75 @@
+"""The oracle policy: answers a harness's model requests so that it applies the task's reference solution.
+
+It speaks the tiny model's own tool-call format (hermes: `<tool_call>{json}</tool_call>`) and calls the
+harness's own shell tool, so the harness parses and runs the call exactly as it would a model's. Its
+plan is read off the conversation itself, which makes it stateless and safe to retry:
+
+1. no tool result yet: call the shell tool with the solution script;
+2. the harness needs a finish command (mini-swe-agent) and has not run it: call it;
+3. otherwise: a short final text answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openenv.capture.canonical import CanonicalRequest, Tool
+from openenv.harness.spec import HarnessSpec
+from openenv.harness.tasks.model import Task
+
+__all__ = ["FINAL_TEXT", "OraclePolicy", "fill_required", "hermes_tool_call"]
+
+FINAL_TEXT = "I applied the fix and the task is done."
+AUX_TEXT = "Fix the task"
+
+
+def hermes_tool_call(name: str, arguments: dict[str, Any]) -> str:
+    """One tool call in the hermes format the tiny model's chat template uses."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+
+
+def _placeholder(schema: dict[str, Any]) -> Any:
+    if "enum" in schema and schema["enum"]:
+        return schema["enum"][0]
+    if "default" in schema:
+        return schema["default"]
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) and kind else kind
+    return {"boolean": False, "integer": 0, "number": 0, "array": [], "object": {}}.get(str(kind), "openenv")
+
+
+def fill_required(arguments: dict[str, Any], tool: Tool | None) -> dict[str, Any]:
+    """Add a schema-valid placeholder for every required argument the spec did not name."""
+    if tool is None:
+        return arguments
+    properties = tool.parameters.get("properties", {})
+    filled = dict(arguments)
+    for name in tool.parameters.get("required", []):
+        if name not in filled:
+            filled[name] = _placeholder(properties.get(name, {}))
+    return filled
+
+
+class OraclePolicy:
+    """Replies that make `spec`'s harness run `task.solution` through its own shell tool."""
+
+    def __init__(self, spec: HarnessSpec, task: Task) -> None:
+        self.spec = spec
+        self.task = task
+
+    def _shell_call(self, request: CanonicalRequest, command: str) -> str:
+        tool = next((t for t in request.tools if t.name == self.spec.shell_tool.name), None)
+        arguments = fill_required(self.spec.shell_tool.call_arguments(command), tool)
+        return hermes_tool_call(self.spec.shell_tool.name, arguments)
+
+    def reply(self, request: CanonicalRequest, *, aux: bool = False) -> str:
+        """The completion text for one pending request."""
+        if aux or not request.tools:
+            return AUX_TEXT
+        results = sum(1 for m in request.messages if m.role == "tool")
+        if results == 0:
+            return self._shell_call(request, self.task.solution)
+        if self.spec.finish_command and results == 1:
+            return self._shell_call(request, self.spec.finish_command)
+        return FINAL_TEXT

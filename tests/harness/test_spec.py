@@ -1,0 +1,96 @@
+"""HarnessSpec: every envs/<name>/spec.yaml validates, renders, and agrees with the install pins."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool
+from openenv.errors import NotFound
+from openenv.harness.catalog import get_spec, harness_names, repo_root
+from openenv.harness.spec import HarnessSpec, SessionContext
+
+TEN = {"claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent", "hermes",
+       "copilot", "cline"}
+
+
+def _ctx(tmp_path: Path) -> SessionContext:
+    return SessionContext(
+        base_url="http://127.0.0.1:4321/s/tok", api_key="tok", model="tiny",
+        workspace=tmp_path / "ws", home=tmp_path / "home", instruction="Fix $HOME's bug",
+    )
+
+
+def test_all_ten_harnesses_have_a_spec():
+    assert TEN <= set(harness_names())
+
+
+def test_pins_match_the_install_script():
+    out = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), "--pins"],
+                         capture_output=True, text=True, check=True).stdout
+    pins = {row.split()[0]: row.split()[1:5] for row in out.splitlines()}
+    for name in harness_names():
+        spec = get_spec(name)
+        assert pins[name] == [spec.install.method, spec.install.package, spec.install.version,
+                              spec.install.bin], name
+
+
+@pytest.mark.parametrize("name", sorted(TEN))
+def test_spec_renders_without_leftover_placeholders(name, tmp_path):
+    spec, ctx = get_spec(name), _ctx(tmp_path)
+    argv = spec.argv(ctx)
+    assert argv[0] == spec.install.bin
+    assert "Fix $HOME's bug" in argv, "the instruction is one argument, taken literally"
+    for path in spec.write_config(ctx):
+        assert path.is_relative_to(ctx.home)
+        assert "${" not in path.read_text()
+    rendered = json.dumps({"env": spec.environment(ctx), "argv": argv, "setup": spec.setup_argvs(ctx)})
+    assert "${" not in rendered
+    assert "127.0.0.1:4321/s/tok" in rendered + "".join(p.read_text() for p in spec.write_config(ctx))
+
+
+def test_json_and_yaml_config_files_parse(tmp_path):
+    ctx = _ctx(tmp_path)
+    opencode = get_spec("opencode").write_config(ctx)[0]
+    assert json.loads(opencode.read_text())["provider"]["openenv"]["models"]["tiny"]["tool_call"] is True
+    hermes = get_spec("hermes").write_config(ctx)[0]
+    assert yaml.safe_load(hermes.read_text())["model"]["base_url"] == "http://127.0.0.1:4321/s/tok/v1"
+
+
+def test_shell_tool_arguments_carry_the_command():
+    assert get_spec("cline").shell_tool.call_arguments("ls") == {"commands": ["ls"]}
+    assert get_spec("codex").shell_tool.call_arguments("ls") == {"cmd": "ls"}
+
+
+def test_aux_rules_tag_opencode_title_requests_only():
+    spec = get_spec("opencode")
+    title = CanonicalRequest(messages=(
+        Message(role="system", parts=(TextPart(text="You are a title generator. You output ONLY a title"),)),
+        Message(role="user", parts=(TextPart(text="fix it"),)),
+    ))
+    main = title.model_copy(update={"tools": (Tool(name="bash"),)})
+    assert spec.aux_reason(title) == "title generator"
+    assert spec.aux_reason(main) is None
+
+
+def test_command_must_start_with_the_installed_bin():
+    raw = yaml.safe_load((repo_root() / "envs/pi/spec.yaml").read_text())
+    raw["command"][0] = "node"
+    with pytest.raises(ValidationError, match="must start with the installed bin 'pi'"):
+        HarnessSpec.model_validate(raw)
+
+
+def test_unknown_field_is_rejected():
+    raw = yaml.safe_load((repo_root() / "envs/pi/spec.yaml").read_text())
+    with pytest.raises(ValidationError, match="comand"):
+        HarnessSpec.model_validate({**raw, "comand": ["pi"]})
+
+
+def test_unknown_harness_lists_known_ones():
+    with pytest.raises(NotFound, match="claude-code"):
+        get_spec("nope")
