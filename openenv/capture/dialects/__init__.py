@@ -8,7 +8,10 @@ route both under `/s/{token}` (path routing) and at the root (token in the API-k
 from __future__ import annotations
 
 from openenv.capture.dialects.base import Dialect, Endpoint, RequestContext, ServerSentEvent
+from openenv.capture.dialects.anthropic import AnthropicDialect
+from openenv.capture.dialects.gemini import GeminiDialect
 from openenv.capture.dialects.openai_chat import OpenAIChatDialect
+from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect
 
 __all__ = ["ROUTES", "Dialect", "Endpoint", "RequestContext", "ServerSentEvent", "default_dialect"]
 
@@ -17,6 +20,12 @@ _openai_chat = OpenAIChatDialect()
 ROUTES: dict[str, Endpoint] = {
     "POST /v1/chat/completions": Endpoint(_openai_chat),
     "GET /v1/models": Endpoint(_openai_chat, "models"),
+    "POST /v1/responses": Endpoint(OpenAIResponsesDialect()),
+    "POST /v1/messages": Endpoint(AnthropicDialect()),
+    "POST /v1/messages/count_tokens": Endpoint(AnthropicDialect(), "count_tokens"),
+    "POST /v1beta/models/{model}:generateContent": Endpoint(GeminiDialect()),
+    "POST /v1beta/models/{model}:streamGenerateContent": Endpoint(GeminiDialect(stream=True)),
+    "POST /v1beta/models/{model}:countTokens": Endpoint(GeminiDialect(), "count_tokens"),
 }
 
 
