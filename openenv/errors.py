@@ -11,6 +11,7 @@
     ├── CapacityError           a server is at its configured session limit
     ├── BackendUnavailable      the inference backend is down, slow or failing (retryable)
     ├── EnvError                an environment failed while handling a valid request
+    │   └── SandboxLost         a sandbox's container vanished or stopped under a live episode
     └── TransportError          a client lost (or never got) its connection to an env server
 """
 
@@ -27,6 +28,7 @@ __all__ = [
     "MalformedMessage",
     "NotFound",
     "OpenEnvError",
+    "SandboxLost",
     "TransportError",
     "UnknownMessageType",
     "UnknownSession",
@@ -118,6 +120,12 @@ class EnvError(OpenEnvError):
 
     status_code = 500
     code = "env_error"
+
+
+class SandboxLost(EnvError):
+    """Raised when a sandbox's container was killed, removed or stopped from outside mid-episode."""
+
+    code = "sandbox_lost"
 
 
 class TransportError(OpenEnvError):
