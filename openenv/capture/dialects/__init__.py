@@ -16,6 +16,7 @@ from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect
 __all__ = ["ROUTES", "Dialect", "Endpoint", "RequestContext", "ServerSentEvent", "default_dialect"]
 
 _openai_chat = OpenAIChatDialect()
+_gemini, _gemini_stream = GeminiDialect(), GeminiDialect(stream=True)
 
 ROUTES: dict[str, Endpoint] = {
     "POST /v1/chat/completions": Endpoint(_openai_chat),
@@ -23,9 +24,13 @@ ROUTES: dict[str, Endpoint] = {
     "POST /v1/responses": Endpoint(OpenAIResponsesDialect()),
     "POST /v1/messages": Endpoint(AnthropicDialect()),
     "POST /v1/messages/count_tokens": Endpoint(AnthropicDialect(), "count_tokens"),
-    "POST /v1beta/models/{model}:generateContent": Endpoint(GeminiDialect()),
-    "POST /v1beta/models/{model}:streamGenerateContent": Endpoint(GeminiDialect(stream=True)),
-    "POST /v1beta/models/{model}:countTokens": Endpoint(GeminiDialect(), "count_tokens"),
+    "POST /v1beta/models/{model}:generateContent": Endpoint(_gemini),
+    "POST /v1beta/models/{model}:streamGenerateContent": Endpoint(_gemini_stream),
+    "POST /v1beta/models/{model}:countTokens": Endpoint(_gemini, "count_tokens"),
+    # google-genai >= 3 calls /v1 by default; Gemini CLI calls /v1beta.
+    "POST /v1/models/{model}:generateContent": Endpoint(_gemini),
+    "POST /v1/models/{model}:streamGenerateContent": Endpoint(_gemini_stream),
+    "POST /v1/models/{model}:countTokens": Endpoint(_gemini, "count_tokens"),
 }
 
 
