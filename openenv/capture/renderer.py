@@ -1,0 +1,199 @@
+"""Rendering canonical requests to prompt token ids with the model's own chat template.
+
+Two ways to get a turn's prompt ids:
+- `full_prompt`: render the whole conversation and tokenize it (a session's first turn, or after a
+  history rewrite).
+- `suffix_ids`: when a request extends an earlier turn, render only the new messages and tokenize
+  only them. The caller splices: earlier prompt ids + exact sampled ids + these ids. Nothing earlier
+  is re-tokenized, and the cost of a turn does not grow with the conversation.
+
+The suffix is rendered behind a short fixed anchor conversation and cut out of it. That is exact only
+for templates that never rewrite earlier turns and whose rendering of a message does not depend on
+what came long before it; `Renderer` probes its template for both at start-up (`append_only`). For a
+template that fails the probe (Qwen3 drops old `<think>` blocks once a new user message arrives) each
+extending turn renders the full conversation and checks that the earlier prompt text is still a
+prefix; when it is not, the caller starts a new sequence and counts a break.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
+
+__all__ = ["Renderer", "template_messages", "template_tools"]
+
+_ANCHOR: list[dict[str, Any]] = [{"role": "user", "content": "."}]
+_SENTINEL = "\u2063sentinel\u2063"
+
+
+def template_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
+    """Canonical messages as the dicts HF chat templates expect (tool results one message each)."""
+    out: list[dict[str, Any]] = []
+    for msg in messages:
+        if msg.role == "tool":
+            out.extend(_tool_result(p) for p in msg.parts if isinstance(p, ToolResultPart))
+        elif msg.role == "assistant":
+            out.append(_assistant(msg))
+        else:
+            out.append({"role": msg.role, "content": msg.text()})
+    return out
+
+
+def _tool_result(part: ToolResultPart) -> dict[str, Any]:
+    out = {"role": "tool", "content": part.content, "tool_call_id": part.tool_call_id}
+    if part.name:
+        out["name"] = part.name
+    return out
+
+
+def _assistant(msg: Message) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": "assistant", "content": ""}
+    for part in msg.parts:
+        if isinstance(part, TextPart):
+            out["content"] += part.text
+        elif isinstance(part, ThinkingPart):
+            out["reasoning_content"] = out.get("reasoning_content", "") + part.text
+        elif isinstance(part, ToolCallPart):
+            call = {"name": part.name, "arguments": part.parsed_arguments()}
+            out.setdefault("tool_calls", []).append({"id": part.id, "type": "function", "function": call})
+    return out
+
+
+def template_tools(tools: Sequence[Tool]) -> list[dict[str, Any]] | None:
+    """Tools in the OpenAI function shape HF templates render; None when there are none."""
+    if not tools:
+        return None
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": t.parameters}} for t in tools]
+
+
+class Renderer:
+    """A tokenizer's chat template, plus what the splice needs to know about it.
+
+    Attributes:
+        eos_ids: ids that end a turn when sampled (the tokenizer's eos and the template's).
+        eot_text: the text the template writes right after an assistant message's content
+            (`<|im_end|>\\n` for ChatML).
+        append_only: whether suffix-only rendering is exact for this template (see module doc).
+    """
+
+    def __init__(self, tokenizer: Any, *, template_kwargs: dict[str, Any] | None = None) -> None:
+        self.tokenizer = tokenizer
+        self.template_kwargs = dict(template_kwargs or {})
+        self.eot_text = self._probe_eot()
+        self.eos_text = str(tokenizer.eos_token or "")
+        self.eos_ids = frozenset(self._eos_ids())
+        self._anchor_text = self.render(_ANCHOR, None)
+        self.append_only = self._probe_append_only()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> Renderer:
+        from transformers import AutoTokenizer
+
+        return cls(AutoTokenizer.from_pretrained(str(path)), **kwargs)
+
+    # ---- text and ids ----------------------------------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+               generation_prompt: bool = True) -> str:
+        """The template's text for template-shaped messages."""
+        return str(self.tokenizer.apply_chat_template(
+            messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt,
+            **self.template_kwargs))
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of rendered text; special-token strings in it become their ids."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    def completion_text(self, ids: Sequence[int]) -> str:
+        """The text of a completion without its trailing end-of-turn token(s), for parsing."""
+        end = len(ids)
+        while end and ids[end - 1] in self.eos_ids:
+            end -= 1
+        return self.decode(ids[:end])
+
+    # ---- prompts -----------------------------------------------------------------------------------
+
+    def full_text(self, messages: Sequence[Message], tools: Sequence[Tool]) -> str:
+        return self.render(template_messages(messages), template_tools(tools))
+
+    def full_prompt(self, messages: Sequence[Message], tools: Sequence[Tool]) -> tuple[str, list[int]]:
+        """(text, ids) of the whole conversation with the generation prompt."""
+        text = self.full_text(messages, tools)
+        return text, self.encode(text)
+
+    def bridge_text(self, completion_ids: Sequence[int]) -> str:
+        """What the template puts after the completion's last id: the rest of the end-of-turn
+        marker (`\\n` when the model sampled `<|im_end|>`, all of `<|im_end|>\\n` when it did not)."""
+        if completion_ids and completion_ids[-1] in self.eos_ids and self.eot_text.startswith(self.eos_text):
+            return self.eot_text[len(self.eos_text):]
+        return self.eot_text
+
+    def suffix_text(self, new: Sequence[Message]) -> str | None:
+        """Rendered text after the end-of-turn of `new[0]` (the assistant reply being extended),
+        through the next generation prompt; None if the template did not render as expected."""
+        whole = self.render(_ANCHOR + template_messages(new), None)
+        return after_reply(whole, self._anchor_text, self.eot_text)
+
+    def extend_text(self, full: str, earlier: str) -> str | None:
+        """Like `suffix_text`, from a full render and the extended turn's full prompt text; None when
+        `earlier` is no longer a prefix (the template or the harness rewrote history)."""
+        return after_reply(full, earlier, self.eot_text)
+
+    # ---- template probes ---------------------------------------------------------------------------
+
+    def _probe_eot(self) -> str:
+        msgs = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _SENTINEL}]
+        text = self.render(msgs, None, generation_prompt=False)
+        tail = text[text.rfind(_SENTINEL) + len(_SENTINEL):]
+        return tail or str(self.tokenizer.eos_token or "")
+
+    def _eos_ids(self) -> list[int]:
+        ids = [self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else []
+        head = self.eot_text.strip()
+        if head:
+            first = self.encode(head)
+            if len(first) == 1:
+                ids.append(first[0])
+        return [i for i in ids if i is not None]
+
+    def _probe_append_only(self) -> bool:
+        """Suffix rendering is exact on a tool loop and a follow-up question with reasoning."""
+        call = ToolCallPart(id="call_1", name="probe", arguments='{"a": 1}')
+        convo = [
+            Message(role="system", parts=(TextPart(text="S"),)),
+            Message(role="user", parts=(TextPart(text="U"),)),
+            Message(role="assistant", parts=(ThinkingPart(text="R"), TextPart(text="C"), call)),
+            Message(role="tool", parts=(ToolResultPart(tool_call_id="call_1", content="T1", name="probe"),
+                                        ToolResultPart(tool_call_id="call_1", content="T2", name="probe"))),
+            Message(role="assistant", parts=(ThinkingPart(text="R2"), TextPart(text="D"))),
+            Message(role="user", parts=(TextPart(text="U2"),)),
+        ]
+        tools = [Tool(name="probe", parameters={"type": "object", "properties": {"a": {"type": "integer"}}})]
+        try:
+            for cut, end in ((2, 4), (4, 6)):
+                earlier = self.full_text(convo[:cut], tools)
+                expected = self.extend_text(self.full_text(convo[:end], tools), earlier)
+                if expected is None or expected != self.suffix_text(convo[cut:end]):
+                    return False
+        except Exception:  # a template that cannot render the probe gets the always-correct path
+            return False
+        return True
+
+
+def after_reply(full: str, earlier: str, eot_text: str) -> str | None:
+    """The part of `full` after `earlier` (a prompt ending in a generation prompt), minus the
+    assistant reply that follows it up to and including its end-of-turn text."""
+    if not full.startswith(earlier):
+        return None
+    end = full.find(eot_text, len(earlier))
+    if end < 0:
+        return None
+    return full[end + len(eot_text):]
+

@@ -1,0 +1,1 @@
+"""HTTP routes of the capture proxy: one module per resource."""

@@ -1,0 +1,73 @@
+"""The harness-facing model routes: every registered dialect route, under `/s/{token}` and at the root.
+
+Each route parses with its dialect, hands the canonical request to the session and renders the reply
+with the same dialect. Routes never catch: errors go to the app's one handler, which renders them
+with the dialect stored on the request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import StreamingResponse
+
+from openenv.capture.dialects import ROUTES, Endpoint, RequestContext, ServerSentEvent
+from openenv.capture.dialects.base import CountsTokens, ListsModels
+from openenv.capture.sessions import SessionManager
+from openenv.errors import NotFound
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+JSON = "application/json"
+
+
+def _context(request: Request) -> RequestContext:
+    params = {k: v for k, v in request.path_params.items() if k != "token"}
+    return RequestContext(path_params=params, query=dict(request.query_params),
+                          headers={k.lower(): v for k, v in request.headers.items()})
+
+
+def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
+    dialect = endpoint.dialect
+
+    async def serve(request: Request) -> Response:
+        request.state.dialect = dialect
+        ctx = _context(request)
+        manager: SessionManager = request.app.state.sessions
+        token = request.path_params.get("token") or dialect.session_token(ctx)
+        session = manager.get(token)
+        if endpoint.operation == "models":
+            if not isinstance(dialect, ListsModels):
+                raise NotFound(f"{dialect.name} does not list models")
+            body = dialect.models_body([manager.served_model], ctx)
+            return Response(body.model_dump_json(), media_type=JSON)
+        req = dialect.parse(await request.body(), ctx)
+        canonical = dialect.to_canonical(req)
+        if endpoint.operation == "count_tokens":
+            if not isinstance(dialect, CountsTokens):
+                raise NotFound(f"{dialect.name} does not count tokens")
+            n = session.count_tokens(canonical, dialect.name)
+            return Response(dialect.count_tokens_body(n, req).model_dump_json(), media_type=JSON)
+        done = await session.handle(canonical, dialect.name)
+        if canonical.stream:
+            return StreamingResponse(_encode(dialect.sse_events(done, req)), media_type="text/event-stream",
+                                     headers={"cache-control": "no-cache"})
+        return Response(dialect.from_canonical(done, req).model_dump_json(), media_type=JSON)
+
+    serve.__name__ = f"{dialect.name}_{endpoint.operation}"
+    return serve
+
+
+def _encode(events: Iterator[ServerSentEvent]) -> Iterator[bytes]:
+    for event in events:
+        yield event.encode()
+
+
+for _key, _endpoint in ROUTES.items():
+    _method, _path = _key.split(" ", 1)
+    _serve = _handler(_endpoint)
+    router.add_api_route("/s/{token}" + _path, _serve, methods=[_method], include_in_schema=False)
+    router.add_api_route(_path, _serve, methods=[_method], include_in_schema=False)

@@ -1,0 +1,156 @@
+"""`CaptureServer`: the proxy embedded in-process, served by uvicorn on a background thread.
+
+The harness environment opens one session per episode and hands the harness `session.base_url`;
+the standalone `openenv proxy` command serves the same app in the foreground.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import uvicorn
+
+from openenv.capture.app import create_app
+from openenv.capture.backends.base import Backend
+from openenv.capture.canonical import SamplingParams
+from openenv.capture.renderer import Renderer
+from openenv.capture.session import AuxPredicate, Mode, Session
+from openenv.capture.sessions import SessionManager
+
+__all__ = ["CaptureServer"]
+
+T = TypeVar("T")
+
+
+class CaptureServer:
+    """The capture proxy on `127.0.0.1:<port>` in a daemon thread.
+
+    Args:
+        backend: what samples and scores (`VLLMBackend`, `LocalBackend`, ...).
+        model: the model folder whose tokenizer and chat template render prompts (or pass `renderer`).
+        renderer: a ready renderer (shared with other servers, or with template kwargs).
+        parser: the completion parser name (`hermes`, ...).
+        served_model: the name `/v1/models` lists.
+        sampling: proxy-wide sampling overrides.
+        host: the interface to bind (loopback unless you mean it).
+        port: the port; 0 picks a free one (read it back from `port` after `start()`).
+
+    Example:
+        with CaptureServer(backend=VLLMBackend(url), model=path) as server:
+            session = server.open_session(mode="gated")
+            ...  # point the harness at session.base_url
+            pending = session.next_pending(timeout=60)
+            pending.sample()
+    """
+
+    def __init__(self, *, backend: Backend, model: str | Path | None = None, renderer: Renderer | None = None,
+                 parser: str = "hermes", served_model: str = "tiny", sampling: SamplingParams | None = None,
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        if renderer is None:
+            if model is None:
+                raise ValueError("CaptureServer needs model= (a tokenizer folder) or renderer=")
+            renderer = Renderer.from_pretrained(model)
+        self.manager = SessionManager(renderer=renderer, backend=backend, parser=parser,
+                                      served_model=served_model, sampling=sampling)
+        self.host = host
+        self.port = port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> CaptureServer:
+        """Serve in a background thread; returns once the socket accepts connections."""
+        app = create_app(self.manager)
+        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", access_log=False,
+                                lifespan="on", timeout_graceful_shutdown=2)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._serve, name="capture-server", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if not self._server.started:
+            raise RuntimeError(f"capture server did not start on {self.host}:{self.port}")
+        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        return self
+
+    def _serve(self) -> None:
+        assert self._server is not None
+
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            await self._server.serve()  # type: ignore[union-attr]
+
+        asyncio.run(main())
+
+    def stop(self) -> None:
+        """Stop serving; parked requests are failed, connections closed."""
+        if self._server is None or self._thread is None:
+            return
+        if self._loop is not None and self._thread.is_alive():
+            for token in list(self.manager.sessions):
+                self._run(self._close(token), 5)
+        self._server.should_exit = True
+        self._thread.join(10)
+        self._server = self._thread = None
+
+    # ---- sessions --------------------------------------------------------------------------------
+
+    def open_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
+                     aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
+                     timeout: float = 10.0) -> Session:
+        """A new session; hand the harness `session.base_url` (and `session.token` as its API key).
+
+        Args:
+            mode: `gated` parks requests for `next_pending()`; `auto` samples them at once.
+            sampling: sampling overrides for this session (the proxy's win over the harness's).
+            aux: tags auxiliary requests (title generators, probes); they are answered by sampling,
+                never parked unless `gate_aux`, and kept out of the sequences.
+            gate_aux: park aux requests too (with `aux=True`).
+            token: a fixed token (default: a random one).
+        """
+        return self._run(self._open(mode, sampling, aux, gate_aux, token), timeout)
+
+    async def aopen_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
+                            aux: AuxPredicate | None = None, gate_aux: bool = False,
+                            token: str | None = None) -> Session:
+        return await asyncio.wrap_future(self._submit(self._open(mode, sampling, aux, gate_aux, token)))
+
+    def close_session(self, token: str, timeout: float = 10.0) -> None:
+        """Close a session (its trajectory stays readable on the returned `Session` you hold)."""
+        self._run(self._close(token), timeout)
+
+    async def aclose_session(self, token: str) -> None:
+        await asyncio.wrap_future(self._submit(self._close(token)))
+
+    async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
+                    gate_aux: bool, token: str | None) -> Session:
+        return self.manager.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
+                                 gate_aux=gate_aux, token=token)
+
+    async def _close(self, token: str) -> None:
+        self.manager.close(token)
+
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Any:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError("CaptureServer is not started; call start() first")
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        return self._submit(coro).result(timeout)  # type: ignore[no-any-return]
+
+    def __enter__(self) -> CaptureServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

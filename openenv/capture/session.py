@@ -1,0 +1,336 @@
+"""A capture session: one harness run's turns, answered automatically or gated by a controller.
+
+An **auto** session samples every request from the backend at once (the standalone proxy). A
+**gated** session parks each request as a `PendingTurn` with its rendered prompt ids; a controller
+(the harness environment, often in another thread) takes it with `next_pending()` and resolves it
+with `sample()`, `complete(text=|token_ids=)` or `fail()`. `run()` switches a gated session to auto.
+
+Every entry point has a thread-safe sync form and an async form; both work from any thread or
+event loop, because the session's state only ever changes on the server's own loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from openenv.capture.backends.base import Backend
+from openenv.capture.canonical import CanonicalRequest, Completion, SamplingParams, ToolCallPart, Usage
+from openenv.capture.parsers.base import CompletionParser
+from openenv.capture.renderer import Renderer
+from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
+from openenv.errors import BadRequest, EnvError, OpenEnvError
+
+__all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session"]
+
+T = TypeVar("T")
+Mode = Literal["auto", "gated"]
+AuxPredicate = Callable[[CanonicalRequest], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class _Sample:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Complete:
+    text: str | None = None
+    token_ids: list[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Fail:
+    error: OpenEnvError
+
+
+_Decision = _Sample | _Complete | _Fail
+
+
+@dataclass(slots=True)
+class _Plan:
+    """A request rendered and linked, before anyone answers it."""
+
+    prompt_ids: list[int]
+    link: Link | None = None
+    env_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    rewritten: bool = False
+
+
+class PendingTurn:
+    """A model request parked in a gated session until a controller answers it.
+
+    Attributes:
+        id: the turn id (also the base of the reply's id).
+        request: the canonical request (messages, tools, sampling).
+        dialect: the wire format it came in.
+        prompt_ids: the exact prompt ids the completion will be conditioned on.
+        aux: whether the session's aux predicate tagged it (kept out of sequences).
+    """
+
+    def __init__(self, session: Session, turn: Turn, request: CanonicalRequest, prompt_ids: list[int]) -> None:
+        self.id = turn.id
+        self.request = request
+        self.dialect = turn.dialect
+        self.prompt_ids = prompt_ids
+        self.aux = turn.aux
+        self._session = session
+        self._decision: asyncio.Future[_Decision] = session.loop.create_future()
+        self._done: asyncio.Future[Completion] = session.loop.create_future()
+
+    # async forms
+    async def asample(self) -> Completion:
+        """Let the backend sample the reply; returns the recorded completion."""
+        return await self._session._bridge(self._resolve(_Sample()))
+
+    async def acomplete(self, *, text: str | None = None, token_ids: list[int] | None = None) -> Completion:
+        """Answer with the policy's reply, as text (tokenized, end-of-turn appended) or exact ids;
+        the backend scores it for logprobs and it is parsed into tool calls like a sample.
+
+        Raises:
+            BadRequest: neither or both of `text` and `token_ids` were given.
+        """
+        if (text is None) == (token_ids is None):
+            raise BadRequest("complete() takes exactly one of text= or token_ids=")
+        return await self._session._bridge(self._resolve(_Complete(text, token_ids)))
+
+    async def afail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
+        """Answer the harness with an error (an `EnvError` unless an `OpenEnvError` is given)."""
+        error = message if isinstance(message, OpenEnvError) else EnvError(message)
+        await self._session._bridge(self._resolve(_Fail(error), wait=False))
+
+    # sync forms (thread-safe)
+    def sample(self, timeout: float | None = None) -> Completion:
+        return self._session._call(self._resolve(_Sample()), timeout)
+
+    def complete(self, *, text: str | None = None, token_ids: list[int] | None = None,
+                 timeout: float | None = None) -> Completion:
+        if (text is None) == (token_ids is None):
+            raise BadRequest("complete() takes exactly one of text= or token_ids=")
+        return self._session._call(self._resolve(_Complete(text, token_ids)), timeout)
+
+    def fail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
+        error = message if isinstance(message, OpenEnvError) else EnvError(message)
+        self._session._call(self._resolve(_Fail(error), wait=False), None)
+
+    @property
+    def resolved(self) -> bool:
+        return self._decision.done()
+
+    async def _resolve(self, decision: _Decision, wait: bool = True) -> Any:
+        if self._decision.done():
+            raise BadRequest(f"turn {self.id} was already answered")
+        self._decision.set_result(decision)
+        return await asyncio.shield(self._done) if wait else None
+
+
+class Session:
+    """One harness run's routing scope and trajectory. Create through `SessionManager.open`."""
+
+    def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
+                 backend: Backend, parser: CompletionParser, mode: Mode = "auto",
+                 sampling: SamplingParams | None = None, aux: AuxPredicate | None = None,
+                 gate_aux: bool = False, served_model: str = "") -> None:
+        self.token = token
+        self.base_url = base_url
+        self.loop = loop
+        self.mode: Mode = mode
+        self.sampling = sampling
+        self.trajectory = Trajectory()
+        self._renderer = renderer
+        self._backend = backend
+        self._parser = parser
+        self._aux = aux
+        self._gate_aux = gate_aux
+        self._served_model = served_model
+        self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
+        self.closed = False
+
+    # ---- controller API ------------------------------------------------------------------------
+
+    async def anext_pending(self, timeout: float | None = None) -> PendingTurn | None:
+        """The next parked request, or None after `timeout` seconds."""
+        return await self._bridge(self._next(timeout))
+
+    def next_pending(self, timeout: float | None = None) -> PendingTurn | None:
+        return self._call(self._next(timeout), None)
+
+    async def arun(self) -> None:
+        """Switch to auto: sample every parked and future request."""
+        await self._bridge(self._run())
+
+    def run(self) -> None:
+        self._call(self._run(), None)
+
+    def set_gated(self) -> None:
+        """Park future requests for a controller again."""
+        self.mode = "gated"
+
+    def sequences(self) -> list[SequenceRow]:
+        return self._call(self._sync(self.trajectory.rows), None)
+
+    def stats(self) -> SequenceStats:
+        return self._call(self._sync(self.trajectory.stats), None)
+
+    def turns(self) -> list[TurnRecord]:
+        return self._call(self._sync(self.trajectory.records), None)
+
+    # ---- request path (runs on the server loop) ----------------------------------------------------
+
+    async def handle(self, req: CanonicalRequest, dialect: str) -> Completion:
+        """Answer one generation request: render, link, wait for a decision, generate, record.
+
+        Raises:
+            BackendUnavailable: the backend failed; the turn is kept as a gap.
+            BadRequest: the prompt does not fit the context window.
+        """
+        aux = bool(self._aux and self._aux(req))
+        plan = self._plan(req, aux)
+        turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
+                                        n_messages=len(req.messages), prompt_len=len(plan.prompt_ids)))
+        decision: _Decision = _Sample()
+        pending: PendingTurn | None = None
+        if self.mode == "gated" and (self._gate_aux or not aux):
+            pending = PendingTurn(self, turn, req, plan.prompt_ids)
+            await self._pending.put(pending)
+            decision = await pending._decision
+        try:
+            done = await self._answer(turn, req, plan, decision)
+        except OpenEnvError as exc:
+            turn.gap = f"{type(exc).__name__}: {exc.message}"
+            if pending is not None and not pending._done.done():
+                pending._done.set_exception(exc)
+            raise
+        if not aux:
+            self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
+                                   messages=req.messages, tools=req.tools, text=plan.text,
+                                   rewritten=plan.rewritten)
+        if pending is not None:
+            pending._done.set_result(done)
+        return done
+
+    def count_tokens(self, req: CanonicalRequest, dialect: str) -> int:
+        """Prompt tokens a request would take; recorded as an aux turn, never sampled."""
+        _, ids = self._renderer.full_prompt(req.messages, req.tools)
+        self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=True,
+                                 n_messages=len(req.messages), prompt_len=len(ids)))
+        return len(ids)
+
+    def _plan(self, req: CanonicalRequest, aux: bool) -> _Plan:
+        r = self._renderer
+        link = None if aux else self.trajectory.find_parent(req.messages, req.tools)
+        if link is not None:
+            text, suffix = self._suffix(req, link)
+            if suffix is not None:
+                assert link.turn.completion is not None
+                env_ids = r.encode(r.bridge_text(link.turn.completion.token_ids) + suffix)
+                return _Plan(self.trajectory.prefix_ids(link) + env_ids, link, env_ids, text)
+        text, ids = r.full_prompt(req.messages, req.tools)
+        return _Plan(ids, text="" if r.append_only else text,
+                     rewritten=not aux and self.trajectory.has_model_turns)
+
+    def _suffix(self, req: CanonicalRequest, link: Link) -> tuple[str, str | None]:
+        r = self._renderer
+        if r.append_only:
+            return "", r.suffix_text(req.messages[link.n_messages:])
+        full = r.full_text(req.messages, req.tools)
+        return full, r.extend_text(full, link.sequence.text[: link.turn.text_len])
+
+    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision) -> Completion:
+        match decision:
+            case _Fail(error):
+                raise error
+            case _Sample():
+                turn.source = "sample"
+                ids, logprobs, finish = await self._generate(req, plan.prompt_ids)
+            case _Complete(text, token_ids):
+                turn.source = "complete"
+                ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
+                logprobs = await self._backend.score(plan.prompt_ids, ids) if ids else []
+                finish = "stop"
+        turn.completion = self._completion(turn, req, ids, logprobs, finish, len(plan.prompt_ids))
+        return turn.completion
+
+    async def _generate(self, req: CanonicalRequest, prompt_ids: list[int]) -> tuple[list[int], list[float], str]:
+        params = req.sampling.merged(self.sampling)
+        room = self._backend.context_window - len(prompt_ids)
+        if room <= 0:
+            raise BadRequest(f"the prompt is {len(prompt_ids)} tokens but the context window is "
+                             f"{self._backend.context_window}; shorten the conversation", param="messages")
+        params = params.model_copy(update={"max_tokens": min(params.max_tokens or room, room)})
+        gen = await self._backend.generate(prompt_ids, params)
+        return gen.token_ids, gen.logprobs, gen.finish_reason
+
+    def _policy_ids(self, text: str) -> list[int]:
+        """A policy's text reply as ids, closed with the end-of-turn token like a sampled stop."""
+        ids = self._renderer.encode(text)
+        eos = self._renderer.tokenizer.eos_token_id
+        return ids + [eos] if eos is not None and (not ids or ids[-1] != eos) else ids
+
+    def _completion(self, turn: Turn, req: CanonicalRequest, ids: list[int], logprobs: list[float],
+                    finish: str, prompt_len: int) -> Completion:
+        parsed = self._parser.parse(self._renderer.completion_text(ids))
+        calls = tuple(ToolCallPart(id=f"call_{turn.id}_{i}", name=c.name, arguments=c.arguments)
+                      for i, c in enumerate(parsed.tool_calls))
+        return Completion(
+            id=turn.id, model=req.model or self._served_model, created=int(time.time()), text=parsed.content,
+            reasoning=parsed.reasoning, tool_calls=calls, token_ids=tuple(ids), logprobs=tuple(logprobs),
+            finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]
+            usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)),
+        )
+
+    async def _next(self, timeout: float | None) -> PendingTurn | None:
+        try:
+            return await asyncio.wait_for(self._pending.get(), timeout)
+        except TimeoutError:
+            return None
+
+    async def _run(self) -> None:
+        self.mode = "auto"
+        while not self._pending.empty():
+            pending = self._pending.get_nowait()
+            if not pending.resolved:
+                pending._decision.set_result(_Sample())
+
+    async def _sync(self, fn: Callable[[], T]) -> T:
+        return fn()
+
+    def fail_all(self, error: OpenEnvError) -> None:
+        """Answer every parked request with `error` (the session is closing). Loop thread only."""
+        self.closed = True
+        while not self._pending.empty():
+            pending = self._pending.get_nowait()
+            if not pending.resolved:
+                pending._decision.set_result(_Fail(error))
+
+    # ---- loop bridging -------------------------------------------------------------------------------
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+        """Run `coro` on the session's loop from any other thread and wait for it."""
+        if _running_loop() is self.loop:
+            coro.close()
+            raise RuntimeError("sync session methods cannot run on the server's own loop; use the a-methods")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    async def _bridge(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await `coro` on the session's loop from whichever loop we are on."""
+        if _running_loop() is self.loop:
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _turn_id() -> str:
+    return secrets.token_hex(12)
+

@@ -1,0 +1,242 @@
+"""A session's turns, linked by token prefix into training sequences.
+
+Pure bookkeeping: no I/O, no clock, no tokenizer. The session asks `find_parent` which earlier turn a
+request extends, splices the prompt from `prefix_ids`, and calls `record` once the completion exists.
+A turn that extends the newest turn of a sequence is appended to it (one more model span, after the
+env tokens inserted between turns); anything else starts a new sequence. Sequences store token ids
+once, so a 30-turn session costs its length in memory, not its length squared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from openenv.capture.canonical import Completion, Message, Tool
+
+__all__ = ["Link", "SequenceRow", "SequenceStats", "Trajectory", "Turn", "TurnRecord", "TrainingSequence"]
+
+Source = Literal["sample", "complete"]
+
+
+@dataclass(slots=True)
+class Turn:
+    """One answered (or failed) model request."""
+
+    id: str
+    index: int
+    dialect: str
+    n_messages: int
+    prompt_len: int
+    aux: bool = False
+    source: Source | None = None
+    completion: Completion | None = None
+    gap: str | None = None
+    sequence: int | None = None
+    parent: str | None = None
+    kind: Literal["merged", "new", "break", "fork"] | None = None
+    text_len: int = 0
+
+
+@dataclass(slots=True)
+class TrainingSequence:
+    """Consecutive turns joined token-exactly. `completion_ids` holds model and env spans."""
+
+    index: int
+    prompt_ids: list[int]
+    completion_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    env_mask: list[int] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    messages: tuple[Message, ...] = ()  # the newest turn's request messages, for prefix matching
+    tools: tuple[Tool, ...] = ()
+    text: str = ""  # the newest turn's prompt text (kept only for templates that are not append-only)
+
+    @property
+    def head(self) -> Turn:
+        return self.turns[-1]
+
+    def end_of(self, turn: Turn) -> int:
+        """Index in `completion_ids` just past `turn`'s completion."""
+        return turn.prompt_len - len(self.prompt_ids) + len(turn.completion.token_ids if turn.completion else ())
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """An earlier turn a request extends, and the message index where the new part starts."""
+
+    sequence: TrainingSequence
+    turn: Turn
+
+    @property
+    def n_messages(self) -> int:
+        return self.turn.n_messages
+
+
+class SequenceRow(BaseModel):
+    """One training row, in the keys TRL's GRPO `rollout_func` takes (plus the turn ids)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    env_mask: list[int]
+    turn_ids: list[str]
+
+
+class SequenceStats(BaseModel):
+    """How well a session merged. `merge_ratio` = merged turns / turns that could have merged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    turns: int
+    sequences: int
+    merged: int
+    breaks: int
+    forks: int
+    aux: int
+    gaps: int
+    merge_ratio: float
+
+
+class TurnRecord(BaseModel):
+    """A turn as the admin API and observations show it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    index: int
+    dialect: str
+    aux: bool
+    source: Source | None
+    gap: str | None
+    sequence: int | None
+    parent: str | None
+    kind: str | None
+    prompt_len: int
+    completion: Completion | None
+
+
+class Trajectory:
+    """All turns of one session and the sequences they form."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.sequences: list[TrainingSequence] = []
+
+    # ---- linking -----------------------------------------------------------------------------------
+
+    def find_parent(self, messages: Seq[Message], tools: Seq[Tool]) -> Link | None:
+        """The newest turn whose request messages are a prefix of `messages`, followed there by an
+        assistant message (the reply the harness got), with the same tools. Heads are tried before
+        older turns."""
+        for seq in reversed(self.sequences):
+            if seq.tools != tuple(tools):
+                continue
+            link = self._link_in(seq, messages)
+            if link is not None:
+                return link
+        return None
+
+    def _link_in(self, seq: TrainingSequence, messages: Seq[Message]) -> Link | None:
+        known = seq.messages
+        for turn in reversed(seq.turns):
+            n = turn.n_messages
+            if len(messages) > n and messages[n].role == "assistant" and _same(messages, known, n):
+                return Link(seq, turn)
+        return None
+
+    def prefix_ids(self, link: Link) -> list[int]:
+        """The linked turn's prompt ids followed by its exact completion ids."""
+        seq = link.sequence
+        return seq.prompt_ids + seq.completion_ids[: seq.end_of(link.turn)]
+
+    def is_head(self, link: Link) -> bool:
+        return link.sequence.turns[-1] is link.turn
+
+    @property
+    def has_model_turns(self) -> bool:
+        return any(t.sequence is not None for t in self.turns)
+
+    # ---- recording ---------------------------------------------------------------------------------
+
+    def add(self, turn: Turn) -> Turn:
+        """Register a turn before it is answered, so its index is fixed in arrival order."""
+        turn.index = len(self.turns)
+        self.turns.append(turn)
+        return turn
+
+    def record(self, turn: Turn, *, link: Link | None, prompt_ids: list[int], env_ids: Seq[int],
+               messages: tuple[Message, ...], tools: tuple[Tool, ...] = (), text: str = "",
+               rewritten: bool = False) -> None:
+        """Attach a finished turn to a sequence.
+
+        Args:
+            turn: the turn, with `completion` set.
+            link: the turn it extends, or None.
+            prompt_ids: its full prompt ids.
+            env_ids: the ids between the linked turn's completion and this completion.
+            messages: its request messages.
+            tools: its request tools.
+            text: its prompt text (for templates that are not append-only).
+            rewritten: no earlier turn could be extended because history changed (a break).
+        """
+        assert turn.completion is not None
+        if link is not None and self.is_head(link):
+            seq = link.sequence
+            turn.kind = "merged"
+            seq.completion_ids.extend(env_ids)
+            seq.logprobs.extend([0.0] * len(env_ids))
+            seq.env_mask.extend([0] * len(env_ids))
+        else:
+            seq = TrainingSequence(index=len(self.sequences), prompt_ids=list(prompt_ids))
+            self.sequences.append(seq)
+            turn.kind = "fork" if link is not None else ("break" if rewritten else "new")
+        turn.parent = link.turn.id if link is not None else None
+        turn.sequence = seq.index
+        turn.text_len = len(text)
+        done = turn.completion
+        seq.completion_ids.extend(done.token_ids)
+        seq.logprobs.extend(done.logprobs)
+        seq.env_mask.extend([1] * len(done.token_ids))
+        seq.turns.append(turn)
+        seq.messages = messages
+        seq.tools = tools
+        seq.text = text
+
+    # ---- export ------------------------------------------------------------------------------------
+
+    def rows(self) -> list[SequenceRow]:
+        return [SequenceRow(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
+                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns]) for s in self.sequences]
+
+    def stats(self) -> SequenceStats:
+        model = [t for t in self.turns if t.sequence is not None]
+        merged = sum(t.kind == "merged" for t in model)
+        mergeable = max(len(model) - 1, 0)
+        return SequenceStats(
+            turns=len(model),
+            sequences=len(self.sequences),
+            merged=merged,
+            breaks=sum(t.kind == "break" for t in model),
+            forks=sum(t.kind == "fork" for t in model),
+            aux=sum(t.aux for t in self.turns),
+            gaps=sum(t.gap is not None for t in self.turns),
+            merge_ratio=merged / mergeable if mergeable else 1.0,
+        )
+
+    def records(self) -> list[TurnRecord]:
+        return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
+                           sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
+                           completion=t.completion) for t in self.turns]
+
+
+def _same(messages: Seq[Message], known: Seq[Message], n: int) -> bool:
+    """Whether the first `n` messages are equal (compared newest first: rewrites are usually late)."""
+    if len(known) < n:
+        return False
+    return all(messages[i] == known[i] for i in range(n - 1, -1, -1))
