@@ -1,0 +1,152 @@
+"""SessionRegistry: capacity, per-session locking, thread offloading for sync envs, the reaper."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
+from openenv.core.wire import ResetRequest
+from openenv.errors import CapacityError, EnvError, UnknownSession
+from openenv.server.sessions import EnvTypes, SessionRegistry
+
+
+class SlowEnv(EchoEnvironment):
+    """Echo whose sync step blocks its thread, like an env waiting on a subprocess."""
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        time.sleep(0.2)
+        obs = super().step(action)
+        obs.metadata["thread"] = threading.current_thread().name
+        return obs
+
+
+class NativeAsyncEnv(EchoEnvironment):
+    """Echo that overrides `step_async`; the registry must await it on the loop, not in a thread."""
+
+    async def step_async(self, action: EchoAction) -> EchoObservation:
+        obs = self.step(action)
+        obs.metadata["thread"] = threading.current_thread().name
+        return obs
+
+
+class BrokenFactoryEnv(EchoEnvironment):
+    def __init__(self) -> None:
+        raise OSError("no sandbox available")
+
+
+@pytest.fixture
+async def make_registry() -> AsyncIterator[object]:
+    executor = ThreadPoolExecutor(8, thread_name_prefix="env-test")
+    made: list[SessionRegistry] = []
+
+    def _make(factory: type = EchoEnvironment, **kwargs: object) -> SessionRegistry:
+        opts = {"max_sessions": 4, "idle_timeout_s": None} | kwargs
+        reg = SessionRegistry(factory, EnvTypes.infer(factory), executor=executor, **opts)  # type: ignore[arg-type]
+        made.append(reg)
+        return reg
+
+    yield _make
+    for reg in made:
+        await reg.close_all()
+    executor.shutdown()
+
+
+async def test_capacity_counts_live_sessions_and_closing_frees_a_slot(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(max_sessions=2)
+    a = await reg.open("http")
+    await reg.open("ws")
+    with pytest.raises(CapacityError) as info:
+        await reg.open("http")
+    assert info.value.details == {"active": 2, "maximum": 2}
+    await reg.close(a.id)
+    await reg.open("http")
+
+
+async def test_unknown_or_closed_session_ids_are_unknown_session(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry()
+    session = await reg.open("http")
+    await reg.close(session.id)
+    with pytest.raises(UnknownSession, match="not live"):
+        reg.get(session.id)
+    with pytest.raises(UnknownSession, match="no session id"):
+        reg.get(None)
+
+
+async def test_sync_envs_block_a_worker_thread_not_the_event_loop(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(SlowEnv)
+    sessions = [await reg.open("ws") for _ in range(4)]
+    for s in sessions:
+        await s.reset(ResetRequest())
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    task = asyncio.create_task(ticker())
+    started = time.monotonic()
+    results = await asyncio.gather(*(s.step({"message": "x"}) for s in sessions))
+    elapsed = time.monotonic() - started
+    task.cancel()
+    assert elapsed < 0.6, "four 0.2 s steps in four sessions should overlap"
+    assert ticks >= 10, "the event loop kept running while the envs slept"
+    assert all(r.metadata["thread"].startswith("env-test") for r in results)
+
+
+async def test_async_native_envs_are_awaited_on_the_loop(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(NativeAsyncEnv)
+    session = await reg.open("ws")
+    await session.reset(ResetRequest())
+    obs = await session.step({"message": "x"})
+    assert obs.metadata["thread"] == threading.current_thread().name
+
+
+async def test_steps_on_one_session_never_interleave(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(SlowEnv)
+    session = await reg.open("http")
+    await session.reset(ResetRequest())
+    started = time.monotonic()
+    await asyncio.gather(session.step({"message": "a"}), session.step({"message": "b"}))
+    assert time.monotonic() - started >= 0.4
+    assert (await session.state()).step_count == 2
+
+
+async def test_a_failing_factory_is_env_error_and_holds_no_slot(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(BrokenFactoryEnv, max_sessions=1)
+    with pytest.raises(EnvError, match="OSError: no sandbox available"):
+        await reg.open("http")
+    assert reg.active == 0
+
+
+async def test_reaper_closes_only_sessions_idle_past_the_timeout(make_registry) -> None:  # type: ignore[no-untyped-def]
+    reg = make_registry(idle_timeout_s=0.1)
+    reaped_callbacks: list[str] = []
+    idle = await reg.open("ws", on_reap=lambda: _record(reaped_callbacks, "idle"))
+    await asyncio.sleep(0.15)
+    busy = await reg.open("http")
+    assert await reg.reap_idle() == [idle.id]
+    assert reaped_callbacks == ["idle"]
+    assert reg.get(busy.id) is busy
+
+
+async def _record(sink: list[str], value: str) -> None:
+    sink.append(value)
+
+
+def test_max_sessions_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        SessionRegistry(EchoEnvironment, EnvTypes.infer(EchoEnvironment), max_sessions=0, idle_timeout_s=None,
+                        executor=ThreadPoolExecutor(1))
+
+
+def test_a_plain_factory_needs_explicit_models() -> None:
+    with pytest.raises(TypeError, match="action_type= and observation_type="):
+        EnvTypes.infer(lambda: EchoEnvironment())

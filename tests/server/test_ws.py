@@ -1,0 +1,130 @@
+"""`WS /ws`: one session per connection, typed error frames, isolation under concurrency, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+Serve = Callable[..., str]
+
+
+def ws_url(base: str) -> str:
+    return base.replace("http://", "ws://") + "/ws"
+
+
+async def ask(ws: ClientConnection, frame: dict[str, Any] | str) -> dict[str, Any]:
+    await ws.send(frame if isinstance(frame, str) else json.dumps(frame))
+    return json.loads(await ws.recv())  # type: ignore[no-any-return]
+
+
+async def test_reset_step_state_round_trip(echo_url: str) -> None:
+    async with connect(ws_url(echo_url)) as ws:
+        reply = await ask(ws, {"type": "reset", "data": {"episode_id": "ws-1"}})
+        assert reply == {"type": "observation", "data": {
+            "done": False, "reward": None, "metadata": {}, "echoed_message": "", "message_length": 0,
+        }}
+        reply = await ask(ws, {"type": "step", "data": {"message": "hello"}})
+        assert reply["data"]["echoed_message"] == "hello" and reply["data"]["reward"] == pytest.approx(0.5)
+        reply = await ask(ws, {"type": "state"})
+        assert reply == {"type": "state", "data": {"episode_id": "ws-1", "step_count": 1, "max_steps": None}}
+        assert await ask(ws, {"type": "close"}) == {"type": "closed", "data": {}}
+        with pytest.raises(ConnectionClosed):
+            await ws.recv()
+
+
+@pytest.mark.parametrize(
+    ("frame", "code", "needle"),
+    [
+        ("{not json", "malformed_json", "not valid JSON"),
+        ('{"type": "dance"}', "unknown_message_type", "unknown message type 'dance'; expected one of reset"),
+        ('{"data": {}}', "unknown_message_type", "no 'type' field"),
+        ('{"type": "step", "data": {"mesage": "x"}}', "invalid_action", "action field 'mesage': Extra inputs"),
+        ('{"type": "reset", "data": {"seed": "abc"}}', "bad_request", "message field 'reset.data.seed'"),
+        ('[1, 2]', "bad_request", "message field"),
+    ],
+)
+async def test_bad_frames_get_their_own_error_code_and_the_socket_stays_usable(
+    echo_url: str, frame: str, code: str, needle: str
+) -> None:
+    async with connect(ws_url(echo_url)) as ws:
+        await ask(ws, {"type": "reset"})
+        reply = await ask(ws, frame)
+        assert reply["type"] == "error"
+        assert reply["data"]["code"] == code
+        assert needle in reply["data"]["message"]
+        ok = await ask(ws, {"type": "step", "data": {"message": "still here"}})
+        assert ok["data"]["echoed_message"] == "still here"
+
+
+async def test_step_before_reset_is_bad_request(echo_url: str) -> None:
+    async with connect(ws_url(echo_url)) as ws:
+        reply = await ask(ws, {"type": "step", "data": {"message": "early"}})
+        assert reply["data"]["code"] == "bad_request"
+        assert "reset before step" in reply["data"]["message"]
+
+
+async def test_fifty_concurrent_sessions_keep_independent_state(serve: Serve) -> None:
+    url = serve()
+
+    async def episode(i: int) -> tuple[int, list[str], dict[str, Any]]:
+        async with connect(ws_url(url)) as ws:
+            await ask(ws, {"type": "reset", "data": {"episode_id": f"ep-{i}"}})
+            echoed = []
+            for k in range(i % 5 + 1):
+                reply = await ask(ws, {"type": "step", "data": {"message": f"s{i}-{k}"}})
+                echoed.append(reply["data"]["echoed_message"])
+            state = (await ask(ws, {"type": "state"}))["data"]
+            return i, echoed, state
+
+    results = await asyncio.gather(*(episode(i) for i in range(50)))
+    for i, echoed, state in results:
+        assert echoed == [f"s{i}-{k}" for k in range(i % 5 + 1)]
+        assert state["episode_id"] == f"ep-{i}"
+        assert state["step_count"] == i % 5 + 1
+
+
+async def test_a_dropped_connection_frees_its_session_at_once(serve: Serve, http: httpx.Client) -> None:
+    url = serve(max_sessions=2)
+    first = await connect(ws_url(url))
+    async with connect(ws_url(url)) as second:
+        await ask(second, {"type": "reset"})
+        async with connect(ws_url(url)) as third:
+            reply = json.loads(await third.recv())
+            assert reply["data"]["code"] == "capacity"
+            with pytest.raises(ConnectionClosed) as info:
+                await third.recv()
+            assert info.value.rcvd is not None and info.value.rcvd.code == 1013
+        await first.close()  # no close message: just drop the socket
+        for _ in range(50):
+            if http.get(f"{url}/health").json()["active_sessions"] == 1:
+                break
+            await asyncio.sleep(0.02)
+        async with connect(ws_url(url)) as fourth:
+            assert (await ask(fourth, {"type": "reset"}))["type"] == "observation"
+
+
+async def test_the_reaper_closes_idle_sockets_with_a_reason(serve: Serve, http: httpx.Client) -> None:
+    url = serve(idle_timeout_s=0.2)
+    async with connect(ws_url(url)) as ws:
+        await ask(ws, {"type": "reset"})
+        with pytest.raises(ConnectionClosed) as info:
+            await asyncio.wait_for(ws.recv(), timeout=5)
+    assert info.value.rcvd is not None
+    assert info.value.rcvd.code == 4408
+    assert "idle" in info.value.rcvd.reason
+    assert http.get(f"{url}/health").json()["active_sessions"] == 0
+
+
+async def test_the_reaper_frees_idle_http_sessions(serve: Serve, http: httpx.Client) -> None:
+    url = serve(idle_timeout_s=0.2)
+    sid = http.post(f"{url}/reset", json={}).json()["session_id"]
+    await asyncio.sleep(0.6)
+    r = http.get(f"{url}/state", headers={"X-Session-Id": sid})
+    assert r.json()["error"]["code"] == "unknown_session"
