@@ -1,0 +1,294 @@
+"""HarnessEnvironment: a real harness CLI on a task, as a Gym-style environment. A step is one model turn.
+
+`reset` makes a sandbox with the task's workspace, opens a gated capture session, starts the harness
+headless and returns at its first model request. Each `step` says who answers that request (`sample`,
+`complete` or `run`) and returns at the next one, or at the end, when the verifier scores the workspace
+and the session's training sequences come back with the reward.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from openenv.capture.canonical import SamplingParams
+from openenv.capture.server import CaptureServer
+from openenv.capture.session import PendingTurn, Session
+from openenv.capture.trajectory import TurnRecord
+from openenv.core.environment import EnvMetadata, Environment
+from openenv.errors import BadRequest, InvalidAction, OpenEnvError
+from openenv.harness.catalog import get_spec
+from openenv.harness.launch import launch
+from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingRequest
+from openenv.harness.sandbox.base import HarnessProcess
+from openenv.harness.sandbox.local import LocalSandbox
+from openenv.harness.spec import HarnessSpec, SessionContext
+from openenv.harness.tasks import Task, builtin_task, builtin_task_ids
+from openenv.harness.verifier import RewardRule, Verdict, verify
+
+__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment"]
+
+# A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
+DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
+Network = Literal["auto", "host", "loopback"]
+
+
+@dataclass
+class _Episode:
+    task: Task
+    sandbox: LocalSandbox
+    session: Session
+    process: HarnessProcess
+    pending: PendingTurn | None = None
+    last_turn: LastTurn | None = None
+    errors: list[str] = field(default_factory=list)
+    records: list[TurnRecord] = field(default_factory=list)
+
+
+def _netns_available() -> bool:
+    return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
+
+
+class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessState]):
+    """One harness (envs/<name>/spec.yaml) solving one task per episode, through the capture proxy.
+
+    Args:
+        harness: the harness name; subclasses in envs/<name>/ set the `harness` class attribute instead.
+        server: a started `CaptureServer` to share; by default the env starts its own on first reset.
+        backend: `local` (in-process transformers) or `vllm` (an OpenAI-compatible vLLM at `vllm_url`).
+        model: the model folder (tokenizer and chat template; weights for `local`); default: the tiny model.
+        vllm_url: the vLLM base URL without /v1; default: `$OPENENV_VLLM_URL`.
+        sampling: sampling settings that override the harness's.
+        network: `loopback` runs the harness in a network namespace with only the proxy reachable;
+            `auto` picks it when running as root with `unshare`, else `host`.
+        reward_rule: how the verifier's dict becomes the scalar reward.
+        turn_timeout_s: the longest a `sample`/`complete` may take.
+    """
+
+    action_type = HarnessAction
+    observation_type = HarnessObservation
+    state_type = HarnessState
+    # Set in envs/<name>/ subclasses: the harness this environment runs.
+    harness: ClassVar[str | None] = None
+
+    def __init__(
+        self,
+        harness: str | None = None,
+        *,
+        server: CaptureServer | None = None,
+        backend: Literal["local", "vllm"] = "local",
+        model: str | Path | None = None,
+        vllm_url: str | None = None,
+        sampling: SamplingParams | None = DEFAULT_SAMPLING,
+        network: Network = "auto",
+        reward_rule: RewardRule | None = None,
+        turn_timeout_s: float = 300.0,
+    ) -> None:
+        name = harness or type(self).harness
+        if name is None:
+            raise BadRequest("HarnessEnvironment needs a harness name (e.g. harness='pi')")
+        self.spec: HarnessSpec = get_spec(name)
+        self._server = server
+        self._owns_server = server is None
+        self._backend_kind = backend
+        self._model = model
+        self._vllm_url = vllm_url
+        self._sampling = sampling
+        self._network = ("loopback" if _netns_available() else "host") if network == "auto" else network
+        self._rule = reward_rule or RewardRule()
+        self._turn_timeout_s = turn_timeout_s
+        self._episode: _Episode | None = None
+        self._state = HarnessState(harness=name)
+
+    # ---- Environment API --------------------------------------------------------------------------
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> HarnessObservation:
+        """Start an episode and return at the harness's first model request.
+
+        Options:
+            task: a built-in task id, a `Task`, or a Task dict; default: a built-in task picked by `seed`.
+            timeout_s: the harness's wall-clock budget (default: the task's).
+        """
+        self._end_episode()
+        task = self._resolve_task(options.pop("task", None), seed)
+        timeout_s = float(options.pop("timeout_s", task.timeout_s))
+        if options:
+            raise BadRequest(f"unknown reset options: {sorted(options)}; known: task, timeout_s")
+        server = self._ensure_server()
+        sandbox = LocalSandbox(network=self._network, forward_ports=(server.port,))
+        session = server.open_session(mode="gated", sampling=self._sampling,
+                                      aux=lambda req: self.spec.aux_reason(req) is not None)
+        try:
+            sandbox.write_files(task.workspace)
+            ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
+                                 workspace=sandbox.workspace, home=sandbox.home, instruction=task.instruction)
+            process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s)
+        except BaseException:
+            server.close_session(session.token)
+            sandbox.close()
+            raise
+        self._episode = _Episode(task=task, sandbox=sandbox, session=session, process=process)
+        self._state = HarnessState(episode_id=episode_id or uuid.uuid4().hex, harness=self.spec.name,
+                                   task_id=task.id, status="waiting", harness_status="running")
+        return self._advance()
+
+    def step(self, action: HarnessAction) -> HarnessObservation:
+        """Answer the pending model request and return at the next one (or at the end).
+
+        Raises:
+            InvalidAction: there is no episode in progress (reset first).
+        """
+        episode = self._episode
+        if episode is None or self._state.status != "waiting":
+            raise InvalidAction("no episode is in progress; call reset() first")
+        self._state.step_count += 1
+        if action.kind == "run":
+            episode.session.run()
+            if episode.pending is not None and not episode.pending.resolved:
+                episode.pending.sample(timeout=self._turn_timeout_s)
+            episode.pending = None
+            episode.process.wait(None)
+            return self._finish()
+        self._answer(episode, action)
+        return self._advance()
+
+    @property
+    def state(self) -> HarnessState:
+        return self._state
+
+    def close(self) -> None:
+        self._end_episode()
+        if self._owns_server and self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    @classmethod
+    def metadata(cls) -> EnvMetadata:
+        name = cls.harness or "harness"
+        return EnvMetadata(name=name, description=f"{name} solving a coding task, one model turn per step")
+
+    def trajectory(self) -> list[TurnRecord]:
+        """Every turn of the current (or last) episode, aux turns included, for saving as JSONL."""
+        episode = self._episode
+        if episode is None:
+            return []
+        return episode.records or episode.session.turns()
+
+    # ---- internals ----------------------------------------------------------------------------------
+
+    def _resolve_task(self, task: str | Task | dict[str, Any] | None, seed: int | None) -> Task:
+        if isinstance(task, Task):
+            return task
+        if isinstance(task, dict):
+            return Task.model_validate(task)
+        if task is None:
+            task = random.Random(seed).choice(builtin_task_ids())
+        return builtin_task(task)
+
+    def _ensure_server(self) -> CaptureServer:
+        if self._server is None:
+            from openenv.testing.tiny_model import tiny_model_path
+
+            model = Path(self._model) if self._model else tiny_model_path()
+            self._server = CaptureServer(backend=self._make_backend(model), model=model).start()
+        return self._server
+
+    def _make_backend(self, model: Path) -> Any:
+        if self._backend_kind == "vllm":
+            from openenv.capture.backends.vllm import VLLMBackend
+
+            url = self._vllm_url or os.environ.get("OPENENV_VLLM_URL")
+            if not url:
+                raise BadRequest("backend='vllm' needs vllm_url= or OPENENV_VLLM_URL")
+            return VLLMBackend(url)
+        from openenv.capture.backends.local import LocalBackend
+
+        return LocalBackend(model)
+
+    def _answer(self, episode: _Episode, action: HarnessAction) -> None:
+        pending = episode.pending
+        assert pending is not None
+        episode.pending = None
+        try:
+            if action.kind == "sample":
+                done = pending.sample(timeout=self._turn_timeout_s)
+            else:
+                done = pending.complete(text=action.text, token_ids=action.token_ids, timeout=self._turn_timeout_s)
+        except OpenEnvError as exc:  # the harness got a retryable error; the trajectory marks the gap
+            episode.errors.append(f"{type(exc).__name__}: {exc.message}")
+            return
+        episode.last_turn = LastTurn(turn_id=done.id, text=done.text, reasoning=done.reasoning,
+                                     tool_calls=list(done.tool_calls), token_ids=list(done.token_ids),
+                                     logprobs=list(done.logprobs), finish_reason=done.finish_reason)
+
+    def _advance(self) -> HarnessObservation:
+        """Wait for the harness's next model request, or for it to end."""
+        episode = self._episode
+        assert episode is not None
+        while True:
+            pending = episode.session.next_pending(timeout=0.2)
+            running = episode.process.status() == "running"
+            if pending is not None and running:
+                episode.pending = pending
+                return self._observe(episode, pending)
+            if pending is not None:
+                pending.fail("the harness has exited")
+            if not running:
+                return self._finish()
+
+    def _counts(self, records: list[TurnRecord]) -> tuple[int, int]:
+        main = [r for r in records if not r.aux and r.completion is not None]
+        return len(main), sum(len(r.completion.tool_calls) for r in main if r.completion is not None)
+
+    def _observe(self, episode: _Episode, pending: PendingTurn) -> HarnessObservation:
+        turns, tool_calls = self._counts(episode.session.turns())
+        self._state.harness_status = episode.process.status()
+        return HarnessObservation(
+            pending=PendingRequest(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
+                                   prompt_ids=list(pending.prompt_ids), aux=pending.aux),
+            last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
+            harness_status=self._state.harness_status, output_tail=episode.process.output_tail(1000),
+            metadata={"errors": list(episode.errors)} if episode.errors else {},
+        )
+
+    def _finish(self) -> HarnessObservation:
+        """Score the workspace, collect the sequences, and release the sandbox and the session."""
+        episode = self._episode
+        assert episode is not None
+        episode.process.wait(10)
+        status = episode.process.status()
+        tail = episode.process.output_tail(2000)
+        records = episode.session.turns()
+        turns, tool_calls = self._counts(records)
+        verdict: Verdict = verify(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
+        rows, stats = episode.session.sequences(), episode.session.stats()
+        episode.records = records
+        self._release(episode)
+        self._state.status, self._state.harness_status = "done", status
+        return HarnessObservation(
+            done=True, reward=verdict.reward, last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
+            harness_status=status, output_tail=tail, reward_breakdown=verdict.breakdown(), sequences=rows,
+            stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors},
+        )
+
+    def _release(self, episode: _Episode) -> None:
+        if self._server is not None and not episode.session.closed:
+            try:
+                self._server.close_session(episode.session.token)
+            except OpenEnvError:
+                pass
+        episode.sandbox.close()
+
+    def _end_episode(self) -> None:
+        """Abort an episode still in progress (reset or close before `done`)."""
+        episode = self._episode
+        if episode is not None and self._state.status == "waiting":
+            episode.process.kill()
+            episode.records = episode.session.turns()
+            self._release(episode)
+            self._state.status, self._state.harness_status = "done", episode.process.status()
