@@ -21,20 +21,18 @@ from google import genai
 from google.genai import types as gtypes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from starlette.routing import compile_path
 
 from openenv.capture.canonical import (
-    Completion,
+    CanonicalRequest,
     Message,
     TextPart,
     ThinkingPart,
     Tool,
     ToolCallPart,
     ToolResultPart,
-    Usage,
 )
-from openenv.capture.dialects import ROUTES, Endpoint, RequestContext
-from openenv.errors import BackendUnavailable, OpenEnvError, UnknownSession
+from openenv.capture.dialects import RequestContext
+from openenv.errors import BackendUnavailable, OpenEnvError
 
 SYSTEM = "You are terse."
 USER = "List the files."
@@ -50,14 +48,6 @@ EXPECTED_MESSAGES = (
 )
 EXPECTED_TOOLS = (Tool(name="bash", description=DESCRIPTION, parameters=BASH),)
 
-DONE = Completion(
-    id="turn7", model="tiny", created=1_790_000_000, reasoning="The user wants a.txt.", text="Reading it.",
-    tool_calls=(ToolCallPart(id="call_2", name="bash", arguments='{"command": "cat a.txt"}'),),
-    token_ids=(1, 2, 3), logprobs=(-0.1, -0.2, -0.3), finish_reason="tool_calls",
-    usage=Usage(prompt_tokens=42, completion_tokens=3),
-)
-REPLY_MESSAGE = Message(role="assistant", parts=(
-    ThinkingPart(text=DONE.reasoning), TextPart(text=DONE.text), DONE.tool_calls[0]))
 
 
 @dataclass(frozen=True)
@@ -252,92 +242,51 @@ CASES = [
 IDS = [c.name for c in CASES]
 
 
-# ---- an in-process stand-in for the proxy app: registry -> dialect -> fixed completion -----------
-
-
-def _route(method: str, path: str) -> tuple[Endpoint, dict[str, str]]:
-    for key, endpoint in ROUTES.items():
-        verb, template = key.split(" ", 1)
-        match = compile_path(template)[0].match(path)
-        if verb == method and match:
-            return endpoint, match.groupdict()
-    raise LookupError(f"no route for {method} {path}")
-
-
-def _respond(request: httpx.Request, done: Completion = DONE) -> httpx.Response:
-    endpoint, params = _route(request.method, request.url.path)
-    dialect = endpoint.dialect
-    ctx = RequestContext(path_params=params, query=dict(request.url.params),
-                         headers={k.lower(): v for k, v in request.headers.items()})
-    try:
-        if dialect.session_token(ctx) != "tok":
-            raise UnknownSession("unknown session token; use the key the session was opened with")
-        req = dialect.parse(request.content, ctx)
-        canonical = dialect.to_canonical(req)
-    except OpenEnvError as err:
-        status, body = dialect.error_body(err)
-        return httpx.Response(status, content=body.model_dump_json(exclude_none=True),
-                              headers={"content-type": "application/json"})
-    if canonical.stream:
-        sse = b"".join(event.encode() for event in dialect.sse_events(done, req))
-        return httpx.Response(200, content=sse, headers={"content-type": "text/event-stream"})
-    reply = dialect.from_canonical(done, req).model_dump_json(exclude_none=True)
-    return httpx.Response(200, content=reply, headers={"content-type": "application/json"})
-
-
 @pytest.fixture
-def http() -> httpx.Client:
-    return httpx.Client(transport=httpx.MockTransport(_respond))
-
-
-def _canonical(case: Case, body: dict[str, Any]):  # noqa: ANN202
-    endpoint, params = _route("POST", case.path)
-    ctx = RequestContext(path_params=params)
-    return endpoint.dialect.to_canonical(endpoint.dialect.parse(json.dumps(body).encode(), ctx))
+def canonical(parse_as, dialect_for) -> Callable[[Case, dict[str, Any]], CanonicalRequest]:
+    return lambda case, body: dialect_for(case.path).to_canonical(parse_as(case.path, body))
 
 
 # ---- the contract ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_conversation_maps_to_the_same_canonical_messages_and_tools(case: Case):
-    canonical = _canonical(case, case.body)
-    assert canonical.messages == EXPECTED_MESSAGES
-    assert canonical.tools == EXPECTED_TOOLS
+def test_conversation_maps_to_the_same_canonical_messages_and_tools(case: Case, canonical):
+    request = canonical(case, case.body)
+    assert request.messages == EXPECTED_MESSAGES
+    assert request.tools == EXPECTED_TOOLS
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_unknown_fields_are_accepted_and_ignored(case: Case):
+def test_unknown_fields_are_accepted_and_ignored(case: Case, canonical):
     body = json.loads(json.dumps(case.body))
     body["x_future_option"] = {"enabled": True}
     history = next(v for k, v in body.items() if k in ("messages", "input", "contents"))
     history[-1]["x_future_annotation"] = "ignored"
-    assert _canonical(case, body).messages == EXPECTED_MESSAGES
+    assert canonical(case, body).messages == EXPECTED_MESSAGES
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_official_sdk_reads_reasoning_text_and_tool_call(case: Case, http: httpx.Client, stream: bool):
-    reply = case.call(http, case.body, stream)
-    assert reply == Reply(DONE.reasoning, DONE.text, [("bash", {"command": "cat a.txt"})])
+def test_official_sdk_reads_reasoning_text_and_tool_call(case: Case, sdk_http: httpx.Client, done, stream: bool):
+    reply = case.call(sdk_http, case.body, stream)
+    assert reply == Reply(done.reasoning, done.text, [("bash", {"command": "cat a.txt"})])
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_echoed_reply_comes_back_as_the_same_assistant_message(case: Case):
-    request = _canonical(case, case.body)
-    endpoint, params = _route("POST", case.path)
-    req = endpoint.dialect.parse(json.dumps(case.body).encode(), RequestContext(path_params=params))
-    reply = json.loads(endpoint.dialect.from_canonical(DONE, req).model_dump_json(exclude_none=True))
-    following = _canonical(case, case.echo(case.body, reply))
-    assert following.messages == request.messages + (REPLY_MESSAGE,)
+def test_echoed_reply_comes_back_as_the_same_assistant_message(case: Case, parse_as, dialect_for, canonical,
+                                                              done):
+    """Reasoning, text and calls survive the trip out to the client and back into the history."""
+    reply = dialect_for(case.path).from_canonical(done, parse_as(case.path, case.body))
+    following = canonical(case, case.echo(case.body, json.loads(reply.model_dump_json(exclude_none=True))))
+    sent = Message(role="assistant", parts=(ThinkingPart(text=done.reasoning), TextPart(text=done.text),
+                                            *done.tool_calls))
+    assert following.messages == EXPECTED_MESSAGES + (sent,)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_every_sse_event_is_one_json_object(case: Case):
-    endpoint, params = _route("POST", case.path)
-    req = endpoint.dialect.parse(json.dumps(case.body | {"stream": True}).encode(),
-                                 RequestContext(path_params=params))
-    events = list(endpoint.dialect.sse_events(DONE, req))
+def test_every_sse_event_is_one_json_object(case: Case, parse_as, dialect_for, done):
+    events = list(dialect_for(case.path).sse_events(done, parse_as(case.path, case.body)))
     assert events
     for event in events:
         if event.data != "[DONE]":
@@ -346,15 +295,14 @@ def test_every_sse_event_is_one_json_object(case: Case):
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_unknown_session_reaches_the_sdk_as_its_own_401(case: Case, http: httpx.Client):
-    error = case.error(http)
+def test_unknown_session_reaches_the_sdk_as_its_own_401(case: Case, sdk_http: httpx.Client):
+    error = case.error(sdk_http)
     assert "unknown session token" in str(error)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_backend_outage_is_a_retryable_5xx_in_the_dialect_format(case: Case):
-    endpoint, _ = _route("POST", case.path)
-    status, body = endpoint.dialect.error_body(BackendUnavailable("vLLM at 127.0.0.1:1 refused the connection"))
+def test_backend_outage_is_a_retryable_5xx_in_the_dialect_format(case: Case, dialect_for):
+    status, body = dialect_for(case.path).error_body(BackendUnavailable("vLLM at 127.0.0.1:1 refused the connection"))
     assert status in (503, 529)
     assert "refused the connection" in body.model_dump_json()
 
@@ -374,9 +322,9 @@ def _mutations(case: Case) -> st.SearchStrategy[bytes]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_fuzzed_bodies_never_get_a_5xx(case: Case):
-    endpoint, params = _route("POST", case.path)
-    dialect = endpoint.dialect
+def test_fuzzed_bodies_never_get_a_5xx(case: Case, dialect_for):
+    dialect = dialect_for(case.path)
+    params = {"model": "tiny"}
 
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_mutations(case))
