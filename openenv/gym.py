@@ -4,8 +4,9 @@ Importing this module registers `openenv/<Name>-v0` for every env `openenv list`
 `gymnasium.make("openenv/Echo-v0")` works; `gymnasium.make("openenv.gym:openenv/Echo-v0")` imports it
 for you) and `openenv/Env-v0`, which takes `env=` (a name, folder, URL, `docker:IMAGE` or Space id).
 
-Spaces come from the env's pydantic models: each `str` field is a `Text` space, `int`/`float` a scalar
-`Box`, `bool` a `Discrete(2)`. Envs with other field types pass their own spaces and converters.
+Spaces come from the env's models (or, for a server known only by URL, the JSON Schemas it serves):
+each string field is a `Text` space, integer/number a scalar `Box`, boolean a `Discrete(2)`. Envs with
+other field types pass their own spaces and converters.
 """
 
 from __future__ import annotations
@@ -14,15 +15,24 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium
+import httpx
 import numpy as np
 from gymnasium import spaces
 from pydantic import BaseModel
 
 from openenv.auto import AutoEnv, discover_envs
-from openenv.client import SyncEnvClient
+from openenv.client import AnyObservation, SyncEnvClient
 from openenv.core.types import Observation
 
-__all__ = ["GENERIC_ID", "OpenEnvGym", "gym_id", "make_env", "register_envs", "space_for_model"]
+__all__ = [
+    "GENERIC_ID",
+    "OpenEnvGym",
+    "gym_id",
+    "make_env",
+    "register_envs",
+    "space_for_model",
+    "space_for_schema",
+]
 
 GENERIC_ID = "openenv/Env-v0"
 _OBS_BOOKKEEPING = frozenset({"done", "reward", "metadata"})
@@ -31,31 +41,46 @@ _INT = np.iinfo(np.int64)
 GymDict = dict[str, Any]
 
 
-def space_for_model(model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), text_length: int = 256) -> spaces.Dict:
-    """A `Dict` space with one subspace per field of `model` (minus `exclude`).
+def space_for_model(
+    model: type[BaseModel], *, exclude: frozenset[str] = frozenset(), text_length: int = 256
+) -> spaces.Dict:
+    """A `Dict` space with one subspace per field of `model` (minus `exclude`); see `space_for_schema`."""
+    return space_for_schema(model.model_json_schema(), exclude=exclude, text_length=text_length)
+
+
+def space_for_schema(
+    schema: dict[str, Any], *, exclude: frozenset[str] = frozenset(), text_length: int = 256
+) -> spaces.Dict:
+    """A `Dict` space from a model's JSON Schema, so servers known only by URL get spaces too.
 
     Raises:
         TypeError: a field's type has no obvious space; pass `action_space`/`observation_space` instead.
     """
     subspaces: dict[str, spaces.Space[Any]] = {}
-    for name, field in model.model_fields.items():
+    for name, prop in schema.get("properties", {}).items():
         if name in exclude:
             continue
-        annotation = field.annotation
-        if annotation is str:
-            subspaces[name] = spaces.Text(max_length=text_length, min_length=0)
-        elif annotation is bool:
-            subspaces[name] = spaces.Discrete(2)
-        elif annotation is int:
-            subspaces[name] = spaces.Box(_INT.min, _INT.max, shape=(), dtype=np.int64)
-        elif annotation is float:
-            subspaces[name] = spaces.Box(-np.inf, np.inf, shape=(), dtype=np.float64)
-        else:
+        kind = prop.get("type")
+        if kind not in _SPACES:
             raise TypeError(
-                f"{model.__name__}.{name} has type {annotation!r}, which has no default gymnasium space; "
-                "pass action_space=/observation_space= and to_action=/from_observation= to OpenEnvGym"
+                f"{schema.get('title', 'model')}.{name} has schema {prop!r}, which has no default gymnasium "
+                "space; pass action_space=/observation_space= and to_action=/from_observation= to OpenEnvGym"
             )
+        subspaces[name] = _SPACES[kind](text_length)
     return spaces.Dict(subspaces)
+
+
+_SPACES: dict[str, Callable[[int], spaces.Space[Any]]] = {
+    "string": lambda n: spaces.Text(max_length=n, min_length=0),
+    "boolean": lambda n: spaces.Discrete(2),
+    "integer": lambda n: spaces.Box(_INT.min, _INT.max, shape=(), dtype=np.int64),
+    "number": lambda n: spaces.Box(-np.inf, np.inf, shape=(), dtype=np.float64),
+}
+
+
+def _served_schemas(client: SyncEnvClient[Any, Any, Any]) -> dict[str, Any]:
+    """The models of a server this process has no classes for, from its `/schema`."""
+    return httpx.get(f"{client.client.base_url}/schema", timeout=10.0).json()  # type: ignore[no-any-return]
 
 
 class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
@@ -83,9 +108,13 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
             text_length: Max length of default `Text` spaces.
         """
         self.client = client
-        self.action_space = action_space or space_for_model(client.action_type, text_length=text_length)
-        self.observation_space = observation_space or space_for_model(
-            client.observation_type, exclude=_OBS_BOOKKEEPING, text_length=text_length
+        typed = client.observation_type is not AnyObservation
+        served = {} if typed or (action_space and observation_space) else _served_schemas(client)
+        action_schema = client.action_type.model_json_schema() if typed else served.get("action", {})
+        obs_schema = client.observation_type.model_json_schema() if typed else served.get("observation", {})
+        self.action_space = action_space or space_for_schema(action_schema, text_length=text_length)
+        self.observation_space = observation_space or space_for_schema(
+            obs_schema, exclude=_OBS_BOOKKEEPING, text_length=text_length
         )
         self._to_action = to_action or self._default_to_action
         self._from_observation = from_observation or self._default_from_observation

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
 
 from pydantic import ConfigDict, ValidationError
 from typing_extensions import Self
+import websockets.exceptions
 from websockets.asyncio.client import ClientConnection, connect
 
 from openenv.client.errors import error_from_body, map_transport_errors
@@ -149,13 +150,26 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         await self.connect()
         assert self._ws is not None
         async with self._lock:  # the protocol has no request ids: one frame in flight per connection
-            with map_transport_errors(self.ws_url):
-                await self._ws.send(f'{{"type":"{kind}","data":{data_json}}}')
-                raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
+            try:
+                with map_transport_errors(self.ws_url):
+                    await self._ws.send(f'{{"type":"{kind}","data":{data_json}}}')
+                    raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
+            except TransportError:
+                raw = await self._last_words()
+                if raw is None:
+                    raise
         frame = ServerFrame.model_validate_json(raw)
         if frame.type == "error":
             raise error_from_body(ErrorBody.model_validate(frame.data))
         return frame
+
+    async def _last_words(self) -> str | bytes | None:
+        """A frame the server sent just before hanging up (a `capacity` error), if one is buffered."""
+        assert self._ws is not None
+        try:
+            return await asyncio.wait_for(self._ws.recv(), 0.5)
+        except (websockets.exceptions.ConnectionClosed, TimeoutError):
+            return None
 
     async def __aenter__(self) -> Self:
         return await self.connect()
