@@ -3,14 +3,16 @@
 `sdk_http` is an httpx2 client (the transport the official SDKs are built on) whose
 `MockTransport` resolves the route in the real registry, checks the session token with the
 dialect's `session_token`, and answers a fixed `Completion` with the dialect's pure functions. The
-real app and vLLM are exercised in tests/capture/test_sdk_e2e.py-style tests; here a failure is the
-dialect's.
+real app and vLLM are exercised elsewhere; here a failure is the dialect's.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -92,3 +94,43 @@ def parse_as() -> Callable[[str, dict[str, Any]], Any]:
         return endpoint.dialect.parse(json.dumps(body).encode(), RequestContext(path_params=params))
 
     return parse
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+@pytest.fixture
+def harness_request() -> Callable[[str], dict[str, Any]]:
+    """`harness_request("anthropic/claude_code")`: a recorded request (`method`, `path`, `headers`,
+    `body`) from tests/capture/fixtures/."""
+    return lambda name: json.loads((FIXTURES / f"{name}.json").read_text())
+
+
+@pytest.fixture
+def golden() -> Callable[[str, str], None]:
+    """`golden("anthropic/tool_use.sse", text)`: `text` must equal the stored transcript byte for byte.
+    Set OPENENV_UPDATE_GOLDEN=1 to rewrite the file after an intended change (then review the diff)."""
+
+    def check(name: str, text: str) -> None:
+        path = FIXTURES / name
+        if os.environ.get("OPENENV_UPDATE_GOLDEN") == "1":
+            path.write_text(text)
+        assert path.exists(), f"no golden file {path}; run with OPENENV_UPDATE_GOLDEN=1 to create it"
+        assert text == path.read_text()
+
+    return check
+
+
+def split_known(method: Callable[..., Any], body: dict[str, Any]) -> dict[str, Any]:
+    """`body` as keyword arguments for an SDK method: parameters it names go in directly, the rest
+    (newer fields than the SDK knows) travel in `extra_body`, so the wire body stays the same."""
+    known = set(inspect.signature(method).parameters)
+    kwargs = {k: v for k, v in body.items() if k in known and k != "stream"}
+    extra = {k: v for k, v in body.items() if k not in known and k != "stream"}
+    return kwargs | ({"extra_body": extra} if extra else {})
+
+
+@pytest.fixture
+def sdk_kwargs() -> Callable[[Callable[..., Any], dict[str, Any]], dict[str, Any]]:
+    """See `split_known`."""
+    return split_known
