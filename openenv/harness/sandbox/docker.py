@@ -1,0 +1,550 @@
+"""DockerSandbox: one episode in one container whose only network is the capture proxy.
+
+The container runs with `--network none`, a read-only root filesystem, dropped capabilities, a non-root
+user and cpu/memory/pids limits. The episode's folders (workspace, HOME, TMPDIR, logs) live on this host
+and are bind-mounted at the *same* absolute paths, so the harness config, argv and verifier paths are
+identical to `LocalSandbox`'s, and the final workspace is read back for free. Hidden tests
+(`private_dir`) are never mounted into the episode container; `verify_isolated` grades a copy of the
+post-episode workspace in a fresh container.
+
+The proxy is reached like in `LocalSandbox(network="loopback")`: a unix socket bridged to 127.0.0.1 on
+this host is mounted in, and `forwarder.py` (stdlib only, run by the container's python3) listens on
+127.0.0.1:PORT inside. The container's main process sleeps for `lifetime_s` and the container is
+auto-removed when it ends, a dead man's switch for owners that die without `close()`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.types import Mount, Ulimit
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.errors import EnvError, SandboxLost
+from openenv.harness import forwarder
+from openenv.harness.sandbox import sweeper
+from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
+from openenv.harness.tasks.model import Task
+from openenv.harness.verifier import RewardRule, Verdict, verify
+
+__all__ = [
+    "DEFAULT_IMAGE", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available", "verify_isolated",
+]
+
+DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+FORWARDER_PATH = "/opt/openenv/forwarder.py"
+MARKER = "OPENENV_PROC"
+_POLL_S = 0.05
+
+# Signals every process carrying MARKER=<tag> (descendants inherit it, `setsid` daemons too), then kills.
+_KILL_SNIPPET = """
+import os, signal, sys, time
+tag = sys.argv[1].encode()
+def marked():
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) != os.getpid():
+            try:
+                if tag in open('/proc/%s/environ' % p, 'rb').read().split(b'\\0'):
+                    yield int(p)
+            except OSError:
+                pass
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    pids = list(marked())
+    for pid in pids:
+        try: os.kill(pid, sig)
+        except OSError: pass
+    if pids and sig == signal.SIGTERM: time.sleep(0.5)
+"""
+_LIST_SNIPPET = """
+import os, sys
+tag = sys.argv[1].encode()
+for p in os.listdir('/proc'):
+    if p.isdigit() and int(p) != os.getpid():
+        try:
+            env = open('/proc/%s/environ' % p, 'rb').read().split(b'\\0')
+            if any(e.startswith(tag) for e in env): print(p)
+        except OSError: pass
+"""
+
+
+class ContainerLimits(BaseModel):
+    """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cpus: float = Field(default=2.0, gt=0)
+    memory_mb: int = Field(default=4096, gt=0, description="memory and memory+swap: no swap")
+    pids: int = Field(default=1024, gt=0)
+    tmpfs_mb: int = Field(default=512, gt=0, description="size of the in-memory /tmp")
+
+
+@contextlib.contextmanager
+def _engine_errors(what: str) -> Iterator[None]:
+    """Translate Docker SDK errors into ours, once, naming what we were doing."""
+    try:
+        yield
+    except docker.errors.NotFound as exc:
+        raise SandboxLost(f"sandbox lost while trying to {what}: {exc.explanation or exc}") from exc
+    except docker.errors.DockerException as exc:
+        raise EnvError(f"Docker failed while trying to {what}: {exc}") from exc
+
+
+def engine_available() -> str | None:
+    """None when a Docker engine answers, else the reason (for test skips and `openenv build`)."""
+    try:
+        client = docker.from_env(timeout=5)
+        client.ping()
+        client.close()
+        return None
+    except docker.errors.DockerException as exc:
+        return f"no Docker engine answers ({exc}); run scripts/install_docker.sh as root"
+
+
+def _ulimits(limits: Limits) -> list[Ulimit]:
+    pairs = {
+        "cpu": limits.cpu_seconds,
+        "fsize": None if limits.file_size_mb is None else limits.file_size_mb << 20,
+        "nofile": limits.open_files,
+        "core": None if limits.core_dumps else 0,
+        "as": None if limits.address_space_mb is None else limits.address_space_mb << 20,
+    }
+    return [Ulimit(name=name, soft=value, hard=value) for name, value in pairs.items() if value is not None]
+
+
+class DockerProcess:
+    """A process started with `docker exec` in the episode container; output goes to a bind-mounted log."""
+
+    def __init__(self, sandbox: DockerSandbox, exec_id: str, tag: str, log: Path, timeout_s: float) -> None:
+        self._sandbox = sandbox
+        self._exec_id = exec_id
+        self._tag = tag
+        self._log = log
+        self._ended_by: ProcessStatus | None = None
+        self._final: tuple[ProcessStatus, int | None] | None = None
+        self.lost = False
+        self._lock = threading.Lock()
+        self._pid = int(self._inspect().get("Pid") or 0)
+        self._watchdog = threading.Timer(timeout_s, self._end, args=("timeout",))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    @property
+    def pid(self) -> int:
+        """The process's pid as this host sees it (0 if the engine did not say)."""
+        return self._pid
+
+    def _inspect(self) -> dict[str, Any]:
+        try:
+            return self._sandbox.api.exec_inspect(self._exec_id)
+        except docker.errors.NotFound:
+            return {"Running": False, "ExitCode": None, "Pid": 0, "Gone": True}
+
+    def _settle(self) -> tuple[ProcessStatus, int | None]:
+        if self._final is not None:
+            return self._final
+        info = self._inspect()
+        if info.get("Running"):
+            return "running", None
+        code = info.get("ExitCode")
+        if self._ended_by is not None:
+            status: ProcessStatus = self._ended_by
+        elif code == 0:
+            status = "exited"
+        elif info.get("Gone") or code is None or self._sandbox.lost_reason() is not None:
+            status, self.lost = "crashed", True
+        else:
+            status = "crashed" if 128 < code < 160 else "failed"
+        self._final = (status, code)
+        self._watchdog.cancel()
+        return self._final
+
+    def status(self) -> ProcessStatus:
+        return self._settle()[0]
+
+    def exit_code(self) -> int | None:
+        return self._settle()[1]
+
+    def wait(self, timeout: float | None = None) -> ProcessStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while (status := self.status()) == "running":
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(_POLL_S)
+        return status
+
+    def output_tail(self, chars: int = 2000) -> str:
+        try:
+            with self._log.open("rb") as fh:
+                fh.seek(max(0, self._log.stat().st_size - chars))
+                text = fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            text = ""
+        if self.lost:
+            text += f"\n[openenv] {self._sandbox.lost_reason() or 'sandbox lost'}\n"
+        return text[-chars:]
+
+    def _end(self, reason: ProcessStatus) -> None:
+        with self._lock:
+            if self._final is None and self._ended_by is None and self._inspect().get("Running"):
+                self._ended_by = reason
+            self._sandbox.signal_marked(self._tag)
+
+    def kill(self) -> None:
+        self._watchdog.cancel()
+        if self._final is None:
+            self._end("killed")
+
+    def mark_killed(self) -> None:
+        """Record that we are about to remove the container under this process (so it is not `lost`)."""
+        self._watchdog.cancel()
+        if self._final is None and self._ended_by is None:
+            self._ended_by = "killed"
+
+
+_OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+_SWEPT = threading.Event()
+
+
+@atexit.register
+def _close_all() -> None:
+    for sandbox in list(_OPEN):
+        with contextlib.suppress(Exception):
+            sandbox.close()
+
+
+class DockerSandbox:
+    """One episode in one container: no network but the forwarded proxy ports, limits, guaranteed removal.
+
+    Args:
+        image: the image to run; it needs `sh` and `python3` (for the forwarder and process control).
+        limits: per-process rlimits, applied as container ulimits.
+        container_limits: cgroup limits for the whole container.
+        forward_ports: 127.0.0.1 ports on this host (the capture proxy) reachable at the same
+            127.0.0.1 port inside the container.
+        mounts: host paths mounted read-only at the same path (harness installs, Node).
+        user: `uid:gid` to run as; the episode folders are handed to it. None runs as root (still with
+            every capability dropped).
+        read_only: mount the image's root filesystem read-only (/tmp is an in-memory tmpfs).
+        expose_private: also mount `private_dir`s (only for verifier containers).
+        lifetime_s: the container removes itself after this long, whatever happens to its owner.
+        client: a Docker SDK client (default: `docker.from_env()`).
+
+    Raises:
+        EnvError: no engine, a missing image, or the container did not come up.
+    """
+
+    def __init__(
+        self,
+        *,
+        image: str = DEFAULT_IMAGE,
+        limits: Limits | None = None,
+        container_limits: ContainerLimits | None = None,
+        forward_ports: tuple[int, ...] = (),
+        mounts: tuple[Path, ...] = (),
+        user: str | None = "1000:1000",
+        read_only: bool = True,
+        expose_private: bool = False,
+        lifetime_s: float = 4 * 3600,
+        client: docker.DockerClient | None = None,
+    ) -> None:
+        self.id = uuid.uuid4().hex[:12]
+        self.image = image
+        self._limits = limits or Limits()
+        self._container_limits = container_limits or ContainerLimits()
+        self._mounts = tuple(Path(m).resolve() for m in mounts)
+        self._user = user
+        self._uid, self._gid = (int(x) for x in user.split(":")) if user else (0, 0)
+        self._read_only = read_only
+        self._expose_private = expose_private
+        self._processes: list[DockerProcess] = []
+        self._bridges: list[forwarder.UnixToTcpBridge] = []
+        self._closed = False
+        self._stopped = False
+        self._lost: str | None = None
+        self.container: Any = None
+        self._fresh_options = dict(image=image, limits=limits, container_limits=container_limits,
+                                   mounts=mounts, user=user, read_only=read_only, lifetime_s=lifetime_s)
+        with _engine_errors("connect to the engine"):
+            self.client = client or docker.from_env()
+        self.api = self.client.api
+        if not _SWEPT.is_set():
+            _SWEPT.set()
+            sweeper.sweep(self.client)
+        self.root = Path(tempfile.mkdtemp(prefix=sweeper.ROOT_PREFIX))
+        self.root.chmod(0o755)
+        _OPEN.add(self)
+        try:
+            self._prepare(forward_ports)
+            self._launch(forward_ports, lifetime_s)
+            self._await_forwarders(forward_ports)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- setup ---------------------------------------------------------------------------------------
+
+    def _prepare(self, ports: tuple[int, ...]) -> None:
+        for sub in ("workspace", "home", "tmp", "logs", "sock", "private"):
+            (self.root / sub).mkdir()
+            self._hand_over(self.root / sub)
+        self._bridges = [
+            forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
+            for port in ports
+        ]
+        for bridge in self._bridges:
+            bridge.socket_path.chmod(0o666)  # the container's non-root forwarder must connect to it
+
+    def _hand_over(self, path: Path) -> None:
+        """Give the container user ownership of `path` (and below), so it can write what we wrote."""
+        if self._uid == os.geteuid():
+            return
+        for sub in [path, *path.rglob("*")] if path.is_dir() else [path]:
+            with contextlib.suppress(FileNotFoundError):
+                os.lchown(sub, self._uid, self._gid)
+
+    def _bind_mounts(self) -> list[Mount]:
+        writable = ["workspace", "home", "tmp", "logs", "sock"] + (["private"] if self._expose_private else [])
+        mounts = [Mount(str(self.root / sub), str(self.root / sub), type="bind") for sub in writable]
+        mounts.append(Mount(FORWARDER_PATH, str(Path(forwarder.__file__).resolve()), type="bind", read_only=True))
+        mounts += [Mount(str(path), str(path), type="bind", read_only=True) for path in self._mounts]
+        return mounts
+
+    def _main_script(self, ports: tuple[int, ...], lifetime_s: float) -> str:
+        sock = self.root / "sock"
+        parts = [
+            f"python3 {FORWARDER_PATH} --listen 127.0.0.1:{p} --to-unix {sock}/p{p}.sock --ready {sock}/p{p}.ready &"
+            for p in ports
+        ]
+        return " ".join([*parts, f"exec sleep {int(lifetime_s)}"])
+
+    def _launch(self, ports: tuple[int, ...], lifetime_s: float) -> None:
+        cl = self._container_limits
+        labels = {
+            sweeper.KIND_LABEL: "docker",
+            sweeper.OWNER_LABEL: sweeper.owner_label(),
+            sweeper.EPISODE_LABEL: self.id,
+            sweeper.ROOT_LABEL: str(self.root),
+        }
+        with _engine_errors(f"start a container from {self.image!r}"):
+            try:  # never `containers.run`: it pulls a missing image, and no registry is reachable
+                self.client.images.get(self.image)
+            except docker.errors.ImageNotFound as exc:
+                raise EnvError(
+                    f"sandbox image {self.image!r} is not built; run scripts/build_base_image.sh "
+                    "(offline) or `openenv build HARNESS`"
+                ) from exc
+            self.container = self.client.containers.create(
+                self.image,
+                ["/bin/sh", "-c", self._main_script(ports, lifetime_s)],
+                name=f"openenv-{self.id}",
+                auto_remove=True,
+                init=True,
+                network_mode="none",
+                hostname="sandbox",
+                user=self._user or "0:0",
+                labels=labels,
+                mounts=self._bind_mounts(),
+                read_only=self._read_only,
+                tmpfs={"/tmp": f"size={cl.tmpfs_mb}m,mode=1777", "/run": "size=16m,mode=1777"},
+                working_dir=str(self.workspace),
+                environment={"PATH": IMAGE_PATH, "HOME": str(self.home)},
+                nano_cpus=int(cl.cpus * 1e9),
+                mem_limit=f"{cl.memory_mb}m",
+                memswap_limit=f"{cl.memory_mb}m",
+                pids_limit=cl.pids,
+                ulimits=_ulimits(self._limits),
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+            )
+            self.container.start()  # set first: close() removes a created-but-failed one
+
+    def _await_forwarders(self, ports: tuple[int, ...], timeout_s: float = 15) -> None:
+        deadline = time.monotonic() + timeout_s
+        pending = [self.root / "sock" / f"p{p}.ready" for p in ports]
+        while pending := [path for path in pending if not path.exists()]:
+            if time.monotonic() > deadline or self.lost_reason() is not None:
+                raise EnvError(f"the in-container forwarder did not come up: {self._container_logs()}")
+            time.sleep(0.02)
+
+    def _container_logs(self) -> str:
+        with contextlib.suppress(docker.errors.DockerException):
+            return self.container.logs(tail=20).decode("utf-8", "replace") or "(no output)"
+        return "(container gone)"
+
+    # -- the Sandbox protocol -----------------------------------------------------------------------
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def private_dir(self, name: str) -> Path:
+        path = self.root / "private" / name
+        path.mkdir(parents=True, exist_ok=True)
+        self._hand_over(path)
+        return path
+
+    def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
+        base = under or self.workspace
+        for relative, text in files.items():
+            path = base / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        self._hand_over(base)
+
+    def read_file(self, relative: str) -> str:
+        return (self.workspace / relative).read_text()
+
+    def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The container process environment: the image's PATH, the episode's HOME/TMPDIR, plus `extra`."""
+        env = {"PATH": IMAGE_PATH, "LANG": "C.UTF-8", "HOME": str(self.home), "TMPDIR": str(self.root / "tmp"),
+               "USER": "openenv"}
+        env.update(extra or {})
+        return env
+
+    def start(
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+    ) -> DockerProcess:
+        if self._stopped:
+            raise EnvError("sandbox is closed (or stopped for grading)")
+        if self._lost is not None:
+            raise SandboxLost(self._lost)
+        self._hand_over(self.workspace)
+        self._hand_over(self.home)
+        tag = f"{MARKER}={self.id}:{len(self._processes)}"
+        log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
+        wrapped = ["/bin/sh", "-c", 'exec "$@" >>"$0" 2>&1', str(log), *argv]
+        environment = {**self.environment(env), MARKER: tag.partition("=")[2]}
+        with _engine_errors(f"start {argv[0]!r}"):
+            exec_id = self.api.exec_create(
+                self.container.id, wrapped, environment=environment, workdir=str(cwd or self.workspace),
+                user=self._user or "0:0",
+            )["Id"]
+            self.api.exec_start(exec_id, detach=True)
+        process = DockerProcess(self, exec_id, tag, log, timeout_s)
+        self._processes.append(process)
+        return process
+
+    def run(
+        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        cwd: Path | None = None,
+    ) -> CommandResult:
+        process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
+        status = process.wait(timeout_s + 10)
+        process.kill()
+        if process.lost:
+            raise SandboxLost(self.lost_reason() or f"sandbox lost while running {argv[0]!r}")
+        return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
+                             timed_out=status == "timeout")
+
+    def _exec_snippet(self, snippet: str, arg: str) -> str:
+        if self._stopped or self.lost_reason() is not None:
+            return ""
+        try:
+            result = self.container.exec_run(["python3", "-c", snippet, arg], user=self._user or "0:0")
+        except docker.errors.DockerException:
+            return ""
+        return result.output.decode("utf-8", "replace")
+
+    def signal_marked(self, tag: str) -> None:
+        """Kill every process in the container carrying `tag` (a process and all its descendants)."""
+        self._exec_snippet(_KILL_SNIPPET, tag)
+
+    def leftover_pids(self) -> list[int]:
+        """Pids (in the container) of processes started here that are still alive; empty after close."""
+        out = self._exec_snippet(_LIST_SNIPPET, f"{MARKER}={self.id}:")
+        return sorted(int(line) for line in out.split())
+
+    def lost_reason(self) -> str | None:
+        """Why the container is gone or stopped, if it is (checked against the engine), else None."""
+        if self._lost is None and not self._stopped and self.container is not None:
+            try:
+                self.container.reload()
+                state = self.container.attrs["State"]
+                if state.get("Status") != "running":
+                    self._lost = (f"sandbox lost: container {self.container.short_id} is {state.get('Status')} "
+                                  f"(exit {state.get('ExitCode')}, OOMKilled={state.get('OOMKilled')})")
+            except docker.errors.NotFound:
+                self._lost = f"sandbox lost: container openenv-{self.id} was removed from outside"
+            except docker.errors.DockerException as exc:
+                self._lost = f"sandbox lost: the engine stopped answering ({exc})"
+        return self._lost
+
+    def stop(self) -> None:
+        """Remove the container (every process dies) but keep the episode's files for reading back."""
+        self._stopped = True
+        for process in self._processes:
+            process.mark_killed()
+        if self.container is not None:
+            try:
+                self.container.remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # removal already in progress (auto-remove)
+                    raise EnvError(f"could not remove container {self.container.short_id}: {exc}") from exc
+            self._wait_gone()
+        for process in self._processes:
+            process.status()
+        for bridge in self._bridges:
+            bridge.close()
+
+    def _wait_gone(self, timeout_s: float = 10) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.container.reload()
+            except docker.errors.NotFound:
+                return
+            time.sleep(_POLL_S)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.stop()
+        finally:
+            self._closed = True
+            _OPEN.discard(self)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def fresh(self, *, expose_private: bool = True) -> DockerSandbox:
+        """A new sandbox with this one's image, limits, mounts and user, and no network at all."""
+        return DockerSandbox(**self._fresh_options, expose_private=expose_private, client=self.client)
+
+    def __enter__(self) -> DockerSandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def verify_isolated(
+    sandbox: DockerSandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
+) -> Verdict:
+    """Grade a copy of the post-episode workspace in a fresh container.
+
+    The episode container is removed first, so nothing the agent left running can touch the grading,
+    and the hidden tests only ever exist in the grader's container.
+    """
+    sandbox.stop()
+    with sandbox.fresh(expose_private=True) as grader:
+        shutil.copytree(sandbox.workspace, grader.workspace, symlinks=True, dirs_exist_ok=True)
+        return verify(grader, task, tool_calls=tool_calls, rule=rule)

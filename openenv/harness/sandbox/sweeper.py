@@ -1,0 +1,121 @@
+"""Orphan sweeper: remove the Docker containers, volumes and networks that dead openenv processes left.
+
+Every object a `DockerSandbox` creates carries `openenv.sandbox=docker` and an owner label naming the
+host, pid and process start time of its creator. An object whose creator on this host is gone is an
+orphan. A hard kill (SIGKILL, OOM, a crashed trainer) skips `close()`, so the sweeper runs when the
+first sandbox of a process starts, and on demand (`openenv sandbox sweep`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import docker
+
+__all__ = ["EPISODE_LABEL", "KIND_LABEL", "OWNER_LABEL", "ROOT_LABEL", "SweepReport", "is_orphan", "owner_label", "sweep"]
+
+KIND_LABEL = "openenv.sandbox"
+OWNER_LABEL = "openenv.owner"
+EPISODE_LABEL = "openenv.episode"
+ROOT_LABEL = "openenv.root"  # the episode folder on the owner's host, removed with an orphan
+ROOT_PREFIX = "openenv-docker-"
+
+
+class SweepReport(BaseModel):
+    """What one sweep removed, by Docker object id (short)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    containers: list[str] = Field(default_factory=list)
+    volumes: list[str] = Field(default_factory=list)
+    networks: list[str] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list, description="episode folders removed on this host")
+
+    @property
+    def total(self) -> int:
+        return len(self.containers) + len(self.volumes) + len(self.networks)
+
+
+def _remove_folder(labels: dict[str, str], report: SweepReport) -> None:
+    root = Path(labels.get(ROOT_LABEL, ""))
+    same_host = labels.get(OWNER_LABEL, "").partition("/")[0] == socket.gethostname()
+    if same_host and root.name.startswith(ROOT_PREFIX) and root.is_dir():
+        shutil.rmtree(root, ignore_errors=True)
+        report.folders.append(str(root))
+
+
+def owner_label(pid: int | None = None) -> str:
+    """`host/pid/start-time` for this process: a pid alone is reused, the start time makes it unique."""
+    proc = psutil.Process(pid or os.getpid())
+    return f"{socket.gethostname()}/{proc.pid}/{proc.create_time():.2f}"
+
+
+def is_orphan(owner: str | None) -> bool:
+    """True when `owner` names a process on this host that is no longer running.
+
+    Objects owned by another host (a shared engine) are never orphans here: we cannot see their owner.
+    """
+    if not owner:
+        return True
+    host, _, rest = owner.partition("/")
+    pid, _, started = rest.partition("/")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        return f"{psutil.Process(int(pid)).create_time():.2f}" != started
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _doomed(labels: dict[str, str], everything: bool) -> bool:
+    return everything or is_orphan(labels.get(OWNER_LABEL))
+
+
+def sweep(client: docker.DockerClient, *, everything: bool = False) -> SweepReport:
+    """Remove orphaned openenv containers, then volumes and networks; `everything` removes all of ours.
+
+    Args:
+        client: a Docker SDK client.
+        everything: remove every object labelled `openenv.sandbox`, live owners included.
+
+    Returns:
+        The ids removed. Objects that vanish mid-sweep (another sweeper, auto-remove) are skipped.
+    """
+    import docker.errors
+
+    report = SweepReport()
+    label = {"label": KIND_LABEL}
+    for container in client.containers.list(all=True, filters=label):
+        if _doomed(container.labels, everything):
+            try:
+                container.remove(force=True, v=True)
+                report.containers.append(container.short_id)
+                _remove_folder(container.labels, report)
+            except docker.errors.NotFound:
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:  # 409: removal already in progress (auto-remove)
+                    raise
+    for volume in client.volumes.list(filters=label):
+        if _doomed(volume.attrs.get("Labels") or {}, everything):
+            try:
+                volume.remove(force=True)
+                report.volumes.append(volume.short_id)
+            except docker.errors.NotFound:
+                continue
+    for network in client.networks.list(filters=label):
+        if _doomed(network.attrs.get("Labels") or {}, everything):
+            try:
+                network.remove()
+                report.networks.append(network.short_id)
+            except docker.errors.NotFound:
+                continue
+    return report

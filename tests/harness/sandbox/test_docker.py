@@ -1,0 +1,274 @@
+"""DockerSandbox on a real Docker engine: isolation, limits, statuses, cleanup, orphan sweeping, grading.
+
+Needs a running engine (scripts/install_docker.sh) and the offline base image (built here on first use
+by scripts/build_base_image.sh, cached). Skipped, with the reason, only when no engine answers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from openenv.errors import SandboxLost
+from openenv.harness.sandbox.base import HarnessProcess, Sandbox
+from openenv.harness.sandbox.docker import engine_available
+from openenv.harness.tasks.model import Task
+from openenv.testing.vllm_server import free_port
+
+_NO_ENGINE = engine_available()
+pytestmark = pytest.mark.skipif(_NO_ENGINE is not None, reason=_NO_ENGINE or "")
+
+if _NO_ENGINE is None:
+    import docker
+
+    from openenv.harness.sandbox.docker import ContainerLimits, DockerSandbox, verify_isolated
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, sweep
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[docker.DockerClient]:
+    subprocess.run(["bash", str(REPO / "scripts" / "build_base_image.sh")], check=True)
+    engine = docker.from_env()
+    yield engine
+    engine.close()
+
+
+class _Hello(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = b"proxy says hi"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def proxy_port() -> Iterator[int]:
+    """A real HTTP server on this host's loopback, standing in for the capture proxy."""
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Hello)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server.server_address[1]
+    server.shutdown()
+
+
+@pytest.fixture
+def sandbox(client: docker.DockerClient, proxy_port: int) -> Iterator[DockerSandbox]:
+    box = DockerSandbox(forward_ports=(proxy_port,), client=client,
+                        container_limits=ContainerLimits(cpus=1.5, memory_mb=768, pids=256))
+    yield box
+    box.close()
+
+
+def _ours(client: docker.DockerClient) -> list[str]:
+    return [c.short_id for c in client.containers.list(all=True, filters={"label": KIND_LABEL})]
+
+
+def _py(sandbox: DockerSandbox, code: str, timeout_s: float = 30) -> str:
+    result = sandbox.run(["python3", "-c", code], timeout_s=timeout_s)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_docker_sandbox_implements_the_sandbox_protocol(sandbox: DockerSandbox) -> None:
+    assert isinstance(sandbox, Sandbox)
+    assert isinstance(sandbox.start(["true"], env={}, timeout_s=10), HarnessProcess)
+
+
+def test_commands_run_as_non_root_on_a_read_only_root(sandbox: DockerSandbox) -> None:
+    out = sandbox.run(["sh", "-c", "id -u; touch /etc/owned 2>&1; echo HOME=$HOME; pwd"]).output
+    uid, touch, home, cwd = out.strip().splitlines()
+    assert uid == "1000"
+    assert "Read-only file system" in touch
+    assert home == f"HOME={sandbox.home}"
+    assert cwd == str(sandbox.workspace)
+
+
+def test_workspace_is_shared_both_ways_and_hidden_dirs_are_not_mounted(sandbox: DockerSandbox) -> None:
+    sandbox.write_files({"pkg/app.py": "X = 1\n"})
+    hidden = sandbox.private_dir("tests")
+    (hidden / "test_secret.py").write_text("assert True\n")
+    out = sandbox.run(["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {hidden} 2>&1; echo new > made.txt"]).output
+    assert "No such file or directory" in out
+    assert sandbox.read_file("pkg/app.py") == "X = 1\nY = 2\n"
+    assert sandbox.read_file("made.txt") == "new\n"
+
+
+def test_container_limits_labels_and_isolation_settings(sandbox: DockerSandbox, client: docker.DockerClient) -> None:
+    attrs = client.api.inspect_container(sandbox.container.id)
+    host = attrs["HostConfig"]
+    assert (host["NetworkMode"], host["ReadonlyRootfs"], host["CapDrop"]) == ("none", True, ["ALL"])
+    assert (host["NanoCpus"], host["Memory"], host["PidsLimit"]) == (1_500_000_000, 768 << 20, 256)
+    assert attrs["Config"]["Labels"]["openenv.episode"] == sandbox.id
+    assert attrs["Config"]["Labels"]["openenv.owner"].split("/")[1].isdigit()
+    cgroup = sandbox.run(["cat", "/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"])
+    assert cgroup.output.split() == ["256", str(768 << 20)]
+
+
+def test_the_proxy_port_is_reachable_inside_through_the_forwarder(sandbox: DockerSandbox, proxy_port: int) -> None:
+    out = _py(sandbox, f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{proxy_port}/').read())")
+    assert out.strip() == "b'proxy says hi'"
+
+
+_PROBES = """
+import json, socket
+def attempt(fn):
+    try:
+        fn()
+        return "reached"
+    except OSError as exc:
+        return type(exc).__name__ + ":" + str(getattr(exc, "errno", ""))
+def tcp(host, port):
+    return lambda: socket.create_connection((host, port), timeout=3).close()
+print(json.dumps({
+    "host_loopback_port": attempt(tcp("127.0.0.1", HOST_PORT)),
+    "dns": attempt(lambda: socket.getaddrinfo("example.com", 443)),
+    "external_literal": attempt(tcp("1.1.1.1", 443)),
+    "external_v6_literal": attempt(tcp("2606:4700:4700::1111", 443)),
+    "interfaces": sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]),
+}))
+"""
+
+
+def test_nothing_but_the_proxy_is_reachable_from_inside(sandbox: DockerSandbox, proxy_port: int) -> None:
+    """Every failure here is decided inside the container (no route, no resolver): no packet leaves it."""
+    host_only = ThreadingHTTPServer(("127.0.0.1", free_port()), _Hello)
+    threading.Thread(target=host_only.serve_forever, daemon=True).start()
+    try:
+        port = host_only.server_address[1]
+        results = json.loads(_py(sandbox, _PROBES.replace("HOST_PORT", str(port))))
+    finally:
+        host_only.shutdown()
+    assert results["interfaces"] == ["lo"]
+    assert results["host_loopback_port"] == "ConnectionRefusedError:111"
+    assert results["dns"].startswith("gaierror:")
+    assert results["external_literal"] == "OSError:101"  # ENETUNREACH: no route out of the container
+    assert results["external_v6_literal"].split(":")[-1] in {"101", "99"}
+
+
+def test_statuses_of_exited_failed_crashed_and_timed_out_processes(sandbox: DockerSandbox) -> None:
+    cases = {
+        "exited": (["true"], 10),
+        "failed": (["sh", "-c", "exit 3"], 10),
+        "crashed": (["sh", "-c", "kill -SEGV $$"], 10),
+        "timeout": (["sleep", "60"], 0.5),
+    }
+    processes = {name: sandbox.start(argv, env={}, timeout_s=t) for name, (argv, t) in cases.items()}
+    assert {name: p.wait(15) for name, p in processes.items()} == {name: name for name in cases}
+    assert processes["failed"].exit_code() == 3
+
+
+def test_timeout_kills_the_whole_tree_including_setsid_daemons(sandbox: DockerSandbox) -> None:
+    process = sandbox.start(["sh", "-c", "setsid sleep 300 & sleep 300 & wait"], env={}, timeout_s=1)
+    time.sleep(0.5)
+    assert len(sandbox.leftover_pids()) >= 3
+    assert process.wait(10) == "timeout"
+    assert sandbox.leftover_pids() == []
+
+
+def test_a_container_killed_from_outside_is_a_clean_sandbox_lost(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
+    process = sandbox.start(["sleep", "300"], env={}, timeout_s=300)
+    client.containers.get(sandbox.container.id).kill()
+    started = time.monotonic()
+    assert process.wait(20) == "crashed"
+    assert time.monotonic() - started < 10
+    assert process.lost
+    assert (sandbox.lost_reason() or "").startswith("sandbox lost:")
+    assert "sandbox lost" in process.output_tail()
+    with pytest.raises(SandboxLost, match="sandbox lost"):
+        sandbox.run(["true"])
+    sandbox.close()
+    assert sandbox.container.short_id not in _ours(client)
+
+
+def _episode(client: docker.DockerClient, port: int, n: int) -> str:
+    """One short episode with an injected failure, chosen by `n`; returns the final status."""
+    with DockerSandbox(forward_ports=(port,), client=client) as box:
+        box.write_files({"task.txt": f"episode {n}\n"})
+        argv, timeout_s = [
+            (["sh", "-c", "kill -KILL $$"], 30),  # harness crash
+            (["sleep", "60"], 0.3),  # harness hangs past its deadline
+            (["sh", "-c", "setsid sleep 600 & exit 1"], 30),  # exits, leaving a daemon
+            (["sleep", "60"], 60),  # still running when the episode is closed
+        ][n % 4]
+        process = box.start(argv, env={}, timeout_s=timeout_s)
+        return process.wait(0.5 if n % 4 == 3 else 15)
+
+
+def test_fifty_episodes_with_crashes_and_timeouts_leave_nothing_behind(
+    client: docker.DockerClient, proxy_port: int
+) -> None:
+    before = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        statuses = list(pool.map(lambda n: _episode(client, proxy_port, n), range(50)))
+    assert set(statuses) == {"crashed", "timeout", "failed", "running"}
+    after = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
+    assert after == before
+    assert _ours(client) == []
+
+
+_ORPHAN_MAKER = """
+import sys
+from openenv.harness.sandbox.docker import DockerSandbox
+box = DockerSandbox()
+print(box.container.id, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_sweeper_removes_containers_of_a_dead_owner_and_spares_live_ones(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_MAKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO)
+    assert owner.stdout is not None
+    orphan = owner.stdout.readline().strip()
+    owner.kill()  # SIGKILL: no close(), no atexit
+    owner.wait()
+    assert client.containers.get(orphan).status == "running"
+    report = sweep(client)
+    assert report.containers == [orphan[:12]]
+    assert report.folders and not Path(report.folders[0]).exists()
+    assert sandbox.container.short_id in _ours(client)
+    assert sandbox.run(["true"]).exit_code == 0
+
+
+def test_verify_isolated_grades_a_copy_in_a_fresh_container(sandbox: DockerSandbox) -> None:
+    task = Task(
+        id="add",
+        instruction="write add()",
+        workspace={"calc.py": "def add(a, b):\n    return 0\n"},
+        tests={"test.sh": 'cd "$WORKSPACE" && python3 -c "import calc; assert calc.add(2, 3) == 5"\n'},
+        solution="printf 'def add(a, b):\\n    return a + b\\n' > calc.py",
+    )
+    sandbox.write_files(task.workspace)
+    sandbox.run(["sh", "-c", task.solution])
+    # The agent leaves a saboteur that would break the solution during grading.
+    sandbox.start(["sh", "-c", "sleep 1; echo 'def add(a, b): return -1' > calc.py; sleep 300"], env={},
+                  timeout_s=300)
+    verdict = verify_isolated(sandbox, task)
+    assert (verdict.reward, verdict.solved, verdict.exit_code) == (1.0, True, 0), verdict.output_tail
+    time.sleep(1.2)
+    assert "return a + b" in sandbox.read_file("calc.py")
+
+
+def test_a_missing_image_is_a_clear_error(client: docker.DockerClient) -> None:
+    from openenv.errors import EnvError
+
+    with pytest.raises(EnvError, match="build_base_image.sh"):
+        DockerSandbox(image="openenv/does-not-exist:latest", client=client)
