@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import threading
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.harness.tasks import Task, builtin_task, builtin_task_ids
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
-__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment"]
+__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "shared_server"]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
@@ -50,6 +51,39 @@ class _Episode:
     records: list[TurnRecord] = field(default_factory=list)
 
 
+_SERVERS: dict[tuple[str, str, str], CaptureServer] = {}
+_SERVERS_LOCK = threading.Lock()
+
+
+def shared_server(backend: str, model: str | Path | None = None, vllm_url: str | None = None) -> CaptureServer:
+    """The process's capture server for this backend and model, started on first use.
+
+    Raises:
+        BadRequest: `vllm` was asked for without a URL (`vllm_url` or `$OPENENV_VLLM_URL`).
+    """
+    from openenv.testing.tiny_model import tiny_model_path
+
+    folder = Path(model) if model else tiny_model_path()
+    url = (vllm_url or os.environ.get("OPENENV_VLLM_URL") or "") if backend == "vllm" else ""
+    if backend == "vllm" and not url:
+        raise BadRequest("backend='vllm' needs vllm_url= or OPENENV_VLLM_URL")
+    key = (backend, str(folder), url)
+    with _SERVERS_LOCK:
+        if key not in _SERVERS:
+            _SERVERS[key] = CaptureServer(backend=_make_backend(backend, folder, url), model=folder).start()
+        return _SERVERS[key]
+
+
+def _make_backend(kind: str, model: Path, url: str) -> Any:
+    if kind == "vllm":
+        from openenv.capture.backends.vllm import VLLMBackend
+
+        return VLLMBackend(url)
+    from openenv.capture.backends.local import LocalBackend
+
+    return LocalBackend(model)
+
+
 def _netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
 
@@ -59,7 +93,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     Args:
         harness: the harness name; subclasses in envs/<name>/ set the `harness` class attribute instead.
-        server: a started `CaptureServer` to share; by default the env starts its own on first reset.
+        server: a started `CaptureServer`; by default one per (backend, model, URL) is started on first
+            reset and shared by every env in the process (one model load, many sessions).
         backend: `local` (in-process transformers) or `vllm` (an OpenAI-compatible vLLM at `vllm_url`).
         model: the model folder (tokenizer and chat template; weights for `local`); default: the tiny model.
         vllm_url: the vLLM base URL without /v1; default: `$OPENENV_VLLM_URL`.
@@ -94,7 +129,6 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             raise BadRequest("HarnessEnvironment needs a harness name (e.g. harness='pi')")
         self.spec: HarnessSpec = get_spec(name)
         self._server = server
-        self._owns_server = server is None
         self._backend_kind = backend
         self._model = model
         self._vllm_url = vllm_url
@@ -163,9 +197,6 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     def close(self) -> None:
         self._end_episode()
-        if self._owns_server and self._server is not None:
-            self._server.stop()
-            self._server = None
 
     @classmethod
     def metadata(cls) -> EnvMetadata:
@@ -192,23 +223,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     def _ensure_server(self) -> CaptureServer:
         if self._server is None:
-            from openenv.testing.tiny_model import tiny_model_path
-
-            model = Path(self._model) if self._model else tiny_model_path()
-            self._server = CaptureServer(backend=self._make_backend(model), model=model).start()
+            self._server = shared_server(self._backend_kind, self._model, self._vllm_url)
         return self._server
-
-    def _make_backend(self, model: Path) -> Any:
-        if self._backend_kind == "vllm":
-            from openenv.capture.backends.vllm import VLLMBackend
-
-            url = self._vllm_url or os.environ.get("OPENENV_VLLM_URL")
-            if not url:
-                raise BadRequest("backend='vllm' needs vllm_url= or OPENENV_VLLM_URL")
-            return VLLMBackend(url)
-        from openenv.capture.backends.local import LocalBackend
-
-        return LocalBackend(model)
 
     def _answer(self, episode: _Episode, action: HarnessAction) -> None:
         pending = episode.pending

@@ -6,14 +6,17 @@ from openenv.harness.tasks.builtin import builtin_task, builtin_task_ids, builti
 from openenv.harness.tasks.dataset import load_dataset_tasks, task_from_row
 from openenv.harness.tasks.harbor import load_harbor_task, localize_paths
 from openenv.harness.tasks.model import Task
+from openenv.harness.tasks.sets import find_task, load_task_set
 
 __all__ = [
     "Task",
     "builtin_task",
     "builtin_task_ids",
     "builtin_tasks",
+    "find_task",
     "load_dataset_tasks",
     "load_harbor_task",
+    "load_task_set",
     "localize_paths",
     "task_from_row",
 ]

@@ -1,0 +1,130 @@
+"""`openenv harness list|install`, `openenv tasks` and `openenv run`: harness episodes from the shell.
+
+Heavy imports (the capture server, torch) stay inside command bodies so `openenv --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+__all__ = ["register"]
+
+harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, .cache/harnesses).",
+                          no_args_is_help=True)
+_err = Console(stderr=True)
+
+
+@harness_app.command("list")
+def list_harnesses() -> None:
+    """Show every harness with its pinned version, dialect and install status."""
+    from openenv.harness.catalog import get_spec, harness_names
+    from openenv.harness.install import install_status
+
+    table = Table("harness", "pinned", "installed", "dialect", "shell tool")
+    for name in harness_names():
+        spec = get_spec(name)
+        status = install_status(spec)
+        mark = f"[green]{status.installed}[/]" if status.ready else f"[red]{status.installed or 'no'}[/]"
+        table.add_row(name, spec.install.version, mark, spec.dialect, spec.shell_tool.name)
+    Console().print(table)
+
+
+@harness_app.command("install")
+def install_harness(
+    names: Annotated[list[str], typer.Argument(help="harness names, or `all`")],
+) -> None:
+    """Install harnesses into .cache/harnesses (a no-op for those already at their pinned version)."""
+    from openenv.errors import OpenEnvError
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.install import install
+
+    try:
+        for name in names:
+            if name != "all":
+                get_spec(name)
+        install(names)
+    except OpenEnvError as exc:
+        _err.print(f"[red]error:[/] {exc.message}")
+        raise typer.Exit(1) from None
+
+
+def tasks(
+    task_set: Annotated[str, typer.Argument(help="`builtin`, a Harbor folder, a parquet/jsonl file or a Hub id")]
+    = "builtin",
+) -> None:
+    """List the task ids of a task set."""
+    from openenv.harness.tasks import load_task_set
+
+    for task in load_task_set(task_set):
+        first = task.instruction.splitlines()[0] if task.instruction else ""
+        typer.echo(f"{task.id}\t{first[:90]}")
+
+
+def _progress(obs: object) -> None:
+    from openenv.harness.models import HarnessObservation
+
+    assert isinstance(obs, HarnessObservation)
+    tokens = len(obs.last_turn.token_ids) if obs.last_turn else 0
+    where = "done" if obs.done else f"waiting on turn {obs.turns + 1}"
+    _err.print(f"[dim]{time.strftime('%H:%M:%S')}[/] turns {obs.turns} · tool calls {obs.tool_calls} · "
+               f"last reply {tokens} tokens · harness {obs.harness_status} · {where}")
+
+
+def run(
+    harness: Annotated[str, typer.Option(help="harness name (see `openenv harness list`)")],
+    task: Annotated[str, typer.Option(help="task id (see `openenv tasks`)")] = "fix-temperature-conversion",
+    tasks_from: Annotated[str, typer.Option("--tasks", help="the task set the id is in")] = "builtin",
+    backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
+    model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
+    vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
+    policy: Annotated[str, typer.Option(help="sample, run, or oracle (applies the reference solution)")]
+    = "sample",
+    network: Annotated[str, typer.Option(help="auto, host or loopback")] = "auto",
+    timeout: Annotated[float | None, typer.Option(help="harness wall-clock budget in seconds")] = None,
+    out: Annotated[Path | None, typer.Option(help="trajectory JSONL (default artifacts/runs/...)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
+) -> None:
+    """Run one harness episode on one task and print the reward and the trajectory summary."""
+    from openenv.errors import OpenEnvError
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.rollout import run_episode, save_trajectory
+    from openenv.harness.tasks import find_task
+
+    if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm"):
+        _err.print("[red]error:[/] --policy is sample|run|oracle and --backend is local|vllm")
+        raise typer.Exit(2)
+    try:
+        the_task = find_task(task, tasks_from)
+        env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
+                                 network=network)  # type: ignore[arg-type]
+        try:
+            obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
+                                       timeout_s=timeout)
+            path = out or Path("artifacts/runs") / f"{harness}-{task}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+            summary.trajectory = str(save_trajectory(path, env, obs, summary))
+        finally:
+            env.close()
+    except OpenEnvError as exc:
+        _err.print(f"[red]error:[/] {exc.message}")
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps(summary.model_dump(mode="json")))
+        return
+    table = Table("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "aux", "wall s")
+    table.add_row(f"{summary.reward:g}", str(summary.status), str(summary.turns), str(summary.tool_calls),
+                  str(summary.sequences), f"{summary.merge_ratio:.2f}", str(summary.aux_turns), f"{summary.wall_s:.1f}")
+    Console().print(table)
+    Console().print(f"trajectory: {summary.trajectory}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(harness_app, name="harness")
+    app.command("tasks")(tasks)
+    app.command("run")(run)

@@ -1,0 +1,100 @@
+"""One episode, start to finish, with a policy in the loop; the summary and the JSONL trajectory.
+
+Shared by `openenv run` and the end-to-end tests, so both drive the environment the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.models import HarnessAction, HarnessObservation
+from openenv.harness.oracle import OraclePolicy
+from openenv.harness.sandbox.base import ProcessStatus
+from openenv.harness.tasks.model import Task
+
+__all__ = ["EpisodeSummary", "Policy", "run_episode", "save_trajectory"]
+
+Policy = Literal["sample", "oracle", "run"]
+
+
+class EpisodeSummary(BaseModel):
+    """What `openenv run --json` prints."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    harness: str
+    task: str
+    policy: Policy
+    reward: float
+    status: ProcessStatus | None
+    turns: int
+    tool_calls: int
+    sequences: int
+    merge_ratio: float
+    aux_turns: int
+    reward_breakdown: dict[str, float]
+    wall_s: float
+    trajectory: str | None = None
+
+
+def _action(env: HarnessEnvironment, obs: HarnessObservation, policy: Policy, oracle: OraclePolicy) -> HarnessAction:
+    if policy == "run":
+        return HarnessAction(kind="run")
+    if policy == "sample" or obs.pending is None:
+        return HarnessAction(kind="sample")
+    return HarnessAction(kind="complete", text=oracle.reply(obs.pending.request, aux=obs.pending.aux))
+
+
+def run_episode(
+    env: HarnessEnvironment,
+    task: Task,
+    *,
+    policy: Policy = "sample",
+    on_step: Callable[[HarnessObservation], None] | None = None,
+    timeout_s: float | None = None,
+) -> tuple[HarnessObservation, EpisodeSummary]:
+    """Reset on `task`, answer every turn with `policy` until done, and summarize.
+
+    `oracle` applies the task's reference solution through the harness's own tools; `sample` lets the
+    backend answer each turn; `run` hands the whole episode to the backend in one step.
+    """
+    start = time.monotonic()
+    options: dict[str, object] = {"task": task}
+    if timeout_s is not None:
+        options["timeout_s"] = timeout_s
+    obs = env.reset(**options)
+    oracle = OraclePolicy(env.spec, task)
+    while not obs.done:
+        if on_step is not None:
+            on_step(obs)
+        obs = env.step(_action(env, obs, policy, oracle))
+    if on_step is not None:
+        on_step(obs)
+    stats = obs.stats
+    summary = EpisodeSummary(
+        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward or 0.0, status=obs.harness_status,
+        turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
+        merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,
+        reward_breakdown=obs.reward_breakdown or {}, wall_s=round(time.monotonic() - start, 2),
+    )
+    return obs, summary
+
+
+def save_trajectory(path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary) -> Path:
+    """Write the episode as JSONL: one `turn` line per turn (aux included), one `sequence` line per
+    training row, then the `summary` line."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as fh:
+        for record in env.trajectory():
+            fh.write(json.dumps({"type": "turn", **record.model_dump(mode="json")}) + "\n")
+        for row in obs.sequences or []:
+            fh.write(json.dumps({"type": "sequence", **row.model_dump(mode="json")}) + "\n")
+        fh.write(json.dumps({"type": "summary", **summary.model_dump(mode="json")}) + "\n")
+    return path

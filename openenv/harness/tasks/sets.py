@@ -1,0 +1,43 @@
+"""Task sets by name: `builtin`, a Harbor folder (one task or a folder of tasks), or a datasets table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from openenv.errors import NotFound
+from openenv.harness.tasks.builtin import builtin_tasks
+from openenv.harness.tasks.dataset import load_dataset_tasks
+from openenv.harness.tasks.harbor import load_harbor_task
+from openenv.harness.tasks.model import Task
+
+__all__ = ["find_task", "load_task_set"]
+
+
+def load_task_set(name: str = "builtin") -> list[Task]:
+    """Load a task set.
+
+    Args:
+        name: `builtin`; a Harbor task folder or a folder of them; a `.parquet`/`.jsonl` file; or a
+            Hugging Face Hub dataset id.
+    """
+    if name == "builtin":
+        return builtin_tasks()
+    path = Path(name)
+    if path.is_dir():
+        if (path / "task.toml").is_file():
+            return [load_harbor_task(path)]
+        return [load_harbor_task(p) for p in sorted(path.iterdir()) if (p / "task.toml").is_file()]
+    return load_dataset_tasks(name)
+
+
+def find_task(task_id: str, task_set: str = "builtin") -> Task:
+    """One task of a set by id.
+
+    Raises:
+        NotFound: the set has no such id; the message lists the ids it has.
+    """
+    tasks = load_task_set(task_set)
+    for task in tasks:
+        if task.id == task_id:
+            return task
+    raise NotFound(f"task set {task_set!r} has no task {task_id!r}; it has: {', '.join(t.id for t in tasks)}")
