@@ -37,6 +37,8 @@ __all__ = [
     "hf_space_url",
     "load_env_class",
     "resolve",
+    "start_container",
+    "wait_for_health",
 ]
 
 ENTRY_POINT_GROUP = "openenv.envs"

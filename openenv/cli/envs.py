@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 __all__ = ["register"]
@@ -37,7 +38,7 @@ def serve(
             raise typer.BadParameter(f"{env!r} is a {source.kind}, which is served elsewhere; give an env name")
         env_cls, _ = load_env_class(source)
     except OpenEnvError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     app = create_app(env_cls, max_sessions=max_sessions, idle_timeout_s=idle_timeout or None)
     console.print(f"serving [bold]{source.name}[/bold] ({source.target}) on http://{host}:{port}")
@@ -50,7 +51,7 @@ def list_envs() -> None:
 
     table = Table("name", "source", "where")
     for source in discover_envs():
-        table.add_row(source.name, source.kind, source.target)
+        table.add_row(escape(source.name), source.kind, escape(source.target))
     console.print(table)
 
 
@@ -65,7 +66,7 @@ def init(
     try:
         root = scaffold(name, dest)
     except OpenEnvError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
     console.print(f"created [bold]{root}[/bold]; next: cd {root} && python -m pytest && openenv validate .")
 
@@ -82,7 +83,7 @@ def validate(
     checks = (validate_folder(path) if path is not None else []) + (validate_url(url) if url else [])
     table = Table("check", "result", "detail")
     for check in checks:
-        table.add_row(check.name, "[green]pass[/green]" if check.ok else "[red]FAIL[/red]", check.message)
+        table.add_row(check.name, "[green]pass[/green]" if check.ok else "[red]FAIL[/red]", escape(check.message))
     console.print(table)
     failed = [c.name for c in checks if not c.ok]
     if failed:

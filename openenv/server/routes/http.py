@@ -15,7 +15,7 @@ from openenv.errors import OpenEnvError
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import SessionRegistry
 
-__all__ = ["router"]
+__all__ = ["close", "reset", "router", "state", "step"]
 
 router = APIRouter(tags=["session"])
 

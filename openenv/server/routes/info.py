@@ -11,7 +11,7 @@ from openenv.core.environment import EnvMetadata
 from openenv.server.routes.deps import env_types, registry
 from openenv.server.sessions import EnvTypes, SessionRegistry
 
-__all__ = ["Health", "Metadata", "Schemas", "router"]
+__all__ = ["Health", "Metadata", "Schemas", "health", "metadata", "router", "schema"]
 
 router = APIRouter(tags=["info"])
 

@@ -27,7 +27,7 @@ from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMe
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import Session
 
-__all__ = ["IDLE_CLOSE_CODE", "router"]
+__all__ = ["IDLE_CLOSE_CODE", "handle_frame", "router", "session_socket"]
 
 log = logging.getLogger(__name__)
 router = APIRouter()

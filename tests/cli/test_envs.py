@@ -1,0 +1,121 @@
+"""`openenv serve | list | init | validate`, run as a user would: the real CLI, real subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from openenv.cli.main import app
+from openenv.server import LocalServer
+
+REPO = Path(__file__).resolve().parents[2]
+OPENENV = [sys.executable, "-m", "openenv.cli.main"]
+runner = CliRunner()
+
+
+def serve_subprocess(env: str, cwd: Path) -> Iterator[str]:
+    """`openenv serve ENV --port P` in its own process; yields its URL once /health answers."""
+    port = LocalServer.free_port()
+    proc = subprocess.Popen(
+        [*OPENENV, "serve", env, "--port", str(port)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                out = proc.stdout.read().decode() if proc.stdout else ""
+                raise AssertionError(f"`openenv serve {env}` did not come up:\n{out}")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("scaffold")
+    result = runner.invoke(app, ["init", "demo_env_one", "--dir", str(root)])
+    assert result.exit_code == 0, result.output
+    return root / "demo_env_one"
+
+
+def test_list_shows_the_echo_env() -> None:
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0
+    assert "echo" in result.output and "entry_point" in result.output
+
+
+def test_init_writes_a_complete_env_package(scaffolded: Path) -> None:
+    files = {p.relative_to(scaffolded).as_posix() for p in scaffolded.rglob("*") if p.is_file()}
+    assert files == {
+        "openenv.yaml", "pyproject.toml", "README.md",
+        "demo_env_one_env/__init__.py", "demo_env_one_env/models.py",
+        "demo_env_one_env/environment.py", "demo_env_one_env/client.py",
+        "tests/test_demo_env_one_env.py",
+    }
+
+
+def test_init_refuses_bad_names_and_existing_folders(scaffolded: Path) -> None:
+    bad = runner.invoke(app, ["init", "Bad-Name", "--dir", str(scaffolded.parent)])
+    assert bad.exit_code == 2 and "must match [a-z][a-z0-9_]*" in bad.output
+    again = runner.invoke(app, ["init", "demo_env_one", "--dir", str(scaffolded.parent)])
+    assert again.exit_code == 2 and "already exists" in again.output
+
+
+def test_the_scaffold_passes_static_validation(scaffolded: Path) -> None:
+    result = runner.invoke(app, ["validate", str(scaffolded)])
+    assert result.exit_code == 0, result.output
+    assert "all 6 checks passed" in result.output
+
+
+def test_the_scaffold_passes_its_own_generated_tests(scaffolded: Path) -> None:
+    env = os.environ | {"PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=scaffolded, capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "3 passed" in proc.stdout
+
+
+def test_the_scaffold_served_by_the_cli_passes_live_validation(scaffolded: Path) -> None:
+    for url in serve_subprocess(str(scaffolded), cwd=scaffolded.parent):
+        result = runner.invoke(app, ["validate", str(scaffolded), "--url", url])
+    assert result.exit_code == 0, result.output
+    for name in ("live.health", "live.schema", "live.http_round_trip", "live.ws_round_trip"):
+        assert name in result.output
+    assert "all 10 checks passed" in result.output
+
+
+def test_serve_by_name_serves_echo() -> None:
+    for url in serve_subprocess("echo", cwd=REPO):
+        assert httpx.get(f"{url}/metadata").json()["name"] == "echo"
+
+
+def test_serve_an_unknown_env_exits_2_naming_it() -> None:
+    result = runner.invoke(app, ["serve", "no_such_env"])
+    assert result.exit_code == 2
+    assert "no environment named 'no_such_env'" in result.output
+
+
+def test_validate_exits_1_naming_every_failed_check(tmp_path: Path) -> None:
+    (tmp_path / "openenv.yaml").write_text("name: x\nenvironment: nowhere_mod:Env\n")
+    dead = f"http://127.0.0.1:{LocalServer.free_port()}"
+    result = runner.invoke(app, ["validate", str(tmp_path), "--url", dead])
+    assert result.exit_code == 1
+    assert "3 check(s) failed: env.class, live.health, live.schema" in result.output
