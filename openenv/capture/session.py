@@ -149,6 +149,7 @@ class Session:
         self._gate_aux = gate_aux
         self._served_model = served_model
         self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
+        self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
 
     # ---- controller API ------------------------------------------------------------------------
@@ -197,8 +198,12 @@ class Session:
         pending: PendingTurn | None = None
         if self.mode == "gated" and (self._gate_aux or not aux):
             pending = PendingTurn(self, turn, req, plan.prompt_ids)
+            self._parked[pending.id] = pending
             await self._pending.put(pending)
-            decision = await pending._decision
+            try:
+                decision = await pending._decision
+            finally:
+                self._parked.pop(pending.id, None)
         try:
             done = await self._answer(turn, req, plan, decision)
         except OpenEnvError as exc:
@@ -292,10 +297,14 @@ class Session:
 
     async def _run(self) -> None:
         self.mode = "auto"
+        self._resolve_parked(_Sample())
+
+    def _resolve_parked(self, decision: _Decision) -> None:
         while not self._pending.empty():
-            pending = self._pending.get_nowait()
+            self._pending.get_nowait()
+        for pending in list(self._parked.values()):
             if not pending.resolved:
-                pending._decision.set_result(_Sample())
+                pending._decision.set_result(decision)
 
     async def _sync(self, fn: Callable[[], T]) -> T:
         return fn()
@@ -303,10 +312,7 @@ class Session:
     def fail_all(self, error: OpenEnvError) -> None:
         """Answer every parked request with `error` (the session is closing). Loop thread only."""
         self.closed = True
-        while not self._pending.empty():
-            pending = self._pending.get_nowait()
-            if not pending.resolved:
-                pending._decision.set_result(_Fail(error))
+        self._resolve_parked(_Fail(error))
 
     # ---- loop bridging -------------------------------------------------------------------------------
 
