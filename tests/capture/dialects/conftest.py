@@ -55,7 +55,7 @@ def respond(request: httpx2.Request, done: Completion) -> httpx2.Response:
         canonical = dialect.to_canonical(req)
     except OpenEnvError as err:
         status, body = dialect.error_body(err)
-        return httpx2.Response(status, content=body.model_dump_json(exclude_none=True),
+        return httpx2.Response(status, content=body.model_dump_json(),
                                headers={"content-type": "application/json"})
     if endpoint.operation == "count_tokens":
         body = dialect.count_tokens_body(len(canonical.messages), req)  # type: ignore[attr-defined]
@@ -63,7 +63,7 @@ def respond(request: httpx2.Request, done: Completion) -> httpx2.Response:
     if canonical.stream:
         sse = b"".join(event.encode() for event in dialect.sse_events(done, req))
         return httpx2.Response(200, content=sse, headers={"content-type": "text/event-stream"})
-    reply = dialect.from_canonical(done, req).model_dump_json(exclude_none=True)
+    reply = dialect.from_canonical(done, req).model_dump_json()  # as the app writes it
     return httpx2.Response(200, content=reply, headers={"content-type": "application/json"})
 
 

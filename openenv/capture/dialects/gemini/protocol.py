@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 __all__ = [
@@ -46,10 +53,15 @@ class _Request(BaseModel):
 
 
 class _Response(BaseModel):
-    """Our output, always written with the camelCase names the wire uses."""
+    """Our output, written as proto3 JSON: camelCase names, unset (None) fields left out, since
+    Gemini CLI tests parts by key (`"text" in part`) and a `null` would read as present."""
 
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
                               serialize_by_alias=True)
+
+    @model_serializer(mode="wrap")
+    def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class FunctionCall(_Request):
