@@ -1,0 +1,50 @@
+"""End-to-end episodes: a real harness CLI, the local sandbox, the capture proxy and the oracle policy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from openenv.harness.catalog import get_spec
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.install import install_status
+from openenv.harness.rollout import EpisodeSummary, run_episode
+from openenv.harness.tasks import builtin_task
+
+TASK = "fix-temperature-conversion"
+
+
+def require_installed(name: str) -> None:
+    status = install_status(get_spec(name))
+    if not status.ready:
+        pytest.skip(f"{name} {status.pinned} is not installed; run scripts/install_harnesses.sh {name}")
+
+
+@pytest.fixture
+def oracle_episode(capture_server, no_leftover_processes) -> Callable[..., EpisodeSummary]:
+    """Run one oracle episode of a harness and check everything an RL trainer relies on."""
+
+    def run(name: str, *, expect_aux: int = 0) -> EpisodeSummary:
+        require_installed(name)
+        env = HarnessEnvironment(name, server=capture_server)
+        try:
+            obs, summary = run_episode(env, builtin_task(TASK), policy="oracle")
+            records = env.trajectory()
+        finally:
+            env.close()
+        detail = f"{summary}\n--- harness output ---\n{obs.output_tail}\n{obs.metadata}"
+        assert summary.reward == 1.0, detail
+        assert summary.status == "exited", detail
+        assert summary.tool_calls >= 1 and summary.turns >= 2, detail
+        assert summary.merge_ratio == 1.0 and summary.sequences == 1, detail
+        assert summary.aux_turns == expect_aux, detail
+        main = [r for r in records if not r.aux]
+        assert all(r.completion and len(r.completion.logprobs) == len(r.completion.token_ids) > 0 for r in main)
+        assert all(r.source == "complete" for r in main), "every main turn came from the policy"
+        [row] = obs.sequences or []
+        assert len(row.completion_ids) == len(row.logprobs) == len(row.env_mask)
+        assert sum(row.env_mask) == sum(len(r.completion.token_ids) for r in main if r.completion)
+        return summary
+
+    return run

@@ -1,0 +1,109 @@
+"""HarnessEnvironment lifecycle with a stand-in harness: crash, hang and early exit end the episode
+with a clear status and leave no process behind; actions and options are validated."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from openenv.errors import BadRequest, InvalidAction
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.models import HarnessAction
+from openenv.harness.tasks import Task
+
+FAKE = Path(__file__).parent / "fixtures" / "fake_harness.py"
+SPEC = """
+name: fake
+description: a stand-in harness for lifecycle tests
+install: {method: npm, package: fake-harness, version: "1.0.0", bin: fake, node: system}
+dialect: openai_chat
+command: [fake, "${instruction}"]
+env: {OPENAI_BASE_URL: "${base_url}/v1", OPENAI_API_KEY: "${api_key}"}
+shell_tool: {name: bash, arguments: {command: "${command}"}}
+"""
+
+
+@pytest.fixture
+def fake_harness(tmp_path, monkeypatch) -> str:
+    """Install `fake` into a temporary harness cache and envs folder, as the real ones are laid out."""
+    envs, cache = tmp_path / "envs", tmp_path / "cache"
+    (envs / "fake").mkdir(parents=True)
+    (envs / "fake" / "spec.yaml").write_text(SPEC)
+    package = cache / "fake" / "lib" / "node_modules" / "fake-harness"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text(json.dumps({"version": "1.0.0"}))
+    bin_dir = cache / "fake" / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "fake").write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    (bin_dir / "fake").chmod(0o755)
+    monkeypatch.setenv("OPENENV_ENVS_DIR", str(envs))
+    monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(cache))
+    return "fake"
+
+
+def _task(mode: str, timeout_s: float = 60) -> Task:
+    return Task(id=f"fake-{mode}", instruction=mode, tests={"t": ""}, test_command="exit 1",
+                solution="true", timeout_s=timeout_s)
+
+
+@pytest.fixture
+def env(fake_harness, capture_server, no_leftover_processes):
+    environment = HarnessEnvironment(fake_harness, server=capture_server)
+    yield environment
+    environment.close()
+
+
+def test_a_crash_ends_the_episode_as_crashed(env):
+    obs = env.reset(task=_task("crash"))
+    assert obs.pending is not None and not obs.done
+    assert env.state.status == "waiting" and env.state.task_id == "fake-crash"
+    obs = env.step(HarnessAction(kind="complete", text="hello"))
+    assert obs.done and obs.harness_status == "crashed" and obs.reward == 0.0
+    assert env.state.status == "done" and env.state.harness_status == "crashed"
+    assert obs.turns == 1 and obs.last_turn is not None and obs.last_turn.text == "hello"
+
+
+def test_a_hang_ends_the_episode_as_timeout_and_kills_escaped_children(env):
+    obs = env.reset(task=_task("hang"), timeout_s=3)
+    obs = env.step(HarnessAction(kind="complete", text="hello"))
+    assert obs.done and obs.harness_status == "timeout"
+
+
+def test_a_harness_that_exits_before_any_request_is_done_at_reset(env):
+    obs = env.reset(task=_task("exit-early"))
+    assert obs.done and obs.harness_status == "failed" and obs.turns == 0 and obs.pending is None
+
+
+def test_step_before_reset_is_an_invalid_action(env):
+    with pytest.raises(InvalidAction, match="call reset"):
+        env.step(HarnessAction(kind="sample"))
+
+
+def test_unknown_reset_option_is_named(env):
+    with pytest.raises(BadRequest, match="taks"):
+        env.reset(task=_task("crash"), taks="x")
+
+
+def test_reset_during_an_episode_aborts_the_old_one(env):
+    env.reset(task=_task("hang"))
+    obs = env.reset(task=_task("crash"))
+    assert env.state.task_id == "fake-crash" and obs.pending is not None
+    env.step(HarnessAction(kind="complete", text="bye"))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"kind": "complete"}, "exactly one of"),
+        ({"kind": "complete", "text": "a", "token_ids": [1]}, "exactly one of"),
+        ({"kind": "sample", "text": "a"}, "takes no"),
+        ({"kind": "sample", "temperature": 1}, "temperature"),
+    ],
+)
+def test_actions_are_validated(fields, message):
+    with pytest.raises(ValidationError, match=message):
+        HarnessAction.model_validate(fields)
