@@ -272,3 +272,50 @@ def test_a_missing_image_is_a_clear_error(client: docker.DockerClient) -> None:
 
     with pytest.raises(EnvError, match="build_base_image.sh"):
         DockerSandbox(image="openenv/does-not-exist:latest", client=client)
+
+
+@pytest.fixture
+def docker_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make HarnessEnvironment run its episodes in DockerSandbox and grade them with `verify_isolated`.
+
+    A stopgap seam: HarnessEnvironment builds a LocalSandbox inline today; once it takes a `sandbox=`
+    option this fixture becomes that option.
+    """
+    from openenv.harness import environment
+    from openenv.harness.install import cache_root
+
+    def make(*, forward_ports: tuple[int, ...], **_: object) -> DockerSandbox:
+        return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
+
+    def grade(sandbox: DockerSandbox, task: Task, **options: object) -> object:
+        return verify_isolated(sandbox, task, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(environment, "LocalSandbox", make)
+    monkeypatch.setattr(environment, "verify", grade)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("harness", ["pi", "codex", "claude-code"])
+def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
+    harness: str, client: docker.DockerClient, capture_server: object, docker_episodes: None
+) -> None:
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.install import install_status
+    from openenv.harness.rollout import run_episode
+    from openenv.harness.tasks import builtin_task
+
+    if not install_status(get_spec(harness)).ready:
+        pytest.skip(f"{harness} is not installed; run scripts/install_harnesses.sh {harness}")
+    env = HarnessEnvironment(harness, server=capture_server)  # type: ignore[arg-type]
+    try:
+        obs, summary = run_episode(env, builtin_task("fix-temperature-conversion"), policy="oracle")
+    finally:
+        env.close()
+    detail = f"{summary}\n--- harness output ---\n{obs.output_tail}\n{obs.metadata}"
+    assert (summary.reward, summary.status) == (1.0, "exited"), detail
+    assert summary.tool_calls >= 1 and summary.turns >= 2, detail
+    assert (summary.sequences, summary.merge_ratio) == (1, 1.0), detail
+    [row] = obs.sequences or []
+    assert len(row.completion_ids) == len(row.logprobs) == len(row.env_mask) > 0
+    assert _ours(client) == []
