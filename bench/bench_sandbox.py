@@ -1,0 +1,137 @@
+"""Sandbox start-up cost: LocalSandbox vs DockerSandbox, measured in the same run.
+
+    .venv/bin/python bench/bench_sandbox.py [--reps 10] [--episode-reps 5] [--harnesses pi,codex,claude-code]
+
+Two measurements, each as median and p90 over repeated runs, with the ratio to the local baseline:
+
+1. **first command**: from constructing the sandbox (with one forwarded proxy port) until a started
+   command is running (it touches a file the host polls for). Local is measured with the host network
+   and with the loopback-only namespace (the isolation Docker is compared with).
+2. **first model request**: `HarnessEnvironment.reset()` (sandbox, capture session, harness config and
+   launch) until the harness's first request reaches the proxy, per harness, on the in-process tiny
+   model. The Docker rows run the same environment with DockerSandbox swapped in.
+
+Issue targets: Docker reaches the first model request in <= 5 s and in at most 1.5x the local time.
+Needs a Docker engine (scripts/install_docker.sh) and the base image (scripts/build_base_image.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+from openenv.harness.sandbox.base import Sandbox
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.local import LocalSandbox
+from openenv.testing.vllm_server import free_port
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _first_command(make: Callable[[], Sandbox]) -> float:
+    start = time.perf_counter()
+    sandbox = make()
+    try:
+        marker = sandbox.workspace / "started"
+        sandbox.start(["sh", "-c", f"touch {marker}; sleep 30"], env={}, timeout_s=60)
+        while not marker.exists():
+            time.sleep(0.002)
+        return time.perf_counter() - start
+    finally:
+        sandbox.close()
+
+
+def _sandbox_makers(port: int) -> dict[str, Callable[[], Sandbox]]:
+    return {
+        "local (host network)": lambda: LocalSandbox(forward_ports=(port,)),
+        "local (loopback netns)": lambda: LocalSandbox(network="loopback", forward_ports=(port,)),
+        "docker": lambda: DockerSandbox(forward_ports=(port,)),
+    }
+
+
+@contextlib.contextmanager
+def _docker_episodes() -> Iterator[None]:
+    """Run HarnessEnvironment episodes in DockerSandbox (it builds a LocalSandbox inline today)."""
+    from openenv.harness.install import cache_root
+
+    def make(*, forward_ports: tuple[int, ...], **_: Any) -> DockerSandbox:
+        return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
+
+    with mock.patch("openenv.harness.environment.LocalSandbox", make):
+        yield
+
+
+def _first_request(harness: str, server: Any, reps: int, docker: bool) -> list[float]:
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.tasks import builtin_task
+
+    task = builtin_task("fix-temperature-conversion")
+    times = []
+    with _docker_episodes() if docker else contextlib.nullcontext():
+        for _ in range(reps):
+            env = HarnessEnvironment(harness, server=server, network="loopback")
+            start = time.perf_counter()
+            obs = env.reset(task=task)
+            times.append(time.perf_counter() - start)
+            assert obs.pending is not None, f"{harness} ended before its first request: {obs.output_tail}"
+            env.close()
+    return times
+
+
+def _row(table: list[tuple[str, str, float, float, float]], what: str, label: str, times: list[float],
+         baseline: list[float]) -> None:
+    median = statistics.median(times)
+    table.append((what, label, median, _percentile(times, 0.9), median / statistics.median(baseline)))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=10)
+    parser.add_argument("--episode-reps", type=int, default=5)
+    parser.add_argument("--harnesses", default="pi,codex,claude-code")
+    args = parser.parse_args()
+
+    table: list[tuple[str, str, float, float, float]] = []
+    port = free_port()
+    measured = {label: [_first_command(make) for _ in range(args.reps)] for label, make in
+                _sandbox_makers(port).items()}
+    for label, times in measured.items():
+        _row(table, "first command", label, times, measured["local (loopback netns)"])
+
+    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.server import CaptureServer
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.install import install_status
+    from openenv.testing.tiny_model import tiny_model_path
+
+    model = tiny_model_path()
+    server = CaptureServer(backend=LocalBackend(model), model=model).start()
+    try:
+        for harness in [h for h in args.harnesses.split(",") if h]:
+            if not install_status(get_spec(harness)).ready:
+                print(f"skipping {harness}: not installed")
+                continue
+            local = _first_request(harness, server, args.episode_reps, docker=False)
+            docker = _first_request(harness, server, args.episode_reps, docker=True)
+            _row(table, f"first request: {harness}", "local (loopback netns)", local, local)
+            _row(table, f"first request: {harness}", "docker", docker, local)
+    finally:
+        server.stop()
+
+    print(f"\n{'measurement':<30} {'sandbox':<24} {'median s':>9} {'p90 s':>8} {'x local':>8}")
+    for what, label, median, p90, ratio in table:
+        print(f"{what:<30} {label:<24} {median:>9.3f} {p90:>8.3f} {ratio:>8.2f}")
+    print(f"\n(first command: {args.reps} reps; first request: {args.episode_reps} reps per harness; "
+          f"baseline = local in the loopback netns; targets: docker <= 5 s and <= 1.5x local)")
+
+
+if __name__ == "__main__":
+    main()
