@@ -13,6 +13,7 @@ import random
 import shutil
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -26,7 +27,7 @@ from openenv.errors import BadRequest, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingRequest
-from openenv.harness.sandbox.base import HarnessProcess
+from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.harness.tasks import Task, builtin_task, builtin_task_ids
@@ -42,7 +43,7 @@ Network = Literal["auto", "host", "loopback"]
 @dataclass
 class _Episode:
     task: Task
-    sandbox: LocalSandbox
+    sandbox: Sandbox
     session: Session
     process: HarnessProcess
     pending: PendingTurn | None = None
@@ -103,6 +104,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             `auto` picks it when running as root with `unshare`, else `host`.
         reward_rule: how the verifier's dict becomes the scalar reward.
         turn_timeout_s: the longest a `sample`/`complete` may take.
+        sandbox_factory: builds each episode's sandbox from the proxy ports it must reach (e.g. a
+            `DockerSandbox`); default: a `LocalSandbox` with `network`.
+        verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
     """
 
     action_type = HarnessAction
@@ -123,6 +127,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         network: Network = "auto",
         reward_rule: RewardRule | None = None,
         turn_timeout_s: float = 300.0,
+        sandbox_factory: Callable[[tuple[int, ...]], Sandbox] | None = None,
+        verifier: Callable[..., Verdict] | None = None,
     ) -> None:
         name = harness or type(self).harness
         if name is None:
@@ -136,6 +142,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._network = ("loopback" if _netns_available() else "host") if network == "auto" else network
         self._rule = reward_rule or RewardRule()
         self._turn_timeout_s = turn_timeout_s
+        self._sandbox_factory = sandbox_factory or self._local_sandbox
+        self._verifier = verifier
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
 
@@ -154,7 +162,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if options:
             raise BadRequest(f"unknown reset options: {sorted(options)}; known: task, timeout_s")
         server = self._ensure_server()
-        sandbox = LocalSandbox(network=self._network, forward_ports=(server.port,))
+        sandbox = self._sandbox_factory((server.port,))
         session = server.open_session(mode="gated", sampling=self._sampling,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
         try:
@@ -211,6 +219,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         return episode.records or episode.session.turns()
 
     # ---- internals ----------------------------------------------------------------------------------
+
+    def _local_sandbox(self, ports: tuple[int, ...]) -> Sandbox:
+        return LocalSandbox(network=self._network, forward_ports=ports)
 
     def _resolve_task(self, task: str | Task | dict[str, Any] | None, seed: int | None) -> Task:
         if isinstance(task, Task):
@@ -281,7 +292,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         tail = episode.process.output_tail(2000)
         records = episode.session.turns()
         turns, tool_calls = self._counts(records)
-        verdict: Verdict = verify(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
+        grade = self._verifier or verify
+        verdict: Verdict = grade(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
         rows, stats = episode.session.sequences(), episode.session.stats()
         episode.records = records
         self._release(episode)

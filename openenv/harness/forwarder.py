@@ -22,15 +22,15 @@ _CHUNK = 65536
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copy until EOF, then half-close, so a client that shuts down its write side still gets the reply."""
     try:
         while data := await reader.read(_CHUNK):
             writer.write(data)
             await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
     except (ConnectionError, asyncio.CancelledError):
         pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
 
 
 def _splice(
@@ -42,7 +42,12 @@ def _splice(
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        try:
+            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        finally:
+            for end in (writer, up_writer):
+                with contextlib.suppress(Exception):
+                    end.close()
 
     return handle
 

@@ -22,6 +22,12 @@ def require_installed(name: str) -> None:
 
 
 @pytest.fixture
+def require_harness() -> Callable[[str], None]:
+    """Skips the test, naming the install command, when a harness is not installed at its pin."""
+    return require_installed
+
+
+@pytest.fixture
 def oracle_episode(capture_server, no_leftover_processes) -> Callable[..., EpisodeSummary]:
     """Run one oracle episode of a harness and check everything an RL trainer relies on."""
 

@@ -1,0 +1,61 @@
+"""`openenv harness list|install`, `openenv tasks` and `openenv run`, as a user types them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from openenv.cli.main import app
+from openenv.harness.catalog import get_spec
+from openenv.harness.install import install_status
+from openenv.harness.tasks import builtin_task_ids
+
+runner = CliRunner()
+
+
+def test_harness_list_shows_every_harness_with_its_pin():
+    result = runner.invoke(app, ["harness", "list"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for name in ("claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent",
+                 "hermes", "copilot", "cline"):
+        assert name in result.output and get_spec(name).install.version in result.output
+
+
+def test_harness_install_rejects_an_unknown_name():
+    result = runner.invoke(app, ["harness", "install", "notepad"])
+    assert result.exit_code == 1
+    assert "unknown harness 'notepad'" in result.output
+
+
+def test_tasks_lists_the_builtin_ids():
+    result = runner.invoke(app, ["tasks"])
+    assert result.exit_code == 0
+    assert [line.split("\t")[0] for line in result.output.splitlines()] == builtin_task_ids()
+
+
+def test_run_rejects_an_unknown_task():
+    result = runner.invoke(app, ["run", "--harness", "pi", "--task", "nope"])
+    assert result.exit_code == 1 and "has no task 'nope'" in result.output
+
+
+@pytest.mark.slow
+def test_run_oracle_json_summary_and_trajectory_file(tmp_path):
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    out = tmp_path / "traj.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--task", "fix-deep-merge",
+         "--policy", "oracle", "--json", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert {"reward", "status", "turns", "tool_calls", "sequences", "merge_ratio"} <= set(summary)
+    assert summary["reward"] == 1.0 and summary["merge_ratio"] == 1.0 and summary["status"] == "exited"
+    assert "tool calls 1" in proc.stderr, "live progress goes to stderr"
+    kinds = [json.loads(line)["type"] for line in out.read_text().splitlines()]
+    assert kinds == ["turn"] * summary["turns"] + ["sequence"] * summary["sequences"] + ["summary"]

@@ -1,0 +1,62 @@
+"""The two forwarder halves carry bytes both ways: TCP -> unix socket -> TCP (what the netns uses)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+
+from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
+from openenv.testing.vllm_server import free_port
+
+
+def _echo_server() -> tuple[socket.socket, int]:
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                while data := conn.recv(65536):
+                    conn.sendall(data.upper())
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
+
+
+def test_bytes_round_trip_through_both_halves(tmp_path):
+    echo, echo_port = _echo_server()
+    bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
+    inner_port, ready = free_port(), tmp_path / "ready"
+    loop = asyncio.new_event_loop()
+
+    async def inner_half() -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await serve_tcp_to_unix("127.0.0.1", inner_port, str(bridge.socket_path), ready)
+
+    task = loop.create_task(inner_half())
+    thread = threading.Thread(target=loop.run_until_complete, args=(task,), daemon=True)
+    thread.start()
+    try:
+        while not ready.exists():
+            time.sleep(0.01)
+        payload = b"x" * 200_000
+        with socket.create_connection(("127.0.0.1", inner_port), timeout=5) as client:
+            client.sendall(payload)
+            client.shutdown(socket.SHUT_WR)
+            received = b""
+            while chunk := client.recv(65536):
+                received += chunk
+        assert received == payload.upper()
+    finally:
+        loop.call_soon_threadsafe(task.cancel)
+        thread.join(5)
+        loop.close()
+        bridge.close()
+        echo.close()
+    assert not bridge.socket_path.exists()
