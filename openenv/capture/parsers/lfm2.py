@@ -32,7 +32,7 @@ class Lfm2Parser:
             parsed = pythonic_calls(match.group(1))
             if parsed is None:
                 continue
-            kept.append(rest[cursor:match.start()])
+            kept.append(rest[cursor : match.start()])
             cursor = match.end()
             calls.extend(parsed)
         kept.append(rest[cursor:])

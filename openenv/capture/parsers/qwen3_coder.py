@@ -35,7 +35,7 @@ class Qwen3CoderParser:
             call = _call(match.group(1))
             if call is None:
                 continue
-            kept.append(rest[cursor:match.start()])
+            kept.append(rest[cursor : match.start()])
             cursor = match.end()
             calls.append(call)
         kept.append(rest[cursor:])

@@ -26,9 +26,15 @@ from openenv.errors import OpenEnvError, UnknownSession
 TOKEN = "tok"
 
 DONE = Completion(
-    id="turn7", model="tiny", created=1_790_000_000, reasoning="The user wants a.txt.", text="Reading it.",
+    id="turn7",
+    model="tiny",
+    created=1_790_000_000,
+    reasoning="The user wants a.txt.",
+    text="Reading it.",
     tool_calls=(ToolCallPart(id="call_2", name="bash", arguments='{"command": "cat a.txt"}'),),
-    token_ids=(1, 2, 3), logprobs=(-0.1, -0.2, -0.3), finish_reason="tool_calls",
+    token_ids=(1, 2, 3),
+    logprobs=(-0.1, -0.2, -0.3),
+    finish_reason="tool_calls",
     usage=Usage(prompt_tokens=42, completion_tokens=3),
 )
 
@@ -46,8 +52,11 @@ def route(method: str, path: str) -> tuple[Endpoint, dict[str, str]]:
 def respond(request: httpx2.Request, done: Completion) -> httpx2.Response:
     endpoint, params = route(request.method, request.url.path)
     dialect = endpoint.dialect
-    ctx = RequestContext(path_params=params, query=dict(request.url.params),
-                         headers={k.lower(): v for k, v in request.headers.items()})
+    ctx = RequestContext(
+        path_params=params,
+        query=dict(request.url.params),
+        headers={k.lower(): v for k, v in request.headers.items()},
+    )
     try:
         if dialect.session_token(ctx) != TOKEN:
             raise UnknownSession("unknown session token; use the key the session was opened with")
@@ -55,11 +64,14 @@ def respond(request: httpx2.Request, done: Completion) -> httpx2.Response:
         canonical = dialect.to_canonical(req)
     except OpenEnvError as err:
         status, body = dialect.error_body(err)
-        return httpx2.Response(status, content=body.model_dump_json(),
-                               headers={"content-type": "application/json"})
+        return httpx2.Response(
+            status, content=body.model_dump_json(), headers={"content-type": "application/json"}
+        )
     if endpoint.operation == "count_tokens":
         body = dialect.count_tokens_body(len(canonical.messages), req)  # type: ignore[attr-defined]
-        return httpx2.Response(200, content=body.model_dump_json(), headers={"content-type": "application/json"})
+        return httpx2.Response(
+            200, content=body.model_dump_json(), headers={"content-type": "application/json"}
+        )
     if canonical.stream:
         sse = b"".join(event.encode() for event in dialect.sse_events(done, req))
         return httpx2.Response(200, content=sse, headers={"content-type": "text/event-stream"})

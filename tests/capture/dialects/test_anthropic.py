@@ -8,7 +8,14 @@ import anthropic
 import httpx2
 import pytest
 
-from openenv.capture.canonical import Completion, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from openenv.capture.canonical import (
+    Completion,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 from openenv.capture.dialects import RequestContext
 from openenv.capture.dialects.anthropic import AnthropicDialect
 from openenv.errors import BackendUnavailable, Unsupported
@@ -48,9 +55,15 @@ def test_billing_header_is_dropped_so_the_second_turn_extends_the_first(harness_
 
 
 def test_billing_header_line_is_dropped_from_a_string_system_prompt():
-    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}],
-            "system": "x-anthropic-billing-header: cc_version=2.1.332.efc; cch=9f1e2;\nYou are Claude Code."}
-    assert canonical(body).messages[0] == Message(role="system", parts=(TextPart(text="You are Claude Code."),))
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "system": "x-anthropic-billing-header: cc_version=2.1.332.efc; cch=9f1e2;\nYou are Claude Code.",
+    }
+    assert canonical(body).messages[0] == Message(
+        role="system", parts=(TextPart(text="You are Claude Code."),)
+    )
 
 
 def test_system_message_inside_messages_keeps_its_place(harness_request):
@@ -67,8 +80,12 @@ def test_empty_system_message_between_turns_is_skipped(harness_request):
 
 def test_tool_result_keeps_its_call_id_name_and_error_flag(harness_request):
     tool = canonical(harness_request("anthropic/claude_code_bare_after_tool")["body"]).messages[-1]
-    assert tool == Message(role="tool", parts=(ToolResultPart(
-        tool_call_id="toolu_01", name="Bash", content="(Bash completed with no output)"),))
+    assert tool == Message(
+        role="tool",
+        parts=(
+            ToolResultPart(tool_call_id="toolu_01", name="Bash", content="(Bash completed with no output)"),
+        ),
+    )
 
 
 def test_deferred_and_server_tools_are_not_offered(harness_request):
@@ -81,62 +98,127 @@ def test_deferred_and_server_tools_are_not_offered(harness_request):
 
 
 def test_block_contents_thinking_and_error_results_map_to_canonical_parts():
-    body = {"model": "m", "max_tokens": 8, "system": [{"type": "text", "text": "Sys.", "cache_control": {
-        "type": "ephemeral"}}], "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "Go."}]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "Plan.", "signature": "sig=="},
-            {"type": "redacted_thinking", "data": "opaque"},
-            {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "false"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "t1", "is_error": True,
-             "content": [{"type": "text", "text": "exit 1"}, {"type": "text", "text": "stderr: no"}]},
-            {"type": "text", "text": "Try again."}]},
-    ]}
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "system": [{"type": "text", "text": "Sys.", "cache_control": {"type": "ephemeral"}}],
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Go."}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Plan.", "signature": "sig=="},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "false"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "t1",
+                        "is_error": True,
+                        "content": [
+                            {"type": "text", "text": "exit 1"},
+                            {"type": "text", "text": "stderr: no"},
+                        ],
+                    },
+                    {"type": "text", "text": "Try again."},
+                ],
+            },
+        ],
+    }
     assert canonical(body).messages == (
         Message(role="system", parts=(TextPart(text="Sys."),)),
         Message(role="user", parts=(TextPart(text="Go."),)),
-        Message(role="assistant", parts=(ThinkingPart(text="Plan.", signature="sig=="),
-                                         ToolCallPart(id="t1", name="Bash", arguments='{"command": "false"}'))),
-        Message(role="tool", parts=(ToolResultPart(tool_call_id="t1", name="Bash", content="exit 1\nstderr: no",
-                                                   is_error=True),)),
+        Message(
+            role="assistant",
+            parts=(
+                ThinkingPart(text="Plan.", signature="sig=="),
+                ToolCallPart(id="t1", name="Bash", arguments='{"command": "false"}'),
+            ),
+        ),
+        Message(
+            role="tool",
+            parts=(
+                ToolResultPart(tool_call_id="t1", name="Bash", content="exit 1\nstderr: no", is_error=True),
+            ),
+        ),
         Message(role="user", parts=(TextPart(text="Try again."),)),
     )
 
 
-@pytest.mark.parametrize(("choice", "mode", "name"), [
-    ({"type": "auto"}, "auto", None), ({"type": "any"}, "required", None), ({"type": "none"}, "none", None),
-    ({"type": "tool", "name": "Bash"}, "named", "Bash"),
-])
+@pytest.mark.parametrize(
+    ("choice", "mode", "name"),
+    [
+        ({"type": "auto"}, "auto", None),
+        ({"type": "any"}, "required", None),
+        ({"type": "none"}, "none", None),
+        ({"type": "tool", "name": "Bash"}, "named", "Bash"),
+    ],
+)
 def test_tool_choice(choice, mode, name):
-    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}], "tool_choice": choice}
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tool_choice": choice,
+    }
     assert (canonical(body).tool_choice.mode, canonical(body).tool_choice.name) == (mode, name)
 
 
 def test_image_block_is_refused_with_an_invalid_request_error():
-    body = {"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]}
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+                ],
+            }
+        ],
+    }
     with pytest.raises(Unsupported) as info:
         canonical(body)
     status, error = D.error_body(info.value)
     assert status == 400
-    assert error.model_dump() == {"type": "error", "error": {"type": "invalid_request_error",
-                                                             "message": info.value.message}}
+    assert error.model_dump() == {
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": info.value.message},
+    }
 
 
 def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
     """Long enough that text and tool input arrive in several deltas."""
-    done = done.model_copy(update={"text": "Reading the file now. " * 4, "tool_calls": (ToolCallPart(
-        id="call_2", name="bash", arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"})),)})
-    req = D.parse(b'{"model": "tiny", "max_tokens": 64, "stream": true, "messages": [{"role": "user", '
-                  b'"content": "hi"}]}', RequestContext())
+    done = done.model_copy(
+        update={
+            "text": "Reading the file now. " * 4,
+            "tool_calls": (
+                ToolCallPart(
+                    id="call_2",
+                    name="bash",
+                    arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"}),
+                ),
+            ),
+        }
+    )
+    req = D.parse(
+        b'{"model": "tiny", "max_tokens": 64, "stream": true, "messages": [{"role": "user", '
+        b'"content": "hi"}]}',
+        RequestContext(),
+    )
     golden("anthropic/tool_use.sse", "".join(e.encode().decode() for e in D.sse_events(done, req)))
 
 
 def test_max_tokens_finish_is_reported_as_max_tokens(done: Completion):
     cut = done.model_copy(update={"tool_calls": (), "finish_reason": "length"})
-    req = D.parse(b'{"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}',
-                  RequestContext())
+    req = D.parse(
+        b'{"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}',
+        RequestContext(),
+    )
     assert D.from_canonical(cut, req).stop_reason == "max_tokens"
 
 
@@ -147,14 +229,16 @@ def test_backend_outage_reaches_the_sdk_as_overloaded_529():
 
     with pytest.raises(anthropic.OverloadedError) as info:
         client(httpx2.Client(transport=httpx2.MockTransport(down))).messages.create(
-            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}])
+            model="m", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
     assert info.value.status_code == 529
     assert info.value.body["error"] == {"type": "overloaded_error", "message": "vLLM is not answering"}
 
 
 def test_count_tokens_is_answered_through_the_sdk(sdk_http):
-    count = client(sdk_http).messages.count_tokens(model="m", messages=[{"role": "user", "content": "hi"}],
-                                                   system="Be brief.")
+    count = client(sdk_http).messages.count_tokens(
+        model="m", messages=[{"role": "user", "content": "hi"}], system="Be brief."
+    )
     assert count.input_tokens == 2  # the stand-in counts canonical messages; the app uses the tokenizer
 
 

@@ -49,7 +49,6 @@ EXPECTED_MESSAGES = (
 EXPECTED_TOOLS = (Tool(name="bash", description=DESCRIPTION, parameters=BASH),)
 
 
-
 @dataclass(frozen=True)
 class Reply:
     """What a client saw, normalized across SDKs."""
@@ -71,14 +70,30 @@ class Case:
 
 # ---- OpenAI Chat ---------------------------------------------------------------------------------
 
+
 def _chat_body() -> dict[str, Any]:
-    return {"model": "tiny", "messages": [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": USER},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
-    ], "tools": [{"type": "function", "function": {"name": "bash", "description": DESCRIPTION, "parameters": BASH}}]}
+    return {
+        "model": "tiny",
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": USER},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": RESULT},
+        ],
+        "tools": [
+            {"type": "function", "function": {"name": "bash", "description": DESCRIPTION, "parameters": BASH}}
+        ],
+    }
 
 
 def _openai(http: httpx.Client) -> openai.OpenAI:
@@ -103,19 +118,26 @@ def _chat_echo(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
 
 def _chat_error(http: httpx.Client) -> Exception:
     with pytest.raises(openai.AuthenticationError) as info:
-        openai.OpenAI(base_url="http://proxy/v1", api_key="wrong", http_client=http, max_retries=0) \
-            .chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
+        openai.OpenAI(
+            base_url="http://proxy/v1", api_key="wrong", http_client=http, max_retries=0
+        ).chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}])
     return info.value
 
 
 # ---- OpenAI Responses ----------------------------------------------------------------------------
 
+
 def _responses_body() -> dict[str, Any]:
-    return {"model": "tiny", "instructions": SYSTEM, "input": [
-        {"role": "user", "content": USER},
-        {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'},
-        {"type": "function_call_output", "call_id": "call_1", "output": RESULT},
-    ], "tools": [{"type": "function", "name": "bash", "description": DESCRIPTION, "parameters": BASH}]}
+    return {
+        "model": "tiny",
+        "instructions": SYSTEM,
+        "input": [
+            {"role": "user", "content": USER},
+            {"type": "function_call", "call_id": "call_1", "name": "bash", "arguments": '{"command": "ls"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": RESULT},
+        ],
+        "tools": [{"type": "function", "name": "bash", "description": DESCRIPTION, "parameters": BASH}],
+    }
 
 
 def _responses_call(http: httpx.Client, body: dict[str, Any], stream: bool) -> Reply:
@@ -136,20 +158,33 @@ def _responses_echo(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, An
 
 def _responses_error(http: httpx.Client) -> Exception:
     with pytest.raises(openai.AuthenticationError) as info:
-        openai.OpenAI(base_url="http://proxy/v1", api_key="wrong", http_client=http, max_retries=0) \
-            .responses.create(model="tiny", input="hi")
+        openai.OpenAI(
+            base_url="http://proxy/v1", api_key="wrong", http_client=http, max_retries=0
+        ).responses.create(model="tiny", input="hi")
     return info.value
 
 
 # ---- Anthropic Messages --------------------------------------------------------------------------
 
+
 def _anthropic_body() -> dict[str, Any]:
-    return {"model": "tiny", "max_tokens": 64, "system": SYSTEM, "messages": [
-        {"role": "user", "content": USER},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "call_1", "name": "bash",
-                                           "input": {"command": "ls"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": RESULT}]},
-    ], "tools": [{"name": "bash", "description": DESCRIPTION, "input_schema": BASH}]}
+    return {
+        "model": "tiny",
+        "max_tokens": 64,
+        "system": SYSTEM,
+        "messages": [
+            {"role": "user", "content": USER},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "call_1", "name": "bash", "input": {"command": "ls"}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": RESULT}],
+            },
+        ],
+        "tools": [{"name": "bash", "description": DESCRIPTION, "input_schema": BASH}],
+    }
 
 
 def _anthropic(http: httpx.Client, key: str = "tok") -> anthropic.Anthropic:
@@ -175,26 +210,45 @@ def _anthropic_echo(body: dict[str, Any], reply: dict[str, Any]) -> dict[str, An
 
 def _anthropic_error(http: httpx.Client) -> Exception:
     with pytest.raises(anthropic.AuthenticationError) as info:
-        _anthropic(http, "wrong").messages.create(model="tiny", max_tokens=8,
-                                                  messages=[{"role": "user", "content": "hi"}])
+        _anthropic(http, "wrong").messages.create(
+            model="tiny", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        )
     return info.value
 
 
 # ---- Gemini --------------------------------------------------------------------------------------
 
+
 def _gemini_body() -> dict[str, Any]:
-    return {"systemInstruction": {"parts": [{"text": SYSTEM}]}, "contents": [
-        {"role": "user", "parts": [{"text": USER}]},
-        {"role": "model", "parts": [{"functionCall": {"id": "call_1", "name": "bash", "args": {"command": "ls"}}}]},
-        {"role": "user", "parts": [{"functionResponse": {"id": "call_1", "name": "bash",
-                                                         "response": {"output": RESULT}}}]},
-    ], "tools": [{"functionDeclarations": [{"name": "bash", "description": DESCRIPTION,
-                                            "parametersJsonSchema": BASH}]}]}
+    return {
+        "systemInstruction": {"parts": [{"text": SYSTEM}]},
+        "contents": [
+            {"role": "user", "parts": [{"text": USER}]},
+            {
+                "role": "model",
+                "parts": [{"functionCall": {"id": "call_1", "name": "bash", "args": {"command": "ls"}}}],
+            },
+            {
+                "role": "user",
+                "parts": [
+                    {"functionResponse": {"id": "call_1", "name": "bash", "response": {"output": RESULT}}}
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "functionDeclarations": [
+                    {"name": "bash", "description": DESCRIPTION, "parametersJsonSchema": BASH}
+                ]
+            }
+        ],
+    }
 
 
 def _gemini(http: httpx.Client, key: str = "tok") -> genai.Client:
-    options = gtypes.HttpOptions(base_url="http://proxy", httpx_client=http,
-                                 retry_options=gtypes.HttpRetryOptions(attempts=1))
+    options = gtypes.HttpOptions(
+        base_url="http://proxy", httpx_client=http, retry_options=gtypes.HttpRetryOptions(attempts=1)
+    )
     return genai.Client(api_key=key, http_options=options)
 
 
@@ -207,9 +261,11 @@ def _gemini_call(http: httpx.Client, body: dict[str, Any], stream: bool) -> Repl
         automatic_function_calling=gtypes.AutomaticFunctionCallingConfig(disable=True),
     )
     if stream:
-        parts = [p for chunk in client.models.generate_content_stream(model="tiny", contents=contents,
-                                                                        config=config)
-                 for p in chunk.candidates[0].content.parts or []]
+        parts = [
+            p
+            for chunk in client.models.generate_content_stream(model="tiny", contents=contents, config=config)
+            for p in chunk.candidates[0].content.parts or []
+        ]
     else:
         reply = client.models.generate_content(model="tiny", contents=contents, config=config)
         parts = reply.candidates[0].content.parts or []
@@ -233,11 +289,23 @@ def _gemini_error(http: httpx.Client) -> Exception:
 
 CASES = [
     Case("openai_chat", "/v1/chat/completions", _chat_body(), _chat_call, _chat_echo, _chat_error),
-    Case("openai_responses", "/v1/responses", _responses_body(), _responses_call, _responses_echo,
-         _responses_error),
+    Case(
+        "openai_responses",
+        "/v1/responses",
+        _responses_body(),
+        _responses_call,
+        _responses_echo,
+        _responses_error,
+    ),
     Case("anthropic", "/v1/messages", _anthropic_body(), _anthropic_call, _anthropic_echo, _anthropic_error),
-    Case("gemini", "/v1beta/models/tiny:generateContent", _gemini_body(), _gemini_call, _gemini_echo,
-         _gemini_error),
+    Case(
+        "gemini",
+        "/v1beta/models/tiny:generateContent",
+        _gemini_body(),
+        _gemini_call,
+        _gemini_echo,
+        _gemini_error,
+    ),
 ]
 IDS = [c.name for c in CASES]
 
@@ -268,19 +336,24 @@ def test_unknown_fields_are_accepted_and_ignored(case: Case, canonical):
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_official_sdk_reads_reasoning_text_and_tool_call(case: Case, sdk_http: httpx.Client, done, stream: bool):
+def test_official_sdk_reads_reasoning_text_and_tool_call(
+    case: Case, sdk_http: httpx.Client, done, stream: bool
+):
     reply = case.call(sdk_http, case.body, stream)
     assert reply == Reply(done.reasoning, done.text, [("bash", {"command": "cat a.txt"})])
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
-def test_echoed_reply_comes_back_as_the_same_assistant_message(case: Case, parse_as, dialect_for, canonical,
-                                                              done):
+def test_echoed_reply_comes_back_as_the_same_assistant_message(
+    case: Case, parse_as, dialect_for, canonical, done
+):
     """Reasoning, text and calls survive the trip out to the client and back into the history."""
     reply = dialect_for(case.path).from_canonical(done, parse_as(case.path, case.body))
     following = canonical(case, case.echo(case.body, json.loads(reply.model_dump_json(exclude_none=True))))
-    sent = Message(role="assistant", parts=(ThinkingPart(text=done.reasoning), TextPart(text=done.text),
-                                            *done.tool_calls))
+    sent = Message(
+        role="assistant",
+        parts=(ThinkingPart(text=done.reasoning), TextPart(text=done.text), *done.tool_calls),
+    )
     assert following.messages == EXPECTED_MESSAGES + (sent,)
 
 
@@ -302,7 +375,9 @@ def test_unknown_session_reaches_the_sdk_as_its_own_401(case: Case, sdk_http: ht
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_backend_outage_is_a_retryable_5xx_in_the_dialect_format(case: Case, dialect_for):
-    status, body = dialect_for(case.path).error_body(BackendUnavailable("vLLM at 127.0.0.1:1 refused the connection"))
+    status, body = dialect_for(case.path).error_body(
+        BackendUnavailable("vLLM at 127.0.0.1:1 refused the connection")
+    )
     assert status in (503, 529)
     assert "refused the connection" in body.model_dump_json()
 

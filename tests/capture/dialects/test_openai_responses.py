@@ -47,7 +47,7 @@ def test_developer_messages_are_system_and_the_tool_turn_extends_the_first(harne
     assert [m.role for m in first.messages] == ["system", "system", "user", "user"]
     assert first.system_text().startswith("You are a coding agent running in the Codex CLI")
     assert second.messages[: len(first.messages)] == first.messages
-    assert [m.role for m in second.messages[len(first.messages):]] == ["assistant", "tool"]
+    assert [m.role for m in second.messages[len(first.messages) :]] == ["assistant", "tool"]
     assert second.messages[-1].parts[0].name == "exec_command"
 
 
@@ -66,50 +66,94 @@ def test_freeform_tool_is_offered_with_one_string_input_and_its_grammar(harness_
     assert "begin_patch" in patch["properties"]["input"]["description"]  # the lark grammar travels along
 
 
-def test_freeform_call_streams_as_custom_tool_call_and_comes_back_as_the_same_call(done: Completion, sdk_http):
+def test_freeform_call_streams_as_custom_tool_call_and_comes_back_as_the_same_call(
+    done: Completion, sdk_http
+):
     call = ToolCallPart(id="call_9", name="apply_patch", arguments=json.dumps({"input": PATCH}))
     done = done.model_copy(update={"tool_calls": (call,)})
-    body = {"model": "tiny", "input": "Add hi.txt", "tools": [
-        {"type": "custom", "name": "apply_patch", "format": {"type": "grammar", "syntax": "lark",
-                                                              "definition": "start: /.+/"}}]}
+    body = {
+        "model": "tiny",
+        "input": "Add hi.txt",
+        "tools": [
+            {
+                "type": "custom",
+                "name": "apply_patch",
+                "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+            }
+        ],
+    }
     events = [json.loads(e.data) for e in D.sse_events(done, parse(body))]
     assert "response.custom_tool_call_input.delta" in [e["type"] for e in events]
     item = events[-1]["response"]["output"][-1]
     assert (item["type"], item["call_id"], item["input"]) == ("custom_tool_call", "call_9", PATCH)
 
-    echoed = body | {"input": [{"role": "user", "content": "Add hi.txt"}, item,
-                               {"type": "custom_tool_call_output", "call_id": "call_9", "output": "Done!"}]}
+    echoed = body | {
+        "input": [
+            {"role": "user", "content": "Add hi.txt"},
+            item,
+            {"type": "custom_tool_call_output", "call_id": "call_9", "output": "Done!"},
+        ]
+    }
     history = canonical(echoed).messages
     assert history[-2] == Message(role="assistant", parts=(call,))
-    assert history[-1] == Message(role="tool", parts=(ToolResultPart(tool_call_id="call_9", content="Done!",
-                                                                     name="apply_patch"),))
+    assert history[-1] == Message(
+        role="tool", parts=(ToolResultPart(tool_call_id="call_9", content="Done!", name="apply_patch"),)
+    )
 
 
 def test_call_of_a_namespaced_tool_names_its_namespace(done: Completion):
-    body = {"model": "tiny", "input": "hi", "tools": [{"type": "namespace", "name": "multi_agent_v1", "tools": [
-        {"type": "function", "name": "bash", "parameters": {"type": "object", "properties": {}}}]}]}
+    body = {
+        "model": "tiny",
+        "input": "hi",
+        "tools": [
+            {
+                "type": "namespace",
+                "name": "multi_agent_v1",
+                "tools": [
+                    {"type": "function", "name": "bash", "parameters": {"type": "object", "properties": {}}}
+                ],
+            }
+        ],
+    }
     (call,) = [i for i in D.from_canonical(done, parse(body)).output if i.type == "function_call"]
     assert (call.name, call.namespace) == ("bash", "multi_agent_v1")
 
 
 def test_reasoning_item_with_only_a_summary_becomes_thinking():
-    body = {"model": "tiny", "input": [
-        {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Greet back."}],
-         "encrypted_content": "gAAAA"},
-        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]},
-        {"type": "web_search_call", "id": "ws_1", "status": "completed"},
-    ]}
+    body = {
+        "model": "tiny",
+        "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [{"type": "summary_text", "text": "Greet back."}],
+                "encrypted_content": "gAAAA",
+            },
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Hello."}]},
+            {"type": "web_search_call", "id": "ws_1", "status": "completed"},
+        ],
+    }
     assistant = canonical(body).messages[-1]
     assert assistant.parts[0] == ThinkingPart(text="Greet back.", signature="gAAAA")
     assert assistant.text() == "Hello."
 
 
 def test_tool_output_given_as_parts_is_joined():
-    body = {"model": "tiny", "input": [
-        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "c1", "output": [
-            {"type": "input_text", "text": "line 1\n"}, {"type": "input_text", "text": "line 2"}]}]}
+    body = {
+        "model": "tiny",
+        "input": [
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [
+                    {"type": "input_text", "text": "line 1\n"},
+                    {"type": "input_text", "text": "line 2"},
+                ],
+            },
+        ],
+    }
     assert canonical(body).messages[-1].parts[0].content == "line 1\nline 2"
 
 
@@ -120,8 +164,18 @@ def test_plain_string_input_and_instructions():
 
 
 def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
-    done = done.model_copy(update={"text": "Reading the file now. " * 4, "tool_calls": (ToolCallPart(
-        id="call_2", name="bash", arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"})),)})
+    done = done.model_copy(
+        update={
+            "text": "Reading the file now. " * 4,
+            "tool_calls": (
+                ToolCallPart(
+                    id="call_2",
+                    name="bash",
+                    arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"}),
+                ),
+            ),
+        }
+    )
     req = parse({"model": "tiny", "input": "hi", "stream": True})
     events = list(D.sse_events(done, req))
     assert [json.loads(e.data)["sequence_number"] for e in events] == list(range(len(events)))

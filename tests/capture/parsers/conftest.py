@@ -8,10 +8,22 @@ from typing import Any
 
 import pytest
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_weather", "description": "Current weather in a city.",
-    "parameters": {"type": "object", "required": ["city"], "properties": {
-        "city": {"type": "string"}, "days": {"type": "integer"}, "units": {"type": "string"}}}}}
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city.",
+        "parameters": {
+            "type": "object",
+            "required": ["city"],
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "units": {"type": "string"},
+            },
+        },
+    },
+}
 
 
 def _chat_template(name: str) -> str:
@@ -36,10 +48,11 @@ def render_completion() -> Callable[..., str]:
         user = [{"role": "user", "content": "What is the weather in Paris?"}]
         tool_calls = [{"type": "function", "function": c} for c in calls]
         turn = user + [{"role": "assistant", "content": content, "tool_calls": tool_calls}]
-        (prompt,), _ = render_jinja_template(conversations=[user], tools=[WEATHER_TOOL], chat_template=template,
-                                             add_generation_prompt=True)
+        (prompt,), _ = render_jinja_template(
+            conversations=[user], tools=[WEATHER_TOOL], chat_template=template, add_generation_prompt=True
+        )
         (full,), _ = render_jinja_template(conversations=[turn], tools=[WEATHER_TOOL], chat_template=template)
         assert full.startswith(prompt), "template is not prefix-preserving"
-        return full[len(prompt):].split(end)[0]
+        return full[len(prompt) :].split(end)[0]
 
     return render

@@ -7,17 +7,20 @@ import pytest
 from openenv.capture.parsers import PARSERS, detect_parser
 
 
-@pytest.mark.parametrize(("template", "parser"), [
-    ("qwen2_5", "hermes"),
-    ("qwen3", "hermes"),
-    ("qwen3_instruct_2507", "hermes"),
-    ("qwen3_5_think", "qwen3_coder"),
-    ("qwen3_6", "qwen3_coder"),
-    ("lfm2", "lfm2"),
-    ("lfm2_2_5", "lfm2"),
-    ("llama3_1", "llama3_json"),
-    ("llama3_2", "llama3_json"),
-])
+@pytest.mark.parametrize(
+    ("template", "parser"),
+    [
+        ("qwen2_5", "hermes"),
+        ("qwen3", "hermes"),
+        ("qwen3_instruct_2507", "hermes"),
+        ("qwen3_5_think", "qwen3_coder"),
+        ("qwen3_6", "qwen3_coder"),
+        ("lfm2", "lfm2"),
+        ("lfm2_2_5", "lfm2"),
+        ("llama3_1", "llama3_json"),
+        ("llama3_2", "llama3_json"),
+    ],
+)
 def test_real_template_selects_its_registered_parser(chat_template, template, parser):
     assert detect_parser(chat_template(template)) == parser
     assert parser in PARSERS

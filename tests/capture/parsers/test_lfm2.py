@@ -17,8 +17,10 @@ def test_call_rendered_by_the_real_template_parses_back(render_completion):
 
 
 def test_several_calls_in_one_list_with_literal_values_and_surrounding_text():
-    text = ('Let me check.<|tool_call_start|>[get_weather(city="Paris", units=None), '
-            'search(query="a \\"quoted\\" word", tags=["x", "y"], exact=True)]<|tool_call_end|>Done soon.')
+    text = (
+        'Let me check.<|tool_call_start|>[get_weather(city="Paris", units=None), '
+        'search(query="a \\"quoted\\" word", tags=["x", "y"], exact=True)]<|tool_call_end|>Done soon.'
+    )
     parsed = PARSER.parse(text)
     assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [
         ("get_weather", {"city": "Paris", "units": None}),

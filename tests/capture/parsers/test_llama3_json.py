@@ -23,7 +23,10 @@ def test_call_rendered_by_the_real_template_parses_back(render_completion, templ
 def test_python_tag_and_semicolon_separated_calls():
     text = '<|python_tag|>{"name": "a", "parameters": {"x": 1}}; {"name": "b", "arguments": {"y": "z"}}'
     parsed = PARSER.parse(text)
-    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [("a", {"x": 1}), ("b", {"y": "z"})]
+    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [
+        ("a", {"x": 1}),
+        ("b", {"y": "z"}),
+    ]
     assert parsed.content == ""
 
 

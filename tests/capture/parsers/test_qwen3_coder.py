@@ -17,14 +17,17 @@ def test_call_rendered_by_the_real_template_parses_back(render_completion, templ
     text = render_completion(template, [{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}])
     parsed = PARSER.parse(text)
     assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [
-        ("get_weather", {"city": "Paris", "days": 3})]
+        ("get_weather", {"city": "Paris", "days": 3})
+    ]
     assert parsed.content == ""
 
 
 def test_two_calls_with_text_and_reasoning():
-    text = ("<think>\nNeed both cities.\n</think>\n\nChecking.\n"
-            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
-            "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "<think>\nNeed both cities.\n</think>\n\nChecking.\n"
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>\n"
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nRome\n</parameter>\n</function>\n</tool_call>"
+    )
     parsed = PARSER.parse(text)
     assert parsed.reasoning == "Need both cities."
     assert parsed.content == "Checking."
@@ -32,12 +35,18 @@ def test_two_calls_with_text_and_reasoning():
 
 
 def test_multiline_string_values_keep_inner_newlines_and_json_values_are_decoded():
-    text = ("<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n"
-            "<parameter=content>\nimport os\n\nprint(1)\n</parameter>\n<parameter=opts>\n{\"mode\": 420}\n"
-            "</parameter>\n<parameter=force>\ntrue\n</parameter>\n</function>\n</tool_call>")
+    text = (
+        "<tool_call>\n<function=write_file>\n<parameter=path>\na.py\n</parameter>\n"
+        '<parameter=content>\nimport os\n\nprint(1)\n</parameter>\n<parameter=opts>\n{"mode": 420}\n'
+        "</parameter>\n<parameter=force>\ntrue\n</parameter>\n</function>\n</tool_call>"
+    )
     (call,) = PARSER.parse(text).tool_calls
-    assert json.loads(call.arguments) == {"path": "a.py", "content": "import os\n\nprint(1)",
-                                          "opts": {"mode": 420}, "force": True}
+    assert json.loads(call.arguments) == {
+        "path": "a.py",
+        "content": "import os\n\nprint(1)",
+        "opts": {"mode": 420},
+        "force": True,
+    }
 
 
 def test_call_cut_off_by_end_of_turn_still_counts():

@@ -21,8 +21,8 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects._shared import bearer_token, chunk_text, parse_body, response_id
-from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.anthropic import protocol as p
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
@@ -98,8 +98,11 @@ def _user_like(role: str, blocks: list[p.RequestBlock], names: dict[str, str]) -
         elif block.type == "text":
             texts.append(TextPart(text=block.text))
         else:
-            raise Unsupported(f"{block.type!r} blocks are not supported in {role} messages; send text and "
-                              "tool_result blocks", param="messages")
+            raise Unsupported(
+                f"{block.type!r} blocks are not supported in {role} messages; send text and "
+                "tool_result blocks",
+                param="messages",
+            )
     if texts:
         out.append(Message(role=role, parts=tuple(texts)))  # type: ignore[arg-type]
     return out
@@ -109,11 +112,16 @@ def _tool_result(block: p.ToolResultBlock, names: dict[str, str]) -> ToolResultP
     content = block.content
     if isinstance(content, list):
         if any(b.type != "text" for b in content):
-            raise Unsupported("tool_result content must be text blocks; image blocks are not supported",
-                              param="messages")
+            raise Unsupported(
+                "tool_result content must be text blocks; image blocks are not supported", param="messages"
+            )
         content = "\n".join(b.text for b in content if isinstance(b, p.TextBlock))
-    return ToolResultPart(tool_call_id=block.tool_use_id, content=content or "",
-                          name=names.get(block.tool_use_id), is_error=block.is_error)
+    return ToolResultPart(
+        tool_call_id=block.tool_use_id,
+        content=content or "",
+        name=names.get(block.tool_use_id),
+        is_error=block.is_error,
+    )
 
 
 def _assistant_parts(blocks: list[p.RequestBlock]) -> tuple[Part, ...]:
@@ -130,8 +138,9 @@ def _assistant_parts(blocks: list[p.RequestBlock]) -> tuple[Part, ...]:
             case "redacted_thinking":
                 pass  # encrypted by Anthropic; nothing a local model can read
             case _:
-                raise Unsupported(f"{block.type!r} blocks are not supported in assistant messages",
-                                  param="messages")
+                raise Unsupported(
+                    f"{block.type!r} blocks are not supported in assistant messages", param="messages"
+                )
     return tuple(parts)
 
 
@@ -169,7 +178,11 @@ def _tool_choice(choice: p.ToolChoice | None) -> ToolChoice:
 
 # ---- completion -> reply -------------------------------------------------------------------------
 
-_STOP_REASONS: dict[str, p.StopReason] = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
+_STOP_REASONS: dict[str, p.StopReason] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+}
 
 
 def _blocks(done: Completion) -> list[p.ResponseBlock]:
@@ -197,15 +210,25 @@ def from_canonical(done: Completion, req: p.MessagesRequest) -> p.MessagesRespon
 def sse_events(done: Completion, req: p.MessagesRequest) -> Iterator[ServerSentEvent]:
     """message_start -> ping -> per block: start, deltas, stop -> message_delta -> message_stop."""
     head = from_canonical(done, req).model_copy(
-        update={"content": [], "stop_reason": None,
-                "usage": p.Usage(input_tokens=done.usage.prompt_tokens, output_tokens=0)})
+        update={
+            "content": [],
+            "stop_reason": None,
+            "usage": p.Usage(input_tokens=done.usage.prompt_tokens, output_tokens=0),
+        }
+    )
     yield _event(p.MessageStartEvent(message=head))
     yield _event(p.PingEvent())
     for index, block in enumerate(_blocks(done)):
         yield from _block_events(index, block)
     delta = p.MessageDelta(stop_reason=_STOP_REASONS[done.finish_reason])
-    yield _event(p.MessageDeltaEvent(delta=delta, usage=p.MessageDeltaUsage(
-        output_tokens=done.usage.completion_tokens, input_tokens=done.usage.prompt_tokens)))
+    yield _event(
+        p.MessageDeltaEvent(
+            delta=delta,
+            usage=p.MessageDeltaUsage(
+                output_tokens=done.usage.completion_tokens, input_tokens=done.usage.prompt_tokens
+            ),
+        )
+    )
     yield _event(p.MessageStopEvent())
 
 
@@ -235,8 +258,12 @@ def _event(model: BaseModel) -> ServerSentEvent:
 # ---- errors and token counting ---------------------------------------------------------------------
 
 _ERROR_TYPES: dict[int, p.AnthropicErrorType] = {
-    400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-    404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
 }
 
 

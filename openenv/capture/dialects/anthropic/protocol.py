@@ -231,7 +231,9 @@ class ResponseThinkingBlock(_Response):
     signature: str = ""
 
 
-ResponseBlock = Annotated[ResponseTextBlock | ResponseToolUseBlock | ResponseThinkingBlock, Field(discriminator="type")]
+ResponseBlock = Annotated[
+    ResponseTextBlock | ResponseToolUseBlock | ResponseThinkingBlock, Field(discriminator="type")
+]
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 

@@ -69,8 +69,11 @@ def to_canonical(req: GeminiCall) -> CanonicalRequest:
     body = req.body
     config = body.generation_config or p.GenerationConfig()
     if config.candidate_count is not None and config.candidate_count > 1:
-        raise Unsupported(f"candidateCount={config.candidate_count} is not supported; the proxy samples one "
-                          "candidate per request", param="generationConfig.candidateCount")
+        raise Unsupported(
+            f"candidateCount={config.candidate_count} is not supported; the proxy samples one "
+            "candidate per request",
+            param="generationConfig.candidateCount",
+        )
     return CanonicalRequest(
         model=req.model,
         messages=_system(body.system_instruction) + _messages(body.contents),
@@ -113,8 +116,12 @@ def _messages(contents: list[p.Content]) -> tuple[Message, ...]:
     out: list[Message] = []
     for content in contents:
         if content.role == "model":
-            out.append(Message(role="assistant", parts=tuple(_model_part(x, ids) for x in content.parts
-                                                             if _has_model_part(x))))
+            out.append(
+                Message(
+                    role="assistant",
+                    parts=tuple(_model_part(x, ids) for x in content.parts if _has_model_part(x)),
+                )
+            )
         else:
             out.extend(_user_messages(content.parts, ids))
     return tuple(out)
@@ -146,8 +153,9 @@ def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
         elif part.text is not None:
             texts.append(TextPart(text=part.text))
         elif part.inline_data is not None or part.file_data is not None:
-            raise Unsupported("inlineData and fileData parts are not supported; send text parts",
-                              param="contents")
+            raise Unsupported(
+                "inlineData and fileData parts are not supported; send text parts", param="contents"
+            )
     if texts:
         out.append(Message(role="user", parts=tuple(texts)))
     return out
@@ -183,8 +191,13 @@ def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:
     out = []
     for decl in (d for tool in tools or [] for d in tool.function_declarations or []):
         schema = decl.parameters_json_schema or normalize_schema(decl.parameters or {})
-        out.append(Tool(name=decl.name, description=decl.description or "",
-                        parameters=schema or {"type": "object", "properties": {}}))
+        out.append(
+            Tool(
+                name=decl.name,
+                description=decl.description or "",
+                parameters=schema or {"type": "object", "properties": {}},
+            )
+        )
     return tuple(out)
 
 
@@ -234,15 +247,23 @@ def _parts(done: Completion) -> list[p.ResponsePart]:
 
 def _usage(done: Completion) -> p.UsageMetadata:
     u = done.usage
-    return p.UsageMetadata(prompt_token_count=u.prompt_tokens, candidates_token_count=u.completion_tokens,
-                           total_token_count=u.total_tokens)
+    return p.UsageMetadata(
+        prompt_token_count=u.prompt_tokens,
+        candidates_token_count=u.completion_tokens,
+        total_token_count=u.total_tokens,
+    )
 
 
 def _reply(done: Completion, parts: list[p.ResponsePart], *, last: bool) -> p.GenerateContentResponse:
-    candidate = p.Candidate(content=p.ResponseContent(parts=parts),
-                            finish_reason=_FINISH[done.finish_reason] if last else None)
-    return p.GenerateContentResponse(candidates=[candidate], usage_metadata=_usage(done) if last else None,
-                                     model_version=done.model, response_id=response_id("", done.id))
+    candidate = p.Candidate(
+        content=p.ResponseContent(parts=parts), finish_reason=_FINISH[done.finish_reason] if last else None
+    )
+    return p.GenerateContentResponse(
+        candidates=[candidate],
+        usage_metadata=_usage(done) if last else None,
+        model_version=done.model,
+        response_id=response_id("", done.id),
+    )
 
 
 def from_canonical(done: Completion, req: GeminiCall) -> p.GenerateContentResponse:
@@ -270,8 +291,13 @@ def sse_events(done: Completion, req: GeminiCall) -> Iterator[ServerSentEvent]:
 # ---- errors and token counting ---------------------------------------------------------------------
 
 _STATUS: dict[int, p.GoogleStatus] = {
-    400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-    429: "RESOURCE_EXHAUSTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
 }
 
 

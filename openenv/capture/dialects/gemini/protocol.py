@@ -56,8 +56,9 @@ class _Response(BaseModel):
     """Our output, written as proto3 JSON: camelCase names, unset (None) fields left out, since
     Gemini CLI tests parts by key (`"text" in part`) and a `null` would read as present."""
 
-    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True,
-                              serialize_by_alias=True)
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True
+    )
 
     @model_serializer(mode="wrap")
     def _omit_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:

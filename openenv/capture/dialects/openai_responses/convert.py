@@ -64,7 +64,9 @@ def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
     return CanonicalRequest(
         model=req.model,
         messages=_instructions(req.instructions) + _messages(req.input),
-        sampling=SamplingParams(max_tokens=req.max_output_tokens, temperature=req.temperature, top_p=req.top_p),
+        sampling=SamplingParams(
+            max_tokens=req.max_output_tokens, temperature=req.temperature, top_p=req.top_p
+        ),
         tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice),
         stream=req.stream,
@@ -136,8 +138,9 @@ def _text(content: str | list[p.InputText]) -> str:
     if isinstance(content, str):
         return content
     if any(c.type in ("input_image", "input_file") for c in content):
-        raise Unsupported("input_image and input_file parts are not supported; send text parts",
-                          param="input")
+        raise Unsupported(
+            "input_image and input_file parts are not supported; send text parts", param="input"
+        )
     return "".join(c.text or c.refusal or "" for c in content)
 
 
@@ -166,10 +169,18 @@ def _tools(tools: list[p.ToolSpec] | None) -> tuple[Tool, ...]:
 
 def _custom_tool(tool: p.CustomTool) -> Tool:
     fmt = tool.format or {}
-    hint = f" The input must follow this {fmt.get('syntax')} grammar:\n{fmt['definition']}" \
-        if fmt.get("type") == "grammar" and fmt.get("definition") else ""
-    schema = {"type": "object", "required": [CUSTOM_INPUT], "properties": {
-        CUSTOM_INPUT: {"type": "string", "description": f"The raw freeform input of {tool.name}.{hint}"}}}
+    hint = (
+        f" The input must follow this {fmt.get('syntax')} grammar:\n{fmt['definition']}"
+        if fmt.get("type") == "grammar" and fmt.get("definition")
+        else ""
+    )
+    schema = {
+        "type": "object",
+        "required": [CUSTOM_INPUT],
+        "properties": {
+            CUSTOM_INPUT: {"type": "string", "description": f"The raw freeform input of {tool.name}.{hint}"}
+        },
+    }
     return Tool(name=tool.name, description=tool.description or "", parameters=schema)
 
 
@@ -218,12 +229,24 @@ def _output(done: Completion, req: p.ResponsesRequest) -> list[p.OutputItem]:
         item_id = response_id("fc_", f"{done.id}_{index}")
         if call.name in kinds.custom:
             raw = call.parsed_arguments().get(CUSTOM_INPUT)
-            items.append(p.OutputCustomToolCall(id=item_id, call_id=call.id, name=call.name,
-                                                input=raw if isinstance(raw, str) else call.arguments))
+            items.append(
+                p.OutputCustomToolCall(
+                    id=item_id,
+                    call_id=call.id,
+                    name=call.name,
+                    input=raw if isinstance(raw, str) else call.arguments,
+                )
+            )
         else:
-            items.append(p.OutputFunctionCall(id=item_id, call_id=call.id, name=call.name,
-                                              namespace=kinds.namespace.get(call.name),
-                                              arguments=call.arguments))
+            items.append(
+                p.OutputFunctionCall(
+                    id=item_id,
+                    call_id=call.id,
+                    name=call.name,
+                    namespace=kinds.namespace.get(call.name),
+                    arguments=call.arguments,
+                )
+            )
     return items
 
 
@@ -245,8 +268,9 @@ def from_canonical(done: Completion, req: p.ResponsesRequest) -> p.Response:
         store=bool(req.store),
         temperature=req.temperature,
         top_p=req.top_p,
-        usage=p.ResponseUsage(input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens,
-                              total_tokens=u.total_tokens),
+        usage=p.ResponseUsage(
+            input_tokens=u.prompt_tokens, output_tokens=u.completion_tokens, total_tokens=u.total_tokens
+        ),
         metadata=req.metadata or {},
     )
 
@@ -254,8 +278,9 @@ def from_canonical(done: Completion, req: p.ResponsesRequest) -> p.Response:
 def sse_events(done: Completion, req: p.ResponsesRequest) -> Iterator[ServerSentEvent]:
     """created -> in_progress -> per item: added, its deltas and dones, item done -> completed."""
     final = from_canonical(done, req)
-    start = final.model_copy(update={"status": "in_progress", "output": [], "usage": None,
-                                     "incomplete_details": None})
+    start = final.model_copy(
+        update={"status": "in_progress", "output": [], "usage": None, "incomplete_details": None}
+    )
     seq = iter(range(1_000_000))
     yield _event(p.ResponseEvent(type="response.created", response=start, sequence_number=next(seq)))
     yield _event(p.ResponseEvent(type="response.in_progress", response=start, sequence_number=next(seq)))
@@ -276,43 +301,80 @@ def _item_events(index: int, item: p.OutputItem, seq: Iterator[int]) -> Iterator
         case p.OutputCustomToolCall():
             empty = item.model_copy(update={"status": "in_progress", "input": ""})
             body = _call_events(index, item, seq, item.input)
-    yield _event(p.OutputItemEvent(type="response.output_item.added", output_index=index, item=empty,
-                                   sequence_number=next(seq)))
+    yield _event(
+        p.OutputItemEvent(
+            type="response.output_item.added", output_index=index, item=empty, sequence_number=next(seq)
+        )
+    )
     yield from body
-    yield _event(p.OutputItemEvent(type="response.output_item.done", output_index=index, item=item,
-                                   sequence_number=next(seq)))
+    yield _event(
+        p.OutputItemEvent(
+            type="response.output_item.done", output_index=index, item=item, sequence_number=next(seq)
+        )
+    )
 
 
-def _content_events(index: int, item: p.OutputMessage | p.OutputReasoning,
-                    seq: Iterator[int]) -> Iterator[ServerSentEvent]:
+def _content_events(
+    index: int, item: p.OutputMessage | p.OutputReasoning, seq: Iterator[int]
+) -> Iterator[ServerSentEvent]:
     kind, logprobs = ("output_text", []) if isinstance(item, p.OutputMessage) else ("reasoning_text", None)
     where = {"item_id": item.id, "output_index": index, "content_index": 0}
     for part in item.content:
         empty = part.model_copy(update={"text": ""})
-        yield _event(p.ContentPartEvent(type="response.content_part.added", part=empty, **where,
-                                        sequence_number=next(seq)))
+        yield _event(
+            p.ContentPartEvent(
+                type="response.content_part.added", part=empty, **where, sequence_number=next(seq)
+            )
+        )
         for piece in chunk_text(part.text):
-            yield _event(p.TextDeltaEvent(type=f"response.{kind}.delta", delta=piece, logprobs=logprobs,
-                                          **where, sequence_number=next(seq)))
-        yield _event(p.TextDoneEvent(type=f"response.{kind}.done", text=part.text, logprobs=logprobs, **where,
-                                     sequence_number=next(seq)))
-        yield _event(p.ContentPartEvent(type="response.content_part.done", part=part, **where,
-                                        sequence_number=next(seq)))
+            yield _event(
+                p.TextDeltaEvent(
+                    type=f"response.{kind}.delta",
+                    delta=piece,
+                    logprobs=logprobs,
+                    **where,
+                    sequence_number=next(seq),
+                )
+            )
+        yield _event(
+            p.TextDoneEvent(
+                type=f"response.{kind}.done",
+                text=part.text,
+                logprobs=logprobs,
+                **where,
+                sequence_number=next(seq),
+            )
+        )
+        yield _event(
+            p.ContentPartEvent(
+                type="response.content_part.done", part=part, **where, sequence_number=next(seq)
+            )
+        )
 
 
-def _call_events(index: int, item: p.OutputFunctionCall | p.OutputCustomToolCall, seq: Iterator[int],
-                 text: str) -> Iterator[ServerSentEvent]:
+def _call_events(
+    index: int, item: p.OutputFunctionCall | p.OutputCustomToolCall, seq: Iterator[int], text: str
+) -> Iterator[ServerSentEvent]:
     custom = isinstance(item, p.OutputCustomToolCall)
     kind = "response.custom_tool_call_input.delta" if custom else "response.function_call_arguments.delta"
     for piece in chunk_text(text):
-        yield _event(p.CallDeltaEvent(type=kind, item_id=item.id, output_index=index, delta=piece,
-                                      sequence_number=next(seq)))
+        yield _event(
+            p.CallDeltaEvent(
+                type=kind, item_id=item.id, output_index=index, delta=piece, sequence_number=next(seq)
+            )
+        )
     if custom:
-        yield _event(p.CustomToolCallDoneEvent(item_id=item.id, output_index=index, input=text,
-                                               sequence_number=next(seq)))
+        yield _event(
+            p.CustomToolCallDoneEvent(
+                item_id=item.id, output_index=index, input=text, sequence_number=next(seq)
+            )
+        )
     else:
-        yield _event(p.FunctionCallDoneEvent(item_id=item.id, output_index=index, name=item.name,
-                                             arguments=text, sequence_number=next(seq)))
+        yield _event(
+            p.FunctionCallDoneEvent(
+                item_id=item.id, output_index=index, name=item.name, arguments=text, sequence_number=next(seq)
+            )
+        )
 
 
 def _event(model: BaseModel) -> ServerSentEvent:

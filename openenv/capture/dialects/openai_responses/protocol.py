@@ -155,8 +155,14 @@ class OtherItem(_Request):
 
 
 _ITEM_TYPES = frozenset(
-    ["message", "function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output",
-     "reasoning"]
+    [
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "reasoning",
+    ]
 )
 
 InputItem = Annotated[
