@@ -143,6 +143,26 @@ def test_thought_parts_and_signatures_map_to_thinking():
     )
 
 
+def test_a_streamed_reply_echoed_chunk_by_chunk_is_one_text_part():
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {
+                "role": "model",
+                "parts": [
+                    {"text": "Pl", "thought": True},
+                    {"text": "an.", "thought": True},
+                    {"text": "Hel"},
+                    {"text": "lo."},
+                ],
+            },
+        ]
+    }
+    assert canonical(body).messages[-1] == Message(
+        role="assistant", parts=(ThinkingPart(text="Plan."), TextPart(text="Hello."))
+    )
+
+
 def test_openapi_parameters_are_normalized_to_json_schema_and_snake_case_is_accepted():
     body = {
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}],

@@ -116,12 +116,8 @@ def _messages(contents: list[p.Content]) -> tuple[Message, ...]:
     out: list[Message] = []
     for content in contents:
         if content.role == "model":
-            out.append(
-                Message(
-                    role="assistant",
-                    parts=tuple(_model_part(x, ids) for x in content.parts if _has_model_part(x)),
-                )
-            )
+            parts = [_model_part(x, ids) for x in content.parts if _has_model_part(x)]
+            out.append(Message(role="assistant", parts=_joined(parts)))
         else:
             out.extend(_user_messages(content.parts, ids))
     return tuple(out)
@@ -138,6 +134,21 @@ def _model_part(part: p.Part, ids: _CallIds) -> Part:
     if part.thought:
         return ThinkingPart(text=part.text or "", signature=part.thought_signature)
     return TextPart(text=part.text or "")
+
+
+def _joined(parts: list[Part]) -> tuple[Part, ...]:
+    """Adjacent text (or thought) parts as one: a streamed reply arrives, and is echoed back, as one
+    part per chunk, but it is one piece of text (and one canonical part) however it was chunked."""
+    out: list[Part] = []
+    for part in parts:
+        last = out[-1] if out else None
+        if isinstance(part, TextPart) and isinstance(last, TextPart):
+            out[-1] = TextPart(text=last.text + part.text)
+        elif isinstance(part, ThinkingPart) and isinstance(last, ThinkingPart):
+            out[-1] = ThinkingPart(text=last.text + part.text, signature=last.signature or part.signature)
+        else:
+            out.append(part)
+    return tuple(out)
 
 
 def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
