@@ -291,3 +291,37 @@ def test_complete_takes_exact_token_ids(proxy: CaptureServer, renderer: Renderer
     assert list(done.token_ids) == ids and len(done.logprobs) == len(ids)
     with pytest.raises(BadRequest, match="exactly one"):
         pending.complete(text="a", token_ids=[1])
+
+
+QWEN3_STYLE = (
+    "{%- set ns = namespace(last=0) -%}{%- for m in messages %}{%- if m.role == 'user' %}"
+    "{%- set ns.last = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for m in messages %}<|im_start|>{{ 'user' if m.role == 'tool' else m.role }}\n"
+    "{%- if m.role == 'assistant' and m.reasoning_content and loop.index0 > ns.last %}"
+    "<think>\n{{ m.reasoning_content }}\n</think>\n\n{%- endif %}{{ m.content }}"
+    "{%- for c in m.tool_calls or [] %}<tool_call>\n{{ c.function | tojson }}\n</tool_call>{%- endfor %}"
+    "<|im_end|>\n{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+
+
+def test_template_that_drops_old_reasoning_breaks_only_when_it_rewrites(renderer: Renderer,
+                                                                        local_backend: Any) -> None:
+    """Tool loops merge; a new user message makes the template drop earlier <think> blocks, so the
+    earlier prompt is no longer a prefix: a new sequence and one break."""
+    import copy
+
+    tok = copy.deepcopy(renderer.tokenizer)
+    tok.chat_template = QWEN3_STYLE
+    qwen3 = Renderer(tok)
+    assert not qwen3.append_only
+    with CaptureServer(backend=local_backend, renderer=qwen3) as server:
+        session = server.open_session(mode="gated", sampling=SHORT)
+        harness = Harness(session)
+        first = harness.turn(lambda p: p.complete(text="<think>\nplan\n</think>\n\n" + call_text("ls")))
+        assert first.model_extra["reasoning_content"] == "plan"
+        harness.tool_result(first.tool_calls[0].id, "a.txt")
+        harness.turn(lambda p: p.complete(text="<think>\nseen\n</think>\n\nOne file."))
+        assert session.stats().merge_ratio == 1.0
+        harness.messages.append({"role": "user", "content": "And now?"})
+        harness.turn(lambda p: p.complete(text="Done."))
+        stats = session.stats()
+    assert (stats.turns, stats.sequences, stats.breaks) == (3, 2, 1)

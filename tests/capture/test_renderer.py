@@ -1,0 +1,63 @@
+"""The renderer: template facts the splice relies on, and suffix-only rendering equal to full renders."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from openenv.capture.canonical import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from openenv.capture.renderer import Renderer, after_reply
+
+CALL = ToolCallPart(id="c1", name="bash", arguments='{"command": "ls"}')
+CONVO = (
+    Message(role="system", parts=(TextPart(text="sys"),)),
+    Message(role="user", parts=(TextPart(text="list"),)),
+    Message(role="assistant", parts=(ThinkingPart(text="hmm"), CALL)),
+    Message(role="tool", parts=(ToolResultPart(tool_call_id="c1", content="a.txt", name="bash"),)),
+)
+
+
+def test_end_of_turn_facts_of_the_tiny_template(renderer: Renderer) -> None:
+    eos = renderer.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    assert renderer.eot_text == "<|im_end|>\n"
+    assert eos in renderer.eos_ids
+    assert renderer.bridge_text([5, eos]) == "\n"  # the model sampled <|im_end|>; only "\n" is inserted
+    assert renderer.bridge_text([5]) == "<|im_end|>\n"  # cut by max_tokens: the whole marker is inserted
+    assert renderer.append_only
+
+
+def test_suffix_render_equals_the_difference_of_full_renders(renderer: Renderer) -> None:
+    earlier = renderer.full_text(CONVO[:2], ())
+    full = renderer.full_text(CONVO, ())
+    suffix = renderer.suffix_text(CONVO[2:])
+    assert suffix == renderer.extend_text(full, earlier)
+    assert suffix == "<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_completion_text_drops_the_end_of_turn_token(renderer: Renderer) -> None:
+    ids = renderer.encode("hello") + sorted(renderer.eos_ids)
+    assert renderer.completion_text(ids) == "hello"
+
+
+def test_after_reply_is_none_when_history_was_rewritten() -> None:
+    assert after_reply("<a>X<e>\nrest", "<b>", "<e>\n") is None
+    assert after_reply("<a>X<e>\nrest", "<a>", "<e>\n") == "rest"
+
+
+def test_a_template_that_drops_old_reasoning_is_not_append_only(renderer: Renderer) -> None:
+    """Qwen3-style: reasoning of assistant turns before the last user message is not rendered."""
+    tok = copy.deepcopy(renderer.tokenizer)
+    tok.chat_template = (
+        "{%- set ns = namespace(last=0) -%}{%- for m in messages %}{%- if m.role == 'user' %}"
+        "{%- set ns.last = loop.index0 %}{%- endif %}{%- endfor %}"
+        "{%- for m in messages %}<|im_start|>{{ m.role }}\n"
+        "{%- if m.role == 'assistant' and m.reasoning_content and loop.index0 > ns.last %}"
+        "<think>{{ m.reasoning_content }}</think>{%- endif %}{{ m.content }}<|im_end|>\n{%- endfor %}"
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+    assert not Renderer(tok).append_only
+
+
+@pytest.mark.parametrize("text", ["", "plain", "<think>\nr\n</think>\n\nanswer"])
+def test_encode_decode_round_trips_rendered_text(renderer: Renderer, text: str) -> None:
+    assert renderer.decode(renderer.encode(text)) == text

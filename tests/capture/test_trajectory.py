@@ -1,0 +1,89 @@
+"""Trajectory bookkeeping, pure: linking by message prefix, merging, forks, breaks, export, stats."""
+
+from __future__ import annotations
+
+from openenv.capture.canonical import Completion, Message, TextPart, Tool
+from openenv.capture.trajectory import Trajectory, Turn
+
+
+def msg(role: str, text: str) -> Message:
+    return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]
+
+
+def answer(traj: Trajectory, messages: tuple[Message, ...], completion: list[int], *,
+           tools: tuple[Tool, ...] = (), env: list[int] | None = None) -> Turn:
+    """Record a turn the way the session does: link, splice, record."""
+    link = traj.find_parent(messages, tools)
+    env_ids = env if env is not None else [90, 91]
+    prompt = traj.prefix_ids(link) + env_ids if link else [1, 2, 3]
+    turn = traj.add(Turn(id=f"t{len(traj.turns)}", index=0, dialect="openai_chat", n_messages=len(messages),
+                         prompt_len=len(prompt)))
+    turn.completion = Completion(id=turn.id, model="m", created=0, token_ids=tuple(completion),
+                                 logprobs=tuple(-0.5 for _ in completion))
+    traj.record(turn, link=link, prompt_ids=prompt, env_ids=env_ids if link else [], messages=messages,
+                tools=tools, rewritten=link is None and len(traj.turns) > 1)
+    return turn
+
+
+SYS, USER = msg("system", "s"), msg("user", "u")
+A1, TOOL1, A2, TOOL2 = msg("assistant", "a1"), msg("tool", "r1"), msg("assistant", "a2"), msg("tool", "r2")
+
+
+def test_linear_turns_merge_into_one_row_with_env_mask_on_inserted_tokens() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10, 11])
+    answer(traj, (SYS, USER, A1, TOOL1), [12], env=[90, 91])
+    answer(traj, (SYS, USER, A1, TOOL1, A2, TOOL2), [13, 14], env=[92])
+    (row,) = traj.rows()
+    assert row.prompt_ids == [1, 2, 3]
+    assert row.completion_ids == [10, 11, 90, 91, 12, 92, 13, 14]
+    assert row.env_mask == [1, 1, 0, 0, 1, 0, 1, 1]
+    assert row.logprobs == [-0.5, -0.5, 0.0, 0.0, -0.5, 0.0, -0.5, -0.5]
+    assert row.turn_ids == ["t0", "t1", "t2"]
+    stats = traj.stats()
+    assert (stats.turns, stats.sequences, stats.merged, stats.breaks, stats.merge_ratio) == (3, 1, 2, 0, 1.0)
+
+
+def test_prefix_ids_are_prompt_plus_exact_completion() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10, 11])
+    answer(traj, (SYS, USER, A1, TOOL1), [12])
+    first, second = traj.sequences[0].turns
+    link = traj.find_parent((SYS, USER, A1, TOOL1, A2, TOOL2), ())
+    assert link is not None and link.turn is second
+    assert traj.prefix_ids(link) == [1, 2, 3, 10, 11, 90, 91, 12]
+
+
+def test_a_changed_earlier_message_is_a_break() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    answer(traj, (SYS, msg("user", "compacted"), A1, TOOL1), [11])
+    stats = traj.stats()
+    assert (stats.sequences, stats.breaks, stats.merge_ratio) == (2, 1, 0.0)
+
+
+def test_changed_tools_do_not_link() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    assert traj.find_parent((SYS, USER, A1, TOOL1), (Tool(name="new"),)) is None
+
+
+def test_a_second_reply_to_an_older_turn_forks_a_new_sequence() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    answer(traj, (SYS, USER, A1, TOOL1), [11])
+    fork = answer(traj, (SYS, USER, A1, msg("user", "other branch")), [12])
+    assert fork.kind == "fork" and fork.parent == "t0"
+    assert traj.rows()[1].prompt_ids == [1, 2, 3, 10, 90, 91]
+    stats = traj.stats()
+    assert (stats.sequences, stats.forks, stats.breaks, stats.merged) == (2, 1, 0, 1)
+
+
+def test_requests_without_an_assistant_reply_after_the_prefix_do_not_link() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    assert traj.find_parent((SYS, USER, msg("user", "again")), ()) is None
+
+
+def test_empty_trajectory_has_merge_ratio_one() -> None:
+    assert Trajectory().stats().merge_ratio == 1.0
