@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,11 +13,15 @@ from openenv.harness.sandbox.local import MARKER
 
 
 def sandboxed_processes() -> list[psutil.Process]:
-    """Every live process started by any sandbox (they all carry the marker variable)."""
+    """Every live process started by a sandbox of this test process (marker `<our pid>-<id>`).
+
+    Other engineers' runs on the same machine have their own pids, so they never count here.
+    """
+    owner = f"{os.getpid()}-"
     found = []
     for proc in psutil.process_iter():
         try:
-            if MARKER in proc.environ() and proc.status() != psutil.STATUS_ZOMBIE:
+            if proc.environ().get(MARKER, "").startswith(owner) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue

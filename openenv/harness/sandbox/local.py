@@ -162,7 +162,8 @@ class LocalSandbox:
         network: Network = "host",
         forward_ports: tuple[int, ...] = (),
     ) -> None:
-        self.id = uuid.uuid4().hex[:12]
+        # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
+        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
         self._limits = limits or Limits()
         self._env_allow = env_allow
