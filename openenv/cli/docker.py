@@ -5,85 +5,16 @@ The Docker SDK is imported inside the command bodies so `openenv --help` stays f
 
 from __future__ import annotations
 
-import os
-import re
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
 
-if TYPE_CHECKING:
-    import docker
+__all__ = ["register"]
 
-    from openenv.harness.spec import HarnessSpec
-
-__all__ = ["build_image", "image_tag", "register"]
-
-OFFLINE_BASE = os.environ.get("OPENENV_BASE_IMAGE", "openenv/base:latest")
 sandbox_app = typer.Typer(help="Docker sandbox upkeep (orphaned containers from dead runs).",
                           no_args_is_help=True)
 _out = Console(stderr=True)
-
-
-def image_tag(spec: HarnessSpec) -> str:
-    """`openenv/<harness>:<pinned version>`: the image `openenv build` makes for a harness."""
-    return f"openenv/{spec.name}:{re.sub(r'[^A-Za-z0-9_.-]', '-', spec.install.version)}"
-
-
-def _context(spec: HarnessSpec) -> Path | None:
-    """The build context: the host's pinned npm install (installed first if missing); None for pip."""
-    from openenv.harness.install import install, install_status, prefix
-
-    if spec.install.method != "npm":
-        return None
-    if not install_status(spec).ready:
-        _out.print(f"[bold]{spec.name}[/]: installing {spec.install.package}@{spec.install.version} on the host")
-        install([spec.name])
-    return prefix(spec)
-
-
-def _default_base(client: docker.DockerClient, spec: HarnessSpec) -> str | None:
-    """The offline base where it exists locally, else None (the Dockerfile's own public default)."""
-    import docker.errors
-
-    if spec.install.method != "npm":
-        return None
-    try:
-        client.images.get(OFFLINE_BASE)
-        return OFFLINE_BASE
-    except docker.errors.ImageNotFound:
-        return None
-
-
-def build_image(
-    client: docker.DockerClient, spec: HarnessSpec, *, base: str | None, network: str = "none"
-) -> str:
-    """Build `envs/<harness>/Dockerfile` and return its tag, printing build progress as it streams.
-
-    Raises:
-        EnvError: the Dockerfile is missing or the build failed (the message holds the engine's error).
-    """
-    from openenv.errors import EnvError
-    from openenv.harness.catalog import envs_root
-
-    dockerfile = envs_root() / spec.name / "Dockerfile"
-    if not dockerfile.is_file():
-        raise EnvError(f"{dockerfile} does not exist; harness {spec.name} has no image recipe")
-    context = _context(spec) or dockerfile.parent
-    tag = image_tag(spec)
-    base = base or _default_base(client, spec)
-    args: dict[str, Any] = {"buildargs": {"BASE_IMAGE": base}} if base else {}
-    _out.print(f"[bold]{spec.name}[/]: building {tag} FROM {base or '(Dockerfile default)'}, context {context}")
-    stream = client.api.build(path=str(context), dockerfile=str(dockerfile), tag=tag, rm=True, forcerm=True,
-                              decode=True, network_mode=network, pull=False, **args)
-    for chunk in stream:
-        if "error" in chunk:
-            raise EnvError(f"building {tag} failed: {chunk['error'].strip()}")
-        line = str(chunk.get("stream", "")).rstrip()
-        if line.startswith("Step ") or "Successfully" in line:
-            _out.print(f"  {line}")
-    return tag
 
 
 def build(
@@ -98,6 +29,7 @@ def build(
     from openenv.errors import OpenEnvError
     from openenv.harness.catalog import get_spec, harness_names
     from openenv.harness.sandbox.docker import engine_available
+    from openenv.harness.sandbox.images import build_harness_image
 
     if (reason := engine_available()) is not None:
         _out.print(f"[red]{reason}[/]")
@@ -107,7 +39,9 @@ def build(
     failed = []
     for name in names:
         try:
-            tag = build_image(client, get_spec(name), base=base, network=network)
+            spec = get_spec(name)
+            tag = build_harness_image(client, spec, base=base, network=network,
+                                      progress=lambda line, n=name: _out.print(f"  {n}: {line}"))
             _out.print(f"[green]{name}: built {tag}[/]")
         except OpenEnvError as exc:
             _out.print(f"[red]{name}: {exc.message}[/]")

@@ -290,7 +290,6 @@ class DockerSandbox:
         try:
             self._prepare(forward_ports)
             self._launch(forward_ports, lifetime_s)
-            self._await_forwarders(forward_ports)
         except BaseException:
             self.close()
             raise
@@ -372,18 +371,14 @@ class DockerSandbox:
             )
             self.container.start()  # set first: close() removes a created-but-failed one
 
-    def _await_forwarders(self, ports: tuple[int, ...], timeout_s: float = 15) -> None:
-        deadline = time.monotonic() + timeout_s
-        pending = [self.root / "sock" / f"p{p}.ready" for p in ports]
-        while pending := [path for path in pending if not path.exists()]:
-            if time.monotonic() > deadline or self.lost_reason() is not None:
-                raise EnvError(f"the in-container forwarder did not come up: {self._container_logs()}")
-            time.sleep(0.02)
-
-    def _container_logs(self) -> str:
-        with contextlib.suppress(docker.errors.DockerException):
-            return self.container.logs(tail=20).decode("utf-8", "replace") or "(no output)"
-        return "(container gone)"
+    def _await_proxy(self, timeout_s: float = 15) -> str:
+        """Shell that waits (in the container) for the forwarders, so the engine's start overlaps theirs."""
+        ready = [f"{self.root}/sock/p{bridge.socket_path.stem[1:]}.ready" for bridge in self._bridges]
+        if not ready:
+            return ""
+        missing = " || ".join(f"[ ! -e {path} ]" for path in ready)
+        return (f"i=0; while {{ {missing}; }} && [ $i -lt {int(timeout_s * 50)} ]; do sleep 0.02; i=$((i+1)); done; "
+                f"[ $i -lt {int(timeout_s * 50)} ] || echo '[openenv] the proxy forwarder did not start' >>\"$0\"; ")
 
     # -- the Sandbox protocol -----------------------------------------------------------------------
 
@@ -430,7 +425,7 @@ class DockerSandbox:
         self._hand_over(self.home)
         tag = f"{MARKER}={self.id}:{len(self._processes)}"
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
-        wrapped = ["/bin/sh", "-c", 'exec "$@" >>"$0" 2>&1', str(log), *argv]
+        wrapped = ["/bin/sh", "-c", f'{self._await_proxy()}exec "$@" >>"$0" 2>&1', str(log), *argv]
         environment = {**self.environment(env), MARKER: tag.partition("=")[2]}
         with _engine_errors(f"start {argv[0]!r}"):
             exec_id = self.api.exec_create(
