@@ -7,6 +7,7 @@ Two measurements, each as median and p90 over repeated runs, with the ratio to t
 1. **first command**: from constructing the sandbox (with one forwarded proxy port) until a started
    command is running (it touches a file the host polls for). Local is measured with the host network
    and with the loopback-only namespace (the isolation Docker is compared with).
+   `docker (warm pool)` takes a sandbox a `WarmPool` started ahead of time.
 2. **first model request**: `HarnessEnvironment.reset()` (sandbox, capture session, harness config and
    launch) until the harness's first request reaches the proxy, per harness, on the in-process tiny
    model. The Docker rows run the same environment with DockerSandbox swapped in.
@@ -28,6 +29,7 @@ from unittest import mock
 from openenv.harness.sandbox.base import Sandbox
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.local import LocalSandbox
+from openenv.harness.sandbox.pool import WarmPool
 from openenv.testing.vllm_server import free_port
 
 
@@ -49,40 +51,65 @@ def _first_command(make: Callable[[], Sandbox]) -> float:
         sandbox.close()
 
 
-def _sandbox_makers(port: int) -> dict[str, Callable[[], Sandbox]]:
+def _sandbox_makers(port: int, pool: WarmPool) -> dict[str, Callable[[], Sandbox]]:
     return {
         "local (host network)": lambda: LocalSandbox(forward_ports=(port,)),
         "local (loopback netns)": lambda: LocalSandbox(network="loopback", forward_ports=(port,)),
         "docker": lambda: DockerSandbox(forward_ports=(port,)),
+        "docker (warm pool)": pool.take,
     }
 
 
+def _drain(makers: dict[str, Callable[[], Sandbox]], label: str, pool: WarmPool | None, reps: int) -> list[float]:
+    """Time `reps` runs; with a pool, let it refill between runs (episodes are seconds apart in use)."""
+    times = []
+    for _ in range(reps):
+        if pool is not None:
+            _await_pool(pool)
+        times.append(_first_command(makers[label]))
+    return times
+
+
+def _await_pool(pool: WarmPool, timeout_s: float = 30) -> None:
+    deadline = time.perf_counter() + timeout_s
+    while pool.waiting == 0 and time.perf_counter() < deadline:
+        time.sleep(0.01)
+
+
 @contextlib.contextmanager
-def _docker_episodes() -> Iterator[None]:
+def _docker_episodes(pool: WarmPool | None) -> Iterator[None]:
     """Run HarnessEnvironment episodes in DockerSandbox (it builds a LocalSandbox inline today)."""
     from openenv.harness.install import cache_root
 
     def make(*, forward_ports: tuple[int, ...], **_: Any) -> DockerSandbox:
+        if pool is not None:
+            return pool.take()
         return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
 
     with mock.patch("openenv.harness.environment.LocalSandbox", make):
         yield
 
 
-def _first_request(harness: str, server: Any, reps: int, docker: bool) -> list[float]:
+def _first_request(harness: str, server: Any, reps: int, mode: str) -> list[float]:
     from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.install import cache_root
     from openenv.harness.tasks import builtin_task
 
     task = builtin_task("fix-temperature-conversion")
     times = []
-    with _docker_episodes() if docker else contextlib.nullcontext():
+    pool = WarmPool(size=1, forward_ports=(server.port,), mounts=(cache_root(),)) if mode == "pool" else None
+    with _docker_episodes(pool) if mode != "local" else contextlib.nullcontext():
         for _ in range(reps):
+            if pool is not None:
+                _await_pool(pool)
             env = HarnessEnvironment(harness, server=server, network="loopback")
             start = time.perf_counter()
             obs = env.reset(task=task)
             times.append(time.perf_counter() - start)
             assert obs.pending is not None, f"{harness} ended before its first request: {obs.output_tail}"
             env.close()
+    if pool is not None:
+        pool.close()
     return times
 
 
@@ -101,8 +128,10 @@ def main() -> None:
 
     table: list[tuple[str, str, float, float, float]] = []
     port = free_port()
-    measured = {label: [_first_command(make) for _ in range(args.reps)] for label, make in
-                _sandbox_makers(port).items()}
+    with WarmPool(size=1, forward_ports=(port,)) as pool:
+        makers = _sandbox_makers(port, pool)
+        measured = {label: _drain(makers, label, pool if "pool" in label else None, args.reps)
+                    for label in makers}
     for label, times in measured.items():
         _row(table, "first command", label, times, measured["local (loopback netns)"])
 
@@ -119,10 +148,11 @@ def main() -> None:
             if not install_status(get_spec(harness)).ready:
                 print(f"skipping {harness}: not installed")
                 continue
-            local = _first_request(harness, server, args.episode_reps, docker=False)
-            docker = _first_request(harness, server, args.episode_reps, docker=True)
+            local = _first_request(harness, server, args.episode_reps, "local")
             _row(table, f"first request: {harness}", "local (loopback netns)", local, local)
-            _row(table, f"first request: {harness}", "docker", docker, local)
+            for mode, label in (("docker", "docker"), ("pool", "docker (warm pool)")):
+                _row(table, f"first request: {harness}", label,
+                     _first_request(harness, server, args.episode_reps, mode), local)
     finally:
         server.stop()
 

@@ -401,3 +401,24 @@ def test_openenv_build_makes_a_harness_image_that_runs_with_no_mounts(client: do
     with DockerSandbox(image=tag, client=client) as box:
         result = box.run(["gemini", "--version"], env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout_s=60)
     assert result.output.strip().splitlines()[-1] == spec.install.version, result.output
+
+
+def test_a_warm_pool_hands_out_started_sandboxes_and_refills_behind_them(
+    client: docker.DockerClient, proxy_port: int
+) -> None:
+    from openenv.harness.sandbox.pool import WarmPool
+
+    with WarmPool(size=2, forward_ports=(proxy_port,), client=client) as pool:
+        deadline = time.monotonic() + 30
+        while pool.waiting < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.waiting == 2
+        first, second = pool.take(), pool.take()
+        assert first.container.id != second.container.id
+        for box in (first, second):
+            assert _py(box, f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{proxy_port}/').read())")
+            box.close()
+        while pool.waiting < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pool.waiting == 2 and pool.errors == []
+    assert _ours(client) == []
