@@ -5,10 +5,14 @@ Heavy imports (the capture server, torch) stay inside command bodies so `openenv
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -72,9 +76,9 @@ def _progress(obs: object) -> None:
 
     assert isinstance(obs, HarnessObservation)
     tokens = len(obs.last_turn.token_ids) if obs.last_turn else 0
-    where = "done" if obs.done else f"waiting on turn {obs.turns + 1}"
+    where = "done" if obs.done else f"turn {obs.turns + 1} pending"
     _err.print(f"[dim]{time.strftime('%H:%M:%S')}[/] turns {obs.turns} · tool calls {obs.tool_calls} · "
-               f"last reply {tokens} tokens · harness {obs.harness_status} · {where}")
+               f"last reply {tokens} tokens · harness {obs.harness_status} · {where}", soft_wrap=True)
 
 
 def run(
@@ -93,24 +97,14 @@ def run(
 ) -> None:
     """Run one harness episode on one task and print the reward and the trajectory summary."""
     from openenv.errors import OpenEnvError
-    from openenv.harness.environment import HarnessEnvironment
-    from openenv.harness.rollout import run_episode, save_trajectory
-    from openenv.harness.tasks import find_task
 
     if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm"):
         _err.print("[red]error:[/] --policy is sample|run|oracle and --backend is local|vllm")
         raise typer.Exit(2)
     try:
-        the_task = find_task(task, tasks_from)
-        env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
-                                 network=network)  # type: ignore[arg-type]
-        try:
-            obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
-                                       timeout_s=timeout)
-            path = out or Path("artifacts/runs") / f"{harness}-{task}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
-            summary.trajectory = str(save_trajectory(path, env, obs, summary))
-        finally:
-            env.close()
+        # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
+        with _stdout_to_stderr():
+            summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, timeout, out)
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
@@ -122,6 +116,41 @@ def run(
                   str(summary.sequences), f"{summary.merge_ratio:.2f}", str(summary.aux_turns), f"{summary.wall_s:.1f}")
     Console().print(table)
     Console().print(f"trajectory: {summary.trajectory}")
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Send stdout to stderr, for Python prints and child processes (the tiny-model build) alike."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
+             policy: str, network: str, timeout: float | None, out: Path | None) -> Any:
+    """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.rollout import run_episode, save_trajectory
+    from openenv.harness.tasks import find_task
+
+    the_task = find_task(task, tasks_from)
+    env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
+                             network=network)  # type: ignore[arg-type]
+    try:
+        obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
+                                   timeout_s=timeout)
+        path = out or Path("artifacts/runs") / f"{harness}-{task}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+        summary.trajectory = str(save_trajectory(path, env, obs, summary))
+    finally:
+        env.close()
+    return summary
 
 
 def register(app: typer.Typer) -> None:
