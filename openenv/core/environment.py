@@ -2,7 +2,8 @@
 
 Write `reset`, `step` and `state` synchronously for a simple env; the async variants then run them in a
 worker thread so a server's event loop never blocks. An env whose work is naturally async (network,
-subprocesses) overrides `reset_async`/`step_async` instead, and the server calls those directly.
+subprocesses) overrides `reset_async`/`step_async` instead, and the server calls those directly. An env
+whose sync methods are pure and quick sets `blocking = False` and is called inline.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     action_type: ClassVar[type[Action]] = Action
     observation_type: ClassVar[type[Observation]] = Observation
     state_type: ClassVar[type[State]] = State
+    # Set False when the sync methods never block (pure computation, microseconds): callers then run
+    # them inline on the event loop instead of paying a worker-thread hop per call.
+    blocking: ClassVar[bool] = True
 
     @abstractmethod
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ObsT:
@@ -74,11 +78,15 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
         """The episode's current state (id, step count and env-specific fields)."""
 
     async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ObsT:
-        """Async `reset`; by default runs the sync one in a worker thread."""
+        """Async `reset`; by default runs the sync one in a worker thread (inline if not `blocking`)."""
+        if not self.blocking:
+            return self.reset(seed, episode_id, **options)
         return await asyncio.to_thread(self.reset, seed, episode_id, **options)
 
     async def step_async(self, action: ActT) -> ObsT:
-        """Async `step`; by default runs the sync one in a worker thread."""
+        """Async `step`; by default runs the sync one in a worker thread (inline if not `blocking`)."""
+        if not self.blocking:
+            return self.step(action)
         return await asyncio.to_thread(self.step, action)
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """Sessions: one env instance per client, a capacity limit, a per-session lock and an idle reaper.
 
 Sync envs run in the registry's thread pool so the event loop never blocks; envs that override
-`reset_async`/`step_async` are awaited directly. Any exception an env raises that is not already an
+`reset_async`/`step_async` are awaited directly, and envs marked `blocking = False` are called inline. Any exception an env raises that is not already an
 `OpenEnvError` becomes an `EnvError`, so a buggy env answers an error instead of crashing the server.
 """
 
@@ -110,6 +110,8 @@ class Session:
         try:
             if async_name is not None and _overrides(self.env, async_name):
                 return await getattr(self.env, async_name)(*args, **kwargs)  # type: ignore[no-any-return]
+            if not self.env.blocking:
+                return sync_fn(*args, **kwargs)
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self.executor, functools.partial(sync_fn, *args, **kwargs))
         except OpenEnvError:

@@ -14,6 +14,7 @@ from openenv.core import Environment
 class ThreadRecordingEnv(EchoEnvironment):
     """Echo that records which thread ran its sync methods."""
 
+    blocking = True
     threads: list[str]
 
     def __init__(self) -> None:
@@ -47,6 +48,16 @@ async def test_async_variants_run_the_sync_methods_off_the_event_loop_thread() -
     assert obs.echoed_message == "abc"
     assert env.state.episode_id == "e1"
     assert threading.current_thread().name not in env.threads
+
+
+async def test_non_blocking_envs_run_inline_on_the_callers_thread() -> None:
+    class InlineEnv(ThreadRecordingEnv):
+        blocking = False
+
+    env = InlineEnv()
+    await env.reset_async()
+    await env.step_async(EchoAction(message="abc"))
+    assert env.threads == [threading.current_thread().name] * 2
 
 
 def test_reset_passes_options_through_as_keywords() -> None:

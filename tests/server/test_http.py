@@ -94,7 +94,8 @@ def test_a_step_body_without_action_is_bad_request_naming_it(http: httpx.Client,
     r = http.post(f"{echo_url}/step", json={"acton": {}}, headers={SID: sid})
     assert r.status_code == 400
     assert r.json()["error"]["code"] == "bad_request"
-    assert "body.action" in r.json()["error"]["message"]
+    assert "request field 'action': Field required" in r.json()["error"]["message"]
+    assert "request field 'acton': Extra inputs are not permitted" in r.json()["error"]["message"]
 
 
 def test_unknown_reset_option_is_bad_request_not_a_500(http: httpx.Client, echo_url: str) -> None:

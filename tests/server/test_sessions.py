@@ -19,6 +19,8 @@ from openenv.server.sessions import EnvTypes, SessionRegistry
 class SlowEnv(EchoEnvironment):
     """Echo whose sync step blocks its thread, like an env waiting on a subprocess."""
 
+    blocking = True
+
     def step(self, action: EchoAction) -> EchoObservation:
         time.sleep(0.2)
         obs = super().step(action)
@@ -107,6 +109,20 @@ async def test_async_native_envs_are_awaited_on_the_loop(make_registry) -> None:
     await session.reset(ResetRequest())
     obs = await session.step({"message": "x"})
     assert obs.metadata["thread"] == threading.current_thread().name
+
+
+async def test_non_blocking_envs_are_called_inline(make_registry) -> None:  # type: ignore[no-untyped-def]
+    class InlineEnv(EchoEnvironment):
+        blocking = False
+
+        def step(self, action: EchoAction) -> EchoObservation:
+            obs = super().step(action)
+            obs.metadata["thread"] = threading.current_thread().name
+            return obs
+
+    session = await make_registry(InlineEnv).open("ws")
+    await session.reset(ResetRequest())
+    assert (await session.step({"message": "x"})).metadata["thread"] == threading.current_thread().name
 
 
 async def test_steps_on_one_session_never_interleave(make_registry) -> None:  # type: ignore[no-untyped-def]

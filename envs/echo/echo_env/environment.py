@@ -21,6 +21,7 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
     action_type = EchoAction
     observation_type = EchoObservation
     state_type = EchoState
+    blocking = False  # a few attribute writes per call: a worker-thread hop would cost more than the step
 
     def __init__(self) -> None:
         self._state = EchoState()

@@ -9,10 +9,10 @@ from openenv.server.sessions import EnvTypes, SessionRegistry
 __all__ = ["env_types", "registry"]
 
 
-def registry(conn: HTTPConnection) -> SessionRegistry:
-    """The live registry (created in the app's lifespan)."""
+async def registry(conn: HTTPConnection) -> SessionRegistry:
+    """The live registry (created in the app's lifespan). Async so FastAPI does not run it in a thread."""
     return conn.app.state.registry  # type: ignore[no-any-return]
 
 
-def env_types(conn: HTTPConnection) -> EnvTypes:
+async def env_types(conn: HTTPConnection) -> EnvTypes:
     return conn.app.state.types  # type: ignore[no-any-return]

@@ -38,7 +38,7 @@ _MESSAGE_TYPES = "reset, step, state, close"
 
 @router.websocket("/ws")
 async def session_socket(websocket: WebSocket) -> None:
-    reg = registry(websocket)
+    reg = await registry(websocket)
     await websocket.accept()
 
     async def on_reap() -> None:
