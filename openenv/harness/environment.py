@@ -22,7 +22,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import PendingTurn, Session
 from openenv.capture.trajectory import TurnRecord
-from openenv.core.environment import EnvMetadata, Environment
+from openenv.core.environment import Environment, EnvMetadata
 from openenv.errors import BadRequest, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
@@ -190,11 +190,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             raise InvalidAction("no episode is in progress; call reset() first")
         self._state.step_count += 1
         if action.kind == "run":
-            episode.session.run()
+            episode.session.run()  # samples whatever is parked now and every later request
             if episode.pending is not None and not episode.pending.resolved:
-                episode.pending.sample(timeout=self._turn_timeout_s)
-            episode.pending = None
-            episode.process.wait(None)
+                self._answer(episode, HarnessAction(kind="sample"))
+            episode.process.wait(None)  # the sandbox's deadline bounds this
             return self._finish()
         self._answer(episode, action)
         return self._advance()

@@ -82,7 +82,7 @@ def install(names: list[str], *, quiet: bool = False) -> None:
     """
     script = repo_root() / "scripts" / "install_harnesses.sh"
     env = {**os.environ, "OPENENV_HARNESS_CACHE": str(cache_root())}
-    proc = subprocess.run(["bash", str(script), *names], env=env, capture_output=quiet, text=True)
+    proc = subprocess.run(["bash", str(script), *names], env=env, capture_output=quiet, text=True, check=False)
     if proc.returncode != 0:
         tail = (proc.stderr or "")[-2000:]
         raise EnvError(f"installing {' '.join(names)} failed (exit {proc.returncode}). {tail}")

@@ -30,7 +30,7 @@ def hermes_tool_call(name: str, arguments: dict[str, Any]) -> str:
 
 
 def _placeholder(schema: dict[str, Any]) -> Any:
-    if "enum" in schema and schema["enum"]:
+    if schema.get("enum"):
         return schema["enum"][0]
     if "default" in schema:
         return schema["default"]

@@ -17,7 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Self
 
 import psutil
 
@@ -240,7 +240,8 @@ class LocalSandbox:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=_preexec(self._limits),
+                # The hook only calls setrlimit (async-signal-safe), so forking beside threads is fine.
+                preexec_fn=_preexec(self._limits),  # noqa: PLW1509
             )
 
     def start(
@@ -285,7 +286,7 @@ class LocalSandbox:
             bridge.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    def __enter__(self) -> LocalSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

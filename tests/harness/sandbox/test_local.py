@@ -85,7 +85,7 @@ def test_resource_limits_apply():
 
 
 class _Hello(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         body = b"hello from the host"
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
