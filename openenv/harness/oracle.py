@@ -4,9 +4,10 @@ It speaks the tiny model's own tool-call format (hermes: `<tool_call>{json}</too
 harness's own shell tool, so the harness parses and runs the call exactly as it would a model's. Its
 plan is read off the conversation itself, which makes it stateless and safe to retry:
 
-1. no tool result yet: call the shell tool with the solution script;
-2. the harness needs a finish command (mini-swe-agent) and has not run it: call it;
-3. otherwise: a short final text answer.
+1. with `look_first`, the first call lists the workspace, as an agent would look before it edits;
+2. then the shell tool runs the solution script;
+3. a harness that needs a finish command (mini-swe-agent) gets it next;
+4. once every planned call has a tool result: a short final text answer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from openenv.harness.tasks.model import Task
 __all__ = ["FINAL_TEXT", "OraclePolicy", "fill_required", "hermes_tool_call"]
 
 FINAL_TEXT = "I applied the fix and the task is done."
+LOOK_COMMAND = "ls -la"
 AUX_TEXT = "Fix the task"
 
 
@@ -54,9 +56,14 @@ def fill_required(arguments: dict[str, Any], tool: Tool | None) -> dict[str, Any
 class OraclePolicy:
     """Replies that make `spec`'s harness run `task.solution` through its own shell tool."""
 
-    def __init__(self, spec: HarnessSpec, task: Task) -> None:
+    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False) -> None:
         self.spec = spec
         self.task = task
+        self.plan = [
+            *([LOOK_COMMAND] if look_first else []),
+            task.solution,
+            *([spec.finish_command] if spec.finish_command else []),
+        ]
 
     def _shell_call(self, request: CanonicalRequest, command: str) -> str:
         tool = next((t for t in request.tools if t.name == self.spec.shell_tool.name), None)
@@ -68,8 +75,6 @@ class OraclePolicy:
         if aux or not request.tools:
             return AUX_TEXT
         results = sum(1 for m in request.messages if m.role == "tool")
-        if results == 0:
-            return self._shell_call(request, self.task.solution)
-        if self.spec.finish_command and results == 1:
-            return self._shell_call(request, self.spec.finish_command)
+        if results < len(self.plan):
+            return self._shell_call(request, self.plan[results])
         return FINAL_TEXT

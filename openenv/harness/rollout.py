@@ -59,18 +59,20 @@ def run_episode(
     policy: Policy = "sample",
     on_step: Callable[[HarnessObservation], None] | None = None,
     timeout_s: float | None = None,
+    look_first: bool = False,
 ) -> tuple[HarnessObservation, EpisodeSummary]:
     """Reset on `task`, answer every turn with `policy` until done, and summarize.
 
     `oracle` applies the task's reference solution through the harness's own tools; `sample` lets the
-    backend answer each turn; `run` hands the whole episode to the backend in one step.
+    backend answer each turn; `run` hands the whole episode to the backend in one step. `look_first`
+    makes the oracle list the workspace before it edits (one more turn, one more merge to check).
     """
     start = time.monotonic()
     options: dict[str, object] = {"task": task}
     if timeout_s is not None:
         options["timeout_s"] = timeout_s
     obs = env.reset(**options)
-    oracle = OraclePolicy(env.spec, task)
+    oracle = OraclePolicy(env.spec, task, look_first=look_first)
     while not obs.done:
         if on_step is not None:
             on_step(obs)

@@ -55,3 +55,11 @@ def test_mini_swe_agent_gets_its_finish_command_second():
 def test_aux_requests_get_plain_text():
     request = CanonicalRequest(messages=(USER,))
     assert "<tool_call>" not in OraclePolicy(get_spec("opencode"), TASK).reply(request, aux=True)
+
+
+def test_look_first_lists_the_workspace_before_the_solution():
+    oracle = OraclePolicy(get_spec("pi"), TASK, look_first=True)
+    request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash"),))
+    calls = [HermesParser().parse(oracle.reply(_after_tool_call(request, n))).tool_calls for n in range(2)]
+    assert [json.loads(c[0].arguments)["command"] for c in calls] == ["ls -la", TASK.solution]
+    assert oracle.reply(_after_tool_call(request, 2)) == FINAL_TEXT
