@@ -21,12 +21,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from transformers.utils.chat_template_utils import render_jinja_template
+
 from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
 
 __all__ = ["Renderer", "template_messages", "template_tools"]
 
 _ANCHOR: list[dict[str, Any]] = [{"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"
+_HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 
 
 def template_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -82,11 +85,18 @@ class Renderer:
 
     def __init__(self, tokenizer: Any, *, template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
-        self.template_kwargs = dict(template_kwargs or {})
+        # What `apply_chat_template` passes, resolved once: its per-call overhead was 3x the render.
+        self.template_kwargs = {**tokenizer.special_tokens_map, **(template_kwargs or {})}
+        self._templates = {False: tokenizer.get_chat_template(None, None),
+                           True: tokenizer.get_chat_template(None, [{}])}
+        fast = getattr(tokenizer, "backend_tokenizer", None)
+        self._encode = (lambda text: fast.encode(text, add_special_tokens=False).ids) if fast is not None else (
+            lambda text: tokenizer.encode(text, add_special_tokens=False))
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())
         self._anchor_text = self.render(_ANCHOR, None)
+        self._head_ids: dict[str, list[int]] = {}
         self.append_only = self._probe_append_only()
 
     @classmethod
@@ -99,14 +109,15 @@ class Renderer:
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
                generation_prompt: bool = True) -> str:
-        """The template's text for template-shaped messages."""
-        return str(self.tokenizer.apply_chat_template(
-            messages, tools=tools, tokenize=False, add_generation_prompt=generation_prompt,
-            **self.template_kwargs))
+        """The template's text for template-shaped messages (what `apply_chat_template` renders)."""
+        rendered, _ = render_jinja_template(
+            conversations=[messages], tools=tools, chat_template=self._templates[bool(tools)],
+            add_generation_prompt=generation_prompt, **self.template_kwargs)
+        return str(rendered[0])
 
     def encode(self, text: str) -> list[int]:
         """Token ids of rendered text; special-token strings in it become their ids."""
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return list(self._encode(text))
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
@@ -124,9 +135,23 @@ class Renderer:
         return self.render(template_messages(messages), template_tools(tools))
 
     def full_prompt(self, messages: Sequence[Message], tools: Sequence[Tool]) -> tuple[str, list[int]]:
-        """(text, ids) of the whole conversation with the generation prompt."""
+        """(text, ids) of the whole conversation with the generation prompt.
+
+        The first block (system prompt and tool schemas, up to the first end-of-turn token) is the
+        same in every session of a harness, so its ids are cached; special tokens split
+        tokenization, so ids(head + rest) == ids(head) + ids(rest).
+        """
         text = self.full_text(messages, tools)
-        return text, self.encode(text)
+        cut = text.find(self.eos_text) + len(self.eos_text) if self.eos_text else 0
+        if cut <= len(self.eos_text):
+            return text, self.encode(text)
+        head = text[:cut]
+        ids = self._head_ids.get(head)
+        if ids is None:
+            ids = self._head_ids[head] = self.encode(head)
+            while len(self._head_ids) > _HEAD_CACHE:
+                self._head_ids.pop(next(iter(self._head_ids)))
+        return text, ids + self.encode(text[cut:])
 
     def bridge_text(self, completion_ids: Sequence[int]) -> str:
         """What the template puts after the completion's last id: the rest of the end-of-turn
