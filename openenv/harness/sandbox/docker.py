@@ -26,7 +26,7 @@ import uuid
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import docker
 import docker.errors
@@ -276,14 +276,17 @@ class DockerSandbox:
         self._stopped = False
         self._lost: str | None = None
         self.container: Any = None
-        self._fresh_options = dict(image=image, limits=limits, container_limits=container_limits,
-                                   mounts=mounts, user=user, read_only=read_only, lifetime_s=lifetime_s)
+        self._fresh_options: dict[str, Any] = {
+            "image": image, "limits": limits, "container_limits": container_limits, "mounts": mounts,
+            "user": user, "read_only": read_only, "lifetime_s": lifetime_s,
+        }
         with _engine_errors("connect to the engine"):
             self.client = client or docker.from_env()
         self.api = self.client.api
-        if not _SWEPT.is_set():
+        if not _SWEPT.is_set():  # once per process: containers of owners that died without close()
             _SWEPT.set()
-            sweeper.sweep(self.client)
+            with _engine_errors("sweep orphaned sandboxes"):
+                sweeper.sweep(self.client)
         self.root = Path(tempfile.mkdtemp(prefix=sweeper.ROOT_PREFIX))
         self.root.chmod(0o755)
         _OPEN.add(self)
@@ -524,7 +527,7 @@ class DockerSandbox:
         """A new sandbox with this one's image, limits, mounts and user, and no network at all."""
         return DockerSandbox(**self._fresh_options, expose_private=expose_private, client=self.client)
 
-    def __enter__(self) -> DockerSandbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

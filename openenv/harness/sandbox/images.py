@@ -52,7 +52,7 @@ def _build(client: docker.DockerClient, *, context: Path, dockerfile: Path, tag:
             if "error" in chunk:
                 raise EnvError(f"building {tag} failed: {str(chunk['error']).strip()}")
             line = str(chunk.get("stream", "")).rstrip()
-            if line.startswith("Step ") or line.startswith("Successfully"):
+            if line.startswith(("Step ", "Successfully")):
                 progress(line)
     except docker.errors.DockerException as exc:
         raise EnvError(f"building {tag} failed: {exc}") from exc

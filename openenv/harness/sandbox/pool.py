@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any
+from typing import Any, Self
 
 from openenv.errors import OpenEnvError
 from openenv.harness.sandbox.docker import DockerSandbox
@@ -87,7 +87,7 @@ class WarmPool:
             except queue.Empty:
                 return
 
-    def __enter__(self) -> WarmPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,80 +1,24 @@
-"""DockerSandbox on a real Docker engine: isolation, limits, statuses, cleanup, orphan sweeping, grading.
+"""DockerSandbox on a real Docker engine: isolation, limits, statuses, cleanup, grading, episodes.
 
-Needs a running engine (scripts/install_docker.sh) and the offline base image (built here on first use
-by scripts/build_base_image.sh, cached). Skipped, with the reason, only when no engine answers.
+Fixtures (engine, stand-in proxy, sandbox) are in conftest.py; tests are skipped, with the reason, only
+when no engine answers (scripts/install_docker.sh starts one).
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
+import docker
 import pytest
 
-from openenv.errors import SandboxLost
+from openenv.errors import EnvError, SandboxLost
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
-from openenv.harness.sandbox.docker import engine_available
+from openenv.harness.sandbox.docker import DockerSandbox, verify_isolated
+from openenv.harness.sandbox.sweeper import KIND_LABEL
 from openenv.harness.tasks.model import Task
-from openenv.testing.vllm_server import free_port
-
-_NO_ENGINE = engine_available()
-pytestmark = pytest.mark.skipif(_NO_ENGINE is not None, reason=_NO_ENGINE or "")
-
-if _NO_ENGINE is None:
-    import docker
-
-    from openenv.harness.sandbox.docker import DEFAULT_IMAGE, ContainerLimits, DockerSandbox, verify_isolated
-    from openenv.harness.sandbox.sweeper import KIND_LABEL, sweep
-
-REPO = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[docker.DockerClient]:
-    subprocess.run(["bash", str(REPO / "scripts" / "build_base_image.sh")], check=True)
-    engine = docker.from_env()
-    yield engine
-    engine.close()
-
-
-class _Hello(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = b"proxy says hi"
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def proxy_port() -> Iterator[int]:
-    """A real HTTP server on this host's loopback, standing in for the capture proxy."""
-    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Hello)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-
-
-@pytest.fixture
-def sandbox(client: docker.DockerClient, proxy_port: int) -> Iterator[DockerSandbox]:
-    box = DockerSandbox(forward_ports=(proxy_port,), client=client,
-                        container_limits=ContainerLimits(cpus=1.5, memory_mb=768, pids=256))
-    yield box
-    box.close()
-
-
-def _ours(client: docker.DockerClient) -> list[str]:
-    return [c.short_id for c in client.containers.list(all=True, filters={"label": KIND_LABEL})]
 
 
 def _py(sandbox: DockerSandbox, code: str, timeout_s: float = 30) -> str:
@@ -143,15 +87,9 @@ print(json.dumps({
 """
 
 
-def test_nothing_but_the_proxy_is_reachable_from_inside(sandbox: DockerSandbox, proxy_port: int) -> None:
+def test_nothing_but_the_proxy_is_reachable_from_inside(sandbox: DockerSandbox, host_only_port: int) -> None:
     """Every failure here is decided inside the container (no route, no resolver): no packet leaves it."""
-    host_only = ThreadingHTTPServer(("127.0.0.1", free_port()), _Hello)
-    threading.Thread(target=host_only.serve_forever, daemon=True).start()
-    try:
-        port = host_only.server_address[1]
-        results = json.loads(_py(sandbox, _PROBES.replace("HOST_PORT", str(port))))
-    finally:
-        host_only.shutdown()
+    results = json.loads(_py(sandbox, _PROBES.replace("HOST_PORT", str(host_only_port))))
     assert results["interfaces"] == ["lo"]
     assert results["host_loopback_port"] == "ConnectionRefusedError:111"
     assert results["dns"].startswith("gaierror:")
@@ -180,7 +118,7 @@ def test_timeout_kills_the_whole_tree_including_setsid_daemons(sandbox: DockerSa
 
 
 def test_a_container_killed_from_outside_is_a_clean_sandbox_lost(
-    sandbox: DockerSandbox, client: docker.DockerClient
+    sandbox: DockerSandbox, client: docker.DockerClient, ours: Callable[[], list[str]]
 ) -> None:
     process = sandbox.start(["sleep", "300"], env={}, timeout_s=300)
     client.containers.get(sandbox.container.id).kill()
@@ -193,7 +131,7 @@ def test_a_container_killed_from_outside_is_a_clean_sandbox_lost(
     with pytest.raises(SandboxLost, match="sandbox lost"):
         sandbox.run(["true"])
     sandbox.close()
-    assert sandbox.container.short_id not in _ours(client)
+    assert sandbox.container.short_id not in ours()
 
 
 def _episode(client: docker.DockerClient, port: int, n: int) -> str:
@@ -211,7 +149,7 @@ def _episode(client: docker.DockerClient, port: int, n: int) -> str:
 
 
 def test_fifty_episodes_with_crashes_and_timeouts_leave_nothing_behind(
-    client: docker.DockerClient, proxy_port: int
+    client: docker.DockerClient, proxy_port: int, ours: Callable[[], list[str]]
 ) -> None:
     before = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -219,33 +157,7 @@ def test_fifty_episodes_with_crashes_and_timeouts_leave_nothing_behind(
     assert set(statuses) == {"crashed", "timeout", "failed", "running"}
     after = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
     assert after == before
-    assert _ours(client) == []
-
-
-_ORPHAN_MAKER = """
-import sys
-from openenv.harness.sandbox.docker import DockerSandbox
-box = DockerSandbox()
-print(box.container.id, flush=True)
-sys.stdin.read()
-"""
-
-
-def test_the_sweeper_removes_containers_of_a_dead_owner_and_spares_live_ones(
-    sandbox: DockerSandbox, client: docker.DockerClient
-) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_MAKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, cwd=REPO)
-    assert owner.stdout is not None
-    orphan = owner.stdout.readline().strip()
-    owner.kill()  # SIGKILL: no close(), no atexit
-    owner.wait()
-    assert client.containers.get(orphan).status == "running"
-    report = sweep(client)
-    assert report.containers == [orphan[:12]]
-    assert report.folders and not Path(report.folders[0]).exists()
-    assert sandbox.container.short_id in _ours(client)
-    assert sandbox.run(["true"]).exit_code == 0
+    assert ours() == []
 
 
 def test_verify_isolated_grades_a_copy_in_a_fresh_container(sandbox: DockerSandbox) -> None:
@@ -268,36 +180,14 @@ def test_verify_isolated_grades_a_copy_in_a_fresh_container(sandbox: DockerSandb
 
 
 def test_a_missing_image_is_a_clear_error(client: docker.DockerClient) -> None:
-    from openenv.errors import EnvError
-
     with pytest.raises(EnvError, match="build_base_image.sh"):
         DockerSandbox(image="openenv/does-not-exist:latest", client=client)
-
-
-@pytest.fixture
-def docker_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make HarnessEnvironment run its episodes in DockerSandbox and grade them with `verify_isolated`.
-
-    A stopgap seam: HarnessEnvironment builds a LocalSandbox inline today; once it takes a `sandbox=`
-    option this fixture becomes that option.
-    """
-    from openenv.harness import environment
-    from openenv.harness.install import cache_root
-
-    def make(*, forward_ports: tuple[int, ...], **_: object) -> DockerSandbox:
-        return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
-
-    def grade(sandbox: DockerSandbox, task: Task, **options: object) -> object:
-        return verify_isolated(sandbox, task, **options)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(environment, "LocalSandbox", make)
-    monkeypatch.setattr(environment, "verify", grade)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("harness", ["pi", "codex", "claude-code"])
 def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
-    harness: str, client: docker.DockerClient, capture_server: object, docker_episodes: None
+    harness: str, capture_server: object, docker_episodes: None, ours: Callable[[], list[str]]
 ) -> None:
     from openenv.harness.catalog import get_spec
     from openenv.harness.environment import HarnessEnvironment
@@ -318,12 +208,12 @@ def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
     assert (summary.sequences, summary.merge_ratio) == (1, 1.0), detail
     [row] = obs.sequences or []
     assert len(row.completion_ids) == len(row.logprobs) == len(row.env_mask) > 0
-    assert _ours(client) == []
+    assert ours() == []
 
 
 @pytest.mark.slow
 def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
-    client: docker.DockerClient, capture_server: object, docker_episodes: None
+    client: docker.DockerClient, capture_server: object, docker_episodes: None, ours: Callable[[], list[str]]
 ) -> None:
     from openenv.harness.catalog import get_spec
     from openenv.harness.environment import HarnessEnvironment
@@ -346,79 +236,4 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
     assert obs.done and obs.reward == 0.0
     assert obs.harness_status == "crashed"
     assert "sandbox lost" in obs.output_tail
-    assert _ours(client) == []
-
-
-def _task_dir(tmp_path: Path, dockerfile: str) -> Path:
-    (tmp_path / "environment").mkdir(parents=True)
-    (tmp_path / "environment" / "Dockerfile").write_text(dockerfile)
-    return tmp_path
-
-
-def test_a_harbor_task_image_is_built_once_offline_and_episodes_run_in_it(
-    client: docker.DockerClient, tmp_path: Path
-) -> None:
-    from openenv.harness.sandbox.images import build_task_image
-
-    task_dir = _task_dir(tmp_path / "hello-task", f"FROM {DEFAULT_IMAGE}\n"
-                         "RUN mkdir -p /opt/task && echo from-the-task-image > /opt/task/marker\n")
-    lines: list[str] = []
-    tag = build_task_image(client, task_dir, progress=lines.append)
-    try:
-        assert tag is not None and tag.startswith("openenv/task-hello-task:")
-        assert any(line.startswith("Successfully built") for line in lines)
-        lines.clear()
-        assert build_task_image(client, task_dir, progress=lines.append) == tag
-        assert lines == []  # cached by the environment folder's digest
-        with DockerSandbox(image=tag, client=client) as box:
-            assert box.run(["cat", "/opt/task/marker"]).output == "from-the-task-image\n"
-    finally:
-        if tag:
-            client.images.remove(tag, force=True)
-    assert build_task_image(client, tmp_path) is None  # no environment/Dockerfile: the default image
-
-
-def test_image_builds_have_no_network(client: docker.DockerClient, tmp_path: Path) -> None:
-    from openenv.errors import EnvError
-    from openenv.harness.sandbox.images import build_task_image
-
-    probe = "import socket; socket.create_connection(('1.1.1.1', 80), timeout=3)"
-    task_dir = _task_dir(tmp_path / "needs-net", f'FROM {DEFAULT_IMAGE}\nRUN python3 -c "{probe}"\n')
-    with pytest.raises(EnvError, match="Network is unreachable|returned a non-zero code"):
-        build_task_image(client, task_dir)
-
-
-@pytest.mark.slow
-def test_openenv_build_makes_a_harness_image_that_runs_with_no_mounts(client: docker.DockerClient) -> None:
-    from openenv.harness.catalog import get_spec
-    from openenv.harness.install import install_status
-    from openenv.harness.sandbox.images import build_harness_image
-
-    spec = get_spec("gemini-cli")  # the smallest npm install
-    if not install_status(spec).ready:
-        pytest.skip("gemini-cli is not installed; run scripts/install_harnesses.sh gemini-cli")
-    tag = build_harness_image(client, spec, progress=lambda line: None)
-    with DockerSandbox(image=tag, client=client) as box:
-        result = box.run(["gemini", "--version"], env={"PATH": "/usr/local/bin:/usr/bin:/bin"}, timeout_s=60)
-    assert result.output.strip().splitlines()[-1] == spec.install.version, result.output
-
-
-def test_a_warm_pool_hands_out_started_sandboxes_and_refills_behind_them(
-    client: docker.DockerClient, proxy_port: int
-) -> None:
-    from openenv.harness.sandbox.pool import WarmPool
-
-    with WarmPool(size=2, forward_ports=(proxy_port,), client=client) as pool:
-        deadline = time.monotonic() + 30
-        while pool.waiting < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pool.waiting == 2
-        first, second = pool.take(), pool.take()
-        assert first.container.id != second.container.id
-        for box in (first, second):
-            assert _py(box, f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{proxy_port}/').read())")
-            box.close()
-        while pool.waiting < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert pool.waiting == 2 and pool.errors == []
-    assert _ours(client) == []
+    assert ours() == []

@@ -1,0 +1,64 @@
+"""The orphan sweeper: who counts as an orphan, and a dead owner's container removed from a real engine."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import docker
+import psutil
+
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.sweeper import is_orphan, owner_label, sweep
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_owner_label_names_this_host_pid_and_start_time() -> None:
+    host, pid, started = owner_label().split("/")
+    assert (host, int(pid)) == (socket.gethostname(), psutil.Process().pid)
+    assert float(started) == round(psutil.Process().create_time(), 2)
+
+
+def test_a_live_owner_is_not_an_orphan_and_a_dead_or_reused_pid_is() -> None:
+    assert not is_orphan(owner_label())
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    label = owner_label(child.pid) if child.poll() is None else f"{socket.gethostname()}/{child.pid}/0.00"
+    child.wait()
+    assert is_orphan(label)
+    host, pid, _ = owner_label().split("/")
+    assert is_orphan(f"{host}/{pid}/12.34")  # this pid, but another process's start time: reused
+    assert is_orphan(None)
+
+
+def test_owners_on_another_host_are_never_orphans_here() -> None:
+    assert not is_orphan("some-other-host/1/0.00")
+
+
+_ORPHAN_MAKER = """
+import sys
+from openenv.harness.sandbox.docker import DockerSandbox
+box = DockerSandbox()
+print(box.container.id, flush=True)
+sys.stdin.read()
+"""
+
+
+def test_the_sweeper_removes_containers_of_a_dead_owner_and_spares_live_ones(
+    sandbox: DockerSandbox, client: docker.DockerClient, ours: Callable[[], list[str]]
+) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_MAKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             text=True, cwd=REPO)
+    assert owner.stdout is not None
+    orphan = owner.stdout.readline().strip()
+    owner.kill()  # SIGKILL: no close(), no atexit
+    owner.wait()
+    assert client.containers.get(orphan).status == "running"
+    report = sweep(client)
+    assert report.containers == [orphan[:12]]
+    assert report.folders and not Path(report.folders[0]).exists()
+    assert sandbox.container.short_id in ours()
+    assert sandbox.run(["true"]).exit_code == 0
