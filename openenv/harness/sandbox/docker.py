@@ -125,6 +125,33 @@ def _ulimits(limits: Limits) -> list[Ulimit]:
     return [Ulimit(name=name, soft=value, hard=value) for name, value in pairs.items() if value is not None]
 
 
+def _inside(base: Path, relative: str) -> Path:
+    """`base / relative`, refusing paths that escape `base` (`..`, or a symlink the agent planted)."""
+    path = base / relative
+    if not path.resolve().is_relative_to(base.resolve()):
+        raise EnvError(f"{relative!r} points outside {base} (a symlink or '..'); refusing to follow it on the host")
+    return path
+
+
+def _drop_links(root: Path) -> None:
+    """Delete symlinks and special files under `root`, leaving plain files and folders."""
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        for name in [*dirs, *files]:
+            path = Path(folder) / name
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                path.unlink(missing_ok=True)
+
+
+def _copy_plain(src: Path, dst: Path) -> None:
+    """Copy a tree keeping symlinks as links and skipping fifos, sockets and devices (a fifo blocks a copy)."""
+
+    def specials(folder: str, names: list[str]) -> set[str]:
+        paths = {name: Path(folder) / name for name in names}
+        return {n for n, p in paths.items() if not (p.is_symlink() or p.is_dir() or p.is_file())}
+
+    shutil.copytree(src, dst, symlinks=True, ignore=specials, dirs_exist_ok=True)
+
+
 class DockerProcess:
     """A process started with `docker exec` in the episode container; output goes to a bind-mounted log."""
 
@@ -187,11 +214,12 @@ class DockerProcess:
         return status
 
     def output_tail(self, chars: int = 2000) -> str:
-        try:
-            with self._log.open("rb") as fh:
-                fh.seek(max(0, self._log.stat().st_size - chars))
-                text = fh.read().decode("utf-8", "replace")
-        except FileNotFoundError:
+        try:  # O_NOFOLLOW: the container can swap its log for a link to a host file
+            with os.fdopen(os.open(self._log, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                fh.seek(max(0, size - chars))
+                text = fh.read(chars).decode("utf-8", "replace")
+        except OSError:
             text = ""
         if self.lost:
             text += f"\n[openenv] {self._sandbox.lost_reason() or 'sandbox lost'}\n"
@@ -311,12 +339,19 @@ class DockerSandbox:
             bridge.socket_path.chmod(0o666)  # the container's non-root forwarder must connect to it
 
     def _hand_over(self, path: Path) -> None:
-        """Give the container user ownership of `path` (and below), so it can write what we wrote."""
+        """Give the container user ownership of `path` (and below), so it can write what we wrote.
+
+        Never follows a symlink: the agent controls these folders, and a link to `/` must not make us
+        chown the host.
+        """
         if self._uid == os.geteuid():
             return
-        for sub in [path, *path.rglob("*")] if path.is_dir() else [path]:
-            with contextlib.suppress(FileNotFoundError):
-                os.lchown(sub, self._uid, self._gid)
+        with contextlib.suppress(FileNotFoundError):
+            os.lchown(path, self._uid, self._gid)
+        for folder, dirs, files in os.walk(path, followlinks=False):
+            for name in [*dirs, *files]:
+                with contextlib.suppress(FileNotFoundError):
+                    os.lchown(os.path.join(folder, name), self._uid, self._gid)
 
     def _bind_mounts(self) -> list[Mount]:
         writable = ["workspace", "home", "tmp", "logs", "sock"] + (["private"] if self._expose_private else [])
@@ -402,13 +437,13 @@ class DockerSandbox:
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         base = under or self.workspace
         for relative, text in files.items():
-            path = base / relative
+            path = _inside(base, relative)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            _inside(base, relative).write_text(text)  # checked again: mkdir may have met a link
         self._hand_over(base)
 
     def read_file(self, relative: str) -> str:
-        return (self.workspace / relative).read_text()
+        return _inside(self.workspace, relative).read_text()
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The container process environment: the image's PATH, the episode's HOME/TMPDIR, plus `extra`."""
@@ -447,6 +482,8 @@ class DockerSandbox:
         process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
         status = process.wait(timeout_s + 10)
         process.kill()
+        if self._expose_private:
+            _drop_links(self.root / "private")  # the host reads these next (rewards): never through a link
         if process.lost:
             raise SandboxLost(self.lost_reason() or f"sandbox lost while running {argv[0]!r}")
         return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
@@ -544,5 +581,5 @@ def verify_isolated(
     """
     sandbox.stop()
     with sandbox.fresh(expose_private=True) as grader:
-        shutil.copytree(sandbox.workspace, grader.workspace, symlinks=True, dirs_exist_ok=True)
+        _copy_plain(sandbox.workspace, grader.workspace)
         return verify(grader, task, tool_calls=tool_calls, rule=rule)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
 
 import docker
@@ -237,3 +238,24 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
     assert obs.harness_status == "crashed"
     assert "sandbox lost" in obs.output_tail
     assert ours() == []
+
+
+def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: DockerSandbox, tmp_path: Path) -> None:
+    """A link to `/` must not make the host chown, read or copy anything outside the episode."""
+    secret = tmp_path / "host-secret"
+    secret.write_text("host only\n")
+    log = sandbox.root / "logs" / "0-sh.log"  # the process's own log, which the host tails
+    planted = sandbox.start(
+        ["sh", "-c", f"ln -s / root-link; ln -s {secret} leak.txt; mkfifo pipe; "
+                     f"rm -f {log}; ln -s {secret} {log}; sleep 300"],
+        env={}, timeout_s=300,
+    )
+    time.sleep(1)
+    sandbox.start(["true"], env={}, timeout_s=10).wait(10)  # start() hands the workspace over again
+    assert (secret.stat().st_uid, Path("/etc/hostname").stat().st_uid) == (0, 0)
+    with pytest.raises(EnvError, match="outside"):
+        sandbox.read_file("leak.txt")
+    assert log.is_symlink()
+    assert "host only" not in planted.output_tail()
+    verdict = verify_isolated(sandbox, Task(id="t", instruction="-", tests={"test.sh": "true\n"}, solution="true"))
+    assert verdict.solved  # the fifo was skipped, not waited on
