@@ -35,11 +35,12 @@ def test_status_reads_a_pip_venv(tmp_path, monkeypatch):
     assert install_status(spec).ready
 
 
-def test_reinstalling_an_installed_harness_is_fast():
-    if not install_status(get_spec("pi")).ready:
-        pytest.skip("pi is not installed")
+@pytest.mark.parametrize("name", ["pi", "mini-swe-agent"])  # an npm prefix and a pip venv
+def test_reinstalling_an_installed_harness_is_fast(name):
+    if not install_status(get_spec(name)).ready:
+        pytest.skip(f"{name} is not installed")
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), "pi"],
+    proc = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), name],
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "already installed" in proc.stderr
     assert time.monotonic() - start < 5
