@@ -23,21 +23,26 @@ class LocalBackend:
     """A causal LM loaded with transformers (float32, CPU by default).
 
     Args:
-        model: the model folder.
-        device: a torch device string.
-        dtype: a torch dtype name.
+        model: the model folder, or a live model object (e.g. a trainer's policy), which is used as is:
+            its weights, device, dtype and train/eval mode stay the caller's, so every request samples
+            the current weights.
+        device: a torch device string (ignored for a live model).
+        dtype: a torch dtype name (ignored for a live model).
     """
 
     name = "local"
 
-    def __init__(self, model: str | Path, *, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(self, model: str | Path | Any, *, device: str = "cpu", dtype: str = "float32") -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
         self._torch = torch
-        self.device = device
-        self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
-        self.model.eval()
+        if isinstance(model, str | Path):
+            self.device = device
+            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
+            self.model.eval()
+        else:
+            self.model, self.device = model, str(next(model.parameters()).device)
         config = self.model.config
         self._context_window = int(getattr(config, "max_position_embeddings", 32768))
         eos = self.model.generation_config.eos_token_id
