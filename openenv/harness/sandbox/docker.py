@@ -36,7 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.errors import EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
-from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
+from openenv.harness.sandbox.base import CommandResult, Limits
+from openenv.harness.sandbox.docker_process import KILL_SNIPPET, LIST_SNIPPET, MARKER, POLL_S, DockerProcess
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
@@ -47,40 +48,6 @@ __all__ = [
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FORWARDER_PATH = "/opt/openenv/forwarder.py"
-MARKER = "OPENENV_PROC"
-_POLL_S = 0.05
-
-# Signals every process carrying MARKER=<tag> (descendants inherit it, `setsid` daemons too), then kills.
-_KILL_SNIPPET = """
-import os, signal, sys, time
-tag = sys.argv[1].encode()
-def marked():
-    for p in os.listdir('/proc'):
-        if p.isdigit() and int(p) != os.getpid():
-            try:
-                if tag in open('/proc/%s/environ' % p, 'rb').read().split(b'\\0'):
-                    yield int(p)
-            except OSError:
-                pass
-for sig in (signal.SIGTERM, signal.SIGKILL):
-    pids = list(marked())
-    for pid in pids:
-        try: os.kill(pid, sig)
-        except OSError: pass
-    if pids and sig == signal.SIGTERM: time.sleep(0.5)
-"""
-_LIST_SNIPPET = """
-import os, sys
-tag = sys.argv[1].encode()
-for p in os.listdir('/proc'):
-    if p.isdigit() and int(p) != os.getpid():
-        try:
-            env = open('/proc/%s/environ' % p, 'rb').read().split(b'\\0')
-            if any(e.startswith(tag) for e in env): print(p)
-        except OSError: pass
-"""
-
-
 class ContainerLimits(BaseModel):
     """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
 
@@ -150,97 +117,6 @@ def _copy_plain(src: Path, dst: Path) -> None:
         return {n for n, p in paths.items() if not (p.is_symlink() or p.is_dir() or p.is_file())}
 
     shutil.copytree(src, dst, symlinks=True, ignore=specials, dirs_exist_ok=True)
-
-
-class DockerProcess:
-    """A process started with `docker exec` in the episode container; output goes to a bind-mounted log."""
-
-    def __init__(self, sandbox: DockerSandbox, exec_id: str, tag: str, log: Path, timeout_s: float) -> None:
-        self._sandbox = sandbox
-        self._exec_id = exec_id
-        self._tag = tag
-        self._log = log
-        self._ended_by: ProcessStatus | None = None
-        self._final: tuple[ProcessStatus, int | None] | None = None
-        self.lost = False
-        self._lock = threading.Lock()
-        self._pid = int(self._inspect().get("Pid") or 0)
-        self._watchdog = threading.Timer(timeout_s, self._end, args=("timeout",))
-        self._watchdog.daemon = True
-        self._watchdog.start()
-
-    @property
-    def pid(self) -> int:
-        """The process's pid as this host sees it (0 if the engine did not say)."""
-        return self._pid
-
-    def _inspect(self) -> dict[str, Any]:
-        try:
-            return self._sandbox.api.exec_inspect(self._exec_id)
-        except docker.errors.NotFound:
-            return {"Running": False, "ExitCode": None, "Pid": 0, "Gone": True}
-
-    def _settle(self) -> tuple[ProcessStatus, int | None]:
-        if self._final is not None:
-            return self._final
-        info = self._inspect()
-        if info.get("Running"):
-            return "running", None
-        code = info.get("ExitCode")
-        if self._ended_by is not None:
-            status: ProcessStatus = self._ended_by
-        elif code == 0:
-            status = "exited"
-        elif info.get("Gone") or code is None or self._sandbox.lost_reason() is not None:
-            status, self.lost = "crashed", True
-        else:
-            status = "crashed" if 128 < code < 160 else "failed"
-        self._final = (status, code)
-        self._watchdog.cancel()
-        return self._final
-
-    def status(self) -> ProcessStatus:
-        return self._settle()[0]
-
-    def exit_code(self) -> int | None:
-        return self._settle()[1]
-
-    def wait(self, timeout: float | None = None) -> ProcessStatus:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while (status := self.status()) == "running":
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            time.sleep(_POLL_S)
-        return status
-
-    def output_tail(self, chars: int = 2000) -> str:
-        try:  # O_NOFOLLOW: the container can swap its log for a link to a host file
-            with os.fdopen(os.open(self._log, os.O_RDONLY | os.O_NOFOLLOW), "rb") as fh:
-                size = os.fstat(fh.fileno()).st_size
-                fh.seek(max(0, size - chars))
-                text = fh.read(chars).decode("utf-8", "replace")
-        except OSError:
-            text = ""
-        if self.lost:
-            text += f"\n[openenv] {self._sandbox.lost_reason() or 'sandbox lost'}\n"
-        return text[-chars:]
-
-    def _end(self, reason: ProcessStatus) -> None:
-        with self._lock:
-            if self._final is None and self._ended_by is None and self._inspect().get("Running"):
-                self._ended_by = reason
-            self._sandbox.signal_marked(self._tag)
-
-    def kill(self) -> None:
-        self._watchdog.cancel()
-        if self._final is None:
-            self._end("killed")
-
-    def mark_killed(self) -> None:
-        """Record that we are about to remove the container under this process (so it is not `lost`)."""
-        self._watchdog.cancel()
-        if self._final is None and self._ended_by is None:
-            self._ended_by = "killed"
 
 
 _OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
@@ -500,11 +376,11 @@ class DockerSandbox:
 
     def signal_marked(self, tag: str) -> None:
         """Kill every process in the container carrying `tag` (a process and all its descendants)."""
-        self._exec_snippet(_KILL_SNIPPET, tag)
+        self._exec_snippet(KILL_SNIPPET, tag)
 
     def leftover_pids(self) -> list[int]:
         """Pids (in the container) of processes started here that are still alive; empty after close."""
-        out = self._exec_snippet(_LIST_SNIPPET, f"{MARKER}={self.id}:")
+        out = self._exec_snippet(LIST_SNIPPET, f"{MARKER}={self.id}:")
         return sorted(int(line) for line in out.split())
 
     def lost_reason(self) -> str | None:
@@ -548,7 +424,7 @@ class DockerSandbox:
                 self.container.reload()
             except docker.errors.NotFound:
                 return
-            time.sleep(_POLL_S)
+            time.sleep(POLL_S)
 
     def close(self) -> None:
         if self._closed:
