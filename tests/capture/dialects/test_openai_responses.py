@@ -163,6 +163,13 @@ def test_plain_string_input_and_instructions():
     assert request.sampling.max_tokens == 9
 
 
+def test_previous_response_id_is_refused_in_one_line():
+    from openenv.errors import Unsupported
+
+    with pytest.raises(Unsupported, match="send the whole conversation"):
+        canonical({"model": "tiny", "input": "go on", "previous_response_id": "resp_1"})
+
+
 def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
     done = done.model_copy(
         update={

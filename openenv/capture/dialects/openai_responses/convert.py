@@ -61,6 +61,12 @@ def session_token(ctx: RequestContext) -> str | None:
 
 
 def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
+    if req.previous_response_id:
+        raise Unsupported(
+            "previous_response_id is not supported: the proxy stores no responses; send the whole "
+            "conversation in `input` (as Codex does with store: false)",
+            param="previous_response_id",
+        )
     return CanonicalRequest(
         model=req.model,
         messages=_instructions(req.instructions) + _messages(req.input),
