@@ -133,6 +133,9 @@ class SamplingParams(_Frozen):
     repetition_penalty: float | None = None
     seed: int | None = None
     stop: tuple[str, ...] = ()
+    # JSON Schema the reply must satisfy (Gemini CLI's router asks for schema-valid JSON); a backend
+    # that cannot constrain decoding ignores it.
+    json_schema: dict[str, Any] | None = None
 
     def merged(self, override: SamplingParams | None) -> SamplingParams:
         """These settings with every field set in `override` replacing ours (the proxy wins)."""

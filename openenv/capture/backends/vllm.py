@@ -114,8 +114,10 @@ class VLLMBackend:
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "prompt": prompt_ids, "logprobs": 0,
                                 "return_token_ids": True, "skip_special_tokens": False}
-        fields = params.model_dump(exclude_none=True, exclude={"stop"})
+        fields = params.model_dump(exclude_none=True, exclude={"stop", "json_schema"})
         body.update(fields)
+        if params.json_schema is not None:
+            body["structured_outputs"] = {"json": params.json_schema}
         if params.stop:
             body["stop"] = list(params.stop)
             body["include_stop_str_in_output"] = True

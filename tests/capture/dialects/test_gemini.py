@@ -225,6 +225,20 @@ def test_generation_config_maps_to_sampling():
     assert (s.temperature, s.top_p, s.top_k, s.max_tokens, s.stop, s.seed) == (0.5, 0.9, 40, 7, ("END",), 3)
 
 
+def test_router_json_schema_becomes_a_json_schema_constraint(harness_request):
+    """Gemini CLI's router needs schema-valid JSON back; the schema travels to the backend."""
+    sampling = canonical(harness_request("gemini/gemini_cli_router")["body"]).sampling
+    assert sampling.json_schema == {
+        "type": "object",
+        "required": ["complexity_reasoning", "complexity_score"],
+        "properties": {
+            "complexity_reasoning": {"type": "string", "description": "Brief explanation for the score."},
+            "complexity_score": {"type": "integer", "description": "Complexity score from 1-100."},
+        },
+    }
+    assert canonical(harness_request("gemini/gemini_cli")["body"]).sampling.json_schema is None
+
+
 def test_two_candidates_are_refused_with_invalid_argument():
     body = {
         "contents": [{"role": "user", "parts": [{"text": "hi"}]}],

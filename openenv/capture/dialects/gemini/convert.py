@@ -194,7 +194,17 @@ def _sampling(config: p.GenerationConfig) -> SamplingParams:
         frequency_penalty=config.frequency_penalty,
         seed=config.seed,
         stop=tuple(config.stop_sequences or ()),
+        json_schema=_json_schema(config),
     )
+
+
+def _json_schema(config: p.GenerationConfig) -> dict[str, Any] | None:
+    """The schema a JSON reply must follow. Gemini CLI's router sends `responseJsonSchema` in
+    Google's upper-case type spelling and retries five times when the reply does not parse."""
+    schema = config.response_json_schema or config.response_schema
+    if config.response_mime_type != "application/json" or not schema:
+        return None
+    return normalize_schema(schema)  # type: ignore[no-any-return]
 
 
 def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:
