@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import ErrorBody, HTTPError
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
+from openenv.server.mcp import mount_mcp
 from openenv.server.routes import http, info, ws
 from openenv.server.sessions import EnvFactory, EnvTypes, SessionRegistry
 
@@ -76,6 +77,7 @@ def create_app(
     app.include_router(info.router)
     app.include_router(http.router)
     app.include_router(ws.router)
+    mount_mcp(app, env_factory, types.metadata)  # MCP tools at /mcp (ecosystem issue 8)
     app.add_exception_handler(OpenEnvError, _render_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _render_request_validation)  # type: ignore[arg-type]
     return app

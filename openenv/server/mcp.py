@@ -1,0 +1,123 @@
+"""MCP at `/mcp`: an env's agent-facing tools over streamable HTTP, on the official `mcp` SDK.
+
+The control plane (reset/step/state over HTTP and WebSocket) is for trainers; MCP is for agents and
+IDEs that want an env's *tools*. An env class names its tools with a `mcp_tools()` classmethod that
+returns plain (sync or async) functions: their names, docstrings and type hints become the MCP tool
+schemas. Envs that cannot carry the hook are mapped to a toolset here (the harness env's lives in
+`openenv.eval.tools`). An env with no tools still answers MCP, with an empty tool list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from openenv.core.environment import EnvMetadata
+from openenv.errors import OpenEnvError
+from openenv.manifest import import_object
+
+__all__ = ["MCP_PATH", "build_mcp_server", "env_tools", "mount_mcp"]
+
+MCP_PATH = "/mcp"
+Tool = Callable[..., Any]
+# `module.Class` of an env base -> `module:factory(env_cls) -> tools`, for classes we do not own.
+_TOOLSETS = {"openenv.harness.environment.HarnessEnvironment": "openenv.eval.tools:harness_tools"}
+
+
+def env_tools(env_factory: object) -> list[Tool]:
+    """The agent-facing tools of an env class: its `mcp_tools()` hook, else a mapped toolset, else none."""
+    if not isinstance(env_factory, type):
+        return []
+    hook = getattr(env_factory, "mcp_tools", None)
+    if callable(hook):
+        return list(hook())
+    for klass in env_factory.__mro__:
+        ref = _TOOLSETS.get(f"{klass.__module__}.{klass.__qualname__}")
+        if ref is not None:
+            return list(import_object(ref)(env_factory))
+    return []
+
+
+def build_mcp_server(metadata: EnvMetadata, tools: list[Tool]) -> Any:
+    """An `MCPServer` named after the env, with `tools` registered."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer(name=f"openenv-{metadata.name}", version=metadata.version,
+                       instructions=metadata.description or None)
+    for tool in tools:
+        server.add_tool(_reporting_errors(tool))
+    return server
+
+
+def _reporting_errors(tool: Tool) -> Tool:
+    """Let an `OpenEnvError` reach the MCP client as a tool error with its message (the SDK hides the
+    text of any other exception as a crash). `wraps` keeps the signature the SDK builds the schema from."""
+    from anyio import to_thread
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    @functools.wraps(tool)
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            if inspect.iscoroutinefunction(tool):
+                return await tool(*args, **kwargs)
+            return await to_thread.run_sync(functools.partial(tool, *args, **kwargs))
+        except OpenEnvError as exc:
+            raise ToolError(exc.message) from exc
+
+    return call
+
+
+class _McpEndpoint:
+    """The ASGI app behind `/mcp`. The SDK's session manager runs once per lifespan, so a fresh one is
+    built each time the app starts (tests and `LocalServer` may start the same app more than once)."""
+
+    def __init__(self, metadata: EnvMetadata, env_factory: object) -> None:
+        self._metadata = metadata
+        self._env_factory = env_factory
+        self._handler: Any = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        server = build_mcp_server(self._metadata, env_tools(self._env_factory))
+        # Host checks off: the env server is reached by many names (a Space, a container port), and its
+        # other routes make no such check either; authentication is the deployment's job.
+        server.streamable_http_app(stateless_http=True, json_response=True,
+                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        async with server.session_manager.run():
+            self._handler = StreamableHTTPASGIApp(server.session_manager)
+            try:
+                yield
+            finally:
+                self._handler = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._handler is None:
+            response = JSONResponse({"error": {"code": "unavailable", "message": "MCP is not running (the "
+                                               "app's lifespan has not started)", "details": {}}}, status_code=503)
+            await response(scope, receive, send)
+            return
+        await self._handler(scope, receive, send)
+
+
+def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata) -> None:
+    """Serve the env's MCP tools at `/mcp` of `app`, alongside (and independent of) its control plane."""
+    endpoint = _McpEndpoint(metadata, env_factory)
+    app.add_route(MCP_PATH, endpoint, include_in_schema=False)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with endpoint.running(), inner(a) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
