@@ -168,6 +168,18 @@ def test_tool_choice(choice, mode, name):
     assert (canonical(body).tool_choice.mode, canonical(body).tool_choice.name) == (mode, name)
 
 
+def test_output_config_json_schema_constrains_the_reply_and_effort_is_ignored():
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": schema}},
+    }
+    assert canonical(body).sampling.json_schema == schema
+    assert canonical(body | {"output_config": {"effort": "medium"}}).sampling.json_schema is None
+
+
 def test_image_block_is_refused_with_an_invalid_request_error():
     body = {
         "model": "m",

@@ -163,6 +163,18 @@ def test_plain_string_input_and_instructions():
     assert request.sampling.max_tokens == 9
 
 
+def test_text_format_json_schema_constrains_the_reply():
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    text = {
+        "format": {"type": "json_schema", "name": "r", "schema": schema, "strict": True},
+        "verbosity": "low",
+    }
+    assert canonical({"model": "tiny", "input": "hi", "text": text}).sampling.json_schema == schema
+    assert (
+        canonical({"model": "tiny", "input": "hi", "text": {"verbosity": "low"}}).sampling.json_schema is None
+    )
+
+
 def test_previous_response_id_is_refused_in_one_line():
     from openenv.errors import Unsupported
 

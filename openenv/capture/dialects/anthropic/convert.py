@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -151,7 +152,16 @@ def _sampling(req: p.MessagesRequest) -> SamplingParams:
         top_p=req.top_p,
         top_k=req.top_k,
         stop=tuple(req.stop_sequences or ()),
+        json_schema=_json_schema(req.output_config),
     )
+
+
+def _json_schema(output_config: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`output_config.format: {type: json_schema, schema}` (structured outputs); `effort` is ignored."""
+    fmt = (output_config or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return fmt["schema"]  # type: ignore[no-any-return]
+    return None
 
 
 def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:

@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -71,12 +72,23 @@ def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
         model=req.model,
         messages=_instructions(req.instructions) + _messages(req.input),
         sampling=SamplingParams(
-            max_tokens=req.max_output_tokens, temperature=req.temperature, top_p=req.top_p
+            max_tokens=req.max_output_tokens,
+            temperature=req.temperature,
+            top_p=req.top_p,
+            json_schema=_json_schema(req.text),
         ),
         tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice),
         stream=req.stream,
     )
+
+
+def _json_schema(text: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`text.format: {type: json_schema, schema}` (structured outputs); `verbosity` is ignored."""
+    fmt = (text or {}).get("format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return fmt["schema"]  # type: ignore[no-any-return]
+    return None
 
 
 def _instructions(instructions: str | None) -> tuple[Message, ...]:
