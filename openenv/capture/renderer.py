@@ -25,7 +25,7 @@ from transformers.utils.chat_template_utils import render_jinja_template
 
 from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
 
-__all__ = ["Renderer", "template_messages", "template_tools"]
+__all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
 
 _ANCHOR: list[dict[str, Any]] = [{"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"

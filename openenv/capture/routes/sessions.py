@@ -10,7 +10,17 @@ from openenv.capture.session import Mode
 from openenv.capture.sessions import SessionManager
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 
-__all__ = ["router"]
+__all__ = [
+    "OpenSession",
+    "SequencesOut",
+    "SessionInfo",
+    "TrajectoryOut",
+    "close_session",
+    "open_session",
+    "router",
+    "sequences",
+    "trajectory",
+]
 
 router = APIRouter(prefix="/sessions", tags=["sessions"])
 
