@@ -1,0 +1,38 @@
+"""TRL integration: GRPO over real harness episodes.
+
+Glossary: a **prompt** names a task (`"pi:fix-binary-search"`); a **group** is the `num_generations`
+episodes of one prompt (one harness, compared by GRPO); an **episode** is one harness run in a fresh
+sandbox, reduced to one training **row** (`prompt_ids`, `completion_ids`, `logprobs`, `env_mask`) and
+its reward components; a **masked** group trains no token (its episodes failed past the retries).
+"""
+
+from __future__ import annotations
+
+from openenv.train.episode import EpisodeResult, run_training_episode
+from openenv.train.failures import FailurePolicy, GroupOutcome
+from openenv.train.metrics import rollout_metrics
+from openenv.train.mix import HarnessMix
+from openenv.train.prompts import TaskPrompt, parse_prompt, task_dataset
+from openenv.train.rewards import default_reward_funcs, partial_credit, task_success, tool_call_bonus
+from openenv.train.rollout import GroupPlan, HarnessRollout, RolloutConfig
+from openenv.train.sequences import select_sequence
+
+__all__ = [
+    "EpisodeResult",
+    "FailurePolicy",
+    "GroupOutcome",
+    "GroupPlan",
+    "HarnessMix",
+    "HarnessRollout",
+    "RolloutConfig",
+    "TaskPrompt",
+    "default_reward_funcs",
+    "parse_prompt",
+    "partial_credit",
+    "rollout_metrics",
+    "run_training_episode",
+    "select_sequence",
+    "task_dataset",
+    "task_success",
+    "tool_call_bonus",
+]

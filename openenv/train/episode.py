@@ -1,0 +1,74 @@
+"""One training episode: a harness on a task, start to end, reduced to what GRPO needs.
+
+A failure is an episode that produced nothing to learn from for reasons outside the policy: the
+environment raised (sandbox lost, harness failed to start), the harness crashed, or no model turn
+was recorded. A harness that exits non-zero after the model's replies is *not* a failure: that is
+the policy's outcome, and it gets the verifier's reward like any other.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from openenv.capture.trajectory import SequenceRow
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.rollout import run_episode
+from openenv.harness.tasks.model import Task
+from openenv.train.sequences import select_sequence
+
+__all__ = ["EnvFactory", "EpisodePolicy", "EpisodeResult", "run_training_episode"]
+
+EpisodePolicy = Literal["sample", "oracle"]
+# Builds a fresh environment for a harness name; each attempt gets its own (fresh sandbox, session).
+EnvFactory = Callable[[str], HarnessEnvironment]
+
+
+@dataclass
+class EpisodeResult:
+    """What one attempt at an episode left behind."""
+
+    harness: str
+    task_id: str
+    policy: EpisodePolicy
+    row: SequenceRow | None = None
+    reward: float = 0.0
+    breakdown: dict[str, float] = field(default_factory=dict)
+    tool_calls: int = 0
+    turns: int = 0
+    status: str | None = None
+    dropped_sequences: int = 0
+    error: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None or self.status == "crashed" or self.row is None
+
+
+def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
+                         timeout_s: float | None = None) -> EpisodeResult:
+    """Run one episode in a fresh environment; exceptions become a failed result, never escape.
+
+    `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
+    through the harness's tools and the backend scores it (an expert episode with the policy's own
+    logprobs, useful to seed a group with a success).
+    """
+    start = time.monotonic()
+    result = EpisodeResult(harness=harness, task_id=task.id, policy=policy)
+    env = None
+    try:
+        env = make_env(harness)
+        obs, summary = run_episode(env, task, policy=policy, timeout_s=timeout_s)
+        result.row, result.dropped_sequences = select_sequence(obs.sequences or [])
+        result.reward, result.breakdown = summary.reward, dict(summary.reward_breakdown)
+        result.tool_calls, result.turns, result.status = summary.tool_calls, summary.turns, summary.status
+    except Exception as exc:  # noqa: BLE001 - a failed episode is data for the failure policy, not a crash
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if env is not None:
+            env.close()
+    result.wall_s = time.monotonic() - start
+    return result

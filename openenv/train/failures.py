@@ -1,0 +1,76 @@
+"""The failure policy of a GRPO group: retry failed episodes in a fresh sandbox, else mask the group.
+
+A failed episode (see `episode.py`) is rerun from scratch, in a new environment, up to `max_retries`
+times. When a slot of the group is still failed after that, the whole group is masked: its rows get
+`env_mask` all zeros (no token is trained) and every reward function returns None for them, which
+TRL treats as unscorable (advantage 0, excluded from the group baselines). A training step never
+fails because an episode did.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.train.episode import EpisodeResult
+
+__all__ = ["FailurePolicy", "GroupOutcome", "run_group"]
+
+
+class FailurePolicy(BaseModel):
+    """How many times a failed episode is retried before its group is masked."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_retries: int = Field(default=2, ge=0)
+
+
+@dataclass
+class GroupOutcome:
+    """The final attempt of each slot, how many attempts each took, and whether the group is masked."""
+
+    results: list[EpisodeResult]
+    attempts: list[int]
+
+    @property
+    def masked(self) -> bool:
+        return any(r.failed for r in self.results)
+
+    @property
+    def retries(self) -> int:
+        return sum(a - 1 for a in self.attempts)
+
+
+def run_group(pool: ThreadPoolExecutor, episodes: list[Callable[[], EpisodeResult]],
+              policy: FailurePolicy) -> Future[GroupOutcome]:
+    """Start every episode of a group on `pool`; retries are resubmitted as failures come in.
+
+    Returns a future of the group's outcome; it never raises for a failed episode.
+    """
+    done: Future[GroupOutcome] = Future()
+    results: list[EpisodeResult | None] = [None] * len(episodes)
+    attempts = [0] * len(episodes)
+    lock = threading.Lock()
+
+    def start(slot: int) -> None:
+        attempts[slot] += 1
+        pool.submit(episodes[slot]).add_done_callback(lambda f: finish(slot, f))
+
+    def finish(slot: int, future: Future[EpisodeResult]) -> None:
+        result = future.result()  # run_training_episode turns every exception into a failed result
+        if result.failed and attempts[slot] <= policy.max_retries:
+            start(slot)
+            return
+        with lock:
+            results[slot] = result
+            complete = all(r is not None for r in results) and not done.done()
+        if complete:
+            done.set_result(GroupOutcome(results=[r for r in results if r is not None], attempts=attempts))
+
+    for slot in range(len(episodes)):
+        start(slot)
+    return done

@@ -1,0 +1,52 @@
+"""Policy freshness: the capture server a training run's episodes generate through.
+
+- `local` (CPU): the proxy's backend *is* the trainer's in-memory model (`LocalBackend(live_model)`),
+  so every sampled turn uses the weights of the current step, with no copy and no sync.
+- `vllm`: the proxy generates from the vLLM server at `vllm_url`. For fresh samples this must be the
+  server TRL keeps in sync: `GRPOConfig(use_vllm=True, vllm_mode="server", vllm_server_base_url=URL)`
+  (started with `trl vllm-serve`), which TRL updates before each rollout (`sync_weights` runs before
+  `rollout_func` whenever the step changed). A plain `vllm serve` that TRL does not update samples the
+  initial weights forever; the rollout then trains off-policy.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from openenv.capture.server import CaptureServer
+from openenv.errors import BadRequest
+
+__all__ = ["model_folder", "policy_server"]
+
+
+def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
+    """The folder with the tokenizer and chat template the proxy renders prompts with."""
+    if override is not None:
+        return Path(override)
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    name = getattr(model, "name_or_path", "") or getattr(model.config, "_name_or_path", "")
+    if not name or not Path(name).is_dir():
+        raise BadRequest(f"cannot find the policy's tokenizer folder (name_or_path={name!r}); pass model=")
+    return Path(name)
+
+
+def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str | Path | None = None,
+                  vllm_url: str | None = None) -> CaptureServer:
+    """Start a capture server whose backend samples the trainer's current policy.
+
+    Raises:
+        BadRequest: `vllm` without a URL, or no tokenizer folder could be found.
+    """
+    folder = model_folder(trainer, model)
+    if backend == "local":
+        from openenv.capture.backends.local import LocalBackend
+
+        live = trainer.accelerator.unwrap_model(trainer.model)
+        return CaptureServer(backend=LocalBackend(live), model=folder).start()
+    url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
+    if not url:
+        raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
+    from openenv.capture.backends.vllm import VLLMBackend
+
+    return CaptureServer(backend=VLLMBackend(url.rstrip("/")), model=folder).start()

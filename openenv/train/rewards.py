@@ -1,0 +1,52 @@
+"""GRPO reward functions over the verifier's reward components.
+
+The rollout passes each episode's components to TRL as extra columns (`solved`, `tests_passed`,
+`tests_total`, `tool_calls`, `masked`, ...), and TRL hands them to every reward function as keyword
+lists. Each function returns None for a masked row, which TRL leaves out of the group's baseline.
+Combine them with `GRPOConfig(reward_weights=...)`; the seeds' recipe is success + a tool-call bonus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["RewardFunc", "default_reward_funcs", "partial_credit", "task_success", "tool_call_bonus"]
+
+RewardFunc = Callable[..., list[float | None]]
+
+
+def task_success(prompts: Sequence[Any], completions: Sequence[Any], *, solved: Sequence[float],
+                 masked: Sequence[bool], **_: Any) -> list[float | None]:
+    """1.0 when every hidden test passed, else 0.0."""
+    return [None if m else float(s) for s, m in zip(solved, masked, strict=True)]
+
+
+def partial_credit(prompts: Sequence[Any], completions: Sequence[Any], *, tests_passed: Sequence[float],
+                   tests_total: Sequence[float], masked: Sequence[bool], **_: Any) -> list[float | None]:
+    """Tests passed / tests total (0.0 when the task has no countable tests)."""
+    return [None if m else (p / t if t else 0.0)
+            for p, t, m in zip(tests_passed, tests_total, masked, strict=True)]
+
+
+def tool_call_bonus(scale: float = 0.5, budget: int = 20) -> RewardFunc:
+    """A bonus for solving in fewer tool calls: `scale * max(0, 1 - tool_calls / budget)`, solved rows only.
+
+    Args:
+        scale: the bonus for a solve with zero tool calls.
+        budget: the tool-call count at which the bonus reaches 0.
+    """
+    if scale < 0 or budget <= 0:
+        raise ValueError(f"tool_call_bonus needs scale >= 0 and budget > 0; got scale={scale}, budget={budget}")
+
+    def tool_call_bonus(prompts: Sequence[Any], completions: Sequence[Any], *, solved: Sequence[float],
+                        tool_calls: Sequence[float], masked: Sequence[bool], **_: Any) -> list[float | None]:
+        return [None if m else (scale * max(0.0, 1 - n / budget) if s else 0.0)
+                for s, n, m in zip(solved, tool_calls, masked, strict=True)]
+
+    return tool_call_bonus
+
+
+def default_reward_funcs(*, bonus_scale: float = 0.5, budget: int = 20) -> list[RewardFunc]:
+    """Task success, partial test credit and the tool-call bonus, in that order."""
+    return [task_success, partial_credit, tool_call_bonus(bonus_scale, budget)]

@@ -1,0 +1,226 @@
+"""The `rollout_func` for TRL's `GRPOTrainer`: each prompt names a task, and harness episodes answer it.
+
+    trainer = GRPOTrainer(model=..., args=GRPOConfig(num_generations=4, ...), train_dataset=task_dataset([...]),
+                          reward_funcs=default_reward_funcs(), rollout_func=HarnessRollout(RolloutConfig(harness="pi")))
+
+TRL passes the batch's prompts with each prompt repeated `num_generations` times in a row; every run of
+`num_generations` prompts is a **group**. A group's episodes run in one harness (the prompt's, or one
+drawn from the mix), concurrently on a pool bounded by `max_concurrency`, each in a fresh sandbox. The
+return value has one row per prompt: `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (the
+episode's training sequence, see `sequences.py`), plus the reward components as extra columns for the
+reward functions (`rewards.py`). Failed episodes follow `failures.py`. Per-harness metrics go to TRL's
+logs (`metrics.py`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.capture.canonical import SamplingParams
+from openenv.capture.server import CaptureServer
+from openenv.errors import BadRequest
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.tasks.model import Task
+from openenv.harness.tasks.sets import load_task_set
+from openenv.train.episode import EnvFactory, EpisodePolicy, EpisodeResult, run_training_episode
+from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
+from openenv.train.metrics import log_rollout_metrics
+from openenv.train.mix import HarnessMix
+from openenv.train.policy_server import policy_server
+from openenv.train.prompts import parse_prompt
+
+__all__ = ["GroupPlan", "HarnessRollout", "RolloutConfig"]
+
+# Chooses the policy of generation `index` (0..num_generations-1) of a group.
+PolicyChooser = Callable[[int], EpisodePolicy]
+
+
+class RolloutConfig(BaseModel):
+    """What a training run's episodes look like; everything a user changes without changing code.
+
+    Args:
+        harness: a harness name, a mix spec (`"pi=2,claude-code=1"`) or a `HarnessMix`; used for prompts
+            that do not name their harness.
+        task_set: where prompt task ids are looked up (`builtin`, a Harbor folder, a datasets file).
+        backend: `local` samples the trainer's in-memory model; `vllm` the server at `vllm_url`.
+        model: the tokenizer/chat-template folder; default: the trainer model's `name_or_path`.
+        vllm_url: the vLLM base URL (no /v1); default: `GRPOConfig.vllm_server_base_url`.
+        max_tokens: the cap on each sampled turn.
+        temperature: the sampling temperature (keep it equal to `GRPOConfig.temperature`).
+        max_concurrency: episodes running at once, across the batch's groups.
+        episode_timeout_s: the harness's wall-clock budget per episode (default: the task's).
+        network: the sandbox network (`auto`, `host` or `loopback`).
+        failure: the retry/mask policy for failed episodes.
+        policy: `sample` (on-policy) or `oracle` (reference solutions scored by the policy) for every episode.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    harness: str | HarnessMix = "pi"
+    task_set: str = "builtin"
+    backend: Literal["local", "vllm"] = "local"
+    model: str | None = None
+    vllm_url: str | None = None
+    max_tokens: int = Field(default=256, gt=0)
+    temperature: float = Field(default=1.0, gt=0)
+    max_concurrency: int = Field(default=4, gt=0)
+    episode_timeout_s: float | None = Field(default=None, gt=0)
+    network: Literal["auto", "host", "loopback"] = "auto"
+    failure: FailurePolicy = FailurePolicy()
+    policy: EpisodePolicy = "sample"
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One GRPO group: the prompt, its task, the harness it runs in and how many episodes."""
+
+    prompt: str
+    task: Task
+    harness: str
+    size: int
+
+
+class HarnessRollout:
+    """A `rollout_func` for `GRPOTrainer` that answers each prompt with a harness episode.
+
+    Args:
+        config: the run's episode settings.
+        env_factory: builds a fresh `HarnessEnvironment` per attempt, given the harness name and the
+            capture server; default: one on the policy server with `config`'s sampling and network.
+        policy_for: the policy of each generation index of a group (default: `config.policy` for all),
+            e.g. `lambda i: "oracle" if i == 0 else "sample"` puts one expert episode in every group.
+    """
+
+    def __init__(self, config: RolloutConfig | None = None, *,
+                 env_factory: Callable[[str, CaptureServer], HarnessEnvironment] | None = None,
+                 policy_for: PolicyChooser | None = None) -> None:
+        self.config = config or RolloutConfig()
+        self.mix = HarnessMix.of(self.config.harness)
+        self._env_factory = env_factory or self._default_env
+        self._policy_for = policy_for or (lambda _i: self.config.policy)
+        self._pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency, thread_name_prefix="episode")
+        self._server: CaptureServer | None = None
+        self._tasks: dict[str, Task] | None = None
+        self.__name__ = "harness_rollout"  # TRL names callables in warnings
+
+    # ---- the TRL contract -------------------------------------------------------------------------------
+
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        """Run every group of the batch and return TRL's rollout dict (one row per prompt)."""
+        plans = self.plan(prompts, trainer)
+        futures = [self.start_group(plan, trainer) for plan in plans]
+        return self.to_batch(plans, [f.result() for f in futures], trainer)
+
+    def plan(self, prompts: Sequence[Any], trainer: Any) -> list[GroupPlan]:
+        """Split the prompts into groups and pick each group's task and harness.
+
+        Raises:
+            BadRequest: a group's prompts differ, or the batch is not a whole number of groups.
+        """
+        size = int(trainer.num_generations if trainer.model.training else trainer.num_generations_eval)
+        if len(prompts) % size:
+            raise BadRequest(f"{len(prompts)} prompts is not a whole number of groups of {size}")
+        plans = []
+        step = int(trainer.state.global_step)
+        for index, start in enumerate(range(0, len(prompts), size)):
+            group = prompts[start:start + size]
+            if any(p != group[0] for p in group):
+                raise BadRequest(f"group {index} mixes prompts {sorted(set(map(str, group)))}; TRL repeats each prompt")
+            parsed = parse_prompt(group[0])
+            harness = parsed.harness or self.mix.draw(step, index)
+            plans.append(GroupPlan(prompt=group[0], task=self._task(parsed.task), harness=harness, size=size))
+        return plans
+
+    def start_group(self, plan: GroupPlan, trainer: Any) -> Future[GroupOutcome]:
+        """Start a group's episodes on the pool (with retries); returns the future of its outcome."""
+        make_env = self._env_maker(trainer)
+        episodes = [functools.partial(run_training_episode, make_env, plan.harness, plan.task,
+                                      policy=self._policy_for(i), timeout_s=self.config.episode_timeout_s)
+                    for i in range(plan.size)]
+        return run_group(self._pool, episodes, self.config.failure)
+
+    def to_batch(self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any) -> dict[str, list[Any]]:
+        """Flatten the groups into TRL's columns and log the rollout's metrics."""
+        batch: dict[str, list[Any]] = {}
+        filler = _filler_id(trainer)
+        for plan, outcome in zip(plans, outcomes, strict=True):
+            for result, attempts in zip(outcome.results, outcome.attempts, strict=True):
+                for key, value in _row(result, masked=outcome.masked, filler=filler).items():
+                    batch.setdefault(key, []).append(value)
+                batch.setdefault("attempts", []).append(attempts)
+                batch.setdefault("group_prompt", []).append(plan.prompt)
+        log = getattr(trainer, "_log_metric", None)  # TRL 1.16's `log_metric` hook (reward functions get it too)
+        if log is not None:
+            log_rollout_metrics(log, outcomes)
+        return batch
+
+    def close(self) -> None:
+        """Stop the pool and the capture server this rollout started."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    # ---- internals --------------------------------------------------------------------------------------
+
+    def _task(self, task_id: str) -> Task:
+        if self._tasks is None:
+            self._tasks = {t.id: t for t in load_task_set(self.config.task_set)}
+        if task_id not in self._tasks:
+            raise BadRequest(f"task {task_id!r} is not in task set {self.config.task_set!r}; "
+                             f"it has: {', '.join(sorted(self._tasks))}")
+        return self._tasks[task_id]
+
+    def _env_maker(self, trainer: Any) -> EnvFactory:
+        if self._server is None:
+            self._server = policy_server(trainer, backend=self.config.backend, model=self.config.model,
+                                         vllm_url=self.config.vllm_url)
+        server = self._server
+        return lambda harness: self._env_factory(harness, server)
+
+    def _default_env(self, harness: str, server: CaptureServer) -> HarnessEnvironment:
+        sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
+        return HarnessEnvironment(harness, server=server, sampling=sampling, network=self.config.network)
+
+
+def _filler_id(trainer: Any) -> int:
+    """A token for the one-token placeholder rows of failed episodes (it is never trained)."""
+    tokenizer = getattr(trainer, "processing_class", None)
+    for name in ("eos_token_id", "pad_token_id"):
+        value = getattr(tokenizer, name, None)
+        if isinstance(value, int):
+            return value
+    return 0
+
+
+def _row(result: EpisodeResult, *, masked: bool, filler: int) -> dict[str, Any]:
+    """One TRL row: the sequence (masked: no trained token) and the reward components."""
+    row = result.row
+    if row is None:
+        ids: dict[str, Any] = {"prompt_ids": [filler], "completion_ids": [filler], "logprobs": [0.0], "env_mask": [0]}
+    else:
+        mask = [0] * len(row.env_mask) if masked else list(row.env_mask)
+        ids = {"prompt_ids": list(row.prompt_ids), "completion_ids": list(row.completion_ids),
+               "logprobs": list(row.logprobs), "env_mask": mask}
+    parts = result.breakdown
+    return {
+        **ids,
+        "harness": result.harness,
+        "task_id": result.task_id,
+        "policy": result.policy,
+        "masked": masked,
+        "solved": parts.get("solved", 0.0),
+        "tests_passed": parts.get("tests_passed", 0.0),
+        "tests_total": parts.get("tests_total", 0.0),
+        "tool_calls": float(result.tool_calls),
+        "turns": float(result.turns),
+        "episode_reward": result.reward,
+        "error": result.error or "",
+    }
