@@ -7,6 +7,7 @@ any of them lives once in `openenv.harness`. String values may use `${var}` plac
 
 from __future__ import annotations
 
+import base64
 import json
 import string
 from pathlib import Path
@@ -108,8 +109,15 @@ class ShellTool(_Spec):
 
     name: str
     arguments: dict[str, Any]
+    encoding: Literal["plain", "base64"] = Field(
+        default="plain",
+        description="base64 wraps scripts as `echo B64 | base64 -d | sh`, for harnesses whose shell tool "
+        "refuses backticks or $() anywhere in a command (Gemini CLI 0.61)",
+    )
 
     def call_arguments(self, command: str) -> dict[str, Any]:
+        if self.encoding == "base64" and "\n" in command:
+            command = f"echo {base64.b64encode(command.encode()).decode()} | base64 -d | sh"
         return render(self.arguments, {"command": command})
 
 

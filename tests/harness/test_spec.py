@@ -94,3 +94,14 @@ def test_unknown_field_is_rejected():
 def test_unknown_harness_lists_known_ones():
     with pytest.raises(NotFound, match="claude-code"):
         get_spec("nope")
+
+
+def test_gemini_scripts_travel_base64_encoded_and_one_liners_stay_plain():
+    import base64
+
+    tool = get_spec("gemini-cli").shell_tool
+    script = "cat > a.py <<'EOF'\n\"\"\"Uses `backticks`.\"\"\"\nEOF\n"
+    command = tool.call_arguments(script)["command"]
+    assert "`" not in command and command.startswith("echo ") and command.endswith(" | base64 -d | sh")
+    assert base64.b64decode(command.split()[1]).decode() == script
+    assert tool.call_arguments("ls -la")["command"] == "ls -la"
