@@ -1,0 +1,37 @@
+"""Rollout metrics: per harness over trained episodes, plus the failure policy's counters."""
+
+from __future__ import annotations
+
+import pytest
+
+from openenv.train.episode import EpisodeResult
+from openenv.train.failures import GroupOutcome
+from openenv.train.metrics import rollout_metrics
+
+
+def _result(harness: str, reward: float, tool_calls: int, *, error: str | None = None) -> EpisodeResult:
+    from openenv.capture.trajectory import SequenceRow
+
+    row = None if error else SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], env_mask=[1], turn_ids=[])
+    return EpisodeResult(harness=harness, task_id="t", policy="sample", row=row, reward=reward,
+                         breakdown={"solved": reward}, tool_calls=tool_calls, turns=tool_calls + 1, error=error,
+                         dropped_sequences=1 if harness == "codex" else 0, wall_s=2.0)
+
+
+def test_each_harness_gets_its_own_reward_and_tool_call_means():
+    outcomes = [
+        GroupOutcome([_result("pi", 1.0, 2), _result("pi", 0.0, 4)], attempts=[1, 1]),
+        GroupOutcome([_result("codex", 1.0, 6), _result("codex", 1.0, 8)], attempts=[1, 2]),
+    ]
+    metrics = rollout_metrics(outcomes)
+    assert metrics["harness/pi/reward"] == 0.5 and metrics["harness/pi/tool_calls"] == 3.0
+    assert metrics["harness/codex/solved"] == 1.0 and metrics["harness/codex/tool_calls"] == 7.0
+    assert metrics["rollout/retries"] == 1.0 and metrics["rollout/dropped_sequences"] == 2.0
+    assert metrics["rollout/episode_wall_s"] == pytest.approx(2.0)
+
+
+def test_masked_groups_are_counted_but_kept_out_of_the_harness_means():
+    outcomes = [GroupOutcome([_result("pi", 1.0, 2), _result("pi", 0.0, 0, error="SandboxLost: gone")], attempts=[1, 3])]
+    metrics = rollout_metrics(outcomes)
+    assert "harness/pi/reward" not in metrics
+    assert metrics["rollout/masked_groups"] == 1.0 and metrics["rollout/failed_episodes"] == 1.0
