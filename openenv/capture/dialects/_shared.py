@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from openenv.errors import BadRequest
 
-__all__ = ["bearer_token", "chunk_text", "parse_body", "response_id", "validation_message"]
+__all__ = [
+    "bearer_token",
+    "chunk_text",
+    "json_schema_format",
+    "parse_body",
+    "response_id",
+    "validation_message",
+]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -72,3 +79,12 @@ def chunk_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
     """`text` in consecutive pieces of at most `size` characters (nothing for empty text)."""
     for start in range(0, len(text), size):
         yield text[start : start + size]
+
+
+def json_schema_format(holder: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The schema in `holder["format"] = {type: "json_schema", schema: {...}}` (Anthropic
+    `output_config`, OpenAI Responses `text`), or None when no JSON schema is asked for."""
+    fmt = (holder or {}).get("format")
+    if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        return fmt["schema"]  # type: ignore[no-any-return]
+    return None

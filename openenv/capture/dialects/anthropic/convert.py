@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -21,7 +21,13 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._shared import bearer_token, chunk_text, parse_body, response_id
+from openenv.capture.dialects._shared import (
+    bearer_token,
+    chunk_text,
+    json_schema_format,
+    parse_body,
+    response_id,
+)
 from openenv.capture.dialects.anthropic import protocol as p
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
@@ -74,11 +80,9 @@ def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
     for msg in messages:
         blocks = [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
         match msg.role:
-            case "system":
-                # Claude Code sends `{role: system, content: []}` between turns with --bare: skip it.
-                out.extend(_user_like("system", blocks, names))
-            case "user":
-                out.extend(_user_like("user", blocks, names))
+            case "system" | "user":
+                # An empty `{role: system, content: []}` (Claude Code --bare, between turns) adds nothing.
+                out.extend(_user_like(msg.role, blocks, names))
             case "assistant":
                 parts = _assistant_parts(blocks)
                 names.update({c.id: c.name for c in parts if isinstance(c, ToolCallPart)})
@@ -86,14 +90,16 @@ def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
     return tuple(out)
 
 
-def _user_like(role: str, blocks: list[p.RequestBlock], names: dict[str, str]) -> list[Message]:
+def _user_like(
+    role: Literal["system", "user"], blocks: list[p.RequestBlock], names: dict[str, str]
+) -> list[Message]:
     """Text blocks become `role` messages; each tool_result becomes its own `tool` message, in order."""
     out: list[Message] = []
     texts: list[Part] = []
     for block in blocks:
         if block.type == "tool_result":
             if texts:
-                out.append(Message(role=role, parts=tuple(texts)))  # type: ignore[arg-type]
+                out.append(Message(role=role, parts=tuple(texts)))
                 texts = []
             out.append(Message(role="tool", parts=(_tool_result(block, names),)))
         elif block.type == "text":
@@ -105,7 +111,7 @@ def _user_like(role: str, blocks: list[p.RequestBlock], names: dict[str, str]) -
                 param="messages",
             )
     if texts:
-        out.append(Message(role=role, parts=tuple(texts)))  # type: ignore[arg-type]
+        out.append(Message(role=role, parts=tuple(texts)))
     return out
 
 
@@ -152,16 +158,8 @@ def _sampling(req: p.MessagesRequest) -> SamplingParams:
         top_p=req.top_p,
         top_k=req.top_k,
         stop=tuple(req.stop_sequences or ()),
-        json_schema=_json_schema(req.output_config),
+        json_schema=json_schema_format(req.output_config),
     )
-
-
-def _json_schema(output_config: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`output_config.format: {type: json_schema, schema}` (structured outputs); `effort` is ignored."""
-    fmt = (output_config or {}).get("format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
-        return fmt["schema"]  # type: ignore[no-any-return]
-    return None
 
 
 def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:

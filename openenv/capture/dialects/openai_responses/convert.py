@@ -11,7 +11,6 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -28,7 +27,13 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._shared import bearer_token, chunk_text, parse_body, response_id
+from openenv.capture.dialects._shared import (
+    bearer_token,
+    chunk_text,
+    json_schema_format,
+    parse_body,
+    response_id,
+)
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat.convert import error_body
 from openenv.capture.dialects.openai_responses import protocol as p
@@ -75,20 +80,12 @@ def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
             max_tokens=req.max_output_tokens,
             temperature=req.temperature,
             top_p=req.top_p,
-            json_schema=_json_schema(req.text),
+            json_schema=json_schema_format(req.text),
         ),
         tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice),
         stream=req.stream,
     )
-
-
-def _json_schema(text: dict[str, Any] | None) -> dict[str, Any] | None:
-    """`text.format: {type: json_schema, schema}` (structured outputs); `verbosity` is ignored."""
-    fmt = (text or {}).get("format")
-    if isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
-        return fmt["schema"]  # type: ignore[no-any-return]
-    return None
 
 
 def _instructions(instructions: str | None) -> tuple[Message, ...]:
