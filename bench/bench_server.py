@@ -113,8 +113,10 @@ class Server:
 
     def start(self) -> tuple[subprocess.Popen[bytes], str]:
         port = _free_port()
-        code = textwrap.dedent(self.script).format(port=port, loop=self.loop, http=self.http, threaded=self.threaded)
-        log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)
+        code = textwrap.dedent(self.script).format(
+            port=port, loop=self.loop, http=self.http, threaded=self.threaded
+        )
+        log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)  # noqa: SIM115 (the server keeps it)
         proc = subprocess.Popen(
             [str(self.python), "-c", code], stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir()
         )
@@ -202,9 +204,11 @@ async def measure(
 
 def ensure_reference_venv() -> Path:
     python = REF_VENV / "bin" / "python"
-    check = f"import uvloop, httptools, importlib.metadata as m; assert m.version('openenv') == '{REF_VERSION}'"
+    check = (
+        f"import uvloop, httptools, importlib.metadata as m; assert m.version('openenv') == '{REF_VERSION}'"
+    )
     probe = [str(python), "-c", check]
-    if python.exists() and subprocess.run(probe, capture_output=True).returncode == 0:
+    if python.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0:
         return python
     print(f"installing openenv=={REF_VERSION} (+ uvloop, httptools) into {REF_VENV} (once)...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
@@ -226,7 +230,9 @@ def main() -> None:
     ref_python = ensure_reference_venv()
     servers = [
         Server("reference", ref_python, REFERENCE, stateful_http=False),
-        Server("reference-uvloop", ref_python, REFERENCE, stateful_http=False, loop="uvloop", http="httptools"),
+        Server(
+            "reference-uvloop", ref_python, REFERENCE, stateful_http=False, loop="uvloop", http="httptools"
+        ),
         Server("ours-same-stack", ours, OURS, stateful_http=True),
         Server("ours-threaded", ours, OURS, stateful_http=True, threaded=True),
         Server("ours", ours, OURS, stateful_http=True, loop="uvloop", http="httptools"),
@@ -243,7 +249,9 @@ def main() -> None:
                         samples.setdefault((server.name, transport, clients), []).append(sample)
                 for server, *_ in running:
                     rate, cpu = _median(samples[(server.name, transport, clients)])
-                    print(f"  {server.name:14} {transport:4} x{clients:<3} {rate:9.0f} ops/s {cpu:6.3f} CPU-ms/op")
+                    print(
+                        f"  {server.name:14} {transport:4} x{clients:<3} {rate:9.0f} ops/s {cpu:6.3f} CPU-ms/op"
+                    )
     finally:
         for _, proc, _ in running:
             proc.terminate()

@@ -117,7 +117,9 @@ def resolve(name: str, *, search_paths: list[Path] | None = None) -> EnvSource:
     )
 
 
-def load_env_class(source: EnvSource) -> tuple[type[Environment[Any, Any, Any]], type[EnvClient[Any, Any, Any]]]:
+def load_env_class(
+    source: EnvSource,
+) -> tuple[type[Environment[Any, Any, Any]], type[EnvClient[Any, Any, Any]]]:
     """The env class (and typed client class) of an installed env or env folder."""
     if source.kind == "entry_point":
         env_cls = import_object(source.target)
@@ -191,7 +193,9 @@ def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
     except TransportError:
         logs = container.logs(tail=20).decode(errors="replace")
         stop()
-        raise TransportError(f"container {image} did not become healthy on {url}; last log lines:\n{logs}") from None
+        raise TransportError(
+            f"container {image} did not become healthy on {url}; last log lines:\n{logs}"
+        ) from None
     return url, stop
 
 

@@ -86,7 +86,7 @@ def _served_schemas(client: SyncEnvClient[Any, Any, Any]) -> dict[str, Any]:
 class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
     """Gymnasium view of an openenv session: `terminated` is the observation's `done`, never truncated."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium declares it this way)
 
     def __init__(
         self,
@@ -119,7 +119,9 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
         self._to_action = to_action or self._default_to_action
         self._from_observation = from_observation or self._default_from_observation
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         obs = self.client.reset(seed=seed, **(options or {}))
         return self._from_observation(obs), {"metadata": obs.metadata}
@@ -166,11 +168,14 @@ def gym_id(env_name: str) -> str:
 
 def register_envs() -> list[str]:
     """Register the generic id and one id per discoverable env; return the ids newly registered."""
-    wanted = {GENERIC_ID: {}} | {gym_id(s.name): {"env": s.name} for s in discover_envs()}
+    wanted: dict[str, dict[str, str]] = {GENERIC_ID: {}}
+    wanted |= {gym_id(s.name): {"env": s.name} for s in discover_envs()}
     added = []
     for env_id, kwargs in wanted.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point="openenv.gym:make_env", kwargs=kwargs, disable_env_checker=True)
+            gymnasium.register(
+                env_id, entry_point="openenv.gym:make_env", kwargs=kwargs, disable_env_checker=True
+            )
             added.append(env_id)
     return added
 

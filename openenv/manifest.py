@@ -34,11 +34,15 @@ class Manifest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     spec_version: Literal[1] = 1
-    name: str = Field(pattern=r"^[a-z][a-z0-9_-]*$", description="Lowercase env name used by AutoEnv and the CLI.")
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_-]*$", description="Lowercase env name used by AutoEnv and the CLI."
+    )
     version: str = "0.1.0"
     description: str = ""
     environment: str = Field(pattern=_REF, description="`module:Class` of the Environment subclass.")
-    client: str | None = Field(default=None, pattern=_REF, description="`module:Class` of the typed EnvClient.")
+    client: str | None = Field(
+        default=None, pattern=_REF, description="`module:Class` of the typed EnvClient."
+    )
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[Manifest, Path]:
@@ -52,7 +56,9 @@ class Manifest(BaseModel):
         if file.is_dir():
             file = file / MANIFEST_FILE
         if not file.is_file():
-            raise NotFound(f"no {MANIFEST_FILE} at {file}; run `openenv init NAME` to scaffold one", path=str(file))
+            raise NotFound(
+                f"no {MANIFEST_FILE} at {file}; run `openenv init NAME` to scaffold one", path=str(file)
+            )
         try:
             raw = yaml.safe_load(file.read_text())
         except yaml.YAMLError as exc:
@@ -60,7 +66,9 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate(raw or {}), file.parent.resolve()
         except ValidationError as exc:
-            fields = "; ".join(f"'{'.'.join(map(str, e['loc'])) or '(root)'}': {e['msg']}" for e in exc.errors())
+            fields = "; ".join(
+                f"'{'.'.join(map(str, e['loc'])) or '(root)'}': {e['msg']}" for e in exc.errors()
+            )
             raise BadRequest(f"{file}: {fields}", path=str(file)) from None
 
     def load_environment(self, folder: Path) -> Any:
@@ -89,5 +97,7 @@ def import_object(ref: str, root: Path | None = None) -> Any:
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise NotFound(f"module {module_name!r} has no attribute {attr!r} (from {ref!r})", ref=ref) from None
+            raise NotFound(
+                f"module {module_name!r} has no attribute {attr!r} (from {ref!r})", ref=ref
+            ) from None
     return obj

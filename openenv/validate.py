@@ -8,6 +8,7 @@ validated against the JSON Schemas the server itself serves. Every failed check 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,7 +63,9 @@ def validate_folder(path: str | Path) -> list[Check]:
     def env_class() -> str:
         env_cls = loaded["manifest"].load_environment(loaded["folder"])
         if not (isinstance(env_cls, type) and issubclass(env_cls, Environment)):
-            raise _Failed(f"{loaded['manifest'].environment} is {env_cls!r}, not an openenv Environment subclass")
+            raise _Failed(
+                f"{loaded['manifest'].environment} is {env_cls!r}, not an openenv Environment subclass"
+            )
         if inspect.isabstract(env_cls):
             missing = ", ".join(sorted(env_cls.__abstractmethods__))
             raise _Failed(f"{env_cls.__name__} does not implement {missing}")
@@ -76,7 +79,7 @@ def validate_folder(path: str | Path) -> list[Check]:
         env_cls = loaded["env"]
         for role, base in (("action", Action), ("observation", Observation), ("state", State)):
             model = getattr(env_cls, f"{role}_type")
-            checks.append(_run(f"models.{role}", lambda m=model, b=base: _check_model(m, b)))
+            checks.append(_run(f"models.{role}", functools.partial(_check_model, model, base)))
     if checks[0].ok and loaded["manifest"].client:
         checks.append(_run("client.class", lambda: _check_client(loaded["manifest"], loaded["folder"])))
     return checks
@@ -84,9 +87,13 @@ def validate_folder(path: str | Path) -> list[Check]:
 
 def _check_model(model: Any, base: type[BaseModel]) -> str:
     if not (isinstance(model, type) and issubclass(model, base)):
-        raise _Failed(f"expected a subclass of openenv {base.__name__}, got {model!r}; set it on the env class")
+        raise _Failed(
+            f"expected a subclass of openenv {base.__name__}, got {model!r}; set it on the env class"
+        )
     if model is base and base is not State:
-        raise _Failed(f"the env still uses the bare {base.__name__}; declare its own subclass with its fields")
+        raise _Failed(
+            f"the env still uses the bare {base.__name__}; declare its own subclass with its fields"
+        )
     model.model_json_schema()
     return model.__name__
 
@@ -103,17 +110,24 @@ def validate_url(url: str, *, timeout_s: float = 10.0) -> list[Check]:
     base = url.rstrip("/")
     ctx: dict[str, Any] = {}
     with httpx.Client(base_url=base, timeout=timeout_s) as http:
-        checks = [_run("live.health", lambda: _health(http)), _run("live.schema", lambda: _schemas(http, ctx))]
+        checks = [
+            _run("live.health", lambda: _health(http)),
+            _run("live.schema", lambda: _schemas(http, ctx)),
+        ]
         if all(c.ok for c in checks):
             checks.append(_run("live.http_round_trip", lambda: _http_round_trip(http, ctx)))
-            checks.append(_run("live.ws_round_trip", lambda: asyncio.run(_ws_round_trip(base, ctx, timeout_s))))
+            checks.append(
+                _run("live.ws_round_trip", lambda: asyncio.run(_ws_round_trip(base, ctx, timeout_s)))
+            )
     return checks
 
 
 def _health(http: httpx.Client) -> str:
     r = http.get("/health")
     if r.status_code != 200 or r.json().get("status") != "healthy":
-        raise _Failed(f"GET /health answered {r.status_code} {r.text[:200]!r}; expected 200 with status 'healthy'")
+        raise _Failed(
+            f"GET /health answered {r.status_code} {r.text[:200]!r}; expected 200 with status 'healthy'"
+        )
     return f"{r.json().get('active_sessions')} of {r.json().get('max_sessions')} sessions live"
 
 
@@ -122,7 +136,9 @@ def _schemas(http: httpx.Client, ctx: dict[str, Any]) -> str:
     body = r.json() if r.status_code == 200 else {}
     missing = [k for k in ("action", "observation", "state") if not isinstance(body.get(k), dict)]
     if missing:
-        raise _Failed(f"GET /schema answered {r.status_code} without {', '.join(missing)}; expected all three")
+        raise _Failed(
+            f"GET /schema answered {r.status_code} without {', '.join(missing)}; expected all three"
+        )
     for key in ("action", "observation", "state"):
         try:
             jsonschema.Draft202012Validator.check_schema(body[key])
@@ -144,7 +160,9 @@ def _http_round_trip(http: httpx.Client, ctx: dict[str, Any]) -> str:
     schemas, action = ctx["schemas"], ctx["action"]
     r = http.post("/reset", json={})
     if r.status_code != 200 or "session_id" not in r.json():
-        raise _Failed(f"POST /reset answered {r.status_code} {r.text[:300]!r}; expected 200 with a session_id")
+        raise _Failed(
+            f"POST /reset answered {r.status_code} {r.text[:300]!r}; expected 200 with a session_id"
+        )
     sid = r.json()["session_id"]
     _conforms("observation", r.json()["observation"], schemas["observation"], "POST /reset")
     try:
@@ -157,7 +175,9 @@ def _http_round_trip(http: httpx.Client, ctx: dict[str, Any]) -> str:
             raise _Failed(f"GET /state answered {r.status_code} {r.text[:300]!r}")
         _conforms("state", r.json(), schemas["state"], "GET /state")
         if r.json().get("step_count") != 1:
-            raise _Failed(f"GET /state after one step reports step_count={r.json().get('step_count')!r}, not 1")
+            raise _Failed(
+                f"GET /state after one step reports step_count={r.json().get('step_count')!r}, not 1"
+            )
     finally:
         http.delete("/session", headers={SESSION_HEADER: sid})
     return f"reset -> step {action} -> state conform to the schemas"
@@ -165,7 +185,8 @@ def _http_round_trip(http: httpx.Client, ctx: dict[str, Any]) -> str:
 
 async def _ws_round_trip(base: str, ctx: dict[str, Any], timeout_s: float) -> str:
     schemas, action = ctx["schemas"], ctx["action"]
-    async with EnvClient(base, open_timeout_s=timeout_s, request_timeout_s=timeout_s) as client:
+    client: EnvClient[Any, Any, Any] = EnvClient(base, open_timeout_s=timeout_s, request_timeout_s=timeout_s)
+    async with client:
         obs = await client.reset()
         _conforms("observation", obs.model_dump(), schemas["observation"], "ws reset")
         obs = await client.step(action)
@@ -213,4 +234,3 @@ def _by_type(prop: dict[str, Any], defs: dict[str, Any]) -> Any:
     if kind == "object":
         return example_action(prop | {"$defs": defs}) if prop.get("properties") else {}
     return None
-

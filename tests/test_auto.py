@@ -6,8 +6,8 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-
 from echo_env import EchoEnvironment, EchoObservation
+
 from openenv import auto
 from openenv.auto import AutoEnv, EnvSource, discover_envs, hf_space_url, load_env_class, resolve
 from openenv.errors import NotFound
@@ -19,9 +19,7 @@ REPO_ENVS = Path(__file__).resolve().parents[1] / "envs"
 def make_env_folder(root: Path, name: str) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    (folder / "openenv.yaml").write_text(
-        f"name: {name}\nenvironment: echo_env.environment:EchoEnvironment\n"
-    )
+    (folder / "openenv.yaml").write_text(f"name: {name}\nenvironment: echo_env.environment:EchoEnvironment\n")
     return folder
 
 
@@ -60,7 +58,9 @@ def test_a_path_to_an_env_folder_resolves(tmp_path: Path) -> None:
     assert resolve(str(folder), search_paths=[]).kind == "folder"
 
 
-def test_search_paths_come_from_the_environment_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_search_paths_come_from_the_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     make_env_folder(tmp_path, "from_env_var")
     monkeypatch.setenv("OPENENV_ENVS_PATH", str(tmp_path))
     assert resolve("from_env_var").kind == "folder"
@@ -76,7 +76,10 @@ def test_a_folder_named_like_a_space_id_wins_over_the_space(tmp_path: Path) -> N
     [
         ("http://127.0.0.1:8000/", EnvSource("url", "http://127.0.0.1:8000/", "http://127.0.0.1:8000")),
         ("https://x.example/env", EnvSource("url", "https://x.example/env", "https://x.example/env")),
-        ("docker:openenv-echo:latest", EnvSource("docker", "docker:openenv-echo:latest", "openenv-echo:latest")),
+        (
+            "docker:openenv-echo:latest",
+            EnvSource("docker", "docker:openenv-echo:latest", "openenv-echo:latest"),
+        ),
         ("openenv/Echo_Env", EnvSource("hf_space", "openenv/Echo_Env", "https://openenv-echo-env.hf.space")),
     ],
 )

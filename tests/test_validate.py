@@ -6,9 +6,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from echo_env import EchoEnvironment, EchoObservation
 from fastapi import FastAPI
 
-from echo_env import EchoEnvironment, EchoObservation
 from openenv.server import LocalServer, create_app
 from openenv.validate import Check, example_action, validate_folder, validate_url
 
@@ -37,7 +37,12 @@ def write_env(tmp_path: Path, manifest: str, module: str = "") -> Path:
 def test_the_echo_folder_passes_every_static_check() -> None:
     checks = validate_folder(ECHO)
     assert [c.name for c in checks] == [
-        "manifest", "env.class", "models.action", "models.observation", "models.state", "client.class",
+        "manifest",
+        "env.class",
+        "models.action",
+        "models.observation",
+        "models.state",
+        "client.class",
     ]
     assert all(c.ok for c in checks), checks
 
@@ -45,7 +50,10 @@ def test_the_echo_folder_passes_every_static_check() -> None:
 def test_a_missing_manifest_is_named(tmp_path: Path) -> None:
     (check,) = validate_folder(tmp_path)
     assert not check.ok
-    assert check.message == f"NotFound: no openenv.yaml at {tmp_path}/openenv.yaml; run `openenv init NAME` to scaffold one"
+    assert (
+        check.message
+        == f"NotFound: no openenv.yaml at {tmp_path}/openenv.yaml; run `openenv init NAME` to scaffold one"
+    )
 
 
 def test_bad_manifest_fields_are_each_named(tmp_path: Path) -> None:
@@ -63,7 +71,10 @@ def test_an_unimportable_env_class_is_named(tmp_path: Path) -> None:
     checks = by_name(validate_folder(folder))
     assert checks["manifest"].ok
     assert not checks["env.class"].ok
-    assert checks["env.class"].message == f"NotFound: module '{mod}' has no attribute 'Missing' (from '{mod}:Missing')"
+    assert (
+        checks["env.class"].message
+        == f"NotFound: module '{mod}' has no attribute 'Missing' (from '{mod}:Missing')"
+    )
 
 
 def test_a_class_that_is_not_an_environment_is_named(tmp_path: Path) -> None:
@@ -109,7 +120,12 @@ def echo_url() -> Iterator[str]:
 
 def test_a_live_echo_server_passes_the_round_trips(echo_url: str) -> None:
     checks = validate_url(echo_url)
-    assert [c.name for c in checks] == ["live.health", "live.schema", "live.http_round_trip", "live.ws_round_trip"]
+    assert [c.name for c in checks] == [
+        "live.health",
+        "live.schema",
+        "live.http_round_trip",
+        "live.ws_round_trip",
+    ]
     assert all(c.ok for c in checks), checks
 
 
@@ -140,8 +156,13 @@ def test_a_server_without_the_protocol_fails_health_and_schema() -> None:
     with LocalServer(FastAPI()) as server:
         checks = validate_url(server.base_url)
     assert [(c.name, c.ok) for c in checks] == [("live.health", False), ("live.schema", False)]
-    assert checks[0].message == "GET /health answered 404 '{\"detail\":\"Not Found\"}'; expected 200 with status 'healthy'"
-    assert checks[1].message == "GET /schema answered 404 without action, observation, state; expected all three"
+    assert (
+        checks[0].message
+        == "GET /health answered 404 '{\"detail\":\"Not Found\"}'; expected 200 with status 'healthy'"
+    )
+    assert (
+        checks[1].message == "GET /schema answered 404 without action, observation, state; expected all three"
+    )
 
 
 def test_nothing_listening_is_a_named_failure() -> None:

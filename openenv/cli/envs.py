@@ -23,7 +23,9 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     max_sessions: Annotated[int, typer.Option(help="Live sessions allowed at once.")] = 64,
-    idle_timeout: Annotated[float, typer.Option(help="Close sessions idle this many seconds (0: never).")] = 600.0,
+    idle_timeout: Annotated[
+        float, typer.Option(help="Close sessions idle this many seconds (0: never).")
+    ] = 600.0,
 ) -> None:
     """Serve an environment over HTTP and WebSocket until interrupted."""
     import uvicorn
@@ -35,7 +37,9 @@ def serve(
     try:
         source = resolve(env)
         if source.kind not in ("entry_point", "folder"):
-            raise typer.BadParameter(f"{env!r} is a {source.kind}, which is served elsewhere; give an env name")
+            raise typer.BadParameter(
+                f"{env!r} is a {source.kind}, which is served elsewhere; give an env name"
+            )
         env_cls, _ = load_env_class(source)
     except OpenEnvError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
@@ -83,7 +87,9 @@ def validate(
     checks = (validate_folder(path) if path is not None else []) + (validate_url(url) if url else [])
     table = Table("check", "result", "detail")
     for check in checks:
-        table.add_row(check.name, "[green]pass[/green]" if check.ok else "[red]FAIL[/red]", escape(check.message))
+        table.add_row(
+            check.name, "[green]pass[/green]" if check.ok else "[red]FAIL[/red]", escape(check.message)
+        )
     console.print(table)
     failed = [c.name for c in checks if not c.ok]
     if failed:

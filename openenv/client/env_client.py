@@ -16,11 +16,10 @@ import threading
 from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Future
 from types import TracebackType
-from typing import Any, ClassVar, Generic, TypeVar, get_args, get_origin
+from typing import Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
-from pydantic import ConfigDict, ValidationError
-from typing_extensions import Self
 import websockets.exceptions
+from pydantic import ConfigDict, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 
 from openenv.client.errors import error_from_body, map_transport_errors
@@ -66,7 +65,11 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         super().__init_subclass__(**kwargs)
         for base in getattr(cls, "__orig_bases__", ()):
             origin, args = get_origin(base), get_args(base)
-            if isinstance(origin, type) and issubclass(origin, EnvClient) and all(isinstance(a, type) for a in args):
+            if (
+                isinstance(origin, type)
+                and issubclass(origin, EnvClient)
+                and all(isinstance(a, type) for a in args)
+            ):
                 cls.action_type, cls.observation_type, cls.state_type = args
 
     def __init__(
@@ -101,8 +104,12 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if self._ws is None:
             with map_transport_errors(self.ws_url):
                 self._ws = await connect(
-                    self.ws_url, open_timeout=self.open_timeout_s, compression=None, proxy=None,
-                    max_size=64 * 2**20, ping_interval=None,
+                    self.ws_url,
+                    open_timeout=self.open_timeout_s,
+                    compression=None,
+                    proxy=None,
+                    max_size=64 * 2**20,
+                    ping_interval=None,
                 )
         return self
 
@@ -155,9 +162,10 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                     await self._ws.send(f'{{"type":"{kind}","data":{data_json}}}')
                     raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
             except TransportError:
-                raw = await self._last_words()
-                if raw is None:
+                last = await self._last_words()
+                if last is None:
                     raise
+                raw = last
         frame = ServerFrame.model_validate_json(raw)
         if frame.type == "error":
             raise error_from_body(ErrorBody.model_validate(frame.data))

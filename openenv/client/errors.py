@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import websockets.exceptions
 
-from openenv import errors
 from openenv.core.wire import ErrorBody
 from openenv.errors import OpenEnvError, TransportError
 

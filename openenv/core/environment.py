@@ -77,7 +77,9 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     def state(self) -> StateT:
         """The episode's current state (id, step count and env-specific fields)."""
 
-    async def reset_async(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ObsT:
+    async def reset_async(
+        self, seed: int | None = None, episode_id: str | None = None, **options: Any
+    ) -> ObsT:
         """Async `reset`; by default runs the sync one in a worker thread (inline if not `blocking`)."""
         if not self.blocking:
             return self.reset(seed, episode_id, **options)

@@ -26,8 +26,12 @@ class Observation(BaseModel):
 
     model_config = _STRICT
 
-    done: bool = Field(default=False, description="True once the episode has ended; reset before stepping again.")
-    reward: float | None = Field(default=None, description="Reward for the step that produced this observation.")
+    done: bool = Field(
+        default=False, description="True once the episode has ended; reset before stepping again."
+    )
+    reward: float | None = Field(
+        default=None, description="Reward for the step that produced this observation."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict, description="Free-form diagnostics, never scored.")
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import ErrorBody, HTTPError
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import uvicorn
 
@@ -22,7 +22,9 @@ __all__ = ["LocalServer"]
 class LocalServer:
     """Serve `app` on `host:port` (a free loopback port by default) until `stop()`."""
 
-    def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning") -> None:
+    def __init__(
+        self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
+    ) -> None:
         self.host = host
         self.port = port or self.free_port(host)
         config = uvicorn.Config(
@@ -35,9 +37,11 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout_s: float = 10.0) -> LocalServer:
+    def start(self, timeout_s: float = 10.0) -> Self:
         """Start serving and return once the socket accepts connections."""
-        self._thread = threading.Thread(target=self._server.run, name=f"openenv-uvicorn-{self.port}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, name=f"openenv-uvicorn-{self.port}", daemon=True
+        )
         self._thread.start()
         deadline = time.monotonic() + timeout_s
         while not self._server.started:
@@ -60,11 +64,10 @@ class LocalServer:
             s.bind((host, 0))
             return int(s.getsockname()[1])
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-

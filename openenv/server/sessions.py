@@ -52,13 +52,17 @@ class EnvTypes:
         state_type: type[State] | None = None,
     ) -> EnvTypes:
         """Take the models from the arguments, else from the env class when the factory is one."""
-        env_cls = env_factory if isinstance(env_factory, type) and issubclass(env_factory, Environment) else None
+        env_cls = (
+            env_factory if isinstance(env_factory, type) and issubclass(env_factory, Environment) else None
+        )
         if env_cls is None and (action_type is None or observation_type is None):
             raise TypeError(
                 "create_app() got a factory that is not an Environment subclass; "
                 "pass action_type= and observation_type= so the server can validate and document the wire"
             )
-        metadata = env_cls.metadata() if env_cls else EnvMetadata(name=getattr(env_factory, "__name__", "env"))
+        metadata = (
+            env_cls.metadata() if env_cls else EnvMetadata(name=getattr(env_factory, "__name__", "env"))
+        )
         return cls(
             action=action_type or env_cls.action_type,  # type: ignore[union-attr]
             observation=observation_type or env_cls.observation_type,  # type: ignore[union-attr]
@@ -83,7 +87,9 @@ class Session:
 
     async def reset(self, req: ResetRequest) -> Observation:
         async with self.lock:
-            obs = await self._call("reset_async", self.env.reset, req.seed, req.episode_id, **req.options)
+            obs: Observation = await self._call(
+                "reset_async", self.env.reset, req.seed, req.episode_id, **req.options
+            )
             self.started = True
             return obs
 
@@ -149,7 +155,9 @@ class SessionRegistry:
     def active(self) -> int:
         return len(self._sessions)
 
-    async def open(self, transport: Transport, on_reap: Callable[[], Awaitable[None]] | None = None) -> Session:
+    async def open(
+        self, transport: Transport, on_reap: Callable[[], Awaitable[None]] | None = None
+    ) -> Session:
         """Build a fresh env for a new session.
 
         Raises:

@@ -6,8 +6,8 @@ import asyncio
 
 import httpx
 import pytest
-
 from echo_env import EchoAction, EchoClient, EchoObservation, EchoState
+
 from openenv.client import AnyObservation, EnvClient, SyncEnvClient
 from openenv.errors import BadRequest, CapacityError, InvalidAction, TransportError
 from openenv.server import LocalServer
@@ -26,7 +26,9 @@ async def test_typed_client_returns_the_env_models(echo_url: str) -> None:
 
 async def test_generic_arguments_declare_the_models() -> None:
     assert (EchoClient.action_type, EchoClient.observation_type, EchoClient.state_type) == (
-        EchoAction, EchoObservation, EchoState,
+        EchoAction,
+        EchoObservation,
+        EchoState,
     )
 
 
@@ -73,16 +75,20 @@ async def test_capacity_error_carries_the_servers_numbers(echo_url: str) -> None
 
 
 async def test_closing_the_client_frees_the_session_on_the_server(echo_url: str) -> None:
+    async def active() -> int:
+        async with httpx.AsyncClient() as http:
+            return int((await http.get(f"{echo_url}/health")).json()["active_sessions"])
+
     env = EchoClient.from_url(echo_url)
     await env.reset()
-    assert httpx.get(f"{echo_url}/health").json()["active_sessions"] == 1
+    assert await active() == 1
     await env.close()
     await env.close()  # idempotent
     for _ in range(50):
-        if httpx.get(f"{echo_url}/health").json()["active_sessions"] == 0:
+        if await active() == 0:
             break
         await asyncio.sleep(0.02)
-    assert httpx.get(f"{echo_url}/health").json()["active_sessions"] == 0
+    assert await active() == 0
 
 
 async def test_no_server_is_a_transport_error_naming_the_url() -> None:
@@ -93,6 +99,7 @@ async def test_no_server_is_a_transport_error_naming_the_url() -> None:
 
 async def test_a_server_that_goes_away_is_a_transport_error() -> None:
     from echo_env import EchoEnvironment
+
     from openenv.server import create_app
 
     server = LocalServer(create_app(EchoEnvironment)).start()

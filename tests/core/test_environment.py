@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 import pytest
-
 from echo_env import EchoAction, EchoEnvironment, EchoObservation
+
 from openenv.core import Environment
 
 
@@ -21,7 +21,9 @@ class ThreadRecordingEnv(EchoEnvironment):
         super().__init__()
         self.threads = []
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> EchoObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **options: Any
+    ) -> EchoObservation:
         self.threads.append(threading.current_thread().name)
         return super().reset(seed, episode_id, **options)
 

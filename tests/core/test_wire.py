@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from echo_env import EchoObservation
 from pydantic import ValidationError
 
-from echo_env import EchoObservation
 from openenv.core.wire import (
     CloseMessage,
     ResetMessage,

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from echo_env import EchoEnvironment
+
 from openenv.server import LocalServer, create_app
 
 Serve = Callable[..., str]

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-
 from echo_env import EchoAction, EchoEnvironment, EchoObservation
 
 SID = "X-Session-Id"
@@ -29,7 +28,11 @@ def test_reset_returns_a_session_id_in_body_and_header(http: httpx.Client, echo_
     assert r.status_code == 200
     assert r.json()["session_id"] == r.headers[SID]
     assert r.json()["observation"] == {
-        "done": False, "reward": None, "metadata": {}, "echoed_message": "", "message_length": 0,
+        "done": False,
+        "reward": None,
+        "metadata": {},
+        "echoed_message": "",
+        "message_length": 0,
     }
 
 
@@ -46,7 +49,9 @@ def test_steps_accumulate_in_the_named_session(http: httpx.Client, echo_url: str
 
 def test_session_id_may_travel_in_the_body_or_query(http: httpx.Client, echo_url: str) -> None:
     sid = reset(http, echo_url).json()["session_id"]
-    assert http.post(f"{echo_url}/step", json={"action": {"message": "a"}, "session_id": sid}).status_code == 200
+    assert (
+        http.post(f"{echo_url}/step", json={"action": {"message": "a"}, "session_id": sid}).status_code == 200
+    )
     assert http.get(f"{echo_url}/state", params={"session_id": sid}).json()["step_count"] == 1
 
 

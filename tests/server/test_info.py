@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import httpx
-
 from echo_env import EchoAction, EchoObservation, EchoState
 
 
 def test_health_reports_sessions(http: httpx.Client, echo_url: str) -> None:
-    assert http.get(f"{echo_url}/health").json() == {"status": "healthy", "active_sessions": 0, "max_sessions": 64}
+    assert http.get(f"{echo_url}/health").json() == {
+        "status": "healthy",
+        "active_sessions": 0,
+        "max_sessions": 64,
+    }
 
 
 def test_metadata_names_the_env_and_its_models(http: httpx.Client, echo_url: str) -> None:
     meta = http.get(f"{echo_url}/metadata").json()
     assert meta["name"] == "echo"
     assert (meta["action_type"], meta["observation_type"], meta["state_type"]) == (
-        "EchoAction", "EchoObservation", "EchoState",
+        "EchoAction",
+        "EchoObservation",
+        "EchoState",
     )
     assert meta["max_sessions"] >= 16
 

@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
 from echo_env import EchoAction, EchoEnvironment, EchoObservation
+
 from openenv.core.wire import ResetRequest
 from openenv.errors import CapacityError, EnvError, UnknownSession
 from openenv.server.sessions import EnvTypes, SessionRegistry
@@ -159,8 +159,13 @@ async def _record(sink: list[str], value: str) -> None:
 
 def test_max_sessions_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        SessionRegistry(EchoEnvironment, EnvTypes.infer(EchoEnvironment), max_sessions=0, idle_timeout_s=None,
-                        executor=ThreadPoolExecutor(1))
+        SessionRegistry(
+            EchoEnvironment,
+            EnvTypes.infer(EchoEnvironment),
+            max_sessions=0,
+            idle_timeout_s=None,
+            executor=ThreadPoolExecutor(1),
+        )
 
 
 def test_a_plain_factory_needs_explicit_models() -> None:

@@ -27,9 +27,16 @@ async def ask(ws: ClientConnection, frame: dict[str, Any] | str) -> dict[str, An
 async def test_reset_step_state_round_trip(echo_url: str) -> None:
     async with connect(ws_url(echo_url)) as ws:
         reply = await ask(ws, {"type": "reset", "data": {"episode_id": "ws-1"}})
-        assert reply == {"type": "observation", "data": {
-            "done": False, "reward": None, "metadata": {}, "echoed_message": "", "message_length": 0,
-        }}
+        assert reply == {
+            "type": "observation",
+            "data": {
+                "done": False,
+                "reward": None,
+                "metadata": {},
+                "echoed_message": "",
+                "message_length": 0,
+            },
+        }
         reply = await ask(ws, {"type": "step", "data": {"message": "hello"}})
         assert reply["data"]["echoed_message"] == "hello" and reply["data"]["reward"] == pytest.approx(0.5)
         reply = await ask(ws, {"type": "state"})
@@ -45,9 +52,13 @@ async def test_reset_step_state_round_trip(echo_url: str) -> None:
         ("{not json", "malformed_json", "not valid JSON"),
         ('{"type": "dance"}', "unknown_message_type", "unknown message type 'dance'; expected one of reset"),
         ('{"data": {}}', "unknown_message_type", "no 'type' field"),
-        ('{"type": "step", "data": {"mesage": "x"}}', "invalid_action", "action field 'mesage': Extra inputs"),
+        (
+            '{"type": "step", "data": {"mesage": "x"}}',
+            "invalid_action",
+            "action field 'mesage': Extra inputs",
+        ),
         ('{"type": "reset", "data": {"seed": "abc"}}', "bad_request", "message field 'reset.data.seed'"),
-        ('[1, 2]', "bad_request", "message field"),
+        ("[1, 2]", "bad_request", "message field"),
     ],
 )
 async def test_bad_frames_get_their_own_error_code_and_the_socket_stays_usable(

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from openenv.client import EnvClient
-
 from echo_env.models import EchoAction, EchoObservation, EchoState
+from openenv.client import EnvClient
 
 __all__ = ["EchoClient"]
 

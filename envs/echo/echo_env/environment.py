@@ -5,10 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from openenv.core import EnvMetadata, Environment
-from openenv.errors import BadRequest
-
 from echo_env.models import EchoAction, EchoObservation, EchoState
+from openenv.core import Environment, EnvMetadata
+from openenv.errors import BadRequest
 
 __all__ = ["EchoEnvironment"]
 
@@ -27,7 +26,11 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
         self._state = EchoState()
 
     def reset(
-        self, seed: int | None = None, episode_id: str | None = None, max_steps: int | None = None, **options: Any
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        max_steps: int | None = None,
+        **options: Any,
     ) -> EchoObservation:
         if options:
             raise BadRequest(f"echo accepts only the reset option max_steps, got {sorted(options)}")
@@ -50,4 +53,6 @@ class EchoEnvironment(Environment[EchoAction, EchoObservation, EchoState]):
 
     @classmethod
     def metadata(cls) -> EnvMetadata:
-        return EnvMetadata(name="echo", description="Echoes each message back with its length.", version="0.1.0")
+        return EnvMetadata(
+            name="echo", description="Echoes each message back with its length.", version="0.1.0"
+        )

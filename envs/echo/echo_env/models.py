@@ -23,4 +23,6 @@ class EchoObservation(Observation):
 
 
 class EchoState(State):
-    max_steps: int | None = Field(default=None, description="Episode length limit set at reset; None: unlimited.")
+    max_steps: int | None = Field(
+        default=None, description="Episode length limit set at reset; None: unlimited."
+    )

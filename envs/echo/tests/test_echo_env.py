@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from echo_env import EchoAction, EchoEnvironment
+
 from openenv.errors import BadRequest
 
 
@@ -12,7 +12,12 @@ def test_each_step_echoes_and_rewards_a_tenth_per_character() -> None:
     env = EchoEnvironment()
     assert env.reset(episode_id="e").echoed_message == ""
     obs = env.step(EchoAction(message="hello"))
-    assert (obs.echoed_message, obs.message_length, obs.reward, obs.done) == ("hello", 5, pytest.approx(0.5), False)
+    assert (obs.echoed_message, obs.message_length, obs.reward, obs.done) == (
+        "hello",
+        5,
+        pytest.approx(0.5),
+        False,
+    )
     assert (env.state.episode_id, env.state.step_count) == ("e", 1)
 
 

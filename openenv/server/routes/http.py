@@ -11,7 +11,13 @@ from typing import Annotated, Any, TypeVar
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from pydantic import BaseModel, ValidationError
 
-from openenv.core.wire import SESSION_HEADER, ResetRequest, SessionReply, StepRequest, describe_validation_error
+from openenv.core.wire import (
+    SESSION_HEADER,
+    ResetRequest,
+    SessionReply,
+    StepRequest,
+    describe_validation_error,
+)
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import SessionRegistry
