@@ -11,7 +11,7 @@ import base64
 import json
 import string
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -98,6 +98,8 @@ class ConfigFile(_Spec):
                 return yaml.safe_dump(content, sort_keys=False)
             case "text":
                 return str(content)
+            case _:
+                assert_never(self.format)
 
 
 class ShellTool(_Spec):
