@@ -29,6 +29,7 @@ __all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session"]
 
 T = TypeVar("T")
 Mode = Literal["auto", "gated"]
+_REPLAY_WINDOW = 16  # recent replies kept for retries
 AuxPredicate = Callable[[CanonicalRequest], bool]
 
 
@@ -149,6 +150,7 @@ class Session:
         self._gate_aux = gate_aux
         self._served_model = served_model
         self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
+        self._replies: dict[str, Completion] = {}  # body digest -> reply, for retried requests
         self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
 
@@ -183,13 +185,30 @@ class Session:
 
     # ---- request path (runs on the server loop) ----------------------------------------------------
 
-    async def handle(self, req: CanonicalRequest, dialect: str) -> Completion:
+    async def handle(self, req: CanonicalRequest, dialect: str, *, digest: str | None = None,
+                     retry: bool = False) -> Completion:
         """Answer one generation request: render, link, wait for a decision, generate, record.
+
+        Args:
+            req: the canonical request.
+            dialect: the wire format's name (recorded on the turn).
+            digest: a digest of the raw request body; answered requests are remembered by it.
+            retry: the client marked this as a retry; a remembered reply is replayed, unrecorded.
 
         Raises:
             BackendUnavailable: the backend failed; the turn is kept as a gap.
             BadRequest: the prompt does not fit the context window.
         """
+        if retry and digest in self._replies:
+            return self._replies[digest]
+        done = await self._handle(req, dialect)
+        if digest is not None:
+            self._replies[digest] = done
+            while len(self._replies) > _REPLAY_WINDOW:
+                self._replies.pop(next(iter(self._replies)))
+        return done
+
+    async def _handle(self, req: CanonicalRequest, dialect: str) -> Completion:
         aux = bool(self._aux and self._aux(req))
         plan = self._plan(req, aux)
         turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,

@@ -130,3 +130,15 @@ def test_admin_api_rejects_unknown_fields(proxy: CaptureServer) -> None:
     response = httpx.post(proxy.base_url + "/sessions", json={"mode": "auto", "temperature": 0}, timeout=30)
     assert response.status_code == 400
     assert "temperature" in str(_error(response)["message"])
+
+
+def test_a_retry_with_the_same_body_is_replayed_not_recorded(session_url: str) -> None:
+    body = {**HI, "temperature": 1.0}
+    url = session_url + "/v1/chat/completions"
+    first = httpx.post(url, json=body, timeout=60).json()
+    again = httpx.post(url, json=body, headers={"x-stainless-retry-count": "1"}, timeout=60).json()
+    fresh = httpx.post(url, json=body, timeout=60).json()  # not a retry: a new turn
+    assert again == first and fresh["id"] != first["id"]
+    token = session_url.rsplit("/", 1)[1]
+    stats = httpx.get(session_url.split("/s/")[0] + f"/sessions/{token}/sequences", timeout=30).json()["stats"]
+    assert stats["turns"] == 2

@@ -7,6 +7,7 @@ with the dialect stored on the request.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 
 from fastapi import APIRouter, Request, Response
@@ -22,6 +23,8 @@ __all__ = ["router"]
 router = APIRouter()
 
 JSON = "application/json"
+# Headers the official SDKs set on automatic retries (openai, anthropic: Stainless-generated).
+RETRY_HEADERS = ("x-stainless-retry-count",)
 
 
 def _context(request: Request) -> RequestContext:
@@ -44,14 +47,17 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
                 raise NotFound(f"{dialect.name} does not list models")
             body = dialect.models_body([manager.served_model], ctx)
             return Response(body.model_dump_json(), media_type=JSON)
-        req = dialect.parse(await request.body(), ctx)
+        body = await request.body()
+        req = dialect.parse(body, ctx)
         canonical = dialect.to_canonical(req)
         if endpoint.operation == "count_tokens":
             if not isinstance(dialect, CountsTokens):
                 raise NotFound(f"{dialect.name} does not count tokens")
             n = session.count_tokens(canonical, dialect.name)
             return Response(dialect.count_tokens_body(n, req).model_dump_json(), media_type=JSON)
-        done = await session.handle(canonical, dialect.name)
+        retry = any(ctx.headers.get(h, "0") not in ("", "0") for h in RETRY_HEADERS)
+        digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+        done = await session.handle(canonical, dialect.name, digest=digest, retry=retry)
         if canonical.stream:
             return StreamingResponse(_encode(dialect.sse_events(done, req)), media_type="text/event-stream",
                                      headers={"cache-control": "no-cache"})
