@@ -31,15 +31,19 @@ def build(
     from openenv.harness.sandbox.docker import engine_available
     from openenv.harness.sandbox.images import build_harness_image
 
+    try:  # names first: a typo fails before any engine work
+        specs = [get_spec(name) for name in (harness_names() if harness == "all" else [harness])]
+    except OpenEnvError as exc:
+        _out.print(f"[red]{exc.message}[/]")
+        raise typer.Exit(2) from exc
     if (reason := engine_available()) is not None:
         _out.print(f"[red]{reason}[/]")
         raise typer.Exit(1)
-    names = harness_names() if harness == "all" else [harness]
     client = docker.from_env()
     failed = []
-    for name in names:
+    for spec in specs:
+        name = spec.name
         try:
-            spec = get_spec(name)
             tag = build_harness_image(client, spec, base=base, network=network,
                                       progress=lambda line, n=name: _out.print(f"  {n}: {line}"))
             _out.print(f"[green]{name}: built {tag}[/]")
