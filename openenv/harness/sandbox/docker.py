@@ -335,6 +335,10 @@ class DockerSandbox:
             raise EnvError("sandbox is closed (or stopped for grading)")
         if self._lost is not None:
             raise SandboxLost(self._lost)
+        private = str(self.root / "private")
+        if not self._expose_private and any(private in v for v in [*argv, *env.values(), str(cwd)]):
+            raise EnvError("this command needs a private_dir (hidden tests), which the episode container "
+                           "never sees; grade with verify_isolated(sandbox, task) instead of verify()")
         self._hand_over(self.workspace)
         self._hand_over(self.home)
         tag = f"{MARKER}={self.id}:{len(self._processes)}"

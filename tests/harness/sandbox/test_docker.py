@@ -46,8 +46,9 @@ def test_workspace_is_shared_both_ways_and_hidden_dirs_are_not_mounted(sandbox: 
     sandbox.write_files({"pkg/app.py": "X = 1\n"})
     hidden = sandbox.private_dir("tests")
     (hidden / "test_secret.py").write_text("assert True\n")
-    out = sandbox.run(["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {hidden} 2>&1; echo new > made.txt"]).output
-    assert "No such file or directory" in out
+    out = sandbox.run(["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {sandbox.root}; echo new > made.txt"]).output
+    assert hidden.parent.name == "private"
+    assert out.split() == ["home", "logs", "sock", "tmp", "workspace"]  # no `private`
     assert sandbox.read_file("pkg/app.py") == "X = 1\nY = 2\n"
     assert sandbox.read_file("made.txt") == "new\n"
 
@@ -259,3 +260,11 @@ def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: Dock
     assert "host only" not in planted.output_tail()
     verdict = verify_isolated(sandbox, Task(id="t", instruction="-", tests={"test.sh": "true\n"}, solution="true"))
     assert verdict.solved  # the fifo was skipped, not waited on
+
+
+def test_grading_in_the_episode_container_is_refused_with_the_way_out(sandbox: DockerSandbox) -> None:
+    from openenv.harness.verifier import verify
+
+    task = Task(id="t", instruction="-", tests={"test.sh": "true\n"}, solution="true")
+    with pytest.raises(EnvError, match="verify_isolated"):
+        verify(sandbox, task)
