@@ -246,11 +246,8 @@ def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: Dock
     secret = tmp_path / "host-secret"
     secret.write_text("host only\n")
     log = sandbox.root / "logs" / "0-sh.log"  # the process's own log, which the host tails
-    planted = sandbox.start(
-        ["sh", "-c", f"ln -s / root-link; ln -s {secret} leak.txt; mkfifo pipe; "
-                     f"rm -f {log}; ln -s {secret} {log}; sleep 300"],
-        env={}, timeout_s=300,
-    )
+    script = f"ln -s / root-link; ln -s {secret} leak.txt; mkfifo pipe; rm -f {log}; ln -s {secret} {log}; sleep 300"
+    planted = sandbox.start(["sh", "-c", script], env={}, timeout_s=300)
     time.sleep(1)
     sandbox.start(["true"], env={}, timeout_s=10).wait(10)  # start() hands the workspace over again
     assert (secret.stat().st_uid, Path("/etc/hostname").stat().st_uid) == (0, 0)
