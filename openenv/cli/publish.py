@@ -1,0 +1,53 @@
+"""`openenv push`: publish an env folder as a Hugging Face Docker Space (or write the folder with --dry-run)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+__all__ = ["register"]
+
+_err = Console(stderr=True)
+
+
+def push(
+    env: Annotated[str, typer.Argument(help="env name (under envs/) or env folder")] = ".",
+    repo: Annotated[str | None, typer.Option(help="Space id owner/name (default: <your user>/<env name>)")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="write the Space folder locally, upload nothing")]
+    = False,
+    out: Annotated[Path | None, typer.Option(help="where the Space folder goes (default build/space-<env>)")]
+    = None,
+    endpoint: Annotated[str | None, typer.Option(help="Hub URL (default $HF_ENDPOINT or huggingface.co)")] = None,
+    private: Annotated[bool, typer.Option(help="create the Space private")] = False,
+) -> None:
+    """Publish an env as a Docker Space: README front matter (sdk: docker, app_port), Dockerfile and code."""
+    from openenv.errors import OpenEnvError
+    from openenv.manifest import Manifest
+    from openenv.publish import build_space_folder, push_space
+
+    try:
+        folder = build_space_folder(env, out or Path("build") / f"space-{Path(env).resolve().name}", repo_id=repo)
+        if dry_run:
+            typer.echo(f"Space folder written to {folder} (dry run: nothing uploaded)")
+            return
+        name = Manifest.load(folder / "env")[0].name
+        repo_id = repo or f"{_whoami(endpoint)}/{name}"
+        url = push_space(folder, repo_id, endpoint=endpoint or os.environ.get("HF_ENDPOINT"), private=private)
+    except OpenEnvError as exc:
+        _err.print(f"[red]error:[/] {exc.message}")
+        raise typer.Exit(1) from None
+    typer.echo(f"pushed {repo_id}; the env serves at {url} (AutoEnv.from_env({repo_id!r}))")
+
+
+def _whoami(endpoint: str | None) -> str:
+    from huggingface_hub import HfApi
+
+    return str(HfApi(endpoint=endpoint).whoami()["name"])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("push")(push)

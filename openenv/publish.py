@@ -1,0 +1,123 @@
+"""Publishing an env as a Hugging Face Docker Space: the Space folder, and its upload with `huggingface_hub`.
+
+A Space folder holds everything the Space builds from:
+  README.md     front matter `sdk: docker` and `app_port`, so the Hub runs the Dockerfile and routes to it;
+  Dockerfile    installs the bundled openenv source and runs `openenv serve env --port APP_PORT`;
+  openenv-src/  this checkout's package (pyproject.toml, README.md, openenv/, envs/echo/);
+  env/          the env folder itself (its `openenv.yaml` and code).
+Once the Space runs, `AutoEnv.from_env("owner/name")` connects to `https://owner-name.hf.space`, and MCP
+clients to its `/mcp`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from openenv.auto import env_search_paths, hf_space_url
+from openenv.errors import NotFound, TransportError
+from openenv.manifest import MANIFEST_FILE, Manifest
+
+__all__ = ["SPACE_PORT", "build_space_folder", "push_space", "space_readme"]
+
+SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
+_REPO = Path(__file__).resolve().parents[1]
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".venv", "node_modules")
+_DOCKERFILE = """\
+# Built by `openenv push`: serves the `{name}` env on port {port} (HTTP, WebSocket and MCP at /mcp).
+FROM python:3.11-slim
+RUN useradd --create-home --uid 1000 user
+WORKDIR /app
+COPY --chown=user openenv-src/ /app/openenv-src/
+RUN pip install --no-cache-dir /app/openenv-src
+COPY --chown=user env/ /app/env/
+USER user
+EXPOSE {port}
+CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{port}"]
+"""
+
+
+def space_readme(manifest: Manifest, repo_id: str | None) -> str:
+    """The Space card: YAML front matter the Hub reads, then how to use the env."""
+    target = repo_id or f"<owner>/{manifest.name}"
+    return (
+        "---\n"
+        f"title: {manifest.name}\n"
+        "sdk: docker\n"
+        f"app_port: {SPACE_PORT}\n"
+        "tags:\n  - openenv\n  - reinforcement-learning\n"
+        f"short_description: {_one_line(manifest.description or manifest.name)}\n"
+        "---\n\n"
+        f"# {manifest.name}\n\n{manifest.description}\n\n"
+        "An openenv environment: `reset`/`step`/`state` over HTTP and WebSocket, "
+        "and its tools over MCP at `/mcp`.\n\n"
+        f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n"
+    )
+
+
+def _one_line(text: str) -> str:
+    line = " ".join(text.split())
+    return (line[:57] + "...") if len(line) > 60 else line
+
+
+def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> Path:
+    """Write the Space folder of `env` (a name or an env folder) into `dest`, replacing what is there.
+
+    Raises:
+        NotFound: `env` is not an env folder, nor the name of one under the env search paths.
+    """
+    manifest, folder = Manifest.load(_env_folder(env))
+    if dest.exists():
+        shutil.rmtree(dest)
+    src = dest / "openenv-src"
+    src.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(_REPO / name, src / name)
+    shutil.copytree(_REPO / "openenv", src / "openenv", ignore=_IGNORE)
+    shutil.copytree(_REPO / "envs" / "echo", src / "envs" / "echo", ignore=_IGNORE)  # pyproject packages it
+    shutil.copytree(folder, dest / "env", ignore=_IGNORE)
+    (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT))
+    (dest / "README.md").write_text(space_readme(manifest, repo_id))
+    return dest
+
+
+def _env_folder(env: str) -> Path:
+    """An env folder by path, else by name under the env search paths (installed-only envs have none)."""
+    candidates = [Path(env).expanduser(), *(root / env for root in env_search_paths())]
+    for folder in candidates:
+        if (folder / MANIFEST_FILE).is_file():
+            return folder
+    raise NotFound(f"{env!r} is not an env folder (no {MANIFEST_FILE}) nor one under "
+                   f"{', '.join(map(str, env_search_paths()))}; `openenv push` publishes an env folder", env=env)
+
+
+def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint: str | None = None,
+               private: bool = False) -> str:
+    """Create (or reuse) the Docker Space `repo_id` and upload `folder` as one commit.
+
+    Args:
+        folder: a folder from `build_space_folder`.
+        repo_id: `owner/name`.
+        token: a Hub token; default: the one `huggingface_hub` finds (HF_TOKEN, the login cache).
+        endpoint: the Hub URL; default: `huggingface_hub`'s (HF_ENDPOINT, else huggingface.co).
+        private: create the Space private.
+
+    Returns:
+        The URL the Space serves the env at.
+
+    Raises:
+        ValueError: `repo_id` is not `owner/name` (nothing is sent).
+        TransportError: the Hub refused or could not be reached; the message carries its answer.
+    """
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    url = hf_space_url(repo_id)  # validates the id before anything is sent
+    api = HfApi(endpoint=endpoint, token=token)
+    try:
+        api.create_repo(repo_id, repo_type="space", space_sdk="docker", private=private, exist_ok=True)
+        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="space",
+                          commit_message="openenv push")
+    except (HfHubHTTPError, ValueError) as exc:  # the card check answers with a ValueError
+        raise TransportError(f"the Hub at {api.endpoint} refused the upload of {repo_id}: {exc}") from None
+    return url

@@ -1,0 +1,170 @@
+"""`openenv push`: the Space folder, and its upload through `huggingface_hub` to a Hub STAND-IN.
+
+The Hub cannot be reached from here, so `HubStandIn` below is a local stand-in of the three Hub HTTP
+endpoints an upload uses (repo create, preupload, commit), served on 127.0.0.1. It is not the Hub: it
+checks what `huggingface_hub` sends and records it; it does not build or run the Space.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from fastapi import FastAPI, Request
+from typer.testing import CliRunner
+
+from openenv.auto import AutoEnv
+from openenv.cli.main import app as cli
+from openenv.errors import TransportError
+from openenv.publish import SPACE_PORT, build_space_folder, push_space
+from openenv.server import LocalServer
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+class HubStandIn:
+    """A stand-in of the Hub's upload API: records created repos and committed files."""
+
+    def __init__(self) -> None:
+        self.repos: list[dict[str, Any]] = []
+        self.files: dict[str, bytes] = {}
+        self.commit_headers: list[dict[str, Any]] = []
+        self.auth: list[str] = []
+        self.app = FastAPI()
+        self.app.post("/api/repos/create")(self.create)
+        self.app.post("/api/validate-yaml")(self.validate_yaml)
+        self.app.post("/api/spaces/{owner}/{name}/preupload/{revision}")(self.preupload)
+        self.app.post("/api/spaces/{owner}/{name}/commit/{revision}")(self.commit)
+
+    async def create(self, request: Request) -> dict[str, Any]:
+        body = await request.json()
+        self.auth.append(request.headers.get("authorization", ""))
+        self.repos.append(body)
+        repo_id = f"{body['organization']}/{body['name']}"
+        return {"url": f"{request.base_url}spaces/{repo_id}", "name": repo_id, "id": repo_id}
+
+    async def validate_yaml(self, request: Request) -> Any:
+        """The Hub refuses a Space card without an `sdk`; so does the stand-in."""
+        from fastapi.responses import JSONResponse
+
+        body = await request.json()
+        content = body["content"]
+        matter = yaml.safe_load(content.split("---\n", 2)[1]) if content.startswith("---\n") else yaml.safe_load(content)
+        if body.get("repoType") == "space" and not (matter or {}).get("sdk"):
+            return JSONResponse({"errors": [{"message": "sdk is required for a Space"}]}, status_code=400)
+        return {"errors": [], "warnings": []}
+
+    async def preupload(self, request: Request) -> dict[str, Any]:
+        files = (await request.json())["files"]
+        return {"files": [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False} for f in files]}
+
+    async def commit(self, request: Request, owner: str, name: str) -> dict[str, Any]:
+        for line in (await request.body()).splitlines():
+            item = json.loads(line)
+            if item["key"] == "header":
+                self.commit_headers.append(item["value"])
+            elif item["key"] == "file":
+                self.files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
+        return {"commitUrl": f"{request.base_url}spaces/{owner}/{name}/commit/abc123", "commitOid": "abc123",
+                "success": True}
+
+
+@pytest.fixture
+def hub() -> Any:
+    stand_in = HubStandIn()
+    server = LocalServer(stand_in.app).start()
+    stand_in.url = server.base_url  # type: ignore[attr-defined]
+    yield stand_in
+    server.stop()
+
+
+def _front_matter(readme: str) -> dict[str, Any]:
+    _, matter, _ = readme.split("---\n", 2)
+    return yaml.safe_load(matter)  # type: ignore[no-any-return]
+
+
+def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_code(tmp_path):
+    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run",
+                                      "--out", str(tmp_path / "space")])
+    assert result.exit_code == 0, result.output
+    space = tmp_path / "space"
+    matter = _front_matter((space / "README.md").read_text())
+    assert matter["sdk"] == "docker" and matter["app_port"] == SPACE_PORT == 7860
+    assert "openenv" in matter["tags"]
+    assert 'AutoEnv.from_env("alice/echo-env")' in (space / "README.md").read_text()
+    dockerfile = (space / "Dockerfile").read_text()
+    assert f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}"]' in dockerfile
+    assert "pip install --no-cache-dir /app/openenv-src" in dockerfile
+    assert (space / "env" / "openenv.yaml").is_file()
+    assert (space / "openenv-src" / "pyproject.toml").read_text() == (REPO / "pyproject.toml").read_text()
+    assert (space / "openenv-src" / "openenv" / "server" / "mcp.py").is_file()
+    assert not list(space.rglob("__pycache__"))
+
+
+def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path):
+    """Runs the Dockerfile's CMD (on the host, not in Docker) against the folder's own env copy."""
+    space = build_space_folder("echo", tmp_path / "space")
+    port = LocalServer.free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "serve", str(space / "env"),
+                             "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                meta = httpx.get(f"http://127.0.0.1:{port}/metadata", timeout=2).json()
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                assert time.monotonic() < deadline, "the Space's serve command did not come up"
+                time.sleep(0.3)
+        assert meta["name"] == "echo"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_push_uploads_the_space_folder_through_huggingface_hub_then_autoenv_resolves_the_space(hub, tmp_path,
+                                                                                             monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_standin_token")
+    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/Echo_Env", "--endpoint", hub.url,
+                                      "--out", str(tmp_path / "space")])
+    assert result.exit_code == 0, result.output
+    assert "https://alice-echo-env.hf.space" in result.output
+    [repo] = hub.repos
+    assert (repo["organization"], repo["name"], repo["type"], repo["sdk"]) == ("alice", "Echo_Env", "space", "docker")
+    assert hub.auth == ["Bearer hf_standin_token"]
+    space = tmp_path / "space"
+    local = {p.relative_to(space).as_posix(): p.read_bytes() for p in space.rglob("*") if p.is_file()}
+    assert hub.files == local  # every file, byte for byte, in one commit
+    assert hub.commit_headers[0]["summary"] == "openenv push"
+    client = AutoEnv.from_env("alice/Echo_Env")
+    assert client.base_url == "https://alice-echo-env.hf.space"
+
+
+def test_push_api_refuses_a_bad_space_id_before_sending_anything(hub, tmp_path):
+    folder = build_space_folder("echo", tmp_path / "space")
+    with pytest.raises(ValueError, match="owner/name"):
+        push_space(folder, "not-a-space-id", endpoint=hub.url, token="t")
+    assert hub.repos == [] and hub.files == {}
+
+
+def test_a_card_the_hub_refuses_is_a_clear_error(hub, tmp_path):
+    folder = build_space_folder("echo", tmp_path / "space")
+    (folder / "README.md").write_text("---\ntitle: echo\n---\n# no sdk\n")
+    with pytest.raises(TransportError, match="refused the upload of alice/echo"):
+        push_space(folder, "alice/echo", endpoint=hub.url, token="t")
+
+
+def test_push_of_something_that_is_not_an_env_folder_is_a_clear_cli_error(tmp_path):
+    result = CliRunner().invoke(cli, ["push", "https://example.invalid", "--dry-run", "--out", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "publishes an env folder" in result.output
