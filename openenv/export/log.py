@@ -1,0 +1,125 @@
+"""The episode log: one JSONL file per episode, read back into typed records.
+
+`openenv run` (`openenv.harness.rollout.save_trajectory`) writes `turn`, `sequence` and `summary` lines.
+Episodes run by `openenv eval` and the MCP tools add one `request` line per answered model request (its
+canonical messages and tools), which is what the viewer's conversation pane and SFT export need.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from openenv.capture.canonical import CanonicalRequest
+from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
+from openenv.errors import BadRequest, NotFound
+
+__all__ = ["EpisodeLog", "EpisodeSummaryLine", "append_requests", "find_logs", "read_episode"]
+
+
+class EpisodeSummaryLine(BaseModel):
+    """The `summary` line, read leniently: newer writers may add fields this reader does not know."""
+
+    model_config = ConfigDict(extra="allow")
+
+    harness: str = ""
+    task: str = ""
+    policy: str = ""
+    reward: float = 0.0
+    status: str | None = None
+    turns: int = 0
+    tool_calls: int = 0
+    sequences: int = 0
+    merge_ratio: float = 0.0
+    aux_turns: int = 0
+    reward_breakdown: dict[str, float] = Field(default_factory=dict)
+    wall_s: float = 0.0
+
+
+class EpisodeLog(BaseModel):
+    """One episode as its log file holds it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="the file stem, e.g. pi-fix-temperature-conversion-20261129-082701")
+    turns: list[TurnRecord] = Field(default_factory=list)
+    sequences: list[SequenceRow] = Field(default_factory=list)
+    requests: dict[str, CanonicalRequest] = Field(default_factory=dict, description="turn id -> its request")
+    summary: EpisodeSummaryLine | None = None
+
+    def stats(self) -> SequenceStats:
+        """Merge statistics recomputed from the turns (the same rule as the capture trajectory)."""
+        model = [t for t in self.turns if t.sequence is not None]
+        merged = sum(t.kind == "merged" for t in model)
+        mergeable = max(len(model) - 1, 0)
+        return SequenceStats(
+            turns=len(model), sequences=len(self.sequences), merged=merged,
+            breaks=sum(t.kind == "break" for t in model), forks=sum(t.kind == "fork" for t in model),
+            aux=sum(t.aux for t in self.turns), gaps=sum(t.gap is not None for t in self.turns),
+            merge_ratio=merged / mergeable if mergeable else 1.0,
+        )
+
+
+def read_episode(path: str | Path) -> EpisodeLog:
+    """Parse one trajectory JSONL file.
+
+    Raises:
+        NotFound: the file does not exist.
+        BadRequest: a line is not JSON or does not match its `type`; the message names the line.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise NotFound(f"no trajectory file at {file}", path=str(file))
+    log = EpisodeLog(name=file.stem)
+    for number, line in enumerate(file.read_text().splitlines(), start=1):
+        if line.strip():
+            try:
+                _add_line(log, json.loads(line))
+            except (ValueError, ValidationError) as exc:
+                raise BadRequest(f"{file}:{number}: not a trajectory line ({exc})", path=str(file)) from None
+    return log
+
+
+def _add_line(log: EpisodeLog, raw: dict[str, Any]) -> None:
+    kind = raw.pop("type", None)
+    match kind:
+        case "turn":
+            log.turns.append(TurnRecord.model_validate(raw))
+        case "sequence":
+            log.sequences.append(SequenceRow.model_validate(raw))
+        case "request":
+            log.requests[raw["turn_id"]] = CanonicalRequest.model_validate(raw["request"])
+        case "summary":
+            log.summary = EpisodeSummaryLine.model_validate(raw)
+        case _:
+            raise ValueError(f"unknown line type {kind!r}; expected turn, sequence, request or summary")
+
+
+def append_requests(path: str | Path, requests: Mapping[str, CanonicalRequest]) -> None:
+    """Add one `request` line per turn id to an episode log."""
+    with Path(path).open("a") as fh:
+        fh.writelines(json.dumps({"type": "request", "turn_id": turn_id,
+                                 "request": request.model_dump(mode="json")}) + "\n" for turn_id, request in requests.items())
+
+
+def find_logs(paths: Iterable[str | Path]) -> list[Path]:
+    """The `.jsonl` files named, with folders expanded (sorted, recursively).
+
+    Raises:
+        NotFound: a path does not exist, or nothing was found.
+    """
+    found: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found += sorted(p.rglob("*.jsonl"))
+        elif p.is_file():
+            found.append(p)
+        else:
+            raise NotFound(f"no such trajectory file or folder: {p}", path=str(p))
+    if not found:
+        raise NotFound("no trajectory .jsonl files found; run `openenv run` or `openenv eval` first")
+    return found
