@@ -35,7 +35,7 @@ from openenv.train.mix import HarnessMix
 from openenv.train.policy_server import policy_server
 from openenv.train.prompts import parse_prompt
 
-__all__ = ["GroupPlan", "HarnessRollout", "RolloutConfig"]
+__all__ = ["GroupPlan", "HarnessRollout", "RolloutConfig", "training_row"]
 
 # Chooses the policy of generation `index` (0..num_generations-1) of a group.
 PolicyChooser = Callable[[int], EpisodePolicy]
@@ -151,7 +151,7 @@ class HarnessRollout:
         filler = _filler_id(trainer)
         for plan, outcome in zip(plans, outcomes, strict=True):
             for result, attempts in zip(outcome.results, outcome.attempts, strict=True):
-                for key, value in _row(result, masked=outcome.masked, filler=filler).items():
+                for key, value in training_row(result, masked=outcome.masked, filler=filler).items():
                     batch.setdefault(key, []).append(value)
                 batch.setdefault("attempts", []).append(attempts)
                 batch.setdefault("group_prompt", []).append(plan.prompt)
@@ -199,7 +199,7 @@ def _filler_id(trainer: Any) -> int:
     return 0
 
 
-def _row(result: EpisodeResult, *, masked: bool, filler: int) -> dict[str, Any]:
+def training_row(result: EpisodeResult, *, masked: bool, filler: int) -> dict[str, Any]:
     """One TRL row: the sequence (masked: no trained token) and the reward components."""
     row = result.row
     if row is None:
