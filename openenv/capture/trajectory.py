@@ -239,4 +239,4 @@ def _same(messages: Seq[Message], known: Seq[Message], n: int) -> bool:
     """Whether the first `n` messages are equal (compared newest first: rewrites are usually late)."""
     if len(known) < n:
         return False
-    return all(messages[i] == known[i] for i in range(n - 1, -1, -1))
+    return all(messages[i] is known[i] or messages[i] == known[i] for i in range(n - 1, -1, -1))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -36,6 +38,7 @@ __all__ = [
 ]
 
 NAME = "openai_chat"
+_CACHE = 16384  # converted messages kept, shared by all sessions (they are immutable values)
 
 
 def parse(body: bytes, ctx: RequestContext) -> p.ChatCompletionRequest:
@@ -69,19 +72,41 @@ def _messages(messages: list[p.ChatMessage]) -> tuple[Message, ...]:
     for msg in messages:
         match msg.role:
             case "system" | "developer":
-                out.append(Message(role="system", parts=_text_parts(msg.content)))
+                out.append(_text_message("system", _text(msg.content)))
             case "user":
-                out.append(Message(role="user", parts=_text_parts(msg.content)))
+                out.append(_text_message("user", _text(msg.content)))
             case "assistant":
                 assert isinstance(msg, p.AssistantMessage)
-                names.update({c.id: c.function.name for c in msg.tool_calls or []})
-                out.append(Message(role="assistant", parts=_assistant_parts(msg)))
+                calls = tuple((c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or ())
+                names.update({c[0]: c[1] for c in calls})
+                reasoning = msg.reasoning_content or msg.reasoning or ""
+                out.append(_assistant_message(_text(msg.content), reasoning, calls))
             case "tool":
                 assert isinstance(msg, p.ToolMessage)
-                result = ToolResultPart(tool_call_id=msg.tool_call_id, content=_text(msg.content),
-                                        name=msg.name or names.get(msg.tool_call_id))
-                out.append(Message(role="tool", parts=(result,)))
+                name = msg.name or names.get(msg.tool_call_id)
+                out.append(_tool_message(msg.tool_call_id, _text(msg.content), name))
     return tuple(out)
+
+
+# Harnesses resend the whole history every turn; converting each message once (by value) keeps a
+# turn's cost flat in conversation length and lets the session compare history by identity.
+@lru_cache(maxsize=_CACHE)
+def _text_message(role: Literal["system", "user"], text: str) -> Message:
+    return Message(role=role, parts=(TextPart(text=text),) if text else ())
+
+
+@lru_cache(maxsize=_CACHE)
+def _assistant_message(text: str, reasoning: str, calls: tuple[tuple[str, str, str], ...]) -> Message:
+    parts: list[Part] = [ThinkingPart(text=reasoning)] if reasoning else []
+    if text:
+        parts.append(TextPart(text=text))
+    parts.extend(ToolCallPart(id=i, name=n, arguments=a) for i, n, a in calls)
+    return Message(role="assistant", parts=tuple(parts))
+
+
+@lru_cache(maxsize=_CACHE)
+def _tool_message(call_id: str, content: str, name: str | None) -> Message:
+    return Message(role="tool", parts=(ToolResultPart(tool_call_id=call_id, content=content, name=name),))
 
 
 def _text(content: p.Content) -> str:
@@ -95,22 +120,6 @@ def _text(content: p.Content) -> str:
                               param="messages")
         pieces.append(part.text or part.refusal or "")
     return "".join(pieces)
-
-
-def _text_parts(content: p.Content) -> tuple[Part, ...]:
-    text = _text(content)
-    return (TextPart(text=text),) if text else ()
-
-
-def _assistant_parts(msg: p.AssistantMessage) -> tuple[Part, ...]:
-    parts: list[Part] = []
-    reasoning = msg.reasoning_content or msg.reasoning
-    if reasoning:
-        parts.append(ThinkingPart(text=reasoning))
-    parts.extend(_text_parts(msg.content))
-    for call in msg.tool_calls or []:
-        parts.append(ToolCallPart(id=call.id, name=call.function.name, arguments=call.function.arguments))
-    return tuple(parts)
 
 
 def _sampling(req: p.ChatCompletionRequest) -> SamplingParams:
