@@ -161,7 +161,13 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 with map_transport_errors(self.ws_url):
                     await self._ws.send(f'{{"type":"{kind}","data":{data_json}}}')
                     raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
-            except TransportError:
+            except TransportError as exc:
+                if isinstance(exc.__cause__, TimeoutError):
+                    await self._abandon()  # a late reply would otherwise answer the next request
+                    raise TransportError(
+                        f"no reply to {kind} from {self.ws_url} within {self.request_timeout_s:g} s; "
+                        "the connection was closed and its session freed"
+                    ) from exc
                 last = await self._last_words()
                 if last is None:
                     raise
@@ -170,6 +176,11 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if frame.type == "error":
             raise error_from_body(ErrorBody.model_validate(frame.data))
         return frame
+
+    async def _abandon(self) -> None:
+        ws, self._ws = self._ws, None
+        if ws is not None:
+            await ws.close()
 
     async def _last_words(self) -> str | bytes | None:
         """A frame the server sent just before hanging up (a `capacity` error), if one is buffered."""

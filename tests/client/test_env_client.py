@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import httpx
 import pytest
-from echo_env import EchoAction, EchoClient, EchoObservation, EchoState
+from echo_env import EchoAction, EchoClient, EchoEnvironment, EchoObservation, EchoState
 
 from openenv.client import AnyObservation, EnvClient, SyncEnvClient
 from openenv.errors import BadRequest, CapacityError, InvalidAction, TransportError
-from openenv.server import LocalServer
+from openenv.server import LocalServer, create_app
 
 
 async def test_typed_client_returns_the_env_models(echo_url: str) -> None:
@@ -136,3 +137,24 @@ def test_urls_map_to_the_ws_endpoint() -> None:
     assert EnvClient("https://owner-env.hf.space").ws_url == "wss://owner-env.hf.space/ws"
     with pytest.raises(ValueError, match="http"):
         EnvClient("ftp://nope")
+
+
+class SlowEcho(EchoEnvironment):
+    blocking = True
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        time.sleep(1.0)
+        return super().step(action)
+
+
+async def test_a_reply_timeout_closes_the_connection_so_late_replies_cannot_cross() -> None:
+    with LocalServer(create_app(SlowEcho)) as server:
+        env = EchoClient.from_url(server.base_url, request_timeout_s=0.2)
+        await env.reset()
+        with pytest.raises(TransportError, match=r"no reply to step .* within 0.2 s"):
+            await env.step(EchoAction(message="slow"))
+        # the next call opens a fresh connection (a new session) instead of reading the stale reply
+        obs = await env.reset(episode_id="fresh")
+        assert obs.echoed_message == ""
+        assert (await env.state()).episode_id == "fresh"
+        await env.close()
