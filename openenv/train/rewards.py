@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["RewardFunc", "default_reward_funcs", "partial_credit", "task_success", "tool_call_bonus"]
+__all__ = ["RewardFunc", "default_reward_funcs", "partial_credit", "plain_text", "task_success", "tool_call_bonus"]
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -50,3 +50,18 @@ def tool_call_bonus(scale: float = 0.5, budget: int = 20) -> RewardFunc:
 def default_reward_funcs(*, bonus_scale: float = 0.5, budget: int = 20) -> list[RewardFunc]:
     """Task success, partial test credit and the tool-call bonus, in that order."""
     return [task_success, partial_credit, tool_call_bonus(bonus_scale, budget)]
+
+
+def plain_text(prompts: Sequence[Any], completions: Sequence[Any], *, masked: Sequence[bool],
+               **_: Any) -> list[float | None]:
+    """A warm-up shaping term, not a task reward: the fraction of the reply's characters that are ASCII
+    letters or spaces.
+
+    A random-weight model never solves a task, so success gives GRPO no signal; this term varies
+    between samples from the first step, so a CPU demo can show the loop learning. It says nothing
+    about coding ability. Multi-turn replies include the tool results between turns (TRL decodes the
+    whole completion), which the policy does not control; keep it for demos.
+    """
+    texts = [c if isinstance(c, str) else " ".join(str(m.get("content", "")) for m in c) for c in completions]
+    return [None if m else (sum(ch.isascii() and (ch.isalpha() or ch == " ") for ch in t) / len(t) if t else 0.0)
+            for t, m in zip(texts, masked, strict=True)]

@@ -38,3 +38,10 @@ def test_bad_bonus_settings_are_refused():
 
 def test_default_set_is_success_partial_and_bonus():
     assert [f.__name__ for f in default_reward_funcs()] == ["task_success", "partial_credit", "tool_call_bonus"]
+
+
+def test_plain_text_shaping_is_the_letter_and_space_fraction():
+    from openenv.train.rewards import plain_text
+
+    scores = plain_text(["p"] * 3, ["ab c", "{}()", ""], masked=[False, False, True])
+    assert scores == [1.0, 0.0, None]
