@@ -90,7 +90,9 @@ class CaptureServer:
             self._loop = asyncio.get_running_loop()
             await self._server.serve()  # type: ignore[union-attr]
 
-        asyncio.run(main())
+        # uvloop when installed (uvicorn's own choice), plain asyncio otherwise.
+        with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
+            runner.run(main())
 
     def stop(self) -> None:
         """Stop serving; parked requests are failed, connections closed."""

@@ -54,7 +54,8 @@ def proxy(
                 typer.echo(f"session base_url: {session.base_url}")
         await serving
 
-    asyncio.run(main())
+    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:  # uvloop when installed
+        runner.run(main())
 
 
 def _backend(kind: str, model: Path, upstream: str | None) -> Backend:
