@@ -23,7 +23,7 @@ from typing import Any, Literal
 import httpx
 
 from openenv.client import EnvClient
-from openenv.core.environment import Environment
+from openenv.core.environment import Environment, EnvMetadata
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest, import_object
 
@@ -31,11 +31,12 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "AutoEnv",
     "EnvSource",
+    "LoadedEnv",
     "client_class_for",
     "discover_envs",
     "env_search_paths",
     "hf_space_url",
-    "load_env_class",
+    "load_env",
     "resolve",
     "start_container",
     "wait_for_health",
@@ -117,18 +118,31 @@ def resolve(name: str, *, search_paths: list[Path] | None = None) -> EnvSource:
     )
 
 
-def load_env_class(
-    source: EnvSource,
-) -> tuple[type[Environment[Any, Any, Any]], type[EnvClient[Any, Any, Any]]]:
-    """The env class (and typed client class) of an installed env or env folder."""
+@dataclass(frozen=True)
+class LoadedEnv:
+    """An installed env or env folder, imported: what a server needs to serve it, and its typed client."""
+
+    env_class: type[Environment[Any, Any, Any]]
+    client_class: type[EnvClient[Any, Any, Any]]
+    metadata: EnvMetadata
+
+
+def load_env(source: EnvSource) -> LoadedEnv:
+    """Import the env class (and typed client) of an installed env or env folder.
+
+    Raises:
+        NotFound / BadRequest: the manifest or a class it names cannot be loaded.
+        ValueError: the source is a URL, image or Space, which has no class here.
+    """
     if source.kind == "entry_point":
         env_cls = import_object(source.target)
-        return env_cls, client_class_for(env_cls)
+        return LoadedEnv(env_cls, client_class_for(env_cls), env_cls.metadata())
     if source.kind == "folder":
         manifest, folder = Manifest.load(source.target)
         env_cls = manifest.load_environment(folder)
         client_cls = manifest.load_client(folder) or client_class_for(env_cls)
-        return env_cls, client_cls
+        meta = EnvMetadata(name=manifest.name, description=manifest.description, version=manifest.version)
+        return LoadedEnv(env_cls, client_cls, meta)
     raise ValueError(f"{source.kind} sources are served elsewhere; there is no class to load")
 
 
@@ -161,9 +175,9 @@ class AutoEnv:
         if source.kind in ("entry_point", "folder"):
             from openenv.server import LocalServer, create_app
 
-            env_cls, client_cls = load_env_class(source)
-            server = LocalServer(create_app(env_cls)).start()
-            return client_cls(server.base_url, on_close=server.stop, **client_kwargs)
+            loaded = load_env(source)
+            server = LocalServer(create_app(loaded.env_class, metadata=loaded.metadata)).start()
+            return loaded.client_class(server.base_url, on_close=server.stop, **client_kwargs)
         if source.kind == "docker":
             url, stop = start_container(source.target)
             return EnvClient(url, on_close=stop, **client_kwargs)

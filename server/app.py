@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fastapi import FastAPI
 
-from openenv.auto import EnvSource, load_env_class, resolve
+from openenv.auto import EnvSource, load_env, resolve
 from openenv.server import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,10 +24,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def build_app() -> FastAPI:
     name = os.environ.get("OPENENV_ENV")
     source = resolve(name) if name else EnvSource("folder", "openenv.yaml", str(ROOT))
-    env_cls, _ = load_env_class(source)
+    loaded = load_env(source)
     idle = float(os.environ.get("OPENENV_IDLE_TIMEOUT_S", "600"))
     return create_app(
-        env_cls, max_sessions=int(os.environ.get("OPENENV_MAX_SESSIONS", "64")), idle_timeout_s=idle or None
+        loaded.env_class,
+        metadata=loaded.metadata,
+        max_sessions=int(os.environ.get("OPENENV_MAX_SESSIONS", "64")),
+        idle_timeout_s=idle or None,
     )
 
 

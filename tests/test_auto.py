@@ -9,7 +9,7 @@ import pytest
 from echo_env import EchoEnvironment, EchoObservation
 
 from openenv import auto
-from openenv.auto import AutoEnv, EnvSource, discover_envs, hf_space_url, load_env_class, resolve
+from openenv.auto import AutoEnv, EnvSource, discover_envs, hf_space_url, load_env, resolve
 from openenv.errors import NotFound
 from openenv.server import LocalServer, create_app
 
@@ -106,10 +106,19 @@ def test_discover_lists_entry_points_then_folders() -> None:
     assert EnvSource("folder", "echo", str(REPO_ENVS / "echo")) in found
 
 
-def test_a_folder_loads_its_env_and_typed_client() -> None:
-    env_cls, client_cls = load_env_class(EnvSource("folder", "echo", str(REPO_ENVS / "echo")))
-    assert env_cls is EchoEnvironment
-    assert client_cls.__name__ == "EchoClient"
+def test_a_folder_loads_its_env_typed_client_and_manifest_metadata(tmp_path: Path) -> None:
+    loaded = load_env(EnvSource("folder", "echo", str(REPO_ENVS / "echo")))
+    assert loaded.env_class is EchoEnvironment
+    assert loaded.client_class.__name__ == "EchoClient"
+    folder = make_env_folder(tmp_path, "renamed")
+    meta = load_env(EnvSource("folder", "renamed", str(folder))).metadata
+    assert (meta.name, meta.version) == ("renamed", "0.1.0")
+
+
+def test_an_entry_point_loads_with_the_env_classes_metadata() -> None:
+    loaded = load_env(resolve("echo", search_paths=[]))
+    assert loaded.metadata.name == "echo"
+    assert loaded.client_class.observation_type is EchoObservation
 
 
 async def test_from_env_serves_an_installed_env_in_process() -> None:

@@ -30,7 +30,7 @@ def serve(
     """Serve an environment over HTTP and WebSocket until interrupted."""
     import uvicorn
 
-    from openenv.auto import load_env_class, resolve
+    from openenv.auto import load_env, resolve
     from openenv.errors import OpenEnvError
     from openenv.server import create_app
 
@@ -40,11 +40,16 @@ def serve(
             raise typer.BadParameter(
                 f"{env!r} is a {source.kind}, which is served elsewhere; give an env name"
             )
-        env_cls, _ = load_env_class(source)
+        loaded = load_env(source)
     except OpenEnvError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    app = create_app(env_cls, max_sessions=max_sessions, idle_timeout_s=idle_timeout or None)
+    app = create_app(
+        loaded.env_class,
+        metadata=loaded.metadata,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout or None,
+    )
     console.print(f"serving [bold]{source.name}[/bold] ({source.target}) on http://{host}:{port}")
     uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
 

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from openenv.core.environment import EnvMetadata
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import ErrorBody, HTTPError
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
@@ -36,6 +37,7 @@ def create_app(
     action_type: type[Action] | None = None,
     observation_type: type[Observation] | None = None,
     state_type: type[State] | None = None,
+    metadata: EnvMetadata | None = None,
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     max_workers: int | None = None,
@@ -47,6 +49,8 @@ def create_app(
         action_type: The action model; taken from the env class when the factory is one.
         observation_type: The observation model; likewise.
         state_type: The state model; likewise (defaults to `State`).
+        metadata: What `/metadata` reports; defaults to the env class's `metadata()` (a manifest's
+            name, version and description when served from an env folder).
         max_sessions: Live sessions allowed at once; the next reset or WebSocket gets a `capacity` error.
         idle_timeout_s: Close sessions untouched this long; None turns the reaper off.
         max_workers: Threads that run sync envs (default: one per session, at most 32).
@@ -55,7 +59,11 @@ def create_app(
         A FastAPI app; run it with uvicorn or `openenv.server.LocalServer`.
     """
     types = EnvTypes.infer(
-        env_factory, action_type=action_type, observation_type=observation_type, state_type=state_type
+        env_factory,
+        action_type=action_type,
+        observation_type=observation_type,
+        state_type=state_type,
+        metadata=metadata,
     )
 
     @contextlib.asynccontextmanager

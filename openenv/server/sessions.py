@@ -50,6 +50,7 @@ class EnvTypes:
         action_type: type[Action] | None = None,
         observation_type: type[Observation] | None = None,
         state_type: type[State] | None = None,
+        metadata: EnvMetadata | None = None,
     ) -> EnvTypes:
         """Take the models from the arguments, else from the env class when the factory is one."""
         env_cls = (
@@ -60,7 +61,7 @@ class EnvTypes:
                 "create_app() got a factory that is not an Environment subclass; "
                 "pass action_type= and observation_type= so the server can validate and document the wire"
             )
-        metadata = (
+        metadata = metadata or (
             env_cls.metadata() if env_cls else EnvMetadata(name=getattr(env_factory, "__name__", "env"))
         )
         return cls(

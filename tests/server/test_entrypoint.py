@@ -1,0 +1,39 @@
+"""`server/app.py`, the deployment entry point (the Dockerfile's CMD): which env it serves."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from fastapi.testclient import TestClient
+
+from openenv.scaffold import scaffold
+
+ENTRYPOINT = Path(__file__).resolve().parents[2] / "server" / "app.py"
+
+
+def load_entrypoint() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("openenv_server_entrypoint", ENTRYPOINT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_without_openenv_env_it_serves_what_the_root_manifest_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENENV_ENV", raising=False)
+    app = load_entrypoint().app
+    with TestClient(app) as client:
+        assert client.get("/metadata").json()["name"] == "echo"
+
+
+def test_openenv_env_names_another_env_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = scaffold("entry_demo", tmp_path)
+    monkeypatch.setenv("OPENENV_ENV", str(folder))
+    monkeypatch.setenv("OPENENV_MAX_SESSIONS", "3")
+    app = load_entrypoint().app
+    with TestClient(app) as client:
+        meta = client.get("/metadata").json()
+    assert (meta["name"], meta["max_sessions"]) == ("entry_demo", 3)
