@@ -280,3 +280,24 @@ def test_backend_down_is_each_sdk_retryable_error(renderer: Renderer):
         with pytest.raises(genai_errors.ServerError) as info:
             gemini.models.generate_content(model="tiny", contents="hi")
         assert (info.value.code, info.value.status) == (503, "UNAVAILABLE")
+
+
+@pytest.mark.vllm
+def test_gemini_cli_router_reply_is_decoded_under_its_json_schema(proxy: CaptureServer, harness_request):
+    """The router call's responseJsonSchema reaches vLLM as a structured-output constraint. The random
+    tiny model pads JSON with whitespace (vLLM allows any by default), so within a few greedy tokens
+    the check is that the constrained reply opens a JSON object and the unconstrained one does not."""
+    import httpx
+
+    recorded = harness_request("gemini/gemini_cli_router")
+    body = recorded["body"]
+    free = body | {"generationConfig": {"temperature": 0}}
+    session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=12, temperature=0.0))
+
+    def reply_text(payload: dict[str, Any]) -> str:
+        reply = httpx.post(session.base_url + recorded["path"], json=payload, timeout=120)
+        assert reply.status_code == 200, reply.text
+        return reply.json()["candidates"][0]["content"]["parts"][0]["text"]
+
+    assert reply_text(body).startswith("{")
+    assert not reply_text(free).lstrip().startswith("{")
