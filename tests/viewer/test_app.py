@@ -1,0 +1,118 @@
+"""The viewer in a real headless Chromium (Debian's chromium + chromium-driver, via selenium).
+
+Needs `scripts/install_browser.sh`; skipped with that hint when the browser is missing. The screenshot
+goes to artifacts/viewer/ (ignored by git) for a human to look at.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from openenv.export.log import read_episode
+from openenv.server import LocalServer
+from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode
+
+FIXTURE = Path(__file__).parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
+ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "viewer"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium/chromedriver not installed; run scripts/install_browser.sh")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                 "--window-size=1400,1000"):
+        options.add_argument(flag)
+    session = webdriver.Chrome(options=options, service=Service(driver))
+    session.set_page_load_timeout(60)
+    yield session
+    session.quit()
+
+
+@pytest.fixture(scope="module")
+def viewer_url(tiny_model: Path) -> Iterator[str]:
+    log = read_episode(FIXTURE)
+    server = LocalServer(create_viewer_app(lambda: [log], tokenizer_decode(tiny_model))).start()
+    yield server.base_url
+    server.stop()
+
+
+def test_page_shows_turns_messages_tool_calls_tokens_reward_and_sequences(browser, viewer_url):
+    from selenium.webdriver.common.by import By
+
+    browser.get(viewer_url + "/")
+    text = browser.find_element(By.TAG_NAME, "body").text
+    log = read_episode(FIXTURE)
+    assert "pi-oracle" in browser.find_element(By.TAG_NAME, "h1").text
+    assert browser.find_element(By.ID, "reward").text == "1.0"
+    breakdown = browser.find_element(By.ID, "reward-breakdown").text
+    assert "tests_passed 3.0" in breakdown and "solved 1.0" in breakdown
+    assert browser.find_element(By.ID, "merge-ratio").text == "1.00"
+    assert browser.find_element(By.ID, "breaks").text == "0 break(s)"
+    turns = browser.find_elements(By.CSS_SELECTOR, "#turns .turn")
+    assert len(turns) == 2 and "merged" in turns[1].text
+    assert "tool call bash(" in turns[0].text and "cat > units.py" in turns[0].text
+    assert "tool result" in turns[1].text and "I applied the fix and the task is done." in turns[1].text
+    assert "The conversions in `units.py` give wrong answers" in text  # the task instruction (user message)
+    model = browser.find_elements(By.CSS_SELECTOR, "#sequence-0 .tok.model")
+    env = browser.find_elements(By.CSS_SELECTOR, "#sequence-0 .tok.env")
+    row = log.sequences[0]
+    assert (len(model), len(env)) == (sum(row.env_mask), row.env_mask.count(0))
+    assert model[0].get_attribute("title") == f"logprob {row.logprobs[0]:.3f}"
+    assert model[0].value_of_css_property("background-color") not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert env[0].get_attribute("title") == "env_mask 0"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    height = browser.execute_script("return document.body.scrollHeight")
+    browser.set_window_size(1400, min(int(height) + 100, 6000))
+    assert browser.save_screenshot(str(ARTIFACTS / "episode.png"))
+
+
+def test_episode_json_and_unknown_episode(viewer_url):
+    view = httpx.get(f"{viewer_url}/api/episodes/0", timeout=30).json()
+    assert view["harness"] == "pi" and len(view["turns"]) == 2
+    missing = httpx.get(f"{viewer_url}/episodes/7", timeout=30)
+    assert missing.status_code == 404 and "there are 1" in missing.text
+
+
+def test_a_live_capture_session_is_viewed_through_the_proxy_admin_api(tiny_model):
+    """A real capture proxy (tiny model, in-process backend) answers one OpenAI SDK request; the viewer
+    reads that session through `--proxy` (the admin API) and shows its turn and sequence."""
+    from openai import OpenAI
+
+    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.canonical import SamplingParams
+    from openenv.capture.server import CaptureServer
+
+    with CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model) as proxy:
+        session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=0.0))
+        client = OpenAI(base_url=session.base_url + "/v1", api_key=session.token)
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hello"}])
+        log = load_proxy_session(proxy.base_url, session.token)
+        with LocalServer(create_viewer_app(lambda: [log], tokenizer_decode(tiny_model))) as server:
+            view = httpx.get(f"{server.base_url}/api/episodes/0", timeout=30).json()
+    assert len(view["turns"]) == 1 and view["turns"][0]["source"] == "sample"
+    [seq] = view["sequences"]
+    assert seq["model_tokens"] == view["turns"][0]["completion_tokens"] > 0
+    assert view["reward"] is None  # a live session has no verifier result
+
+
+def test_an_unreachable_proxy_is_a_transport_error_naming_the_url():
+    from openenv.errors import TransportError
+
+    port = LocalServer.free_port()
+    with pytest.raises(TransportError, match=f"127.0.0.1:{port}/sessions/tok/trajectory"):
+        load_proxy_session(f"http://127.0.0.1:{port}", "tok")
