@@ -25,6 +25,10 @@ def proxy(
     session_token: Annotated[str | None, typer.Option(help="open one auto session with this token")] = None,
 ) -> None:
     """Serve the capture proxy; open sessions with POST /sessions, read them back from /sessions/{token}."""
+    if backend not in ("local", "vllm"):
+        raise typer.BadParameter(f"unknown backend {backend!r}; use local or vllm", param_hint="--backend")
+    if backend == "vllm" and not upstream:
+        raise typer.BadParameter("--backend vllm needs --upstream http://HOST:PORT", param_hint="--upstream")
     import asyncio
 
     import uvicorn
@@ -61,13 +65,9 @@ def proxy(
 def _backend(kind: str, model: Path, upstream: str | None) -> Backend:
     from openenv.capture.backends import LocalBackend, VLLMBackend
 
-    if kind == "local":
-        return LocalBackend(model)
-    if kind == "vllm":
-        if not upstream:
-            raise typer.BadParameter("--backend vllm needs --upstream http://HOST:PORT", param_hint="--upstream")
+    if kind == "vllm" and upstream:
         return VLLMBackend(upstream)
-    raise typer.BadParameter(f"unknown backend {kind!r}; use local or vllm", param_hint="--backend")
+    return LocalBackend(model)
 
 
 def register(app: typer.Typer) -> None:
