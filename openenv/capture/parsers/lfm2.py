@@ -12,7 +12,7 @@ import re
 
 from openenv.capture.parsers.base import ParsedCall, ParsedText, split_reasoning
 
-__all__ = ["Lfm2Parser"]
+__all__ = ["Lfm2Parser", "pythonic_calls"]
 
 START, END = "<|tool_call_start|>", "<|tool_call_end|>"
 _BLOCK = re.compile(re.escape(START) + r"(.*?)(?:" + re.escape(END) + r"|$)", re.DOTALL)

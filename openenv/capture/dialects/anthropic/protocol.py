@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = [
     "BILLING_HEADER",
     "AnthropicErrorBody",
-    "AnthropicErrorType",
     "AnthropicErrorDetail",
+    "AnthropicErrorType",
     "Base64ImageSource",
     "ContentBlockDeltaEvent",
     "ContentBlockStartEvent",

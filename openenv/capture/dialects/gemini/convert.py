@@ -40,6 +40,7 @@ __all__ = [
     "count_tokens_body",
     "error_body",
     "from_canonical",
+    "normalize_schema",
     "session_token",
     "sse_events",
     "to_canonical",
