@@ -1,0 +1,73 @@
+"""The harness env's MCP tools at /mcp of a real pi env server, called with the official `mcp` SDK client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from openenv.auto import load_env, resolve
+from openenv.server import LocalServer, create_app
+
+
+@pytest.fixture
+def pi_server(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[str]:
+    monkeypatch.setenv("OPENENV_EPISODES_DIR", str(tmp_path / "episodes"))
+    loaded = load_env(resolve("pi"))
+    with LocalServer(create_app(loaded.env_class, metadata=loaded.metadata)) as server:
+        yield server.base_url
+
+
+async def _call(url: str, body: Any) -> Any:
+    from mcp.client.client import Client
+
+    async with Client(f"{url}/mcp") as client:
+        return await body(client)
+
+
+async def test_pi_env_server_lists_the_four_harness_tools_and_the_catalog(pi_server):
+    async def body(client: Any) -> Any:
+        tools = await client.list_tools()
+        harnesses = await client.call_tool("list_harnesses", {})
+        tasks = await client.call_tool("list_tasks", {})
+        return tools, harnesses, tasks
+
+    tools, harnesses, tasks = await _call(pi_server, body)
+    by_name = {t.name: t for t in tools.tools}
+    assert sorted(by_name) == ["get_trajectory", "list_harnesses", "list_tasks", "run_episode"]
+    assert by_name["run_episode"].input_schema["required"] == ["task"]
+    assert set(by_name["run_episode"].input_schema["properties"]) >= {"harness", "task", "backend", "policy"}
+    names = {h["name"] for h in harnesses.structured_content["result"]}
+    assert {"pi", "codex", "claude-code", "mini-swe-agent"} <= names
+    ids = [t["id"] for t in tasks.structured_content["result"]]
+    assert "fix-temperature-conversion" in ids and len(ids) == 13
+
+
+async def test_get_trajectory_of_an_unknown_or_malformed_id_is_a_tool_error(pi_server):
+    async def body(client: Any) -> Any:
+        return (await client.call_tool("get_trajectory", {"episode_id": "nope"}),
+                await client.call_tool("get_trajectory", {"episode_id": "../../etc/passwd"}))
+
+    unknown, traversal = await _call(pi_server, body)
+    assert unknown.is_error and "no episode 'nope'" in unknown.content[0].text
+    assert traversal.is_error and "is not an episode id" in traversal.content[0].text
+
+
+@pytest.mark.slow
+async def test_run_episode_returns_reward_and_summary_then_get_trajectory_returns_the_log(pi_server):
+    """A whole real pi episode (oracle policy) through one MCP tool call, then its log by id."""
+
+    async def body(client: Any) -> Any:
+        ran = await client.call_tool("run_episode", {"task": "fix-temperature-conversion", "policy": "oracle"})
+        assert not ran.is_error, ran.content
+        log = await client.call_tool("get_trajectory", {"episode_id": ran.structured_content["episode_id"]})
+        return ran.structured_content, log
+
+    ran, log = await _call(pi_server, body)
+    summary = ran["summary"]
+    assert (summary["harness"], summary["reward"], summary["merge_ratio"]) == ("pi", 1.0, 1.0)
+    assert summary["tool_calls"] == 1 and summary["turns"] == 2
+    episode = log.structured_content
+    assert [t["kind"] for t in episode["turns"]] == ["new", "merged"]
+    assert len(episode["sequences"]) == 1 and set(episode["requests"]) == {t["id"] for t in episode["turns"]}
