@@ -121,7 +121,7 @@ class Server:
             [str(self.python), "-c", code], stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir()
         )
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 240  # cold starts on a busy shared box
         while True:
             try:
                 if httpx.get(f"{url}/health", timeout=1).status_code == 200:
