@@ -389,10 +389,30 @@ _JSON = st.recursive(
 )
 
 
+def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every key/index path inside a JSON value (the value itself excluded)."""
+    if isinstance(value, dict):
+        items: Any = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return []
+    return [p for k, v in items for p in [(*prefix, k), *_paths(v, (*prefix, k))]]
+
+
+def _replaced(body: dict[str, Any], path: tuple[Any, ...], new: Any) -> bytes:
+    copy = json.loads(json.dumps(body))
+    target = copy
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = new
+    return json.dumps(copy).encode()
+
+
 def _mutations(case: Case) -> st.SearchStrategy[bytes]:
-    """Garbage bytes, arbitrary JSON, and the valid body with one top-level field replaced."""
-    field = st.sampled_from(sorted(case.body) + ["model", "stream"])
-    mutated = st.builds(lambda k, v: json.dumps(case.body | {k: v}).encode(), field, _JSON)
+    """Garbage bytes, arbitrary JSON, and the valid body with any one nested value replaced."""
+    paths = _paths(case.body) + [("model",), ("stream",), ("x_unknown",)]
+    mutated = st.builds(lambda path, v: _replaced(case.body, path, v), st.sampled_from(paths), _JSON)
     return st.binary(max_size=64) | _JSON.map(lambda v: json.dumps(v).encode()) | mutated
 
 
@@ -401,7 +421,7 @@ def test_fuzzed_bodies_never_get_a_5xx(case: Case, dialect_for):
     dialect = dialect_for(case.path)
     params = {"model": "tiny"}
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_mutations(case))
     def check(body: bytes) -> None:
         try:

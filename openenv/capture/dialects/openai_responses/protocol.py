@@ -71,7 +71,7 @@ def _kind(known: frozenset[str], fallback: str) -> Discriminator:
         kind = value.get("type") if isinstance(value, dict) else getattr(value, "type", None)
         if kind is None and isinstance(value, dict) and "role" in value:
             return "message"
-        return kind if kind in known else fallback
+        return kind if isinstance(kind, str) and kind in known else fallback
 
     return Discriminator(pick)
 
