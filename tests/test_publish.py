@@ -78,7 +78,12 @@ class HubStandIn:
 
 
 @pytest.fixture
-def hub() -> Any:
+def hub(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The stand-in on a free 127.0.0.1 port. CI runs with HF_HUB_OFFLINE=1 (nothing may reach the real
+    Hub); the stand-in is local, so offline mode is lifted for huggingface_hub in this test only."""
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     stand_in = HubStandIn()
     server = LocalServer(stand_in.app).start()
     stand_in.url = server.base_url  # type: ignore[attr-defined]
