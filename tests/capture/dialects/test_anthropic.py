@@ -180,6 +180,19 @@ def test_output_config_json_schema_constrains_the_reply_and_effort_is_ignored():
     assert canonical(body | {"output_config": {"effort": "medium"}}).sampling.json_schema is None
 
 
+def test_forced_tool_without_a_name_is_a_bad_request():
+    from openenv.errors import BadRequest
+
+    body = {
+        "model": "m",
+        "max_tokens": 8,
+        "messages": [{"role": "user", "content": "hi"}],
+        "tool_choice": {"type": "tool"},
+    }
+    with pytest.raises(BadRequest, match="needs the name of the tool"):
+        canonical(body)
+
+
 def test_image_block_is_refused_with_an_invalid_request_error():
     body = {
         "model": "m",

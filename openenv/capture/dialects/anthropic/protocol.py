@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "BILLING_HEADER",
@@ -148,6 +148,12 @@ class ToolChoice(_Request):
     type: Literal["auto", "any", "tool", "none"]
     name: str | None = None
     disable_parallel_tool_use: bool | None = None
+
+    @model_validator(mode="after")
+    def _tool_needs_a_name(self) -> ToolChoice:
+        if self.type == "tool" and not self.name:
+            raise ValueError('tool_choice {type: "tool"} needs the name of the tool to call')
+        return self
 
 
 BILLING_HEADER = "x-anthropic-billing-header:"
