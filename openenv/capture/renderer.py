@@ -21,13 +21,15 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from jinja2 import TemplateError
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
+from openenv.errors import BadRequest
 
 __all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
 
-_ANCHOR: list[dict[str, Any]] = [{"role": "user", "content": "."}]
+_ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 
@@ -95,7 +97,7 @@ class Renderer:
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())
-        self._anchor_text = self.render(_ANCHOR, None)
+        self._anchor_text = self._render_anchor()
         self._head_ids: dict[str, list[int]] = {}
         self.append_only = self._probe_append_only()
 
@@ -110,9 +112,13 @@ class Renderer:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
                generation_prompt: bool = True) -> str:
         """The template's text for template-shaped messages (what `apply_chat_template` renders)."""
-        rendered, _ = render_jinja_template(
-            conversations=[messages], tools=tools, chat_template=self._templates[bool(tools)],
-            add_generation_prompt=generation_prompt, **self.template_kwargs)
+        try:
+            rendered, _ = render_jinja_template(
+                conversations=[messages], tools=tools, chat_template=self._templates[bool(tools)],
+                add_generation_prompt=generation_prompt, **self.template_kwargs)
+        except TemplateError as exc:  # templates reject shapes they cannot render (raise_exception)
+            raise BadRequest(f"the model's chat template cannot render this conversation: {exc}",
+                             param="messages") from None
         return str(rendered[0])
 
     def encode(self, text: str) -> list[int]:
@@ -174,10 +180,20 @@ class Renderer:
     # ---- template probes ---------------------------------------------------------------------------
 
     def _probe_eot(self) -> str:
-        msgs = [{"role": "user", "content": "u"}, {"role": "assistant", "content": _SENTINEL}]
-        text = self.render(msgs, None, generation_prompt=False)
-        tail = text[text.rfind(_SENTINEL) + len(_SENTINEL):]
+        msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                {"role": "assistant", "content": _SENTINEL}]
+        try:
+            text = self.render(msgs, None, generation_prompt=False)
+        except BadRequest:
+            text = ""
+        tail = text[text.rfind(_SENTINEL) + len(_SENTINEL):] if _SENTINEL in text else ""
         return tail or str(self.tokenizer.eos_token or "")
+
+    def _render_anchor(self) -> str:
+        try:
+            return self.render(_ANCHOR, None)
+        except BadRequest:  # suffix rendering is then impossible: `append_only` turns False
+            return "\0"
 
     def _eos_ids(self) -> list[int]:
         ids = [self.tokenizer.eos_token_id] if self.tokenizer.eos_token_id is not None else []

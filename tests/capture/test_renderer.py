@@ -61,3 +61,14 @@ def test_a_template_that_drops_old_reasoning_is_not_append_only(renderer: Render
 @pytest.mark.parametrize("text", ["", "plain", "<think>\nr\n</think>\n\nanswer"])
 def test_encode_decode_round_trips_rendered_text(renderer: Renderer, text: str) -> None:
     assert renderer.decode(renderer.encode(text)) == text
+
+
+def test_a_template_that_refuses_a_conversation_is_a_bad_request(renderer: Renderer) -> None:
+    from openenv.errors import BadRequest
+
+    tok = copy.deepcopy(renderer.tokenizer)
+    tok.chat_template = ("{%- if messages[0].role != 'system' %}{{ raise_exception('system first') }}{%- endif %}"
+                         "{%- for m in messages %}{{ m.content }}<|im_end|>{%- endfor %}")
+    strict = Renderer(tok)
+    with pytest.raises(BadRequest, match="cannot render this conversation: system first"):
+        strict.full_text((Message(role="user", parts=(TextPart(text="hi"),)),), ())
