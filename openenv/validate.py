@@ -23,7 +23,6 @@ from openenv.client import EnvClient
 from openenv.core.environment import Environment
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import SESSION_HEADER
-from openenv.errors import OpenEnvError
 from openenv.manifest import Manifest
 
 __all__ = ["Check", "example_action", "validate_folder", "validate_url"]
@@ -47,7 +46,7 @@ def _run(name: str, body: Callable[[], str]) -> Check:
         return Check(name, True, body())
     except _Failed as exc:
         return Check(name, False, str(exc))
-    except (OpenEnvError, httpx.HTTPError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 (a check that crashes, e.g. on a SyntaxError in the env, has failed)
         return Check(name, False, f"{type(exc).__name__}: {exc}")
 
 

@@ -103,6 +103,13 @@ def test_an_env_with_bare_models_fails_the_model_checks(tmp_path: Path) -> None:
     assert checks["models.state"].ok  # the bare State is a fine state
 
 
+def test_an_env_module_that_does_not_compile_fails_its_check_instead_of_crashing(tmp_path: Path) -> None:
+    mod = module_name(tmp_path)
+    folder = write_env(tmp_path, f"name: broken\nenvironment: {mod}:Env\n", "def oops(:\n")
+    check = by_name(validate_folder(folder))["env.class"]
+    assert not check.ok and check.message.startswith("SyntaxError: ")
+
+
 def test_an_abstract_env_class_names_the_missing_methods(tmp_path: Path) -> None:
     mod = module_name(tmp_path)
     source = "from openenv.core import Environment\nclass Half(Environment):\n    def step(self, a): ...\n"
