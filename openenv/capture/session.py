@@ -225,11 +225,14 @@ class Session:
                 self._parked.pop(pending.id, None)
         try:
             done = await self._answer(turn, req, plan, decision)
-        except OpenEnvError as exc:
-            turn.gap = f"{type(exc).__name__}: {exc.message}"
+        except Exception as exc:  # the harness and the controller both hear of any failure
+            error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
+            turn.gap = f"{type(error).__name__}: {error.message}"
             if pending is not None and not pending._done.done():
-                pending._done.set_exception(exc)
-            raise
+                pending._done.set_exception(error)
+            if error is exc:
+                raise
+            raise error from exc
         if not aux:
             self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
                                    messages=req.messages, tools=req.tools, text=plan.text,

@@ -325,3 +325,25 @@ def test_template_that_drops_old_reasoning_breaks_only_when_it_rewrites(renderer
         harness.turn(lambda p: p.complete(text="Done."))
         stats = session.stats()
     assert (stats.turns, stats.sequences, stats.breaks) == (3, 2, 1)
+
+
+def test_backend_failure_reaches_both_controller_and_harness(renderer: Renderer) -> None:
+    import openai
+
+    from openenv.capture.backends import VLLMBackend
+    from openenv.errors import BackendUnavailable
+    from openenv.testing.vllm_server import free_port
+
+    backend = VLLMBackend(f"http://127.0.0.1:{free_port()}", model="tiny", context_window=4096)
+    with CaptureServer(backend=backend, renderer=renderer) as server:
+        session = server.open_session(mode="gated")
+        with ThreadPoolExecutor(1) as pool:
+            reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
+                                messages=[{"role": "user", "content": "hi"}])
+            pending = session.next_pending(timeout=60)
+            assert pending is not None
+            with pytest.raises(BackendUnavailable, match="unreachable"):
+                pending.sample(timeout=60)
+            with pytest.raises(openai.InternalServerError, match="unreachable"):
+                reply.result(60)
+        assert session.stats().gaps == 1

@@ -37,6 +37,16 @@ def map_httpx_errors(url: str) -> Iterator[None]:
                                  "retry once it is up") from None
 
 
+@contextmanager
+def _reading(reply: Any) -> Iterator[None]:
+    """A reply without the token fields we asked for means a vLLM too old or misconfigured."""
+    try:
+        yield
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise BackendUnavailable(f"the vLLM backend's reply lacks {exc!r}; it needs vLLM >= 0.10 "
+                                 f"(return_token_ids, prompt_logprobs); got keys {sorted(reply)[:8]}") from None
+
+
 def _detail(response: httpx.Response) -> str:
     try:
         body = response.json()
@@ -95,18 +105,21 @@ class VLLMBackend:
         self._context_window = self._context_window or int(card.get("max_model_len") or 32768)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
-        body = self._body(prompt_ids, params)
-        choice = (await self._post(body))["choices"][0]
-        ids = [int(i) for i in choice["token_ids"]]
-        logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+        reply = await self._post(self._body(prompt_ids, params))
+        with _reading(reply):
+            choice = reply["choices"][0]
+            ids = [int(i) for i in choice["token_ids"]]
+            logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
         return Generation(ids, logprobs, "length" if choice.get("finish_reason") == "length" else "stop")
 
     async def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         body = {"model": self.model, "prompt": prompt_ids + completion_ids, "max_tokens": 1,
                 "temperature": 0.0, "prompt_logprobs": 0}
-        rows = (await self._post(body))["choices"][0]["prompt_logprobs"]
-        start = len(prompt_ids)
-        return [float(rows[start + i][str(tok)]["logprob"]) for i, tok in enumerate(completion_ids)]
+        reply = await self._post(body)
+        with _reading(reply):
+            rows = reply["choices"][0]["prompt_logprobs"]
+            start = len(prompt_ids)
+            return [float(rows[start + i][str(tok)]["logprob"]) for i, tok in enumerate(completion_ids)]
 
     async def aclose(self) -> None:
         await self._client.aclose()

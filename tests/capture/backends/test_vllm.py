@@ -68,3 +68,10 @@ async def test_timeouts_and_refused_connections_are_backend_unavailable() -> Non
 
     with pytest.raises(BackendUnavailable, match="unreachable: ReadTimeout"):
         await _backend(httpx.MockTransport(timeout)).generate([1], SamplingParams())
+
+
+async def test_a_reply_without_token_ids_is_backend_unavailable() -> None:
+    reply = {"choices": [{"text": "hi", "finish_reason": "stop"}]}
+    backend = _backend(httpx.MockTransport(lambda r: httpx.Response(200, json=reply)))
+    with pytest.raises(BackendUnavailable, match="token_ids"):
+        await backend.generate([1], SamplingParams())
