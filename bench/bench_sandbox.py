@@ -10,7 +10,7 @@ Two measurements, each as median and p90 over repeated runs, with the ratio to t
    `docker (warm pool)` takes a sandbox a `WarmPool` started ahead of time.
 2. **first model request**: `HarnessEnvironment.reset()` (sandbox, capture session, harness config and
    launch) until the harness's first request reaches the proxy, per harness, on the in-process tiny
-   model. The Docker rows run the same environment with DockerSandbox swapped in.
+   model. The Docker rows pass `sandbox_factory=` (a fresh DockerSandbox, or one from a WarmPool).
 
 Issue targets: Docker reaches the first model request in <= 5 s and in at most 1.5x the local time.
 Needs a Docker engine (scripts/install_docker.sh) and the base image (scripts/build_base_image.sh).
@@ -19,15 +19,13 @@ Needs a Docker engine (scripts/install_docker.sh) and the base image (scripts/bu
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 from openenv.harness.sandbox.base import Sandbox
-from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.sandbox.pool import WarmPool
 from openenv.testing.vllm_server import free_port
@@ -76,20 +74,6 @@ def _await_pool(pool: WarmPool, timeout_s: float = 30) -> None:
         time.sleep(0.01)
 
 
-@contextlib.contextmanager
-def _docker_episodes(pool: WarmPool | None) -> Iterator[None]:
-    """Run HarnessEnvironment episodes in DockerSandbox (it builds a LocalSandbox inline today)."""
-    from openenv.harness.install import cache_root
-
-    def make(*, forward_ports: tuple[int, ...], **_: Any) -> DockerSandbox:
-        if pool is not None:
-            return pool.take()
-        return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
-
-    with mock.patch("openenv.harness.environment.LocalSandbox", make):
-        yield
-
-
 def _first_request(harness: str, server: Any, reps: int, mode: str) -> list[float]:
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.install import cache_root
@@ -98,16 +82,20 @@ def _first_request(harness: str, server: Any, reps: int, mode: str) -> list[floa
     task = builtin_task("fix-temperature-conversion")
     times = []
     pool = WarmPool(size=1, forward_ports=(server.port,), mounts=(cache_root(),)) if mode == "pool" else None
-    with _docker_episodes(pool) if mode != "local" else contextlib.nullcontext():
-        for _ in range(reps):
-            if pool is not None:
-                _await_pool(pool)
-            env = HarnessEnvironment(harness, server=server, network="loopback")
-            start = time.perf_counter()
-            obs = env.reset(task=task)
-            times.append(time.perf_counter() - start)
-            assert obs.pending is not None, f"{harness} ended before its first request: {obs.output_tail}"
-            env.close()
+    options: dict[str, Any] = {}
+    if mode == "docker":
+        options = {"sandbox_factory": sandbox_factory(), "verifier": verify_isolated}
+    elif pool is not None:
+        options = {"sandbox_factory": lambda ports: pool.take(), "verifier": verify_isolated}
+    for _ in range(reps):
+        if pool is not None:
+            _await_pool(pool)
+        env = HarnessEnvironment(harness, server=server, network="loopback", **options)
+        start = time.perf_counter()
+        obs = env.reset(task=task)
+        times.append(time.perf_counter() - start)
+        assert obs.pending is not None, f"{harness} ended before its first request: {obs.output_tail}"
+        env.close()
     if pool is not None:
         pool.close()
     return times

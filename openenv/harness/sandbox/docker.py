@@ -24,7 +24,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
 
@@ -42,7 +42,8 @@ from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
 __all__ = [
-    "DEFAULT_IMAGE", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available", "verify_isolated",
+    "DEFAULT_IMAGE", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available", "sandbox_factory",
+    "verify_isolated",
 ]
 
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
@@ -463,3 +464,16 @@ def verify_isolated(
     with sandbox.fresh(expose_private=True) as grader:
         _copy_plain(sandbox.workspace, grader.workspace)
         return verify(grader, task, tool_calls=tool_calls, rule=rule)
+
+
+def sandbox_factory(**options: Any) -> Callable[[tuple[int, ...]], DockerSandbox]:
+    """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
+
+    The host's pinned harness installs (`.cache/harnesses`, Node 22 included) are mounted read-only at
+    the same path, so the offline base image runs any npm harness with no per-harness build; pass
+    `image=` to use an `openenv build` image instead. Grade with `verifier=verify_isolated`.
+    """
+    from openenv.harness.install import cache_root
+
+    mounts = (cache_root(), *options.pop("mounts", ()))
+    return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)

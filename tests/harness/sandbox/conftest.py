@@ -15,9 +15,14 @@ from pathlib import Path
 import docker
 import pytest
 
-from openenv.harness.sandbox.docker import ContainerLimits, DockerSandbox, engine_available, verify_isolated
+from openenv.harness.sandbox.docker import (
+    ContainerLimits,
+    DockerSandbox,
+    engine_available,
+    sandbox_factory,
+    verify_isolated,
+)
 from openenv.harness.sandbox.sweeper import KIND_LABEL
-from openenv.harness.tasks.model import Task
 from openenv.testing.vllm_server import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -84,20 +89,6 @@ def sandbox(client: docker.DockerClient, proxy_port: int) -> Iterator[DockerSand
 
 
 @pytest.fixture
-def docker_episodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make HarnessEnvironment run its episodes in DockerSandbox and grade them with `verify_isolated`.
-
-    A stopgap seam: HarnessEnvironment builds a LocalSandbox inline today; once it takes a `sandbox=`
-    option this fixture becomes that option.
-    """
-    from openenv.harness import environment
-    from openenv.harness.install import cache_root
-
-    def make(*, forward_ports: tuple[int, ...], **_: object) -> DockerSandbox:
-        return DockerSandbox(forward_ports=forward_ports, mounts=(cache_root(),))
-
-    def grade(sandbox: DockerSandbox, task: Task, **options: object) -> object:
-        return verify_isolated(sandbox, task, **options)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(environment, "LocalSandbox", make)
-    monkeypatch.setattr(environment, "verify", grade)
+def docker_episodes(client: docker.DockerClient) -> dict[str, object]:
+    """HarnessEnvironment options that run each episode in DockerSandbox and grade it in a fresh one."""
+    return {"sandbox_factory": sandbox_factory(client=client), "verifier": verify_isolated}

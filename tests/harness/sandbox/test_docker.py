@@ -189,7 +189,7 @@ def test_a_missing_image_is_a_clear_error(client: docker.DockerClient) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("harness", ["pi", "codex", "claude-code"])
 def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
-    harness: str, capture_server: object, docker_episodes: None, ours: Callable[[], list[str]]
+    harness: str, capture_server: object, docker_episodes: dict[str, object], ours: Callable[[], list[str]]
 ) -> None:
     from openenv.harness.catalog import get_spec
     from openenv.harness.environment import HarnessEnvironment
@@ -199,7 +199,7 @@ def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
 
     if not install_status(get_spec(harness)).ready:
         pytest.skip(f"{harness} is not installed; run scripts/install_harnesses.sh {harness}")
-    env = HarnessEnvironment(harness, server=capture_server)  # type: ignore[arg-type]
+    env = HarnessEnvironment(harness, server=capture_server, **docker_episodes)  # type: ignore[arg-type]
     try:
         obs, summary = run_episode(env, builtin_task("fix-temperature-conversion"), policy="oracle")
     finally:
@@ -215,7 +215,8 @@ def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
 
 @pytest.mark.slow
 def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
-    client: docker.DockerClient, capture_server: object, docker_episodes: None, ours: Callable[[], list[str]]
+    client: docker.DockerClient, capture_server: object, docker_episodes: dict[str, object],
+    ours: Callable[[], list[str]],
 ) -> None:
     from openenv.harness.catalog import get_spec
     from openenv.harness.environment import HarnessEnvironment
@@ -224,7 +225,7 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
 
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
-    env = HarnessEnvironment("pi", server=capture_server)  # type: ignore[arg-type]
+    env = HarnessEnvironment("pi", server=capture_server, **docker_episodes)  # type: ignore[arg-type]
     try:
         obs = env.reset(task="fix-temperature-conversion")
         assert obs.pending is not None
