@@ -208,12 +208,14 @@ def ensure_reference_venv() -> Path:
         f"import uvloop, httptools, importlib.metadata as m; assert m.version('openenv') == '{REF_VERSION}'"
     )
     probe = [str(python), "-c", check]
-    if python.exists() and subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+    # Away from the repo: its openenv.egg-info on the cwd would answer for the reference's metadata.
+    away = tempfile.gettempdir()
+    if python.exists() and subprocess.run(probe, capture_output=True, check=False, cwd=away).returncode == 0:
         return python
     print(f"installing openenv=={REF_VERSION} (+ uvloop, httptools) into {REF_VENV} (once)...", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(REF_VENV)], check=True)
     pins = [f"openenv=={REF_VERSION}", f"uvloop=={version('uvloop')}", f"httptools=={version('httptools')}"]
-    subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True, cwd=away)
     return python
 
 
