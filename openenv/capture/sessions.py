@@ -7,7 +7,7 @@ import secrets
 
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
-from openenv.capture.parsers import get_parser
+from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
 from openenv.capture.session import AuxPredicate, Mode, Session
 from openenv.errors import CapacityError, UnknownSession
@@ -21,7 +21,8 @@ class SessionManager:
     Args:
         renderer: the model's chat template and tokenizer.
         backend: what samples and scores.
-        parser: the registered completion parser name (`hermes`, ...).
+        parser: the registered completion parser name (`hermes`, ...), or `auto` to pick it from the
+            chat template (`detect_parser`; hermes when nothing matches).
         served_model: the model name listed by `/v1/models`.
         sampling: proxy-wide sampling settings that override every harness's.
         max_sessions: how many sessions may be open at once.
@@ -32,6 +33,8 @@ class SessionManager:
                  max_sessions: int = 4096) -> None:
         self.renderer = renderer
         self.backend = backend
+        if parser == "auto":  # the chat template shows how the model was taught to write tool calls
+            parser = detect_parser(renderer.tokenizer.get_chat_template(None, [{}])) or "hermes"
         self.parser = get_parser(parser)
         self.served_model = served_model
         self.sampling = sampling

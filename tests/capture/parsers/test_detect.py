@@ -29,3 +29,13 @@ def test_real_template_selects_its_registered_parser(chat_template, template, pa
 def test_template_without_tool_markup_selects_nothing(chat_template):
     assert detect_parser(chat_template("llama3")) is None
     assert detect_parser(None) is None
+
+
+def test_proxy_with_parser_auto_picks_the_tiny_models_format(renderer):
+    """The tiny model's Qwen2.5-style template writes `<tool_call>` JSON: hermes."""
+    from openenv.capture.backends import VLLMBackend
+    from openenv.capture.sessions import SessionManager
+
+    backend = VLLMBackend("http://127.0.0.1:9")  # never called: only the parser choice is checked
+    manager = SessionManager(renderer=renderer, backend=backend, parser="auto")
+    assert manager.parser is PARSERS["hermes"]
