@@ -20,7 +20,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
@@ -74,6 +74,15 @@ class RolloutConfig(BaseModel):
     network: Literal["auto", "host", "loopback"] = "auto"
     failure: FailurePolicy = FailurePolicy()
     policy: EpisodePolicy = "sample"
+
+    @field_validator("harness")
+    @classmethod
+    def _valid_mix(cls, harness: str | HarnessMix) -> str | HarnessMix:
+        try:
+            HarnessMix.of(harness)
+        except (ValidationError, BadRequest) as exc:
+            raise ValueError(str(exc)) from None
+        return harness
 
 
 @dataclass(frozen=True)

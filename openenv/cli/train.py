@@ -1,0 +1,61 @@
+"""`openenv train grpo`: GRPO over real harness episodes from the command line (the recipe in openenv.train.recipe).
+
+Heavy imports (torch, transformers, trl) stay inside the command body so `openenv --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+import typer
+
+__all__ = ["register"]
+
+train_app = typer.Typer(help="Train a model with RL inside real harnesses (TRL GRPO).", no_args_is_help=True)
+
+
+@train_app.command()
+def grpo(
+    task: Annotated[list[str], typer.Option(help="Task id (repeatable); one GRPO prompt each.")] = ["fix-temperature-conversion"],  # noqa: B006
+    harness: Annotated[str, typer.Option(help="A harness or a weighted mix, e.g. 'pi=2,claude-code=1'.")] = "pi",
+    model: Annotated[str | None, typer.Option(help="Model folder (default: the repo's tiny model).")] = None,
+    backend: Annotated[str, typer.Option(help="local (the trainer's own model) or vllm.")] = "local",
+    vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL for --backend vllm.")] = None,
+    steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 20,
+    num_generations: Annotated[int, typer.Option(help="Episodes per group.")] = 4,
+    max_tokens: Annotated[int, typer.Option(help="Cap on each sampled turn.")] = 24,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 5e-3,
+    rewards: Annotated[str, typer.Option(help="task, or task+plain_text (adds the warm-up shaping term).")] = "task",
+    bonus_scale: Annotated[float, typer.Option(help="Tool-call bonus for a zero-call solve.")] = 0.5,
+    max_retries: Annotated[int, typer.Option(help="Retries of a failed episode before its group is masked.")] = 2,
+    out: Annotated[str, typer.Option(help="Output folder (metrics.json, reward_curve.png).")] = ".cache/runs/grpo",
+) -> None:
+    """Run GRPO and write metrics.json and reward_curve.png."""
+    from pydantic import ValidationError
+
+    from openenv.train.failures import FailurePolicy
+    from openenv.train.recipe import GRPORecipe, train_grpo
+    from openenv.train.rollout import RolloutConfig
+
+    try:
+        recipe = GRPORecipe(
+            model=model, tasks=task, steps=steps, num_generations=num_generations, learning_rate=lr,
+            rewards=rewards, bonus_scale=bonus_scale, output_dir=out,  # type: ignore[arg-type]
+            rollout=RolloutConfig(harness=harness, backend=_backend(backend), vllm_url=vllm_url, max_tokens=max_tokens,
+                                  max_concurrency=num_generations, failure=FailurePolicy(max_retries=max_retries)),
+        )
+    except ValidationError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    metrics = train_grpo(recipe)
+    typer.echo(json.dumps({k: v for k, v in metrics.items() if k != "steps"}, indent=2))
+
+
+def _backend(name: str) -> Literal["local", "vllm"]:
+    if name not in ("local", "vllm"):
+        raise typer.BadParameter(f"--backend must be local or vllm, not {name!r}")
+    return name  # type: ignore[return-value]
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(train_app, name="train")
