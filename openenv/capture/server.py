@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 import uvicorn
 
@@ -67,7 +67,7 @@ class CaptureServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self, timeout: float = 30.0) -> CaptureServer:
+    def start(self, timeout: float = 30.0) -> Self:
         """Serve in a background thread; returns once the socket accepts connections."""
         app = create_app(self.manager)
         config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", access_log=False,
@@ -151,7 +151,7 @@ class CaptureServer:
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
         return self._submit(coro).result(timeout)  # type: ignore[no-any-return]
 
-    def __enter__(self) -> CaptureServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

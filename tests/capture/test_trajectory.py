@@ -48,7 +48,7 @@ def test_prefix_ids_are_prompt_plus_exact_completion() -> None:
     traj = Trajectory()
     answer(traj, (SYS, USER), [10, 11])
     answer(traj, (SYS, USER, A1, TOOL1), [12])
-    first, second = traj.sequences[0].turns
+    _, second = traj.sequences[0].turns
     link = traj.find_parent((SYS, USER, A1, TOOL1, A2, TOOL2), ())
     assert link is not None and link.turn is second
     assert traj.prefix_ids(link) == [1, 2, 3, 10, 11, 90, 91, 12]
