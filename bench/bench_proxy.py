@@ -174,7 +174,7 @@ def _cpu(proc: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 120) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
