@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.train.rewards import RewardFunc, partial_credit, plain_text, task_success, tool_call_bonus
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
-__all__ = ["GRPORecipe", "reward_funcs_for", "train_grpo"]
+__all__ = ["GRPORecipe", "plot_reward_curve", "reward_funcs_for", "train_grpo"]
 
 RewardSet = Literal["task", "task+plain_text"]
 

@@ -1,6 +1,6 @@
 """An async rollout worker: episodes stay in flight while the trainer steps, with bounded staleness.
 
-TRL's `AsyncGRPOTrainer` does not run here (see the module notes in `docs`/report: it streams weights to
+TRL's `AsyncGRPOTrainer` does not run on CPU (`examples/probe_async_grpo.py`: it streams weights to
 vLLM over NCCL, which needs CUDA). This worker gives the same overlap inside the plain `GRPOTrainer`:
 when a group of prompt P is consumed, another group of P is started at once, so it runs while the
 trainer computes the loss and steps. The next time P comes up, the prefetched group is used if it
