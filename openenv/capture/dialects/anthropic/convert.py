@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Literal
+from typing import Literal, assert_never
 
 from pydantic import BaseModel
 
@@ -87,6 +87,8 @@ def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
                 parts = _assistant_parts(blocks)
                 names.update({c.id: c.name for c in parts if isinstance(c, ToolCallPart)})
                 out.append(Message(role="assistant", parts=parts))
+            case _:
+                assert_never(msg.role)
     return tuple(out)
 
 
@@ -242,17 +244,19 @@ def sse_events(done: Completion, req: p.MessagesRequest) -> Iterator[ServerSentE
 
 def _block_events(index: int, block: p.ResponseBlock) -> Iterator[ServerSentEvent]:
     deltas: list[p.TextDelta | p.InputJSONDelta | p.ThinkingDelta]
-    match block.type:
-        case "text":
+    match block:
+        case p.ResponseTextBlock():
             start: p.ResponseBlock = p.ResponseTextBlock(text="")
             deltas = [p.TextDelta(text=piece) for piece in chunk_text(block.text)]
-        case "thinking":
+        case p.ResponseThinkingBlock():
             start = p.ResponseThinkingBlock(thinking="")
             deltas = [p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking)]
-        case "tool_use":
+        case p.ResponseToolUseBlock():
             start = p.ResponseToolUseBlock(id=block.id, name=block.name, input={})
             args = json.dumps(block.input, ensure_ascii=False)
             deltas = [p.InputJSONDelta(partial_json=piece) for piece in chunk_text(args)]
+        case _:
+            assert_never(block)
     yield _event(p.ContentBlockStartEvent(index=index, content_block=start))
     for delta in deltas:
         yield _event(p.ContentBlockDeltaEvent(index=index, delta=delta))

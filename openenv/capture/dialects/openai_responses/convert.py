@@ -11,6 +11,7 @@ import json
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from pydantic import BaseModel
 
@@ -145,6 +146,8 @@ def _messages(items: str | list[p.InputItem]) -> tuple[Message, ...]:
                 history.assistant(_thinking(item))
             case p.OtherItem():
                 log.info("ignoring %r input item (not mapped to the canonical history)", item.type)
+            case _:
+                assert_never(item)
     history.flush()
     return tuple(history.out)
 
@@ -179,6 +182,8 @@ def _tools(tools: list[p.ToolSpec] | None) -> tuple[Tool, ...]:
                 out.extend(_tools(tool.tools))
             case p.OtherTool():
                 log.info("not offering built-in tool %r to the model", tool.type)
+            case _:
+                assert_never(tool)
     return tuple(out)
 
 
@@ -316,6 +321,8 @@ def _item_events(index: int, item: p.OutputItem, seq: Iterator[int]) -> Iterator
         case p.OutputCustomToolCall():
             empty = item.model_copy(update={"status": "in_progress", "input": ""})
             body = _call_events(index, item, seq, item.input)
+        case _:
+            assert_never(item)
     yield _event(
         p.OutputItemEvent(
             type="response.output_item.added", output_index=index, item=empty, sequence_number=next(seq)
