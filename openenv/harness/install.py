@@ -17,7 +17,7 @@ from openenv.errors import EnvError
 from openenv.harness.catalog import repo_root
 from openenv.harness.spec import HarnessSpec
 
-__all__ = ["InstallStatus", "cache_root", "install", "install_status", "node_bin_dir", "resolve_bin"]
+__all__ = ["InstallStatus", "cache_root", "install", "install_status", "node_bin_dir", "prefix", "resolve_bin"]
 
 
 class InstallStatus(BaseModel):

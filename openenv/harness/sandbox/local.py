@@ -25,7 +25,7 @@ from openenv.errors import EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
 
-__all__ = ["DEFAULT_ENV_ALLOW", "LocalProcess", "LocalSandbox"]
+__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree"]
 
 # Variables passed through from our own environment; everything else is dropped.
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
