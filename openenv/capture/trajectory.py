@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from openenv.capture.canonical import Completion, Message, Tool
 
-__all__ = ["Link", "SequenceRow", "SequenceStats", "Trajectory", "Turn", "TurnRecord", "TrainingSequence"]
+__all__ = ["Link", "SequenceRow", "SequenceStats", "TrainingSequence", "Trajectory", "Turn", "TurnRecord"]
 
 Source = Literal["sample", "complete"]
 

@@ -6,10 +6,10 @@ import httpx
 import openai
 import pytest
 
+from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import Message, SamplingParams, TextPart
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.backends import VLLMBackend
 from openenv.testing.vllm_server import free_port
 
 HI = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}

@@ -56,8 +56,7 @@ def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</th
             return stripped[len(open_tag):].strip(), ""
         return "", text
     head = head.lstrip()
-    if head.startswith(open_tag):
-        head = head[len(open_tag):]
+    head = head.removeprefix(open_tag)
     return head.strip(), tail.lstrip()
 
 
