@@ -28,7 +28,7 @@ def main() -> None:
     parser.add_argument("--task", default="fix-temperature-conversion")
     parser.add_argument("--num-generations", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=24)
-    parser.add_argument("--lr", type=float, default=5e-3)
+    parser.add_argument("--lr", type=float, default=2e-2)
     parser.add_argument("--out", default=".cache/runs/grpo-cpu")
     args = parser.parse_args()
     recipe = GRPORecipe(

@@ -25,7 +25,7 @@ def grpo(
     steps: Annotated[int, typer.Option(help="Optimizer steps.")] = 20,
     num_generations: Annotated[int, typer.Option(help="Episodes per group.")] = 4,
     max_tokens: Annotated[int, typer.Option(help="Cap on each sampled turn.")] = 24,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 5e-3,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 2e-2,
     rewards: Annotated[str, typer.Option(help="task, or task+plain_text (adds the warm-up shaping term).")] = "task",
     bonus_scale: Annotated[float, typer.Option(help="Tool-call bonus for a zero-call solve.")] = 0.5,
     max_retries: Annotated[int, typer.Option(help="Retries of a failed episode before its group is masked.")] = 2,

@@ -45,7 +45,7 @@ class GRPORecipe(BaseModel):
     rollout: RolloutConfig = RolloutConfig(max_tokens=24)
     steps: int = Field(default=20, gt=0)
     num_generations: int = Field(default=4, ge=2)
-    learning_rate: float = Field(default=5e-3, gt=0)
+    learning_rate: float = Field(default=2e-2, gt=0)
     rewards: RewardSet = "task+plain_text"
     bonus_scale: float = Field(default=0.5, ge=0)
     output_dir: str = ".cache/runs/grpo-cpu"
