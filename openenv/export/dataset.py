@@ -50,7 +50,7 @@ def token_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:
 
 
 def token_features() -> Any:
-    from datasets import Features, List, Value
+    from datasets import Features, List, Value  # type: ignore[import-untyped]
 
     return Features({
         "episode": Value("string"), "harness": Value("string"), "task": Value("string"),

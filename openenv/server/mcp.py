@@ -17,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.responses import JSONResponse
+from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from openenv.core.environment import EnvMetadata
@@ -112,7 +113,7 @@ class _McpEndpoint:
 def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata) -> None:
     """Serve the env's MCP tools at `/mcp` of `app`, alongside (and independent of) its control plane."""
     endpoint = _McpEndpoint(metadata, env_factory)
-    app.add_route(MCP_PATH, endpoint, include_in_schema=False)
+    app.router.routes.append(Route(MCP_PATH, endpoint, include_in_schema=False))  # an ASGI app: every method
     inner = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

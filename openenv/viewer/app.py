@@ -32,7 +32,12 @@ def tokenizer_decode(model: str | Path) -> Decode:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model))
-    return functools.lru_cache(maxsize=65536)(lambda token: tokenizer.decode([token]))
+
+    @functools.lru_cache(maxsize=65536)
+    def decode(token: int) -> str:
+        return str(tokenizer.decode([token]))
+
+    return decode
 
 
 def create_viewer_app(source: EpisodeSource, decode: Decode) -> FastAPI:
