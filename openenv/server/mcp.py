@@ -50,8 +50,10 @@ def build_mcp_server(metadata: EnvMetadata, tools: list[Tool]) -> Any:
     """An `MCPServer` named after the env, with `tools` registered."""
     from mcp.server.mcpserver import MCPServer
 
+    # log_level: the SDK calls logging.basicConfig with it; WARNING keeps a server's root logger as quiet
+    # as Python's default instead of INFO-logging every MCP request.
     server = MCPServer(name=f"openenv-{metadata.name}", version=metadata.version,
-                       instructions=metadata.description or None)
+                       instructions=metadata.description or None, log_level="WARNING")
     for tool in tools:
         server.add_tool(_reporting_errors(tool))
     return server
