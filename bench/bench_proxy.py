@@ -204,19 +204,14 @@ def prompt_tokens_at(turns: int) -> int:
 
 def latency(vllm_url: str, requests: int, max_tokens: int) -> list[dict[str, Any]]:
     """Median latency straight to vLLM, through our proxy and (if installed) through the reference."""
-    from openenv.capture.backends import VLLMBackend
-    from openenv.capture.server import CaptureServer
-    from openenv.testing.tiny_model import tiny_model_path
-
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing test."}]
     body = {"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.0,
             "max_tokens": max_tokens}
     targets: dict[str, tuple[str, dict[str, str]]] = {"vllm direct": (f"{vllm_url}/v1/chat/completions", {})}
-    ours = CaptureServer(backend=VLLMBackend(vllm_url), model=tiny_model_path(build=False)).start()
+    ours, ours_url = _start_ours(vllm_url)  # a subprocess, like vLLM and the reference: no shared GIL
     reference = _start_reference(vllm_url)
     try:
-        session = ours.open_session(mode="auto")
-        targets["openenv proxy"] = (f"{session.base_url}/v1/chat/completions", {})
+        targets["openenv proxy"] = (ours_url, {})
         if reference is not None:
             targets[f"reference {REF_VERSION}"] = reference[1]
         times: dict[str, list[float]] = {name: [] for name in targets}
@@ -229,13 +224,29 @@ def latency(vllm_url: str, requests: int, max_tokens: int) -> list[dict[str, Any
                     if i >= 2:  # two warm-up rounds
                         times[name].append(time.perf_counter() - t0)
     finally:
-        ours.stop()
+        ours.terminate()
+        ours.wait(20)
         if reference is not None:
             reference[0].terminate()
             reference[0].wait(20)
     base = statistics.median(times["vllm direct"])
     return [{"target": name, "median_ms": 1000 * statistics.median(t), "p90_ms": 1000 * _p90(t),
              "ratio": statistics.median(t) / base} for name, t in times.items()]
+
+
+def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`openenv proxy` in front of vLLM, with one auto session named `bench`."""
+    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.testing.vllm_server import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
+                             vllm_url, "--model", str(tiny_model_path(build=False)), "--port", str(port),
+                             "--session-token", "bench"], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    _wait_healthy(f"{base}/s/bench/v1/models", proc)
+    return proc, f"{base}/s/bench/v1/chat/completions"
 
 
 def _p90(values: list[float]) -> float:
