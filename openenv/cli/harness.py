@@ -91,6 +91,8 @@ def run(
     policy: Annotated[str, typer.Option(help="sample, run, or oracle (applies the reference solution)")]
     = "sample",
     network: Annotated[str, typer.Option(help="auto, host or loopback")] = "auto",
+    sandbox: Annotated[str, typer.Option(help="local, or docker (a container whose only network is the proxy)")]
+    = "local",
     timeout: Annotated[float | None, typer.Option(help="harness wall-clock budget in seconds")] = None,
     out: Annotated[Path | None, typer.Option(help="trajectory JSONL (default artifacts/runs/...)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
@@ -98,13 +100,16 @@ def run(
     """Run one harness episode on one task and print the reward and the trajectory summary."""
     from openenv.errors import OpenEnvError
 
-    if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm"):
-        _err.print("[red]error:[/] --policy is sample|run|oracle and --backend is local|vllm")
+    if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm") \
+            or sandbox not in ("local", "docker"):
+        _err.print("[red]error:[/] --policy is sample|run|oracle, --backend is local|vllm, "
+                   "--sandbox is local|docker")
         raise typer.Exit(2)
     try:
         # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
         with _stdout_to_stderr():
-            summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, timeout, out)
+            summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
+                               timeout, out)
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
@@ -134,7 +139,7 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 
 def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
-             policy: str, network: str, timeout: float | None, out: Path | None) -> Any:
+             policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None) -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
@@ -142,7 +147,7 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
 
     the_task = find_task(task, tasks_from)
     env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
-                             network=network)  # type: ignore[arg-type]
+                             network=network, sandbox=sandbox)  # type: ignore[arg-type]
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
                                    timeout_s=timeout)

@@ -38,6 +38,8 @@ __all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "shared_server"]
 # A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
 Network = Literal["auto", "host", "loopback"]
+SandboxKind = Literal["local", "docker"]
+SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
 
 
 @dataclass
@@ -46,6 +48,7 @@ class _Episode:
     sandbox: Sandbox
     session: Session
     process: HarnessProcess
+    verifier: Callable[..., Verdict] = verify
     pending: PendingTurn | None = None
     last_turn: LastTurn | None = None
     errors: list[str] = field(default_factory=list)
@@ -85,6 +88,12 @@ def _make_backend(kind: str, model: Path, url: str) -> Any:
     return LocalBackend(model)
 
 
+def _check_sandbox(kind: object) -> SandboxKind:
+    if kind not in ("local", "docker"):
+        raise BadRequest(f"sandbox must be 'local' or 'docker', got {kind!r}")
+    return kind  # type: ignore[return-value]
+
+
 def _netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
 
@@ -104,8 +113,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             `auto` picks it when running as root with `unshare`, else `host`.
         reward_rule: how the verifier's dict becomes the scalar reward.
         turn_timeout_s: the longest a `sample`/`complete` may take.
-        sandbox_factory: builds each episode's sandbox from the proxy ports it must reach (e.g. a
-            `DockerSandbox`); default: a `LocalSandbox` with `network`.
+        sandbox: `local` (a `LocalSandbox` with `network`) or `docker` (a `DockerSandbox` per episode,
+            graded in a fresh container); a reset option of the same name overrides it per episode.
+        sandbox_factory: builds each episode's sandbox from the proxy ports it must reach; it replaces
+            `sandbox` (for custom images or limits).
         verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
     """
 
@@ -127,7 +138,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         network: Network = "auto",
         reward_rule: RewardRule | None = None,
         turn_timeout_s: float = 300.0,
-        sandbox_factory: Callable[[tuple[int, ...]], Sandbox] | None = None,
+        sandbox: SandboxKind = "local",
+        sandbox_factory: SandboxFactory | None = None,
         verifier: Callable[..., Verdict] | None = None,
     ) -> None:
         name = harness or type(self).harness
@@ -142,7 +154,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._network = ("loopback" if _netns_available() else "host") if network == "auto" else network
         self._rule = reward_rule or RewardRule()
         self._turn_timeout_s = turn_timeout_s
-        self._sandbox_factory = sandbox_factory or self._local_sandbox
+        self._sandbox_kind: SandboxKind = _check_sandbox(sandbox)
+        self._sandbox_factory = sandbox_factory
         self._verifier = verifier
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
@@ -155,14 +168,17 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         Options:
             task: a built-in task id, a `Task`, or a Task dict; default: a built-in task picked by `seed`.
             timeout_s: the harness's wall-clock budget (default: the task's).
+            sandbox: `local` or `docker` for this episode (default: the constructor's).
         """
         self._end_episode()
         task = self._resolve_task(options.pop("task", None), seed)
         timeout_s = float(options.pop("timeout_s", task.timeout_s))
+        kind = _check_sandbox(options.pop("sandbox", self._sandbox_kind))
+        make_sandbox, verifier = self._sandbox_parts(kind)
         if options:
-            raise BadRequest(f"unknown reset options: {sorted(options)}; known: task, timeout_s")
+            raise BadRequest(f"unknown reset options: {sorted(options)}; known: task, timeout_s, sandbox")
         server = self._ensure_server()
-        sandbox = self._sandbox_factory((server.port,))
+        sandbox = make_sandbox((server.port,))
         session = server.open_session(mode="gated", sampling=self._sampling,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
         try:
@@ -174,7 +190,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             server.close_session(session.token)
             sandbox.close()
             raise
-        self._episode = _Episode(task=task, sandbox=sandbox, session=session, process=process)
+        self._episode = _Episode(task=task, sandbox=sandbox, session=session, process=process,
+                                 verifier=verifier)
         self._state = HarnessState(episode_id=episode_id or uuid.uuid4().hex, harness=self.spec.name,
                                    task_id=task.id, status="waiting", harness_status="running")
         return self._advance()
@@ -221,6 +238,16 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     def _local_sandbox(self, ports: tuple[int, ...]) -> Sandbox:
         return LocalSandbox(network=self._network, forward_ports=ports)
+
+    def _sandbox_parts(self, kind: SandboxKind) -> tuple[SandboxFactory, Callable[..., Verdict]]:
+        """The episode's sandbox factory and grader: Docker episodes are graded in a fresh container."""
+        if self._sandbox_factory is not None:
+            return self._sandbox_factory, self._verifier or verify
+        if kind == "docker":
+            from openenv.harness.sandbox.docker import sandbox_factory, verify_isolated
+
+            return sandbox_factory(), self._verifier or verify_isolated
+        return self._local_sandbox, self._verifier or verify
 
     def _resolve_task(self, task: str | Task | dict[str, Any] | None, seed: int | None) -> Task:
         if isinstance(task, Task):
@@ -291,8 +318,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         tail = episode.process.output_tail(2000)
         records = episode.session.turns()
         turns, tool_calls = self._counts(records)
-        grade = self._verifier or verify
-        verdict: Verdict = grade(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
+        verdict: Verdict = episode.verifier(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
         rows, stats = episode.session.sequences(), episode.session.stats()
         episode.records = records
         self._release(episode)

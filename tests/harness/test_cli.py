@@ -59,3 +59,30 @@ def test_run_oracle_json_summary_and_trajectory_file(tmp_path):
     assert "tool calls 1" in proc.stderr, "live progress goes to stderr"
     kinds = [json.loads(line)["type"] for line in out.read_text().splitlines()]
     assert kinds == ["turn"] * summary["turns"] + ["sequence"] * summary["sequences"] + ["summary"]
+
+
+def test_run_rejects_an_unknown_sandbox():
+    result = runner.invoke(app, ["run", "--harness", "pi", "--sandbox", "vm"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and "--sandbox is local|docker" in result.output
+
+
+@pytest.mark.slow
+def test_run_with_docker_sandbox_solves_the_task_in_a_container(tmp_path):
+    from openenv.harness.sandbox.docker import engine_available
+
+    if (reason := engine_available()) is not None:
+        pytest.skip(f"no Docker engine: {reason}; run scripts/install_docker.sh")
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    subprocess.run(["bash", "scripts/build_base_image.sh"], check=True, capture_output=True)
+    before = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True, check=True).stdout.split()
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--task", "fix-temperature-conversion",
+         "--policy", "oracle", "--sandbox", "docker", "--json", "--out", str(tmp_path / "t.jsonl")],
+        check=False, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    assert (summary["reward"], summary["status"], summary["merge_ratio"]) == (1.0, "exited", 1.0), summary
+    after = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True, check=True).stdout.split()
+    assert set(after) <= set(before), "the episode and grader containers are removed"

@@ -89,6 +89,13 @@ def test_unknown_reset_option_is_named(env):
         env.reset(task=_task("crash"), taks="x")
 
 
+def test_an_unknown_sandbox_kind_is_refused_before_anything_starts(env, fake_harness):
+    with pytest.raises(BadRequest, match="sandbox must be 'local' or 'docker', got 'vm'"):
+        env.reset(task=_task("crash"), sandbox="vm")
+    with pytest.raises(BadRequest, match="got 'vm'"):
+        HarnessEnvironment(fake_harness, sandbox="vm")  # type: ignore[arg-type]
+
+
 def test_reset_during_an_episode_aborts_the_old_one(env):
     env.reset(task=_task("hang"))
     obs = env.reset(task=_task("crash"))
