@@ -123,10 +123,13 @@ def test_two_grpo_steps_change_the_weights(run):
 @pytest.mark.slow
 def test_proxy_logprobs_match_the_trainers_recompute_at_step_0(run):
     batch = run.recorder.batches[0]
-    for logprobs, mask, recomputed in zip(batch["logprobs"], batch["env_mask"], run.recorder.recomputed, strict=True):
-        sampled = [(a, b) for a, b, m in zip(logprobs, recomputed, mask, strict=True) if m]
-        assert sampled, "every row has model tokens"
-        assert max(abs(a - b) for a, b in sampled) < 1e-3
+    rows = zip(batch["logprobs"], batch["env_mask"], run.recorder.recomputed, strict=True)
+    for i, (logprobs, mask, recomputed) in enumerate(rows):
+        diffs = [(abs(a - b), pos) for pos, (a, b, m) in enumerate(zip(logprobs, recomputed, mask, strict=True)) if m]
+        assert diffs, "every row has model tokens"
+        worst, pos = max(diffs)
+        where = f"row {i} ({batch['harness'][i]}, {batch['policy'][i]}), token {pos} of {len(mask)}"
+        assert worst < 1e-3, f"{where}: proxy {logprobs[pos]:.6f} vs trainer {recomputed[pos]:.6f}"
 
 
 @pytest.mark.slow
