@@ -1,7 +1,9 @@
 """`LocalBackend`: in-process transformers on CPU, the embedded default when no vLLM is running.
 
 Logprobs are raw: `log_softmax` of the model's logits before temperature or top-k/p, the same
-convention vLLM uses by default, so sequences from either backend train the same way. One lock
+convention vLLM uses by default, so sequences from either backend train the same way. They come from
+one teacher-forced forward pass over prompt + completion, the computation a trainer repeats; the
+KV-cached decode that sampled the tokens drifts from it by up to ~1e-3 on long multi-turn prompts. One lock
 serializes the model; calls run in a worker thread so the event loop keeps serving.
 """
 
@@ -81,10 +83,10 @@ class LocalBackend:
                            top_p=params.top_p if params.top_p is not None else 1.0,
                            top_k=params.top_k if params.top_k is not None else 0)
         with torch.no_grad():
-            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs), return_dict_in_generate=True,
-                                      output_logits=True, pad_token_id=next(iter(self.eos_ids), 0), **options)
-        ids = out.sequences[0, len(prompt_ids):].tolist()
-        logprobs = [torch.log_softmax(step[0].float(), dim=-1)[tok].item() for step, tok in zip(out.logits, ids)]
+            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs),
+                                      pad_token_id=next(iter(self.eos_ids), 0), **options)
+        ids = out[0, len(prompt_ids):].tolist()
+        logprobs = self._score(prompt_ids, ids) if ids else []
         stopped = bool(ids) and ids[-1] in self.eos_ids
         return Generation(ids, logprobs, "stop" if stopped else "length")
 
