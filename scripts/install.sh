@@ -48,5 +48,5 @@ if [[ $want_vllm == 1 ]]; then
 fi
 
 say "installing openenv (editable) with extras"
-quiet "${pip[@]}" -e "$here[capture,gym,train,docker,ecosystem,dev]"
+quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,dev]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"
