@@ -32,6 +32,7 @@ __all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
 _ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
+_SUFFIX_CACHE = 1024  # distinct new-message suffixes kept (rendered text and ids), shared by sessions
 
 
 def template_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -97,6 +98,7 @@ class Renderer:
         self.eos_ids = frozenset(self._eos_ids())
         self._anchor_text = self._render_anchor()
         self._head_ids: dict[str, list[int]] = {}
+        self._suffixes: dict[tuple[str, tuple[Message, ...]], list[int] | None] = {}
         self.append_only = self._probe_append_only()
 
     @classmethod
@@ -169,6 +171,19 @@ class Renderer:
         through the next generation prompt; None if the template did not render as expected."""
         whole = self.render(_ANCHOR + template_messages(new), None)
         return after_reply(whole, self._anchor_text, self.eot_text)
+
+    def suffix_ids(self, bridge: str, new: Sequence[Message]) -> list[int] | None:
+        """ids of `bridge + suffix_text(new)`, remembered by value: the rollouts of one task (a
+        GRPO group) send the same tool results, and tokenizing them is most of a turn's cost."""
+        key = (bridge, tuple(new))
+        if key in self._suffixes:
+            ids = self._suffixes[key]
+            return None if ids is None else list(ids)
+        text = self.suffix_text(new)
+        ids = self._suffixes[key] = None if text is None else self.encode(bridge + text)
+        while len(self._suffixes) > _SUFFIX_CACHE:
+            self._suffixes.pop(next(iter(self._suffixes)))
+        return None if ids is None else list(ids)
 
     def extend_text(self, full: str, earlier: str) -> str | None:
         """Like `suffix_text`, from a full render and the extended turn's full prompt text; None when

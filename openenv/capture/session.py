@@ -252,21 +252,23 @@ class Session:
         r = self._renderer
         link = None if aux else self.trajectory.find_parent(req.messages, req.tools)
         if link is not None:
-            text, suffix = self._suffix(req, link)
-            if suffix is not None:
-                assert link.turn.completion is not None
-                env_ids = r.encode(r.bridge_text(link.turn.completion.token_ids) + suffix)
+            text, env_ids = self._env_ids(req, link)
+            if env_ids is not None:
                 return _Plan(self.trajectory.prefix_ids(link) + env_ids, link, env_ids, text)
         text, ids = r.full_prompt(req.messages, req.tools)
         return _Plan(ids, text="" if r.append_only else text,
                      rewritten=not aux and self.trajectory.has_model_turns)
 
-    def _suffix(self, req: CanonicalRequest, link: Link) -> tuple[str, str | None]:
+    def _env_ids(self, req: CanonicalRequest, link: Link) -> tuple[str, list[int] | None]:
+        """(prompt text, ids between the linked completion and this turn's); None ids on a rewrite."""
         r = self._renderer
+        assert link.turn.completion is not None
+        bridge = r.bridge_text(link.turn.completion.token_ids)
         if r.append_only:
-            return "", r.suffix_text(req.messages[link.n_messages:])
+            return "", r.suffix_ids(bridge, req.messages[link.n_messages:])
         full = r.full_text(req.messages, req.tools)
-        return full, r.extend_text(full, link.sequence.text[: link.turn.text_len])
+        suffix = r.extend_text(full, link.sequence.text[: link.turn.text_len])
+        return full, None if suffix is None else r.encode(bridge + suffix)
 
     async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision) -> Completion:
         match decision:
