@@ -1,7 +1,7 @@
 """Capture-proxy benchmark: latency added over direct vLLM, and turn throughput at growing lengths.
 
     .venv/bin/python bench/bench_proxy.py [--vllm-url URL] [--requests 24] [--sessions 32]
-                                          [--turns 1,10,30] [--skip-latency] [--skip-throughput]
+                                          [--turns 1,10,30] [--distinct] [--skip-latency] [--skip-throughput]
 
 (1) Latency: the same chat request (greedy, fixed max_tokens) sent alternately straight to vLLM's
     `/v1/chat/completions` and through the proxy (which renders, splices and calls vLLM's
@@ -13,7 +13,9 @@
     turns (~650-token tool results, ~20k tokens at 30 turns). Turns/s is wall-clock; CPU-ms per turn
     is the server process's user+system time, and "turns/s per core" = 1000 / CPU-ms, the rate one
     dedicated core sustains (the wall rate also pays for the load client and for whatever else the
-    machine runs). RSS is the server's at the end. The baseline row is the 1-turn run: flat cost
+    machine runs). By default the 32 sessions play the same conversation (like a GRPO group), so the
+    renderer's shared suffix cache tokenizes each tool result once; `--distinct` gives every session
+    its own tool outputs and measures the cost without that help. RSS is the server's at the end. The baseline row is the 1-turn run: flat cost
     means the ratios stay near 1.
 
 Nothing here is asserted in tests.
@@ -99,12 +101,13 @@ def tool_outputs(n: int, chars: int = 1900) -> list[str]:
     return [text[i * chars:(i + 1) * chars] for i in range(n)]
 
 
-def conversation_bodies(turns: int) -> list[bytes]:
-    """Request k of a tool loop: system, task, then k (assistant tool call, tool result) pairs."""
+def conversation_bodies(turns: int, tag: str = "") -> list[bytes]:
+    """Request k of a tool loop: system, task, then k (assistant tool call, tool result) pairs. A
+    `tag` starts every tool result, so that tagged conversations share no tool output."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": "Fix the failing test in module.py."}]
     bodies = []
-    for k, output in enumerate(tool_outputs(turns)):
+    for k, output in enumerate(tag + out for out in tool_outputs(turns)):
         bodies.append(json.dumps({"model": "tiny", "messages": messages, "tools": TOOLS}).encode())
         call = {"id": f"call_{k}", "type": "function",
                 "function": {"name": "tool_0", "arguments": '{"command": "cat module.py"}'}}
@@ -136,15 +139,18 @@ async def _play(session: Any, base: str, bodies: list[bytes], check: bool) -> No
         await r.read()
 
 
-async def _throughput_round(base: str, sessions: int, bodies: list[bytes], check: bool = False) -> None:
+async def _throughput_round(base: str, plays: list[list[bytes]], check: bool = False) -> None:
     import aiohttp
 
-    connector = aiohttp.TCPConnector(limit=sessions * 2)
+    connector = aiohttp.TCPConnector(limit=len(plays) * 2)
     async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.gather(*(_play(http, base, bodies, check) for _ in range(sessions)))
+        await asyncio.gather(*(_play(http, base, bodies, check) for bodies in plays))
 
 
-def throughput(turns: int, sessions: int, min_turns: int = 960) -> dict[str, float]:
+def throughput(turns: int, sessions: int, min_turns: int = 960, distinct: bool = False) -> dict[str, float]:
+    """One row. With `distinct`, every conversation (every session of every round) has its own tool
+    outputs, so no cache shared across sessions can help (the default: 32 identical rollouts, as a
+    GRPO group that sends the same tool results)."""
     from openenv.testing.vllm_server import free_port
 
     port = free_port()
@@ -153,12 +159,14 @@ def throughput(turns: int, sessions: int, min_turns: int = 960) -> dict[str, flo
     try:
         _wait_healthy(f"{base}/docs", server)
         bodies = conversation_bodies(turns)
-        asyncio.run(_throughput_round(base, 4, bodies, check=True))  # warm-up: imports, caches, first renders
+        asyncio.run(_throughput_round(base, [bodies] * 4, check=True))  # warm-up: imports, caches, first renders
         proc = psutil.Process(server.pid)
         rounds = max(1, math.ceil(min_turns / (sessions * turns)))
+        plays = [[conversation_bodies(turns, f"[{r}.{i}]\n") if distinct else bodies for i in range(sessions)]
+                 for r in range(rounds)]
         cpu0, t0 = _cpu(proc), time.perf_counter()
-        for _ in range(rounds):
-            asyncio.run(_throughput_round(base, sessions, bodies))
+        for round_plays in plays:
+            asyncio.run(_throughput_round(base, round_plays))
         wall, cpu = time.perf_counter() - t0, _cpu(proc) - cpu0
         done = rounds * sessions * turns
         tokens = len(json.loads(bodies[-1])["messages"])
@@ -304,6 +312,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", default="1,10,30")
+    parser.add_argument("--distinct", action="store_true", help="no tool output shared between sessions")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
     args = parser.parse_args()
@@ -312,14 +321,16 @@ def main() -> None:
         return
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not args.skip_throughput:
-        rows = [throughput(int(t), args.sessions) for t in args.turns.split(",")]
+        rows = [throughput(int(t), args.sessions, distinct=args.distinct) for t in args.turns.split(",")]
         base = rows[0]
         for row in rows:
             row["tokens"] = prompt_tokens_at(int(row["turns"]))
             row["cpu_ratio"] = row["cpu_ms"] / base["cpu_ms"]
             row["rate_ratio"] = row["turns_per_s"] / base["turns_per_s"]
             row["per_core"] = 1000 / row["cpu_ms"]
-        print(f"\nthroughput: {args.sessions} concurrent sessions, instant engine, baseline = the 1-turn row")
+        shared = "distinct tool outputs per session" if args.distinct else "identical conversations"
+        print(f"\nthroughput: {args.sessions} concurrent sessions ({shared}), instant engine, "
+              "baseline = the 1-turn row")
         print(_table(rows, [("turns", "turns/conversation", "d"), ("tokens", "last prompt tokens", "d"),
                             ("turns_per_s", "turns/s", ".0f"), ("rate_ratio", "vs base", ".2f"),
                             ("cpu_ms", "CPU-ms/turn", ".2f"), ("cpu_ratio", "vs base", ".2f"),
