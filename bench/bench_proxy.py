@@ -88,7 +88,7 @@ def serve_instant(port: int) -> None:
     renderer = Renderer.from_pretrained(tiny_model_path(build=False))
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
     manager = SessionManager(renderer=renderer, backend=InstantBackend(ids))
-    uvicorn.run(create_app(manager), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(create_app(manager, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 # ---- conversations -----------------------------------------------------------------------------------

@@ -18,15 +18,22 @@ from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 __all__ = ["create_app"]
 
 
-def create_app(manager: SessionManager) -> FastAPI:
-    """The proxy app over `manager`'s sessions, renderer and backend."""
+def create_app(manager: SessionManager, *, freeze_gc: bool = False) -> FastAPI:
+    """The proxy app over `manager`'s sessions, renderer and backend.
+
+    Args:
+        manager: the sessions, renderer and backend to serve.
+        freeze_gc: at startup, move every live object out of the collector's view. The ~400k objects of
+            the imports, tokenizer and template are permanent, and walking them on every full collection
+            cost as much as a request. It is process-wide, so only a process that is just the proxy
+            (`openenv proxy`) should ask for it; an embedding trainer keeps its collector as it was.
+    """
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.sessions = manager
-        # The ~400k objects of the imports, tokenizer and template are permanent: freezing them keeps
-        # every full collection from walking them again (it cost as much as the request itself).
-        gc.freeze()
+        if freeze_gc:
+            gc.freeze()
         yield
         await manager.backend.aclose()
 

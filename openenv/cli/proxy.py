@@ -42,7 +42,7 @@ def proxy(
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     manager = SessionManager(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
                              served_model=served_model, sampling=sampling)
-    config = uvicorn.Config(create_app(manager), host=host, port=port, log_level="info")
+    config = uvicorn.Config(create_app(manager, freeze_gc=True), host=host, port=port, log_level="info")
     server = uvicorn.Server(config)
 
     async def main() -> None:
