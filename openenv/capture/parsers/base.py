@@ -12,10 +12,19 @@ run without the `vllm` package (local backend, remote vLLM). The formats are sma
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["CompletionParser", "ParsedCall", "ParsedText", "json_arguments", "split_reasoning"]
+__all__ = [
+    "CompletionParser",
+    "ParsedCall",
+    "ParsedText",
+    "extract_blocks",
+    "json_arguments",
+    "split_reasoning",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +67,28 @@ def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</th
     head = head.lstrip()
     head = head.removeprefix(open_tag)
     return head.strip(), tail.lstrip()
+
+
+def extract_blocks(
+    text: str, block: re.Pattern[str], decode: Callable[[str], ParsedCall | Iterable[ParsedCall] | None]
+) -> tuple[str, tuple[ParsedCall, ...]]:
+    """(content, calls): each `block` match whose group 1 decodes (to one call or several) is cut out;
+    a block that does not decode (None) stays in the content, so a malformed call is never lost."""
+    calls: list[ParsedCall] = []
+    kept: list[str] = []
+    cursor = 0
+    for match in block.finditer(text):
+        decoded = decode(match.group(1))
+        if decoded is None:
+            continue
+        kept.append(text[cursor : match.start()])
+        cursor = match.end()
+        if isinstance(decoded, ParsedCall):
+            calls.append(decoded)
+        else:
+            calls.extend(decoded)
+    kept.append(text[cursor:])
+    return "".join(kept).strip(), tuple(calls)
 
 
 def json_arguments(value: Any) -> str:

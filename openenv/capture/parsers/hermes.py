@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 import re
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, json_arguments, split_reasoning
+from openenv.capture.parsers.base import (
+    ParsedCall,
+    ParsedText,
+    extract_blocks,
+    json_arguments,
+    split_reasoning,
+)
 
 __all__ = ["HermesParser"]
 
@@ -20,18 +26,8 @@ class HermesParser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        calls: list[ParsedCall] = []
-        kept: list[str] = []
-        cursor = 0
-        for match in _CALL.finditer(rest):
-            call = _call(match.group(1))
-            if call is None:
-                continue
-            kept.append(rest[cursor:match.start()])
-            cursor = match.end()
-            calls.append(call)
-        kept.append(rest[cursor:])
-        return ParsedText(content="".join(kept).strip(), reasoning=reasoning, tool_calls=tuple(calls))
+        content, calls = extract_blocks(rest, _CALL, _call)
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
 
 
 def _call(body: str) -> ParsedCall | None:

@@ -10,7 +10,7 @@ import ast
 import json
 import re
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, split_reasoning
+from openenv.capture.parsers.base import ParsedCall, ParsedText, extract_blocks, split_reasoning
 
 __all__ = ["Lfm2Parser", "pythonic_calls"]
 
@@ -25,18 +25,8 @@ class Lfm2Parser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        calls: list[ParsedCall] = []
-        kept: list[str] = []
-        cursor = 0
-        for match in _BLOCK.finditer(rest):
-            parsed = pythonic_calls(match.group(1))
-            if parsed is None:
-                continue
-            kept.append(rest[cursor : match.start()])
-            cursor = match.end()
-            calls.extend(parsed)
-        kept.append(rest[cursor:])
-        return ParsedText(content="".join(kept).strip(), reasoning=reasoning, tool_calls=tuple(calls))
+        content, calls = extract_blocks(rest, _BLOCK, pythonic_calls)
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
 
 
 def pythonic_calls(source: str) -> list[ParsedCall] | None:

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, split_reasoning
+from openenv.capture.parsers.base import ParsedCall, ParsedText, extract_blocks, split_reasoning
 
 __all__ = ["Qwen3CoderParser"]
 
@@ -28,18 +28,8 @@ class Qwen3CoderParser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        calls: list[ParsedCall] = []
-        kept: list[str] = []
-        cursor = 0
-        for match in _CALL.finditer(rest):
-            call = _call(match.group(1))
-            if call is None:
-                continue
-            kept.append(rest[cursor : match.start()])
-            cursor = match.end()
-            calls.append(call)
-        kept.append(rest[cursor:])
-        return ParsedText(content="".join(kept).strip(), reasoning=reasoning, tool_calls=tuple(calls))
+        content, calls = extract_blocks(rest, _CALL, _call)
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
 
 
 def _call(body: str) -> ParsedCall | None:
