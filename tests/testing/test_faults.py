@@ -1,0 +1,161 @@
+"""`FaultProxy` on its own: it forwards faithfully, breaks exactly as told, and streams unbuffered.
+
+The upstream is a real `http.server` on loopback; the client is httpx, as in `VLLMBackend`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+
+from openenv.testing.faults import FaultProxy
+from openenv.testing.vllm_server import free_port
+
+
+class _Upstream(BaseHTTPRequestHandler):
+    """Echoes POST bodies; `/stream` sends two chunks 0.6 s apart (chunked)."""
+
+    protocol_version = "HTTP/1.1"
+    seen: list[str] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.seen.append(self.path)
+        reply = json.dumps({"path": self.path, "echo": json.loads(body), "host": self.headers["Host"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def do_GET(self) -> None:
+        self.seen.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for part in (b"data: one\n\n", b"data: two\n\n"):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.flush()
+            time.sleep(0.6)
+        self.wfile.write(b"0\r\n\r\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def upstream() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _Upstream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def faults(upstream: str) -> Iterator[FaultProxy]:
+    _Upstream.seen.clear()
+    with FaultProxy(upstream) as proxy:
+        yield proxy
+
+
+def _post(proxy: FaultProxy, n: int = 0, timeout: float = 5.0) -> httpx.Response:
+    return httpx.post(f"{proxy.url}/v1/completions", json={"n": n}, timeout=timeout)
+
+
+def test_pass_forwards_path_body_and_reply_and_points_host_upstream(faults: FaultProxy, upstream: str) -> None:
+    with httpx.Client(timeout=5) as client:  # a pooled client: each request still gets its own connection
+        replies = [client.post(f"{faults.url}/v1/completions?x=1", json={"n": i}) for i in range(3)]
+    assert [r.json()["echo"] for r in replies] == [{"n": 0}, {"n": 1}, {"n": 2}]
+    assert replies[0].json()["path"] == "/v1/completions?x=1"
+    assert replies[0].json()["host"] == upstream.removeprefix("http://")
+    assert replies[0].headers["connection"] == "close"
+    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "error": 0}
+
+
+def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: FaultProxy) -> None:
+    faults.set("down", count=2)
+    for _ in range(2):
+        with pytest.raises(httpx.TransportError):
+            _post(faults)
+    assert _post(faults).status_code == 200
+    assert _Upstream.seen == ["/v1/completions"]  # the dropped requests never reached the backend
+    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "error": 0}
+
+
+def test_error_replies_the_status_with_a_json_body_until_set_again(faults: FaultProxy) -> None:
+    faults.set("error", status=503)
+    replies = [_post(faults) for _ in range(3)]
+    assert {r.status_code for r in replies} == {503}
+    assert replies[0].json()["error"]["code"] == 503
+    faults.set("pass")
+    assert _post(faults).status_code == 200
+    assert faults.stats["error"] == 3 and _Upstream.seen == ["/v1/completions"]
+
+
+def test_slow_past_the_client_timeout_is_a_timeout_and_never_reaches_the_backend(faults: FaultProxy) -> None:
+    faults.set("slow", count=1, delay_s=2.0)
+    start = time.monotonic()
+    with pytest.raises(httpx.ReadTimeout):
+        _post(faults, timeout=0.4)
+    assert time.monotonic() - start < 1.5
+    time.sleep(2.0)  # past the delay: the proxy saw the client leave and dropped the request
+    assert _Upstream.seen == []
+    assert _post(faults).status_code == 200
+
+
+def test_slow_within_the_client_timeout_answers_late(faults: FaultProxy) -> None:
+    faults.set("slow", count=1, delay_s=0.5)
+    start = time.monotonic()
+    assert _post(faults).json()["echo"] == {"n": 0}
+    assert time.monotonic() - start >= 0.5
+    assert faults.stats["slow"] == 1
+
+
+def test_streams_pass_through_unbuffered(faults: FaultProxy) -> None:
+    start = time.monotonic()
+    arrivals: list[tuple[float, str]] = []
+    with httpx.stream("GET", f"{faults.url}/stream", timeout=5) as response:
+        for line in response.iter_lines():
+            if line:
+                arrivals.append((time.monotonic() - start, line))
+    assert [line for _, line in arrivals] == ["data: one", "data: two"]
+    assert arrivals[0][0] < 0.5 <= arrivals[1][0]  # the first event arrived before the second was sent
+
+
+def test_set_from_another_thread_faults_exactly_count_requests(faults: FaultProxy) -> None:
+    faults.set("error", count=5, status=500)
+    codes: list[int] = []
+    lock = threading.Lock()
+
+    def hammer() -> None:
+        for _ in range(5):
+            code = _post(faults).status_code
+            with lock:
+                codes.append(code)
+
+    threads = [threading.Thread(target=hammer) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes).count(500) == 5 and codes.count(200) == 15
+    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "error": 5}
+
+
+def test_a_dead_upstream_looks_down_and_bad_arguments_are_refused() -> None:
+    with FaultProxy(f"http://127.0.0.1:{free_port()}") as proxy:
+        with pytest.raises(httpx.TransportError):
+            _post(proxy)
+        with pytest.raises(ValueError, match="mode must be one of"):
+            proxy.set("flaky")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="plain http"):
+        FaultProxy("https://example.invalid")
