@@ -109,6 +109,9 @@ class Session:
             return await self._call(None, lambda: self.env.state)
 
     async def close(self) -> None:
+        """Close the env. After a client vanished mid-call the call was cancelled, but a sync env's
+        call may still be running in its worker thread: `env.close()` then runs beside it, and should
+        make it return (the harness env kills the harness, which ends a waiting step)."""
         async with self.lock:
             await self._call(None, self.env.close)
 

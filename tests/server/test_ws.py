@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import struct
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -139,3 +144,50 @@ async def test_the_reaper_frees_idle_http_sessions(serve: Serve, http: httpx.Cli
     await asyncio.sleep(0.6)
     r = http.get(f"{url}/state", headers={"X-Session-Id": sid})
     assert r.json()["error"]["code"] == "unknown_session"
+
+
+class _ParkedEcho(EchoEnvironment):
+    """An echo env whose step waits (up to 30 s) until `close()` releases it, like a long harness turn."""
+
+    blocking = True  # the echo env runs inline; this one must run in a worker thread
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stepping = threading.Event()
+        self.released = threading.Event()
+        self.closed_at: float | None = None
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        self.stepping.set()
+        self.released.wait(30)
+        return super().step(action)
+
+    def close(self) -> None:
+        self.closed_at = time.monotonic()
+        self.released.set()
+
+
+async def test_a_client_that_vanishes_mid_step_frees_its_session_while_the_step_runs(
+    serve: Serve, http: httpx.Client
+) -> None:
+    envs: list[_ParkedEcho] = []
+
+    def factory() -> _ParkedEcho:
+        envs.append(_ParkedEcho())
+        return envs[-1]
+
+    url = serve(factory, action_type=EchoAction, observation_type=EchoObservation)
+    ws = await connect(ws_url(url))
+    await ask(ws, {"type": "reset"})
+    await ws.send(json.dumps({"type": "step", "data": {"message": "slow"}}))
+    assert await asyncio.to_thread(envs[0].stepping.wait, 5)
+    sock = ws.transport.get_extra_info("socket")
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST, no close frame
+    dropped = time.monotonic()
+    ws.transport.abort()
+    for _ in range(200):
+        if http.get(f"{url}/health").json()["active_sessions"] == 0:
+            break
+        await asyncio.sleep(0.02)
+    assert http.get(f"{url}/health").json()["active_sessions"] == 0
+    assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 2.0, "closed only after the step"

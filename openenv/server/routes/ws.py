@@ -1,11 +1,14 @@
 """`WS /ws`: one session per connection, frames dispatched through the `ClientMessage` union.
 
 A bad frame gets a typed error reply and the connection stays usable; a dropped connection frees its
-session at once; a full server answers a `capacity` error frame and closes with 1013 (try again later).
+session at once, even while a long `step` is running (a reader task watches the socket during every
+call, and the call is abandoned when the client is gone); a full server answers a `capacity` error
+frame and closes with 1013 (try again later).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import assert_never
 
@@ -60,19 +63,50 @@ async def session_socket(websocket: WebSocket) -> None:
 
 
 async def _serve(websocket: WebSocket, session: Session) -> None:
-    while True:
-        message = await websocket.receive()
-        if message["type"] == "websocket.disconnect":
-            return
-        raw = message.get("text") or message.get("bytes") or b""
-        try:
-            reply, done = await handle_frame(session, raw)
-        except OpenEnvError as err:
-            reply, done = _error_frame(err), False
-        await websocket.send_text(reply)
-        if done:
-            await websocket.close(code=1000)
-            return
+    frames: asyncio.Queue[str | bytes | None] = asyncio.Queue()
+    reader = asyncio.create_task(_read(websocket, frames), name=f"openenv-ws-reader-{session.id[:8]}")
+    try:
+        while (raw := await frames.get()) is not None:
+            reply, done = await _answer_while_connected(session, raw, reader)
+            await websocket.send_text(reply)
+            if done:
+                await websocket.close(code=1000)
+                return
+    finally:
+        reader.cancel()
+
+
+async def _read(websocket: WebSocket, frames: asyncio.Queue[str | bytes | None]) -> None:
+    """Queue every frame; a `None` marks the end of the connection (disconnect or transport error)."""
+    try:
+        while True:
+            message = await websocket.receive()
+            if message["type"] == "websocket.disconnect":
+                return
+            frames.put_nowait(message.get("text") or message.get("bytes") or b"")
+    except (WebSocketDisconnect, OSError, RuntimeError):
+        return
+    finally:
+        frames.put_nowait(None)
+
+
+async def _answer_while_connected(session: Session, raw: str | bytes, reader: asyncio.Task[None]) -> tuple[str, bool]:
+    """Handle one frame, unless the client vanishes first: then the call is abandoned (cancelled) so the
+    session can be closed now, not when a step that may run for minutes returns to nobody."""
+    work = asyncio.ensure_future(_reply(session, raw))
+    await asyncio.wait({work, reader}, return_when=asyncio.FIRST_COMPLETED)
+    if not work.done():
+        work.cancel()
+        log.info("client of session %s disconnected mid-call; abandoning the call", session.id)
+        raise WebSocketDisconnect(code=1006)
+    return work.result()
+
+
+async def _reply(session: Session, raw: str | bytes) -> tuple[str, bool]:
+    try:
+        return await handle_frame(session, raw)
+    except OpenEnvError as err:
+        return _error_frame(err), False
 
 
 async def handle_frame(session: Session, raw: str | bytes) -> tuple[str, bool]:
