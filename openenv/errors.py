@@ -6,6 +6,7 @@
     │   ├── MalformedMessage    a body or WebSocket frame that is not valid JSON
     │   ├── UnknownMessageType  a WebSocket frame whose `type` the server does not handle
     │   └── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
+    ├── Unauthorized            a protected API called without its key
     ├── NotFound                an unknown session, env or route target
     │   └── UnknownSession      a session id or token that is not (or no longer) live
     ├── CapacityError           a server is at its configured session limit
@@ -30,6 +31,7 @@ __all__ = [
     "OpenEnvError",
     "SandboxLost",
     "TransportError",
+    "Unauthorized",
     "UnknownMessageType",
     "UnknownSession",
     "Unsupported",
@@ -77,6 +79,13 @@ class Unsupported(BadRequest):
     """Raised when a well-formed request asks for something openenv refuses by design."""
 
     code = "unsupported"
+
+
+class Unauthorized(OpenEnvError):
+    """Raised when a protected API (the capture proxy's admin routes) is called without its key."""
+
+    status_code = 401
+    code = "unauthorized"
 
 
 class NotFound(OpenEnvError):
