@@ -78,6 +78,7 @@ class VLLMBackend:
         self.base_url = base_url.rstrip("/")
         self._model = model
         self._context_window = context_window
+        self._timeout = timeout
         self._client = httpx.AsyncClient(base_url=self.base_url, timeout=timeout, transport=transport,
                                          limits=httpx.Limits(max_connections=256, max_keepalive_connections=64))
 
@@ -96,9 +97,10 @@ class VLLMBackend:
         return self._model
 
     def _discover(self) -> None:
-        """Read the served name and max length once (a blocking call, made the first time only)."""
+        """Read the served name and max length once (a blocking call, made the first time only; bounded by
+        the request timeout, so a stalled backend fails the first turn as fast as any other)."""
         with map_httpx_errors(self.base_url):
-            response = httpx.get(f"{self.base_url}/v1/models", timeout=10)
+            response = httpx.get(f"{self.base_url}/v1/models", timeout=min(10.0, self._timeout))
             response.raise_for_status()
         card = response.json()["data"][0]
         self._model = self._model or card["id"]
