@@ -1,24 +1,34 @@
-"""The capture proxy's ASGI app: wiring only (state, routers, the one error handler)."""
+"""The capture proxy's ASGI app: wiring only (state, routers, the one error handler).
+
+Two route families: the harness-facing model routes (`/s/<token>/v1/...`) and the admin API
+(`/sessions...`: open, trajectory, sequences, close). The admin API can demand a bearer key
+(`admin_key`) and can be served by an app of its own (`routes="admin"`) on a port harnesses never see.
+"""
 
 from __future__ import annotations
 
 import gc
+import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Literal
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from openenv.capture.dialects import Dialect, default_dialect
 from openenv.capture.routes import model, sessions
 from openenv.capture.sessions import SessionManager
-from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
+from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError, Unauthorized
 
-__all__ = ["create_app"]
+__all__ = ["Routes", "create_app"]
+
+Routes = Literal["all", "model", "admin"]
 
 
-def create_app(manager: SessionManager, *, freeze_gc: bool = False) -> FastAPI:
+def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: str | None = None,
+               routes: Routes = "all", model_base_url: str | None = None) -> FastAPI:
     """The proxy app over `manager`'s sessions, renderer and backend.
 
     Args:
@@ -27,6 +37,11 @@ def create_app(manager: SessionManager, *, freeze_gc: bool = False) -> FastAPI:
             the imports, tokenizer and template are permanent, and walking them on every full collection
             cost as much as a request. It is process-wide, so only a process that is just the proxy
             (`openenv proxy`) should ask for it; an embedding trainer keeps its collector as it was.
+        admin_key: when set, the admin routes answer 401 unless `Authorization: Bearer <admin_key>`.
+            A harness holds only its session token, so it can then read no trajectory, not even its own.
+        routes: `all` (one port), or `model` / `admin` for two apps on two ports sharing `manager`.
+        model_base_url: where harnesses reach the model routes; sessions opened through an admin-only
+            app get base URLs there (set `app.state.model_base_url` later if the port is picked at bind).
     """
 
     @asynccontextmanager
@@ -35,16 +50,32 @@ def create_app(manager: SessionManager, *, freeze_gc: bool = False) -> FastAPI:
         if freeze_gc:
             gc.freeze()
         yield
-        await manager.backend.aclose()
+        if routes != "admin":  # the model app owns the backend; an admin-only twin leaves it open
+            await manager.backend.aclose()
 
     app = FastAPI(title="openenv capture proxy", lifespan=lifespan)
-    app.include_router(sessions.router)
-    app.include_router(model.router)
+    app.state.admin_key = admin_key
+    app.state.model_base_url = model_base_url
+    if routes != "model":
+        app.include_router(sessions.router, dependencies=[Depends(_require_admin_key)])
+    if routes != "admin":
+        app.include_router(model.router)
     app.add_exception_handler(OpenEnvError, _render)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _crash)
     return app
+
+
+async def _require_admin_key(request: Request) -> None:
+    """Admin routes only: `Authorization: Bearer <key>` when the app has a key (constant-time compare)."""
+    key: str | None = request.app.state.admin_key
+    if key is None:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
+        raise Unauthorized("the admin API needs 'Authorization: Bearer <admin key>' (the key the proxy was "
+                           "started with: --admin-key or OPENENV_CAPTURE_ADMIN_KEY)")
 
 
 def _dialect(request: Request) -> Dialect:

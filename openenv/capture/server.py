@@ -39,6 +39,9 @@ class CaptureServer:
         sampling: proxy-wide sampling overrides.
         host: the interface to bind (loopback unless you mean it).
         port: the port; 0 picks a free one (read it back from `port` after `start()`).
+        admin_key: the admin API (`/sessions...`) then needs `Authorization: Bearer <admin_key>`.
+        admin_port: serve the admin API on this port instead (0 picks one; see `admin_url`), and only
+            the model routes on `port`. The in-process methods below never go through HTTP either way.
 
     Example:
         with CaptureServer(backend=VLLMBackend(url), model=path) as server:
@@ -50,7 +53,8 @@ class CaptureServer:
 
     def __init__(self, *, backend: Backend, model: str | Path | None = None, renderer: Renderer | None = None,
                  parser: str = "hermes", served_model: str = "tiny", sampling: SamplingParams | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, admin_key: str | None = None,
+                 admin_port: int | None = None) -> None:
         if renderer is None:
             if model is None:
                 raise ValueError("CaptureServer needs model= (a tokenizer folder) or renderer=")
@@ -59,7 +63,10 @@ class CaptureServer:
                                       served_model=served_model, sampling=sampling)
         self.host = host
         self.port = port
+        self.admin_key = admin_key
+        self.admin_port = admin_port
         self._server: uvicorn.Server | None = None
+        self._admin: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -67,28 +74,45 @@ class CaptureServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        """Where the admin API answers: `base_url` unless an `admin_port` was given."""
+        return self.base_url if self.admin_port is None else f"http://{self.host}:{self.admin_port}"
+
     def start(self, timeout: float = 30.0) -> Self:
-        """Serve in a background thread; returns once the socket accepts connections."""
-        app = create_app(self.manager)
-        config = uvicorn.Config(app, host=self.host, port=self.port, log_level="warning", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2)
-        self._server = uvicorn.Server(config)
+        """Serve in a background thread; returns once the socket(s) accept connections."""
+        split = self.admin_port is not None
+        app = create_app(self.manager, admin_key=self.admin_key, routes="model" if split else "all")
+        self._server = self._uvicorn(app, self.port)
+        if split:
+            admin_app = create_app(self.manager, admin_key=self.admin_key, routes="admin")
+            self._admin = self._uvicorn(admin_app, self.admin_port or 0)
         self._thread = threading.Thread(target=self._serve, name="capture-server", daemon=True)
         self._thread.start()
+        servers = [s for s in (self._server, self._admin) if s is not None]
         deadline = time.monotonic() + timeout
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
+        while not all(s.started for s in servers) and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
-        if not self._server.started:
+        if not all(s.started for s in servers):
             raise RuntimeError(f"capture server did not start on {self.host}:{self.port}")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        if self._admin is not None:
+            self.admin_port = self._admin.servers[0].sockets[0].getsockname()[1]
+            admin_app.state.model_base_url = self.base_url
         return self
+
+    def _uvicorn(self, app: Any, port: int) -> uvicorn.Server:
+        config = uvicorn.Config(app, host=self.host, port=port, log_level="warning", access_log=False,
+                                lifespan="on", timeout_graceful_shutdown=2)
+        return uvicorn.Server(config)
 
     def _serve(self) -> None:
         assert self._server is not None
 
         async def main() -> None:
             self._loop = asyncio.get_running_loop()
-            await self._server.serve()  # type: ignore[union-attr]
+            servers = [s for s in (self._server, self._admin) if s is not None]
+            await asyncio.gather(*(s.serve() for s in servers))
 
         # uvloop when installed (uvicorn's own choice), plain asyncio otherwise.
         with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
@@ -102,8 +126,10 @@ class CaptureServer:
             for token in list(self.manager.sessions):
                 self._run(self._close(token), 5)
         self._server.should_exit = True
+        if self._admin is not None:
+            self._admin.should_exit = True
         self._thread.join(10)
-        self._server = self._thread = None
+        self._server = self._admin = self._thread = None
 
     # ---- sessions --------------------------------------------------------------------------------
 

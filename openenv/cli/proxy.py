@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
+    import uvicorn
+
     from openenv.capture.backends.base import Backend
 
 __all__ = ["register"]
@@ -23,8 +25,19 @@ def proxy(
     served_model: Annotated[str, typer.Option(help="model name listed by /v1/models")] = "tiny",
     temperature: Annotated[float | None, typer.Option(help="override every harness's temperature")] = None,
     session_token: Annotated[str | None, typer.Option(help="open one auto session with this token")] = None,
+    admin_key: Annotated[str | None, typer.Option(
+        envvar="OPENENV_CAPTURE_ADMIN_KEY", show_envvar=True,
+        help="require 'Authorization: Bearer KEY' on the admin API (/sessions...); prefer the env var, "
+             "which ps does not show")] = None,
+    admin_port: Annotated[int | None, typer.Option(
+        help="serve the admin API (/sessions...) on this port only (0 picks one); the main port then "
+             "serves only the model routes and answers 404 for /sessions")] = None,
 ) -> None:
-    """Serve the capture proxy; open sessions with POST /sessions, read them back from /sessions/{token}."""
+    """Serve the capture proxy; open sessions with POST /sessions, read them back from /sessions/{token}.
+
+    Harnesses get only their session's base URL (/s/TOKEN). Keep the admin API from them with
+    --admin-key (a bearer key) and/or --admin-port (a port of its own).
+    """
     if backend not in ("local", "vllm"):
         raise typer.BadParameter(f"unknown backend {backend!r}; use local or vllm", param_hint="--backend")
     if backend == "vllm" and not upstream:
@@ -42,17 +55,24 @@ def proxy(
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     manager = SessionManager(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
                              served_model=served_model, sampling=sampling)
-    config = uvicorn.Config(create_app(manager, freeze_gc=True), host=host, port=port, log_level="info")
-    server = uvicorn.Server(config)
+    split = admin_port is not None
+    app = create_app(manager, freeze_gc=True, admin_key=admin_key, routes="model" if split else "all")
+    config = uvicorn.Config(app, host=host, port=port, log_level="info")
+    servers = [uvicorn.Server(config)]
+    if split:
+        admin_app = create_app(manager, admin_key=admin_key, routes="admin")
+        servers.append(uvicorn.Server(uvicorn.Config(admin_app, host=host, port=admin_port, log_level="info")))
 
     async def main() -> None:
-        serving = asyncio.create_task(server.serve())
-        while not server.started and not serving.done():
+        serving = asyncio.gather(*(s.serve() for s in servers))
+        while not all(s.started for s in servers) and not serving.done():
             await asyncio.sleep(0.05)
-        if server.started:
-            bound = server.servers[0].sockets[0].getsockname()[1]
-            base = f"http://{host}:{bound}"
-            typer.echo(f"capture proxy on {base} (backend {chosen.name}); POST {base}/sessions to open a session")
+        if all(s.started for s in servers):
+            base, admin = _urls(host, servers)
+            if split:
+                admin_app.state.model_base_url = base
+            typer.echo(f"capture proxy on {base} (backend {chosen.name}); POST {admin}/sessions to open a session"
+                       + (" (with Authorization: Bearer <admin key>)" if admin_key else ""))
             if session_token:
                 session = manager.open(base_url=base, token=session_token)
                 typer.echo(f"session base_url: {session.base_url}")
@@ -60,6 +80,12 @@ def proxy(
 
     with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:  # uvloop when installed
         runner.run(main())
+
+
+def _urls(host: str, servers: list[uvicorn.Server]) -> tuple[str, str]:
+    """The model routes' base URL and the admin API's (the same unless a second server holds it)."""
+    urls = [f"http://{host}:{s.servers[0].sockets[0].getsockname()[1]}" for s in servers]
+    return urls[0], urls[-1]
 
 
 def _backend(kind: str, model: Path, upstream: str | None) -> Backend:

@@ -1,4 +1,8 @@
-"""The admin API: open sessions, read their trajectory and training sequences, close them."""
+"""The admin API: open sessions, read their trajectory and training sequences, close them.
+
+There is no route that lists sessions: a caller reads only what it holds the token of (and, with an
+admin key, only with that key too).
+"""
 
 from __future__ import annotations
 
@@ -63,7 +67,9 @@ def _manager(request: Request) -> SessionManager:
 @router.post("", status_code=201)
 async def open_session(request: Request, body: OpenSession | None = None) -> SessionInfo:
     body = body or OpenSession()
-    session = _manager(request).open(base_url=str(request.base_url), mode=body.mode, sampling=body.sampling)
+    # On a separate admin port the harness-facing URL is the model port's, not this request's.
+    base_url = request.app.state.model_base_url or str(request.base_url)
+    session = _manager(request).open(base_url=base_url, mode=body.mode, sampling=body.sampling)
     return SessionInfo(token=session.token, base_url=session.base_url)
 
 
