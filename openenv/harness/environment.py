@@ -23,7 +23,7 @@ from openenv.capture.server import CaptureServer
 from openenv.capture.session import PendingTurn, Session
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
-from openenv.errors import BadRequest, InvalidAction, OpenEnvError
+from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingRequest
@@ -53,6 +53,10 @@ class _Episode:
     last_turn: LastTurn | None = None
     errors: list[str] = field(default_factory=list)
     records: list[TurnRecord] = field(default_factory=list)
+    # Set by close() from another thread (a served env whose client vanished mid-step): the step stops.
+    aborted: bool = False
+    released: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _SERVERS: dict[tuple[str, str, str], CaptureServer] = {}
@@ -92,6 +96,11 @@ def _check_sandbox(kind: object) -> SandboxKind:
     if kind not in ("local", "docker"):
         raise BadRequest(f"sandbox must be 'local' or 'docker', got {kind!r}")
     return kind  # type: ignore[return-value]
+
+
+def _check_live(episode: _Episode) -> None:
+    if episode.aborted:
+        raise EnvError("the episode was closed while this step ran (the env was closed or its client left)")
 
 
 def _netns_available() -> bool:
@@ -284,6 +293,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         episode = self._episode
         assert episode is not None
         while True:
+            _check_live(episode)
             pending = episode.session.next_pending(timeout=0.2)
             running = episode.process.status() == "running"
             if pending is not None and running:
@@ -313,6 +323,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         """Score the workspace, collect the sequences, and release the sandbox and the session."""
         episode = self._episode
         assert episode is not None
+        _check_live(episode)
         episode.process.wait(10)
         status = episode.process.status()
         tail = episode.process.output_tail(2000)
@@ -330,6 +341,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         )
 
     def _release(self, episode: _Episode) -> None:
+        with episode.lock:  # once, though close() and an abandoned step may both get here
+            if episode.released:
+                return
+            episode.released = True
         if self._server is not None and not episode.session.closed:
             try:
                 self._server.close_session(episode.session.token)
@@ -338,9 +353,14 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         episode.sandbox.close()
 
     def _end_episode(self) -> None:
-        """Abort an episode still in progress (reset or close before `done`)."""
+        """Abort an episode still in progress (reset or close before `done`).
+
+        Safe while a step runs in another thread (the env server abandons the step of a client that
+        vanished, then closes): the harness is killed and the step raises instead of grading.
+        """
         episode = self._episode
         if episode is not None and self._state.status == "waiting":
+            episode.aborted = True
             episode.process.kill()
             episode.records = episode.session.turns()
             self._release(episode)
