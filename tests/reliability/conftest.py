@@ -8,10 +8,13 @@ are printed in pytest's terminal summary and written to `artifacts/reliability.j
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from openenv.testing.faults import FaultProxy
 
 _FIGURES: dict[str, dict[str, Any]] = {}
 _OUT = Path(__file__).resolve().parents[2] / "artifacts" / "reliability.json"
@@ -31,6 +34,13 @@ class Figures:
 def figures(request: pytest.FixtureRequest) -> Figures:
     """`figures.record(leaked_processes=0, lost_turns=0, gaps=3)`: shown at the end of the run."""
     return Figures(request.node.nodeid)
+
+
+@pytest.fixture
+def fault_proxy(vllm_url: str) -> Iterator[FaultProxy]:
+    """A `FaultProxy` in front of the session's real vLLM server (passing until told otherwise)."""
+    with FaultProxy(vllm_url) as proxy:
+        yield proxy
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
