@@ -29,7 +29,7 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
             await writer.drain()
         if writer.can_write_eof():
             writer.write_eof()
-    except (ConnectionError, asyncio.CancelledError):
+    except (OSError, asyncio.CancelledError):  # OSError: write_eof on a peer already gone raises ENOTCONN
         pass
 
 
