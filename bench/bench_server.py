@@ -1,10 +1,12 @@
 """Env-server throughput: ours vs the reference `openenv==0.10.0`, echo env, same client, same run.
 
-    .venv/bin/python bench/bench_server.py [--seconds 2] [--rounds 3] [--clients 1,16]
+    .venv/bin/python bench/bench_server.py [--seconds 2] [--rounds 3] [--clients 1,16] [--client-procs 1]
+                                           [--json]
 
-Measures WebSocket step round trips/s and HTTP steps/s at each client count, and the server process's
-CPU-ms per op (psutil, user+system, over the measured window). Every server is a subprocess with 64
-sessions allowed (the reference's default cap is 1, which refuses a second client). Rows:
+Measures WebSocket step round trips/s and HTTP steps/s at each client count, the server process's
+CPU-ms per op (psutil, user+system, over the measured window) and the load generator's own CPU-ms per
+op. Every server is a subprocess with 64 sessions allowed (the reference's default cap is 1, which
+refuses a second client). Rows:
 
   reference          openenv==0.10.0 as installed: asyncio loop, h11 (it does not depend on uvloop)
   reference-uvloop   the same, given uvloop + httptools (installed into its venv by this script)
@@ -14,11 +16,14 @@ sessions allowed (the reference's default cap is 1, which refuses a second clien
   ours               ours as shipped: uvloop + httptools (core dependencies), echo inline
 
 The reference lives in its own venv under `.cache/bench/ref-venv` (its import name clashes with ours);
-its echo env is its own `openenv init` template. Load: one uvloop process with `websockets` / `aiohttp`
-(httpx costs more client CPU per request than these servers do, so it would measure itself), identical
-frames for every server; rounds interleave the servers so background load on this shared machine hits
+its echo env is its own `openenv init` template. Load: `--client-procs` uvloop processes sharing the
+clients, identical frames for every server. HTTP clients are one keep-alive connection each, writing
+pre-built request bytes and parsing replies with httptools: aiohttp spent 0.3-0.6 ms of client CPU per
+request, as much as our server, and capped the 16-client HTTP rows on this 2-core machine. WebSocket
+clients use `websockets`. Rounds interleave the servers so background load on this shared machine hits
 all alike, and the median round is reported. Ours keeps HTTP sessions (reset once, then steps with
 X-Session-Id); the reference's HTTP step is stateless (a fresh env per call), its only HTTP mode.
+`--json` prints the results as one JSON object on stdout (progress goes to stderr).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -33,11 +39,13 @@ import sys
 import tempfile
 import textwrap
 import time
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass
 from importlib.metadata import version
 from pathlib import Path
+from typing import Any, TextIO
 
-import aiohttp
+import httptools
 import httpx
 import psutil
 import uvloop
@@ -141,7 +149,86 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def ws_worker(url: str, stop_at: float) -> int:
+@dataclass(frozen=True)
+class Window:
+    """The measured interval, in `time.time()` seconds so that every client process agrees on it."""
+
+    start: float
+    stop: float
+
+    def counts(self, now: float) -> bool:
+        return self.start <= now < self.stop
+
+
+class HTTPConnection(asyncio.Protocol):
+    """One keep-alive HTTP/1.1 connection: write pre-built request bytes, parse the reply with httptools.
+
+    A load generator must cost far less per request than the servers it measures.
+    """
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.reply: asyncio.Future[tuple[int, bytes]] | None = None
+        self.chunks: list[bytes] = []
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+    def on_body(self, body: bytes) -> None:
+        self.chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        body, self.chunks = b"".join(self.chunks), []
+        if self.reply is not None and not self.reply.done():
+            self.reply.set_result((self.parser.get_status_code(), body))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.reply is not None and not self.reply.done():
+            self.reply.set_exception(ConnectionError(f"the server closed the connection: {exc}"))
+
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        assert self.transport is not None
+        self.reply = asyncio.get_running_loop().create_future()
+        self.transport.write(raw)
+        return await self.reply
+
+
+def http_request(
+    method: str, path: str, host: str, body: bytes = b"", session_id: str | None = None
+) -> bytes:
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json"]
+    lines.append(f"Content-Length: {len(body)}")
+    if session_id is not None:
+        lines.append(f"X-Session-Id: {session_id}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+async def http_client(url: str, window: Window, stateful: bool) -> int:
+    host, port = url.removeprefix("http://").split(":")
+    _, conn = await asyncio.get_running_loop().create_connection(HTTPConnection, host, int(port))
+    hostport, sid = f"{host}:{port}", None
+    if stateful:
+        status, body = await conn.request(http_request("POST", "/reset", hostport, b"{}"))
+        sid = json.loads(body)["session_id"]
+    step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
+    n = 0
+    while (now := time.time()) < window.stop:
+        status, body = await conn.request(step)
+        if status != 200:
+            raise SystemExit(f"HTTP step failed on {url}: {status} {body[:200]!r}")
+        n += window.counts(now)
+    if sid is not None:
+        await conn.request(http_request("DELETE", "/session", hostport, b"", sid))
+    assert conn.transport is not None
+    conn.transport.close()
+    return n
+
+
+async def ws_client(url: str, window: Window) -> int:
     async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None) as ws:
         await ws.send('{"type":"reset","data":{}}')
         await ws.recv()
@@ -150,56 +237,71 @@ async def ws_worker(url: str, stop_at: float) -> int:
         first = json.loads(await ws.recv())
         if first.get("type") != "observation":
             raise SystemExit(f"unexpected step reply from {url}: {first}")
-        n = 1
-        while time.perf_counter() < stop_at:
+        n = 0
+        while (now := time.time()) < window.stop:
             await ws.send(frame)
             await ws.recv()
-            n += 1
+            n += window.counts(now)
         return n
 
 
-async def http_worker(session: aiohttp.ClientSession, url: str, stop_at: float, stateful: bool) -> int:
-    headers = {}
-    if stateful:
-        async with session.post(f"{url}/reset", json={}) as r:
-            headers["X-Session-Id"] = (await r.json())["session_id"]
-    body = json.dumps({"action": STEP_ACTION}).encode()
-    headers["Content-Type"] = "application/json"
-    n = 0
-    while time.perf_counter() < stop_at:
-        async with session.post(f"{url}/step", data=body, headers=headers) as r:
-            await r.read()
-            if r.status != 200:
-                raise SystemExit(f"HTTP step failed on {url}: {r.status}")
-        n += 1
-    if stateful:
-        async with session.delete(f"{url}/session", headers=headers) as r:
-            await r.read()
-    return n
+def client_process(
+    transport: str, url: str, stateful: bool, clients: int, window: Window
+) -> tuple[int, float]:
+    """Run `clients` clients in this (pool) process; (ops inside the window, own CPU-s over the window)."""
+
+    async def cpu_at(when: float) -> float:
+        await asyncio.sleep(max(0.0, when - time.time()))
+        return time.process_time()
+
+    async def run() -> tuple[int, float]:
+        if transport == "ws":
+            jobs = [ws_client(url, window) for _ in range(clients)]
+        else:
+            jobs = [http_client(url, window, stateful) for _ in range(clients)]
+        cpu = asyncio.gather(cpu_at(window.start), cpu_at(window.stop))
+        counts = await asyncio.gather(*jobs)
+        cpu0, cpu1 = await cpu
+        return sum(counts), cpu1 - cpu0
+
+    return uvloop.run(run())
 
 
-async def measure(
-    server: Server, url: str, pid: int, transport: str, clients: int, seconds: float
-) -> tuple[float, float]:
-    """(ops/s, server CPU-ms per op) for `clients` concurrent clients over `seconds` (after a warm-up)."""
+@dataclass(frozen=True)
+class Load:
+    """One measurement's load: `clients` concurrent clients split over `procs` generator processes."""
+
+    transport: str
+    clients: int
+    procs: int
+    seconds: float
+    warmup: float
+
+
+@dataclass(frozen=True)
+class Sample:
+    ops_per_s: float
+    server_cpu_ms: float  # per op
+    client_cpu_ms: float  # per op, all client processes together
+
+
+def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid: int) -> Sample:
+    """Apply `load` to one server and time the window after the warm-up (server CPU sampled here)."""
+    procs = min(load.procs, load.clients)
+    shares = [load.clients // procs + (i < load.clients % procs) for i in range(procs)]
+    start = time.time() + load.warmup
+    window = Window(start, start + load.seconds)
+    jobs = [pool.submit(client_process, load.transport, url, server.stateful_http, n, window) for n in shares]
     proc = psutil.Process(pid)
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector) as client:
-
-        async def run(duration: float) -> int:
-            stop_at = time.perf_counter() + duration
-            if transport == "ws":
-                jobs = [ws_worker(url, stop_at) for _ in range(clients)]
-            else:
-                jobs = [http_worker(client, url, stop_at, server.stateful_http) for _ in range(clients)]
-            return sum(await asyncio.gather(*jobs))
-
-        await run(0.5)
-        cpu0, t0 = proc.cpu_times(), time.perf_counter()
-        ops = await run(seconds)
-        cpu1, elapsed = proc.cpu_times(), time.perf_counter() - t0
-    cpu_ms = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) * 1000
-    return ops / elapsed, cpu_ms / ops
+    time.sleep(max(0.0, window.start - time.time()))
+    cpu0 = proc.cpu_times()
+    time.sleep(max(0.0, window.stop - time.time()))
+    cpu1 = proc.cpu_times()
+    results = [job.result() for job in jobs]
+    ops = sum(r[0] for r in results)
+    server_ms = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) * 1000
+    client_ms = sum(r[1] for r in results) * 1000
+    return Sample(ops / load.seconds, server_ms / ops, client_ms / ops)
 
 
 def ensure_reference_venv() -> Path:
@@ -219,18 +321,12 @@ def ensure_reference_venv() -> Path:
     return python
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per round")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
-    parser.add_argument("--clients", default="1,16")
-    parser.add_argument("--transports", default="ws,http")
-    args = parser.parse_args()
-    counts = [int(c) for c in args.clients.split(",")]
-    transports = args.transports.split(",")
+SERVER_NAMES = ["reference", "reference-uvloop", "ours-same-stack", "ours-threaded", "ours"]
+
+
+def servers(ref_python: Path) -> list[Server]:
     ours = Path(sys.executable)
-    ref_python = ensure_reference_venv()
-    servers = [
+    return [
         Server("reference", ref_python, REFERENCE, stateful_http=False),
         Server(
             "reference-uvloop", ref_python, REFERENCE, stateful_http=False, loop="uvloop", http="httptools"
@@ -239,50 +335,110 @@ def main() -> None:
         Server("ours-threaded", ours, OURS, stateful_http=True, threaded=True),
         Server("ours", ours, OURS, stateful_http=True, loop="uvloop", http="httptools"),
     ]
-    running = [(server, *server.start()) for server in servers]
-    samples: dict[tuple[str, str, int], list[tuple[float, float]]] = {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per round")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
+    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each window")
+    parser.add_argument("--clients", default="1,16")
+    parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes sharing them")
+    parser.add_argument("--transports", default="ws,http")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
+    args = parser.parse_args()
+    counts = [int(c) for c in args.clients.split(",")]
+    transports = args.transports.split(",")
+    loads = [Load(t, n, args.client_procs, args.seconds, args.warmup) for t in transports for n in counts]
+    results = run_all(loads, args.rounds, log=sys.stderr if args.json else sys.stdout)
+    rows = result_rows(results, loads)
+    context = {
+        "python": sys.version.split()[0],
+        "cpus": os.cpu_count(),
+        "load_average": round(os.getloadavg()[0], 1),
+        "seconds": args.seconds,
+        "rounds": args.rounds,
+        "client_procs": args.client_procs,
+        "reference": f"openenv=={REF_VERSION}",
+    }
+    if args.json:
+        print(json.dumps({"benchmark": "env_server", **context, "rows": rows}, indent=2))
+    else:
+        print_table(rows, context)
+
+
+def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load], Sample]:
+    """Every server under every load, `rounds` times; the median sample per (server, load)."""
+    running = [(server, *server.start()) for server in servers(ensure_reference_venv())]
+    pool = ProcessPoolExecutor(
+        max(load.procs for load in loads), mp_context=multiprocessing.get_context("spawn")
+    )
+    results = {}
     try:
-        # Interleave servers within each round so background load on this shared machine hits all alike.
-        for transport in transports:
-            for clients in counts:
-                for _ in range(args.rounds):
-                    for server, proc, url in running:
-                        sample = uvloop.run(measure(server, url, proc.pid, transport, clients, args.seconds))
-                        samples.setdefault((server.name, transport, clients), []).append(sample)
-                for server, *_ in running:
-                    rate, cpu = _median(samples[(server.name, transport, clients)])
-                    print(
-                        f"  {server.name:14} {transport:4} x{clients:<3} {rate:9.0f} ops/s {cpu:6.3f} CPU-ms/op"
-                    )
+        for load in loads:
+            samples: dict[str, list[Sample]] = {}
+            # Interleave servers within each round so background load on this shared machine hits all alike.
+            for _ in range(rounds):
+                for server, proc, url in running:
+                    samples.setdefault(server.name, []).append(measure(pool, load, server, url, proc.pid))
+            for name, values in samples.items():
+                s = results[(name, load)] = _median(values)
+                print(
+                    f"  {name:16} {load.transport:4} x{load.clients:<3} {s.ops_per_s:9.0f} ops/s "
+                    f"server {s.server_cpu_ms:6.3f} client {s.client_cpu_ms:6.3f} CPU-ms/op",
+                    file=log,
+                    flush=True,
+                )
     finally:
+        pool.shutdown(cancel_futures=True)
         for _, proc, _ in running:
             proc.terminate()
             proc.wait(10)
-    print_table({k: _median(v) for k, v in samples.items()}, transports, counts)
+    return results
 
 
-def _median(values: list[tuple[float, float]]) -> tuple[float, float]:
-    return statistics.median(v[0] for v in values), statistics.median(v[1] for v in values)
+def _median(values: list[Sample]) -> Sample:
+    return Sample(*(statistics.median(getattr(v, f) for v in values) for f in Sample.__dataclass_fields__))
 
 
-def print_table(
-    results: dict[tuple[str, str, int], tuple[float, float]], transports: list[str], counts: list[int]
-) -> None:
-    names = ["reference", "reference-uvloop", "ours-same-stack", "ours-threaded", "ours"]
-    print("\n| transport | clients | server | ops/s | vs reference | server CPU-ms/op | vs reference |")
-    print("|---|---|---|---|---|---|---|")
-    for transport in transports:
-        for clients in counts:
-            ref_rate, ref_cpu = results[("reference", transport, clients)]
-            for name in names:
-                rate, cpu = results[(name, transport, clients)]
-                print(
-                    f"| {transport} | {clients} | {name} | {rate:,.0f} | {rate / ref_rate:.2f}x "
-                    f"| {cpu:.3f} | {cpu / ref_cpu:.2f}x |"
-                )
+def result_rows(results: dict[tuple[str, Load], Sample], loads: list[Load]) -> list[dict[str, Any]]:
+    """One row per (load, server), with ratios against the reference row of the same run."""
+    rows = []
+    for load in loads:
+        ref = results[("reference", load)]
+        for name in SERVER_NAMES:
+            s = results[(name, load)]
+            rows.append(
+                {
+                    "transport": load.transport,
+                    "clients": load.clients,
+                    "server": name,
+                    **asdict(s),
+                    "ops_vs_reference": s.ops_per_s / ref.ops_per_s,
+                    "server_cpu_vs_reference": s.server_cpu_ms / ref.server_cpu_ms,
+                    "client_cores": s.client_cpu_ms * s.ops_per_s / 1000,
+                }
+            )
+    return rows
+
+
+def print_table(rows: list[dict[str, Any]], context: dict[str, Any]) -> None:
     print(
-        f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; "
-        "ops = step round trips after one reset; ratios are vs the reference, measured in this run)"
+        "\n| transport | clients | server | ops/s | vs reference | server CPU-ms/op | vs reference "
+        "| client CPU-ms/op | client cores |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(
+            f"| {r['transport']} | {r['clients']} | {r['server']} | {r['ops_per_s']:,.0f} "
+            f"| {r['ops_vs_reference']:.2f}x | {r['server_cpu_ms']:.3f} | {r['server_cpu_vs_reference']:.2f}x "
+            f"| {r['client_cpu_ms']:.3f} | {r['client_cores']:.2f} |"
+        )
+    print(
+        f"\n(python {context['python']}, {context['cpus']} CPUs, load average {context['load_average']}, "
+        f"{context['client_procs']} client process(es); ops = step round trips after one reset; ratios are "
+        "vs the reference, measured in this run; client cores = the load generator's CPU use: near "
+        "client_procs means the client, not the server, set the pace)"
     )
 
 

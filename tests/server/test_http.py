@@ -133,3 +133,11 @@ def test_delete_session_frees_its_slot(http: httpx.Client, serve: Serve) -> None
     assert http.delete(f"{url}/session", headers={SID: sid}).status_code == 204
     assert reset(http, url).status_code == 200
     assert http.get(f"{url}/state", headers={SID: sid}).json()["error"]["code"] == "unknown_session"
+
+
+def test_step_keeps_its_openapi_body_and_reply(http: httpx.Client, echo_url: str) -> None:
+    """/step skips FastAPI's parameter solving (a `BareRoute`) but is documented like any other route."""
+    step = http.get(f"{echo_url}/openapi.json").json()["paths"]["/step"]["post"]
+    assert step["requestBody"]["required"] is True
+    assert "application/json" in step["requestBody"]["content"]
+    assert "application/json" in step["responses"]["200"]["content"]

@@ -6,9 +6,11 @@ as `session_id` instead, and `GET /state` / `DELETE /session` also take `?sessio
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from openenv.core.wire import (
@@ -34,6 +36,17 @@ def _json_body(model: type[BaseModel]) -> dict[str, Any]:
     return {"requestBody": schema}
 
 
+class BareRoute(APIRoute):
+    """A route documented like any other but called with the bare `Request`: no dependency solving.
+
+    FastAPI solves an endpoint's parameters on every request even when it takes only the `Request`;
+    on the step hot path that cost a fifth of the server's CPU per step.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        return self.endpoint
+
+
 Registry = Annotated[SessionRegistry, Depends(registry)]
 SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER)]
 
@@ -55,7 +68,6 @@ async def reset(
     return _session_reply(session.id, obs.model_dump_json())
 
 
-@router.post("/step", response_model=SessionReply, openapi_extra=_json_body(StepRequest))
 async def step(request: Request) -> Response:
     """Apply one action in the named session.
 
@@ -67,6 +79,16 @@ async def step(request: Request) -> Response:
     session = reg.get(request.headers.get(SESSION_HEADER) or req.session_id)
     obs = await session.step(req.action)
     return _session_reply(session.id, obs.model_dump_json())
+
+
+router.add_api_route(
+    "/step",
+    step,
+    methods=["POST"],
+    response_model=SessionReply,
+    openapi_extra=_json_body(StepRequest),
+    route_class_override=BareRoute,
+)
 
 
 @router.get("/state")
