@@ -44,7 +44,7 @@ class ResetRequest(BaseModel):
 
     model_config = _STRICT
 
-    seed: int | None = None
+    seed: int | None = Field(default=None, strict=True)  # JSON `false` is not seed 0 (schemathesis)
     episode_id: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     session_id: str | None = Field(default=None, description="HTTP only: reset this live session again.")

@@ -14,12 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from openenv.core.environment import EnvMetadata
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import ErrorBody, HTTPError
-from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
+from openenv.errors import BadRequest, MalformedMessage, NotFound, OpenEnvError
 from openenv.server.mcp import mount_mcp
+from openenv.server.openapi import document_env
 from openenv.server.routes import http, info, ws
 from openenv.server.sessions import EnvFactory, EnvTypes, SessionRegistry
 
@@ -87,8 +89,10 @@ def create_app(
     app.include_router(http.router)
     app.include_router(ws.router)
     mount_mcp(app, env_factory, types.metadata)  # MCP tools at /mcp (ecosystem issue 8)
+    document_env(app, types)  # the env's own models and the real error answers in /openapi.json
     app.add_exception_handler(OpenEnvError, _render_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _render_request_validation)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _render_http_exception)  # type: ignore[arg-type]
     return app
 
 
@@ -96,6 +100,18 @@ async def _render_error(request: Request, err: OpenEnvError) -> JSONResponse:
     """The one place an `OpenEnvError` becomes an HTTP answer: `{"error": {code, message, details}}`."""
     body = HTTPError(error=ErrorBody.of(err))
     return JSONResponse(body.model_dump(), status_code=err.status_code)
+
+
+async def _render_http_exception(request: Request, exc: HTTPException) -> JSONResponse:
+    """Starlette's own answers (a body that is not UTF-8, an unknown route, a wrong method) in our shape."""
+    if exc.status_code == 404:
+        err: OpenEnvError = NotFound(f"no route {request.method} {request.url.path}")
+    else:
+        err = BadRequest(str(exc.detail))
+        err.status_code = exc.status_code
+    response = await _render_error(request, err)
+    response.headers.update(exc.headers or {})
+    return response
 
 
 async def _render_request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:

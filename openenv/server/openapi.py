@@ -1,0 +1,89 @@
+"""The env server's OpenAPI document, made to say what the server really does.
+
+FastAPI's generated document describes the routes' Python signatures: an untyped `action` object, an
+untyped observation, no schema for `GET /state`, and a 422 answer the server never gives (its one
+error handler answers 400, 401, 500 or 503 with `{"error": {code, message, details}}`). Clients,
+generated SDKs and schemathesis (tests/reliability/test_schemathesis.py) read this document, so it is
+rewritten once here: the env's own action, observation and state models, and the real error answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic.json_schema import models_json_schema
+
+from openenv.core.wire import SESSION_HEADER, HTTPError
+from openenv.server.sessions import EnvTypes
+
+__all__ = ["document_env"]
+
+_REF = "#/components/schemas/{model}"
+# The errors each route can answer (see openenv.errors for the codes behind each status).
+_ERRORS: dict[tuple[str, str], dict[int, str]] = {
+    ("/reset", "post"): {400: "bad request, options or action", 401: "the named session is not live",
+                         500: "the environment failed", 503: "the server is at capacity"},
+    ("/step", "post"): {400: "bad body or invalid action", 401: "no live session named",
+                        500: "the environment failed"},
+    ("/state", "get"): {401: "no live session named", 500: "the environment failed"},
+    ("/session", "delete"): {401: "no live session named"},
+}
+
+
+def document_env(app: FastAPI, types: EnvTypes) -> None:
+    """Replace `app.openapi` with a builder that documents `types` and the real error answers."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version, routes=app.routes)
+            _add_env_models(schema, types)
+            _add_errors(schema)
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _add_env_models(schema: dict[str, Any], types: EnvTypes) -> None:
+    """Point the action, observation and state at the env's own models (lifted into components)."""
+    pairs = [(types.action, "validation"), (types.observation, "serialization"), (types.state, "serialization"),
+             (HTTPError, "serialization")]
+    refs, defs = models_json_schema(pairs, ref_template=_REF)  # type: ignore[arg-type]
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    for name, model_schema in defs.get("$defs", {}).items():
+        components.setdefault(name, model_schema)
+    action, observation, state = (refs[(m, mode)] for m, mode in pairs[:3])
+    paths = schema.get("paths", {})
+    step = paths.get("/step", {}).get("post")
+    if step is not None:
+        body = step["requestBody"]["content"]["application/json"]["schema"]
+        body["properties"]["action"] = action
+        step.setdefault("parameters", []).append(_session_header())
+    reply = components.get("SessionReply")
+    if reply is not None:
+        reply["properties"]["observation"] = observation
+    get_state = paths.get("/state", {}).get("get")
+    if get_state is not None:
+        get_state["responses"]["200"]["content"]["application/json"]["schema"] = state
+
+
+def _add_errors(schema: dict[str, Any]) -> None:
+    """Drop FastAPI's 422 (never sent) and list each route's real error statuses with `HTTPError`."""
+    error = {"content": {"application/json": {"schema": {"$ref": _REF.format(model="HTTPError")}}}}
+    for path, methods in schema.get("paths", {}).items():
+        for method, operation in methods.items():
+            responses = operation.get("responses", {})
+            responses.pop("422", None)
+            for status, why in _ERRORS.get((path, method), {}).items():
+                responses[str(status)] = {"description": why, **error}
+    components = schema.get("components", {}).get("schemas", {})
+    for unused in ("HTTPValidationError", "ValidationError"):
+        components.pop(unused, None)
+
+
+def _session_header() -> dict[str, Any]:
+    return {"name": SESSION_HEADER, "in": "header", "required": False,
+            "description": "the session id POST /reset answered (or send `session_id` in the body)",
+            "schema": {"type": "string"}}
