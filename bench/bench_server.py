@@ -1,6 +1,6 @@
 """Env-server throughput: ours vs the reference `openenv==0.10.0`, echo env, same client, same run.
 
-    .venv/bin/python bench/bench_server.py [--seconds 2] [--rounds 3] [--clients 1,16] [--client-procs 1]
+    .venv/bin/python bench/bench_server.py [--seconds 1.5] [--rounds 5] [--clients 1,16] [--client-procs 1]
                                            [--json]
 
 Measures WebSocket step round trips/s and HTTP steps/s at each client count, the server process's
@@ -23,7 +23,10 @@ request, as much as our server, and capped the 16-client HTTP rows on this 2-cor
 clients use `websockets`. Rounds interleave the servers so background load on this shared machine hits
 all alike, and the median round is reported. Ours keeps HTTP sessions (reset once, then steps with
 X-Session-Id); the reference's HTTP step is stateless (a fresh env per call), its only HTTP mode.
-`--json` prints the results as one JSON object on stdout (progress goes to stderr).
+`--json` prints one JSON object on stdout (progress goes to stderr): the run's context (python, cpus,
+load_average, seconds, rounds, client_procs, reference) and `rows`, one per (transport, clients,
+server) with ops_per_s, server_cpu_ms and client_cpu_ms (per op), ops_vs_reference,
+server_cpu_vs_reference and client_cores.
 """
 
 from __future__ import annotations
@@ -207,7 +210,8 @@ def http_request(
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def http_client(url: str, window: Window, stateful: bool) -> int:
+async def http_client(url: str, window: Window, stateful: bool) -> tuple[int, float]:
+    """Steps inside the window, and when the first step went out (after connecting and resetting)."""
     host, port = url.removeprefix("http://").split(":")
     _, conn = await asyncio.get_running_loop().create_connection(HTTPConnection, host, int(port))
     hostport, sid = f"{host}:{port}", None
@@ -215,7 +219,7 @@ async def http_client(url: str, window: Window, stateful: bool) -> int:
         status, body = await conn.request(http_request("POST", "/reset", hostport, b"{}"))
         sid = json.loads(body)["session_id"]
     step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
-    n = 0
+    n, ready = 0, time.time()
     while (now := time.time()) < window.stop:
         status, body = await conn.request(step)
         if status != 200:
@@ -225,10 +229,10 @@ async def http_client(url: str, window: Window, stateful: bool) -> int:
         await conn.request(http_request("DELETE", "/session", hostport, b"", sid))
     assert conn.transport is not None
     conn.transport.close()
-    return n
+    return n, ready
 
 
-async def ws_client(url: str, window: Window) -> int:
+async def ws_client(url: str, window: Window) -> tuple[int, float]:
     async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None) as ws:
         await ws.send('{"type":"reset","data":{}}')
         await ws.recv()
@@ -237,32 +241,36 @@ async def ws_client(url: str, window: Window) -> int:
         first = json.loads(await ws.recv())
         if first.get("type") != "observation":
             raise SystemExit(f"unexpected step reply from {url}: {first}")
-        n = 0
+        n, ready = 0, time.time()
         while (now := time.time()) < window.stop:
             await ws.send(frame)
             await ws.recv()
             n += window.counts(now)
-        return n
+        return n, ready
 
 
 def client_process(
     transport: str, url: str, stateful: bool, clients: int, window: Window
-) -> tuple[int, float]:
-    """Run `clients` clients in this (pool) process; (ops inside the window, own CPU-s over the window)."""
+) -> tuple[int, float, float]:
+    """Run `clients` clients in this (pool) process.
+
+    Returns:
+        Ops inside the window, this process's CPU-s over the window, and the last client's start.
+    """
 
     async def cpu_at(when: float) -> float:
         await asyncio.sleep(max(0.0, when - time.time()))
         return time.process_time()
 
-    async def run() -> tuple[int, float]:
+    async def run() -> tuple[int, float, float]:
         if transport == "ws":
             jobs = [ws_client(url, window) for _ in range(clients)]
         else:
             jobs = [http_client(url, window, stateful) for _ in range(clients)]
         cpu = asyncio.gather(cpu_at(window.start), cpu_at(window.stop))
-        counts = await asyncio.gather(*jobs)
+        done = await asyncio.gather(*jobs)
         cpu0, cpu1 = await cpu
-        return sum(counts), cpu1 - cpu0
+        return sum(n for n, _ in done), cpu1 - cpu0, max(ready for _, ready in done)
 
     return uvloop.run(run())
 
@@ -286,22 +294,38 @@ class Sample:
 
 
 def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid: int) -> Sample:
-    """Apply `load` to one server and time the window after the warm-up (server CPU sampled here)."""
+    """Apply `load` to one server and time the window after the warm-up (server CPU sampled here).
+
+    A window that opened before every client was stepping is measured again with twice the warm-up.
+    """
     procs = min(load.procs, load.clients)
     shares = [load.clients // procs + (i < load.clients % procs) for i in range(procs)]
-    start = time.time() + load.warmup
-    window = Window(start, start + load.seconds)
-    jobs = [pool.submit(client_process, load.transport, url, server.stateful_http, n, window) for n in shares]
-    proc = psutil.Process(pid)
-    time.sleep(max(0.0, window.start - time.time()))
-    cpu0 = proc.cpu_times()
-    time.sleep(max(0.0, window.stop - time.time()))
-    cpu1 = proc.cpu_times()
-    results = [job.result() for job in jobs]
+    warmup = load.warmup
+    while True:
+        start = time.time() + warmup
+        window = Window(start, start + load.seconds)
+        jobs = [
+            pool.submit(client_process, load.transport, url, server.stateful_http, n, window) for n in shares
+        ]
+        proc = psutil.Process(pid)
+        time.sleep(max(0.0, window.start - time.time()))
+        cpu0 = proc.cpu_times()
+        time.sleep(max(0.0, window.stop - time.time()))
+        cpu1 = proc.cpu_times()
+        results = [job.result() for job in jobs]
+        if max(r[2] for r in results) <= window.start:
+            break
+        warmup *= 2
+        if warmup > 60:
+            raise SystemExit(f"{server.name}: the clients never started stepping before the window opened")
     ops = sum(r[0] for r in results)
     server_ms = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) * 1000
     client_ms = sum(r[1] for r in results) * 1000
     return Sample(ops / load.seconds, server_ms / ops, client_ms / ops)
+
+
+def _spawn(_: int) -> None:
+    time.sleep(0.5)  # each busy task makes the pool start one more worker process
 
 
 def ensure_reference_venv() -> Path:
@@ -339,9 +363,9 @@ def servers(ref_python: Path) -> list[Server]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=2.0, help="measured seconds per round")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
-    parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each window")
+    parser.add_argument("--seconds", type=float, default=1.5, help="measured seconds per round")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
+    parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds before each window")
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes sharing them")
     parser.add_argument("--transports", default="ws,http")
@@ -370,9 +394,9 @@ def main() -> None:
 def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load], Sample]:
     """Every server under every load, `rounds` times; the median sample per (server, load)."""
     running = [(server, *server.start()) for server in servers(ensure_reference_venv())]
-    pool = ProcessPoolExecutor(
-        max(load.procs for load in loads), mp_context=multiprocessing.get_context("spawn")
-    )
+    procs = max(load.procs for load in loads)
+    pool = ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn"))
+    list(pool.map(_spawn, range(procs)))  # start the load generators before any window
     results = {}
     try:
         for load in loads:
@@ -413,10 +437,10 @@ def result_rows(results: dict[tuple[str, Load], Sample], loads: list[Load]) -> l
                     "transport": load.transport,
                     "clients": load.clients,
                     "server": name,
-                    **asdict(s),
-                    "ops_vs_reference": s.ops_per_s / ref.ops_per_s,
-                    "server_cpu_vs_reference": s.server_cpu_ms / ref.server_cpu_ms,
-                    "client_cores": s.client_cpu_ms * s.ops_per_s / 1000,
+                    **{k: round(v, 4) for k, v in asdict(s).items()},
+                    "ops_vs_reference": round(s.ops_per_s / ref.ops_per_s, 3),
+                    "server_cpu_vs_reference": round(s.server_cpu_ms / ref.server_cpu_ms, 3),
+                    "client_cores": round(s.client_cpu_ms * s.ops_per_s / 1000, 3),
                 }
             )
     return rows
