@@ -16,13 +16,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import PendingTurn, Session
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
+from openenv.core.wire import describe_validation_error
 from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
@@ -90,6 +93,33 @@ def _make_backend(kind: str, model: Path, url: str) -> Any:
     from openenv.capture.backends.local import LocalBackend
 
     return LocalBackend(model)
+
+
+class ResetOptions(BaseModel):
+    """`reset()` options, validated up front: a bad value over the wire is a 400 naming the option, not
+    an `EnvError` from deep in the episode (schemathesis found `timeout_s="abc"` and `task=123` as 500s)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # A built-in task id (a folder name: no path separators, no leading dot), a Task or a Task dict.
+    task: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] | Task | None = None
+    timeout_s: float | None = Field(default=None, gt=0)
+    sandbox: SandboxKind | None = None
+
+    @field_validator("sandbox", mode="before")
+    @classmethod
+    def _known_sandbox(cls, kind: object) -> object:
+        if kind is not None and kind not in ("local", "docker"):
+            raise ValueError(f"sandbox must be 'local' or 'docker', got {kind!r}")
+        return kind
+
+
+def _reset_options(options: dict[str, Any]) -> ResetOptions:
+    try:
+        return ResetOptions.model_validate(options)
+    except ValidationError as exc:
+        known = ", ".join(ResetOptions.model_fields)
+        raise BadRequest(f"{describe_validation_error(exc, 'reset option')} (known options: {known})") from None
 
 
 def _check_sandbox(kind: object) -> SandboxKind:
@@ -180,12 +210,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             sandbox: `local` or `docker` for this episode (default: the constructor's).
         """
         self._end_episode()
-        task = self._resolve_task(options.pop("task", None), seed)
-        timeout_s = float(options.pop("timeout_s", task.timeout_s))
-        kind = _check_sandbox(options.pop("sandbox", self._sandbox_kind))
-        make_sandbox, verifier = self._sandbox_parts(kind)
-        if options:
-            raise BadRequest(f"unknown reset options: {sorted(options)}; known: task, timeout_s, sandbox")
+        opts = _reset_options(options)
+        task = self._resolve_task(opts.task, seed)
+        timeout_s = opts.timeout_s or task.timeout_s
+        make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind)
         server = self._ensure_server()
         sandbox = make_sandbox((server.port,))
         session = server.open_session(mode="gated", sampling=self._sampling,
@@ -258,11 +286,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             return sandbox_factory(), self._verifier or verify_isolated
         return self._local_sandbox, self._verifier or verify
 
-    def _resolve_task(self, task: str | Task | dict[str, Any] | None, seed: int | None) -> Task:
+    def _resolve_task(self, task: str | Task | None, seed: int | None) -> Task:
         if isinstance(task, Task):
             return task
-        if isinstance(task, dict):
-            return Task.model_validate(task)
         if task is None:
             task = random.Random(seed).choice(builtin_task_ids())
         return builtin_task(task)
