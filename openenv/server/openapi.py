@@ -23,10 +23,11 @@ __all__ = ["document_env"]
 _REF = "#/components/schemas/{model}"
 # The errors each route can answer (see openenv.errors for the codes behind each status).
 _ERRORS: dict[tuple[str, str], dict[int, str]] = {
-    ("/reset", "post"): {400: "bad request, options or action", 401: "the named session is not live",
+    ("/reset", "post"): {400: "bad request or reset options", 401: "the named session is not live",
+                         404: "the env has no such thing (an unknown task id, ...)",
                          500: "the environment failed", 503: "the server is at capacity"},
     ("/step", "post"): {400: "bad body or invalid action", 401: "no live session named",
-                        500: "the environment failed"},
+                        404: "the env has no such thing", 500: "the environment failed"},
     ("/state", "get"): {401: "no live session named", 500: "the environment failed"},
     ("/session", "delete"): {401: "no live session named"},
 }
