@@ -8,10 +8,13 @@ are printed in pytest's terminal summary and written to `artifacts/reliability.j
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from openenv.testing.faults import FaultProxy
@@ -41,6 +44,54 @@ def fault_proxy(vllm_url: str) -> Iterator[FaultProxy]:
     """A `FaultProxy` in front of the session's real vLLM server (passing until told otherwise)."""
     with FaultProxy(vllm_url) as proxy:
         yield proxy
+
+
+class Leaks:
+    """Processes a test left behind: new children of this process, processes any sandbox of this test
+    process started (its marker), and members of the given process groups."""
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._baseline = {p.pid for p in self._me.children(recursive=True)}
+        self._seen: set[tuple[int, float]] = set()  # (pid, create time): orphans stay found after reparenting
+
+    def snapshot(self) -> None:
+        """Remember this process's current descendants (call mid-test, while the harness runs)."""
+        for proc in self._me.children(recursive=True):
+            try:
+                if proc.pid not in self._baseline:
+                    self._seen.add((proc.pid, proc.create_time()))
+            except psutil.Error:
+                continue
+
+    def alive(self, groups: Iterable[int] = ()) -> list[str]:
+        from openenv.harness.sandbox.local import MARKER
+
+        self.snapshot()
+        groups, owner = set(groups), f"{os.getpid()}-"
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                ours = (proc.pid, proc.create_time()) in self._seen
+                ours = ours or proc.environ().get(MARKER, "").startswith(owner)
+                if (ours or os.getpgid(proc.pid) in groups) and proc.status() != psutil.STATUS_ZOMBIE:
+                    found.append(f"{proc.pid} {proc.name()}")
+            except (psutil.Error, ProcessLookupError):
+                continue
+        return found
+
+    def settle(self, groups: Iterable[int] = (), within_s: float = 10.0) -> list[str]:
+        """What is still alive once `within_s` has passed (or earlier, as soon as nothing is)."""
+        deadline = time.monotonic() + within_s
+        while (left := self.alive(groups)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return left
+
+
+@pytest.fixture
+def leaks() -> Leaks:
+    """`leaks.settle(groups=[pgid])` lists the processes this test left alive (the target is [])."""
+    return Leaks()
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -29,6 +29,12 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import Session
+from openenv.harness.catalog import get_spec
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.install import install_status
+from openenv.harness.models import HarnessObservation
+from openenv.harness.rollout import run_episode
+from openenv.harness.tasks import builtin_task
 from openenv.testing.faults import FaultMode, FaultProxy
 
 pytestmark = [pytest.mark.vllm]
@@ -60,13 +66,13 @@ class RecordingTransport(httpx.AsyncHTTPTransport):
 
 
 class Wire:
-    """What an SDK put on the wire: each attempt's status and Stainless retry count (the SDKs' own httpx
-    client with event hooks, so nothing in the SDK is replaced)."""
+    """What an SDK put on the wire: each attempt's status and Stainless retry count (a plain client of the
+    SDK's own HTTP library, httpx2 or httpx, with an event hook; nothing in the SDK is replaced)."""
 
     def __init__(self) -> None:
         self.attempts: list[tuple[str, int]] = []  # (x-stainless-retry-count or "-", status)
         self.http = httpx.Client(timeout=120, event_hooks={"response": [self._seen]})
-        self.http2 = httpx2.Client(timeout=120, event_hooks={"response": [self._seen]})  # the anthropic SDK's
+        self.http2 = httpx2.Client(timeout=120, event_hooks={"response": [self._seen]})  # openai's, anthropic's
 
     def _seen(self, response: httpx.Response | httpx2.Response) -> None:
         self.attempts.append((response.request.headers.get("x-stainless-retry-count", "-"), response.status_code))
@@ -78,7 +84,7 @@ class Wire:
 class ChatClient:
     def __init__(self, session: Session, wire: Wire) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
-                                    http_client=wire.http)
+                                    http_client=wire.http2)
         self.messages: list[Any] = []
 
     def send(self, text: str) -> None:
@@ -90,7 +96,7 @@ class ChatClient:
 class ResponsesClient:
     def __init__(self, session: Session, wire: Wire) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
-                                    http_client=wire.http)
+                                    http_client=wire.http2)
         self.input: list[Any] = []
 
     def send(self, text: str) -> None:
@@ -123,6 +129,7 @@ class GeminiClient:
     def send(self, text: str) -> None:
         self.contents.append(gtypes.Content(role="user", parts=[gtypes.Part(text=text)]))
         reply = self.client.models.generate_content(model="tiny", contents=self.contents)
+        assert reply.candidates and reply.candidates[0].content is not None
         self.contents.append(gtypes.Content(role="model", parts=reply.candidates[0].content.parts or []))
 
 
@@ -222,3 +229,55 @@ def test_the_backend_client_times_out_so_a_stalled_backend_is_a_gap_not_a_hang(
     assert caught.value.status_code == 503 and caught.value.body["type"] == "service_unavailable"  # type: ignore[index]
     assert BACKEND_TIMEOUT_S <= waited < BACKEND_TIMEOUT_S + 3
     assert session.stats().gaps == 1 and "ReadTimeout" in (session.turns()[0].gap or "")
+
+
+# ---- a real harness: pi, driven by the oracle policy, every turn scored by vLLM through the fault proxy ----
+
+
+@pytest.mark.slow
+def test_pi_retries_through_a_backend_outage_and_the_episode_completes(
+    fault_proxy: FaultProxy, renderer: Renderer, leaks: Any, figures: Any,
+) -> None:
+    """Turn 1 (look) is answered; then the next two backend calls are reset. Pi's own SDK retries, the
+    episode still solves the task, each failed attempt is one gap, and every turn is in the one sequence
+    exactly once. Nothing is left running and no proxy session stays open."""
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    armed: list[float] = []
+
+    def fault_after_turn_one(obs: HarnessObservation) -> None:
+        leaks.snapshot()
+        if not armed and obs.pending is not None and not obs.pending.aux and obs.turns == 1:
+            fault_proxy.set("down", count=FAILED_CALLS)
+            armed.append(time.monotonic())
+
+    with CaptureServer(backend=VLLMBackend(fault_proxy.url, timeout=60), renderer=renderer) as server:
+        env = HarnessEnvironment("pi", server=server)
+        try:
+            obs, summary = run_episode(env, builtin_task("fix-deep-merge"), policy="oracle", look_first=True,
+                                       on_step=fault_after_turn_one, timeout_s=240)
+            records = env.trajectory()
+        finally:
+            env.close()
+        open_sessions = len(server.manager.sessions)
+    leftover = leaks.settle()
+    main = [r for r in records if not r.aux]
+    gaps = [r for r in main if r.gap is not None]
+    answered = [r for r in main if r.gap is None]
+    figures.record(harness="pi", reward=summary.reward, status=summary.status, turns=summary.turns,
+                   gaps=len(gaps), harness_retries=len(gaps), faults_injected=fault_proxy.stats["down"],
+                   sequences=summary.sequences, merge_ratio=summary.merge_ratio, wall_s=summary.wall_s,
+                   leaked_processes=len(leftover), open_sessions=open_sessions)
+
+    detail = f"{summary}\n{obs.output_tail}\n{obs.metadata}"
+    assert armed and fault_proxy.stats["down"] == FAILED_CALLS, detail
+    assert summary.reward == 1.0 and summary.status == "exited", detail
+    assert len(gaps) == FAILED_CALLS and all("BackendUnavailable" in (r.gap or "") for r in gaps), detail
+    assert len(obs.metadata["errors"]) == FAILED_CALLS, "the controller heard of each failed attempt"
+    retried = answered[1]  # the turn after the outage is the same request, asked again
+    assert {r.prompt_len for r in gaps} == {retried.prompt_len} and gaps[-1].index < retried.index
+    [row] = obs.sequences or []
+    assert row.turn_ids == [r.id for r in answered] and len(set(row.turn_ids)) == summary.turns == len(answered)
+    assert summary.merge_ratio == 1.0
+    assert sum(row.env_mask) == sum(len(r.completion.token_ids) for r in answered if r.completion)
+    assert leftover == [] and open_sessions == 0
