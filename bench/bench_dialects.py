@@ -1,6 +1,6 @@
 """Dialect mapping cost on the real harness bodies: what the proxy spends before and after the model.
 
-    .venv/bin/python bench/bench_dialects.py [--repeat 200]
+    .venv/bin/python bench/bench_dialects.py [--repeat 200] [--json]
 
 For each recorded request in tests/capture/fixtures/ (Claude Code, Codex, Gemini CLI; 4-49 KB), the
 median time of:
@@ -45,7 +45,7 @@ def median_us(fn: Callable[[], object], repeat: int) -> float:
     return statistics.median(times) * 1e6
 
 
-def endpoint_for(path: str):  # noqa: ANN201
+def endpoint_for(path: str):
     from starlette.routing import compile_path
 
     for key, endpoint in ROUTES.items():
@@ -55,7 +55,7 @@ def endpoint_for(path: str):  # noqa: ANN201
     raise LookupError(path)
 
 
-def measure(raw: bytes, dialect, ctx: RequestContext, repeat: int) -> list[float]:  # noqa: ANN001
+def measure(raw: bytes, dialect, ctx: RequestContext, repeat: int) -> list[float]:
     """Median microseconds: json.loads, parse, to_canonical, JSON reply, SSE reply."""
     req = dialect.parse(raw, ctx)
     return [
@@ -70,18 +70,27 @@ def measure(raw: bytes, dialect, ctx: RequestContext, repeat: int) -> list[float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=200)
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON on stdout instead")
     args = parser.parse_args()
     columns = ["parse", "to_canonical", "reply JSON", "reply SSE"]
-    header = f"{'request':40} {'KB':>5} {'json.loads':>11} " + " ".join(f"{c:>14}" for c in columns)
-    print(header)
-    print("-" * len(header))
+    rows = []
     for path in sorted(FIXTURES.glob("*/*.json")):
         recorded = json.loads(path.read_text())
         raw = json.dumps(recorded["body"]).encode()
         dialect, ctx = endpoint_for(recorded["path"])
         base, *cells = measure(raw, dialect, ctx, args.repeat)
-        row = " ".join(f"{c:7.0f}us {c / base:4.1f}x" for c in cells)
-        print(f"{path.parent.name + '/' + path.stem:40} {len(raw) / 1024:5.1f} {base:9.0f}us {row}")
+        rows.append({"request": f"{path.parent.name}/{path.stem}", "kb": len(raw) / 1024, "json_loads_us": base,
+                     **{f"{c}_us": cell for c, cell in zip(columns, cells)}})
+    if args.json:
+        print(json.dumps({"benchmark": "dialects", "repeat": args.repeat, "rows": rows}, indent=1))
+        return
+    header = f"{'request':40} {'KB':>5} {'json.loads':>11} " + " ".join(f"{c:>14}" for c in columns)
+    print(header)
+    print("-" * len(header))
+    for row in rows:
+        base = row["json_loads_us"]
+        cells = " ".join(f"{row[c + '_us']:7.0f}us {row[c + '_us'] / base:4.1f}x" for c in columns)
+        print(f"{row['request']:40} {row['kb']:5.1f} {base:9.0f}us {cells}")
 
 
 if __name__ == "__main__":

