@@ -19,10 +19,14 @@ The reference lives in its own venv under `.cache/bench/ref-venv` (its import na
 its echo env is its own `openenv init` template. Load: `--client-procs` uvloop processes sharing the
 clients, identical frames for every server. HTTP clients are one keep-alive connection each, writing
 pre-built request bytes and parsing replies with httptools: aiohttp spent 0.3-0.6 ms of client CPU per
-request, as much as our server, and capped the 16-client HTTP rows on this 2-core machine. WebSocket
-clients use `websockets`. Rounds interleave the servers so background load on this shared machine hits
-all alike, and the median round is reported. Ours keeps HTTP sessions (reset once, then steps with
-X-Session-Id); the reference's HTTP step is stateless (a fresh env per call), its only HTTP mode.
+request, as much as our whole server step, and on this shared 2-core machine that cost was paid out of
+the same CPU share as the server's, which diluted every HTTP ratio (16 clients: 1.6x instead of ~3x).
+WebSocket clients use `websockets`. Servers and client processes each run in their own session (their
+own scheduler autogroup), so neither spends the other's share. Each round measures every server back
+to back in a rotating order; medians over rounds are reported, and ratios are the median of the
+per-round ratios, so a burst of background load skews one round, not a row. Ours keeps HTTP sessions
+(reset once, then steps with X-Session-Id); the reference's HTTP step is stateless (a fresh env per
+call), its only HTTP mode.
 `--json` prints one JSON object on stdout (progress goes to stderr): the run's context (python, cpus,
 load_average, seconds, rounds, client_procs, reference) and `rows`, one per (transport, clients,
 server) with ops_per_s, server_cpu_ms and client_cpu_ms (per op), ops_vs_reference,
@@ -128,8 +132,14 @@ class Server:
             port=port, loop=self.loop, http=self.http, threaded=self.threaded
         )
         log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)  # noqa: SIM115 (the server keeps it)
+        # Its own session, so its own scheduler autogroup: the server does not split one CPU share
+        # with the load generator on a loaded machine (measure() gives the clients theirs too).
         proc = subprocess.Popen(
-            [str(self.python), "-c", code], stdout=log, stderr=subprocess.STDOUT, cwd=tempfile.gettempdir()
+            [str(self.python), "-c", code],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=tempfile.gettempdir(),
+            start_new_session=True,
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 240  # cold starts on a busy shared box
@@ -374,8 +384,8 @@ def main() -> None:
     counts = [int(c) for c in args.clients.split(",")]
     transports = args.transports.split(",")
     loads = [Load(t, n, args.client_procs, args.seconds, args.warmup) for t in transports for n in counts]
-    results = run_all(loads, args.rounds, log=sys.stderr if args.json else sys.stdout)
-    rows = result_rows(results, loads)
+    samples = run_all(loads, args.rounds, log=sys.stderr if args.json else sys.stdout)
+    rows = result_rows(samples, loads)
     context = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -391,25 +401,27 @@ def main() -> None:
         print_table(rows, context)
 
 
-def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load], Sample]:
-    """Every server under every load, `rounds` times; the median sample per (server, load)."""
+def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load], list[Sample]]:
+    """Every server under every load, `rounds` times; the samples per (server, load), one per round."""
     running = [(server, *server.start()) for server in servers(ensure_reference_venv())]
     procs = max(load.procs for load in loads)
-    pool = ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("spawn"))
+    context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(procs, mp_context=context, initializer=os.setsid)  # own autogroups
     list(pool.map(_spawn, range(procs)))  # start the load generators before any window
-    results = {}
+    samples: dict[tuple[str, Load], list[Sample]] = {}
     try:
         for load in loads:
-            samples: dict[str, list[Sample]] = {}
-            # Interleave servers within each round so background load on this shared machine hits all alike.
-            for _ in range(rounds):
-                for server, proc, url in running:
-                    samples.setdefault(server.name, []).append(measure(pool, load, server, url, proc.pid))
-            for name, values in samples.items():
-                s = results[(name, load)] = _median(values)
+            # Every server once per round, back to back (in a rotating order), so background load on
+            # this shared machine hits all alike; ratios are taken within a round.
+            for r in range(rounds):
+                for server, proc, url in running[r % len(running) :] + running[: r % len(running)]:
+                    sample = measure(pool, load, server, url, proc.pid)
+                    samples.setdefault((server.name, load), []).append(sample)
+            for server, *_ in running:
+                m = _median(samples[(server.name, load)])
                 print(
-                    f"  {name:16} {load.transport:4} x{load.clients:<3} {s.ops_per_s:9.0f} ops/s "
-                    f"server {s.server_cpu_ms:6.3f} client {s.client_cpu_ms:6.3f} CPU-ms/op",
+                    f"  {server.name:16} {load.transport:4} x{load.clients:<3} {m.ops_per_s:9.0f} ops/s "
+                    f"server {m.server_cpu_ms:6.3f} client {m.client_cpu_ms:6.3f} CPU-ms/op",
                     file=log,
                     flush=True,
                 )
@@ -418,29 +430,34 @@ def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load
         for _, proc, _ in running:
             proc.terminate()
             proc.wait(10)
-    return results
+    return samples
 
 
 def _median(values: list[Sample]) -> Sample:
     return Sample(*(statistics.median(getattr(v, f) for v in values) for f in Sample.__dataclass_fields__))
 
 
-def result_rows(results: dict[tuple[str, Load], Sample], loads: list[Load]) -> list[dict[str, Any]]:
-    """One row per (load, server), with ratios against the reference row of the same run."""
+def result_rows(samples: dict[tuple[str, Load], list[Sample]], loads: list[Load]) -> list[dict[str, Any]]:
+    """One row per (load, server): medians, and the median of the per-round ratios to the reference."""
     rows = []
     for load in loads:
-        ref = results[("reference", load)]
+        ref = samples[("reference", load)]
         for name in SERVER_NAMES:
-            s = results[(name, load)]
+            ours = samples[(name, load)]
+            m = _median(ours)
+            ops_ratio = statistics.median(o.ops_per_s / r.ops_per_s for o, r in zip(ours, ref, strict=True))
+            cpu_ratio = statistics.median(
+                o.server_cpu_ms / r.server_cpu_ms for o, r in zip(ours, ref, strict=True)
+            )
             rows.append(
                 {
                     "transport": load.transport,
                     "clients": load.clients,
                     "server": name,
-                    **{k: round(v, 4) for k, v in asdict(s).items()},
-                    "ops_vs_reference": round(s.ops_per_s / ref.ops_per_s, 3),
-                    "server_cpu_vs_reference": round(s.server_cpu_ms / ref.server_cpu_ms, 3),
-                    "client_cores": round(s.client_cpu_ms * s.ops_per_s / 1000, 3),
+                    **{k: round(v, 4) for k, v in asdict(m).items()},
+                    "ops_vs_reference": round(ops_ratio, 3),
+                    "server_cpu_vs_reference": round(cpu_ratio, 3),
+                    "client_cores": round(m.client_cpu_ms * m.ops_per_s / 1000, 3),
                 }
             )
     return rows
@@ -460,8 +477,9 @@ def print_table(rows: list[dict[str, Any]], context: dict[str, Any]) -> None:
         )
     print(
         f"\n(python {context['python']}, {context['cpus']} CPUs, load average {context['load_average']}, "
-        f"{context['client_procs']} client process(es); ops = step round trips after one reset; ratios are "
-        "vs the reference, measured in this run; client cores = the load generator's CPU use: near "
+        f"{context['client_procs']} client process(es), median of {context['rounds']} rounds of "
+        f"{context['seconds']:g} s; ops = step round trips after one reset; ratios are per-round ratios to "
+        "the reference in this run (median); client cores = the load generator's CPU use: near "
         "client_procs means the client, not the server, set the pace)"
     )
 
