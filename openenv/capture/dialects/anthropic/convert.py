@@ -21,11 +21,11 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
+from openenv.capture.dialects._body import BodyParser
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
     json_schema_format,
-    parse_body,
     response_id,
 )
 from openenv.capture.dialects.anthropic import protocol as p
@@ -44,10 +44,11 @@ __all__ = [
 ]
 
 NAME = "anthropic"
+_BODY = BodyParser(p.MessagesRequest, lists=("messages", "tools"))
 
 
 def parse(body: bytes, ctx: RequestContext) -> p.MessagesRequest:
-    return parse_body(p.MessagesRequest, body)
+    return _BODY.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:

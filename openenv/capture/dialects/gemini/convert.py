@@ -29,7 +29,8 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._shared import chunk_text, parse_body, response_id
+from openenv.capture.dialects._body import BodyParser
+from openenv.capture.dialects._shared import chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import protocol as p
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
@@ -47,6 +48,7 @@ __all__ = [
 ]
 
 NAME = "gemini"
+_BODY = BodyParser(p.GenerateContentRequest, lists=("contents", "tools"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,7 +347,7 @@ class GeminiDialect:
 
     def parse(self, body: bytes, ctx: RequestContext) -> GeminiCall:
         model = ctx.path_params.get("model", "")
-        return GeminiCall(model=model, stream=self.stream, body=parse_body(p.GenerateContentRequest, body))
+        return GeminiCall(model=model, stream=self.stream, body=_BODY.parse(body))
 
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

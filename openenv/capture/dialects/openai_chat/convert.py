@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, assert_never
 
 from pydantic import BaseModel
 
@@ -21,7 +21,8 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._shared import bearer_token, chunk_text, parse_body, response_id
+from openenv.capture.dialects._body import BodyParser, ItemMemo
+from openenv.capture.dialects._shared import bearer_token, chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat import protocol as p
 from openenv.errors import BackendUnavailable, OpenEnvError, Unsupported
@@ -38,11 +39,15 @@ __all__ = [
 ]
 
 NAME = "openai_chat"
+_BODY = BodyParser(p.ChatCompletionRequest, lists=("messages", "tools"))
+# Each parsed message and tool converts once: a resent history costs a lookup per item.
+_CONVERTED: ItemMemo[Message] = ItemMemo()
+_CONVERTED_TOOLS: ItemMemo[Tool] = ItemMemo()
 _CACHE = 16384  # converted messages kept, shared by all sessions (they are immutable values)
 
 
 def parse(body: bytes, ctx: RequestContext) -> p.ChatCompletionRequest:
-    return parse_body(p.ChatCompletionRequest, body)
+    return _BODY.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -70,22 +75,30 @@ def _messages(messages: list[p.ChatMessage]) -> tuple[Message, ...]:
     names: dict[str, str] = {}  # tool_call_id -> function name, for templates that print it
     out: list[Message] = []
     for msg in messages:
-        match msg.role:
-            case "system" | "developer":
-                out.append(_text_message("system", _text(msg.content)))
-            case "user":
-                out.append(_text_message("user", _text(msg.content)))
-            case "assistant":
-                assert isinstance(msg, p.AssistantMessage)
-                calls = tuple((c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or ())
-                names.update({c[0]: c[1] for c in calls})
-                reasoning = msg.reasoning_content or msg.reasoning or ""
-                out.append(_assistant_message(_text(msg.content), reasoning, calls))
-            case "tool":
-                assert isinstance(msg, p.ToolMessage)
-                name = msg.name or names.get(msg.tool_call_id)
-                out.append(_tool_message(msg.tool_call_id, _text(msg.content), name))
+        name = names.get(msg.tool_call_id) if isinstance(msg, p.ToolMessage) and not msg.name else None
+        converted = _CONVERTED.get(msg, lambda: _message(msg, name), name)  # noqa: B023 (called at once)
+        if converted.role == "assistant":
+            names.update((c.id, c.name) for c in converted.parts if isinstance(c, ToolCallPart))
+        out.append(converted)
     return tuple(out)
+
+
+def _message(msg: p.ChatMessage, known_name: str | None) -> Message:
+    match msg.role:
+        case "system" | "developer":
+            return _text_message("system", _text(msg.content))
+        case "user":
+            return _text_message("user", _text(msg.content))
+        case "assistant":
+            assert isinstance(msg, p.AssistantMessage)
+            calls = tuple((c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or ())
+            reasoning = msg.reasoning_content or msg.reasoning or ""
+            return _assistant_message(_text(msg.content), reasoning, calls)
+        case "tool":
+            assert isinstance(msg, p.ToolMessage)
+            return _tool_message(msg.tool_call_id, _text(msg.content), msg.name or known_name)
+        case _:
+            assert_never(msg.role)
 
 
 # Harnesses resend the whole history every turn; converting each message once (by value) keeps a
@@ -139,12 +152,13 @@ def _sampling(req: p.ChatCompletionRequest) -> SamplingParams:
 
 
 def _tools(tools: list[p.FunctionTool] | None) -> tuple[Tool, ...]:
-    out = []
-    for tool in tools or []:
-        fn = tool.function
-        schema = fn.parameters or {"type": "object", "properties": {}}
-        out.append(Tool(name=fn.name, description=fn.description or "", parameters=schema))
-    return tuple(out)
+    return tuple(_CONVERTED_TOOLS.get(tool, lambda: _tool(tool)) for tool in tools or [])  # noqa: B023
+
+
+def _tool(tool: p.FunctionTool) -> Tool:
+    fn = tool.function
+    schema = fn.parameters or {"type": "object", "properties": {}}
+    return Tool(name=fn.name, description=fn.description or "", parameters=schema)
 
 
 def _tool_choice(choice: str | p.NamedToolChoice | None) -> ToolChoice:

@@ -28,11 +28,11 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
+from openenv.capture.dialects._body import BodyParser
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
     json_schema_format,
-    parse_body,
     response_id,
 )
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
@@ -51,13 +51,14 @@ __all__ = [
 ]
 
 NAME = "openai_responses"
+_BODY = BodyParser(p.ResponsesRequest, lists=("input", "tools"))
 CUSTOM_INPUT = "input"  # the one parameter a freeform tool is offered with
 
 log = logging.getLogger(__name__)
 
 
 def parse(body: bytes, ctx: RequestContext) -> p.ResponsesRequest:
-    return parse_body(p.ResponsesRequest, body)
+    return _BODY.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:

@@ -1,0 +1,134 @@
+"""Request bodies validated with each distinct history item (message, tool) validated only once.
+
+Harnesses resend the whole conversation on every turn, so a turn's body is mostly items the proxy
+has already seen. `BodyParser` splits the body into the raw JSON of each top-level field and of each
+item of the long lists (`msgspec.Raw`, no decoding), looks the items up by their exact bytes and
+validates only the new ones; the request model is then built from those ready item models. A
+turn's validation cost follows its new items, not the length of the conversation, and the same
+item bytes give the same item object, so later steps can compare history by identity.
+
+Anything the fast path cannot take (not JSON to msgspec, an item or field that fails validation)
+goes through `parse_body` on the whole body, so errors read exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeVar
+
+import msgspec
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from openenv.capture.dialects._shared import parse_body
+
+__all__ = ["BodyParser", "ItemMemo"]
+
+M = TypeVar("M", bound=BaseModel)
+V = TypeVar("V")
+
+_FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
+_VALUE = msgspec.json.Decoder()
+_SIZE = 16384  # distinct items kept per parser, shared by all sessions (~30 turns x 2 items x 256 sessions)
+
+
+class BodyParser(Generic[M]):
+    """Validates raw bodies into `model`, remembering the validated items of its list fields.
+
+    Args:
+        model: the dialect's request model.
+        lists: the JSON names of its list fields worth remembering (the history and the tools).
+        size: how many distinct items to keep (least recently used go first).
+
+    Attributes:
+        hits: items served from memory; `misses`: items validated.
+    """
+
+    def __init__(self, model: type[M], *, lists: tuple[str, ...], size: int = _SIZE) -> None:
+        self.model = model
+        self.size = size
+        self._adapters = {name: TypeAdapter(_item_type(model, name)) for name in lists}
+        self._items: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def parse(self, body: bytes) -> M:
+        """The validated request.
+
+        Raises:
+            BadRequest: as `parse_body` (the body is empty, not JSON, or does not fit the model).
+        """
+        fast = self._fast(body)
+        return fast if fast is not None else parse_body(self.model, body)
+
+    def _fast(self, body: bytes) -> M | None:
+        try:
+            fields = _FIELDS.decode(body)
+            data = {name: self._list(name, raw) if name in self._adapters else _VALUE.decode(raw)
+                    for name, raw in fields.items()}
+            return self.model.model_validate(data)
+        except (msgspec.DecodeError, ValidationError):
+            return None
+
+    def _list(self, name: str, raw: msgspec.Raw) -> Any:
+        """The field's items as validated models; a value that is not a list is decoded as is."""
+        try:
+            items = _ITEMS.decode(raw)
+        except msgspec.ValidationError:
+            return _VALUE.decode(raw)
+        return [self._item(name, bytes(item)) for item in items]
+
+    def _item(self, name: str, raw: bytes) -> Any:
+        key = (name, raw)
+        item = self._items.get(key)
+        if item is not None:
+            self.hits += 1
+            self._items.move_to_end(key)
+            return item
+        self.misses += 1
+        item = self._items[key] = self._adapters[name].validate_json(raw)
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return item
+
+
+class ItemMemo(Generic[V]):
+    """Values derived from parsed items (their canonical form), remembered by the item's identity.
+
+    `BodyParser` gives the same bytes the same item object, so a resent history converts at the
+    cost of a dict lookup per item. An entry holds its item, so no other object can take its id.
+    """
+
+    def __init__(self, size: int = 2 * _SIZE) -> None:
+        self.size = size
+        self._values: dict[tuple[int, Hashable], tuple[object, V]] = {}
+
+    def get(self, item: object, make: Callable[[], V], extra: Hashable = None) -> V:
+        """`make()` for this item (and `extra`, what else the value depends on), made once."""
+        key = (id(item), extra)
+        hit = self._values.get(key)
+        if hit is not None and hit[0] is item:
+            return hit[1]
+        value = make()
+        self._values[key] = (item, value)
+        if len(self._values) > self.size:
+            del self._values[next(iter(self._values))]
+        return value
+
+
+def _item_type(model: type[BaseModel], name: str) -> Any:
+    """The item type of the list field whose JSON name (or alias) is `name`."""
+    for field_name, info in model.model_fields.items():
+        if name in (field_name, info.alias):
+            for arg in _list_args(info.annotation):
+                return arg
+    raise ValueError(f"{model.__name__} has no list field {name!r}")
+
+
+def _list_args(annotation: Any) -> list[Any]:
+    """Item types of the `list[X]` members of an annotation (`list[X] | None`, `str | list[X]`)."""
+    origin = getattr(annotation, "__origin__", None)
+    if origin is list:
+        return [annotation.__args__[0]]
+    return [arg for member in getattr(annotation, "__args__", ()) for arg in _list_args(member)]
