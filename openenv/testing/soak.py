@@ -1,0 +1,500 @@
+"""The fault soak: many short real-harness episodes, each with one injected fault, and a ledger for every request.
+
+Each worker owns a slot: a `FaultProxy` in front of vLLM, a capture server whose backend goes through it,
+and a `LedgerRelay` in front of the capture server that counts what the harness sends. Episodes run one at
+a time per slot, so a slot's fault counters and ledgers belong to exactly one episode. An episode is a real
+harness CLI in a `LocalSandbox`, driven by `HarnessEnvironment` with the `sample` action; one fault, drawn
+from a seeded plan, is injected at its first model request:
+
+- `upstream_down` / `upstream_slow` / `upstream_5xx`: the backend resets, stalls past its timeout, or
+  answers 5xx. The harness gets its dialect's retryable error, the trajectory marks a gap, and the
+  harness's own retry completes the episode (`exited`).
+- `client_retry`: the relay sends the answered request again with `x-stainless-retry-count: 1`; the proxy
+  must replay the same bytes and add no turn.
+- `harness_killed` (SIGKILL to its process group: `crashed`), `harness_hung` (SIGSTOP: `timeout` at its
+  deadline), `harness_nonzero` (the backend answers 400, a non-retryable error the harness exits 1 on:
+  `failed`), `client_vanished` (`env.close()` with the turn still parked: `killed`), and `none`.
+
+Accounting per episode: requests the harness sent (relay) = turns the proxy recorded + 401s after close
+(lost > 0 means a request vanished, < 0 a duplicate); backend gaps = faults the FaultProxy injected;
+no sandboxed process, sandbox folder or proxy session outlives the episode.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.capture.backends.vllm import VLLMBackend
+from openenv.capture.canonical import SamplingParams
+from openenv.capture.renderer import Renderer
+from openenv.capture.server import CaptureServer
+from openenv.capture.session import Session
+from openenv.capture.trajectory import TurnRecord
+from openenv.errors import OpenEnvError
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.models import HarnessAction, HarnessObservation
+from openenv.harness.sandbox.base import ProcessStatus
+from openenv.harness.sandbox.local import LocalSandbox
+from openenv.harness.tasks import Task
+from openenv.testing.faults import FaultProxy
+from openenv.testing.soak_relay import LedgerRelay
+
+__all__ = ["EXPECTED_STATUS", "FAULT_KINDS", "EpisodePlan", "EpisodeResult", "FaultKind", "KindSummary",
+           "SoakConfig", "SoakReport", "fault_plan", "run_soak", "summarize"]
+
+FaultKind = Literal["none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry", "harness_killed",
+                    "harness_hung", "harness_nonzero", "client_vanished"]
+FAULT_KINDS: tuple[FaultKind, ...] = ("none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry",
+                                      "harness_killed", "harness_hung", "harness_nonzero", "client_vanished")
+EXPECTED_STATUS: dict[FaultKind, ProcessStatus] = {
+    "none": "exited", "upstream_down": "exited", "upstream_slow": "exited", "upstream_5xx": "exited",
+    "client_retry": "exited", "harness_killed": "crashed", "harness_hung": "timeout",
+    "harness_nonzero": "failed", "client_vanished": "killed",
+}
+# Faults that must each leave exactly one backend gap in the trajectory.
+_BACKEND_FAULTS = ("upstream_down", "upstream_slow", "upstream_5xx", "harness_nonzero")
+_CLOSED_GAP = "UnknownSession"
+
+# The soak tests the plumbing, not the model: a reply ends at its first token that holds one of these
+# (nearly every token does), so each sampled turn is a few tokens, ends with finish=stop, and the harness
+# finishes its episode cleanly after one turn. vLLM takes at most four stop strings.
+SOAK_SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, stop=(" ", "e", "t", "a"))
+SOAK_TASK = Task(id="soak-reply", instruction="Reply with one word.", workspace={"README.md": "soak\n"},
+                 tests={"test.sh": 'test -f "$WORKSPACE/README.md"\n'}, solution="true", timeout_s=120)
+_SAMPLE = HarnessAction(kind="sample")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SoakConfig(_Model):
+    """How many episodes, how many at once, which harness, and the fault timings."""
+
+    episodes: int = Field(default=200, gt=0)
+    concurrency: int = Field(default=4, gt=0, le=32)
+    harness: str = "codex"
+    seed: int = 0
+    kinds: tuple[FaultKind, ...] = FAULT_KINDS
+    backend_timeout_s: float = Field(default=20.0, gt=0, description="VLLMBackend timeout; `slow` stalls past it")
+    episode_timeout_s: float = Field(default=120.0, gt=0, description="the harness's budget in normal episodes")
+    hang_timeout_s: float = Field(default=10.0, gt=0, description="the harness's budget when it will hang")
+    max_steps: int = Field(default=8, gt=0)
+
+
+class EpisodePlan(_Model):
+    index: int
+    kind: FaultKind
+    status_code: int = 0  # the HTTP status of an injected backend error
+
+
+class EpisodeResult(_Model):
+    """One episode's outcome and its ledger. `problems` is empty when everything matched."""
+
+    index: int
+    kind: FaultKind
+    expected_status: ProcessStatus
+    status: ProcessStatus | None
+    steps: int = 0
+    posts: int = 0
+    refused: int = 0
+    turns: int = 0
+    gaps_backend: int = 0
+    gaps_closed: int = 0
+    gap_reasons: list[str] = Field(default_factory=list)
+    faults_hit: int = 0
+    replays: int = 0
+    replays_identical: int = 0
+    lost_turns: int = 0
+    duplicate_turns: int = 0
+    env_missing_turns: int = 0
+    leaked_pids: list[int] = Field(default_factory=list)
+    slow_cleanup: bool = False
+    leaked_dir: bool = False
+    session_left_open: bool = False
+    wall_s: float = 0.0
+    problems: list[str] = Field(default_factory=list)
+    output_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+class KindSummary(_Model):
+    episodes: int = 0
+    ok: int = 0
+    statuses: dict[str, int] = Field(default_factory=dict)
+    gaps: int = 0
+    faults_hit: int = 0
+    replays: int = 0
+    wall_s: float = 0.0
+
+
+class SoakReport(_Model):
+    """The soak's totals; the targets are 0 lost, 0 duplicates, 0 leaks and 0 unaccounted gaps."""
+
+    config: SoakConfig
+    episodes: int
+    ok: int
+    wall_s: float
+    per_kind: dict[str, KindSummary]
+    requests: int
+    turns: int
+    refused: int
+    replays: int
+    replays_identical: int
+    lost_turns: int
+    duplicate_turns: int
+    env_missing_turns: int
+    gaps_backend: int
+    gaps_closed: int
+    faults_hit: int
+    gaps_unaccounted: int
+    leaked_processes: int
+    slow_cleanups: int
+    leaked_children: int
+    leaked_dirs: int
+    leaked_sessions: int
+    rss_mb_start: float
+    rss_mb_end: float
+    threads_start: int
+    threads_end: int
+    fds_start: int
+    fds_end: int
+    failures: list[EpisodeResult]
+
+
+def fault_plan(config: SoakConfig) -> list[EpisodePlan]:
+    """Every kind equally often (round robin), in an order shuffled by `config.seed`."""
+    rng = random.Random(config.seed)
+    kinds = [config.kinds[i % len(config.kinds)] for i in range(config.episodes)]
+    rng.shuffle(kinds)
+    return [EpisodePlan(index=i, kind=kind, status_code=rng.choice((500, 502, 503)) if kind == "upstream_5xx" else
+                        400 if kind == "harness_nonzero" else 0)
+            for i, kind in enumerate(kinds)]
+
+
+# ---- one worker's servers ---------------------------------------------------------------------------------
+
+
+class _SoakServer(CaptureServer):
+    """A capture server reached through a relay, which remembers the last session it opened."""
+
+    last: Session | None = None
+
+    def open_session(self, **kwargs: Any) -> Session:  # type: ignore[override]
+        session = super().open_session(**kwargs)
+        self.last = session
+        return session
+
+    def route_through(self, relay: LedgerRelay) -> None:
+        """Hand harnesses the relay's port: new sessions' base URLs and the sandbox's forwarded port use it."""
+        self.port = relay.port
+
+
+class _Slot:
+    """FaultProxy -> vLLM, a capture server on it, and a relay in front: one episode at a time."""
+
+    def __init__(self, config: SoakConfig, vllm_url: str, renderer: Renderer) -> None:
+        self.faults = FaultProxy(vllm_url).start()
+        backend = VLLMBackend(self.faults.url, timeout=config.backend_timeout_s)
+        _ = backend.context_window  # discover now, so every later backend request is a turn's
+        self.server = _SoakServer(backend=backend, renderer=renderer).start()
+        self.relay = LedgerRelay(self.server.port).start()
+        self.server.route_through(self.relay)
+        self.sandbox: LocalSandbox | None = None
+        self._network: Literal["host", "loopback"] = "loopback" if _netns() else "host"
+
+    def make_sandbox(self, ports: tuple[int, ...]) -> LocalSandbox:
+        self.sandbox = LocalSandbox(network=self._network, forward_ports=ports)
+        return self.sandbox
+
+    def close(self) -> None:
+        self.server.stop()
+        self.relay.stop()
+        self.faults.stop()
+
+
+def _netns() -> bool:
+    import shutil
+
+    return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+# ---- one episode ------------------------------------------------------------------------------------------
+
+
+def _harness_root(sandbox: LocalSandbox) -> int | None:
+    """The harness's root process: our child that carries the sandbox's marker."""
+    marked = set(sandbox.leftover_pids())
+    return next((p.pid for p in psutil.Process().children() if p.pid in marked), None)
+
+
+def _signal_harness(sandbox: LocalSandbox, sig: signal.Signals) -> str | None:
+    root = _harness_root(sandbox)
+    if root is None:
+        return f"no harness process to send {sig.name} to"
+    try:
+        os.killpg(root, sig)  # the sandbox starts each harness in its own session: pgid == pid
+    except ProcessLookupError:
+        return f"the harness had already exited before {sig.name}"
+    return None
+
+
+def _inject(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str,
+            config: SoakConfig) -> str | None:
+    """Arm or apply the episode's fault while its first model request is parked; a problem, or None."""
+    assert slot.sandbox is not None
+    match plan.kind:
+        case "none":
+            return None
+        case "upstream_down":
+            slot.faults.set("down", count=1)
+        case "upstream_slow":
+            slot.faults.set("slow", count=1, delay_s=config.backend_timeout_s + 2)
+        case "upstream_5xx" | "harness_nonzero":
+            slot.faults.set("error", count=1, status=plan.status_code)
+        case "client_retry":
+            slot.relay.replay_next(token)
+        case "harness_killed":
+            return _signal_harness(slot.sandbox, signal.SIGKILL)
+        case "harness_hung":
+            return _signal_harness(slot.sandbox, signal.SIGSTOP)
+        case "client_vanished":
+            env.close()
+    return None
+
+
+def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: SoakConfig,
+           result: EpisodeResult) -> Session | None:
+    """Reset, inject, step until done; the episode's session (None if reset failed before one opened)."""
+    before = slot.server.last
+    timeout = config.hang_timeout_s if plan.kind == "harness_hung" else config.episode_timeout_s
+    obs: HarnessObservation | None = env.reset(task=SOAK_TASK, timeout_s=timeout)
+    session = slot.server.last if slot.server.last is not before else None
+    assert obs is not None and session is not None
+    if obs.done:
+        result.problems.append("the harness ended before its first model request")
+    else:
+        problem = _inject(plan, env, slot, session.token, config)
+        if problem:
+            result.problems.append(problem)
+        if plan.kind == "client_vanished":
+            obs = None
+    while obs is not None and not obs.done and result.steps < config.max_steps:
+        obs = env.step(_SAMPLE)
+        result.steps += 1
+    if obs is not None and not obs.done:
+        result.problems.append(f"not done after {config.max_steps} steps")
+    if obs is not None:
+        result.output_tail = obs.output_tail[-600:]
+    return session
+
+
+def _settled_turns(session: Session, wait_s: float = 3.0) -> list[TurnRecord]:
+    """The session's turns once none is still open (a parked turn fails just after its session closes)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        turns = session.turns()
+        if all(t.completion is not None or t.gap is not None for t in turns) or time.monotonic() > deadline:
+            return turns
+        time.sleep(0.05)
+
+
+def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessEnvironment,
+             faults_before: int) -> None:
+    turns = _settled_turns(session)
+    ledger = slot.relay.ledger(session.token)
+    result.gaps_backend = sum(1 for t in turns if t.gap and not t.gap.startswith(_CLOSED_GAP))
+    result.gaps_closed = sum(1 for t in turns if t.gap and t.gap.startswith(_CLOSED_GAP))
+    result.gap_reasons = [t.gap[:160] for t in turns if t.gap]
+    # A parked turn failed at close is answered 401 too; the rest of the 401s never became a turn.
+    result.posts, result.refused, result.turns = ledger.posts, ledger.statuses[401] - result.gaps_closed, len(turns)
+    result.faults_hit = _faults_total(slot.faults.stats) - faults_before
+    result.replays, result.replays_identical = ledger.replays_sent, ledger.replays_identical
+    result.problems.extend(ledger.replay_problems)
+    balance = ledger.posts - result.refused - len(turns)
+    result.lost_turns, result.duplicate_turns = max(balance, 0), max(-balance, 0)
+    seen = {t.id for t in env.trajectory()}
+    result.env_missing_turns = sum(1 for t in turns if t.id not in seen)
+    if ledger.relay_errors:
+        result.problems.append(f"{ledger.relay_errors} request(s) never reached the proxy")
+    if slot.relay.disarm(session.token):
+        result.problems.append("the injected client retry never fired")
+    result.session_left_open = session.token in slot.server.manager.sessions
+
+
+def _check_leaks(result: EpisodeResult, sandbox: LocalSandbox | None) -> None:
+    if sandbox is None:
+        return
+    leaked = sandbox.leftover_pids()
+    if leaked:  # close() waits for every kill; anything still here is either slow to die or a leak
+        result.slow_cleanup = True
+        time.sleep(2)
+        leaked = sandbox.leftover_pids()
+    result.leaked_pids = leaked
+    result.leaked_dir = sandbox.root.exists()
+
+
+def _judge(result: EpisodeResult) -> None:
+    """Compare the outcome with what the fault must produce."""
+    p = result.problems
+    if result.status != result.expected_status:
+        p.append(f"status {result.status}, expected {result.expected_status}")
+    if result.lost_turns or result.duplicate_turns or result.env_missing_turns:
+        p.append(f"lost {result.lost_turns}, duplicated {result.duplicate_turns}, "
+                 f"missing from the env's trajectory {result.env_missing_turns}")
+    if result.gaps_backend != result.faults_hit:
+        p.append(f"{result.gaps_backend} backend gap(s) for {result.faults_hit} injected fault(s): "
+                 f"{result.gap_reasons}")
+    if result.kind in _BACKEND_FAULTS and result.faults_hit != 1:
+        p.append(f"the injected {result.kind} hit {result.faults_hit} requests, expected 1")
+    if result.kind == "client_retry" and result.replays_identical != 1:
+        p.append(f"{result.replays_identical} identical replay(s) of 1 retry")
+    if result.kind == "client_vanished" and result.gaps_closed != 1:
+        p.append(f"{result.gaps_closed} turn(s) failed at close, expected the 1 parked")
+    if result.leaked_pids or result.leaked_dir or result.session_left_open:
+        p.append(f"leaked: pids {result.leaked_pids}, dir {result.leaked_dir}, session {result.session_left_open}")
+
+
+def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> EpisodeResult:
+    """One episode with its fault, accounted and judged; never raises for the episode's own failures."""
+    start = time.monotonic()
+    result = EpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
+                           status=None)
+    slot.sandbox = None
+    faults_before = _faults_total(slot.faults.stats)
+    env = HarnessEnvironment(config.harness, server=slot.server, sampling=SOAK_SAMPLING,
+                             sandbox_factory=slot.make_sandbox, turn_timeout_s=config.episode_timeout_s)
+    session = None
+    try:
+        session = _drive(plan, env, slot, config, result)
+    except (OpenEnvError, AssertionError, OSError) as exc:
+        result.problems.append(f"{type(exc).__name__}: {getattr(exc, 'message', exc)}")
+    finally:
+        env.close()
+        slot.faults.set("pass")
+    result.status = env.state.harness_status
+    if session is not None:
+        _account(result, slot, session, env, faults_before)
+    _check_leaks(result, slot.sandbox)
+    _judge(result)
+    result.wall_s = round(time.monotonic() - start, 2)
+    return result
+
+
+def _faults_total(stats: dict[str, int]) -> int:
+    return stats["down"] + stats["slow"] + stats["error"]
+
+
+# ---- the whole soak ---------------------------------------------------------------------------------------
+
+
+def _process_figures() -> tuple[float, int, int, set[int]]:
+    me = psutil.Process()
+    return (me.memory_info().rss / 2**20, me.num_threads(), me.num_fds(),
+            {c.pid for c in me.children(recursive=True)})
+
+
+def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = None,
+             on_result: Callable[[EpisodeResult], None] | None = None) -> SoakReport:
+    """Run the plan on `config.concurrency` slots against the vLLM at `vllm_url`; the accounted report.
+
+    Args:
+        model: the tokenizer folder the proxy renders with (default: the tiny model vLLM serves).
+        on_result: called with each episode's result as it finishes (from worker threads).
+    """
+    from openenv.testing.tiny_model import tiny_model_path
+
+    rss0, threads0, fds0, children0 = _process_figures()
+    start = time.monotonic()
+    renderer = Renderer.from_pretrained(model or tiny_model_path())
+    todo: queue.SimpleQueue[EpisodePlan] = queue.SimpleQueue()
+    for plan in fault_plan(config):
+        todo.put(plan)
+    results: list[EpisodeResult] = []
+    lock = threading.Lock()
+
+    def worker() -> None:
+        slot = _Slot(config, vllm_url, renderer)
+        try:
+            while True:
+                try:
+                    plan = todo.get_nowait()
+                except queue.Empty:
+                    return
+                result = run_episode(plan, slot, config)
+                with lock:
+                    results.append(result)
+                if on_result is not None:
+                    on_result(result)
+        finally:
+            slot.close()
+
+    with ThreadPoolExecutor(config.concurrency, thread_name_prefix="soak") as pool:
+        for future in [pool.submit(worker) for _ in range(config.concurrency)]:
+            future.result()
+    wall = time.monotonic() - start
+    rss1, threads1, fds1, children1 = _process_figures()
+    leaked_children = len({pid for pid in children1 - children0 if _alive(pid)})
+    return summarize(config, sorted(results, key=lambda r: r.index), wall_s=wall,
+                     start=(rss0, threads0, fds0), end=(rss1, threads1, fds1), leaked_children=leaked_children)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _per_kind(results: list[EpisodeResult]) -> dict[str, KindSummary]:
+    kinds: dict[str, KindSummary] = {}
+    for r in results:
+        k = kinds.setdefault(r.kind, KindSummary())
+        k.episodes += 1
+        k.ok += r.ok
+        k.statuses[str(r.status)] = k.statuses.get(str(r.status), 0) + 1
+        k.gaps += r.gaps_backend + r.gaps_closed
+        k.faults_hit += r.faults_hit
+        k.replays += r.replays
+        k.wall_s = round(k.wall_s + r.wall_s, 2)
+    return kinds
+
+
+def summarize(config: SoakConfig, results: list[EpisodeResult], *, wall_s: float,
+              start: tuple[float, int, int], end: tuple[float, int, int], leaked_children: int) -> SoakReport:
+    """Totals over the episodes, with the process's RSS, threads and fds at the start and the end."""
+    total: Counter[str] = Counter()
+    for r in results:
+        total.update(posts=r.posts, turns=r.turns, refused=r.refused, replays=r.replays,
+                     replays_identical=r.replays_identical, lost=r.lost_turns, dup=r.duplicate_turns,
+                     missing=r.env_missing_turns, gaps_backend=r.gaps_backend, gaps_closed=r.gaps_closed,
+                     faults=r.faults_hit, unaccounted=abs(r.gaps_backend - r.faults_hit),
+                     leaked=len(r.leaked_pids), slow=r.slow_cleanup, dirs=r.leaked_dir,
+                     sessions=r.session_left_open)
+    return SoakReport(
+        config=config, episodes=len(results), ok=sum(r.ok for r in results), wall_s=round(wall_s, 1),
+        per_kind=_per_kind(results), requests=total["posts"], turns=total["turns"], refused=total["refused"],
+        replays=total["replays"], replays_identical=total["replays_identical"], lost_turns=total["lost"],
+        duplicate_turns=total["dup"], env_missing_turns=total["missing"], gaps_backend=total["gaps_backend"],
+        gaps_closed=total["gaps_closed"], faults_hit=total["faults"], gaps_unaccounted=total["unaccounted"],
+        leaked_processes=total["leaked"], slow_cleanups=total["slow"], leaked_children=leaked_children,
+        leaked_dirs=total["dirs"], leaked_sessions=total["sessions"],
+        rss_mb_start=round(start[0], 1), rss_mb_end=round(end[0], 1), threads_start=start[1],
+        threads_end=end[1], fds_start=start[2], fds_end=end[2], failures=[r for r in results if not r.ok],
+    )
