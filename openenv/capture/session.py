@@ -23,25 +23,27 @@ from openenv.capture.canonical import CanonicalRequest, Completion, SamplingPara
 from openenv.capture.parsers.base import CompletionParser
 from openenv.capture.renderer import Renderer
 from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
-from openenv.errors import BadRequest, EnvError, OpenEnvError
+from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
 __all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session"]
 
 T = TypeVar("T")
 Mode = Literal["auto", "gated"]
 _REPLAY_WINDOW = 16  # recent replies kept for retries
+_TIMEOUT_GRACE_S = 5.0  # a sync caller waits this much past its turn timeout, so the turn's own gap wins
 AuxPredicate = Callable[[CanonicalRequest], bool]
 
 
 @dataclass(frozen=True, slots=True)
 class _Sample:
-    pass
+    timeout: float | None = None  # the controller's turn timeout: past it, the turn is a gap
 
 
 @dataclass(frozen=True, slots=True)
 class _Complete:
     text: str | None = None
     token_ids: list[int] | None = None
+    timeout: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,9 @@ class PendingTurn:
         self._session = session
         self._decision: asyncio.Future[_Decision] = session.loop.create_future()
         self._done: asyncio.Future[Completion] = session.loop.create_future()
+        # Nobody awaits the reply of a turn failed at close (its controller is gone): mark the error seen,
+        # or asyncio logs "Future exception was never retrieved" for every such turn.
+        self._done.add_done_callback(_mark_retrieved)
 
     # async forms
     async def asample(self) -> Completion:
@@ -107,13 +112,13 @@ class PendingTurn:
 
     # sync forms (thread-safe)
     def sample(self, timeout: float | None = None) -> Completion:
-        return self._session._call(self._resolve(_Sample()), timeout)
+        return self._session._call(self._resolve(_Sample(timeout)), _outer(timeout))
 
     def complete(self, *, text: str | None = None, token_ids: list[int] | None = None,
                  timeout: float | None = None) -> Completion:
         if (text is None) == (token_ids is None):
             raise BadRequest("complete() takes exactly one of text= or token_ids=")
-        return self._session._call(self._resolve(_Complete(text, token_ids)), timeout)
+        return self._session._call(self._resolve(_Complete(text, token_ids, timeout)), _outer(timeout))
 
     def fail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
         error = message if isinstance(message, OpenEnvError) else EnvError(message)
@@ -224,7 +229,7 @@ class Session:
             finally:
                 self._parked.pop(pending.id, None)
         try:
-            done = await self._answer(turn, req, plan, decision)
+            done = await _within(self._answer(turn, req, plan, decision), decision)
         except Exception as exc:  # the harness and the controller both hear of any failure
             error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
             turn.gap = f"{type(error).__name__}: {error.message}"
@@ -352,6 +357,28 @@ class Session:
         if _running_loop() is self.loop:
             return await coro
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+
+def _mark_retrieved(future: asyncio.Future[Completion]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+async def _within(answer: Coroutine[Any, Any, Completion], decision: _Decision) -> Completion:
+    """The answer, within the controller's turn timeout. Past it the turn is a gap and the harness gets its
+    retryable error now, not when a stalled backend's own (longer) timeout fires."""
+    timeout = None if isinstance(decision, _Fail) else decision.timeout
+    if timeout is None:
+        return await answer
+    try:
+        return await asyncio.wait_for(answer, timeout)
+    except TimeoutError:
+        raise BackendUnavailable(f"the backend gave no answer within the turn timeout of {timeout:g} s; "
+                                 "retry the request") from None
+
+
+def _outer(timeout: float | None) -> float | None:
+    return None if timeout is None else timeout + _TIMEOUT_GRACE_S
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -77,6 +77,12 @@ class UnixToTcpBridge:
         self._ready.set()
         self._loop.run_forever()
         self._server.close()
+        # Connections still open (a hung or killed harness's) are cancelled, so their sockets close now
+        # rather than as "Task was destroyed but it is pending!" when the loop is collected.
+        open_connections = asyncio.all_tasks(self._loop)
+        for task in open_connections:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*open_connections, return_exceptions=True))
         self._loop.run_until_complete(self._server.wait_closed())
         self._loop.close()
 
