@@ -43,7 +43,7 @@ from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import Session
 from openenv.capture.trajectory import TurnRecord
-from openenv.errors import OpenEnvError
+from openenv.errors import EnvError, OpenEnvError
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.sandbox.base import ProcessStatus
@@ -183,9 +183,14 @@ def fault_plan(config: SoakConfig) -> list[EpisodePlan]:
     rng = random.Random(config.seed)
     kinds = [config.kinds[i % len(config.kinds)] for i in range(config.episodes)]
     rng.shuffle(kinds)
-    return [EpisodePlan(index=i, kind=kind, status_code=rng.choice((500, 502, 503)) if kind == "upstream_5xx" else
-                        400 if kind == "harness_nonzero" else 0)
-            for i, kind in enumerate(kinds)]
+    return [EpisodePlan(index=i, kind=kind, status_code=_status_code(kind, rng)) for i, kind in enumerate(kinds)]
+
+
+def _status_code(kind: FaultKind, rng: random.Random) -> int:
+    """The backend's injected HTTP status: a retryable 5xx, or a 400 the harness gives up on."""
+    if kind == "upstream_5xx":
+        return rng.choice((500, 502, 503))
+    return 400 if kind == "harness_nonzero" else 0
 
 
 # ---- one worker's servers ---------------------------------------------------------------------------------
@@ -217,22 +222,21 @@ class _Slot:
         self.relay = LedgerRelay(self.server.port).start()
         self.server.route_through(self.relay)
         self.sandbox: LocalSandbox | None = None
-        self._network: Literal["host", "loopback"] = "loopback" if _netns() else "host"
+        self._network: Literal["host", "loopback"] = "loopback"
 
     def make_sandbox(self, ports: tuple[int, ...]) -> LocalSandbox:
-        self.sandbox = LocalSandbox(network=self._network, forward_ports=ports)
+        """A loopback-only network namespace where this machine allows one (root, unshare, ip), else host."""
+        try:
+            self.sandbox = LocalSandbox(network=self._network, forward_ports=ports)
+        except EnvError:
+            self._network = "host"
+            self.sandbox = LocalSandbox(network="host", forward_ports=ports)
         return self.sandbox
 
     def close(self) -> None:
         self.server.stop()
         self.relay.stop()
         self.faults.stop()
-
-
-def _netns() -> bool:
-    import shutil
-
-    return os.geteuid() == 0 and shutil.which("unshare") is not None
 
 
 # ---- one episode ------------------------------------------------------------------------------------------
