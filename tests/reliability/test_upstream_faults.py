@@ -234,25 +234,37 @@ def test_the_backend_client_times_out_so_a_stalled_backend_is_a_gap_not_a_hang(
 # ---- a real harness: pi, driven by the oracle policy, every turn scored by vLLM through the fault proxy ----
 
 
+# (fault, faulted backend calls, env turn timeout): an outage the harness's SDK retries through, and a
+# backend that stalls past the env's turn timeout (the turn must end as a gap at that timeout, so the
+# harness retries then, instead of the step hanging for the backend's own timeout or raising).
+HARNESS_FAULTS = {
+    "down": ({"mode": "down"}, FAILED_CALLS, 300.0),
+    "stalled": ({"mode": "slow", "delay_s": 120.0}, 1, 15.0),
+}
+
+
 @pytest.mark.slow
-def test_pi_retries_through_a_backend_outage_and_the_episode_completes(
-    fault_proxy: FaultProxy, renderer: Renderer, leaks: Any, figures: Any,
+@pytest.mark.parametrize("fault", list(HARNESS_FAULTS))
+def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
+    fault: str, fault_proxy: FaultProxy, renderer: Renderer, leaks: Any, figures: Any,
 ) -> None:
-    """Turn 1 (look) is answered; then the next two backend calls are reset. Pi's own SDK retries, the
-    episode still solves the task, each failed attempt is one gap, and every turn is in the one sequence
-    exactly once. Nothing is left running and no proxy session stays open."""
+    """Turn 1 (look) is answered; then backend calls fail. Pi retries on its own, the episode still
+    solves the task, each failed attempt is one gap, and every turn is in the one sequence exactly once.
+    Nothing is left running and no proxy session stays open."""
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
-    armed: list[float] = []
+    how, failed, turn_timeout_s = HARNESS_FAULTS[fault]
+    steps: list[tuple[float, bool]] = []  # (time, armed before this step)
 
     def fault_after_turn_one(obs: HarnessObservation) -> None:
         leaks.snapshot()
-        if not armed and obs.pending is not None and not obs.pending.aux and obs.turns == 1:
-            fault_proxy.set("down", count=FAILED_CALLS)
-            armed.append(time.monotonic())
+        armed = not any(a for _, a in steps) and obs.pending is not None and not obs.pending.aux
+        if armed and obs.turns == 1:
+            fault_proxy.set(count=failed, **how)
+        steps.append((time.monotonic(), armed and obs.turns == 1))
 
-    with CaptureServer(backend=VLLMBackend(fault_proxy.url, timeout=60), renderer=renderer) as server:
-        env = HarnessEnvironment("pi", server=server)
+    with CaptureServer(backend=VLLMBackend(fault_proxy.url, timeout=300), renderer=renderer) as server:
+        env = HarnessEnvironment("pi", server=server, turn_timeout_s=turn_timeout_s)
         try:
             obs, summary = run_episode(env, builtin_task("fix-deep-merge"), policy="oracle", look_first=True,
                                        on_step=fault_after_turn_one, timeout_s=240)
@@ -264,17 +276,23 @@ def test_pi_retries_through_a_backend_outage_and_the_episode_completes(
     main = [r for r in records if not r.aux]
     gaps = [r for r in main if r.gap is not None]
     answered = [r for r in main if r.gap is None]
-    figures.record(harness="pi", reward=summary.reward, status=summary.status, turns=summary.turns,
-                   gaps=len(gaps), harness_retries=len(gaps), faults_injected=fault_proxy.stats["down"],
-                   sequences=summary.sequences, merge_ratio=summary.merge_ratio, wall_s=summary.wall_s,
-                   leaked_processes=len(leftover), open_sessions=open_sessions)
+    faulted = next(i for i, (_, armed) in enumerate(steps) if armed)
+    faulted_step_s = steps[faulted + 1][0] - steps[faulted][0]
+    figures.record(harness="pi", fault=fault, reward=summary.reward, status=summary.status, turns=summary.turns,
+                   gaps=len(gaps), faults_injected=fault_proxy.stats[how["mode"]], turn_timeout_s=turn_timeout_s,
+                   faulted_step_s=round(faulted_step_s, 2), sequences=summary.sequences,
+                   merge_ratio=summary.merge_ratio, wall_s=summary.wall_s, leaked_processes=len(leftover),
+                   open_sessions=open_sessions)
 
     detail = f"{summary}\n{obs.output_tail}\n{obs.metadata}"
-    assert armed and fault_proxy.stats["down"] == FAILED_CALLS, detail
+    assert fault_proxy.stats[how["mode"]] == failed, detail
     assert summary.reward == 1.0 and summary.status == "exited", detail
-    assert len(gaps) == FAILED_CALLS and all("BackendUnavailable" in (r.gap or "") for r in gaps), detail
-    assert len(obs.metadata["errors"]) == FAILED_CALLS, "the controller heard of each failed attempt"
-    retried = answered[1]  # the turn after the outage is the same request, asked again
+    assert len(gaps) == failed and all("BackendUnavailable" in (r.gap or "") for r in gaps), detail
+    assert len(obs.metadata["errors"]) == failed, "the controller heard of each failed attempt"
+    if fault == "stalled":  # the step came back at the turn timeout, with pi's retry already pending
+        assert "turn timeout" in (gaps[0].gap or "")
+        assert turn_timeout_s <= faulted_step_s < turn_timeout_s + 20, faulted_step_s
+    retried = answered[1]  # the turn after the fault is the same request, asked again
     assert {r.prompt_len for r in gaps} == {retried.prompt_len} and gaps[-1].index < retried.index
     [row] = obs.sequences or []
     assert row.turn_ids == [r.id for r in answered] and len(set(row.turn_ids)) == summary.turns == len(answered)
