@@ -94,12 +94,22 @@ async def _answer_while_connected(session: Session, raw: str | bytes, reader: as
     """Handle one frame, unless the client vanishes first: then the call is abandoned (cancelled) so the
     session can be closed now, not when a step that may run for minutes returns to nobody."""
     work = asyncio.ensure_future(_reply(session, raw))
-    await asyncio.wait({work, reader}, return_when=asyncio.FIRST_COMPLETED)
-    if not work.done():
+
+    def abandon(_: asyncio.Task[None]) -> None:
         work.cancel()
+
+    # A done-callback, not asyncio.wait: the same watch for a third of the per-frame cost (~7 vs 20 us).
+    reader.add_done_callback(abandon)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        me = asyncio.current_task()
+        if not reader.done() or (me is not None and me.cancelling()):
+            raise  # this task itself was cancelled (server shutdown); `work` went with it
         log.info("client of session %s disconnected mid-call; abandoning the call", session.id)
-        raise WebSocketDisconnect(code=1006)
-    return work.result()
+        raise WebSocketDisconnect(code=1006) from None
+    finally:
+        reader.remove_done_callback(abandon)
 
 
 async def _reply(session: Session, raw: str | bytes) -> tuple[str, bool]:
