@@ -59,7 +59,7 @@ def proxy(
     app = create_app(manager, freeze_gc=True, admin_key=admin_key, routes="model" if split else "all")
     config = uvicorn.Config(app, host=host, port=port, log_level="info")
     servers = [uvicorn.Server(config)]
-    if split:
+    if admin_port is not None:
         admin_app = create_app(manager, admin_key=admin_key, routes="admin")
         servers.append(uvicorn.Server(uvicorn.Config(admin_app, host=host, port=admin_port, log_level="info")))
 

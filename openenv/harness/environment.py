@@ -125,7 +125,7 @@ def _reset_options(options: dict[str, Any]) -> ResetOptions:
 def _check_sandbox(kind: object) -> SandboxKind:
     if kind not in ("local", "docker"):
         raise BadRequest(f"sandbox must be 'local' or 'docker', got {kind!r}")
-    return kind  # type: ignore[return-value]
+    return kind
 
 
 def _check_live(episode: _Episode) -> None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
-from pydantic.json_schema import models_json_schema
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from openenv.core.wire import SESSION_HEADER, HTTPError
 from openenv.server.sessions import EnvTypes
@@ -49,13 +50,15 @@ def document_env(app: FastAPI, types: EnvTypes) -> None:
 
 def _add_env_models(schema: dict[str, Any], types: EnvTypes) -> None:
     """Point the action, observation and state at the env's own models (lifted into components)."""
-    pairs = [(types.action, "validation"), (types.observation, "serialization"), (types.state, "serialization"),
-             (HTTPError, "serialization")]
-    refs, defs = models_json_schema(pairs, ref_template=_REF)  # type: ignore[arg-type]
+    pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
+        (types.action, "validation"), (types.observation, "serialization"), (types.state, "serialization"),
+        (HTTPError, "serialization"),
+    ]
+    refs, defs = models_json_schema(pairs, ref_template=_REF)
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for name, model_schema in defs.get("$defs", {}).items():
         components.setdefault(name, model_schema)
-    action, observation, state = (refs[(m, mode)] for m, mode in pairs[:3])
+    action, observation, state = (refs[pair] for pair in pairs[:3])
     paths = schema.get("paths", {})
     step = paths.get("/step", {}).get("post")
     if step is not None:

@@ -7,6 +7,7 @@ An HTTP client that simply stops calling is left to the idle reaper, timed the s
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -195,7 +196,7 @@ def test_a_reset_connection_without_a_close_frame_frees_everything(
 ) -> None:
     url = served()
     with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, proxy=None) as ws:
-        ws.send('{"type": "reset", "data": {"options": {"task": "%s"}}}' % TASK)
+        ws.send(json.dumps({"type": "reset", "data": {"options": {"task": TASK}}}))
         assert '"type":"observation"' in str(ws.recv(timeout=240))
         held = what_is_held(url, capture)
         assert held["env_sessions"] == 1 and held["sandbox_processes"] > 0

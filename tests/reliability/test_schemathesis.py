@@ -5,7 +5,7 @@ The real `schemathesis` CLI fuzzes a real uvicorn-served server over loopback, t
 checks, which are all of them (server errors, status codes, response schemas, content types,
 positive/negative data handling...). `--checks all` is not passed: a CLI option beats the per-operation
 config below.
-Runs are bounded by `--max-examples` and `--max-time`, so each stays well under a minute.
+Each run is bounded by `--max-time` (plus ~10 s of CLI start-up and schema loading), under a minute.
 
 - The echo env, whole API, then `/step` again with a live session so actions reach the env.
 - A harness env (`pi`), cheaply: its sandbox factory refuses, so a reset validates everything (task,
@@ -29,9 +29,10 @@ from echo_env import EchoEnvironment
 
 from openenv.errors import Unsupported
 from openenv.server import LocalServer, create_app
+from openenv.testing.vllm_server import free_port
 
 MAX_EXAMPLES = 25
-MAX_TIME_S = 40
+MAX_TIME_S = 20  # a budget schemathesis fills: fuzzing and stateful runs repeat until it is spent
 # Reset options are the env's own keyword arguments: a schema-valid set the env does not take (echo
 # takes only max_steps) is a 400 by design, so "positive data accepted" is not asked of /reset.
 CONFIG = """
@@ -52,13 +53,13 @@ def schemathesis_run(schema: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
     out = done.stdout + done.stderr
     cases = re.search(r"(\d+) generated", out)
-    failures = re.findall(r"^\s*❌ (\S+) (.+?): (\d+)$", out, flags=re.M)
+    failures = re.findall(r"^\s*❌ (\S+) (.+?): (\d+)$", out, flags=re.MULTILINE)
     return {
         "rc": done.returncode,
         "output": out,
         "cases": int(cases.group(1)) if cases else 0,
         "failures": {f"{code} {name}": int(n) for code, name, n in failures},
-        "server_errors": sum(int(n) for _, name, n in failures if "server error" in name.lower()),
+        "server_errors": sum(int(n) for code, name, n in failures if "server error" in f"{code} {name}".lower()),
     }
 
 
@@ -99,7 +100,7 @@ def test_echo_steps_with_a_live_session_validate_every_action(
 
 @pytest.mark.slow
 def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_model: Path, figures: Any) -> None:
-    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
     from openenv.harness.environment import HarnessEnvironment, ResetOptions
     from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
@@ -107,7 +108,9 @@ def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_mod
     def no_sandbox(ports: tuple[int, ...]) -> Any:
         raise Unsupported("this server only validates: it starts no sandbox")
 
-    with CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model) as capture:
+    # No harness ever starts, so the backend is never called: no model weights to load.
+    idle = VLLMBackend(f"http://127.0.0.1:{free_port()}", model="tiny", context_window=4096)
+    with CaptureServer(backend=idle, model=tiny_model) as capture:
         app = create_app(lambda: HarnessEnvironment("pi", server=capture, sandbox_factory=no_sandbox),
                          action_type=HarnessAction, observation_type=HarnessObservation, state_type=HarnessState)
         with LocalServer(app) as server:
