@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import Literal, assert_never
 
 from pydantic import BaseModel
@@ -21,7 +22,7 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._body import BodyParser
+from openenv.capture.dialects._body import BodyParser, ItemMemo
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
@@ -45,6 +46,7 @@ __all__ = [
 
 NAME = "anthropic"
 _BODY = BodyParser(p.MessagesRequest, lists=("messages", "tools"))
+_CONVERTED: ItemMemo[tuple[Message, ...]] = ItemMemo()
 
 
 def parse(body: bytes, ctx: RequestContext) -> p.MessagesRequest:
@@ -71,26 +73,45 @@ def to_canonical(req: p.MessagesRequest) -> CanonicalRequest:
 
 def _system(system: str | list[p.TextBlock] | None) -> tuple[Message, ...]:
     texts = [system] if isinstance(system, str) else [b.text for b in system or []]
-    parts = tuple(TextPart(text=t) for t in texts if t)
-    return (Message(role="system", parts=parts),) if parts else ()
+    return _system_message(tuple(t for t in texts if t))
+
+
+@lru_cache(maxsize=256)  # one or two system prompts per harness: the same object every turn
+def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
+    return (Message(role="system", parts=tuple(TextPart(text=t) for t in texts)),) if texts else ()
 
 
 def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
     names: dict[str, str] = {}  # tool_use id -> tool name, for templates that print it
     out: list[Message] = []
     for msg in messages:
-        blocks = [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
-        match msg.role:
-            case "system" | "user":
-                # An empty `{role: system, content: []}` (Claude Code --bare, between turns) adds nothing.
-                out.extend(_user_like(msg.role, blocks, names))
-            case "assistant":
-                parts = _assistant_parts(blocks)
-                names.update({c.id: c.name for c in parts if isinstance(c, ToolCallPart)})
-                out.append(Message(role="assistant", parts=parts))
-            case _:
-                assert_never(msg.role)
+        # A message converts once (by identity, see ItemMemo); its tool results also depend on names.
+        known = _result_names(msg, names)
+        converted = _CONVERTED.get(msg, lambda: _message(msg, names), known)  # noqa: B023 (called at once)
+        for m in converted:
+            if m.role == "assistant":
+                names.update((c.id, c.name) for c in m.parts if isinstance(c, ToolCallPart))
+        out.extend(converted)
     return tuple(out)
+
+
+def _message(msg: p.Message, names: dict[str, str]) -> tuple[Message, ...]:
+    blocks: list[p.RequestBlock] = [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
+    match msg.role:
+        case "system" | "user":
+            # An empty `{role: system, content: []}` (Claude Code --bare, between turns) adds nothing.
+            return tuple(_user_like(msg.role, blocks, names))
+        case "assistant":
+            return (Message(role="assistant", parts=_assistant_parts(blocks)),)
+        case _:
+            assert_never(msg.role)
+
+
+def _result_names(msg: p.Message, names: dict[str, str]) -> tuple[str | None, ...] | None:
+    """The tool names a user message's tool results will carry (all its conversion depends on)."""
+    if msg.role == "assistant" or isinstance(msg.content, str):
+        return None
+    return tuple(names.get(b.tool_use_id) for b in msg.content if b.type == "tool_result")
 
 
 def _user_like(
