@@ -77,6 +77,7 @@ def ensure_reference() -> None:
 
 def run_latency(progress: Progress, url: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     task = progress.add_task("1. latency (vLLM direct / ours / reference)", total=cfg["requests"] + 2)
+    progress.console.log("1. latency: starting our proxy and the reference in front of vLLM")
     rows = bench_proxy.latency(url, cfg["requests"], 32,
                                on_progress=lambda done, total: progress.update(task, completed=done))
     progress.update(task, completed=cfg["requests"] + 2)
@@ -102,12 +103,19 @@ def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, An
 def run_fidelity(progress: Progress, url: str) -> list[dict[str, Any]]:
     sessions = sorted(bench_fidelity.SESSIONS.glob("*.jsonl"))
     task = progress.add_task("3. fidelity (replayed harness sessions)", total=len(sessions) * 4)
-    return bench_fidelity.run(url, on_session=lambda row: progress.advance(task))
+    progress.console.log(f"3. fidelity: replaying {len(sessions)} recorded sessions through both proxies")
+
+    def on_session(row: dict[str, Any]) -> None:
+        progress.advance(task)
+        progress.console.log(f"  {row['session']:12} {row['variant']:14} {row['proxy']:18} {row['sequences']} sequence(s)")
+
+    return bench_fidelity.run(url, on_session=on_session)
 
 
 def run_script(progress: Progress, label: str, args: list[str], *, as_json: bool) -> Any:
     """A benchmark script as a subprocess (its own process, its own event loop); its stdout parsed."""
     task = progress.add_task(label, total=None)
+    progress.console.log(f"{label}: running")
     log = REPO / ".cache" / "bench" / f"{Path(args[0]).stem}.log"
     with log.open("w") as err:
         done = subprocess.run([sys.executable, *args], check=False, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)

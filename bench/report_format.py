@@ -144,15 +144,17 @@ def fidelity_section(rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
             mine = [r for r in rows if r["variant"] == variant and r["proxy"] == proxy]
             seqs = statistics.mean(r["sequences"] for r in mine)
             trained = sum(r["turns_trained"] * r["turns"] for r in mine) / sum(r["turns"] for r in mine)
+            ours = [r for r in rows if r["variant"] == variant and r["proxy"] == "ours"]
+            volume = sum(r["row_tokens"] for r in mine) / max(sum(r["row_tokens"] for r in ours), 1)
             summary_rows.append([variant, proxy, f"{seqs:.2f}", f"{trained:.0%}",
                                  f"{min(r['exact_tokens'] for r in mine):.1%}",
-                                 f"{statistics.mean(r['history_exact'] for r in mine):.0%}"])
+                                 f"{statistics.mean(r['history_exact'] for r in mine):.0%}", _x(volume)])
             if proxy == "ours":
                 ok = seqs == 1 and trained == 1
                 targets.append(f"Fidelity ({variant} tokens): ours {seqs:.2f} sequences per session, {trained:.0%} of "
                                f"turns trained (ideal 1 and 100%): {_verdict(ok)}")
     summary = _table(["tokens", "proxy", "sequences / session", "turns trained", "exact tokens (min)",
-                      "history exact"], summary_rows)
+                      "history exact", "row tokens vs ours"], summary_rows)
     text = f"""## 3. Trajectory fidelity on recorded harness sessions
 
 `bench/sessions/*.jsonl` are real sessions of five harness CLIs (one or more per wire format),
@@ -170,7 +172,8 @@ Judged from the engine's log: *sequences* = training rows exported (the referenc
 rows); *turns trained* = turns whose sampled ids appear with mask 1, after exactly the prompt the engine
 saw; *exact tokens* = share of the exported rows' tokens that lie in a span equal to one request's
 prompt + sampled ids; *history exact* = turns whose prompt begins with the previous turn's prompt +
-sampled ids, token for token.
+sampled ids, token for token; *row tokens vs ours* = tokens a trainer must process for the same
+sessions (a sequence that breaks repeats the whole history as a new prompt).
 
 {summary}
 
