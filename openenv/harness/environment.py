@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import shutil
 import threading
 import uuid
@@ -81,7 +82,10 @@ def shared_server(backend: str, model: str | Path | None = None, vllm_url: str |
     key = (backend, str(folder), url)
     with _SERVERS_LOCK:
         if key not in _SERVERS:
-            _SERVERS[key] = CaptureServer(backend=_make_backend(backend, folder, url), model=folder).start()
+            # Harnesses can reach this port; the env drives sessions in-process, so nobody needs the
+            # admin API over HTTP: a random key locks it (no opening sessions, no reading trajectories).
+            _SERVERS[key] = CaptureServer(backend=_make_backend(backend, folder, url), model=folder,
+                                          admin_key=secrets.token_urlsafe(32)).start()
         return _SERVERS[key]
 
 

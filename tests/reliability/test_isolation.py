@@ -213,3 +213,18 @@ def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str
         if marker in line:
             return line
     pytest.fail(f"no {marker!r} within {timeout}s:\n" + "".join(lines))
+
+
+def test_the_harness_envs_embedded_proxy_locks_its_admin_api(tiny_model: Path) -> None:
+    """A sandboxed harness can reach the embedded proxy's port; it must not open or read sessions there."""
+    from openenv.harness.environment import shared_server
+
+    proxy = shared_server("local", tiny_model)
+    session = proxy.open_session(mode="auto")  # the env's own in-process path still works
+    try:
+        with httpx.Client(timeout=10) as http:
+            assert http.post(f"{proxy.base_url}/sessions", json={}).status_code == 401
+            assert http.get(f"{proxy.base_url}/sessions/{session.token}/trajectory").status_code == 401
+            assert http.delete(f"{proxy.base_url}/sessions/{session.token}").status_code == 401
+    finally:
+        proxy.close_session(session.token)
