@@ -230,11 +230,11 @@ async def http_client(url: str, window: Window, stateful: bool) -> tuple[int, fl
         sid = json.loads(body)["session_id"]
     step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
     n, ready = 0, time.time()
-    while (now := time.time()) < window.stop:
+    while time.time() < window.stop:
         status, body = await conn.request(step)
         if status != 200:
             raise SystemExit(f"HTTP step failed on {url}: {status} {body[:200]!r}")
-        n += window.counts(now)
+        n += window.counts(time.time())
     if sid is not None:
         await conn.request(http_request("DELETE", "/session", hostport, b"", sid))
     assert conn.transport is not None
@@ -252,10 +252,10 @@ async def ws_client(url: str, window: Window) -> tuple[int, float]:
         if first.get("type") != "observation":
             raise SystemExit(f"unexpected step reply from {url}: {first}")
         n, ready = 0, time.time()
-        while (now := time.time()) < window.stop:
+        while time.time() < window.stop:
             await ws.send(frame)
             await ws.recv()
-            n += window.counts(now)
+            n += window.counts(time.time())
         return n, ready
 
 
@@ -306,7 +306,8 @@ class Sample:
 def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid: int) -> Sample:
     """Apply `load` to one server and time the window after the warm-up (server CPU sampled here).
 
-    A window that opened before every client was stepping is measured again with twice the warm-up.
+    A window that opened before every client was stepping, or saw no op complete (a stall on this
+    loaded machine), is measured again with twice the warm-up.
     """
     procs = min(load.procs, load.clients)
     shares = [load.clients // procs + (i < load.clients % procs) for i in range(procs)]
@@ -323,12 +324,12 @@ def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid
         time.sleep(max(0.0, window.stop - time.time()))
         cpu1 = proc.cpu_times()
         results = [job.result() for job in jobs]
-        if max(r[2] for r in results) <= window.start:
+        ops = sum(r[0] for r in results)
+        if ops and max(r[2] for r in results) <= window.start:
             break
         warmup *= 2
         if warmup > 60:
-            raise SystemExit(f"{server.name}: the clients never started stepping before the window opened")
-    ops = sum(r[0] for r in results)
+            raise SystemExit(f"{server.name}: no window with every client stepping and ops completing")
     server_ms = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) * 1000
     client_ms = sum(r[1] for r in results) * 1000
     return Sample(ops / load.seconds, server_ms / ops, client_ms / ops)
