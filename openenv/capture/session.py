@@ -156,6 +156,7 @@ class Session:
         self._served_model = served_model
         self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
         self._replies: dict[str, Completion] = {}  # body digest -> reply, for retried requests
+        self._inflight: dict[str, asyncio.Future[Completion]] = {}  # body digest -> reply being made
         self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
 
@@ -198,7 +199,8 @@ class Session:
             req: the canonical request.
             dialect: the wire format's name (recorded on the turn).
             digest: a digest of the raw request body; answered requests are remembered by it.
-            retry: the client marked this as a retry; a remembered reply is replayed, unrecorded.
+            retry: the client marked this as a retry; a remembered reply is replayed, unrecorded, and
+                one still being made (the client timed out first) is shared, not made twice.
 
         Raises:
             BackendUnavailable: the backend failed; the turn is kept as a gap.
@@ -206,11 +208,33 @@ class Session:
         """
         if retry and digest in self._replies:
             return self._replies[digest]
-        done = await self._handle(req, dialect)
-        if digest is not None:
-            self._replies[digest] = done
-            while len(self._replies) > _REPLAY_WINDOW:
-                self._replies.pop(next(iter(self._replies)))
+        if retry and digest in self._inflight:
+            return await asyncio.shield(self._inflight[digest])
+        if digest is None:
+            return await self._handle(req, dialect)
+        done = await self._handle_once(req, dialect, digest)
+        self._replies[digest] = done
+        while len(self._replies) > _REPLAY_WINDOW:
+            self._replies.pop(next(iter(self._replies)))
+        return done
+
+    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str) -> Completion:
+        """`_handle`, published under `digest` while it runs, so a retry can wait for it."""
+        inflight: asyncio.Future[Completion] = self.loop.create_future()
+        inflight.add_done_callback(_mark_retrieved)
+        self._inflight[digest] = inflight
+        try:
+            done = await self._handle(req, dialect)
+        except Exception as exc:
+            inflight.set_exception(exc)
+            raise
+        except BaseException:
+            inflight.set_exception(BackendUnavailable("the first attempt of this request was cancelled; retry"))
+            raise
+        finally:
+            if self._inflight.get(digest) is inflight:
+                del self._inflight[digest]
+        inflight.set_result(done)
         return done
 
     async def _handle(self, req: CanonicalRequest, dialect: str) -> Completion:
