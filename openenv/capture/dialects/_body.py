@@ -13,8 +13,10 @@ goes through `parse_body` on the whole body, so errors read exactly as before.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from contextlib import suppress
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -50,6 +52,7 @@ class BodyParser(Generic[M]):
         self.size = size
         self._adapters = {name: TypeAdapter(_item_type(model, name)) for name in lists}
         self._items: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
+        self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
@@ -77,7 +80,8 @@ class BodyParser(Generic[M]):
             items = _ITEMS.decode(raw)
         except msgspec.ValidationError:
             return _VALUE.decode(raw)
-        return [self._item(name, bytes(item)) for item in items]
+        with self._lock:  # proxies in several threads of one process share the dialect's parser
+            return [self._item(name, bytes(item)) for item in items]
 
     def _item(self, name: str, raw: bytes) -> Any:
         key = (name, raw)
@@ -113,7 +117,8 @@ class ItemMemo(Generic[V]):
         value = make()
         self._values[key] = (item, value)
         if len(self._values) > self.size:
-            del self._values[next(iter(self._values))]
+            with suppress(KeyError, RuntimeError):  # another thread evicted first
+                del self._values[next(iter(self._values))]
         return value
 
 

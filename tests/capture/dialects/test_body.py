@@ -131,7 +131,7 @@ def test_item_memo_makes_each_value_once_per_item_and_extra() -> None:
     assert made == ["a", "a2", "b"]
 
 
-def test_a_harness_that_edits_an_earlier_tool_result_still_breaks_the_sequence(proxy: CaptureServer) -> None:
+def test_a_harness_that_edits_an_earlier_tool_result_does_not_merge(proxy: CaptureServer) -> None:
     """The memory makes unchanged history cheap; it must not hide a change: the proxy compares the
     edited history with the recorded one and starts a new sequence."""
     session = proxy.open_session(mode="auto")
@@ -145,8 +145,17 @@ def test_a_harness_that_edits_an_earlier_tool_result_still_breaks_the_sequence(p
     edited = copy.deepcopy(messages)
     edited[3]["content"] = "result 0, trimmed by the harness"
     client.chat.completions.create(model="tiny", messages=edited, tools=TOOLS, max_tokens=4)  # type: ignore[arg-type]
-    stats = session.stats()
-    assert (stats.turns, stats.sequences, stats.merged, stats.breaks) == (4, 2, 2, 1)
+    # The edited request still extends the first turn (its history up to the first reply is intact),
+    # so it forks a new sequence from there instead of merging into the head.
+    turns = session.turns()
+    assert [t.kind for t in turns] == ["new", "merged", "merged", "fork"]
+    assert turns[3].parent == turns[0].id
+    assert session.stats().sequences == 2
+    # An edit before the first reply leaves no turn to extend: a break.
+    edited[1]["content"] = "Fix the bug, and be quick."
+    client.chat.completions.create(model="tiny", messages=edited, tools=TOOLS, max_tokens=4)  # type: ignore[arg-type]
+    assert session.turns()[4].kind == "break"
+    assert (session.stats().sequences, session.stats().breaks) == (3, 1)
 
 
 def test_a_resent_claude_code_history_converts_to_the_same_canonical_messages() -> None:
