@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,6 +26,8 @@ def soak(
     concurrency: Annotated[int, typer.Option(help="episodes at once (one proxy, relay and fault proxy each)")] = 6,
     harness: Annotated[str, typer.Option(help="the harness CLI every episode runs")] = "codex",
     seed: Annotated[int, typer.Option(help="shuffles the fault plan")] = 0,
+    kinds: Annotated[str | None, typer.Option(help="comma-separated fault kinds to draw from (default: all)")]
+    = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL; default $OPENENV_VLLM_URL, else one is "
                                                       "started on the tiny model")] = None,
     backend_timeout: Annotated[float, typer.Option(help="backend timeout (s); `upstream_slow` stalls past it")]
@@ -38,10 +43,12 @@ def soak(
 
     try:
         config = SoakConfig(episodes=episodes, concurrency=concurrency, harness=harness, seed=seed,
-                            backend_timeout_s=backend_timeout, hang_timeout_s=hang_timeout)
+                            backend_timeout_s=backend_timeout, hang_timeout_s=hang_timeout,
+                            **({"kinds": [k.strip() for k in kinds.split(",") if k.strip()]} if kinds else {}))
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
-    report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"))
+    with _stdout_to_stderr():
+        report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report.model_dump_json(indent=2) + "\n")
@@ -51,6 +58,22 @@ def soak(
         _print_tables(report)
     if not _targets_met(report):
         raise typer.Exit(1)
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """stdout carries only the report (`--json` pipes it): what anything prints during the run, our
+    subprocesses included (the tiny-model build), goes to stderr."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _with_vllm(config: SoakConfig, url: str | None) -> SoakReport:
@@ -91,12 +114,14 @@ def _targets_met(report: SoakReport) -> bool:
 
 
 def _print_tables(report: SoakReport) -> None:
-    console = Console()
+    from openenv.testing.soak import FAULT_KINDS
+
+    console = Console() if sys.stdout.isatty() else Console(width=120)  # piped: keep the rows whole
     kinds = Table(title=f"soak: {report.episodes} {report.config.harness} episodes, concurrency "
                         f"{report.config.concurrency}, seed {report.config.seed}")
     for column in ("fault", "episodes", "as expected", "statuses", "gaps", "faults hit", "replays", "mean s"):
         kinds.add_column(column, justify="left" if column in ("fault", "statuses") else "right")
-    for name, k in report.per_kind.items():
+    for name, k in sorted(report.per_kind.items(), key=lambda item: FAULT_KINDS.index(item[0])):  # type: ignore[arg-type]
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(k.statuses.items()))
         kinds.add_row(name, str(k.episodes), str(k.ok), statuses, str(k.gaps), str(k.faults_hit), str(k.replays),
                       f"{k.wall_s / max(k.episodes, 1):.1f}")
