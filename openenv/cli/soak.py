@@ -42,9 +42,12 @@ def soak(
     from openenv.testing.soak import SoakConfig
 
     try:
-        config = SoakConfig(episodes=episodes, concurrency=concurrency, harness=harness, seed=seed,
-                            backend_timeout_s=backend_timeout, hang_timeout_s=hang_timeout,
-                            **({"kinds": [k.strip() for k in kinds.split(",") if k.strip()]} if kinds else {}))
+        fields: dict[str, object] = {"episodes": episodes, "concurrency": concurrency, "harness": harness,
+                                     "seed": seed, "backend_timeout_s": backend_timeout,
+                                     "hang_timeout_s": hang_timeout}
+        if kinds:
+            fields["kinds"] = [k.strip() for k in kinds.split(",") if k.strip()]
+        config = SoakConfig.model_validate(fields)
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
     with _stdout_to_stderr():
@@ -121,7 +124,7 @@ def _print_tables(report: SoakReport) -> None:
                         f"{report.config.concurrency}, seed {report.config.seed}")
     for column in ("fault", "episodes", "as expected", "statuses", "gaps", "faults hit", "replays", "mean s"):
         kinds.add_column(column, justify="left" if column in ("fault", "statuses") else "right")
-    for name, k in sorted(report.per_kind.items(), key=lambda item: FAULT_KINDS.index(item[0])):  # type: ignore[arg-type]
+    for name, k in sorted(report.per_kind.items(), key=lambda item: FAULT_KINDS.index(item[0])):
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(k.statuses.items()))
         kinds.add_row(name, str(k.episodes), str(k.ok), statuses, str(k.gaps), str(k.faults_hit), str(k.replays),
                       f"{k.wall_s / max(k.episodes, 1):.1f}")

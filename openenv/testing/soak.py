@@ -201,7 +201,7 @@ class _SoakServer(CaptureServer):
 
     last: Session | None = None
 
-    def open_session(self, **kwargs: Any) -> Session:  # type: ignore[override]
+    def open_session(self, **kwargs: Any) -> Session:
         session = super().open_session(**kwargs)
         self.last = session
         return session
@@ -461,7 +461,7 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
 
 def _alive(pid: int) -> bool:
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.NoSuchProcess:
         return False
 
