@@ -1,6 +1,6 @@
 """Env-server throughput: ours vs the reference `openenv==0.10.0`, echo env, same client, same run.
 
-    .venv/bin/python bench/bench_server.py [--seconds 1.5] [--rounds 5] [--clients 1,16] [--client-procs 1]
+    .venv/bin/python bench/bench_server.py [--seconds 1.5] [--rounds 5] [--clients 1,16] [--client-procs 2]
                                            [--json]
 
 Measures WebSocket step round trips/s and HTTP steps/s at each client count, the server process's
@@ -378,7 +378,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
     parser.add_argument("--warmup", type=float, default=0.5, help="unmeasured seconds before each window")
     parser.add_argument("--clients", default="1,16")
-    parser.add_argument("--client-procs", type=int, default=1, help="load-generator processes sharing them")
+    parser.add_argument("--client-procs", type=int, default=2, help="load-generator processes sharing them")
     parser.add_argument("--transports", default="ws,http")
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     args = parser.parse_args()
