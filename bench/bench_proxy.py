@@ -325,8 +325,12 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
             try:
                 for mode in distinct:
                     for turns in turn_counts:
-                        row = throughput(target, turns, sessions, distinct=mode, tool_chars=tool_chars,
-                                         min_turns=min_turns, max_seconds=max_seconds)
+                        try:
+                            row = throughput(target, turns, sessions, distinct=mode, tool_chars=tool_chars,
+                                             min_turns=min_turns, max_seconds=max_seconds)
+                        except Exception as exc:  # noqa: BLE001 - a failed row is a result; the run goes on
+                            row = {"target": target.name, "turns": turns, "distinct": mode,
+                                   "error": f"{type(exc).__name__}: {exc}"[:200]}
                         rows.append(row)
                         if on_row is not None:
                             on_row(row)
@@ -338,7 +342,9 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
             engine.wait(20)
     tokens = {t: prompt_tokens_at(t, tool_chars) for t in turn_counts}
     for row in rows:
-        same = [r for r in rows if r["distinct"] == row["distinct"]]
+        if "error" in row:
+            continue
+        same = [r for r in rows if r["distinct"] == row["distinct"] and "error" not in r]
         base = next(r for r in same if r["target"] == row["target"])
         ref = next((r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None)
         row.update(tokens=tokens[row["turns"]], cpu_ratio=row["cpu_ms"] / base["cpu_ms"],

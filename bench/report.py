@@ -92,6 +92,9 @@ def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, An
     def on_row(row: dict[str, Any]) -> None:
         progress.advance(task)
         mode = "distinct" if row["distinct"] else "same"
+        if "error" in row:
+            progress.console.log(f"  [red]{row['target']} {mode} {row['turns']} turns failed: {row['error']}")
+            return
         progress.console.log(f"  {row['target']:24} {mode:8} {row['turns']:3d} turns: {row['turns_per_s']:6.0f} turns/s, "
                              f"{row['cpu_ms']:.2f} CPU-ms/turn")
 

@@ -105,15 +105,21 @@ CPU-ms/turn over the target's, at the same length.
         parts.append(f"\n**{'distinct' if distinct else 'same'} conversations**\n\n" + _table(
             ["target", "turns", "last prompt tokens", "turns/s (wall)", "CPU-ms/turn", "vs 1 turn",
              "turns/s per core", "vs reference", "RSS MB"],
-            [[r["target"], str(r["turns"]), f"{r['tokens']:,}", f"{r['turns_per_s']:.0f}", f"{r['cpu_ms']:.2f}",
-              _x(r["cpu_ratio"]), f"{r['per_core']:.0f}", _x(r["cpu_vs_ref"]), f"{r['rss_mb']:.0f}"] for r in mode]))
+            [_throughput_cells(r) for r in mode]))
     return "\n".join(parts) + "\n", throughput_targets(rows)
+
+
+def _throughput_cells(r: dict[str, Any]) -> list[str]:
+    if "error" in r:
+        return [r["target"], str(r["turns"]), f"failed: {r['error']}", *["-"] * 6]
+    return [r["target"], str(r["turns"]), f"{r['tokens']:,}", f"{r['turns_per_s']:.0f}", f"{r['cpu_ms']:.2f}",
+            _x(r["cpu_ratio"]), f"{r['per_core']:.0f}", _x(r["cpu_vs_ref"]), f"{r['rss_mb']:.0f}"]
 
 
 def throughput_targets(rows: list[dict[str, Any]]) -> list[str]:
     out = []
     for name in ("ours", "ours (in-process engine)"):
-        mine = [r for r in rows if r["target"] == name]
+        mine = [r for r in rows if r["target"] == name and "error" not in r]
         if not mine:
             continue
         per_core = min(r["per_core"] for r in mine)
