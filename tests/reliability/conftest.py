@@ -17,6 +17,7 @@ from typing import Any
 import psutil
 import pytest
 
+from openenv.capture.renderer import Renderer
 from openenv.testing.faults import FaultProxy
 
 _FIGURES: dict[str, dict[str, Any]] = {}
@@ -37,6 +38,12 @@ class Figures:
 def figures(request: pytest.FixtureRequest) -> Figures:
     """`figures.record(leaked_processes=0, lost_turns=0, gaps=3)`: shown at the end of the run."""
     return Figures(request.node.nodeid)
+
+
+@pytest.fixture(scope="session")
+def renderer(tiny_model: Path) -> Renderer:
+    """The tiny model's renderer, loaded once for every reliability test (it takes seconds)."""
+    return Renderer.from_pretrained(tiny_model)
 
 
 @pytest.fixture

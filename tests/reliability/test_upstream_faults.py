@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -142,11 +141,6 @@ CLIENTS: dict[str, Callable[[Session, Wire], Any]] = {
 # The dialect's retryable error for a backend outage, and whether the SDK numbers its retries.
 RETRYABLE = {"openai_chat": (503, True), "openai_responses": (503, True), "anthropic": (529, True),
              "gemini": (503, False)}
-
-
-@pytest.fixture(scope="module")
-def renderer(tiny_model: Path) -> Renderer:
-    return Renderer.from_pretrained(tiny_model)
 
 
 @pytest.fixture
@@ -301,6 +295,7 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
     assert leftover == [] and open_sessions == 0
 
 
+@pytest.mark.slow
 def test_a_client_timeout_shorter_than_a_slow_backend_still_records_the_turn_once(
     fault_proxy: FaultProxy, renderer: Renderer, recorder: RecordingTransport, figures: Any,
 ) -> None:
