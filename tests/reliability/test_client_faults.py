@@ -39,7 +39,7 @@ pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 HARNESS = "pi"
 TASK = "fix-paginate-off-by-one"
-FREED_WITHIN_S = 5.0  # the target: "within seconds"
+FREED_WITHIN_S = 10.0  # "within seconds": ~2 s measured; the margin is for a machine at load 14 on 2 cores
 
 # A trainer in its own process: reset (the harness parks at its first model request), optionally send a
 # step whose tool call keeps the harness busy for minutes, then hang until it is killed.

@@ -190,4 +190,4 @@ async def test_a_client_that_vanishes_mid_step_frees_its_session_while_the_step_
             break
         await asyncio.sleep(0.02)
     assert http.get(f"{url}/health").json()["active_sessions"] == 0
-    assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 2.0, "closed only after the step"
+    assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 5.0, "closed only after the step (30 s)"
