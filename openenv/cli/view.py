@@ -21,6 +21,9 @@ def view(
     trajectory: Annotated[list[Path] | None, typer.Argument(help="trajectory .jsonl files or folders")] = None,
     proxy: Annotated[str | None, typer.Option(help="a capture proxy's base URL, to view a live session")] = None,
     session: Annotated[str | None, typer.Option(help="the session token to view (with --proxy)")] = None,
+    admin_key: Annotated[str | None, typer.Option(envvar="OPENENV_CAPTURE_ADMIN_KEY",
+                                                  help="the proxy's admin key, if it was started with one")]
+    = None,
     model: Annotated[Path | None, typer.Option(help="tokenizer folder for token text (default: tiny model)")]
     = None,
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
@@ -45,7 +48,7 @@ def view(
 
         def source() -> list[EpisodeLog]:
             if proxy is not None and session is not None:
-                return [load_proxy_session(proxy, session)]
+                return [load_proxy_session(proxy, session, admin_key=admin_key)]
             return [read_episode(f) for f in files]
 
         source()  # fail now, not on the first page load

@@ -133,13 +133,18 @@ def build_view(log: EpisodeLog, decode: Decode) -> EpisodeView:
     )
 
 
-def load_proxy_session(proxy_url: str, token: str, *, client: httpx.Client | None = None) -> EpisodeLog:
+def load_proxy_session(proxy_url: str, token: str, *, admin_key: str | None = None,
+                       client: httpx.Client | None = None) -> EpisodeLog:
     """Read a live capture session through the proxy's admin API (`/sessions/{token}/...`).
+
+    Args:
+        admin_key: the proxy's admin key when it has one (`openenv proxy --admin-key`).
 
     Raises:
         TransportError: the proxy did not answer, or answered with an error.
     """
-    http = client or httpx.Client(timeout=10.0)
+    headers = {"authorization": f"Bearer {admin_key}"} if admin_key else {}
+    http = client or httpx.Client(timeout=10.0, headers=headers)
     base = proxy_url.rstrip("/")
     try:
         turns = _get(http, f"{base}/sessions/{token}/trajectory")["turns"]

@@ -110,6 +110,20 @@ def test_a_live_capture_session_is_viewed_through_the_proxy_admin_api(tiny_model
     assert view["reward"] is None  # a live session has no verifier result
 
 
+def test_a_protected_proxy_is_read_with_its_admin_key(tiny_model):
+    """A proxy started with an admin key refuses the viewer without it (401) and serves it with it."""
+    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.server import CaptureServer
+    from openenv.errors import TransportError
+
+    with CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model, admin_key="sesame") as proxy:
+        session = proxy.open_session(mode="auto")
+        with pytest.raises(TransportError, match="401"):
+            load_proxy_session(proxy.base_url, session.token)
+        log = load_proxy_session(proxy.base_url, session.token, admin_key="sesame")
+    assert log.turns == [] and log.sequences == []
+
+
 def test_an_unreachable_proxy_is_a_transport_error_naming_the_url():
     from openenv.errors import TransportError
 
