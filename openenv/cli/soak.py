@@ -147,6 +147,7 @@ def _ledger_rows(r: SoakReport) -> list[tuple[str, str]]:
         ("lost turns", str(r.lost_turns)), ("duplicate turns", str(r.duplicate_turns)),
         ("turns missing from the env's trajectory", str(r.env_missing_turns)),
         ("backend gaps / faults injected", f"{r.gaps_backend} / {r.faults_hit}"),
+        ("gaps from real backend timeouts (load)", str(r.backend_timeouts)),
         ("gaps at close (parked turns)", str(r.gaps_closed)), ("gaps unaccounted", str(r.gaps_unaccounted)),
         ("leaked processes (slow to die)", f"{r.leaked_processes} ({r.slow_cleanups})"),
         ("leaked child processes", str(r.leaked_children)), ("leaked sandbox folders", str(r.leaked_dirs)),

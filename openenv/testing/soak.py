@@ -116,6 +116,7 @@ class EpisodeResult(_Model):
     gaps_closed: int = 0
     gap_reasons: list[str] = Field(default_factory=list)
     faults_hit: int = 0
+    backend_timeouts: int = 0  # gaps where vLLM itself (not an injected fault) did not answer in time
     replays: int = 0
     replays_identical: int = 0
     lost_turns: int = 0
@@ -163,6 +164,7 @@ class SoakReport(_Model):
     gaps_backend: int
     gaps_closed: int
     faults_hit: int
+    backend_timeouts: int
     gaps_unaccounted: int
     leaked_processes: int
     slow_cleanups: int
@@ -320,7 +322,7 @@ def _settled_turns(session: Session, wait_s: float = 3.0) -> list[TurnRecord]:
 
 
 def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessEnvironment,
-             faults_before: int) -> None:
+             faults_before: dict[str, int]) -> None:
     turns = _settled_turns(session)
     ledger = slot.relay.ledger(session.token)
     result.gaps_backend = sum(1 for t in turns if t.gap and not t.gap.startswith(_CLOSED_GAP))
@@ -328,7 +330,10 @@ def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessE
     result.gap_reasons = [t.gap[:160] for t in turns if t.gap]
     # A parked turn failed at close is answered 401 too; the rest of the 401s never became a turn.
     result.posts, result.refused, result.turns = ledger.posts, ledger.statuses[401] - result.gaps_closed, len(turns)
-    result.faults_hit = _faults_total(slot.faults.stats) - faults_before
+    after = slot.faults.stats
+    result.faults_hit = _faults_total(after) - _faults_total(faults_before)
+    timeouts = sum(1 for t in turns if t.gap and "ReadTimeout" in t.gap)
+    result.backend_timeouts = max(0, timeouts - (after["slow"] - faults_before["slow"]))
     result.replays, result.replays_identical = ledger.replays_sent, ledger.replays_identical
     result.problems.extend(ledger.replay_problems)
     balance = ledger.posts - result.refused - len(turns)
@@ -362,9 +367,9 @@ def _judge(result: EpisodeResult) -> None:
     if result.lost_turns or result.duplicate_turns or result.env_missing_turns:
         p.append(f"lost {result.lost_turns}, duplicated {result.duplicate_turns}, "
                  f"missing from the env's trajectory {result.env_missing_turns}")
-    if result.gaps_backend != result.faults_hit:
-        p.append(f"{result.gaps_backend} backend gap(s) for {result.faults_hit} injected fault(s): "
-                 f"{result.gap_reasons}")
+    if result.gaps_backend != result.faults_hit + result.backend_timeouts:
+        p.append(f"{result.gaps_backend} backend gap(s) for {result.faults_hit} injected fault(s) and "
+                 f"{result.backend_timeouts} real backend timeout(s): {result.gap_reasons}")
     if result.kind in _BACKEND_FAULTS and result.faults_hit != 1:
         p.append(f"the injected {result.kind} hit {result.faults_hit} requests, expected 1")
     if result.kind == "client_retry" and result.replays_identical != 1:
@@ -381,7 +386,7 @@ def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> EpisodeRe
     result = EpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
                            status=None)
     slot.sandbox = None
-    faults_before = _faults_total(slot.faults.stats)
+    faults_before = slot.faults.stats
     env = HarnessEnvironment(config.harness, server=slot.server, sampling=SOAK_SAMPLING,
                              sandbox_factory=slot.make_sandbox, turn_timeout_s=config.episode_timeout_s)
     session = None
@@ -488,7 +493,8 @@ def summarize(config: SoakConfig, results: list[EpisodeResult], *, wall_s: float
         total.update(posts=r.posts, turns=r.turns, refused=r.refused, replays=r.replays,
                      replays_identical=r.replays_identical, lost=r.lost_turns, dup=r.duplicate_turns,
                      missing=r.env_missing_turns, gaps_backend=r.gaps_backend, gaps_closed=r.gaps_closed,
-                     faults=r.faults_hit, unaccounted=abs(r.gaps_backend - r.faults_hit),
+                     faults=r.faults_hit, timeouts=r.backend_timeouts,
+                     unaccounted=abs(r.gaps_backend - r.faults_hit - r.backend_timeouts),
                      leaked=len(r.leaked_pids), slow=r.slow_cleanup, dirs=r.leaked_dir,
                      sessions=r.session_left_open)
     return SoakReport(
@@ -496,7 +502,8 @@ def summarize(config: SoakConfig, results: list[EpisodeResult], *, wall_s: float
         per_kind=_per_kind(results), requests=total["posts"], turns=total["turns"], refused=total["refused"],
         replays=total["replays"], replays_identical=total["replays_identical"], lost_turns=total["lost"],
         duplicate_turns=total["dup"], env_missing_turns=total["missing"], gaps_backend=total["gaps_backend"],
-        gaps_closed=total["gaps_closed"], faults_hit=total["faults"], gaps_unaccounted=total["unaccounted"],
+        gaps_closed=total["gaps_closed"], faults_hit=total["faults"],
+        backend_timeouts=total["timeouts"], gaps_unaccounted=total["unaccounted"],
         leaked_processes=total["leaked"], slow_cleanups=total["slow"], leaked_children=leaked_children,
         leaked_dirs=total["dirs"], leaked_sessions=total["sessions"],
         rss_mb_start=round(start[0], 1), rss_mb_end=round(end[0], 1), threads_start=start[1],

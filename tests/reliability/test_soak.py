@@ -64,7 +64,7 @@ def test_200_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(
         episodes=report.episodes, as_expected=report.ok, wall_s=report.wall_s, requests=report.requests,
         turns=report.turns, lost_turns=report.lost_turns, duplicate_turns=report.duplicate_turns,
         gaps_backend=report.gaps_backend, faults_injected=report.faults_hit, gaps_at_close=report.gaps_closed,
-        gaps_unaccounted=report.gaps_unaccounted, replays=report.replays, leaked_processes=report.leaked_processes,
+        backend_timeouts=report.backend_timeouts, gaps_unaccounted=report.gaps_unaccounted, replays=report.replays, leaked_processes=report.leaked_processes,
         leaked_children=report.leaked_children, leaked_dirs=report.leaked_dirs,
         leaked_sessions=report.leaked_sessions, rss_mb=f"{report.rss_mb_start}->{report.rss_mb_end}",
         threads=f"{report.threads_start}->{report.threads_end}", fds=f"{report.fds_start}->{report.fds_end}",
@@ -75,7 +75,9 @@ def test_200_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(
     assert report.lost_turns == 0 and report.duplicate_turns == 0 and report.env_missing_turns == 0, missed
     assert report.leaked_processes == report.leaked_children == 0, missed
     assert report.leaked_dirs == report.leaked_sessions == 0, missed
-    assert report.gaps_unaccounted == 0 and report.gaps_backend == report.faults_hit, missed
+    # Each backend gap is an injected fault, or vLLM itself timing out on a loaded machine (recorded above).
+    assert report.gaps_unaccounted == 0, missed
+    assert report.gaps_backend == report.faults_hit + report.backend_timeouts, missed
     assert report.replays == report.replays_identical == report.per_kind["client_retry"].episodes, missed
     for kind, summary in report.per_kind.items():
         assert summary.statuses == {EXPECTED_STATUS[kind]: summary.episodes}, f"{kind}: {summary}\n{missed}"  # type: ignore[index]
