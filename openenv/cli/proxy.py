@@ -32,6 +32,8 @@ def proxy(
     admin_port: Annotated[int | None, typer.Option(
         help="serve the admin API (/sessions...) on this port only (0 picks one); the main port then "
              "serves only the model routes and answers 404 for /sessions")] = None,
+    access_log: Annotated[bool, typer.Option(
+        help="log a line per request (off by default: at hundreds of turns/s it costs CPU per turn)")] = False,
 ) -> None:
     """Serve the capture proxy; open sessions with POST /sessions, read them back from /sessions/{token}.
 
@@ -57,11 +59,12 @@ def proxy(
                              served_model=served_model, sampling=sampling)
     split = admin_port is not None
     app = create_app(manager, freeze_gc=True, admin_key=admin_key, routes="model" if split else "all")
-    config = uvicorn.Config(app, host=host, port=port, log_level="info")
+    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=access_log)
     servers = [uvicorn.Server(config)]
     if admin_port is not None:
         admin_app = create_app(manager, admin_key=admin_key, routes="admin")
-        servers.append(uvicorn.Server(uvicorn.Config(admin_app, host=host, port=admin_port, log_level="info")))
+        servers.append(uvicorn.Server(uvicorn.Config(admin_app, host=host, port=admin_port, log_level="info",
+                                                                access_log=access_log)))
 
     async def main() -> None:
         serving = asyncio.gather(*(s.serve() for s in servers))
