@@ -37,7 +37,7 @@ from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.harness.tasks import Task, builtin_task, builtin_task_ids
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
-__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "shared_server"]
+__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server"]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)

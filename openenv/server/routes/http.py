@@ -24,7 +24,7 @@ from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import SessionRegistry
 
-__all__ = ["close", "reset", "router", "state", "step"]
+__all__ = ["BareRoute", "close", "reset", "router", "state", "step"]
 
 router = APIRouter(tags=["session"])
 M = TypeVar("M", bound=BaseModel)
