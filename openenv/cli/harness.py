@@ -5,18 +5,16 @@ Heavy imports (the capture server, torch) stay inside command bodies so `openenv
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from openenv.cli._output import stdout_to_stderr
 
 __all__ = ["register"]
 
@@ -107,7 +105,7 @@ def run(
         raise typer.Exit(2)
     try:
         # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
-        with _stdout_to_stderr():
+        with stdout_to_stderr():
             summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
                                timeout, out)
     except OpenEnvError as exc:
@@ -121,21 +119,6 @@ def run(
                   str(summary.sequences), f"{summary.merge_ratio:.2f}", str(summary.aux_turns), f"{summary.wall_s:.1f}")
     Console().print(table)
     Console().print(f"trajectory: {summary.trajectory}")
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Send stdout to stderr, for Python prints and child processes (the tiny-model build) alike."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from openenv.cli._output import stdout_to_stderr
 
 if TYPE_CHECKING:
     from openenv.testing.soak import EpisodeResult, SoakConfig, SoakReport
@@ -50,7 +50,8 @@ def soak(
         config = SoakConfig.model_validate(fields)
     except ValidationError as exc:
         raise typer.BadParameter(str(exc)) from None
-    with _stdout_to_stderr():
+    # stdout carries only the report (`--json` pipes it); whatever the run prints goes to stderr.
+    with stdout_to_stderr():
         report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -61,22 +62,6 @@ def soak(
         _print_tables(report)
     if not _targets_met(report):
         raise typer.Exit(1)
-
-
-@contextlib.contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """stdout carries only the report (`--json` pipes it): what anything prints during the run, our
-    subprocesses included (the tiny-model build), goes to stderr."""
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        with contextlib.redirect_stdout(sys.stderr):
-            yield
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 def _with_vllm(config: SoakConfig, url: str | None) -> SoakReport:
