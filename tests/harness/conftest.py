@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
-from openenv.harness.sandbox.local import MARKER
-
-
-def sandboxed_processes() -> list[psutil.Process]:
-    """Every live process started by a sandbox of this test process (marker `<our pid>-<id>`).
-
-    Other engineers' runs on the same machine have their own pids, so they never count here.
-    """
-    owner = f"{os.getpid()}-"
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(MARKER, "").startswith(owner) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
+from openenv.harness.sandbox.local import sandboxed_processes
 
 
 @pytest.fixture(scope="session")

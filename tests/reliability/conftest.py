@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from openenv.capture.renderer import Renderer
+from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.testing.faults import FaultProxy
 
 _FIGURES: dict[str, dict[str, Any]] = {}
@@ -72,15 +73,12 @@ class Leaks:
                 continue
 
     def alive(self, groups: Iterable[int] = ()) -> list[str]:
-        from openenv.harness.sandbox.local import MARKER
-
         self.snapshot()
-        groups, owner = set(groups), f"{os.getpid()}-"
+        groups, sandboxed = set(groups), {p.pid for p in sandboxed_processes()}
         found = []
         for proc in psutil.process_iter():
             try:
-                ours = (proc.pid, proc.create_time()) in self._seen
-                ours = ours or proc.environ().get(MARKER, "").startswith(owner)
+                ours = proc.pid in sandboxed or (proc.pid, proc.create_time()) in self._seen
                 if (ours or os.getpgid(proc.pid) in groups) and proc.status() != psutil.STATUS_ZOMBIE:
                     found.append(f"{proc.pid} {proc.name()}")
             except (psutil.Error, ProcessLookupError):

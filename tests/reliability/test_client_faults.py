@@ -8,7 +8,6 @@ An HTTP client that simply stops calling is left to the idle reaper, timed the s
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import struct
@@ -30,7 +29,7 @@ from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
-from openenv.harness.sandbox.local import MARKER
+from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.sandbox.sweeper import OWNER_LABEL, owner_label
 from openenv.server import LocalServer, create_app
 
@@ -65,18 +64,6 @@ with HarnessClient.from_url(url).sync() as client:
         client.step(HarnessAction(kind="complete", text=text))
     time.sleep(600)
 """
-
-
-def sandboxed_processes() -> list[psutil.Process]:
-    """Live processes started by a sandbox of this test process (marker `<our pid>-<id>`)."""
-    owner, found = f"{os.getpid()}-", []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(MARKER, "").startswith(owner) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
 
 
 @pytest.fixture(scope="module")

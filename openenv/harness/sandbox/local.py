@@ -25,7 +25,7 @@ from openenv.errors import EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
 
-__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree"]
+__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
 
 # Variables passed through from our own environment; everything else is dropped.
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -50,11 +50,27 @@ def _preexec(limits: Limits) -> Callable[[], None]:
     return apply
 
 
-def _marked(sandbox_id: str) -> list[psutil.Process]:
+def _owner_prefix(pid: int | None = None) -> str:
+    """How the id of every sandbox made by process `pid` (default: this one) starts: `<pid>-`."""
+    return f"{os.getpid() if pid is None else pid}-"
+
+
+def sandboxed_processes(owner_pid: int | None = None) -> list[psutil.Process]:
+    """Live processes started by any `LocalSandbox` of process `owner_pid` (default: this one).
+
+    Found by their marker, so daemons that left the process group count too, and sandboxes of other
+    processes on the same machine (other test runs) never do.
+    """
+    prefix = _owner_prefix(owner_pid)
+    return _marked(lambda value: value.startswith(prefix))
+
+
+def _marked(match: Callable[[str], bool]) -> list[psutil.Process]:
+    """Live (not zombie) processes whose marker value `match` accepts."""
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(MARKER) == sandbox_id and proc.status() != psutil.STATUS_ZOMBIE:
+            if match(proc.environ().get(MARKER, "")) and proc.status() != psutil.STATUS_ZOMBIE:
                 found.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -63,7 +79,7 @@ def _marked(sandbox_id: str) -> list[psutil.Process]:
 
 def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
     """Kill `root`, its descendants and every process carrying the sandbox's marker."""
-    procs: dict[int, psutil.Process] = {p.pid: p for p in _marked(sandbox_id)}
+    procs: dict[int, psutil.Process] = {p.pid: p for p in _marked(lambda value: value == sandbox_id)}
     if root is not None:
         try:
             parent = psutil.Process(root)
@@ -163,7 +179,7 @@ class LocalSandbox:
         forward_ports: tuple[int, ...] = (),
     ) -> None:
         # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
-        self.id = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        self.id = _owner_prefix() + uuid.uuid4().hex[:12]
         self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
         self._limits = limits or Limits()
         self._env_allow = env_allow
@@ -273,7 +289,7 @@ class LocalSandbox:
         )
 
     def leftover_pids(self) -> list[int]:
-        return sorted(p.pid for p in _marked(self.id))
+        return sorted(p.pid for p in _marked(lambda value: value == self.id))
 
     def close(self) -> None:
         if self._closed:
