@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from openenv.capture.backends.local import LocalBackend
 from openenv.capture.renderer import Renderer
+from openenv.capture.server import CaptureServer
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.testing.faults import FaultProxy
 
@@ -47,11 +50,55 @@ def renderer(tiny_model: Path) -> Renderer:
     return Renderer.from_pretrained(tiny_model)
 
 
+@pytest.fixture(scope="session")
+def local_backend(tiny_model: Path) -> LocalBackend:
+    """The tiny model in-process: samples and scores without the vLLM server (loaded once)."""
+    return LocalBackend(tiny_model)
+
+
+@pytest.fixture
+def make_proxy(renderer: Renderer, local_backend: LocalBackend) -> Iterator[Callable[..., CaptureServer]]:
+    """`make_proxy(admin_key=..., admin_port=0)`: a started `CaptureServer` on the in-process tiny model,
+    with any other `CaptureServer` options; each is stopped when the test ends."""
+    started: list[CaptureServer] = []
+
+    def make(**options: Any) -> CaptureServer:
+        started.append(CaptureServer(backend=local_backend, renderer=renderer, **options).start())
+        return started[-1]
+
+    yield make
+    for server in started:
+        server.stop()
+
+
 @pytest.fixture
 def fault_proxy(vllm_url: str) -> Iterator[FaultProxy]:
     """A `FaultProxy` in front of the session's real vLLM server (passing until told otherwise)."""
     with FaultProxy(vllm_url) as proxy:
         yield proxy
+
+
+def _read_until(proc: subprocess.Popen[str], marker: str, timeout_s: float = 240.0) -> str:
+    """The first line of `proc`'s stdout that contains `marker`; fails the test, with what it printed, if the
+    process exits first or `timeout_s` passes."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    lines: list[str] = []
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            pytest.fail(f"the process exited {proc.returncode} before {marker!r}:\n" + "".join(lines))
+        lines.append(line)
+        if marker in line:
+            return line
+    pytest.fail(f"no {marker!r} within {timeout_s:g} s:\n" + "".join(lines))
+
+
+@pytest.fixture
+def read_until() -> Callable[..., str]:
+    """`read_until(proc, "marker", timeout_s=240)`: waits for a subprocess (a client, `openenv proxy`) to say
+    it got somewhere, and returns that line of its stdout."""
+    return _read_until
 
 
 class Leaks:

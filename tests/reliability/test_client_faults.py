@@ -23,7 +23,6 @@ import psutil
 import pytest
 from websockets.sync.client import connect
 
-from openenv.capture.backends.local import LocalBackend
 from openenv.capture.server import CaptureServer
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
@@ -66,12 +65,12 @@ with HarnessClient.from_url(url).sync() as client:
 """
 
 
-@pytest.fixture(scope="module")
-def capture(tiny_model: Path) -> Iterator[CaptureServer]:
+@pytest.fixture
+def capture(make_proxy: Callable[..., CaptureServer]) -> CaptureServer:
+    """The capture proxy the served harness envs share (its open sessions are one of the things freed)."""
     if not install_status(get_spec(HARNESS)).ready:
         pytest.skip(f"{HARNESS} is not installed; run scripts/install_harnesses.sh {HARNESS}")
-    with CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model) as server:
-        yield server
+    return make_proxy()
 
 
 def our_containers() -> list[str]:
@@ -96,7 +95,7 @@ def require_docker() -> None:
 
 
 @pytest.fixture
-def served(capture: CaptureServer) -> Callable[..., str]:
+def served(capture: CaptureServer) -> Iterator[Callable[..., str]]:
     """`served(idle_timeout_s=..., sandbox=...)` -> base URL of a harness env server, as `openenv serve`
     builds it."""
     servers: list[LocalServer] = []
@@ -141,22 +140,10 @@ def start_client(url: str, command: str = "") -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def wait_for_line(proc: subprocess.Popen[str], marker: str, timeout: float = 240.0) -> None:
-    assert proc.stdout is not None
-    deadline, lines = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            pytest.fail(f"the client exited {proc.returncode} before {marker!r}:\n" + "".join(lines))
-        lines.append(line)
-        if line.strip() == marker:
-            return
-    pytest.fail(f"no {marker!r} from the client within {timeout:g} s:\n" + "".join(lines))
-
-
 @pytest.mark.parametrize("sandbox", ["local", "docker"])
 def test_a_killed_client_process_frees_session_sandbox_and_proxy_session(
-    served: Callable[..., str], capture: CaptureServer, figures: Any, sandbox: str
+    served: Callable[..., str], capture: CaptureServer, read_until: Callable[..., str], figures: Any,
+    sandbox: str,
 ) -> None:
     docker = sandbox == "docker"
     if docker:
@@ -164,7 +151,7 @@ def test_a_killed_client_process_frees_session_sandbox_and_proxy_session(
     url = served(sandbox=sandbox)
     client = start_client(url)
     try:
-        wait_for_line(client, "parked")
+        read_until(client, "parked")
         held = what_is_held(url, capture, docker)
         assert held["env_sessions"] == 1 and held["proxy_sessions"] == 1
         assert held.get("containers", 1) == 1 and (docker or held["sandbox_processes"] > 0), held
@@ -196,12 +183,12 @@ def test_a_reset_connection_without_a_close_frame_frees_everything(
 
 
 def test_a_client_killed_during_a_long_step_is_noticed_while_the_step_runs(
-    served: Callable[..., str], capture: CaptureServer, figures: Any
+    served: Callable[..., str], capture: CaptureServer, read_until: Callable[..., str], figures: Any
 ) -> None:
     url = served()
     client = start_client(url, command="sleep 300")  # the step would return only after 5 minutes
     try:
-        wait_for_line(client, "stepping")
+        read_until(client, "stepping")
         deadline = time.monotonic() + 60
         while not any("sleep" in " ".join(p.cmdline()) for p in _safe(sandboxed_processes())):
             assert time.monotonic() < deadline, "the harness never ran the tool call"

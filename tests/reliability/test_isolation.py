@@ -11,8 +11,7 @@ import os
 import secrets
 import subprocess
 import sys
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,28 +34,16 @@ ADMIN_KEY = "s3cret-admin-key"
 HI: dict[str, Any] = {"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}
 
 
-@pytest.fixture(scope="module")
-def renderer(tiny_model: Path) -> Renderer:
-    return Renderer.from_pretrained(tiny_model)
-
-
-@pytest.fixture(scope="module")
-def backend(tiny_model: Path) -> LocalBackend:
-    return LocalBackend(tiny_model)
-
-
 @pytest.fixture
-def open_proxy(renderer: Renderer, backend: LocalBackend) -> Iterator[CaptureServer]:
+def open_proxy(make_proxy: Callable[..., CaptureServer]) -> CaptureServer:
     """A proxy with the admin API on the main port and no key (the default)."""
-    with CaptureServer(backend=backend, renderer=renderer) as server:
-        yield server
+    return make_proxy()
 
 
 @pytest.fixture
-def locked_proxy(renderer: Renderer, backend: LocalBackend) -> Iterator[CaptureServer]:
+def locked_proxy(make_proxy: Callable[..., CaptureServer]) -> CaptureServer:
     """A proxy whose admin API needs the key and lives on a port of its own."""
-    with CaptureServer(backend=backend, renderer=renderer, admin_key=ADMIN_KEY, admin_port=0) as server:
-        yield server
+    return make_proxy(admin_key=ADMIN_KEY, admin_port=0)
 
 
 def _guess() -> str:
@@ -141,8 +128,9 @@ def test_without_a_key_a_trajectory_opens_only_to_its_own_token(open_proxy: Capt
     figures.record(guessed_reads=len(guessed), got_401=sum(r.status_code == 401 for r in guessed))
 
 
-def test_an_admin_key_locks_every_admin_route(renderer: Renderer, backend: LocalBackend, figures: Any) -> None:
-    with CaptureServer(backend=backend, renderer=renderer, admin_key=ADMIN_KEY) as proxy:
+def test_an_admin_key_locks_every_admin_route(renderer: Renderer, local_backend: LocalBackend,
+                                              figures: Any) -> None:
+    with CaptureServer(backend=local_backend, renderer=renderer, admin_key=ADMIN_KEY) as proxy:
         harness = proxy.open_session(mode="auto")
         openai.OpenAI(base_url=harness.base_url + "/v1", api_key="x", max_retries=0).chat.completions.create(**HI)
         base, token = proxy.base_url, harness.token
@@ -182,14 +170,16 @@ def test_a_separate_admin_port_keeps_admin_routes_off_the_model_port(locked_prox
         assert model_on_admin.status_code == 404
 
 
-def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(tiny_model: Path) -> None:
+def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(
+    tiny_model: Path, read_until: Callable[..., str]
+) -> None:
     port, admin_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "openenv.cli.main", "proxy", "--model", str(tiny_model), "--port", str(port),
            "--admin-port", str(admin_port)]
     env = {**os.environ, "OPENENV_CAPTURE_ADMIN_KEY": ADMIN_KEY}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        banner = _read_until(proc, "capture proxy on", timeout=180)
+        banner = read_until(proc, "capture proxy on", timeout_s=180)
         assert f"POST http://127.0.0.1:{admin_port}/sessions" in banner
         with httpx.Client(timeout=10) as http:
             admin = f"http://127.0.0.1:{admin_port}/sessions"
@@ -200,19 +190,6 @@ def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(tiny_model:
     finally:
         proc.terminate()
         proc.wait(30)
-
-
-def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> str:
-    assert proc.stdout is not None
-    deadline, lines = time.monotonic() + timeout, []
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            pytest.fail(f"openenv proxy exited {proc.returncode}:\n" + "".join(lines))
-        lines.append(line)
-        if marker in line:
-            return line
-    pytest.fail(f"no {marker!r} within {timeout}s:\n" + "".join(lines))
 
 
 def test_the_harness_envs_embedded_proxy_locks_its_admin_api(tiny_model: Path) -> None:
