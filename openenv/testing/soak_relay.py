@@ -15,18 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Self
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+
+from openenv.server import LocalServer
 
 __all__ = ["LedgerRelay", "SessionLedger"]
 
@@ -64,8 +64,7 @@ class LedgerRelay:
         self._armed: set[str] = set()
         self._lock = threading.Lock()
         self._client: httpx.AsyncClient | None = None
-        self._server: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LocalServer | None = None
 
     @property
     def url(self) -> str:
@@ -93,17 +92,8 @@ class LedgerRelay:
     def start(self, timeout: float = 30.0) -> Self:
         app = Starlette(routes=[Route("/{path:path}", self._relay, methods=["GET", "POST", "PUT", "DELETE"])],
                         lifespan=self._lifespan)
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2)
-        self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, name="ledger-relay", daemon=True)
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not self._server.started:
-            raise RuntimeError("the ledger relay did not start")
-        self.port = self._server.servers[0].sockets[0].getsockname()[1]
+        self._server = LocalServer(app).start(timeout)
+        self.port = self._server.port
         return self
 
     @contextlib.asynccontextmanager
@@ -115,11 +105,9 @@ class LedgerRelay:
             await self._client.aclose()
 
     def stop(self) -> None:
-        if self._server is None or self._thread is None:
-            return
-        self._server.should_exit = True
-        self._thread.join(10)
-        self._server = self._thread = None
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
 
     def __enter__(self) -> Self:
         return self.start()
