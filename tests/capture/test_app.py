@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import openai
 import pytest
@@ -76,15 +78,18 @@ def test_prompt_longer_than_the_context_is_a_400(renderer: Renderer, vllm_url: s
     assert "context window is 16" in str(_error(response)["message"])
 
 
-def test_max_tokens_is_clamped_to_the_context_left(renderer: Renderer, vllm_url: str, recorder: object) -> None:
+def test_max_tokens_is_clamped_to_the_context_left(renderer: Renderer, vllm_url: str,
+                                                   replies: list[dict[str, Any]]) -> None:
     prompt_len = len(renderer.full_prompt(_canonical_hi(), ())[1])
-    backend = VLLMBackend(vllm_url, context_window=prompt_len + 5, transport=recorder)  # type: ignore[arg-type]
+    backend = VLLMBackend(vllm_url, context_window=prompt_len + 5, on_reply=replies.append)
     with CaptureServer(backend=backend, renderer=renderer) as server:
         session = server.open_session(mode="auto")
         reply = httpx.post(session.base_url + "/v1/chat/completions", json={**HI, "max_tokens": 100}, timeout=60)
     assert reply.status_code == 200
     assert reply.json()["usage"]["completion_tokens"] == 5
     assert reply.json()["choices"][0]["finish_reason"] == "length"
+    [sent] = replies
+    assert len(sent["choices"][0]["token_ids"]) == 5  # vLLM was asked for the 5 tokens left, not 100
 
 
 def _canonical_hi() -> tuple[Message, ...]:

@@ -10,7 +10,6 @@ whose model tokens are the ones vLLM sampled.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -47,21 +46,6 @@ FAULTS: dict[str, dict[str, Any]] = {
 FAILED_CALLS = 2  # backend calls that fail in a row; every SDK below retries at least 3 times
 GREEDY = SamplingParams(max_tokens=8, temperature=0.0)
 USER_TURNS = ("Hello there.", "Go on.", "And then?")
-
-
-class RecordingTransport(httpx.AsyncHTTPTransport):
-    """A real transport that keeps every vLLM completion reply that made it back (status 200)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.replies: list[dict[str, Any]] = []
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        response = await super().handle_async_request(request)
-        body = await response.aread()
-        if response.status_code == 200 and request.url.path.endswith("/completions"):
-            self.replies.append(json.loads(body))
-        return httpx.Response(response.status_code, headers=response.headers, content=body, request=request)
 
 
 class Wire:
@@ -144,13 +128,14 @@ RETRYABLE = {"openai_chat": (503, True), "openai_responses": (503, True), "anthr
 
 
 @pytest.fixture
-def recorder() -> RecordingTransport:
-    return RecordingTransport()
+def replies() -> list[dict[str, Any]]:
+    """Every vLLM completion reply that made it back (status 200), via the backend's `on_reply`."""
+    return []
 
 
 @pytest.fixture
-def server(fault_proxy: FaultProxy, renderer: Renderer, recorder: RecordingTransport) -> Iterator[CaptureServer]:
-    backend = VLLMBackend(fault_proxy.url, timeout=BACKEND_TIMEOUT_S, transport=recorder)
+def server(fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]]) -> Iterator[CaptureServer]:
+    backend = VLLMBackend(fault_proxy.url, timeout=BACKEND_TIMEOUT_S, on_reply=replies.append)
     with CaptureServer(backend=backend, renderer=renderer) as capture:
         yield capture
 
@@ -158,7 +143,7 @@ def server(fault_proxy: FaultProxy, renderer: Renderer, recorder: RecordingTrans
 @pytest.mark.parametrize("fault", [pytest.param(f, marks=[pytest.mark.slow] if f == "slow" else []) for f in FAULTS])
 @pytest.mark.parametrize("dialect", list(CLIENTS))
 def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
-    dialect: str, fault: str, server: CaptureServer, fault_proxy: FaultProxy, recorder: RecordingTransport,
+    dialect: str, fault: str, server: CaptureServer, fault_proxy: FaultProxy, replies: list[dict[str, Any]],
     figures: Any,
 ) -> None:
     session = server.open_session(mode="auto", sampling=GREEDY)
@@ -191,18 +176,18 @@ def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
     assert all("BackendUnavailable" in (r.gap or "") for r in gaps)
     assert [r.index for r in gaps] == [1, 2], "the gaps are the failed attempts at turn 2, in order"
     # each conversation turn is recorded once, and the retries were new attempts, not replays
-    assert len(answered) == stats.turns == len(USER_TURNS) == len(recorder.replies)
+    assert len(answered) == stats.turns == len(USER_TURNS) == len(replies)
     assert len({r.id for r in answered}) == len(USER_TURNS)
     assert (stats.sequences, stats.merge_ratio) == (1, 1.0)
     [row] = rows
     assert row.turn_ids == [r.id for r in answered]
     # the model tokens are exactly what vLLM sampled, with its logprobs
-    sampled = [tok for reply in recorder.replies for tok in reply["choices"][0]["token_ids"]]
-    logprobs = [lp for reply in recorder.replies for lp in reply["choices"][0]["logprobs"]["token_logprobs"]]
+    sampled = [tok for reply in replies for tok in reply["choices"][0]["token_ids"]]
+    logprobs = [lp for reply in replies for lp in reply["choices"][0]["logprobs"]["token_logprobs"]]
     model_span = [i for i, m in enumerate(row.env_mask) if m == 1]
     assert [row.completion_ids[i] for i in model_span] == sampled
     assert [row.logprobs[i] for i in model_span] == logprobs
-    for record, reply in zip(answered, recorder.replies, strict=True):
+    for record, reply in zip(answered, replies, strict=True):
         assert record.completion is not None
         assert list(record.completion.token_ids) == reply["choices"][0]["token_ids"]
 
@@ -297,12 +282,12 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
 
 @pytest.mark.slow
 def test_a_client_timeout_shorter_than_a_slow_backend_still_records_the_turn_once(
-    fault_proxy: FaultProxy, renderer: Renderer, recorder: RecordingTransport, figures: Any,
+    fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]], figures: Any,
 ) -> None:
     """The SDK gives up on a slow turn (its 3 s timeout < the backend's 60 s) and retries while the first
     attempt is still waiting on the backend. The turn must still be recorded once, and the next turn must
     extend the reply the SDK actually got."""
-    backend = VLLMBackend(fault_proxy.url, timeout=60, transport=recorder)
+    backend = VLLMBackend(fault_proxy.url, timeout=60, on_reply=replies.append)
     with CaptureServer(backend=backend, renderer=renderer) as server:
         session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=1.0))
         wire = Wire()
@@ -317,7 +302,7 @@ def test_a_client_timeout_shorter_than_a_slow_backend_still_records_the_turn_onc
             messages.append(message.model_dump(exclude_none=True, exclude={"annotations", "parsed"}))
         time.sleep(4.0)  # let the abandoned first attempt land, if it was going to
         records, stats, [row] = session.turns(), session.stats(), session.sequences()
-    figures.record(sdk_saw=wire.attempts, backend_generations=len(recorder.replies), recorded_turns=stats.turns,
+    figures.record(sdk_saw=wire.attempts, backend_generations=len(replies), recorded_turns=stats.turns,
                    gaps=stats.gaps, sequences=stats.sequences, merge_ratio=stats.merge_ratio,
                    turns=[(r.index, r.kind, (r.gap or "")[:40]) for r in records])
     assert [n for n, _ in wire.attempts] == ["0", "1", "0"], "the SDK timed out once and retried"

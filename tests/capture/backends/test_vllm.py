@@ -1,14 +1,25 @@
-"""`VLLMBackend` against the real vLLM server, and its error translation with `httpx.MockTransport`."""
+"""`VLLMBackend` against the real vLLM server, and its error translation against real sockets.
+
+Failures come from a `FaultProxy` in front of the real server (reset, slow, 5xx) and from a loopback
+aiohttp server that answers one canned reply (a 400, a reply without token ids): no transport is mocked.
+"""
 
 from __future__ import annotations
 
-import httpx
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
 import pytest
+import pytest_asyncio
+from aiohttp import web
 
 from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.errors import BackendUnavailable, BadRequest
+from openenv.testing.faults import FaultProxy
+from openenv.testing.vllm_server import free_port
 
 
 def prompt(renderer: Renderer) -> list[int]:
@@ -45,33 +56,132 @@ def test_discovers_the_served_model_and_context(vllm_url: str) -> None:
     assert backend.model == "tiny" and backend.context_window >= 4096
 
 
-def _backend(handler: httpx.MockTransport) -> VLLMBackend:
-    return VLLMBackend("http://127.0.0.1:9", model="tiny", context_window=100, transport=handler)
+async def test_discovery_does_not_block_and_concurrent_first_turns_share_one_lookup(vllm_url: str) -> None:
+    backend = VLLMBackend(vllm_url)
+    lookups = 0
+    real = backend._discover
+
+    async def counted() -> None:
+        nonlocal lookups
+        lookups += 1
+        await real()
+
+    backend._discover = counted  # type: ignore[method-assign]
+    try:
+        await asyncio.gather(*(backend.discover() for _ in range(5)))
+        assert lookups == 1 and backend.model == "tiny" and backend.context_window >= 4096
+    finally:
+        await backend.aclose()
+
+
+async def test_a_failed_discovery_is_retried_by_the_next_turn() -> None:
+    backend = VLLMBackend(f"http://127.0.0.1:{free_port()}")
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await backend.generate([1], SamplingParams())
+    assert backend._discovery is None  # not cached: the next turn looks again
+    await backend.aclose()
+
+
+@pytest.fixture
+def faults(vllm_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(vllm_url) as proxy:
+        yield proxy
+
+
+@pytest_asyncio.fixture(loop_scope="function")  # the test's own loop, where the backend's client lives
+async def make() -> AsyncIterator[Any]:
+    """`make(url, timeout=...)`: a backend with a known model and window, closed after the test."""
+    made: list[VLLMBackend] = []
+
+    def build(url: str, timeout: float = 30.0, **kwargs: Any) -> VLLMBackend:
+        made.append(VLLMBackend(url, timeout=timeout, **{"model": "tiny", "context_window": 100, **kwargs}))
+        return made[-1]
+
+    yield build
+    for backend in made:
+        await backend.aclose()
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
-async def test_server_errors_become_backend_unavailable(status: int) -> None:
-    backend = _backend(httpx.MockTransport(lambda r: httpx.Response(status, json={"error": {"message": "boom"}})))
-    with pytest.raises(BackendUnavailable, match=f"answered {status}: boom"):
-        await backend.generate([1, 2], SamplingParams())
+async def test_server_errors_become_backend_unavailable(faults: FaultProxy, status: int, make: Any) -> None:
+    faults.set("error", status=status)
+    with pytest.raises(BackendUnavailable, match=f"answered {status}: fault injected") as caught:
+        await make(faults.url).generate([1, 2], SamplingParams(max_tokens=2))
+    assert caught.value.details["status"] == status
 
 
-async def test_a_rejected_request_is_a_bad_request() -> None:
-    backend = _backend(httpx.MockTransport(lambda r: httpx.Response(400, json={"message": "too long"})))
+async def test_a_reset_connection_is_backend_unavailable(faults: FaultProxy, make: Any) -> None:
+    faults.set("down")
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await make(faults.url).generate([1, 2], SamplingParams(max_tokens=2))
+
+
+async def test_a_backend_silent_past_the_timeout_is_a_read_timeout(faults: FaultProxy, make: Any) -> None:
+    faults.set("slow", delay_s=5.0)
+    with pytest.raises(BackendUnavailable, match="unreachable: ReadTimeout"):
+        await make(faults.url, timeout=0.5).generate([1, 2], SamplingParams(max_tokens=2))
+
+
+async def test_a_refused_connection_is_backend_unavailable(make: Any) -> None:
+    with pytest.raises(BackendUnavailable, match="unreachable"):
+        await make(f"http://127.0.0.1:{free_port()}").score([1], [2])
+
+
+async def test_the_backend_recovers_once_the_fault_clears(faults: FaultProxy, renderer: Renderer) -> None:
+    faults.set("down", count=1)
+    seen: list[dict[str, Any]] = []
+    backend = VLLMBackend(faults.url, model="tiny", context_window=4096, on_reply=seen.append)
+    try:
+        with pytest.raises(BackendUnavailable):
+            await backend.generate(prompt(renderer), SamplingParams(max_tokens=2))
+        gen = await backend.generate(prompt(renderer), SamplingParams(max_tokens=2))
+        assert len(gen.token_ids) == 2 and [r["choices"][0]["token_ids"] for r in seen] == [gen.token_ids]
+    finally:
+        await backend.aclose()
+
+
+@pytest_asyncio.fixture(loop_scope="function")  # served on the test's loop while the test awaits
+async def canned() -> AsyncIterator[Any]:
+    """A loopback server answering every request with the reply last given to `canned(status, body)`."""
+    reply: dict[str, Any] = {}
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response(reply["body"], status=reply["status"])
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+
+    def answer(status: int, body: Any) -> str:
+        reply.update(status=status, body=body)
+        return f"http://127.0.0.1:{port}"
+
+    yield answer
+    await runner.cleanup()
+
+
+async def test_a_rejected_request_is_a_bad_request(canned: Any, make: Any) -> None:
+    backend = make(canned(400, {"message": "too long"}))
     with pytest.raises(BadRequest, match="too long"):
         await backend.score([1], [2])
 
 
-async def test_timeouts_and_refused_connections_are_backend_unavailable() -> None:
-    def timeout(request: httpx.Request) -> httpx.Response:
-        raise httpx.ReadTimeout("slow", request=request)
-
-    with pytest.raises(BackendUnavailable, match="unreachable: ReadTimeout"):
-        await _backend(httpx.MockTransport(timeout)).generate([1], SamplingParams())
-
-
-async def test_a_reply_without_token_ids_is_backend_unavailable() -> None:
-    reply = {"choices": [{"text": "hi", "finish_reason": "stop"}]}
-    backend = _backend(httpx.MockTransport(lambda r: httpx.Response(200, json=reply)))
+async def test_a_reply_without_token_ids_is_backend_unavailable(canned: Any, make: Any) -> None:
+    backend = make(canned(200, {"choices": [{"text": "hi", "finish_reason": "stop"}]}))
     with pytest.raises(BackendUnavailable, match="token_ids"):
+        await backend.generate([1], SamplingParams())
+
+
+async def test_a_reply_that_is_not_a_json_object_is_backend_unavailable(canned: Any, make: Any) -> None:
+    backend = make(canned(200, ["not", "an", "object"]))
+    with pytest.raises(BackendUnavailable, match="not a JSON object"):
+        await backend.generate([1], SamplingParams())
+
+
+async def test_a_models_card_without_the_served_name_is_backend_unavailable(canned: Any, make: Any) -> None:
+    backend = make(canned(200, {"data": []}), model=None, context_window=None)
+    with pytest.raises(BackendUnavailable, match="IndexError"):
         await backend.generate([1], SamplingParams())

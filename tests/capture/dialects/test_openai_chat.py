@@ -46,10 +46,11 @@ def teacher_logprobs(model: Any, prompt: list[int], completion: list[int]) -> li
     return picked.squeeze(1).tolist()  # type: ignore[no-any-return]
 
 
-def test_non_stream_records_exactly_what_vllm_sampled(proxy: CaptureServer, recorder: Any, teacher: Any) -> None:
+def test_non_stream_records_exactly_what_vllm_sampled(proxy: CaptureServer, replies: list[dict[str, Any]],
+                                                      teacher: Any) -> None:
     session = proxy.open_session(mode="auto", sampling=SAMPLING)
     reply = sdk(session).chat.completions.create(model="tiny", messages=MESSAGES, temperature=0.0)
-    vllm = recorder.replies[-1]["choices"][0]
+    vllm = replies[-1]["choices"][0]
     row = session.sequences()[0]
     assert row.completion_ids == vllm["token_ids"]
     assert row.logprobs == vllm["logprobs"]["token_logprobs"]
@@ -60,13 +61,13 @@ def test_non_stream_records_exactly_what_vllm_sampled(proxy: CaptureServer, reco
     assert reply.model == "tiny" and reply.id.startswith("chatcmpl-")
 
 
-def test_proxy_sampling_overrides_the_harness(proxy: CaptureServer, recorder: Any) -> None:
+def test_proxy_sampling_overrides_the_harness(proxy: CaptureServer, replies: list[dict[str, Any]]) -> None:
     session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=3, temperature=0.7))
     sdk(session).chat.completions.create(model="tiny", messages=MESSAGES, temperature=0.0, max_tokens=50)
-    assert len(recorder.replies[-1]["choices"][0]["token_ids"]) == 3
+    assert len(replies[-1]["choices"][0]["token_ids"]) == 3
 
 
-def test_stream_chunk_grammar_and_usage(proxy: CaptureServer, recorder: Any) -> None:
+def test_stream_chunk_grammar_and_usage(proxy: CaptureServer, replies: list[dict[str, Any]]) -> None:
     session = proxy.open_session(mode="auto", sampling=SAMPLING)
     chunks = list(sdk(session).chat.completions.create(
         model="tiny", messages=MESSAGES, stream=True, stream_options={"include_usage": True}))
@@ -78,7 +79,7 @@ def test_stream_chunk_grammar_and_usage(proxy: CaptureServer, recorder: Any) -> 
     done = session.turns()[-1].completion
     assert done is not None
     assert "".join(c.choices[0].delta.content or "" for c in chunks[:-1]) == done.text
-    assert list(done.token_ids) == recorder.replies[-1]["choices"][0]["token_ids"]
+    assert list(done.token_ids) == replies[-1]["choices"][0]["token_ids"]
 
 
 def test_stream_without_include_usage_ends_with_the_finish_chunk(proxy: CaptureServer) -> None:
