@@ -356,21 +356,30 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
 # ---- (1) latency ----------------------------------------------------------------------------------------
 
 
+DIRECT = "vllm direct"
+# What any capture must ask the engine for: the sampled ids and their logprobs (the reference adds exactly
+# these two fields to the chat request it forwards; ours asks /v1/completions for the same by token ids).
+DIRECT_CAPTURING = "vllm direct + logprobs, ids"
+
+
 def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[bool, ...] = (False, True),
             on_progress: Any = None) -> list[dict[str, Any]]:
-    """Latency straight to vLLM, through our proxy and (if installed) through the reference, on the
-    same chat request, non-streamed and streamed (to the last byte). Targets alternate order every
-    round (ABC CBA ...) so drift and background load hit all alike. Proxy CPU-ms per request is the
-    proxy process's own user+system time, which a loaded machine does not inflate."""
+    """Latency straight to vLLM (plain, and asking for the logprobs and token ids a capture needs),
+    through our proxy and (if installed) through the reference, on the same chat request, non-streamed
+    and streamed (to the last byte). Targets alternate order every round (ABCD DCBA ...) so drift and
+    background load hit all alike. Proxy CPU-ms per request is the proxy process's own user+system time,
+    which a loaded machine does not inflate."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing test."}]
     body = {"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.0, "max_tokens": max_tokens}
-    targets: dict[str, tuple[str, dict[str, str], subprocess.Popen[bytes] | None]] = {
-        "vllm direct": (f"{vllm_url}/v1/chat/completions", {}, None)}
+    chat = f"{vllm_url}/v1/chat/completions"
+    targets: dict[str, tuple[str, dict[str, str], subprocess.Popen[bytes] | None, dict[str, Any]]] = {
+        DIRECT: (chat, {}, None, {}),
+        DIRECT_CAPTURING: (chat, {}, None, {"logprobs": True, "return_token_ids": True})}
     ours, ours_url = _start_ours(vllm_url)  # a subprocess, like vLLM and the reference: no shared GIL
     reference = _start_reference(vllm_url)
-    targets["openenv proxy"] = (ours_url, {}, ours)
+    targets["openenv proxy"] = (ours_url, {}, ours, {})
     if reference is not None:
-        targets[f"reference {REF_VERSION}"] = (*reference[1], reference[0])
+        targets[f"reference {REF_VERSION}"] = (*reference[1], reference[0], {})
     times: dict[tuple[str, bool], list[float]] = {(name, st): [] for name in targets for st in streams}
     cpu: dict[tuple[str, bool], float] = dict.fromkeys(times, 0.0)
     try:
@@ -378,9 +387,9 @@ def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[boo
             for i in range(requests + 2):
                 order = list(targets.items()) if i % 2 == 0 else list(reversed(targets.items()))
                 for stream in streams:
-                    for name, (url, headers, proc) in order:
+                    for name, (url, headers, proc, extra) in order:
                         c0 = _cpu(psutil.Process(proc.pid)) if proc is not None else 0.0
-                        elapsed = _one_request(client, url, headers, {**body, "stream": stream})
+                        elapsed = _one_request(client, url, headers, {**body, **extra, "stream": stream})
                         if i >= 2:  # two warm-up rounds
                             times[(name, stream)].append(elapsed)
                             if proc is not None:
@@ -388,17 +397,19 @@ def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[boo
                 if on_progress is not None:
                     on_progress(i + 1, requests + 2)
     finally:
-        for _, _, proc in targets.values():
+        for _, _, proc, _ in targets.values():
             if proc is not None:
                 proc.terminate()
                 proc.wait(20)
     rows = []
     for (name, stream), t in times.items():
-        base = statistics.median(times[("vllm direct", stream)])
+        base = statistics.median(times[(DIRECT, stream)])
+        capturing = statistics.median(times[(DIRECT_CAPTURING, stream)])
         rows.append({"target": name, "stream": stream, "n": len(t), "median_ms": 1000 * statistics.median(t),
                      "p90_ms": 1000 * _p90(t), "ratio": statistics.median(t) / base,
+                     "ratio_capturing": statistics.median(t) / capturing,
                      "added_ms": 1000 * (statistics.median(t) - base),
-                     "proxy_cpu_ms": 1000 * cpu[(name, stream)] / len(t) if name != "vllm direct" else None})
+                     "proxy_cpu_ms": 1000 * cpu[(name, stream)] / len(t) if targets[name][2] is not None else None})
     return rows
 
 
@@ -519,7 +530,8 @@ def main() -> None:
         print(f"\nlatency: {args.requests} chat requests each, greedy, max_tokens={args.max_tokens}, "
               "baseline = vLLM direct")
         print(_table(rows, [("target", "target", "s"), ("stream", "stream", "d"), ("median_ms", "median ms", ".1f"),
-                            ("p90_ms", "p90 ms", ".1f"), ("ratio", "vs vLLM", ".3f")]))
+                            ("p90_ms", "p90 ms", ".1f"), ("ratio", "vs vLLM", ".3f"),
+                            ("ratio_capturing", "vs vLLM + logprobs", ".3f")]))
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 
