@@ -283,7 +283,7 @@ class Session:
         if link is not None:
             text, env_ids = self._env_ids(req, link)
             if env_ids is not None:
-                return _Plan(self.trajectory.prefix_ids(link) + env_ids, link, env_ids, text)
+                return _Plan(self.trajectory.prefix_ids(link, then=env_ids), link, env_ids, text)
         text, ids = r.full_prompt(req.messages, req.tools)
         return _Plan(ids, text="" if r.append_only else text,
                      rewritten=not aux and self.trajectory.has_model_turns)

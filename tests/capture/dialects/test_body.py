@@ -108,12 +108,47 @@ def test_a_string_where_a_list_may_stand_is_taken_as_is() -> None:
 
 
 def test_a_full_memory_forgets_the_least_recently_used_items_and_stays_correct() -> None:
-    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"), size=3)
+    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"), size=3, histories=1)
     for turns in (1, 2, 3):
         assert parser.parse(chat_body(turns)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(turns))
     misses = parser.misses
     assert parser.parse(chat_body(1)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(1))
     assert parser.misses > misses  # its items were forgotten and validated again
+
+
+def test_a_history_that_extends_a_parsed_one_validates_and_looks_up_only_its_new_items() -> None:
+    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages",), histories=4)
+    parser.parse(chat_body(30))
+    misses, lookups = parser.misses, parser.lookups
+    after = parser.parse(chat_body(31))
+    # The 62-message prefix is one byte comparison; only the new call and tool result are looked up.
+    assert (parser.misses - misses, parser.lookups - lookups) == (2, 2)
+    assert after == _shared.parse_body(chat.ChatCompletionRequest, chat_body(31))
+
+
+def test_a_history_that_differs_inside_the_remembered_prefix_is_not_served_from_it() -> None:
+    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages",))
+    plain = parser.parse(chat_body(3))
+    # Same last items as the remembered list, a different tool result inside it.
+    edited = parser.parse(chat_body(3, edit="out 0 (trimmed)"))
+    assert edited.messages[3] is not plain.messages[3]
+    assert edited == _shared.parse_body(chat.ChatCompletionRequest, chat_body(3, edit="out 0 (trimmed)"))
+    assert parser.parse(chat_body(4)).messages[3] is plain.messages[3]  # the plain history still extends
+
+
+def test_two_conversations_forking_from_one_history_each_keep_their_own_items() -> None:
+    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages",))
+    base = json.loads(chat_body(2))
+    bodies = []
+    for branch in ("a", "b"):
+        call = {"id": "call_x", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        messages = [*base["messages"], {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "call_x", "content": f"branch {branch}"}]
+        bodies.append(json.dumps({**base, "messages": messages}).encode())
+    parser.parse(chat_body(2))
+    a, b, a_again = (parser.parse(body) for body in (*bodies, bodies[0]))
+    assert [m.content for m in (a.messages[-1], b.messages[-1])] == ["branch a", "branch b"]  # type: ignore[union-attr]
+    assert a_again == a and all(x is y for x, y in zip(a.messages, a_again.messages, strict=True))
 
 
 def test_item_memo_makes_each_value_once_per_item_and_extra() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Literal, assert_never
 
@@ -23,6 +23,7 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects._body import BodyParser, ItemMemo
+from openenv.capture.dialects._history import HistoryMemo
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
@@ -82,20 +83,24 @@ def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
 
 
 def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
-    names: dict[str, str] = {}  # tool_use id -> tool name, for templates that print it
-    out: list[Message] = []
-    for msg in messages:
-        # A message converts once (by identity, see ItemMemo); its tool results also depend on names.
-        known = _result_names(msg, names)
-        converted = _CONVERTED.get(msg, lambda: _message(msg, names), known)  # noqa: B023 (called at once)
-        for m in converted:
-            if m.role == "assistant":
-                names.update((c.id, c.name) for c in m.parts if isinstance(c, ToolCallPart))
-        out.extend(converted)
-    return tuple(out)
+    return _HISTORY.convert(messages)
 
 
-def _message(msg: p.Message, names: dict[str, str]) -> tuple[Message, ...]:
+def _fold(names: Mapping[str, str], msg: p.Message) -> tuple[Mapping[str, str], tuple[Message, ...]]:
+    """One message's canonical messages. `names` (tool_use id -> tool name, for templates that print
+    it) carries to later tool results; it is copied, never changed, when a message adds calls."""
+    # A message converts once (by identity, see ItemMemo); its tool results also depend on names.
+    known = _result_names(msg, names)
+    converted = _CONVERTED.get(msg, lambda: _message(msg, names), known)
+    calls = {c.id: c.name for m in converted if m.role == "assistant" for c in m.parts if isinstance(c, ToolCallPart)}
+    return ({**names, **calls} if calls else names), converted
+
+
+# A resent history continues from the converted list it extends: a turn converts its new messages.
+_HISTORY: HistoryMemo[Mapping[str, str], Message] = HistoryMemo(_fold, {})
+
+
+def _message(msg: p.Message, names: Mapping[str, str]) -> tuple[Message, ...]:
     blocks: list[p.RequestBlock] = [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
     match msg.role:
         case "system" | "user":
@@ -107,7 +112,7 @@ def _message(msg: p.Message, names: dict[str, str]) -> tuple[Message, ...]:
             assert_never(msg.role)
 
 
-def _result_names(msg: p.Message, names: dict[str, str]) -> tuple[str | None, ...] | None:
+def _result_names(msg: p.Message, names: Mapping[str, str]) -> tuple[str | None, ...] | None:
     """The tool names a user message's tool results will carry (all its conversion depends on)."""
     if msg.role == "assistant" or isinstance(msg.content, str):
         return None
@@ -115,7 +120,7 @@ def _result_names(msg: p.Message, names: dict[str, str]) -> tuple[str | None, ..
 
 
 def _user_like(
-    role: Literal["system", "user"], blocks: list[p.RequestBlock], names: dict[str, str]
+    role: Literal["system", "user"], blocks: list[p.RequestBlock], names: Mapping[str, str]
 ) -> list[Message]:
     """Text blocks become `role` messages; each tool_result becomes its own `tool` message, in order."""
     out: list[Message] = []
@@ -139,7 +144,7 @@ def _user_like(
     return out
 
 
-def _tool_result(block: p.ToolResultBlock, names: dict[str, str]) -> ToolResultPart:
+def _tool_result(block: p.ToolResultBlock, names: Mapping[str, str]) -> ToolResultPart:
     content = block.content
     if isinstance(content, list):
         if any(b.type != "text" for b in content):

@@ -9,9 +9,9 @@ id answers the oldest open call of the same name.
 from __future__ import annotations
 
 import json
-from collections import defaultdict, deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -30,6 +30,7 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects._body import BodyParser
+from openenv.capture.dialects._history import HistoryMemo
 from openenv.capture.dialects._shared import chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import protocol as p
@@ -88,55 +89,74 @@ def to_canonical(req: GeminiCall) -> CanonicalRequest:
 
 
 def _system(instruction: p.Content | None) -> tuple[Message, ...]:
-    parts = tuple(TextPart(text=x.text) for x in (instruction.parts if instruction else []) if x.text)
-    return (Message(role="system", parts=parts),) if parts else ()
+    return _system_message(tuple(x.text for x in (instruction.parts if instruction else []) if x.text))
 
 
-@dataclass
+@lru_cache(maxsize=64)
+def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
+    """The system message, the same object every turn (the session compares history by identity)."""
+    return (Message(role="system", parts=tuple(TextPart(text=t) for t in texts)),) if texts else ()
+
+
+@dataclass(frozen=True, slots=True)
 class _CallIds:
-    """Gives id-less function calls stable positional ids and pairs id-less responses with them."""
+    """Gives id-less function calls stable positional ids and pairs id-less responses with them.
+    Never changed in place (`HistoryMemo` shares it): each step returns the next state."""
 
     count: int = 0
-    open: defaultdict[str, deque[str]] = field(default_factory=lambda: defaultdict(deque))
+    open: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # name -> unanswered call ids
 
-    def call(self, fc: p.FunctionCall) -> str:
+    def call(self, fc: p.FunctionCall) -> tuple[_CallIds, str]:
         call_id = fc.id or f"call_{fc.name}_{self.count}"
-        self.count += 1
-        self.open[fc.name].append(call_id)
-        return call_id
+        return _CallIds(self.count + 1, {**self.open, fc.name: (*self.open.get(fc.name, ()), call_id)}), call_id
 
-    def response(self, fr: p.FunctionResponse) -> str:
-        pending = self.open[fr.name]
+    def response(self, fr: p.FunctionResponse) -> tuple[_CallIds, str]:
+        pending = self.open.get(fr.name, ())
         if fr.id:
-            if fr.id in pending:
-                pending.remove(fr.id)
-            return fr.id
-        return pending.popleft() if pending else f"call_{fr.name}_unmatched"
+            if fr.id not in pending:
+                return self, fr.id
+            i = pending.index(fr.id)
+            return self._answered(fr.name, pending[:i] + pending[i + 1:]), fr.id
+        if pending:
+            return self._answered(fr.name, pending[1:]), pending[0]
+        return self, f"call_{fr.name}_unmatched"
+
+    def _answered(self, name: str, pending: tuple[str, ...]) -> _CallIds:
+        return _CallIds(self.count, {**self.open, name: pending})
+
+
+def _fold(ids: _CallIds, content: p.Content) -> tuple[_CallIds, list[Message]]:
+    """One content's canonical messages, and the call ids after it."""
+    if content.role != "model":
+        return _user_messages(content.parts, ids)
+    parts: list[Part] = []
+    for x in content.parts:
+        if _has_model_part(x):
+            ids, part = _model_part(x, ids)
+            parts.append(part)
+    return ids, [Message(role="assistant", parts=_joined(parts))]
+
+
+# Resent contents continue from the converted list they extend: a turn converts its new contents.
+_HISTORY: HistoryMemo[_CallIds, Message] = HistoryMemo(_fold, _CallIds())
 
 
 def _messages(contents: list[p.Content]) -> tuple[Message, ...]:
-    ids = _CallIds()
-    out: list[Message] = []
-    for content in contents:
-        if content.role == "model":
-            parts = [_model_part(x, ids) for x in content.parts if _has_model_part(x)]
-            out.append(Message(role="assistant", parts=_joined(parts)))
-        else:
-            out.extend(_user_messages(content.parts, ids))
-    return tuple(out)
+    return _HISTORY.convert(contents)
 
 
 def _has_model_part(part: p.Part) -> bool:
     return part.function_call is not None or bool(part.text)
 
 
-def _model_part(part: p.Part, ids: _CallIds) -> Part:
+def _model_part(part: p.Part, ids: _CallIds) -> tuple[_CallIds, Part]:
     if part.function_call is not None:
         fc = part.function_call
-        return ToolCallPart(id=ids.call(fc), name=fc.name, arguments=json.dumps(fc.args, ensure_ascii=False))
+        ids, call_id = ids.call(fc)
+        return ids, ToolCallPart(id=call_id, name=fc.name, arguments=json.dumps(fc.args, ensure_ascii=False))
     if part.thought:
-        return ThinkingPart(text=part.text or "", signature=part.thought_signature)
-    return TextPart(text=part.text or "")
+        return ids, ThinkingPart(text=part.text or "", signature=part.thought_signature)
+    return ids, TextPart(text=part.text or "")
 
 
 def _joined(parts: list[Part]) -> tuple[Part, ...]:
@@ -154,7 +174,7 @@ def _joined(parts: list[Part]) -> tuple[Part, ...]:
     return tuple(out)
 
 
-def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
+def _user_messages(parts: list[p.Part], ids: _CallIds) -> tuple[_CallIds, list[Message]]:
     """Text parts become user messages; each functionResponse its own `tool` message, in order."""
     out: list[Message] = []
     texts: list[Part] = []
@@ -163,7 +183,8 @@ def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
             if texts:
                 out.append(Message(role="user", parts=tuple(texts)))
                 texts = []
-            out.append(Message(role="tool", parts=(_tool_result(part.function_response, ids),)))
+            ids, result = _tool_result(part.function_response, ids)
+            out.append(Message(role="tool", parts=(result,)))
         elif part.text is not None:
             texts.append(TextPart(text=part.text))
         elif part.inline_data is not None or part.file_data is not None:
@@ -172,10 +193,10 @@ def _user_messages(parts: list[p.Part], ids: _CallIds) -> list[Message]:
             )
     if texts:
         out.append(Message(role="user", parts=tuple(texts)))
-    return out
+    return ids, out
 
 
-def _tool_result(fr: p.FunctionResponse, ids: _CallIds) -> ToolResultPart:
+def _tool_result(fr: p.FunctionResponse, ids: _CallIds) -> tuple[_CallIds, ToolResultPart]:
     """`{output: "..."}` (Gemini CLI, Pi) or `{error: "..."}` unwrap to their text; else the JSON."""
     response = fr.response
     if set(response) == {"output"} and isinstance(response["output"], str):
@@ -184,7 +205,8 @@ def _tool_result(fr: p.FunctionResponse, ids: _CallIds) -> ToolResultPart:
         content, is_error = response["error"], True
     else:
         content, is_error = json.dumps(response, ensure_ascii=False), False
-    return ToolResultPart(tool_call_id=ids.response(fr), content=content, name=fr.name, is_error=is_error)
+    ids, call_id = ids.response(fr)
+    return ids, ToolResultPart(tool_call_id=call_id, content=content, name=fr.name, is_error=is_error)
 
 
 def _sampling(config: p.GenerationConfig) -> SamplingParams:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from typing import Literal, assert_never
 
@@ -22,6 +22,7 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects._body import BodyParser, ItemMemo
+from openenv.capture.dialects._history import HistoryMemo
 from openenv.capture.dialects._shared import bearer_token, chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat import protocol as p
@@ -72,15 +73,20 @@ def to_canonical(req: p.ChatCompletionRequest) -> CanonicalRequest:
 
 
 def _messages(messages: list[p.ChatMessage]) -> tuple[Message, ...]:
-    names: dict[str, str] = {}  # tool_call_id -> function name, for templates that print it
-    out: list[Message] = []
-    for msg in messages:
-        name = names.get(msg.tool_call_id) if isinstance(msg, p.ToolMessage) and not msg.name else None
-        converted = _CONVERTED.get(msg, lambda: _message(msg, name), name)  # noqa: B023 (called at once)
-        if converted.role == "assistant":
-            names.update((c.id, c.name) for c in converted.parts if isinstance(c, ToolCallPart))
-        out.append(converted)
-    return tuple(out)
+    return _HISTORY.convert(messages)
+
+
+def _fold(names: Mapping[str, str], msg: p.ChatMessage) -> tuple[Mapping[str, str], tuple[Message]]:
+    """One message's canonical form. `names` (tool_call_id -> function name, for templates that print
+    it) carries to later tool messages; it is copied, never changed, when a message adds calls."""
+    name = names.get(msg.tool_call_id) if isinstance(msg, p.ToolMessage) and not msg.name else None
+    converted = _CONVERTED.get(msg, lambda: _message(msg, name), name)
+    calls = {c.id: c.name for c in converted.parts if isinstance(c, ToolCallPart)}
+    return ({**names, **calls} if calls else names), (converted,)
+
+
+# A resent history continues from the converted list it extends: a turn converts its new messages.
+_HISTORY: HistoryMemo[Mapping[str, str], Message] = HistoryMemo(_fold, {})
 
 
 def _message(msg: p.ChatMessage, known_name: str | None) -> Message:

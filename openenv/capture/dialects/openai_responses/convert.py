@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import assert_never
 
 from pydantic import BaseModel
@@ -29,6 +30,7 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects._body import BodyParser
+from openenv.capture.dialects._history import HistoryMemo
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
@@ -90,67 +92,69 @@ def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
     )
 
 
+@lru_cache(maxsize=64)
 def _instructions(instructions: str | None) -> tuple[Message, ...]:
+    """The system message, the same object every turn (the session compares history by identity)."""
     return (Message(role="system", parts=(TextPart(text=instructions),)),) if instructions else ()
 
 
-@dataclass
-class _History:
-    """Folds the flat item list into messages: consecutive assistant-side items (reasoning, an
-    assistant message, calls) form one assistant turn, as they came from one response."""
+@dataclass(frozen=True, slots=True)
+class _Fold:
+    """The state between input items: consecutive assistant-side items (reasoning, an assistant
+    message, calls) form one assistant turn, as they came from one response; `names` maps call ids
+    to tool names for the results. Never changed in place (`HistoryMemo` shares it)."""
 
-    out: list[Message] = field(default_factory=list)
-    turn: list[Part] = field(default_factory=list)
-    names: dict[str, str] = field(default_factory=dict)
+    turn: tuple[Part, ...] = ()
+    names: Mapping[str, str] = field(default_factory=dict)
 
-    def assistant(self, part: Part) -> None:
-        if isinstance(part, ToolCallPart):
-            self.names[part.id] = part.name
-        self.turn.append(part)
+    def assistant(self, part: Part) -> _Fold:
+        names = {**self.names, part.id: part.name} if isinstance(part, ToolCallPart) else self.names
+        return _Fold((*self.turn, part), names)
 
-    def add(self, message: Message) -> None:
-        self.flush()
-        self.out.append(message)
+    def add(self, message: Message) -> tuple[_Fold, tuple[Message, ...]]:
+        return _Fold((), self.names), (*self.closed(), message)
 
-    def result(self, call_id: str, output: str | list[p.InputText]) -> None:
+    def result(self, call_id: str, output: str | list[p.InputText]) -> tuple[_Fold, tuple[Message, ...]]:
         part = ToolResultPart(tool_call_id=call_id, content=_text(output), name=self.names.get(call_id))
-        self.add(Message(role="tool", parts=(part,)))
+        return self.add(Message(role="tool", parts=(part,)))
 
-    def flush(self) -> None:
-        if self.turn:
-            self.out.append(Message(role="assistant", parts=tuple(self.turn)))
-            self.turn = []
+    def closed(self) -> tuple[Message, ...]:
+        return (Message(role="assistant", parts=self.turn),) if self.turn else ()
+
+
+def _fold(state: _Fold, item: p.InputItem) -> tuple[_Fold, tuple[Message, ...]]:
+    match item:
+        case p.MessageItem(role="assistant"):
+            text = _text(item.content)
+            return (state.assistant(TextPart(text=text)) if text else state), ()
+        case p.MessageItem(role=role):
+            text = _text(item.content)
+            kind = "user" if role == "user" else "system"
+            return state.add(Message(role=kind, parts=(TextPart(text=text),) if text else ()))
+        case p.FunctionCallItem():
+            return state.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments)), ()
+        case p.CustomToolCallItem():
+            args = json.dumps({CUSTOM_INPUT: item.input}, ensure_ascii=False)
+            return state.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=args)), ()
+        case p.FunctionCallOutputItem() | p.CustomToolCallOutputItem():
+            return state.result(item.call_id, item.output)
+        case p.ReasoningItem():
+            return state.assistant(_thinking(item)), ()
+        case p.OtherItem():
+            log.info("ignoring %r input item (not mapped to the canonical history)", item.type)
+            return state, ()
+        case _:
+            assert_never(item)
+
+
+# A resent input list continues from the converted list it extends: a turn converts its new items.
+_HISTORY: HistoryMemo[_Fold, Message] = HistoryMemo(_fold, _Fold(), finish=_Fold.closed)
 
 
 def _messages(items: str | list[p.InputItem]) -> tuple[Message, ...]:
     if isinstance(items, str):
         return (Message(role="user", parts=(TextPart(text=items),)),)
-    history = _History()
-    for item in items:
-        match item:
-            case p.MessageItem(role="assistant"):
-                text = _text(item.content)
-                if text:
-                    history.assistant(TextPart(text=text))
-            case p.MessageItem(role=role):
-                text = _text(item.content)
-                kind = "user" if role == "user" else "system"
-                history.add(Message(role=kind, parts=(TextPart(text=text),) if text else ()))
-            case p.FunctionCallItem():
-                history.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments))
-            case p.CustomToolCallItem():
-                args = json.dumps({CUSTOM_INPUT: item.input}, ensure_ascii=False)
-                history.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=args))
-            case p.FunctionCallOutputItem() | p.CustomToolCallOutputItem():
-                history.result(item.call_id, item.output)
-            case p.ReasoningItem():
-                history.assistant(_thinking(item))
-            case p.OtherItem():
-                log.info("ignoring %r input item (not mapped to the canonical history)", item.type)
-            case _:
-                assert_never(item)
-    history.flush()
-    return tuple(history.out)
+    return _HISTORY.convert(items)
 
 
 def _text(content: str | list[p.InputText]) -> str:
