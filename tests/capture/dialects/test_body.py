@@ -107,6 +107,25 @@ def test_a_string_where_a_list_may_stand_is_taken_as_is() -> None:
     assert parser.parse(body) == _shared.parse_body(responses.ResponsesRequest, body)
 
 
+@pytest.mark.parametrize("body", [
+    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "system_instruction": {"parts": [{"text": "S"}]}}',
+    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "systemInstruction": {"parts": [{"text": "S"}]}}',
+    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "vendorExtra": {"a": [1]}, "tools": null}',
+    b'{"contents": null}',
+])
+def test_field_names_aliases_and_extras_read_as_whole_body_validation_reads_them(body: bytes) -> None:
+    parser = BodyParser(gemini.GenerateContentRequest, lists=("contents", "tools"))
+    try:
+        expected = _shared.parse_body(gemini.GenerateContentRequest, body)
+    except BadRequest as exc:
+        with pytest.raises(BadRequest) as got:
+            parser.parse(body)
+        assert got.value.message == exc.message
+        return
+    got_req = parser.parse(body)
+    assert got_req == expected and got_req.model_extra == expected.model_extra
+
+
 def test_a_full_memory_forgets_the_least_recently_used_items_and_stays_correct() -> None:
     parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"), size=3, histories=1)
     for turns in (1, 2, 3):
@@ -134,6 +153,13 @@ def test_a_history_that_differs_inside_the_remembered_prefix_is_not_served_from_
     assert edited.messages[3] is not plain.messages[3]
     assert edited == _shared.parse_body(chat.ChatCompletionRequest, chat_body(3, edit="out 0 (trimmed)"))
     assert parser.parse(chat_body(4)).messages[3] is plain.messages[3]  # the plain history still extends
+
+
+def test_a_request_owns_its_lists_so_changing_one_leaves_later_parses_intact() -> None:
+    parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"))
+    first = parser.parse(chat_body(3))
+    first.messages.clear()
+    assert parser.parse(chat_body(3)) == parser.parse(chat_body(3)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(3))
 
 
 def test_two_conversations_forking_from_one_history_each_keep_their_own_items() -> None:
