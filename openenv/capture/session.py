@@ -199,8 +199,9 @@ class Session:
             req: the canonical request.
             dialect: the wire format's name (recorded on the turn).
             digest: a digest of the raw request body; answered requests are remembered by it.
-            retry: the client marked this as a retry; a remembered reply is replayed, unrecorded, and
-                one still being made (the client timed out first) is shared, not made twice.
+            retry: the client marked this as a retry; a remembered reply is replayed, unrecorded. A body
+                identical to one still being answered is shared, not made twice, marked or not: it is
+                a client that timed out and sent it again (google-genai and codex number no retries).
 
         Raises:
             BackendUnavailable: the backend failed; the turn is kept as a gap.
@@ -208,7 +209,7 @@ class Session:
         """
         if retry and digest in self._replies:
             return self._replies[digest]
-        if retry and digest in self._inflight:
+        if digest in self._inflight:
             return await asyncio.shield(self._inflight[digest])
         if digest is None:
             return await self._handle(req, dialect)
@@ -316,13 +317,21 @@ class Session:
 
     async def _generate(self, req: CanonicalRequest, prompt_ids: list[int]) -> tuple[list[int], list[float], str]:
         params = req.sampling.merged(self.sampling)
-        room = self._backend.context_window - len(prompt_ids)
+        window = await self._context_window()
+        room = window - len(prompt_ids)
         if room <= 0:
             raise BadRequest(f"the prompt is {len(prompt_ids)} tokens but the context window is "
-                             f"{self._backend.context_window}; shorten the conversation", param="messages")
+                             f"{window}; shorten the conversation", param="messages")
         params = params.model_copy(update={"max_tokens": min(params.max_tokens or room, room)})
         gen = await self._backend.generate(prompt_ids, params)
         return gen.token_ids, gen.logprobs, gen.finish_reason
+
+    async def _context_window(self) -> int:
+        """A remote backend (`VLLMBackend.discover`) learns its window without blocking the loop."""
+        discover = getattr(self._backend, "discover", None)
+        if discover is not None:
+            await discover()
+        return self._backend.context_window
 
     def _policy_ids(self, text: str) -> list[int]:
         """A policy's text reply as ids, closed with the end-of-turn token like a sampled stop."""
