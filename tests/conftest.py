@@ -1,14 +1,20 @@
-"""Session-wide fixtures: one tiny-model build and one real vLLM CPU server per test session."""
+"""Session-wide fixtures: one tiny-model build, one real vLLM CPU server, one renderer and one in-process
+backend per test session (each takes seconds; capture and reliability tests share them)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from openenv.testing.tiny_model import tiny_model_path
+
+if TYPE_CHECKING:
+    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.renderer import Renderer
 
 
 @pytest.fixture(scope="session")
@@ -34,6 +40,22 @@ def vllm_url(tiny_model: Path) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def renderer(tiny_model: Path) -> Renderer:
+    """The tiny model's renderer (chat template + tokenizer), loaded once."""
+    from openenv.capture.renderer import Renderer
+
+    return Renderer.from_pretrained(tiny_model)
+
+
+@pytest.fixture(scope="session")
+def local_backend(tiny_model: Path) -> LocalBackend:
+    """The tiny model in-process: samples and scores without the vLLM server (loaded once)."""
+    from openenv.capture.backends.local import LocalBackend
+
+    return LocalBackend(tiny_model)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,4 @@
-"""Capture fixtures: the tiny model's renderer, in-process proxies over real backends, a recorder.
+"""Capture fixtures: in-process proxies over real backends, and the raw vLLM replies they got.
 
 `proxy` serves the real app on a loopback port with a `VLLMBackend` pointed at the session's real
 vLLM server; `replies` keeps every raw vLLM reply (the backend's `on_reply`) so tests can compare what
@@ -8,7 +8,6 @@ vLLM sampled with what the proxy recorded. `local_proxy` does the same over the 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,16 +15,6 @@ import pytest
 from openenv.capture.backends import LocalBackend, VLLMBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-
-
-@pytest.fixture(scope="session")
-def renderer(tiny_model: Path) -> Renderer:
-    return Renderer.from_pretrained(tiny_model)
-
-
-@pytest.fixture(scope="session")
-def local_backend(tiny_model: Path) -> LocalBackend:
-    return LocalBackend(tiny_model)
 
 
 @pytest.fixture()

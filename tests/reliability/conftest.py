@@ -44,18 +44,6 @@ def figures(request: pytest.FixtureRequest) -> Figures:
     return Figures(request.node.nodeid)
 
 
-@pytest.fixture(scope="session")
-def renderer(tiny_model: Path) -> Renderer:
-    """The tiny model's renderer, loaded once for every reliability test (it takes seconds)."""
-    return Renderer.from_pretrained(tiny_model)
-
-
-@pytest.fixture(scope="session")
-def local_backend(tiny_model: Path) -> LocalBackend:
-    """The tiny model in-process: samples and scores without the vLLM server (loaded once)."""
-    return LocalBackend(tiny_model)
-
-
 @pytest.fixture
 def make_proxy(renderer: Renderer, local_backend: LocalBackend) -> Iterator[Callable[..., CaptureServer]]:
     """`make_proxy(admin_key=..., admin_port=0)`: a started `CaptureServer` on the in-process tiny model,

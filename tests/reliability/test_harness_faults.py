@@ -25,7 +25,7 @@ from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessAction
-from openenv.harness.sandbox.local import MARKER
+from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.tasks import builtin_task
 from openenv.testing.faults import FaultProxy
 
@@ -51,8 +51,7 @@ def env(server: CaptureServer) -> Iterator[HarnessEnvironment]:
 
 def harness_process() -> psutil.Process:
     """The harness: the one direct child of this test process started by a sandbox (its marker)."""
-    owner = f"{os.getpid()}-"
-    found = [p for p in psutil.Process().children() if p.environ().get(MARKER, "").startswith(owner)]
+    found = [p for p in sandboxed_processes() if p.ppid() == os.getpid()]
     assert len(found) == 1, f"expected one sandboxed child, found {found}"
     return found[0]
 
