@@ -1,16 +1,15 @@
 """Request bodies validated with each distinct history item (message, tool) validated only once.
 
 Harnesses resend the whole conversation on every turn, so a turn's body is mostly items the proxy
-has already seen. `BodyParser` splits the body into the raw JSON of each top-level field and of each
-item of the long lists (`msgspec.Raw`, no decoding). A list that extends one it has parsed before (the
-previous turn's history plus the new messages) is found by probing its last few items, and checked
-with one byte comparison of the remembered items (C speed, ~5 us for 135 kB); only the items after
-that prefix are looked up by their exact bytes, and only unseen ones are validated. A turn's Python
-work follows its new items, not the length of the conversation, and the same item bytes give the
-same item object, so later steps can compare history by identity.
-
-Anything the fast path cannot take (not JSON to msgspec, an item or field that fails validation)
-goes through `parse_body` on the whole body, so errors read exactly as before.
+has already seen. `BodyParser` reads the body once with msgspec into the raw JSON of each top-level
+field and of each item of the long lists (`msgspec.Raw`, no decoding; ~1 us per kB, the one cost
+that must follow the body's size). A list that extends one it has parsed before (the previous
+turn's history plus the new messages) is found by probing its last few items and checked with one
+byte comparison of the remembered items (C speed, ~5 us for 135 kB); only the items after that
+prefix are looked up by their exact bytes, and only unseen ones are validated. The request model is
+then built without re-checking the items where no validator could tell. A turn's Python work follows
+its new items, not the length of the conversation, and the same item bytes give the same item
+object, so later steps can compare history by identity.
 """
 
 from __future__ import annotations
@@ -96,7 +95,7 @@ class BodyParser(Generic[M]):
 
     def _validate(self, data: dict[str, Any]) -> M:
         """The request model from fields whose list items are validated already. Where no validator
-        or constraint could tell (`_trusts_lists`), the lists stand in as their last item and are put
+        or constraint could tell (`_trusted_lists`), the lists stand in as their last item and are put
         back after: validating a list re-checks each item, ~0.9 us each, the one cost left that grew
         with the conversation (113 us of a 60-turn parse)."""
         lists = {key: data[key] for key in self._trusted if isinstance(data.get(key), list) and data[key]}
