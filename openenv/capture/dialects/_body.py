@@ -36,7 +36,7 @@ _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _VALUE = msgspec.json.Decoder()
 _SIZE = 16384  # distinct items kept per parser, shared by all sessions (~30 turns x 2 items x 256 sessions)
-_HISTORIES = 4096  # parsed lists kept to be extended (a session needs its newest; forks an older one)
+_HISTORIES = 4096  # parsed lists kept to be extended (a conversation keeps only its newest)
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
 
 
@@ -155,11 +155,20 @@ class BodyParser(Generic[M]):
     def _remember(self, name: str, known: _History | None, raws: list[msgspec.Raw], items: list[Any]) -> _History:
         own = [raw.copy() for raw in raws]  # a view would keep the whole request body alive
         history = _History(own, items) if known is None else _History(known.raws + own, known.items + items)
+        if known is not None:  # superseded: one list per conversation, not one per turn (memory O(n), not n^2)
+            self._forget(name, known)
         if history.raws:
             self._ends[(name, bytes(history.raws[-1]))] = history
             while len(self._ends) > self.histories:
                 self._ends.popitem(last=False)
         return history
+
+    def _forget(self, name: str, history: _History) -> None:
+        """Drop a list that a longer one extends. A request that forks from it later (a sub-agent, a
+        lagging rollout of the same group) pays one lookup per item, once."""
+        key = (name, bytes(history.raws[-1]))
+        if self._ends.get(key) is history:
+            del self._ends[key]
 
     def _item(self, name: str, raw: bytes) -> Any:
         key = (name, raw)

@@ -22,7 +22,7 @@ __all__ = ["HistoryMemo"]
 S = TypeVar("S")
 V = TypeVar("V")
 
-_SIZE = 4096  # converted lists kept per dialect (a session needs its newest; forks an older one)
+_SIZE = 4096  # converted lists kept per dialect (a conversation keeps only its newest)
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
 
 
@@ -79,6 +79,10 @@ class HistoryMemo(Generic[S, V]):
             new.extend(out)
         self.folded += len(items) - done
         converted = _Converted(tuple(items), values + tuple(new), state)
+        if known is not None and self._lists.get(id(known.items[-1])) is known:
+            # Superseded: one list per conversation, not one per turn (memory O(n), not n^2). A request
+            # that forks from it later (a sub-agent, a lagging rollout of a group) folds from the start once.
+            del self._lists[id(known.items[-1])]
         self._lists[id(items[-1])] = converted
         while len(self._lists) > self.size:
             self._lists.popitem(last=False)

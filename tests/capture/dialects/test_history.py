@@ -54,14 +54,19 @@ def test_equal_but_different_objects_are_not_taken_for_the_remembered_items() ->
     assert folded == copies
 
 
-def test_two_lists_forking_from_one_history_each_continue_from_it() -> None:
+def test_two_lists_forking_from_one_history_each_convert_correctly_and_continue_their_own() -> None:
     memo, folded = counting_memo()
     base = ["sys", "user"]
     memo.convert(base)
     folded.clear()
     a, b = memo.convert([*base, "a1", "a2"]), memo.convert([*base, "b1"])
     assert (a[2:], b[2:]) == (("2:a1", "3:a2"), ("2:b1",))
-    assert folded == ["a1", "a2", "b1"]
+    # `a` superseded the shared history (one list kept per conversation), so `b` folded it again, once.
+    assert folded == ["a1", "a2", "sys", "user", "b1"]
+    folded.clear()
+    memo.convert([*base, "a1", "a2", "a3"])
+    memo.convert([*base, "b1", "b2"])
+    assert folded == ["a3", "b2"]
 
 
 def test_pending_values_end_the_list_but_are_not_remembered() -> None:
