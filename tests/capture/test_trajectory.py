@@ -54,6 +54,31 @@ def test_prefix_ids_are_prompt_plus_exact_completion() -> None:
     assert traj.prefix_ids(link) == [1, 2, 3, 10, 11, 90, 91, 12]
 
 
+def test_prefix_ids_of_an_older_turn_stop_at_its_completion_and_take_the_new_ids_after() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10, 11])
+    answer(traj, (SYS, USER, A1, TOOL1), [12])
+    first, second = traj.sequences[0].turns
+    head = traj.find_parent((SYS, USER, A1, TOOL1, A2, TOOL2), ())
+    older = traj.find_parent((SYS, USER, A1, msg("tool", "other result")), ())
+    assert head is not None and head.turn is second and older is not None and older.turn is first
+    assert traj.prefix_ids(head, then=[7, 8]) == [1, 2, 3, 10, 11, 90, 91, 12, 7, 8]
+    assert traj.prefix_ids(older, then=[7]) == [1, 2, 3, 10, 11, 7]
+    spliced = traj.prefix_ids(head)
+    spliced.append(99)  # the caller owns the list: the sequence is untouched
+    assert traj.rows()[0].completion_ids == [10, 11, 90, 91, 12]
+
+
+def test_an_equal_but_rebuilt_history_still_links() -> None:
+    """Dialects hand back the same message objects for a resent history; a harness whose history
+    is rebuilt (equal values, new objects) must link all the same."""
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    rebuilt = tuple(Message(role=m.role, parts=m.parts) for m in (SYS, USER))
+    link = traj.find_parent((*rebuilt, A1, TOOL1), ())
+    assert link is not None and link.turn is traj.turns[0]
+
+
 def test_a_changed_earlier_message_is_a_break() -> None:
     traj = Trajectory()
     answer(traj, (SYS, USER), [10])
