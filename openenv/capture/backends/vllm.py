@@ -133,7 +133,8 @@ class VLLMBackend:
 
     async def _discover(self) -> None:
         http = self._client()
-        timeout = aiohttp.ClientTimeout(total=min(10.0, self._timeout))
+        limit = min(10.0, self._timeout)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limit, sock_read=limit)
         with _unreachable(self.base_url):
             async with http.get(f"{self.base_url}/v1/models", timeout=timeout) as response:
                 body = await response.read()

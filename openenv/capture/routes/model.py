@@ -7,9 +7,9 @@ with the dialect stored on the request.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Awaitable, Callable, Iterator
 
+import xxhash
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
@@ -56,7 +56,9 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             n = session.count_tokens(canonical, dialect.name)
             return Response(dialect.count_tokens_body(n, req).model_dump_json(), media_type=JSON)
         retry = any(ctx.headers.get(h, "0") not in ("", "0") for h in RETRY_HEADERS)
-        digest = hashlib.blake2b(body, digest_size=16).hexdigest()
+        # 128-bit xxh3: a retry is matched within one session, so collisions need only be improbable, not
+        # infeasible; blake2b took 236 us on a 60-turn (135 kB) body, xxh3 5 us.
+        digest = xxhash.xxh3_128_hexdigest(body)
         done = await session.handle(canonical, dialect.name, digest=digest, retry=retry)
         if canonical.stream:
             return StreamingResponse(_encode(dialect.sse_events(done, req)), media_type="text/event-stream",
