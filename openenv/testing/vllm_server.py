@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Self
 
 import httpx
 
@@ -71,7 +72,7 @@ class VLLMServer:
             cmd += ["--max-model-len", str(self.max_model_len)]
         return cmd + self.extra_args
 
-    def start(self, timeout: float = 240.0) -> VLLMServer:
+    def start(self, timeout: float = 240.0) -> Self:
         env = dict(os.environ)
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -115,7 +116,7 @@ class VLLMServer:
                 pass
             self.proc.wait(timeout=10)
 
-    def __enter__(self) -> VLLMServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

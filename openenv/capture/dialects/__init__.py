@@ -7,8 +7,8 @@ route both under `/s/{token}` (path routing) and at the root (token in the API-k
 
 from __future__ import annotations
 
-from openenv.capture.dialects.base import Dialect, Endpoint, RequestContext, ServerSentEvent
 from openenv.capture.dialects.anthropic import AnthropicDialect
+from openenv.capture.dialects.base import Dialect, Endpoint, RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import GeminiDialect
 from openenv.capture.dialects.openai_chat import OpenAIChatDialect
 from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect

@@ -42,8 +42,8 @@ def _call(body: str) -> ParsedCall | None:
 
 def _value(raw: str) -> Any:
     """The template writes one newline after `<parameter=...>` and one before `</parameter>`."""
-    value = raw[1:] if raw.startswith("\n") else raw
-    value = value[:-1] if value.endswith("\n") else value
+    value = raw.removeprefix("\n")
+    value = value.removesuffix("\n")
     try:
         decoded = json.loads(value)
     except ValueError:
