@@ -138,11 +138,26 @@ def throughput_targets(rows: list[dict[str, Any]]) -> list[str]:
                    f"{_verdict(per_core >= RATE_TARGET)}")
         out.append(f"Per-turn cost flat, {name}: CPU-ms/turn at {longest} turns is {_x(flat)} the 1-turn cost "
                    f"(target <= {FLAT_TARGET}x): {_verdict(flat <= FLAT_TARGET)}")
+        growth = _growth(mine, longest)
+        if growth is not None:
+            out.append(f"For context, {name}: CPU-ms/turn at {longest} turns is {_x(growth)} the 10-turn cost "
+                       "(both conversations of tool-call turns; the 1-turn one has no tool result to tokenize, "
+                       "and every later turn tokenizes one)")
         vs_ref = [r["cpu_vs_ref"] for r in mine if r["cpu_vs_ref"] is not None]
         if vs_ref:
             out.append(f"Versus the reference, {name}: {_x(min(vs_ref))} to {_x(max(vs_ref))} less CPU per turn "
                        f"(target >= {REFERENCE_TARGET}x at every length): {_verdict(min(vs_ref) >= REFERENCE_TARGET)}")
     return out
+
+
+def _growth(rows: list[dict[str, Any]], longest: int) -> float | None:
+    """The worst ratio, over sharing modes, of the longest conversation's CPU-ms/turn to the 10-turn one's."""
+    ratios = []
+    for distinct in {r.get("distinct") for r in rows}:
+        by_len = {r["turns"]: r["cpu_ms"] for r in rows if r.get("distinct") == distinct}
+        if 10 in by_len and longest in by_len and longest != 10:
+            ratios.append(by_len[longest] / by_len[10])
+    return max(ratios) if ratios else None
 
 
 def fidelity_section(rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
