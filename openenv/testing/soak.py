@@ -341,7 +341,8 @@ def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessE
     seen = {t.id for t in env.trajectory()}
     result.env_missing_turns = sum(1 for t in turns if t.id not in seen)
     if ledger.relay_errors:
-        result.problems.append(f"{ledger.relay_errors} request(s) never reached the proxy")
+        result.problems.append(f"{ledger.relay_errors} request(s) never reached the proxy "
+                               f"({'; '.join(ledger.relay_error_reasons)})")
     if slot.relay.disarm(session.token):
         result.problems.append("the injected client retry never fired")
     result.session_left_open = session.token in slot.server.manager.sessions

@@ -42,6 +42,7 @@ class SessionLedger:
     posts: int = 0  # model requests (POST) from the harness; the relay's own retries are not counted
     statuses: Counter[int] = field(default_factory=Counter)
     relay_errors: int = 0  # requests the relay could not deliver to the proxy (answered 502)
+    relay_error_reasons: list[str] = field(default_factory=list)
     replays_sent: int = 0
     replays_identical: int = 0
     replay_problems: list[str] = field(default_factory=list)
@@ -98,7 +99,11 @@ class LedgerRelay:
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        self._client = httpx.AsyncClient(base_url=self._target, timeout=None)  # on the server's own loop
+        # On the server's own loop. Idle connections expire well before the proxy's (uvicorn's 5 s keep-alive):
+        # httpx's default expiry is also 5 s, so a pooled connection could be reused just as the proxy
+        # closed it, and the relay would count a request the proxy never saw.
+        limits = httpx.Limits(keepalive_expiry=2.0)
+        self._client = httpx.AsyncClient(base_url=self._target, timeout=None, limits=limits)
         try:
             yield
         finally:
@@ -142,6 +147,7 @@ class LedgerRelay:
             if token is not None:
                 with self._lock:
                     self._ledgers[token].relay_errors += 1
+                    self._ledgers[token].relay_error_reasons.append(f"{type(exc).__name__}: {exc}"[:200])
         if token is not None:
             with self._lock:
                 self._ledgers[token].statuses[reply.status_code] += 1
