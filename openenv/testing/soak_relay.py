@@ -41,11 +41,15 @@ class SessionLedger:
 
     posts: int = 0  # model requests (POST) from the harness; the relay's own retries are not counted
     statuses: Counter[int] = field(default_factory=Counter)
-    relay_errors: int = 0  # requests the relay could not deliver to the proxy (answered 502)
-    relay_error_reasons: list[str] = field(default_factory=list)
+    relay_error_reasons: list[str] = field(default_factory=list)  # why each undelivered request failed
     replays_sent: int = 0
     replays_identical: int = 0
     replay_problems: list[str] = field(default_factory=list)
+
+    @property
+    def relay_errors(self) -> int:
+        """Requests the relay could not deliver to the proxy (answered 502)."""
+        return len(self.relay_error_reasons)
 
 
 class LedgerRelay:
@@ -146,7 +150,6 @@ class LedgerRelay:
             reply = httpx.Response(502, text=f"ledger relay: the proxy is unreachable: {exc}")
             if token is not None:
                 with self._lock:
-                    self._ledgers[token].relay_errors += 1
                     self._ledgers[token].relay_error_reasons.append(f"{type(exc).__name__}: {exc}"[:200])
         if token is not None:
             with self._lock:

@@ -37,11 +37,13 @@ def _unreachable(url: str) -> Iterator[None]:
         yield
     except aiohttp.ServerTimeoutError as exc:  # before ClientError: it is one
         kind = "ConnectTimeout" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "ReadTimeout"
-        raise BackendUnavailable(f"the vLLM backend at {url} is unreachable: {kind}: {exc}; "
-                                 "retry once it is up") from None
+        raise _unreachable_error(url, kind, exc) from None
     except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-        raise BackendUnavailable(f"the vLLM backend at {url} is unreachable: {type(exc).__name__}: {exc}; "
-                                 "retry once it is up") from None
+        raise _unreachable_error(url, type(exc).__name__, exc) from None
+
+
+def _unreachable_error(url: str, kind: str, exc: Exception) -> BackendUnavailable:
+    return BackendUnavailable(f"the vLLM backend at {url} is unreachable: {kind}: {exc}; retry once it is up")
 
 
 def _status_error(url: str, status: int, body: bytes) -> BadRequest | BackendUnavailable:
@@ -147,8 +149,7 @@ class VLLMBackend:
         try:
             response = httpx.get(f"{self.base_url}/v1/models", timeout=min(10.0, self._timeout))
         except httpx.HTTPError as exc:
-            raise BackendUnavailable(f"the vLLM backend at {self.base_url} is unreachable: "
-                                     f"{type(exc).__name__}: {exc}; retry once it is up") from None
+            raise _unreachable_error(self.base_url, type(exc).__name__, exc) from None
         self._learn(response.status_code, response.content)
 
     def _learn(self, status: int, body: bytes) -> None:
