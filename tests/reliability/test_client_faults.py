@@ -80,7 +80,7 @@ def our_containers() -> list[str]:
     engine = docker.from_env()
     try:
         label = f"{OWNER_LABEL}={owner_label()}"
-        return [c.short_id for c in engine.containers.list(all=True, filters={"label": label})]
+        return [c.short_id for c in engine.containers.list(all=True, sparse=True, filters={"label": label})]
     finally:
         engine.close()
 

@@ -93,12 +93,15 @@ def sweep(client: docker.DockerClient, *, everything: bool = False) -> SweepRepo
 
     report = SweepReport()
     label = {"label": KIND_LABEL}
-    for container in client.containers.list(all=True, filters=label):
-        if _doomed(container.labels, everything):
+    # sparse: the labels come with the listing itself. A full listing inspects each container after
+    # listing it, and one that exits and auto-removes in between (a live episode elsewhere) raised.
+    for container in client.containers.list(all=True, filters=label, sparse=True):
+        labels = container.attrs.get("Labels") or {}
+        if _doomed(labels, everything):
             try:
                 container.remove(force=True, v=True)
                 report.containers.append(container.short_id)
-                _remove_folder(container.labels, report)
+                _remove_folder(labels, report)
             except docker.errors.NotFound:
                 continue
             except docker.errors.APIError as exc:

@@ -43,7 +43,7 @@ def client() -> Iterator[docker.DockerClient]:
 @pytest.fixture
 def ours(client: docker.DockerClient) -> Callable[[], list[str]]:
     """Short ids of every container carrying the openenv sandbox label (live or not)."""
-    return lambda: [c.short_id for c in client.containers.list(all=True, filters={"label": KIND_LABEL})]
+    return lambda: [c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})]
 
 
 class _Hello(BaseHTTPRequestHandler):

@@ -153,11 +153,11 @@ def _episode(client: docker.DockerClient, port: int, n: int) -> str:
 def test_fifty_episodes_with_crashes_and_timeouts_leave_nothing_behind(
     client: docker.DockerClient, proxy_port: int, ours: Callable[[], list[str]]
 ) -> None:
-    before = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
+    before = (len(client.containers.list(all=True, sparse=True)), len(client.volumes.list()), len(client.networks.list()))
     with ThreadPoolExecutor(max_workers=4) as pool:
         statuses = list(pool.map(lambda n: _episode(client, proxy_port, n), range(50)))
     assert set(statuses) == {"crashed", "timeout", "failed", "running"}
-    after = (len(client.containers.list(all=True)), len(client.volumes.list()), len(client.networks.list()))
+    after = (len(client.containers.list(all=True, sparse=True)), len(client.volumes.list()), len(client.networks.list()))
     assert after == before
     assert ours() == []
 
@@ -229,7 +229,7 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
     try:
         obs = env.reset(task="fix-temperature-conversion")
         assert obs.pending is not None
-        [victim] = client.containers.list(filters={"label": KIND_LABEL})
+        [victim] = client.containers.list(sparse=True, filters={"label": KIND_LABEL})
         victim.kill()
         started = time.monotonic()
         obs = env.step(HarnessAction(kind="complete", text="Done."))  # answered; the harness is gone

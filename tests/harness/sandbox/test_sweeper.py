@@ -62,3 +62,32 @@ def test_the_sweeper_removes_containers_of_a_dead_owner_and_spares_live_ones(
     assert report.folders and not Path(report.folders[0]).exists()
     assert sandbox.container.short_id in ours()
     assert sandbox.run(["true"]).exit_code == 0
+
+
+def test_a_sweep_survives_containers_vanishing_while_it_lists_them(client: docker.DockerClient) -> None:
+    """Sandboxes of live episodes exit and auto-remove while another process's first sandbox sweeps.
+    A container listed and then gone before it is looked at must be skipped, never raise."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openenv.harness.sandbox.docker import DEFAULT_IMAGE
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL
+
+    dead = f"{socket.gethostname()}/{2**22 + 7}/0.00"  # above pid_max's default: never a live owner
+    labels = {KIND_LABEL: "docker", OWNER_LABEL: dead, "openenv.test": "vanishing"}
+    made = [client.containers.create(DEFAULT_IMAGE, ["true"], labels=labels).id for _ in range(24)]
+
+    def vanish(cid: str) -> None:
+        try:
+            client.api.remove_container(cid, force=True)
+        except docker.errors.APIError as exc:  # NotFound or 409: the sweep got there first
+            assert exc.status_code in (404, 409), exc
+
+    removed: list[str] = []
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        gone = pool.map(vanish, made)
+        for _ in range(6):
+            removed += sweep(client).containers
+        list(gone)
+    left = client.containers.list(all=True, sparse=True, filters={"label": "openenv.test=vanishing"})
+    assert left == []
+    assert set(removed) <= {cid[:12] for cid in made}
