@@ -17,9 +17,11 @@
     turn is the proxy process's user+system time over the conversations (sessions are opened and
     closed outside that span), and "turns/s per core" = 1000 / CPU-ms, the rate one dedicated core
     sustains (the wall rate also pays for the load client, the engine and whatever else the machine
-    runs). By default the sessions play the same conversation (like a GRPO group), so the renderer's
-    shared suffix cache tokenizes each tool result once; `--distinct` gives every session its own tool
-    outputs and measures the cost without that help. RSS is the server's at the end. The baseline row
+    runs). Every turn brings one new block of text (the task's test report, then one file's text per
+    tool result), so a flat cost is one that does not grow with the conversation. By default the
+    sessions play the same conversation (like a GRPO group), so the renderer's shared suffix cache
+    tokenizes each block once; `--distinct` gives every conversation text no other conversation of the
+    run has sent (fresh slices of the stdlib's sources) and measures the cost without that help. RSS is the server's at the end. The baseline row
     is each target's 1-turn run: flat cost means the ratios stay near 1.
 
 Nothing here is asserted in tests. bench/report.py runs both side by side with the other benchmarks.
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import itertools
 import json
 import math
 import os
@@ -100,20 +104,46 @@ def serve_instant(port: int) -> None:
 # ---- conversations -----------------------------------------------------------------------------------
 
 
-def tool_outputs(n: int, chars: int = 1900) -> list[str]:
-    """Real-looking tool output: consecutive slices of stdlib sources (deterministic)."""
+@functools.cache
+def _corpus() -> str:
+    """Real-looking tool output: the stdlib's own sources (~13 MB, deterministic)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    text = "".join(p.read_text(errors="replace") for p in sorted(stdlib.glob("a*.py"))[:6])
-    return [text[i * chars:(i + 1) * chars] for i in range(n)]
+    files = sorted(p for p in stdlib.rglob("*.py") if not {"test", "tests", "site-packages", "idlelib"} & set(p.parts))
+    return "".join(p.read_text(errors="replace") for p in files)
 
 
-def conversation_bodies(turns: int, tag: str = "", chars: int = 1900) -> list[bytes]:
-    """Request k of a tool loop: system, task, then k (assistant tool call, tool result) pairs. A
-    `tag` starts every tool result, so that tagged conversations share no tool output."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM},
-                                      {"role": "user", "content": "Fix the failing test in module.py."}]
+def tool_outputs(n: int, chars: int = 1900, start: int = 0) -> list[str]:
+    """`n` consecutive `chars`-long slices of the corpus from slice number `start` (wrapping around)."""
+    text = _corpus()
+    slices = len(text) // chars
+    return [text[(k % slices) * chars:(k % slices + 1) * chars] for k in range(start, start + n)]
+
+
+_unused = itertools.count()
+
+
+def fresh(n: int) -> int:
+    """The first of `n + 1` corpus slices (a task and `n` tool results) no conversation of this run has used yet, so distinct conversations
+    share no tool output with each other nor with earlier rows (whose results a cache may still hold)."""
+    first = next(_unused)
+    for _ in range(n):  # the task's report and n tool results
+        next(_unused)
+    return first + 61  # clear of slices 0-60, which "same" conversations use
+
+
+def conversation_bodies(turns: int, tag: str = "", chars: int = 1900, start: int = 0) -> list[bytes]:
+    """Request k of a tool loop: system, task, then k (assistant tool call, tool result) pairs.
+
+    The task quotes a failing test's report, and every tool result is a file's text: corpus slices from
+    `start` on, so every turn, the first included, brings one new block of `chars` characters and flat
+    cost means cost that does not grow with the conversation. A `tag` starts every block (a marker;
+    `start=fresh(turns)` is what keeps conversations apart)."""
+    report, *outputs = (tag + out for out in tool_outputs(turns + 1, chars, start))
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": f"Fix the failing test in module.py. The test report:\n{report}"}]
     bodies = []
-    for k, output in enumerate(tag + out for out in tool_outputs(turns, chars)):
+    for k, output in enumerate(outputs[:turns]):
         bodies.append(json.dumps({"model": "tiny", "messages": messages, "tools": TOOLS}).encode())
         call = {"id": f"call_{k}", "type": "function",
                 "function": {"name": "tool_0", "arguments": '{"command": "cat module.py"}'}}
@@ -269,7 +299,7 @@ def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 96
     wall = cpu = 0.0
     done = 0
     for r in range(rounds):
-        plays = [conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars) if distinct else bodies
+        plays = [conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars, fresh(turns)) if distinct else bodies
                  for i in range(sessions)]
         t0 = time.perf_counter()
         cpu += asyncio.run(_round(target, plays))
@@ -321,6 +351,8 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
     rows: list[dict[str, Any]] = []
     try:
         for key in targets:
+            global _unused
+            _unused = itertools.count()  # every target plays the same text
             target = TARGETS[key](engine_url).start()
             try:
                 for mode in distinct:

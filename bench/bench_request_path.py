@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import hashlib
 import math
 import os
 import sys
@@ -29,10 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import xxhash
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import CALL, InstantBackend, _table, conversation_bodies
+from bench_proxy import CALL, InstantBackend, _table, conversation_bodies, fresh
 
 PHASES = ("parse", "canonical", "digest", "handle", "reply")
 KEYS = (*PHASES, "whole")
@@ -52,7 +53,7 @@ async def play(manager: Any, plays: list[list[bytes]], first: dict[str, float], 
             t1 = time.thread_time()
             canonical = convert.to_canonical(req)
             t2 = time.thread_time()
-            digest = hashlib.blake2b(body, digest_size=16).hexdigest()  # as routes/model.py does
+            digest = xxhash.xxh3_128_hexdigest(body)  # as routes/model.py does
             t3 = time.thread_time()
             done = await session.handle(canonical, convert.NAME, digest=digest)
             t4 = time.thread_time()
@@ -72,7 +73,8 @@ async def play(manager: Any, plays: list[list[bytes]], first: dict[str, float], 
 
 def measure(renderer: Any, turns: int, sessions: int, same: bool, rnd: int, manager: Any) -> dict[str, float]:
     """CPU-ms of each phase per turn after the first, of the first turn, and of all turns, in one round."""
-    plays = [conversation_bodies(turns, "" if same else f"[{turns}.{rnd}.{i}]\n") for i in range(sessions)]
+    plays = [conversation_bodies(turns) if same else conversation_bodies(turns, f"[{turns}.{rnd}.{i}]\n", start=fresh(turns))
+             for i in range(sessions)]
     first, later = dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)
     asyncio.run(play(manager, plays, first, later))
     n_later = sessions * (turns - 1)

@@ -10,7 +10,7 @@ from typing import Any
 
 LATENCY_TARGET = 1.05  # "the proxy adds <= 5% latency over calling vLLM directly"
 RATE_TARGET = 300.0  # turns/s per process
-FLAT_TARGET = 1.25  # CPU-ms/turn at the longest conversation over the 1-turn row
+FLAT_TARGET = 1.25  # CPU-ms/turn at any length over the 1-turn row
 REFERENCE_TARGET = 2.0  # x the reference
 
 
@@ -96,16 +96,19 @@ warm-up rounds. Streamed requests are timed to the last SSE byte.
 def throughput_section(rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
     parts = ["""## 2. Proxy throughput as conversations grow
 
-Concurrent tool-loop conversations (system prompt, task, then per turn an assistant tool call and a
-~1,400-character tool result: 1 to 60 turns, up to ~28k prompt tokens) against an instant engine
+Concurrent tool-loop conversations (system prompt, a task quoting a ~1,400-character test report, then
+per turn an assistant tool call and a ~1,400-character tool result: 1 to 60 turns, up to ~31k prompt
+tokens) against an instant engine
 (`bench/engines.py`), so only the proxy is measured. **ours** and the **reference** both call the same
 instant engine over HTTP, the way they call vLLM (ours: token ids to `/v1/completions`; the
 reference: messages to `/v1/chat/completions`, the engine returning `prompt_token_ids`); **ours
 (in-process engine)** has no engine round trip at all. Sessions are opened before and closed after the
 measured span. "same": every session plays the same conversation (a GRPO group sending the same tool
-results); "distinct": every session has its own tool outputs. CPU-ms/turn is the proxy process's
-user+system time per turn; "vs 1 turn" is the flatness ratio; "vs reference" is the reference's
-CPU-ms/turn over the target's, at the same length.
+results); "distinct": every conversation sends text no other conversation of the run sent (fresh
+slices of the stdlib's sources), so no cache shared across sessions or rows can help. Every turn, the
+first included, brings one new block of text to tokenize, so "vs 1 turn" measures what the length of
+the conversation adds. CPU-ms/turn is the proxy process's user+system time per turn; "vs reference" is
+the reference's CPU-ms/turn over the target's, at the same length.
 """]
     for distinct in (False, True):
         mode = [r for r in rows if r["distinct"] == distinct]
@@ -131,33 +134,19 @@ def throughput_targets(rows: list[dict[str, Any]]) -> list[str]:
             continue
         per_core = min(r["per_core"] for r in mine)
         wall = min(r["turns_per_s"] for r in mine)
-        longest = max(r["turns"] for r in mine)
-        flat = max(r["cpu_ratio"] for r in mine if r["turns"] == longest)
+        worst = max(mine, key=lambda r: r["cpu_ratio"])
+        flat = worst["cpu_ratio"]
         out.append(f"Throughput, {name}: at least {per_core:.0f} turns/s per core at every length and in both "
                    f"modes (wall: {wall:.0f} turns/s on this machine; target >= {RATE_TARGET:.0f}): "
                    f"{_verdict(per_core >= RATE_TARGET)}")
-        out.append(f"Per-turn cost flat, {name}: CPU-ms/turn at {longest} turns is {_x(flat)} the 1-turn cost "
-                   f"(target <= {FLAT_TARGET}x): {_verdict(flat <= FLAT_TARGET)}")
-        growth = _growth(mine, longest)
-        if growth is not None:
-            out.append(f"For context, {name}: CPU-ms/turn at {longest} turns is {_x(growth)} the 10-turn cost "
-                       "(both conversations of tool-call turns; the 1-turn one has no tool result to tokenize, "
-                       "and every later turn tokenizes one)")
+        mode = "distinct" if worst["distinct"] else "same"
+        out.append(f"Per-turn cost flat, {name}: at most {_x(flat)} the 1-turn cost (at {worst['turns']} turns, "
+                   f"{mode}; target <= {FLAT_TARGET}x at every length): {_verdict(flat <= FLAT_TARGET)}")
         vs_ref = [r["cpu_vs_ref"] for r in mine if r["cpu_vs_ref"] is not None]
         if vs_ref:
             out.append(f"Versus the reference, {name}: {_x(min(vs_ref))} to {_x(max(vs_ref))} less CPU per turn "
                        f"(target >= {REFERENCE_TARGET}x at every length): {_verdict(min(vs_ref) >= REFERENCE_TARGET)}")
     return out
-
-
-def _growth(rows: list[dict[str, Any]], longest: int) -> float | None:
-    """The worst ratio, over sharing modes, of the longest conversation's CPU-ms/turn to the 10-turn one's."""
-    ratios = []
-    for distinct in {r.get("distinct") for r in rows}:
-        by_len = {r["turns"]: r["cpu_ms"] for r in rows if r.get("distinct") == distinct}
-        if 10 in by_len and longest in by_len and longest != 10:
-            ratios.append(by_len[longest] / by_len[10])
-    return max(ratios) if ratios else None
 
 
 def fidelity_section(rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
