@@ -79,6 +79,9 @@ class InstantBackend:
 
         return Generation(list(self.ids), list(self.logprobs), "stop")
 
+    async def ready(self) -> None:
+        pass
+
     async def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
         return [-0.25] * len(completion_ids)
 
@@ -266,49 +269,53 @@ async def _play(http: Any, url: str, headers: dict[str, str], bodies: list[bytes
                 raise RuntimeError(f"proxy answered {r.status}: {await r.text()}")
 
 
-async def _round(target: Target, plays: list[list[bytes]], check: bool = False) -> float:
+async def _round(target: Target, plays: list[list[bytes]], check: bool = False,
+                 engine: psutil.Process | None = None) -> tuple[float, float]:
     """Open a session per conversation, play them all concurrently, close them. Returns the proxy's
-    CPU seconds spent on the conversations only (session admin is outside the measured span)."""
+    and the engine's CPU seconds spent on the conversations only (session admin is outside the span)."""
     import aiohttp
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=len(plays) * 2)) as http:
         sessions = [await target.open(http) for _ in plays]
         assert target.proc is not None
         proc = psutil.Process(target.proc.pid)
-        cpu0 = _cpu(proc)
+        cpu0, engine0 = _cpu(proc), _cpu(engine) if engine else 0.0
         await asyncio.gather(*(_play(http, url, headers, bodies) for (url, headers, _), bodies in zip(sessions, plays)))
-        cpu = _cpu(proc) - cpu0
+        cpu, engine_cpu = _cpu(proc) - cpu0, (_cpu(engine) - engine0 if engine else 0.0)
         for _, _, token in sessions:
             if check and not await target.merged(http, token):
                 raise RuntimeError(f"{target.name}: a conversation did not merge into one sequence")
             await target.close(http, token)
-    return cpu
+    return cpu, engine_cpu
 
 
 def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 960, distinct: bool = False,
-               tool_chars: int = 1900, max_seconds: float = 20.0) -> dict[str, Any]:
+               tool_chars: int = 1900, max_seconds: float = 20.0, engine_pid: int | None = None) -> dict[str, Any]:
     """One row: `sessions` concurrent conversations of `turns` turns, repeated until `min_turns` turns
     were played or `max_seconds` passed (at least one round). With `distinct`, every conversation has
     its own tool outputs, so no cache shared across sessions can help (the default: identical
-    rollouts, as a GRPO group that sends the same tool results)."""
+    rollouts, as a GRPO group that sends the same tool results). With `engine_pid`, the instant engine's
+    CPU per turn too (see `InstantEngine.front_end`)."""
     bodies = conversation_bodies(turns, chars=tool_chars)
     asyncio.run(_round(target, [bodies] * 4, check=True))  # warm-up: imports, caches, first renders
     assert target.proc is not None
     proc = psutil.Process(target.proc.pid)
     rounds = max(1, math.ceil(min_turns / (sessions * turns)))
-    wall = cpu = 0.0
+    engine = psutil.Process(engine_pid) if engine_pid and target.engine_url else None
+    wall = cpu = engine_cpu = 0.0
     done = 0
     for r in range(rounds):
         plays = [conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars, fresh(turns)) if distinct else bodies
                  for i in range(sessions)]
         t0 = time.perf_counter()
-        cpu += asyncio.run(_round(target, plays))
+        proxy_s, engine_s = asyncio.run(_round(target, plays, engine=engine))
+        cpu, engine_cpu = cpu + proxy_s, engine_cpu + engine_s
         wall += time.perf_counter() - t0
         done += sessions * turns
         if wall > max_seconds:
             break
     return {"target": target.name, "turns": turns, "turns_per_s": done / wall, "cpu_ms": 1000 * cpu / done,
-            "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
+            "engine_cpu_ms": 1000 * engine_cpu / done if engine else 0.0, "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -359,7 +366,8 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
                     for turns in turn_counts:
                         try:
                             row = throughput(target, turns, sessions, distinct=mode, tool_chars=tool_chars,
-                                             min_turns=min_turns, max_seconds=max_seconds)
+                                             min_turns=min_turns, max_seconds=max_seconds,
+                                             engine_pid=engine.pid if engine else None)
                         except Exception as exc:  # noqa: BLE001 - a failed row is a result; the run goes on
                             row = {"target": target.name, "turns": turns, "distinct": mode,
                                    "error": f"{type(exc).__name__}: {exc}"[:200]}
@@ -381,7 +389,9 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
         ref = next((r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None)
         row.update(tokens=tokens[row["turns"]], cpu_ratio=row["cpu_ms"] / base["cpu_ms"],
                    per_core=1000 / row["cpu_ms"], rate_vs_ref=row["turns_per_s"] / ref["turns_per_s"] if ref else None,
-                   cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None)
+                   cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None,
+                   system_vs_ref=(ref["cpu_ms"] + ref["engine_cpu_ms"]) / (row["cpu_ms"] + row["engine_cpu_ms"])
+                   if ref else None)
     return rows
 
 
@@ -544,6 +554,7 @@ def main() -> None:
         print(_table(rows, [("target", "target", "s"), ("turns", "turns", "d"), ("tokens", "last prompt tokens", "d"),
                             ("turns_per_s", "turns/s", ".0f"), ("cpu_ms", "CPU-ms/turn", ".2f"),
                             ("cpu_ratio", "vs base", ".2f"), ("per_core", "turns/s per core", ".0f"),
+                            ("engine_cpu_ms", "engine CPU-ms/turn", ".2f"),
                             ("rss_mb", "RSS MB", ".0f")]))
     if not args.skip_latency:
         server = None

@@ -11,7 +11,9 @@ so the engine answers as fast as it can:
 - **instant** always samples the same tool call. A chat prompt is "rendered" by concatenating cached
   per-message ids, with every assistant message rendered as exactly the sampled ids, so a
   conversation's next prompt extends the last prompt + completion token-exactly (the reference's best
-  case: every turn links).
+  case: every turn links). Its CPU stands in for vLLM's front end: a chat request is also rendered
+  with the chat template and tokenized in full, as vLLM's chat endpoint does every request (the
+  result is dropped: the cached ids above are what it answers); a token-id request is only parsed.
 - **replay** answers each request with the completion the driver queued (`POST /replay/next`), and
   renders chat prompts as vLLM does, by asking a real vLLM's `/tokenize` with the same messages and
   tools (transformers' chat template when no vLLM URL is given). It logs what it saw and sampled
@@ -102,7 +104,14 @@ class InstantEngine:
         return _completion_reply(list(self.completion))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.front_end(body)
         return _chat_reply(self.chat_prompt(body), list(self.completion), self.message)
+
+    def front_end(self, body: dict[str, Any]) -> int:
+        """What vLLM's chat endpoint spends before the model runs: render the whole conversation with
+        the chat template and tokenize it, every request (the number of ids, for tests)."""
+        return len(self.tokenizer.apply_chat_template(
+            body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True, return_dict=False))
 
 
 class ReplayEngine:

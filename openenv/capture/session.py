@@ -327,10 +327,7 @@ class Session:
         return gen.token_ids, gen.logprobs, gen.finish_reason
 
     async def _context_window(self) -> int:
-        """A remote backend (`VLLMBackend.discover`) learns its window without blocking the loop."""
-        discover = getattr(self._backend, "discover", None)
-        if discover is not None:
-            await discover()
+        await self._backend.ready()  # a remote engine's window is learned without blocking the loop
         return self._backend.context_window
 
     def _policy_ids(self, text: str) -> list[int]:

@@ -30,7 +30,12 @@ class Backend(Protocol):
 
     @property
     def context_window(self) -> int:
-        """Most tokens (prompt + completion) one sequence may hold."""
+        """Most tokens (prompt + completion) one sequence may hold. Valid once `ready` has returned."""
+        ...
+
+    async def ready(self) -> None:
+        """Learn what a turn needs before it samples (a remote engine's model and window) without
+        blocking the event loop; cheap once learned. Raise `BackendUnavailable` if the engine is down."""
         ...
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:

@@ -55,6 +55,9 @@ class LocalBackend:
     def context_window(self) -> int:
         return self._context_window
 
+    async def ready(self) -> None:
+        """Nothing to learn: the window came with the weights."""
+
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
         return await asyncio.to_thread(self._guarded, self._generate, prompt_ids, params)
 

@@ -120,7 +120,7 @@ class VLLMBackend:
         assert self._model is not None
         return self._model
 
-    async def discover(self) -> None:
+    async def ready(self) -> None:
         """Read the served name and max length once, without blocking the loop; concurrent first turns
         share one lookup. Bounded by the request timeout (at most 10 s), like any other call."""
         if self._model is not None and self._context_window is not None:
@@ -143,7 +143,7 @@ class VLLMBackend:
         self._learn(response.status, body)
 
     def _discover_blocking(self) -> None:
-        """For callers outside any loop (a CLI reading `.model`); the proxy uses `discover()`."""
+        """For callers outside any loop (a CLI reading `.model`); the proxy awaits `ready()`."""
         import httpx
 
         try:
@@ -162,7 +162,7 @@ class VLLMBackend:
             self._context_window = self._context_window or int(card.get("max_model_len") or 32768)
 
     async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
-        await self.discover()
+        await self.ready()
         reply = await self._post(self._body(prompt_ids, params))
         with _reading(reply):
             choice = reply["choices"][0]
@@ -171,7 +171,7 @@ class VLLMBackend:
         return Generation(ids, logprobs, "length" if choice.get("finish_reason") == "length" else "stop")
 
     async def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        await self.discover()
+        await self.ready()
         body = {"model": self.model, "prompt": prompt_ids + completion_ids, "max_tokens": 1,
                 "temperature": 0.0, "prompt_logprobs": 0}
         reply = await self._post(body)

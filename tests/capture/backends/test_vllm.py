@@ -68,7 +68,7 @@ async def test_discovery_does_not_block_and_concurrent_first_turns_share_one_loo
 
     backend._discover = counted  # type: ignore[method-assign]
     try:
-        await asyncio.gather(*(backend.discover() for _ in range(5)))
+        await asyncio.gather(*(backend.ready() for _ in range(5)))
         assert lookups == 1 and backend.model == "tiny" and backend.context_window >= 4096
     finally:
         await backend.aclose()
