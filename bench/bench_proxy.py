@@ -21,8 +21,9 @@
     tool result), so a flat cost is one that does not grow with the conversation. By default the
     sessions play the same conversation (like a GRPO group), so the renderer's shared suffix cache
     tokenizes each block once; `--distinct` gives every conversation text no other conversation of the
-    run has sent (fresh slices of the stdlib's sources) and measures the cost without that help. RSS is the server's at the end. The baseline row
-    is each target's 1-turn run: flat cost means the ratios stay near 1.
+    run has sent (fresh slices of the stdlib's sources) and measures the cost without that help. RSS
+    is the server's at the end. The baseline row is each target's 1-turn run: flat cost means the
+    ratios stay near 1.
 
 Nothing here is asserted in tests. bench/report.py runs both side by side with the other benchmarks.
 """
@@ -32,7 +33,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
-import itertools
 import json
 import math
 import os
@@ -122,16 +122,23 @@ def tool_outputs(n: int, chars: int = 1900, start: int = 0) -> list[str]:
     return [text[(k % slices) * chars:(k % slices + 1) * chars] for k in range(start, start + n)]
 
 
-_unused = itertools.count()
+_SAME_SLICES = 61  # slices 0-60: the task and tool results every "same" conversation plays
+_next_fresh = _SAME_SLICES
 
 
 def fresh(n: int) -> int:
-    """The first of `n + 1` corpus slices (a task and `n` tool results) no conversation of this run has used yet, so distinct conversations
-    share no tool output with each other nor with earlier rows (whose results a cache may still hold)."""
-    first = next(_unused)
-    for _ in range(n):  # the task's report and n tool results
-        next(_unused)
-    return first + 61  # clear of slices 0-60, which "same" conversations use
+    """The first of `n + 1` corpus slices (a task and `n` tool results) that no conversation of this
+    run has used, so distinct conversations share no text with each other nor with earlier rows
+    (whose results a cache may still hold)."""
+    global _next_fresh
+    first, _next_fresh = _next_fresh, _next_fresh + n + 1
+    return first
+
+
+def restart_fresh() -> None:
+    """Hand out the same fresh slices again, from the first: each target plays the same text."""
+    global _next_fresh
+    _next_fresh = _SAME_SLICES
 
 
 def conversation_bodies(turns: int, tag: str = "", chars: int = 1900, start: int = 0) -> list[bytes]:
@@ -162,6 +169,7 @@ class Target:
     """A proxy under load: how to start it, and how a conversation opens, addresses and closes a session."""
 
     name = ""
+    calls_engine = True  # calls the instant HTTP engine, whose CPU per turn is then measured too
 
     def __init__(self, engine_url: str | None = None) -> None:
         self.engine_url = engine_url
@@ -208,6 +216,7 @@ class OursInProcess(Target):
     """Ours over `InstantBackend` in the same process: no engine round trip at all."""
 
     name = "ours (in-process engine)"
+    calls_engine = False
 
     def command(self, port: int) -> list[str]:
         return [sys.executable, __file__, "--serve-instant", str(port)]
@@ -301,7 +310,7 @@ def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 96
     assert target.proc is not None
     proc = psutil.Process(target.proc.pid)
     rounds = max(1, math.ceil(min_turns / (sessions * turns)))
-    engine = psutil.Process(engine_pid) if engine_pid and target.engine_url else None
+    engine = psutil.Process(engine_pid) if engine_pid and target.calls_engine else None
     wall = cpu = engine_cpu = 0.0
     done = 0
     for r in range(rounds):
@@ -315,7 +324,8 @@ def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 96
         if wall > max_seconds:
             break
     return {"target": target.name, "turns": turns, "turns_per_s": done / wall, "cpu_ms": 1000 * cpu / done,
-            "engine_cpu_ms": 1000 * engine_cpu / done if engine else 0.0, "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
+            "engine_cpu_ms": 1000 * engine_cpu / done if engine else None,  # None: no engine process measured
+            "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -358,8 +368,7 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
     rows: list[dict[str, Any]] = []
     try:
         for key in targets:
-            global _unused
-            _unused = itertools.count()  # every target plays the same text
+            restart_fresh()
             target = TARGETS[key](engine_url).start()
             try:
                 for mode in distinct:
@@ -387,11 +396,12 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
         same = [r for r in rows if r["distinct"] == row["distinct"] and "error" not in r]
         base = next(r for r in same if r["target"] == row["target"])
         ref = next((r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None)
+        engines = None if ref is None else (ref["engine_cpu_ms"], row["engine_cpu_ms"])
         row.update(tokens=tokens[row["turns"]], cpu_ratio=row["cpu_ms"] / base["cpu_ms"],
                    per_core=1000 / row["cpu_ms"], rate_vs_ref=row["turns_per_s"] / ref["turns_per_s"] if ref else None,
                    cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None,
-                   system_vs_ref=(ref["cpu_ms"] + ref["engine_cpu_ms"]) / (row["cpu_ms"] + row["engine_cpu_ms"])
-                   if ref else None)
+                   system_vs_ref=(ref["cpu_ms"] + engines[0]) / (row["cpu_ms"] + engines[1])
+                   if engines is not None and None not in engines else None)
     return rows
 
 
@@ -519,7 +529,7 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> s
     head = " | ".join(f"{title:>{len(title) if i else 18}}" for i, (_, title, _) in enumerate(columns))
     lines = [head, "-" * len(head)]
     for row in rows:
-        cells = [format(row[key], fmt) for key, _, fmt in columns]
+        cells = ["-" if row[key] is None else format(row[key], fmt) for key, _, fmt in columns]
         lines.append(" | ".join(f"{c:>{len(t) if i else 18}}" for i, (c, (_, t, _)) in enumerate(zip(cells, columns))))
     return "\n".join(lines)
 

@@ -107,11 +107,11 @@ class InstantEngine:
         self.front_end(body)
         return _chat_reply(self.chat_prompt(body), list(self.completion), self.message)
 
-    def front_end(self, body: dict[str, Any]) -> int:
-        """What vLLM's chat endpoint spends before the model runs: render the whole conversation with
-        the chat template and tokenize it, every request (the number of ids, for tests)."""
-        return len(self.tokenizer.apply_chat_template(
-            body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True, return_dict=False))
+    def front_end(self, body: dict[str, Any]) -> None:
+        """Spend what vLLM's chat endpoint spends before the model runs: render the whole conversation
+        with the chat template and tokenize it, every request."""
+        self.tokenizer.apply_chat_template(
+            body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True, return_dict=False)
 
 
 class ReplayEngine:

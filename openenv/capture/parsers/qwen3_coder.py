@@ -42,8 +42,7 @@ def _call(body: str) -> ParsedCall | None:
 
 def _value(raw: str) -> Any:
     """The template writes one newline after `<parameter=...>` and one before `</parameter>`."""
-    value = raw.removeprefix("\n")
-    value = value.removesuffix("\n")
+    value = raw.removeprefix("\n").removesuffix("\n")
     try:
         decoded = json.loads(value)
     except ValueError:
