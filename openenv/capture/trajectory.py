@@ -13,8 +13,10 @@ from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Literal
 
+import msgspec
 from pydantic import BaseModel, ConfigDict
 
+from openenv.capture.backends.base import TokenIds
 from openenv.capture.canonical import Completion, Message, Tool
 
 __all__ = ["Link", "SequenceRow", "SequenceStats", "TrainingSequence", "Trajectory", "Turn", "TurnRecord"]
@@ -54,6 +56,8 @@ class TrainingSequence:
     messages: tuple[Message, ...] = ()  # the newest turn's request messages, for prefix matching
     tools: tuple[Tool, ...] = ()
     text: str = ""  # the newest turn's prompt text (kept only for templates that are not append-only)
+    # prompt_ids + completion_ids as JSON array items ("1,2,3"), appended to as they grow (see TokenIds)
+    ids_json: bytearray = field(default_factory=bytearray)
 
     @property
     def head(self) -> Turn:
@@ -150,15 +154,17 @@ class Trajectory:
                 return Link(seq, turn)
         return None
 
-    def prefix_ids(self, link: Link, then: Seq[int] = ()) -> list[int]:
+    def prefix_ids(self, link: Link, then: Seq[int] = ()) -> TokenIds:
         """The linked turn's prompt ids followed by its exact completion ids (and `then`, the ids of
-        the new part), built in one list: slicing and adding 30k ids piece by piece cost ~10x more."""
+        the new part), built in one list: slicing and adding 30k ids piece by piece cost ~10x more.
+        Extending a sequence's newest ids, they come with the sequence's JSON text (`TokenIds.json`)."""
         seq = link.sequence
         end = seq.end_of(link.turn)
-        ids = seq.prompt_ids.copy()
-        ids += seq.completion_ids if end == len(seq.completion_ids) else seq.completion_ids[:end]
-        ids += then
-        return ids
+        whole = end == len(seq.completion_ids)
+        if not whole:
+            return TokenIds(seq.prompt_ids, seq.completion_ids[:end], then)
+        return TokenIds(seq.prompt_ids, seq.completion_ids, then, buffer=seq.ids_json, length=len(seq.ids_json),
+                        tail=_json_items(then))
 
     def is_head(self, link: Link) -> bool:
         return link.sequence.turns[-1] is link.turn
@@ -197,8 +203,10 @@ class Trajectory:
             seq.completion_ids.extend(env_ids)
             seq.logprobs.extend([0.0] * len(env_ids))
             seq.env_mask.extend([0] * len(env_ids))
+            _append_json(seq.ids_json, env_ids)
         else:
             seq = TrainingSequence(index=len(self.sequences), prompt_ids=list(prompt_ids))
+            _append_json(seq.ids_json, seq.prompt_ids)
             self.sequences.append(seq)
             turn.kind = "fork" if link is not None else ("break" if rewritten else "new")
         turn.parent = link.turn.id if link is not None else None
@@ -206,6 +214,7 @@ class Trajectory:
         turn.text_len = len(text)
         done = turn.completion
         seq.completion_ids.extend(done.token_ids)
+        _append_json(seq.ids_json, done.token_ids)
         seq.logprobs.extend(done.logprobs)
         seq.env_mask.extend([1] * len(done.token_ids))
         seq.turns.append(turn)
@@ -238,6 +247,18 @@ class Trajectory:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
                            completion=t.completion) for t in self.turns]
+
+
+def _json_items(ids: Seq[int]) -> bytes:
+    """`ids` as the items of a JSON array, without the brackets."""
+    return msgspec.json.encode(ids)[1:-1] if ids else b""
+
+
+def _append_json(buffer: bytearray, ids: Seq[int]) -> None:
+    if ids:
+        if buffer:
+            buffer += b","
+        buffer += _json_items(ids)
 
 
 def _same(messages: Seq[Message], known: Seq[Message], n: int) -> bool:

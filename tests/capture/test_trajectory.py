@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import random
+
+import msgspec
+
 from openenv.capture.canonical import Completion, Message, TextPart, Tool
 from openenv.capture.trajectory import Trajectory, Turn
 
@@ -112,3 +116,42 @@ def test_requests_without_an_assistant_reply_after_the_prefix_do_not_link() -> N
 
 def test_empty_trajectory_has_merge_ratio_one() -> None:
     assert Trajectory().stats().merge_ratio == 1.0
+
+
+def test_a_prompt_extending_the_newest_turn_brings_the_json_text_of_its_ids() -> None:
+    """What a remote engine is sent is the sequence's growing JSON text; it must be the ids, exactly."""
+    rng = random.Random(7)
+    traj = Trajectory()
+    sent = {answer(traj, (SYS, USER), [10, 11]).id: (SYS, USER)}  # turn id -> its request's messages
+    forks = heads = 0
+    for step in range(120):
+        fork = step % 7 == 6  # a second reply to an older turn: no JSON, and a new sequence
+        turns = [t for s in traj.sequences for t in s.turns]
+        base = rng.choice(turns[:-1]) if fork else traj.sequences[-1].head
+        messages = sent[base.id] + (msg("assistant", f"a{step}"), msg("tool", f"r{step}"))
+        link = traj.find_parent(messages, ())
+        assert link is not None and link.turn is base
+        then = [rng.randrange(5000) for _ in range(rng.randrange(0, 4))]
+        ids = traj.prefix_ids(link, then=then)
+        if traj.is_head(link):
+            heads += 1
+            assert ids.json() == msgspec.json.encode(list(ids))
+        else:
+            forks += 1
+            assert ids.json() is None
+        completion = [rng.randrange(5000) for _ in range(rng.randrange(1, 5))]
+        sent[answer(traj, messages, completion, env=then).id] = messages
+    assert heads > 60 and forks > 5
+
+
+def test_changing_the_prompt_in_place_forgets_its_json_text() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10, 11])
+    link = traj.find_parent((SYS, USER, A1, TOOL1), ())
+    assert link is not None
+    for change in (lambda ids: ids.append(5), lambda ids: ids.__setitem__(0, 9), lambda ids: ids.extend([1]),
+                   lambda ids: ids.pop(), lambda ids: ids.sort()):
+        ids = traj.prefix_ids(link, then=[4])
+        assert ids.json() == b"[1,2,3,10,11,4]"
+        change(ids)
+        assert ids.json() is None

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from openenv.capture.backends.base import Backend, Generation
+from openenv.capture.backends.base import Backend, Generation, TokenIds
 from openenv.capture.backends.local import LocalBackend
 from openenv.capture.backends.vllm import VLLMBackend
 
-__all__ = ["Backend", "Generation", "LocalBackend", "VLLMBackend"]
+__all__ = ["Backend", "Generation", "LocalBackend", "TokenIds", "VLLMBackend"]

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from openenv.capture.backends.base import Generation
+from openenv.capture.backends.base import Generation, TokenIds
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 
@@ -199,7 +199,10 @@ class VLLMBackend:
         return self._http
 
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.model, "prompt": prompt_ids, "logprobs": 0,
+        # A turn that extends a sequence brings its prompt's JSON text: 30k ids need not be encoded again.
+        known = prompt_ids.json() if isinstance(prompt_ids, TokenIds) else None
+        prompt = msgspec.Raw(known) if known is not None else prompt_ids
+        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "logprobs": 0,
                                 "return_token_ids": True, "skip_special_tokens": False}
         fields = params.model_dump(exclude_none=True, exclude={"stop", "json_schema"})
         body.update(fields)

@@ -61,6 +61,25 @@ def test_non_stream_records_exactly_what_vllm_sampled(proxy: CaptureServer, repl
     assert reply.model == "tiny" and reply.id.startswith("chatcmpl-")
 
 
+def test_every_turn_vllm_is_prompted_with_exactly_the_recorded_ids(proxy: CaptureServer,
+                                                                   replies: list[dict[str, Any]]) -> None:
+    """The prompt a later turn sends vLLM is spliced from the sequence's stored ids (as JSON text kept
+    since the first turn): vLLM's own `prompt_token_ids` must be the recorded row, turn by turn."""
+    session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=6, temperature=1.0))
+    client, messages = sdk(session), list(MESSAGES)
+    for k in range(5):
+        reply = client.chat.completions.create(model="tiny", messages=messages)
+        messages += [{"role": "assistant", "content": reply.choices[0].message.content or ""},
+                     {"role": "user", "content": f"And now step {k} of the work, please."}]
+    (row,), stats = session.sequences(), session.stats()
+    assert stats.merge_ratio == 1.0 and stats.turns == 5
+    whole = row.prompt_ids + row.completion_ids
+    for turn, vllm in zip(session.turns(), replies[-5:], strict=True):
+        choice = vllm["choices"][0]
+        assert choice["prompt_token_ids"] == whole[: turn.prompt_len]
+        assert choice["token_ids"] == whole[turn.prompt_len : turn.prompt_len + len(choice["token_ids"])]
+
+
 def test_proxy_sampling_overrides_the_harness(proxy: CaptureServer, replies: list[dict[str, Any]]) -> None:
     session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=3, temperature=0.7))
     sdk(session).chat.completions.create(model="tiny", messages=MESSAGES, temperature=0.0, max_tokens=50)
