@@ -25,6 +25,7 @@ from jinja2 import TemplateError
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
+from openenv.capture.word_encoder import WordEncoder
 from openenv.errors import BadRequest
 
 __all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
@@ -92,7 +93,9 @@ class Renderer:
         self.template_kwargs = {**tokenizer.special_tokens_map, **(template_kwargs or {})}
         self._templates = {False: tokenizer.get_chat_template(None, None),
                            True: tokenizer.get_chat_template(None, [{}])}
-        self._encode = _fast_encoder(tokenizer) or (lambda text: tokenizer.encode(text, add_special_tokens=False))
+        exact = _fast_encoder(tokenizer) or (lambda text: tokenizer.encode(text, add_special_tokens=False))
+        words = WordEncoder.for_tokenizer(tokenizer, exact)
+        self._encode = words.encode if words is not None else exact
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())

@@ -1,0 +1,100 @@
+"""`WordEncoder` gives the tokenizer's own ids, or steps aside.
+
+The tokenizers are the tiny model's (a Qwen2-shaped `Split + ByteLevel` pipeline with an NFC normalizer)
+and reshaped copies of it; the reference for every id is the Rust tokenizer itself.
+"""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer
+from transformers import PreTrainedTokenizerFast
+
+from openenv.capture.renderer import Renderer
+from openenv.capture.word_encoder import WordEncoder
+
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_response>", "<think>"]
+
+
+def exact(tokenizer: Any) -> Any:
+    return lambda text: tokenizer.backend_tokenizer.encode(text, add_special_tokens=False).ids
+
+
+def reshaped(tiny: Any, change: Any) -> PreTrainedTokenizerFast:
+    """The tiny model's tokenizer with a part of its JSON spec changed."""
+    spec = json.loads(tiny.backend_tokenizer.to_str())
+    change(spec)
+    return PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(json.dumps(spec)))
+
+
+@pytest.fixture(scope="module")
+def tiny(renderer: Renderer) -> Any:
+    return renderer.tokenizer
+
+
+@pytest.fixture(scope="module")
+def corpus() -> list[str]:
+    """1,500 blocks of real source text (the stdlib's), ASCII and not, 1,400 characters each."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.glob("*.py"))[:400]
+    text = "".join(p.read_text(errors="replace") for p in files)
+    return [text[k : k + 1400] for k in range(0, min(len(text), 1500 * 1400), 1400)]
+
+
+def test_the_renderer_uses_it_for_the_tiny_model(renderer: Renderer) -> None:
+    assert getattr(renderer._encode, "__self__", None).__class__ is WordEncoder
+
+
+def test_source_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, corpus: list[str]) -> None:
+    encoder = WordEncoder.for_tokenizer(tiny, exact(tiny))
+    assert encoder is not None
+    ascii_blocks = [b for b in corpus if b.isascii()]
+    assert len(ascii_blocks) > 1000 and len(ascii_blocks) < len(corpus)  # both paths are exercised
+    for block in corpus:
+        for text in (block, f"<|im_start|>user\n{block}<|im_end|>\n<|im_start|>assistant\n"):
+            assert encoder.encode(text) == exact(tiny)(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(st.text(st.characters(max_codepoint=127), max_size=40), st.sampled_from(SPECIALS),
+                          st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "'s", "'LL", "123", " x", "é"])),
+                max_size=30))
+def test_any_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    encoder = WordEncoder.for_tokenizer(tiny, exact(tiny))
+    assert encoder is not None and encoder.encode(text) == exact(tiny)(text)
+
+
+def test_gpt2_style_byte_level_pretokenizers_are_covered_too(tiny: Any, corpus: list[str]) -> None:
+    def gpt2(spec: dict[str, Any]) -> None:
+        spec["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+                                 "use_regex": True}
+
+    tokenizer = reshaped(tiny, gpt2)
+    encoder = WordEncoder.for_tokenizer(tokenizer, exact(tokenizer))
+    assert encoder is not None
+    for block in corpus[:300]:
+        assert encoder.encode(block) == exact(tokenizer)(block)
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(lambda s: s.update(normalizer={"type": "Lowercase"}), id="a normalizer that changes ASCII"),
+    pytest.param(lambda s: s["model"].update(dropout=0.1), id="BPE dropout"),
+    pytest.param(lambda s: s.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "always",
+                                                   "split": True}), id="a sentencepiece-style pre-tokenizer"),
+    pytest.param(lambda s: s["added_tokens"][1].update(lstrip=True), id="an added token that strips spaces"),
+])
+def test_other_pipelines_get_no_word_encoder(tiny: Any, change: Any) -> None:
+    tokenizer = reshaped(tiny, change)
+    assert WordEncoder.for_tokenizer(tokenizer, exact(tokenizer)) is None
+
+
+def test_a_tokenizer_that_disagrees_on_the_probe_gets_no_word_encoder(tiny: Any) -> None:
+    assert WordEncoder.for_tokenizer(tiny, lambda text: exact(tiny)(text)[:-1]) is None
