@@ -30,7 +30,7 @@ __all__ = ["WordEncoder"]
 # The pattern `ByteLevel(use_regex=True)` splits with (GPT-2's).
 _GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 _IDENTITY_ON_ASCII = {"NFC", "NFD", "NFKC", "NFKD"}
-_MAX_WORDS = 1 << 18  # remembered words; past it the dict starts over (a few tens of MB at most)
+_MAX_WORDS = 1 << 16  # remembered words; past it the dict starts over (~15 MB at most)
 # Every kind of word the common patterns cut: contractions in both cases, letters after punctuation,
 # digit runs, runs of spaces before words and at line ends, tabs, CR/LF, form feeds and ASCII controls.
 _PROBE = ("It's 'S'LL we'd I'M x'Ve\n  def f(a_b, c2=30_000):\r\n\treturn a_b**2 + 12345  # ok?!\n\n\n"
