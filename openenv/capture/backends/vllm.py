@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+from yarl import URL
 
 from openenv.capture.backends.base import Generation, TokenIds
 from openenv.capture.canonical import SamplingParams
@@ -99,7 +100,7 @@ class VLLMBackend:
         self._context_window = context_window
         self._timeout = timeout
         self._on_reply = on_reply
-        self._url = f"{self.base_url}/v1/completions"
+        self._url = URL(f"{self.base_url}/v1/completions")  # parsed once, not on every call
         # One client per event loop: aiohttp sessions are bound to the loop they were made on, and the
         # backend is built before the proxy's loop exists (tests also drive it from their own loops).
         self._http: aiohttp.ClientSession | None = None
@@ -194,8 +195,11 @@ class VLLMBackend:
             self._http_loop = loop
             connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=_KEEPALIVE_S, ttl_dns_cache=None)
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
+            # No cookie jar and no decompression: vLLM sets neither cookies nor encodings, and both cost
+            # a pass over every request and reply.
             self._http = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=_JSON_HEADERS,
-                                               skip_auto_headers=("User-Agent",))
+                                               skip_auto_headers=("User-Agent",), auto_decompress=False,
+                                               cookie_jar=aiohttp.DummyCookieJar())
         return self._http
 
     def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
