@@ -40,11 +40,14 @@ _PROBE = ("It's 'S'LL we'd I'M x'Ve\n  def f(a_b, c2=30_000):\r\n\treturn a_b**2
 class WordEncoder:
     """Encodes ASCII text exactly as `tokenizer` would (see module doc); other text with `fallback`."""
 
-    def __init__(self, pattern: str, added: dict[str, int], model: Any, fallback: Callable[[str], list[int]]) -> None:
+    def __init__(self, pattern: str, added: list[dict[str, Any]], model: Any,
+                 fallback: Callable[[str], list[int]]) -> None:
         self._words = regex.compile(pattern).findall
-        self._added = (regex.compile("|".join(regex.escape(t) for t in sorted(added, key=len, reverse=True)))
-                       if added else None)
-        self._added_ids = added
+        # Added tokens are cut out in two passes, as the tokenizer does: those matched on the raw text
+        # first, then those matched on normalized text (the same text, for ASCII) in what is left.
+        self._passes = [_alternation([t["content"] for t in added if bool(t.get("normalized")) is normalized])
+                        for normalized in (False, True)]
+        self._added_ids = {t["content"]: t["id"] for t in added}
         self._model = model
         self._fallback = fallback
         self._bytes = str.maketrans(_byte_level_ascii())
@@ -70,26 +73,35 @@ class WordEncoder:
         if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") for t in added):
             return None
         try:
-            encoder = cls(pattern, {t["content"]: t["id"] for t in added}, backend.model, fallback)
+            if regex.compile(pattern).groups:  # findall would return the groups, not the words
+                return None
+            encoder = cls(pattern, added, backend.model, fallback)
         except regex.error:
             return None
-        probe = _PROBE + "".join(t["content"] + "x " for t in added)
+        probe = _PROBE + "".join(map(chr, range(128))) + "".join(t["content"] + "x " for t in added)
         return encoder if encoder.encode(probe) == list(fallback(probe)) else None
 
     def encode(self, text: str) -> list[int]:
         if not text.isascii():
             return list(self._fallback(text))
-        if self._added is None:
+        return self._cut(text, 0)
+
+    def _cut(self, text: str, depth: int) -> list[int]:
+        """Added tokens of pass `depth` and the ids of the text between them (cut by the next pass)."""
+        if depth == len(self._passes):
             return self._segment(text)
+        tokens = self._passes[depth]
+        if tokens is None:
+            return self._cut(text, depth + 1)
         out: list[int] = []
         start = 0
-        for match in self._added.finditer(text):
+        for match in tokens.finditer(text):
             if match.start() > start:
-                out += self._segment(text[start:match.start()])
+                out += self._cut(text[start:match.start()], depth + 1)
             out.append(self._added_ids[match.group()])
             start = match.end()
         if start < len(text):
-            out += self._segment(text[start:])
+            out += self._cut(text[start:], depth + 1)
         return out
 
     def _segment(self, text: str) -> list[int]:
@@ -110,6 +122,13 @@ class WordEncoder:
             self._cache.clear()
         ids = self._cache[word] = [t.id for t in self._model.tokenize(word.translate(self._bytes))]
         return ids
+
+
+def _alternation(tokens: list[str]) -> Any:
+    """Leftmost-longest matching of `tokens` (longer ones tried first at each position), or None."""
+    if not tokens:
+        return None
+    return regex.compile("|".join(regex.escape(t) for t in sorted(tokens, key=len, reverse=True)))
 
 
 def _pattern(pre: dict[str, Any] | None) -> str | None:

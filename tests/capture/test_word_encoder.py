@@ -98,3 +98,21 @@ def test_other_pipelines_get_no_word_encoder(tiny: Any, change: Any) -> None:
 
 def test_a_tokenizer_that_disagrees_on_the_probe_gets_no_word_encoder(tiny: Any) -> None:
     assert WordEncoder.for_tokenizer(tiny, lambda text: exact(tiny)(text)[:-1]) is None
+
+
+def test_added_tokens_are_cut_in_the_tokenizers_two_passes(tiny: Any) -> None:
+    """Tokens matched on raw text go first; tokens matched on normalized text only in what is left."""
+    def overlapping(spec: dict[str, Any]) -> None:
+        base = len(spec["model"]["vocab"])
+        spec["added_tokens"] += [
+            {"id": base, "content": "abX", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": True, "special": False},
+            {"id": base + 1, "content": "XYZ", "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True}]
+
+    tokenizer = reshaped(tiny, overlapping)
+    encoder = WordEncoder.for_tokenizer(tokenizer, exact(tokenizer))
+    assert encoder is not None
+    for text in ("abXYZ", "abX YZ", "xx abXYZabX XYZ", "<|im_start|>abXYZ<|im_end|>"):
+        assert encoder.encode(text) == exact(tokenizer)(text)
+    assert encoder.encode("abXYZ")[-1] == len(json.loads(tiny.backend_tokenizer.to_str())["model"]["vocab"]) + 1
