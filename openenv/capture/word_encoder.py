@@ -6,7 +6,8 @@ every word's offsets. A byte-level BPE tokenizer cuts text into words with one r
 each word alone, so ids(text) is the concatenation of ids(word). This encoder keeps that pipeline and
 changes only who does which part:
 
-- added tokens (`<|im_end|>`...) are cut out first, leftmost-longest, as the tokenizer does;
+- added tokens (`<|im_end|>`...) are cut out first, leftmost-longest and in its two passes (raw, then
+  normalized), as the tokenizer does;
 - the rest is cut into words with the tokenizer's own pattern, run by the `regex` module;
 - each word's ids come from the tokenizer's own BPE model the first time it is seen, then from a dict.
 
