@@ -324,7 +324,7 @@ def _settled_turns(session: Session, wait_s: float = 3.0) -> list[TurnRecord]:
 def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessEnvironment,
              faults_before: dict[str, int]) -> None:
     turns = _settled_turns(session)
-    ledger = slot.relay.ledger(session.token)
+    ledger = slot.relay.settled_ledger(session.token)
     result.gaps_backend = sum(1 for t in turns if t.gap and not t.gap.startswith(_CLOSED_GAP))
     result.gaps_closed = sum(1 for t in turns if t.gap and t.gap.startswith(_CLOSED_GAP))
     result.gap_reasons = [t.gap[:160] for t in turns if t.gap]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -45,6 +46,11 @@ class SessionLedger:
     replays_sent: int = 0
     replays_identical: int = 0
     replay_problems: list[str] = field(default_factory=list)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests counted but not yet answered (every answer, a relay error's 502 too, has a status)."""
+        return self.posts - sum(self.statuses.values())
 
     @property
     def relay_errors(self) -> int:
@@ -79,6 +85,19 @@ class LedgerRelay:
         """The session's ledger so far (an empty one if it sent nothing)."""
         with self._lock:
             return self._ledgers.setdefault(token, SessionLedger())
+
+    def settled_ledger(self, token: str, wait_s: float = 5.0) -> SessionLedger:
+        """The ledger once every request it counted has its answer, or after `wait_s`. A harness killed
+        mid-request leaves one on its way to the proxy; counted before its answer, it would look lost
+        (a request that is never answered still is, after the wait)."""
+        deadline = time.monotonic() + wait_s
+        ledger = self.ledger(token)
+        while time.monotonic() < deadline:
+            with self._lock:  # the relay's thread adds statuses as answers come
+                if ledger.in_flight <= 0:
+                    break
+            time.sleep(0.05)
+        return ledger
 
     def replay_next(self, token: str) -> None:
         """Send the session's next answered request again, as a client retry would."""

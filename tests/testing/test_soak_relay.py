@@ -6,8 +6,11 @@ The proxy behind it is a small Starlette app on a real loopback socket; the clie
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -25,7 +28,7 @@ BODY = b'{"model": "tiny", "messages": []}'
 
 class StandInProxy:
     """`/s/<token>/same` echoes the body (a faithful replay), `/count` answers a new number each time (an
-    unfaithful one), `/deny` is a 401, and a GET is a model probe. It keeps the retry header of each POST."""
+    unfaithful one), `/deny` is a 401, `/slow` a 401 a second later, and a GET is a model probe. It keeps the retry header of each POST."""
 
     def __init__(self) -> None:
         self.retry_headers: list[str | None] = []
@@ -42,6 +45,9 @@ class StandInProxy:
                 return Response(await request.body(), media_type="application/json")
             case "count":
                 return JSONResponse({"n": next(self._numbers)})
+            case "slow":  # a session closing under a request still on its way
+                await asyncio.sleep(1.0)
+                return JSONResponse({"error": "unknown session"}, status_code=401)
             case _:
                 return JSONResponse({"error": "unknown session"}, status_code=401)
 
@@ -116,3 +122,15 @@ def test_stop_frees_the_port() -> None:
     relay.stop()
     with pytest.raises(httpx.ConnectError):
         httpx.get(url + "/s/a/models", timeout=5)
+
+
+def test_a_settled_ledger_waits_for_the_answer_of_a_request_still_in_flight(relay: LedgerRelay) -> None:
+    """Counted on arrival but answered later: read too early, the request would look lost."""
+    with ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(post, relay, "/s/a/slow")
+        while relay.ledger("a").posts == 0:
+            time.sleep(0.01)
+        assert relay.ledger("a").in_flight == 1
+        ledger = relay.settled_ledger("a", wait_s=10)
+        assert (ledger.in_flight, dict(ledger.statuses)) == (0, {401: 1})
+        assert reply.result().status_code == 401
