@@ -125,8 +125,8 @@ class Renderer:
         return str(rendered[0])
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of rendered text; special-token strings in it become their ids."""
-        return list(self._encode(text))
+        """Token ids of rendered text; special-token strings in it become their ids. A new list each call."""
+        return self._encode(text)
 
     def decode(self, ids: Sequence[int]) -> str:
         return str(self.tokenizer.decode(list(ids), skip_special_tokens=False))
@@ -252,7 +252,7 @@ def _fast_encoder(tokenizer: Any) -> Any:
         return None
     if hasattr(fast, "encode_batch_fast"):
         return lambda text: fast.encode_batch_fast([text], add_special_tokens=False)[0].ids
-    return lambda text: fast.encode(text, add_special_tokens=False).ids
+    return lambda text: fast.encode(text, add_special_tokens=False).ids  # `.ids` is a new list each time
 
 
 def after_reply(full: str, earlier: str, eot_text: str) -> str | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -58,7 +58,7 @@ _Decision = _Sample | _Complete | _Fail
 class _Plan:
     """A request rendered and linked, before anyone answers it."""
 
-    prompt_ids: list[int]
+    prompt_ids: Sequence[int]  # often a read-only `TokenIds`
     link: Link | None = None
     env_ids: list[int] = field(default_factory=list)
     text: str = ""
@@ -72,11 +72,13 @@ class PendingTurn:
         id: the turn id (also the base of the reply's id).
         request: the canonical request (messages, tools, sampling).
         dialect: the wire format it came in.
-        prompt_ids: the exact prompt ids the completion will be conditioned on.
+        prompt_ids: the exact prompt ids the completion will be conditioned on (read-only; `list()`
+            them to own a copy).
         aux: whether the session's aux predicate tagged it (kept out of sequences).
     """
 
-    def __init__(self, session: Session, turn: Turn, request: CanonicalRequest, prompt_ids: list[int]) -> None:
+    def __init__(self, session: Session, turn: Turn, request: CanonicalRequest,
+                 prompt_ids: Sequence[int]) -> None:
         self.id = turn.id
         self.request = request
         self.dialect = turn.dialect
@@ -315,7 +317,7 @@ class Session:
         turn.completion = self._completion(turn, req, ids, logprobs, finish, len(plan.prompt_ids))
         return turn.completion
 
-    async def _generate(self, req: CanonicalRequest, prompt_ids: list[int]) -> tuple[list[int], list[float], str]:
+    async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int]) -> tuple[list[int], list[float], str]:
         params = req.sampling.merged(self.sampling)
         window = await self._context_window()
         room = window - len(prompt_ids)

@@ -156,8 +156,8 @@ class Trajectory:
 
     def prefix_ids(self, link: Link, then: Seq[int] = ()) -> TokenIds:
         """The linked turn's prompt ids followed by its exact completion ids (and `then`, the ids of
-        the new part), built in one list: slicing and adding 30k ids piece by piece cost ~10x more.
-        Extending a sequence's newest ids, they come with the sequence's JSON text (`TokenIds.json`)."""
+        the new part), as views of the sequence's lists, joined only if read (`TokenIds`). Extending a
+        sequence's newest ids, they come with the sequence's JSON text (`TokenIds.json`)."""
         seq = link.sequence
         end = seq.end_of(link.turn)
         whole = end == len(seq.completion_ids)
@@ -181,7 +181,7 @@ class Trajectory:
         self.turns.append(turn)
         return turn
 
-    def record(self, turn: Turn, *, link: Link | None, prompt_ids: list[int], env_ids: Seq[int],
+    def record(self, turn: Turn, *, link: Link | None, prompt_ids: Seq[int], env_ids: Seq[int],
                messages: tuple[Message, ...], tools: tuple[Tool, ...] = (), text: str = "",
                rewritten: bool = False) -> None:
         """Attach a finished turn to a sequence.

@@ -43,7 +43,10 @@ class WordEncoder:
 
     def __init__(self, pattern: str, added: list[dict[str, Any]], model: Any,
                  fallback: Callable[[str], list[int]]) -> None:
-        self._words = regex.compile(pattern).findall
+        words = regex.compile(pattern)
+        if words.groups:  # findall would return the groups, not the words
+            raise ValueError(f"the split pattern has capture groups: {pattern!r}")
+        self._words = words.findall
         # Added tokens are cut out in two passes, as the tokenizer does: those matched on the raw text
         # first, then those matched on normalized text (the same text, for ASCII) in what is left.
         self._passes = [_alternation([t["content"] for t in added if bool(t.get("normalized")) is normalized])
@@ -74,10 +77,8 @@ class WordEncoder:
         if any(t.get("lstrip") or t.get("rstrip") or t.get("single_word") for t in added):
             return None
         try:
-            if regex.compile(pattern).groups:  # findall would return the groups, not the words
-                return None
             encoder = cls(pattern, added, backend.model, fallback)
-        except regex.error:
+        except (regex.error, ValueError):
             return None
         probe = _PROBE + "".join(map(chr, range(128))) + "".join(t["content"] + "x " for t in added)
         return encoder if encoder.encode(probe) == list(fallback(probe)) else None

@@ -68,7 +68,7 @@ def test_prefix_ids_of_an_older_turn_stop_at_its_completion_and_take_the_new_ids
     assert head is not None and head.turn is second and older is not None and older.turn is first
     assert traj.prefix_ids(head, then=[7, 8]) == [1, 2, 3, 10, 11, 90, 91, 12, 7, 8]
     assert traj.prefix_ids(older, then=[7]) == [1, 2, 3, 10, 11, 7]
-    spliced = traj.prefix_ids(head)
+    spliced = traj.prefix_ids(head).tolist()
     spliced.append(99)  # the caller owns the list: the sequence is untouched
     assert traj.rows()[0].completion_ids == [10, 11, 90, 91, 12]
 
@@ -144,14 +144,30 @@ def test_a_prompt_extending_the_newest_turn_brings_the_json_text_of_its_ids() ->
     assert heads > 60 and forks > 5
 
 
-def test_changing_the_prompt_in_place_forgets_its_json_text() -> None:
+def test_a_prompt_is_read_only_and_its_copies_are_the_callers() -> None:
     traj = Trajectory()
     answer(traj, (SYS, USER), [10, 11])
     link = traj.find_parent((SYS, USER, A1, TOOL1), ())
     assert link is not None
-    for change in (lambda ids: ids.append(5), lambda ids: ids.__setitem__(0, 9), lambda ids: ids.extend([1]),
-                   lambda ids: ids.pop(), lambda ids: ids.sort()):
-        ids = traj.prefix_ids(link, then=[4])
-        assert ids.json() == b"[1,2,3,10,11,4]"
-        change(ids)
-        assert ids.json() is None
+    ids = traj.prefix_ids(link, then=[4])
+    assert not hasattr(ids, "append") and not hasattr(ids, "__setitem__")
+    copy = ids.tolist()
+    copy[0] = 9
+    assert ids == [1, 2, 3, 10, 11, 4] == ids.tolist() and ids.json() == b"[1,2,3,10,11,4]"
+    assert ids + [7] == [1, 2, 3, 10, 11, 4, 7] and [0] + ids == [0, 1, 2, 3, 10, 11, 4]
+    assert (len(ids), ids[-1], ids[1:3], list(ids)) == (6, 4, [2, 3], [1, 2, 3, 10, 11, 4])
+
+
+def test_a_prompt_taken_before_its_sequence_grows_keeps_its_ids_and_json() -> None:
+    """Two requests of one session can extend the same turn at once (parallel subagents); the second
+    to finish must still send and see the ids it was planned with, not the first one's additions."""
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10, 11])
+    messages = (SYS, USER, A1, TOOL1)
+    link = traj.find_parent(messages, ())
+    assert link is not None
+    early = traj.prefix_ids(link, then=[4])
+    answer(traj, messages, [12, 13], env=[4])  # the sequence grows under the early view
+    assert traj.rows()[0].completion_ids == [10, 11, 4, 12, 13]
+    assert early.tolist() == [1, 2, 3, 10, 11, 4] and early.json() == b"[1,2,3,10,11,4]"
+    assert len(early) == 6

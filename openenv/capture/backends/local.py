@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,11 @@ class LocalBackend:
     async def ready(self) -> None:
         """Nothing to learn: the window came with the weights."""
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
-        return await asyncio.to_thread(self._guarded, self._generate, prompt_ids, params)
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
+        return await asyncio.to_thread(self._guarded, self._generate, list(prompt_ids), params)
 
-    async def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        return await asyncio.to_thread(self._guarded, self._score, prompt_ids, completion_ids)
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+        return await asyncio.to_thread(self._guarded, self._score, list(prompt_ids), list(completion_ids))
 
     async def aclose(self) -> None:
         return None

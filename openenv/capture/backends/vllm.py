@@ -12,7 +12,7 @@ prompts (bench/bench_backend_client.py), and that CPU is what bounds a proxy's t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -162,7 +162,7 @@ class VLLMBackend:
             self._model = self._model or str(card["id"])
             self._context_window = self._context_window or int(card.get("max_model_len") or 32768)
 
-    async def generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+    async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         await self.ready()
         reply = await self._post(self._body(prompt_ids, params))
         with _reading(reply):
@@ -171,9 +171,9 @@ class VLLMBackend:
             logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
         return Generation(ids, logprobs, "length" if choice.get("finish_reason") == "length" else "stop")
 
-    async def score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
         await self.ready()
-        body = {"model": self.model, "prompt": prompt_ids + completion_ids, "max_tokens": 1,
+        body = {"model": self.model, "prompt": [*prompt_ids, *completion_ids], "max_tokens": 1,
                 "temperature": 0.0, "prompt_logprobs": 0}
         reply = await self._post(body)
         with _reading(reply):
@@ -202,10 +202,10 @@ class VLLMBackend:
                                                cookie_jar=aiohttp.DummyCookieJar())
         return self._http
 
-    def _body(self, prompt_ids: list[int], params: SamplingParams) -> dict[str, Any]:
+    def _body(self, prompt_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
         # A turn that extends a sequence brings its prompt's JSON text: 30k ids need not be encoded again.
         known = prompt_ids.json() if isinstance(prompt_ids, TokenIds) else None
-        prompt = msgspec.Raw(known) if known is not None else prompt_ids
+        prompt = msgspec.Raw(known) if known is not None else list(prompt_ids)
         body: dict[str, Any] = {"model": self.model, "prompt": prompt, "logprobs": 0,
                                 "return_token_ids": True, "skip_special_tokens": False}
         fields = params.model_dump(exclude_none=True, exclude={"stop", "json_schema"})
