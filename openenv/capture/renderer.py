@@ -101,7 +101,7 @@ class Renderer:
         self.eos_ids = frozenset(self._eos_ids())
         self._anchor_text = self._render_anchor()
         self._head_ids: dict[str, list[int]] = {}
-        self._suffixes: dict[tuple[str, tuple[Message, ...]], list[int] | None] = {}
+        self._suffixes: dict[tuple[str, tuple[Message, ...]], tuple[int, ...] | None] = {}
         self.append_only = self._probe_append_only()
 
     @classmethod
@@ -175,18 +175,19 @@ class Renderer:
         whole = self.render(_ANCHOR + template_messages(new), None)
         return after_reply(whole, self._anchor_text, self.eot_text)
 
-    def suffix_ids(self, bridge: str, new: Sequence[Message]) -> list[int] | None:
+    def suffix_ids(self, bridge: str, new: Sequence[Message]) -> tuple[int, ...] | None:
         """ids of `bridge + suffix_text(new)`, remembered by value: the rollouts of one task (a
-        GRPO group) send the same tool results, and tokenizing them is most of a turn's cost."""
+        GRPO group) send the same tool results, and tokenizing them is most of a turn's cost. A tuple,
+        shared with the cache: the collector stops walking an all-int tuple after its first pass,
+        where it walks a list of ids on every pass for as long as the turn is in flight."""
         key = (bridge, tuple(new))
         if key in self._suffixes:
-            ids = self._suffixes[key]
-            return None if ids is None else list(ids)
+            return self._suffixes[key]
         text = self.suffix_text(new)
-        ids = self._suffixes[key] = None if text is None else self.encode(bridge + text)
+        ids = self._suffixes[key] = None if text is None else tuple(self.encode(bridge + text))
         while len(self._suffixes) > _SUFFIX_CACHE:
             self._suffixes.pop(next(iter(self._suffixes)))
-        return None if ids is None else list(ids)
+        return ids
 
     def extend_text(self, full: str, earlier: str) -> str | None:
         """Like `suffix_text`, from a full render and the extended turn's full prompt text; None when

@@ -15,7 +15,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from openenv.capture.backends.base import Backend
@@ -60,7 +60,7 @@ class _Plan:
 
     prompt_ids: Sequence[int]  # often a read-only `TokenIds`
     link: Link | None = None
-    env_ids: list[int] = field(default_factory=list)
+    env_ids: Sequence[int] = ()
     text: str = ""
     rewritten: bool = False
 
@@ -291,7 +291,7 @@ class Session:
         return _Plan(ids, text="" if r.append_only else text,
                      rewritten=not aux and self.trajectory.has_model_turns)
 
-    def _env_ids(self, req: CanonicalRequest, link: Link) -> tuple[str, list[int] | None]:
+    def _env_ids(self, req: CanonicalRequest, link: Link) -> tuple[str, Sequence[int] | None]:
         """(prompt text, ids between the linked completion and this turn's); None ids on a rewrite."""
         r = self._renderer
         assert link.turn.completion is not None
@@ -300,7 +300,7 @@ class Session:
             return "", r.suffix_ids(bridge, req.messages[link.n_messages:])
         full = r.full_text(req.messages, req.tools)
         suffix = r.extend_text(full, link.sequence.text[: link.turn.text_len])
-        return full, None if suffix is None else r.encode(bridge + suffix)
+        return full, None if suffix is None else tuple(r.encode(bridge + suffix))
 
     async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision) -> Completion:
         match decision:
