@@ -4,9 +4,10 @@ Generation posts a token-id prompt to `/v1/completions` with `return_token_ids` 
 (the sampled token's raw logprob); scoring posts prompt + completion with `prompt_logprobs=0` and
 reads the completion positions. Nothing is detokenized or re-tokenized on the way.
 
-The HTTP client is aiohttp, not httpx: on the proxy's hot path (one engine call per turn) httpx's
-`AsyncClient` cost 1.9-3.5 CPU-ms per call against this backend's 0.45-1.6 for the same 1k-28k-token
-prompts (bench/bench_backend_client.py), and that CPU is what bounds a proxy's turns/s per core.
+The HTTP client is `EngineHTTP`, a small keep-alive client of our own: on the proxy's hot path (one
+engine call per turn) httpx's `AsyncClient` cost 1.9-3.5 CPU-ms per call and aiohttp's 0.4-0.9 for
+1k-31k-token prompts (bench/bench_backend_client.py), and that CPU is what bounds a proxy's turns/s per
+core.
 """
 
 from __future__ import annotations
@@ -16,17 +17,15 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import aiohttp
 import msgspec
-from yarl import URL
 
 from openenv.capture.backends.base import Generation, TokenIds
+from openenv.capture.backends.engine_http import EngineHTTP
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 
 __all__ = ["VLLMBackend"]
 
-_JSON_HEADERS = {"content-type": "application/json"}
 # Below uvicorn's 5 s keep-alive (vLLM's server), so a pooled connection is never one the server just closed.
 _KEEPALIVE_S = 4.0
 
@@ -36,10 +35,7 @@ def _unreachable(url: str) -> Iterator[None]:
     """Transport failures (refused, reset, timed out) mean the backend is unavailable: retryable."""
     try:
         yield
-    except aiohttp.ServerTimeoutError as exc:  # before ClientError: it is one
-        kind = "ConnectTimeout" if isinstance(exc, aiohttp.ConnectionTimeoutError) else "ReadTimeout"
-        raise _unreachable_error(url, kind, exc) from None
-    except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+    except (TimeoutError, OSError) as exc:  # ConnectTimeout, ReadTimeout, refused, reset, disconnected
         raise _unreachable_error(url, type(exc).__name__, exc) from None
 
 
@@ -100,10 +96,9 @@ class VLLMBackend:
         self._context_window = context_window
         self._timeout = timeout
         self._on_reply = on_reply
-        self._url = URL(f"{self.base_url}/v1/completions")  # parsed once, not on every call
-        # One client per event loop: aiohttp sessions are bound to the loop they were made on, and the
+        # One client per event loop: connections are bound to the loop they were made on, and the
         # backend is built before the proxy's loop exists (tests also drive it from their own loops).
-        self._http: aiohttp.ClientSession | None = None
+        self._http: EngineHTTP | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self._discovery: asyncio.Future[None] | None = None
 
@@ -136,12 +131,9 @@ class VLLMBackend:
 
     async def _discover(self) -> None:
         http = self._client()
-        limit = min(10.0, self._timeout)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=limit, sock_read=limit)
         with _unreachable(self.base_url):
-            async with http.get(f"{self.base_url}/v1/models", timeout=timeout) as response:
-                body = await response.read()
-        self._learn(response.status, body)
+            status, body = await http.request("GET", "/v1/models", timeout=min(10.0, self._timeout))
+        self._learn(status, body)
 
     def _discover_blocking(self) -> None:
         """For callers outside any loop (a CLI reading `.model`); the proxy awaits `ready()`."""
@@ -183,23 +175,20 @@ class VLLMBackend:
 
     async def aclose(self) -> None:
         http, self._http = self._http, None
-        if http is not None and not http.closed and self._http_loop is asyncio.get_running_loop():
-            await http.close()
+        if http is not None:
+            if self._http_loop is asyncio.get_running_loop() or self._http_loop is None:
+                http.close()
+            elif not self._http_loop.is_closed():
+                self._http_loop.call_soon_threadsafe(http.close)
 
-    def _client(self) -> aiohttp.ClientSession:
+    def _client(self) -> EngineHTTP:
         loop = asyncio.get_running_loop()
-        if self._http is None or self._http.closed or self._http_loop is not loop:
+        if self._http is None or self._http_loop is not loop:
             old, old_loop = self._http, self._http_loop
-            if old is not None and old_loop is not None and not old.closed and not old_loop.is_closed():
-                old_loop.call_soon_threadsafe(lambda: asyncio.ensure_future(old.close()))
+            if old is not None and old_loop is not None and not old_loop.is_closed():
+                old_loop.call_soon_threadsafe(old.close)
             self._http_loop = loop
-            connector = aiohttp.TCPConnector(limit=256, keepalive_timeout=_KEEPALIVE_S, ttl_dns_cache=None)
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._timeout, sock_read=self._timeout)
-            # No cookie jar and no decompression: vLLM sets neither cookies nor encodings, and both cost
-            # a pass over every request and reply.
-            self._http = aiohttp.ClientSession(connector=connector, timeout=timeout, headers=_JSON_HEADERS,
-                                               skip_auto_headers=("User-Agent",), auto_decompress=False,
-                                               cookie_jar=aiohttp.DummyCookieJar())
+            self._http = EngineHTTP(self.base_url, timeout=self._timeout, keepalive_s=_KEEPALIVE_S)
         return self._http
 
     def _body(self, prompt_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
@@ -221,10 +210,9 @@ class VLLMBackend:
         # msgspec, not json.dumps: a 30k-token prompt is 30k ints, 4.7 ms to encode vs 0.3 ms.
         http = self._client()
         with _unreachable(self.base_url):
-            async with http.post(self._url, data=msgspec.json.encode(body)) as response:
-                raw = await response.read()
-        if response.status != 200:
-            raise _status_error(self.base_url, response.status, raw)
+            status, raw = await http.request("POST", "/v1/completions", msgspec.json.encode(body))
+        if status != 200:
+            raise _status_error(self.base_url, status, raw)
         reply = self._decode(raw)
         if self._on_reply is not None:
             self._on_reply(reply)

@@ -1,0 +1,223 @@
+"""`EngineHTTP`: a small HTTP/1.1 keep-alive client for one engine origin.
+
+The proxy calls its engine once per turn, and the client's own CPU is part of every turn's cost.
+aiohttp spent ~0.4 CPU-ms per call at 1k prompt tokens and ~0.9 at 31k, most of it in request and
+response objects, header multidicts and timers the proxy never reads; this client, one asyncio
+protocol per connection with httptools parsing the reply, spends ~0.13 and ~0.3
+(bench/bench_backend_client.py). It does only what the backend needs: JSON requests, whole replies
+(Content-Length or chunked), pooled keep-alive connections, a connect timeout and a timeout on
+silence, and one retry on a fresh connection when a pooled one turns out to have been closed by the
+server before it answered a byte (the keep-alive race every pooling client has).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections import deque
+from urllib.parse import urlsplit
+
+import httptools
+
+__all__ = ["ConnectTimeout", "EngineHTTP", "ReadTimeout", "ServerDisconnected"]
+
+
+class ConnectTimeout(TimeoutError):
+    """No connection within the timeout."""
+
+
+class ReadTimeout(TimeoutError):
+    """The server sent no byte of its reply for the timeout."""
+
+
+class ServerDisconnected(ConnectionError):
+    """The connection closed before the reply was complete."""
+
+
+class _Stale(ServerDisconnected):
+    """A pooled connection the server had closed: nothing of the request was answered."""
+
+
+class _Connection(asyncio.Protocol):
+    """One keep-alive connection: one request at a time, the reply gathered whole."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self._chunks: list[bytes] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._timeout = 0.0
+        self._got_bytes = False
+        self._keep_alive = False
+        self.closed = False
+        self.reused = False
+        self.idle_since = 0.0
+
+    # ---- asyncio.Protocol --------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None:  # bytes nobody asked for: the connection cannot be trusted again
+            self.close()
+            return
+        self._got_bytes = True
+        self._arm_timer()
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(ServerDisconnected("the server switched protocols"))
+        except httptools.HttpParserError as exc:
+            self._fail(ServerDisconnected(f"the reply is not valid HTTP: {exc}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_timer()
+        if self._waiter is not None and not self._waiter.done():
+            kind = _Stale if self.reused and not self._got_bytes else ServerDisconnected
+            self._waiter.set_exception(kind(f"the server closed the connection{f': {exc}' if exc else ''}"))
+
+    # ---- httptools callbacks -----------------------------------------------------------------------
+
+    def on_headers_complete(self) -> None:
+        self._keep_alive = self._parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        self._chunks.append(body)
+
+    def on_message_complete(self) -> None:
+        self._cancel_timer()
+        waiter, self._waiter = self._waiter, None
+        body, self._chunks = b"".join(self._chunks), []
+        if not self._keep_alive:
+            self.close()
+        if waiter is not None and not waiter.done():
+            waiter.set_result((self._parser.get_status_code(), body))
+
+    # ---- use -----------------------------------------------------------------------------------------
+
+    async def exchange(self, parts: tuple[bytes, ...], timeout: float) -> tuple[int, bytes]:
+        assert self._transport is not None and self._waiter is None
+        self._waiter = self._loop.create_future()
+        self._got_bytes = False
+        self._timeout = timeout
+        self._transport.writelines(parts)
+        self._arm_timer()
+        try:
+            return await self._waiter
+        except BaseException:
+            self.close()  # cancelled or failed mid-exchange: its reply may still come, so it is not reusable
+            raise
+        finally:
+            self._waiter = None
+
+    def close(self) -> None:
+        self.closed = True
+        self._cancel_timer()
+        if self._transport is not None:
+            self._transport.abort()
+
+    def _fail(self, error: Exception) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(error)
+        self.close()
+
+    def _arm_timer(self) -> None:
+        self._cancel_timer()
+        self._timer = self._loop.call_later(self._timeout, self._silent)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _silent(self) -> None:
+        self._timer = None
+        self._fail(ReadTimeout(f"no byte of the reply for {self._timeout:g} s"))
+
+
+class EngineHTTP:
+    """Requests to one origin (`http://host:port[/prefix]`, or https) over pooled connections.
+
+    Bound to the event loop it was first used on, like any asyncio transport.
+
+    Args:
+        base_url: the origin, and a path prefix every request path goes under.
+        timeout: seconds to connect, and seconds without a byte of the reply.
+        keepalive_s: an idle connection older than this is closed, not reused (keep it below the
+            server's own keep-alive, so the pool rarely holds one the server just closed).
+    """
+
+    def __init__(self, base_url: str, *, timeout: float, keepalive_s: float = 4.0) -> None:
+        url = urlsplit(base_url)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        try:
+            explicit = url.port
+        except ValueError:
+            raise ValueError(f"not a valid port in {base_url!r}") from None
+        self._host, self._port = url.hostname, explicit or (443 if url.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if url.scheme == "https" else None
+        self._prefix = url.path.rstrip("/")
+        host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname  # an IPv6 literal
+        authority = f"{host}:{explicit}" if explicit else host
+        self._host_header = f"Host: {authority}\r\n".encode("latin-1")
+        self._timeout = timeout
+        self._keepalive_s = keepalive_s
+        self._idle: deque[_Connection] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
+
+    async def request(self, method: str, path: str, body: bytes | None = None, *,
+                      timeout: float | None = None) -> tuple[int, bytes]:
+        """(status, body) of one request; `body` is sent as JSON; `timeout` overrides the client's.
+        Raises `OSError`s (refused, reset, `ServerDisconnected`) and `TimeoutError`s (`ConnectTimeout`,
+        `ReadTimeout`)."""
+        self._loop = loop = self._loop or asyncio.get_running_loop()
+        timeout = self._timeout if timeout is None else timeout
+        head = [f"{method} {self._prefix}{path} HTTP/1.1\r\n".encode("latin-1"), self._host_header]
+        if body is not None:
+            head.append(b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body))
+        head.append(b"\r\n")
+        parts = (b"".join(head), body) if body else (b"".join(head),)
+        conn = self._pooled(loop.time())
+        if conn is None:
+            conn = await self._connect(loop, timeout)
+        try:
+            status, data = await conn.exchange(parts, timeout)
+        except _Stale:  # the server closed it while it idled: the request was not answered, send it anew
+            conn = await self._connect(loop, timeout)
+            status, data = await conn.exchange(parts, timeout)
+        if self._closed:  # closed while this request was in flight: keep nothing open
+            conn.close()
+        elif not conn.closed:
+            conn.reused, conn.idle_since = True, loop.time()
+            self._idle.append(conn)
+        return status, data
+
+    def close(self) -> None:
+        """Close the idle connections, and those in use once their replies are in."""
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
+
+    def _pooled(self, now: float) -> _Connection | None:
+        while self._idle and (self._idle[0].closed or now - self._idle[0].idle_since >= self._keepalive_s):
+            self._idle.popleft().close()  # the oldest first: closed by the server, or about to be
+        while self._idle:
+            conn = self._idle.pop()  # the most recently used: the least likely to have been closed
+            if not conn.closed and now - conn.idle_since < self._keepalive_s:
+                return conn
+            conn.close()
+        return None
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, timeout: float) -> _Connection:
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(lambda: _Connection(loop), self._host, self._port, ssl=self._ssl), timeout)
+        except TimeoutError:
+            raise ConnectTimeout(f"no connection to {self._host}:{self._port} within {timeout:g} s") from None
+        return conn
