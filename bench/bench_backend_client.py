@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import resource
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -36,15 +37,20 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+async def _cpu_ms_per_call(call: Callable[[], Awaitable[object]], calls: int) -> float:
+    """This process's CPU-ms per `call()`, after five warm-up calls."""
+    for _ in range(5):
+        await call()
+    c0 = _cpu()
+    for _ in range(calls):
+        await call()
+    return 1000 * (_cpu() - c0) / calls
+
+
 async def ours(url: str, prompt: TokenIds, calls: int) -> float:
     backend = VLLMBackend(url, model="tiny", context_window=1 << 20)
     try:
-        for _ in range(5):
-            await backend.generate(prompt, PARAMS)
-        c0 = _cpu()
-        for _ in range(calls):
-            await backend.generate(prompt, PARAMS)
-        return 1000 * (_cpu() - c0) / calls
+        return await _cpu_ms_per_call(lambda: backend.generate(prompt, PARAMS), calls)
     finally:
         await backend.aclose()
 
@@ -62,12 +68,7 @@ async def with_aiohttp(url: str, prompt: TokenIds, calls: int) -> float:
             assert r.status == 200
             msgspec.json.decode(raw)
 
-        for _ in range(5):
-            await call()
-        c0 = _cpu()
-        for _ in range(calls):
-            await call()
-        return 1000 * (_cpu() - c0) / calls
+        return await _cpu_ms_per_call(call, calls)
 
 
 async def with_httpx(url: str, prompt: TokenIds, calls: int) -> float:
@@ -80,12 +81,7 @@ async def with_httpx(url: str, prompt: TokenIds, calls: int) -> float:
             r.raise_for_status()
             msgspec.json.decode(r.content)
 
-        for _ in range(5):
-            await call()
-        c0 = _cpu()
-        for _ in range(calls):
-            await call()
-        return 1000 * (_cpu() - c0) / calls
+        return await _cpu_ms_per_call(call, calls)
 
 
 def main() -> None:
