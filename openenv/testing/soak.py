@@ -50,6 +50,7 @@ from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.tasks import Task
 from openenv.testing.faults import FaultProxy
+from openenv.testing.polling import settle
 from openenv.testing.soak_relay import LedgerRelay
 
 __all__ = ["EXPECTED_STATUS", "FAULT_KINDS", "EpisodePlan", "EpisodeResult", "FaultKind", "KindSummary",
@@ -313,12 +314,8 @@ def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: Soak
 
 def _settled_turns(session: Session, wait_s: float = 3.0) -> list[TurnRecord]:
     """The session's turns once none is still open (a parked turn fails just after its session closes)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        turns = session.turns()
-        if all(t.completion is not None or t.gap is not None for t in turns) or time.monotonic() > deadline:
-            return turns
-        time.sleep(0.05)
+    return settle(session.turns, lambda turns: all(t.completion is not None or t.gap is not None for t in turns),
+                  wait_s)
 
 
 def _account(result: EpisodeResult, slot: _Slot, session: Session, env: HarnessEnvironment,

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from openenv.server import LocalServer
+from openenv.testing.polling import settle
 
 __all__ = ["LedgerRelay", "SessionLedger"]
 
@@ -90,14 +90,11 @@ class LedgerRelay:
         """The ledger once every request it counted has its answer, or after `wait_s`. A harness killed
         mid-request leaves one on its way to the proxy; counted before its answer, it would look lost
         (a request that is never answered still is, after the wait)."""
-        deadline = time.monotonic() + wait_s
-        ledger = self.ledger(token)
-        while time.monotonic() < deadline:
-            with self._lock:  # the relay's thread adds statuses as answers come
-                if ledger.in_flight <= 0:
-                    break
-            time.sleep(0.05)
-        return ledger
+        return settle(lambda: self.ledger(token), self._answered, wait_s)
+
+    def _answered(self, ledger: SessionLedger) -> bool:
+        with self._lock:  # the relay's thread adds statuses as answers come
+            return ledger.in_flight <= 0
 
     def replay_next(self, token: str) -> None:
         """Send the session's next answered request again, as a client retry would."""
