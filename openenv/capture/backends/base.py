@@ -78,7 +78,9 @@ class TokenIds(Sequence[int]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, TokenIds):
             return self._joined() == other._joined()
-        if isinstance(other, list | tuple):
+        if isinstance(other, list):
+            return self._joined() == other
+        if isinstance(other, tuple):
             return len(other) == self._len and self._joined() == list(other)
         return NotImplemented
 

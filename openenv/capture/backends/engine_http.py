@@ -205,14 +205,17 @@ class EngineHTTP:
             self._idle.pop().close()
 
     def _pooled(self, now: float) -> _Connection | None:
-        while self._idle and (self._idle[0].closed or now - self._idle[0].idle_since >= self._keepalive_s):
+        while self._idle and not self._usable(self._idle[0], now):
             self._idle.popleft().close()  # the oldest first: closed by the server, or about to be
         while self._idle:
             conn = self._idle.pop()  # the most recently used: the least likely to have been closed
-            if not conn.closed and now - conn.idle_since < self._keepalive_s:
+            if self._usable(conn, now):
                 return conn
             conn.close()
         return None
+
+    def _usable(self, conn: _Connection, now: float) -> bool:
+        return not conn.closed and now - conn.idle_since < self._keepalive_s
 
     async def _connect(self, loop: asyncio.AbstractEventLoop, timeout: float) -> _Connection:
         try:

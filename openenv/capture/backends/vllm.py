@@ -26,7 +26,8 @@ from openenv.errors import BackendUnavailable, BadRequest
 
 __all__ = ["VLLMBackend"]
 
-# Below uvicorn's 5 s keep-alive (vLLM's server), so a pooled connection is never one the server just closed.
+# Below uvicorn's 5 s keep-alive (vLLM's server), so a pooled connection is rarely one the server just
+# closed (when it is, EngineHTTP sends the request again on a new one).
 _KEEPALIVE_S = 4.0
 
 
@@ -174,22 +175,25 @@ class VLLMBackend:
             return [float(rows[start + i][str(tok)]["logprob"]) for i, tok in enumerate(completion_ids)]
 
     async def aclose(self) -> None:
-        http, self._http = self._http, None
-        if http is not None:
-            if self._http_loop is asyncio.get_running_loop() or self._http_loop is None:
-                http.close()
-            elif not self._http_loop.is_closed():
-                self._http_loop.call_soon_threadsafe(http.close)
+        self._drop_client()
 
     def _client(self) -> EngineHTTP:
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:
-            old, old_loop = self._http, self._http_loop
-            if old is not None and old_loop is not None and not old_loop.is_closed():
-                old_loop.call_soon_threadsafe(old.close)
+            self._drop_client()
             self._http_loop = loop
             self._http = EngineHTTP(self.base_url, timeout=self._timeout, keepalive_s=_KEEPALIVE_S)
         return self._http
+
+    def _drop_client(self) -> None:
+        """Close the client on the loop its connections belong to (this one, or the one it was made on)."""
+        http, loop, self._http = self._http, self._http_loop, None
+        if http is None or loop is None or loop.is_closed():
+            return
+        if loop is asyncio.get_running_loop():
+            http.close()
+        else:
+            loop.call_soon_threadsafe(http.close)
 
     def _body(self, prompt_ids: Sequence[int], params: SamplingParams) -> dict[str, Any]:
         # A turn that extends a sequence brings its prompt's JSON text: 30k ids need not be encoded again.
