@@ -24,6 +24,7 @@ import psutil
 from openenv.errors import EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
+from openenv.paths import safe_join
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
 
@@ -217,7 +218,7 @@ class LocalSandbox:
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         base = under or self.workspace
         for relative, text in files.items():
-            path = base / relative
+            path = safe_join(base, relative)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
 
