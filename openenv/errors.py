@@ -5,8 +5,11 @@
     │   ├── InvalidAction       an action failed validation against the env's model
     │   ├── MalformedMessage    a body or WebSocket frame that is not valid JSON
     │   ├── UnknownMessageType  a WebSocket frame whose `type` the server does not handle
-    │   └── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
+    │   ├── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
+    │   ├── PayloadTooLarge     a body or frame over the server's size cap (413)
+    │   └── UnsupportedMediaType a body that is not `application/json` (415)
     ├── Unauthorized            a protected API called without its key
+    ├── Forbidden               a request from a place the server does not serve (Origin, Host) (403)
     ├── NotFound                an unknown session, env or route target
     │   └── UnknownSession      a session id or token that is not (or no longer) live
     ├── CapacityError           a server is at its configured session limit
@@ -25,16 +28,19 @@ __all__ = [
     "BadRequest",
     "CapacityError",
     "EnvError",
+    "Forbidden",
     "InvalidAction",
     "MalformedMessage",
     "NotFound",
     "OpenEnvError",
+    "PayloadTooLarge",
     "SandboxLost",
     "TransportError",
     "Unauthorized",
     "UnknownMessageType",
     "UnknownSession",
     "Unsupported",
+    "UnsupportedMediaType",
 ]
 
 
@@ -79,6 +85,28 @@ class Unsupported(BadRequest):
     """Raised when a well-formed request asks for something openenv refuses by design."""
 
     code = "unsupported"
+
+
+class PayloadTooLarge(BadRequest):
+    """Raised when a request body or WebSocket frame is larger than the server accepts."""
+
+    status_code = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaType(BadRequest):
+    """Raised when a request body is not JSON by its `Content-Type` (a cross-site form or text POST)."""
+
+    status_code = 415
+    code = "unsupported_media_type"
+
+
+class Forbidden(OpenEnvError):
+    """Raised when a request comes from where the server does not serve: a foreign web page (`Origin`)
+    or a name it does not answer to (`Host`, DNS rebinding)."""
+
+    status_code = 403
+    code = "forbidden"
 
 
 class Unauthorized(OpenEnvError):
