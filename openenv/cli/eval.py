@@ -85,7 +85,7 @@ def _run_with_progress(plan: EvalPlan, out: Path) -> list[EpisodeResult]:
 
         def advance(result: EpisodeResult) -> None:
             h = result.summary.harness
-            solved[h] += result.summary.reward >= 1.0
+            solved[h] += (result.summary.reward or 0.0) >= 1.0
             progress.update(bars[h], advance=1, solved=solved[h])
             progress.update(total, advance=1, solved=sum(solved.values()))
             if result.error:

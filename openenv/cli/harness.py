@@ -115,9 +115,12 @@ def run(
         typer.echo(json.dumps(summary.model_dump(mode="json")))
         return
     table = Table("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "aux", "wall s")
-    table.add_row(f"{summary.reward:g}", str(summary.status), str(summary.turns), str(summary.tool_calls),
+    reward = "none" if summary.reward is None else f"{summary.reward:g}"
+    table.add_row(reward, str(summary.status), str(summary.turns), str(summary.tool_calls),
                   str(summary.sequences), f"{summary.merge_ratio:.2f}", str(summary.aux_turns), f"{summary.wall_s:.1f}")
     Console().print(table)
+    if summary.reward is None:
+        Console().print(f"[yellow]no reward[/] ({summary.reward_status}): {summary.no_reward_reason}", soft_wrap=True)
     Console().print(f"trajectory: {summary.trajectory}")
 
 

@@ -62,10 +62,10 @@ def summarize(results: Sequence[EpisodeResult], *, backend: str, policy: str, ta
         by_harness.setdefault(result.summary.harness, []).append(result)
     rows = []
     for harness, group in by_harness.items():
-        solved = sum(r.summary.reward >= SOLVED_AT for r in group)
+        solved = sum((r.summary.reward or 0.0) >= SOLVED_AT for r in group)
         rows.append(HarnessScore(
             harness=harness, episodes=len(group), solved=solved, solve_rate=solved / len(group),
-            mean_reward=fmean(r.summary.reward for r in group),
+            mean_reward=fmean(r.summary.reward or 0.0 for r in group),
             mean_tool_calls=fmean(r.summary.tool_calls for r in group),
             mean_turns=fmean(r.summary.turns for r in group), errors=sum(r.error is not None for r in group),
         ))

@@ -37,7 +37,7 @@ Shape = Literal["tokens", "messages"]
 def _episode_fields(log: EpisodeLog) -> dict[str, Any]:
     s = log.summary
     return {"episode": log.name, "harness": s.harness if s else "", "task": s.task if s else "",
-            "reward": float(s.reward) if s else 0.0}
+            "reward": float(s.reward or 0.0) if s else 0.0}
 
 
 def token_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:

@@ -367,6 +367,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         return HarnessObservation(
             done=True, reward=verdict.reward, last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
             harness_status=status, output_tail=tail, reward_breakdown=verdict.breakdown(), sequences=rows,
+            reward_status=verdict.status, no_reward_reason=verdict.reason or None,
             stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors},
         )
 

@@ -66,7 +66,8 @@ class LastTurn(_View):
 class HarnessObservation(Observation):
     """What the policy sees: the pending request, the last turn, and the harness's progress.
 
-    At `done`, `reward_breakdown` holds the verifier's dict and `sequences` the training rows.
+    At `done`, `reward_breakdown` holds the verifier's dict and `sequences` the training rows; when the
+    verifier produced no reward, `reward` is None and `reward_status` / `no_reward_reason` say why.
     """
 
     pending: PendingRequest | None = None
@@ -76,6 +77,9 @@ class HarnessObservation(Observation):
     harness_status: ProcessStatus | None = None
     output_tail: str = ""
     reward_breakdown: dict[str, float] | None = None
+    reward_status: str | None = Field(default=None, description="at done: scored, reward_missing, reward_empty, "
+                                      "reward_invalid, verifier_timeout or verifier_error")
+    no_reward_reason: str | None = None
     sequences: list[SequenceRow] | None = None
     stats: SequenceStats | None = None
 

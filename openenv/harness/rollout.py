@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.models import HarnessAction, HarnessObservation
@@ -32,7 +32,9 @@ class EpisodeSummary(BaseModel):
     harness: str
     task: str
     policy: Policy
-    reward: float
+    reward: float | None = Field(description="None when the verifier produced no reward (see reward_status)")
+    reward_status: str = "scored"
+    no_reward_reason: str | None = None
     status: ProcessStatus | None
     turns: int
     tool_calls: int
@@ -81,7 +83,8 @@ def run_episode(
         on_step(obs)
     stats = obs.stats
     summary = EpisodeSummary(
-        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward or 0.0, status=obs.harness_status,
+        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward, status=obs.harness_status,
+        reward_status=obs.reward_status or "scored", no_reward_reason=obs.no_reward_reason,
         turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
         merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,
         reward_breakdown=obs.reward_breakdown or {}, wall_s=round(time.monotonic() - start, 2),

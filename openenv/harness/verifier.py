@@ -1,26 +1,31 @@
 """The verifier: after the harness exits, run the task's hidden tests in the sandbox and score them.
 
-The reward is a dict (tests passed, total, solved, ...) reduced to one scalar by an explicit
-`RewardRule`, with optional shaping: a bonus for solving the task in fewer tool calls.
+The tests' reward files are read as Harbor reads them (`rewards.py`): no reward file, an empty one or a
+malformed one, and a verifier that ran out of time, give a `Verdict` with **no reward** and a status
+and reason saying why; the exit code of the test script is never a verdict. A reward dict (tests
+passed, total, ...) is reduced to one scalar by an explicit `RewardRule`, with optional shaping: a
+bonus for solving the task in fewer tool calls.
 """
 
 from __future__ import annotations
 
-import json
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.harness.sandbox.base import Sandbox
+from openenv.harness.rewards import NoReward, RewardStatus, read_rewards
+from openenv.harness.sandbox.base import CommandResult, Sandbox
 from openenv.harness.tasks.model import Task
 
-__all__ = ["RewardRule", "Verdict", "verify"]
+__all__ = ["RewardRule", "Verdict", "score", "verify"]
 
 
 class RewardRule(BaseModel):
     """How the reward dict becomes a scalar.
 
-    `solved`: 1.0 when every hidden test passes, else 0.0. `fraction`: tests passed / tests total.
+    `solved`: 1.0 when every hidden test passes (or the reported `reward` is >= 1), else 0.0.
+    `fraction`: tests passed / tests total, or the reported `reward` itself when there are no counts.
     When solved, `tool_call_bonus * max(0, 1 - tool_calls / tool_call_budget)` is added on top.
     """
 
@@ -30,9 +35,12 @@ class RewardRule(BaseModel):
     tool_call_bonus: float = Field(default=0.0, ge=0)
     tool_call_budget: int = Field(default=20, gt=0)
 
-    def scalar(self, *, tests_passed: int, tests_total: int, solved: bool, tool_calls: int) -> float:
+    def scalar(self, *, tests_passed: int, tests_total: int, solved: bool, tool_calls: int,
+               fraction: float | None = None) -> float:
         if self.base == "solved":
             value = 1.0 if solved else 0.0
+        elif fraction is not None:
+            value = fraction
         else:
             value = tests_passed / tests_total if tests_total else float(solved)
         if solved and self.tool_call_bonus:
@@ -41,57 +49,73 @@ class RewardRule(BaseModel):
 
 
 class Verdict(BaseModel):
-    """The verifier's result: the reward breakdown, the scalar and the test output."""
+    """The verifier's result: the reward breakdown and scalar, or the reason there is no reward."""
 
     model_config = ConfigDict(extra="forbid")
 
-    reward: float
-    tests_passed: int
-    tests_total: int
-    solved: bool
-    tool_calls: int
-    exit_code: int | None
-    timed_out: bool
+    reward: float | None = Field(description="None when the verifier produced no reward (see status, reason)")
+    status: RewardStatus = "scored"
+    reason: str = Field(default="", description="why there is no reward; empty when scored")
+    tests_passed: int = 0
+    tests_total: int = 0
+    solved: bool = False
+    tool_calls: int = 0
+    exit_code: int | None = None
+    timed_out: bool = False
     reported: dict[str, float] = Field(default_factory=dict, description="reward.json / reward.txt as written")
     output_tail: str = ""
 
     def breakdown(self) -> dict[str, float]:
-        """The reward dict: every number the verifier knows, plus the scalar under `reward`."""
-        return {
-            **self.reported,
+        """The reward dict: every number the verifier knows, plus the scalar under `reward` when scored."""
+        numbers = {
             "tests_passed": float(self.tests_passed),
             "tests_total": float(self.tests_total),
             "solved": float(self.solved),
             "tool_calls": float(self.tool_calls),
-            "reward": self.reward,
+            **self.reported,  # what the tests wrote wins over what we derived from it
         }
+        if self.reward is None:
+            numbers.pop("reward", None)
+            return numbers
+        return {**numbers, "reward": self.reward}
 
 
-def _read_reported(reward_dir_files: dict[str, str]) -> dict[str, float]:
-    if "reward.json" in reward_dir_files:
-        data = json.loads(reward_dir_files["reward.json"])
-        return {k: float(v) for k, v in data.items() if isinstance(v, int | float | bool)}
-    if "reward.txt" in reward_dir_files:
-        return {"reward": float(reward_dir_files["reward.txt"].strip() or 0)}
-    return {}
-
-
-def _counts(reported: dict[str, float], *, exit_ok: bool) -> tuple[int, int, bool]:
-    """(passed, total, solved): from reward.json's test counts, else reward.txt, else the exit code."""
+def _counts(reported: dict[str, float]) -> tuple[int, int, bool, float | None]:
+    """(passed, total, solved, fraction) from reward.json's test counts, else its `reward` value."""
     if "tests_total" in reported:
         total, passed = int(reported["tests_total"]), int(reported.get("tests_passed", 0))
-        return passed, total, total > 0 and passed == total
+        return passed, total, total > 0 and passed == total, (passed / total if total else 0.0)
     if "reward" in reported:
-        solved = reported["reward"] >= 1.0
-        return int(solved), 1, solved
-    return int(exit_ok), 1, exit_ok
+        value = reported["reward"]
+    elif len(reported) == 1:  # Harbor allows any key; a single metric is the reward
+        value = next(iter(reported.values()))
+    else:
+        raise NoReward("reward_invalid", f"reward.json has no 'reward' key to score by (keys: {sorted(reported)})")
+    return int(value >= 1.0), 1, value >= 1.0, value
+
+
+def score(result: CommandResult, reward_dir: Path, *, tool_calls: int = 0, rule: RewardRule | None = None) -> Verdict:
+    """Turn a finished test run and its reward folder into a Verdict (no reward when there is none)."""
+    rule = rule or RewardRule()
+    base = {"tool_calls": tool_calls, "exit_code": result.exit_code, "timed_out": result.timed_out,
+            "output_tail": result.output[-4000:]}
+    if result.timed_out:
+        return Verdict(reward=None, status="verifier_timeout", reason="the tests ran past the verifier timeout",
+                       **base)
+    try:
+        reported = read_rewards(reward_dir)
+        passed, total, solved, fraction = _counts(reported)
+    except NoReward as exc:
+        return Verdict(reward=None, status=exc.status, reason=exc.reason, **base)
+    value = rule.scalar(tests_passed=passed, tests_total=total, solved=solved, tool_calls=tool_calls,
+                        fraction=fraction)
+    return Verdict(reward=value, tests_passed=passed, tests_total=total, solved=solved, reported=reported, **base)
 
 
 def verify(
     sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
 ) -> Verdict:
     """Copy the hidden tests in, run the task's test command in the workspace, and score the result."""
-    rule = rule or RewardRule()
     tests_dir, reward_dir = sandbox.private_dir("tests"), sandbox.private_dir("reward")
     solution_dir = sandbox.private_dir("solution")
     sandbox.write_files(task.tests, under=tests_dir)
@@ -102,17 +126,4 @@ def verify(
         "WORKSPACE": str(sandbox.workspace),
     }
     result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s)
-    files = {p.name: p.read_text() for p in reward_dir.iterdir() if p.is_file()}
-    reported = _read_reported(files)
-    passed, total, solved = _counts(reported, exit_ok=result.exit_code == 0 and not result.timed_out)
-    return Verdict(
-        reward=rule.scalar(tests_passed=passed, tests_total=total, solved=solved, tool_calls=tool_calls),
-        tests_passed=passed,
-        tests_total=total,
-        solved=solved,
-        tool_calls=tool_calls,
-        exit_code=result.exit_code,
-        timed_out=result.timed_out,
-        reported=reported,
-        output_tail=result.output[-4000:],
-    )
+    return score(result, reward_dir, tool_calls=tool_calls, rule=rule)

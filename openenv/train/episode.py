@@ -63,7 +63,9 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         env = make_env(harness)
         obs, summary = run_episode(env, task, policy=policy, timeout_s=timeout_s)
         result.row, result.dropped_sequences = select_sequence(obs.sequences or [])
-        result.reward, result.breakdown = summary.reward, dict(summary.reward_breakdown)
+        result.reward, result.breakdown = summary.reward or 0.0, dict(summary.reward_breakdown)
+        if summary.reward is None:  # no verdict is not a score of 0: the failure policy retries or masks it
+            result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"
         result.tool_calls, result.turns, result.status = summary.tool_calls, summary.turns, summary.status
     except Exception as exc:  # noqa: BLE001 - a failed episode is data for the failure policy, not a crash
         result.error = f"{type(exc).__name__}: {exc}"

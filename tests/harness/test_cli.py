@@ -86,3 +86,22 @@ def test_run_with_docker_sandbox_solves_the_task_in_a_container(tmp_path):
     assert (summary["reward"], summary["status"], summary["merge_ratio"]) == (1.0, "exited", 1.0), summary
     after = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True, check=True).stdout.split()
     assert set(after) <= set(before), "the episode and grader containers are removed"
+
+
+def test_run_says_why_an_episode_has_no_reward(monkeypatch):
+    """The table shows `none` and the reason; --json carries reward null, the status and the reason."""
+    from openenv.cli import harness as cli_harness
+    from openenv.harness.rollout import EpisodeSummary
+
+    summary = EpisodeSummary(harness="pi", task="t", policy="sample", reward=None, reward_status="reward_missing",
+                             no_reward_reason="the tests wrote no reward file (reward.json or reward.txt)",
+                             status="exited", turns=1, tool_calls=0, sequences=1, merge_ratio=1.0, aux_turns=0,
+                             reward_breakdown={}, wall_s=0.1)
+    monkeypatch.setattr(cli_harness, "_run_one", lambda *args: summary)
+    table = runner.invoke(app, ["run", "--harness", "pi"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    assert "none" in table.output and "no reward (reward_missing): the tests wrote no reward file" in table.output
+    as_json = runner.invoke(app, ["run", "--harness", "pi", "--json"])
+    data = json.loads(as_json.stdout)
+    assert data["reward"] is None and data["reward_status"] == "reward_missing"
+    assert "no reward file" in data["no_reward_reason"]

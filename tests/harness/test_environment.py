@@ -46,7 +46,7 @@ def fake_harness(tmp_path, monkeypatch) -> str:
 
 
 def _task(mode: str, timeout_s: float = 60) -> Task:
-    return Task(id=f"fake-{mode}", instruction=mode, tests={"t": ""}, test_command="exit 1",
+    return Task(id=f"fake-{mode}", instruction=mode, tests={"t": ""}, test_command='echo 0 > "$REWARD_DIR/reward.txt"',
                 solution="true", timeout_s=timeout_s)
 
 
