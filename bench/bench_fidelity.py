@@ -64,13 +64,13 @@ def _spawn(cmd: list[str], health: str, cwd: Path | str = REPO) -> tuple[subproc
 
 def start_servers(vllm_url: str | None) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
     """The replay engine, our proxy and (when installed) the reference, both in front of the engine."""
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
     engine = _spawn([sys.executable, str(REPO / "bench" / "engines.py"), "replay",
                      *(["--vllm-url", vllm_url] if vllm_url else [])], "/health")
     servers = {"engine": engine}
     servers["ours"] = _spawn([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
-                              engine[1], "--model", str(tiny_model_path(build=False))], "/docs")
+                              engine[1], "--model", str(tiny_model_path())], "/docs")
     if REF_PYTHON.exists():
         servers[f"reference {REF_VERSION}"] = _spawn(
             [str(REF_PYTHON), "-m", "openenv.core.harness.capture.server", "--llm-url", engine[1], "--model", "tiny",
@@ -195,9 +195,9 @@ def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None) -
     """Every session x variant x proxy; one row each."""
     from transformers import AutoTokenizer
 
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_path(build=False)))
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_path()))
     servers = start_servers(vllm_url)
     engine = servers["engine"][1]
     results = []
@@ -239,10 +239,10 @@ def main() -> None:
     server = None
     url = args.vllm_url
     if url is None:
-        from openenv.testing.tiny_model import tiny_model_path
+        from openenv.models import tiny_model_path
         from openenv.testing.vllm_server import VLLMServer
 
-        server = VLLMServer(tiny_model_path(build=False)).start()
+        server = VLLMServer(tiny_model_path()).start()
         url = server.base_url
     t0 = time.perf_counter()
     try:

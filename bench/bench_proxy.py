@@ -96,9 +96,9 @@ def serve_instant(port: int) -> None:
     from openenv.capture.app import create_app
     from openenv.capture.renderer import Renderer
     from openenv.capture.sessions import SessionManager
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    renderer = Renderer.from_pretrained(tiny_model_path(build=False))
+    renderer = Renderer.from_pretrained(tiny_model_path())
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
     manager = SessionManager(renderer=renderer, backend=InstantBackend(ids))
     uvicorn.run(create_app(manager, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -228,10 +228,10 @@ class OursHTTP(Target):
     name = "ours"
 
     def command(self, port: int) -> list[str]:
-        from openenv.testing.tiny_model import tiny_model_path
+        from openenv.models import tiny_model_path
 
         return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
-                str(self.engine_url), "--model", str(tiny_model_path(build=False)), "--port", str(port)]
+                str(self.engine_url), "--model", str(tiny_model_path()), "--port", str(port)]
 
 
 class Reference(Target):
@@ -351,9 +351,9 @@ def prompt_tokens_at(turns: int, tool_chars: int = 1900) -> int:
     """Prompt length of the last request of a `turns`-turn conversation, in tiny-model tokens."""
     from openenv.capture.dialects.openai_chat import convert
     from openenv.capture.renderer import Renderer
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    renderer = Renderer.from_pretrained(tiny_model_path(build=False))
+    renderer = Renderer.from_pretrained(tiny_model_path())
     last = conversation_bodies(turns, chars=tool_chars)[-1]
     req = convert.to_canonical(convert.parse(last, None))  # type: ignore[arg-type]
     return len(renderer.full_prompt(req.messages, req.tools)[1])
@@ -477,12 +477,12 @@ def _one_request(client: httpx.Client, url: str, headers: dict[str, str], body: 
 
 def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
     """`openenv proxy` in front of vLLM, with one auto session named `bench`."""
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
     from openenv.testing.vllm_server import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
-                             vllm_url, "--model", str(tiny_model_path(build=False)), "--port", str(port),
+                             vllm_url, "--model", str(tiny_model_path()), "--port", str(port),
                              "--session-token", "bench"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
@@ -570,10 +570,10 @@ def main() -> None:
         server = None
         url = args.vllm_url
         if url is None:
-            from openenv.testing.tiny_model import tiny_model_path
+            from openenv.models import tiny_model_path
             from openenv.testing.vllm_server import VLLMServer
 
-            server = VLLMServer(tiny_model_path(build=False)).start()
+            server = VLLMServer(tiny_model_path()).start()
             url = server.base_url
         try:
             rows = out["latency"] = latency(url.rstrip("/"), args.requests, args.max_tokens)

@@ -112,9 +112,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from openenv.capture.renderer import Renderer
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    renderer = Renderer.from_pretrained(tiny_model_path(build=False))
+    renderer = Renderer.from_pretrained(tiny_model_path())
     # As `openenv proxy` does (create_app(freeze_gc=True)): full collections would otherwise re-walk the
     # ~400k start-up objects (torch, transformers) at random turns, ~10% of the CPU and most of the noise.
     gc.collect()

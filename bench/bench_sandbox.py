@@ -127,7 +127,7 @@ def main() -> None:
     from openenv.capture.server import CaptureServer
     from openenv.harness.catalog import get_spec
     from openenv.harness.install import install_status
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
     model = tiny_model_path()
     server = CaptureServer(backend=LocalBackend(model), model=model).start()

@@ -38,9 +38,9 @@ LOGPROB = -0.25
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    return AutoTokenizer.from_pretrained(str(tiny_model_path(build=False)))
+    return AutoTokenizer.from_pretrained(str(tiny_model_path()))
 
 
 def _completion_reply(ids: list[int]) -> dict[str, Any]:

@@ -102,7 +102,7 @@ def record(harness: str, out: Path) -> dict[str, Any]:
 
 
 def _model() -> Path:
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
     return tiny_model_path()
 

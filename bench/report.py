@@ -149,10 +149,10 @@ def main() -> None:
         server = None
         url = args.vllm_url
         if url is None:
-            from openenv.testing.tiny_model import tiny_model_path
+            from openenv.models import tiny_model_path
             from openenv.testing.vllm_server import VLLMServer
 
-            server = VLLMServer(tiny_model_path(build=False)).start(timeout=900)
+            server = VLLMServer(tiny_model_path()).start(timeout=900)
             url = server.base_url
         progress.update(setup, total=1, completed=1)
         try:

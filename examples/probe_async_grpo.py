@@ -18,7 +18,7 @@ import random
 
 import httpx
 
-from openenv.testing.tiny_model import tiny_model_path
+from openenv.models import tiny_model_path
 from openenv.testing.vllm_server import VLLMServer
 
 

@@ -2,8 +2,8 @@
 
 A name resolves, first match wins, to:
   1. an installed env: an entry point `name` in the group `openenv.envs` (value: `module:EnvClass`);
-  2. an env folder: a path, or `<dir>/<name>` for each dir in `OPENENV_ENVS_PATH` (default `./envs`
-     and the `envs/` beside this checkout), holding an `openenv.yaml`;
+  2. an env folder: a path, or `<dir>/<name>` for each dir in `$OPENENV_ENVS_PATH` and then the env
+     folders shipped with openenv (`openenv.resources.env_dirs`), holding an `openenv.yaml`;
   3. an `http://` or `https://` URL of a running env server;
   4. `docker:IMAGE`: a container started from IMAGE, its port 8000 published on 127.0.0.1;
   5. a Hugging Face Space id `owner/name`, served at `https://owner-name.hf.space`.
@@ -12,7 +12,6 @@ Installed envs and folders are served in-process by a `LocalServer` that the cli
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from openenv.client import EnvClient
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest, import_object
+from openenv.resources import env_dirs
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -67,13 +67,8 @@ def hf_space_url(space_id: str) -> str:
 
 
 def env_search_paths() -> list[Path]:
-    """Folders whose subfolders are env folders: `$OPENENV_ENVS_PATH`, else `./envs` and the repo's."""
-    configured = os.environ.get("OPENENV_ENVS_PATH")
-    if configured:
-        return [Path(p) for p in configured.split(os.pathsep) if p]
-    repo_envs = Path(__file__).resolve().parents[1] / "envs"
-    paths = [Path.cwd() / "envs", repo_envs]
-    return list(dict.fromkeys(p.resolve() for p in paths))
+    """Folders whose subfolders are env folders: `$OPENENV_ENVS_PATH`, then the shipped env folders."""
+    return env_dirs()
 
 
 def discover_envs(search_paths: list[Path] | None = None) -> list[EnvSource]:

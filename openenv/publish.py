@@ -3,7 +3,9 @@
 A Space folder holds everything the Space builds from:
   README.md     front matter `sdk: docker` and `app_port`, so the Hub runs the Dockerfile and routes to it;
   Dockerfile    installs the bundled openenv source and runs `openenv serve env --port APP_PORT`;
-  openenv-src/  this checkout's package (pyproject.toml, README.md, openenv/, envs/echo/);
+  openenv-src/  the installed openenv (its `openenv/` and `echo_env/` packages, shipped env folders
+                included) with a pyproject.toml written from the installed distribution's metadata, so a
+                wheel install publishes the same Space as a source checkout;
   env/          the env folder itself (its `openenv.yaml` and code).
 Once the Space runs, `AutoEnv.from_env("owner/name")` connects to `https://owner-name.hf.space`, and MCP
 clients to its `/mcp`.
@@ -11,17 +13,20 @@ clients to its `/mcp`.
 
 from __future__ import annotations
 
+import json
 import shutil
+from importlib.metadata import distribution
+from importlib.resources import files
 from pathlib import Path
 
 from openenv.auto import env_search_paths, hf_space_url
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
+from openenv.resources import package_path
 
-__all__ = ["SPACE_PORT", "build_space_folder", "push_space", "space_readme"]
+__all__ = ["SPACE_PORT", "build_space_folder", "push_space", "space_readme", "write_source_tree"]
 
 SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
-_REPO = Path(__file__).resolve().parents[1]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".venv", "node_modules")
 _DOCKERFILE = """\
 # Built by `openenv push`: serves the `{name}` env on port {port} (HTTP, WebSocket and MCP at /mcp).
@@ -69,15 +74,34 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> P
     manifest, folder = Manifest.load(_env_folder(env))
     if dest.exists():
         shutil.rmtree(dest)
-    src = dest / "openenv-src"
-    src.mkdir(parents=True)
-    for name in ("pyproject.toml", "README.md"):
-        shutil.copy2(_REPO / name, src / name)
-    shutil.copytree(_REPO / "openenv", src / "openenv", ignore=_IGNORE)
-    shutil.copytree(_REPO / "envs" / "echo", src / "envs" / "echo", ignore=_IGNORE)  # pyproject packages it
+    write_source_tree(dest / "openenv-src")
     shutil.copytree(folder, dest / "env", ignore=_IGNORE)
     (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT))
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
+    return dest
+
+
+def write_source_tree(dest: Path) -> Path:
+    """An installable copy of the running openenv in `dest`: its packages (links followed, so the
+    shipped env folders are real files) and a pyproject.toml with the installed version, core
+    dependencies, console script and entry points."""
+    dest.mkdir(parents=True)
+    shutil.copytree(package_path(), dest / "openenv", ignore=_IGNORE)
+    shutil.copytree(str(files("echo_env")), dest / "echo_env", ignore=_IGNORE)
+    dist = distribution("openenv")
+    core = [req for req in dist.requires or [] if "extra ==" not in req]
+    groups: dict[str, list[str]] = {}
+    for ep in dist.entry_points:
+        groups.setdefault(ep.group, []).append(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}")
+    lines = ["[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
+             "[project]", 'name = "openenv"', f"version = {json.dumps(dist.version)}", 'requires-python = ">=3.11"',
+             "dependencies = [", *(f"  {json.dumps(req)}," for req in core), "]", ""]
+    for group, entries in groups.items():
+        table = "[project.scripts]" if group == "console_scripts" else f'[project.entry-points."{group}"]'
+        lines += [table, *entries, ""]
+    lines += ["[tool.setuptools.packages.find]", 'include = ["openenv*", "echo_env*"]', "namespaces = false", "",
+              "[tool.setuptools.package-data]", '"*" = ["**/*"]', ""]
+    (dest / "pyproject.toml").write_text("\n".join(lines))
     return dest
 
 

@@ -1,192 +1,21 @@
 #!/usr/bin/env python3
-"""Build the deterministic tiny chat model the tests and the embedded default run on.
+"""Build the deterministic tiny chat model into the repo's `.cache/tiny-model` (or `--out DIR`).
 
-No model can be downloaded here, so the repo makes its own: a byte-level BPE tokenizer trained on
-this Python's standard-library sources, the chat special tokens, a Qwen2.5-style chat template with
-tool calls (`<tool_call>{json}</tool_call>`) and `<think>` reasoning, and a random-weight Qwen2 model
-(hidden 64, 2 layers, head_dim 32, untied output head) with a long context so large harness prompts fit.
-
-The build is deterministic: same inputs, same seed, same files. A finished build is reused, keyed by
-a fingerprint of this script, so a second run costs nothing.
+The builder is part of the product (`openenv.models.tiny`); this wrapper only picks the repo's folder,
+which `.ci/run`, `scripts/test.sh` and the tests' conftest point `OPENENV_TINY_MODEL` at.
 
 Usage: python scripts/build_tiny_model.py [--out DIR] [--force]
 """
 
 from __future__ import annotations
 
-import argparse
-import hashlib
-import json
-import shutil
 import sys
-import sysconfig
-import time
 from pathlib import Path
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / ".cache" / "tiny-model"
-VOCAB_SIZE = 4096
-SEED = 1234
-MAX_POSITIONS = 131072
-STAMP = "openenv-build.json"
+from openenv.models.tiny import main
 
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<tool_call>",
-    "</tool_call>",
-    "<tool_response>",
-    "</tool_response>",
-    "<think>",
-    "</think>",
-]
-
-# Qwen2.5-style: tools in the system turn, tool calls as <tool_call>{json}</tool_call>, tool results
-# grouped into one user turn of <tool_response> blocks, reasoning as <think>...</think>.
-CHAT_TEMPLATE = r"""{%- macro render_content(content) -%}
-{%- if content is string -%}{{- content -}}
-{%- elif content is iterable and content is not mapping -%}
-{%- for part in content -%}{%- if part is mapping and part.text is defined -%}{{- part.text -}}{%- elif part is string -%}{{- part -}}{%- endif -%}{%- endfor -%}
-{%- elif content is not none -%}{{- content -}}
-{%- endif -%}
-{%- endmacro -%}
-{%- if tools %}
-{{- '<|im_start|>system\n' }}
-{%- if messages[0].role == 'system' %}{{- render_content(messages[0].content) + '\n\n' }}{%- else %}{{- 'You are a helpful assistant.\n\n' }}{%- endif %}
-{{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
-{%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
-{{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
-{%- elif messages[0].role == 'system' %}
-{{- '<|im_start|>system\n' + render_content(messages[0].content) + '<|im_end|>\n' }}
-{%- endif %}
-{%- for message in messages %}
-{%- if message.role == 'system' %}
-{%- if not loop.first %}{{- '<|im_start|>system\n' + render_content(message.content) + '<|im_end|>\n' }}{%- endif %}
-{%- elif message.role == 'user' %}
-{{- '<|im_start|>user\n' + render_content(message.content) + '<|im_end|>\n' }}
-{%- elif message.role == 'assistant' %}
-{{- '<|im_start|>assistant\n' }}
-{%- if message.reasoning_content %}{{- '<think>\n' + message.reasoning_content + '\n</think>\n\n' }}{%- endif %}
-{{- render_content(message.content) }}
-{%- if message.tool_calls %}
-{%- for tool_call in message.tool_calls %}
-{%- if tool_call.function is defined %}{%- set tool_call = tool_call.function %}{%- endif %}
-{%- if loop.first and message.content %}{{- '\n' }}{%- elif not loop.first %}{{- '\n' }}{%- endif %}
-{{- '<tool_call>\n{"name": "' + tool_call.name + '", "arguments": ' }}
-{%- if tool_call.arguments is string %}{{- tool_call.arguments }}{%- else %}{{- tool_call.arguments | tojson }}{%- endif %}
-{{- '}\n</tool_call>' }}
-{%- endfor %}
-{%- endif %}
-{{- '<|im_end|>\n' }}
-{%- elif message.role == 'tool' %}
-{%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
-{{- '\n<tool_response>\n' + render_content(message.content) + '\n</tool_response>' }}
-{%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
-{%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}
-"""
-
-
-def fingerprint() -> str:
-    """Identify a build by this script's bytes, so an edited recipe rebuilds."""
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
-
-
-def corpus_files() -> list[str]:
-    """A fixed, sorted slice of the stdlib: deterministic text every Python install has."""
-    stdlib = Path(sysconfig.get_paths()["stdlib"])
-    names = sorted(p for p in stdlib.glob("*.py") if p.is_file())
-    return [str(p) for p in names[:400]]
-
-
-def build_tokenizer(out: Path) -> None:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train(corpus_files(), trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        unk_token=None,
-        additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in ("<|endoftext|>", "<|im_end|>")],
-        model_max_length=MAX_POSITIONS,
-    )
-    fast.chat_template = CHAT_TEMPLATE
-    fast.save_pretrained(out)
-
-
-def build_model(out: Path) -> None:
-    import torch
-    from transformers import AutoTokenizer, GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    tok = AutoTokenizer.from_pretrained(out)
-    eos = tok.convert_tokens_to_ids("<|im_end|>")
-    pad = tok.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        head_dim=32,
-        max_position_embeddings=MAX_POSITIONS,
-        rope_theta=1_000_000.0,
-        tie_word_embeddings=False,
-        bos_token_id=pad,
-        eos_token_id=eos,
-        pad_token_id=pad,
-        torch_dtype="float32",
-        use_sliding_window=False,
-    )
-    torch.manual_seed(SEED)
-    model = Qwen2ForCausalLM(config)
-    # Untied, modest output weights: sampled text varies (no token dominates) yet is not uniform.
-    with torch.no_grad():
-        model.lm_head.weight.normal_(0.0, 0.15)
-    model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)
-    model.save_pretrained(out, safe_serialization=True)
-
-
-def build(out: Path, *, force: bool = False) -> Path:
-    """Build into `out` unless a build with the same fingerprint is already there."""
-    stamp = out / STAMP
-    want = fingerprint()
-    if not force and stamp.exists() and json.loads(stamp.read_text()).get("fingerprint") == want:
-        return out
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    build_tokenizer(tmp)
-    build_model(tmp)
-    (tmp / STAMP).write_text(json.dumps({"fingerprint": want, "seed": SEED}, indent=2))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    parser.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
-    args = parser.parse_args(argv)
-    start = time.monotonic()
-    path = build(args.out.resolve(), force=args.force)
-    print(f"tiny model ready at {path} ({time.monotonic() - start:.1f}s)")
-    return 0
-
+REPO_MODEL = Path(__file__).resolve().parent.parent / ".cache" / "tiny-model"
 
 if __name__ == "__main__":
-    sys.exit(main())
+    argv = sys.argv[1:]
+    sys.exit(main(argv if "--out" in argv else ["--out", str(REPO_MODEL), *argv]))

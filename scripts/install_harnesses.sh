@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the pinned harness CLIs into .cache/harnesses/<name>/ (npm prefixes or Python venvs).
+# Install the pinned harness CLIs into $OPENENV_HARNESS_CACHE/<name>/ (npm prefixes or Python venvs;
+# default cache ~/.cache/openenv/harnesses). Shipped in the wheel as openenv/harness/install_harnesses.sh.
 #
 #   scripts/install_harnesses.sh [NAME ...|all]   install (idempotent: a pinned install is skipped in ms)
 #   scripts/install_harnesses.sh --pins           print "name method package version bin node" rows
@@ -8,8 +9,7 @@
 # every envs/<name>/spec.yaml names the same version. OPENENV_HARNESS_CACHE overrides the cache folder.
 set -euo pipefail
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-CACHE="${OPENENV_HARNESS_CACHE:-$ROOT/.cache/harnesses}"
+CACHE="${OPENENV_HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/openenv/harnesses}"
 NODE22_VERSION="22.23.3"
 
 # name          method  package                          version   bin      node

@@ -10,7 +10,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from openenv.testing.tiny_model import tiny_model_path
+from openenv.models import tiny_model_path
+
+# The suite runs on the repo's own build (`.ci/run` makes it with scripts/build_tiny_model.py); the
+# product's default is the user cache. Set here so every subprocess a test starts uses the same model.
+os.environ.setdefault("OPENENV_TINY_MODEL", str(Path(__file__).resolve().parents[1] / ".cache" / "tiny-model"))
 
 if TYPE_CHECKING:
     from openenv.capture.backends.local import LocalBackend
@@ -19,7 +23,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
-    """Path to the deterministic tiny chat model (built once, cached under .cache/)."""
+    """Path to the deterministic tiny chat model (built once, cached under the repo's .cache/)."""
     return tiny_model_path()
 
 

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,14 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
     assert f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}"]' in dockerfile
     assert "pip install --no-cache-dir /app/openenv-src" in dockerfile
     assert (space / "env" / "openenv.yaml").is_file()
-    assert (space / "openenv-src" / "pyproject.toml").read_text() == (REPO / "pyproject.toml").read_text()
+    project = tomllib.loads((space / "openenv-src" / "pyproject.toml").read_text())["project"]
+    ours = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["version"] == ours["version"] and project["scripts"] == ours["scripts"]
+    assert len(project["dependencies"]) == len(ours["dependencies"])  # the core, no extras
     assert (space / "openenv-src" / "openenv" / "server" / "mcp.py").is_file()
+    # links followed: the shipped env folders are real files, as in a wheel
+    spec = space / "openenv-src" / "openenv" / "envs" / "pi" / "spec.yaml"
+    assert spec.is_file() and not spec.parent.is_symlink()
     assert not list(space.rglob("__pycache__"))
 
 

@@ -18,7 +18,8 @@ from openenv.cli._output import stdout_to_stderr
 
 __all__ = ["register"]
 
-harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, .cache/harnesses).",
+harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, cached in "
+                          "$OPENENV_HARNESS_CACHE, default ~/.cache/openenv/harnesses).",
                           no_args_is_help=True)
 _err = Console(stderr=True)
 
@@ -42,7 +43,7 @@ def list_harnesses() -> None:
 def install_harness(
     names: Annotated[list[str], typer.Argument(help="harness names, or `all`")],
 ) -> None:
-    """Install harnesses into .cache/harnesses (a no-op for those already at their pinned version)."""
+    """Install harnesses into the harness cache (a no-op for those already at their pinned version)."""
     from openenv.errors import OpenEnvError
     from openenv.harness.catalog import get_spec
     from openenv.harness.install import install

@@ -67,7 +67,7 @@ def soak(
 def _with_vllm(config: SoakConfig, url: str | None) -> SoakReport:
     if url:
         return _run_with_progress(config, url.rstrip("/"))
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
     from openenv.testing.vllm_server import VLLMServer
 
     _err.print("starting a vLLM CPU server on the tiny model (~30 s; pass --vllm-url to reuse one)")

@@ -34,7 +34,7 @@ def view(
     from openenv.errors import OpenEnvError
     from openenv.export import find_logs, read_episode
     from openenv.server import LocalServer
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
     from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode
 
     if (proxy is None) == (not trajectory):

@@ -1,29 +1,38 @@
-"""The harness catalog: which harnesses exist (one `envs/<name>/spec.yaml` each) and where they live."""
+"""The harness catalog: which harnesses exist (one `<env folder>/spec.yaml` each) and where they live.
+
+Harness folders are the shipped env folders plus those under `$OPENENV_ENVS_PATH` (`openenv.resources`);
+a folder there shadows a shipped harness of the same name.
+"""
 
 from __future__ import annotations
 
-import os
 from functools import cache
 from pathlib import Path
 
 from openenv.errors import NotFound
 from openenv.harness.spec import HarnessSpec, load_spec
+from openenv.resources import env_dirs, find_env_dir
 
-__all__ = ["envs_root", "get_spec", "harness_names", "repo_root"]
+__all__ = ["SPEC_FILE", "get_spec", "harness_dir", "harness_names"]
 
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
-def envs_root() -> Path:
-    """The folder holding `envs/<name>/`; `OPENENV_ENVS_DIR` overrides the repository's own."""
-    return Path(os.environ.get("OPENENV_ENVS_DIR") or repo_root() / "envs")
+SPEC_FILE = "spec.yaml"
 
 
 def harness_names() -> list[str]:
-    """Names of every folder under envs/ that holds a harness spec, sorted."""
-    return sorted(p.parent.name for p in envs_root().glob("*/spec.yaml"))
+    """Names of every env folder that holds a harness spec, sorted."""
+    return sorted({p.parent.name for root in env_dirs() for p in root.glob(f"*/{SPEC_FILE}")})
+
+
+def harness_dir(name: str) -> Path:
+    """The env folder of harness `name` (its spec, Dockerfile, README and seam).
+
+    Raises:
+        NotFound: no env folder of that name holds a `spec.yaml`; the message lists the known harnesses.
+    """
+    folder = find_env_dir(name, SPEC_FILE)
+    if folder is None:
+        raise NotFound(f"unknown harness {name!r}; known harnesses: {', '.join(harness_names())}")
+    return folder
 
 
 @cache
@@ -35,9 +44,6 @@ def get_spec(name: str) -> HarnessSpec:
     """Return the validated spec of harness `name`.
 
     Raises:
-        NotFound: there is no `envs/<name>/spec.yaml`; the message lists the known harnesses.
+        NotFound: there is no such harness; the message lists the known harnesses.
     """
-    path = envs_root() / name / "spec.yaml"
-    if not path.is_file():
-        raise NotFound(f"unknown harness {name!r}; known harnesses: {', '.join(harness_names())}")
-    return _load(path)
+    return _load(harness_dir(name) / SPEC_FILE)

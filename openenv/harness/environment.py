@@ -73,7 +73,7 @@ def shared_server(backend: str, model: str | Path | None = None, vllm_url: str |
     Raises:
         BadRequest: `vllm` was asked for without a URL (`vllm_url` or `$OPENENV_VLLM_URL`).
     """
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
     folder = Path(model) if model else tiny_model_path()
     url = (vllm_url or os.environ.get("OPENENV_VLLM_URL") or "") if backend == "vllm" else ""

@@ -1,7 +1,8 @@
-"""Harness installs: where each pinned CLI lives under `.cache/harnesses/` and how to install it.
+"""Harness installs: where each pinned CLI lives under the harness cache and how to install it.
 
-The install itself is `scripts/install_harnesses.sh` (one script for CI, developers and this module),
-so a shell-only machine and `openenv harness install` end in the same prefixes.
+The install itself is `scripts/install_harnesses.sh`, shipped in the package as
+`openenv/harness/install_harnesses.sh` (one script for CI, developers and this module), so a shell-only
+machine and `openenv harness install` end in the same prefixes.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from openenv.errors import EnvError
-from openenv.harness.catalog import repo_root
 from openenv.harness.spec import HarnessSpec
+from openenv.resources import cache_dir, harness_installer
 
 __all__ = ["InstallStatus", "cache_root", "install", "install_status", "node_bin_dir", "prefix", "resolve_bin"]
 
@@ -36,8 +37,8 @@ class InstallStatus(BaseModel):
 
 
 def cache_root() -> Path:
-    """`OPENENV_HARNESS_CACHE`, or the repository's `.cache/harnesses`."""
-    return Path(os.environ.get("OPENENV_HARNESS_CACHE") or repo_root() / ".cache" / "harnesses")
+    """`OPENENV_HARNESS_CACHE`, else `harnesses/` under openenv's cache folder (`~/.cache/openenv`)."""
+    return Path(os.environ.get("OPENENV_HARNESS_CACHE") or cache_dir() / "harnesses")
 
 
 def prefix(spec: HarnessSpec) -> Path:
@@ -80,7 +81,7 @@ def install(names: list[str], *, quiet: bool = False) -> None:
     Raises:
         EnvError: the install script failed; its stderr tail is in the message.
     """
-    script = repo_root() / "scripts" / "install_harnesses.sh"
+    script = harness_installer()
     env = {**os.environ, "OPENENV_HARNESS_CACHE": str(cache_root())}
     proc = subprocess.run(["bash", str(script), *names], env=env, capture_output=quiet, text=True, check=False)
     if proc.returncode != 0:

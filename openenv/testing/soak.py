@@ -425,7 +425,7 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
         model: the tokenizer folder the proxy renders with (default: the tiny model vLLM serves).
         on_result: called with each episode's result as it finishes (from worker threads).
     """
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
     rss0, threads0, fds0, children0 = _process_figures()
     start = time.monotonic()

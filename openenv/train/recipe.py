@@ -62,7 +62,7 @@ def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
     from transformers import AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
     from openenv.train.prompts import task_dataset
 
     model = recipe.model or str(tiny_model_path())

@@ -40,7 +40,7 @@ def fake_harness(tmp_path, monkeypatch) -> str:
     bin_dir.mkdir()
     (bin_dir / "fake").write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
     (bin_dir / "fake").chmod(0o755)
-    monkeypatch.setenv("OPENENV_ENVS_DIR", str(envs))
+    monkeypatch.setenv("OPENENV_ENVS_PATH", str(envs))
     monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(cache))
     return "fake"
 

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from openenv.harness.catalog import get_spec, repo_root
+from openenv.harness.catalog import get_spec
+from openenv.resources import harness_installer
 from openenv.harness.install import install_status
 
 
@@ -40,13 +41,13 @@ def test_reinstalling_an_installed_harness_is_fast(name):
     if not install_status(get_spec(name)).ready:
         pytest.skip(f"{name} is not installed")
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), name],
+    proc = subprocess.run(["bash", str(harness_installer()), name],
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "already installed" in proc.stderr
     assert time.monotonic() - start < 5
 
 
 def test_unknown_name_fails_and_lists_the_known_ones():
-    proc = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), "notepad"],
+    proc = subprocess.run(["bash", str(harness_installer()), "notepad"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "unknown harness 'notepad'" in proc.stderr and "claude-code" in proc.stderr

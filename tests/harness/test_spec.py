@@ -12,7 +12,8 @@ from pydantic import ValidationError
 
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool
 from openenv.errors import NotFound
-from openenv.harness.catalog import get_spec, harness_names, repo_root
+from openenv.harness.catalog import get_spec, harness_dir, harness_names
+from openenv.resources import harness_installer
 from openenv.harness.spec import HarnessSpec, SessionContext
 
 TEN = {"claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent", "hermes",
@@ -31,7 +32,7 @@ def test_all_ten_harnesses_have_a_spec():
 
 
 def test_pins_match_the_install_script():
-    out = subprocess.run(["bash", str(repo_root() / "scripts/install_harnesses.sh"), "--pins"],
+    out = subprocess.run(["bash", str(harness_installer()), "--pins"],
                          capture_output=True, text=True, check=True).stdout
     pins = {row.split()[0]: row.split()[1:5] for row in out.splitlines()}
     for name in harness_names():
@@ -79,14 +80,14 @@ def test_aux_rules_tag_opencode_title_requests_only():
 
 
 def test_command_must_start_with_the_installed_bin():
-    raw = yaml.safe_load((repo_root() / "envs/pi/spec.yaml").read_text())
+    raw = yaml.safe_load((harness_dir("pi") / "spec.yaml").read_text())
     raw["command"][0] = "node"
     with pytest.raises(ValidationError, match="must start with the installed bin 'pi'"):
         HarnessSpec.model_validate(raw)
 
 
 def test_unknown_field_is_rejected():
-    raw = yaml.safe_load((repo_root() / "envs/pi/spec.yaml").read_text())
+    raw = yaml.safe_load((harness_dir("pi") / "spec.yaml").read_text())
     with pytest.raises(ValidationError, match="comand"):
         HarnessSpec.model_validate({**raw, "comand": ["pi"]})
 

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 
 from openenv.errors import EnvError
-from openenv.harness.catalog import envs_root
+from openenv.harness.catalog import harness_dir
 from openenv.harness.install import install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 
@@ -71,7 +71,7 @@ def build_harness_image(
     Raises:
         EnvError: the Dockerfile is missing or the build failed (the message holds the engine's error).
     """
-    dockerfile = envs_root() / spec.name / "Dockerfile"
+    dockerfile = harness_dir(spec.name) / "Dockerfile"
     if not dockerfile.is_file():
         raise EnvError(f"{dockerfile} does not exist; harness {spec.name} has no image recipe")
     context = dockerfile.parent
