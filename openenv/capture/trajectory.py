@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.backends.base import TokenIds
 from openenv.capture.canonical import Completion, Message, Tool
@@ -105,6 +105,8 @@ class SequenceStats(BaseModel):
     aux: int
     gaps: int
     merge_ratio: float
+    sampled_tokens: int = Field(default=0, description="completion tokens of the model turns (policy tokens)")
+    aux_tokens: int = Field(default=0, description="completion tokens of aux turns (never trained)")
 
 
 class TurnRecord(BaseModel):
@@ -241,12 +243,18 @@ class Trajectory:
             aux=sum(t.aux for t in self.turns),
             gaps=sum(t.gap is not None for t in self.turns),
             merge_ratio=merged / mergeable if mergeable else 1.0,
+            sampled_tokens=sum(_completion_len(t) for t in model),
+            aux_tokens=sum(_completion_len(t) for t in self.turns if t.aux),
         )
 
     def records(self) -> list[TurnRecord]:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
                            completion=t.completion) for t in self.turns]
+
+
+def _completion_len(turn: Turn) -> int:
+    return len(turn.completion.token_ids) if turn.completion is not None else 0
 
 
 def _json_items(ids: Seq[int]) -> bytes:

@@ -115,10 +115,13 @@ def run(
     if as_json:
         typer.echo(json.dumps(summary.model_dump(mode="json")))
         return
-    table = Table("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "aux", "wall s")
+    table = Table("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "trained/sampled", "aux",
+                  "wall s")
     reward = "none" if summary.reward is None else f"{summary.reward:g}"
     table.add_row(reward, str(summary.status), str(summary.turns), str(summary.tool_calls),
-                  str(summary.sequences), f"{summary.merge_ratio:.2f}", str(summary.aux_turns), f"{summary.wall_s:.1f}")
+                  str(summary.sequences), f"{summary.merge_ratio:.2f}",
+                  f"{summary.tokens_trained}/{summary.tokens_sampled} = {summary.trained_ratio:.2f}",
+                  f"{summary.aux_turns} ({summary.aux_tokens} tok)", f"{summary.wall_s:.1f}")
     Console().print(table)
     if summary.reward is None:
         Console().print(f"[yellow]no reward[/] ({summary.reward_status}): {summary.no_reward_reason}", soft_wrap=True)

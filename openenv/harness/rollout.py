@@ -44,6 +44,14 @@ class EpisodeSummary(BaseModel):
     reward_breakdown: dict[str, float]
     wall_s: float
     trajectory: str | None = None
+    tokens_sampled: int = Field(default=0, description="policy tokens the model sampled (aux turns excluded)")
+    tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
+    aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
+
+    @property
+    def trained_ratio(self) -> float:
+        """tokens_trained / tokens_sampled: 1.00 when every sampled token is in a training row."""
+        return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
 
 
 def _action(env: HarnessEnvironment, obs: HarnessObservation, policy: Policy, oracle: OraclePolicy) -> HarnessAction:
@@ -88,6 +96,9 @@ def run_episode(
         turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
         merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,
         reward_breakdown=obs.reward_breakdown or {}, wall_s=round(time.monotonic() - start, 2),
+        tokens_sampled=stats.sampled_tokens if stats else 0,
+        tokens_trained=sum(sum(row.env_mask) for row in obs.sequences or []),
+        aux_tokens=stats.aux_tokens if stats else 0,
     )
     return obs, summary
 

@@ -15,9 +15,10 @@ from openenv.train.mix import HarnessMix
 from openenv.train.prompts import TaskPrompt, parse_prompt, task_dataset
 from openenv.train.rewards import default_reward_funcs, partial_credit, task_success, tool_call_bonus
 from openenv.train.rollout import GroupPlan, HarnessRollout, RolloutConfig
-from openenv.train.sequences import select_sequence
+from openenv.train.sequences import SequencePolicy, row_weights, select_sequence, trained_rows
 
 __all__ = [
+    "EpisodeGRPOTrainer",
     "EpisodeResult",
     "FailurePolicy",
     "GroupOutcome",
@@ -31,8 +32,20 @@ __all__ = [
     "partial_credit",
     "rollout_metrics",
     "run_training_episode",
+    "SequencePolicy",
+    "row_weights",
     "select_sequence",
+    "trained_rows",
     "task_dataset",
     "task_success",
     "tool_call_bonus",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """`EpisodeGRPOTrainer` imports TRL (the `train` extra), so it loads on first use."""
+    if name == "EpisodeGRPOTrainer":
+        from openenv.train.trainer import EpisodeGRPOTrainer
+
+        return EpisodeGRPOTrainer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

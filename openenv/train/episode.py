@@ -17,7 +17,7 @@ from openenv.capture.trajectory import SequenceRow
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.rollout import run_episode
 from openenv.harness.tasks.model import Task
-from openenv.train.sequences import select_sequence
+from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
 __all__ = ["EnvFactory", "EpisodePolicy", "EpisodeResult", "run_training_episode"]
 
@@ -34,14 +34,33 @@ class EpisodeResult:
     task_id: str
     policy: EpisodePolicy
     row: SequenceRow | None = None
+    branches: tuple[SequenceRow, ...] = ()
     reward: float = 0.0
     breakdown: dict[str, float] = field(default_factory=dict)
     tool_calls: int = 0
     turns: int = 0
     status: str | None = None
     dropped_sequences: int = 0
+    tokens_sampled: int = 0
+    tokens_trained: int = 0
+    aux_tokens: int = 0
     error: str | None = None
     wall_s: float = 0.0
+
+    @property
+    def rows(self) -> tuple[SequenceRow, ...]:
+        """Every row that trains: the primary row, then the branches."""
+        return (self.row, *self.branches) if self.row is not None else ()
+
+    @property
+    def trained_ratio(self) -> float:
+        """tokens_trained / tokens_sampled (policy tokens; aux turns are counted apart in `aux_tokens`)."""
+        return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
+
+    def take(self, rows: TrainedRows) -> None:
+        """Keep the rows that train and their token counts."""
+        self.row, self.branches, self.dropped_sequences = rows.primary, rows.branches, rows.dropped
+        self.tokens_sampled, self.tokens_trained = rows.tokens_sampled, rows.tokens_trained
 
     @property
     def failed(self) -> bool:
@@ -49,12 +68,13 @@ class EpisodeResult:
 
 
 def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
-                         timeout_s: float | None = None) -> EpisodeResult:
+                         timeout_s: float | None = None, sequences: SequencePolicy = "all") -> EpisodeResult:
     """Run one episode in a fresh environment; exceptions become a failed result, never escape.
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
     through the harness's tools and the backend scores it (an expert episode with the policy's own
-    logprobs, useful to seed a group with a success).
+    logprobs, useful to seed a group with a success). `sequences` says which of the episode's
+    sequences train (`sequences.py`).
     """
     start = time.monotonic()
     result = EpisodeResult(harness=harness, task_id=task.id, policy=policy)
@@ -62,7 +82,9 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
     try:
         env = make_env(harness)
         obs, summary = run_episode(env, task, policy=policy, timeout_s=timeout_s)
-        result.row, result.dropped_sequences = select_sequence(obs.sequences or [])
+        stats = obs.stats
+        result.take(trained_rows(obs.sequences or [], sequences, sampled=stats.sampled_tokens if stats else None))
+        result.aux_tokens = stats.aux_tokens if stats else 0
         result.reward, result.breakdown = summary.reward or 0.0, dict(summary.reward_breakdown)
         if summary.reward is None:  # no verdict is not a score of 0: the failure policy retries or masks it
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"

@@ -1,7 +1,10 @@
 """Rollout metrics for TRL's logs: per-harness reward and tool calls, and the failure policy's counters.
 
-Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes}` over the unmasked episodes of the batch,
-and `rollout/{failed_episodes,retries,masked_groups,dropped_sequences,episode_wall_s}`.
+Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens}`
+over the unmasked episodes of the batch, and `rollout/{failed_episodes,retries,masked_groups,dropped_sequences,
+trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,episode_wall_s}`.
+`tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
+trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from statistics import fmean
 
+from openenv.train.episode import EpisodeResult
 from openenv.train.failures import GroupOutcome
 
 __all__ = ["log_rollout_metrics", "rollout_metrics"]
@@ -17,27 +21,43 @@ __all__ = ["log_rollout_metrics", "rollout_metrics"]
 
 def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
     """The batch's metrics as one flat dict."""
-    per_harness: dict[str, list[tuple[float, float, float, float]]] = defaultdict(list)
+    per_harness: dict[str, list[EpisodeResult]] = defaultdict(list)
     results = [r for o in outcomes for r in o.results]
     for outcome in outcomes:
         if outcome.masked:
             continue
         for r in outcome.results:
-            per_harness[r.harness].append((r.reward, r.breakdown.get("solved", 0.0), float(r.tool_calls), float(r.turns)))
+            per_harness[r.harness].append(r)
     metrics: dict[str, float] = {}
-    for name, rows in sorted(per_harness.items()):
-        reward, solved, calls, turns = (fmean(col) for col in zip(*rows, strict=True))
-        metrics |= {f"harness/{name}/reward": reward, f"harness/{name}/solved": solved,
-                    f"harness/{name}/tool_calls": calls, f"harness/{name}/turns": turns,
-                    f"harness/{name}/episodes": float(len(rows))}
+    for name, eps in sorted(per_harness.items()):
+        metrics |= {f"harness/{name}/reward": fmean(r.reward for r in eps),
+                    f"harness/{name}/solved": fmean(r.breakdown.get("solved", 0.0) for r in eps),
+                    f"harness/{name}/tool_calls": fmean(float(r.tool_calls) for r in eps),
+                    f"harness/{name}/turns": fmean(float(r.turns) for r in eps),
+                    f"harness/{name}/episodes": float(len(eps)),
+                    f"harness/{name}/sequences": fmean(float(len(r.rows) + r.dropped_sequences) for r in eps),
+                    f"harness/{name}/tokens_trained_ratio": _ratio(eps),
+                    f"harness/{name}/aux_tokens": float(sum(r.aux_tokens for r in eps))}
+    trained = [r for o in outcomes if not o.masked for r in o.results]
     metrics |= {
         "rollout/failed_episodes": float(sum(r.failed for r in results)),
         "rollout/retries": float(sum(o.retries for o in outcomes)),
         "rollout/masked_groups": float(sum(o.masked for o in outcomes)),
         "rollout/dropped_sequences": float(sum(r.dropped_sequences for r in results)),
+        "rollout/trained_rows": float(sum(len(r.rows) for r in trained)),
+        "rollout/tokens_sampled": float(sum(r.tokens_sampled for r in trained)),
+        "rollout/tokens_trained": float(sum(r.tokens_trained for r in trained)),
+        "rollout/tokens_trained_ratio": _ratio(trained),
+        "rollout/aux_tokens": float(sum(r.aux_tokens for r in results)),
         "rollout/episode_wall_s": fmean(r.wall_s for r in results) if results else 0.0,
     }
     return metrics
+
+
+def _ratio(results: Sequence[EpisodeResult]) -> float:
+    """Trained over sampled policy tokens, summed over the episodes (1.0 when nothing was sampled)."""
+    sampled = sum(r.tokens_sampled for r in results)
+    return sum(r.tokens_trained for r in results) / sampled if sampled else 1.0
 
 
 def log_rollout_metrics(log: Callable[[str, float], None], outcomes: Sequence[GroupOutcome]) -> None:

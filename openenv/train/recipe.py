@@ -1,7 +1,8 @@
 """A GRPO training run from one config: the recipe `examples/train_grpo_cpu.py` and `openenv train grpo` run.
 
-It wires a `HarnessRollout` into TRL's `GRPOTrainer` on CPU, then writes what a reader needs to judge
-the run: `metrics.json` (TRL's log history plus wall time per step) and `reward_curve.png`.
+It wires a `HarnessRollout` into `EpisodeGRPOTrainer` (TRL's `GRPOTrainer`, training every sequence) on
+CPU, then writes what a reader needs to judge the run: `metrics.json` (TRL's log history plus wall time
+per step) and `reward_curve.png`.
 """
 
 from __future__ import annotations
@@ -60,10 +61,11 @@ def reward_funcs_for(recipe: GRPORecipe) -> list[RewardFunc]:
 def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
     """Train, then write metrics.json and reward_curve.png under `output_dir`; returns the metrics."""
     from transformers import AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOConfig
 
     from openenv.models import tiny_model_path
     from openenv.train.prompts import task_dataset
+    from openenv.train.trainer import EpisodeGRPOTrainer
 
     model = recipe.model or str(tiny_model_path())
     out = Path(recipe.output_dir)
@@ -74,7 +76,7 @@ def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
                       logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False,
                       seed=recipe.seed)
     rollout = HarnessRollout(recipe.rollout)
-    trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model), args=args,
+    trainer = EpisodeGRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model), args=args,
                           train_dataset=task_dataset(recipe.tasks, repeat=recipe.steps * recipe.num_generations),
                           reward_funcs=reward_funcs_for(recipe), rollout_func=rollout)
     start = time.monotonic()

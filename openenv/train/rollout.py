@@ -7,14 +7,16 @@ TRL passes the batch's prompts with each prompt repeated `num_generations` times
 `num_generations` prompts is a **group**. A group's episodes run in one harness (the prompt's, or one
 drawn from the mix), concurrently on a pool bounded by `max_concurrency`, each in a fresh sandbox. The
 return value has one row per prompt: `prompt_ids`, `completion_ids`, `logprobs`, `env_mask` (the
-episode's training sequence, see `sequences.py`), plus the reward components as extra columns for the
-reward functions (`rewards.py`). Failed episodes follow `failures.py`. Per-harness metrics go to TRL's
+episode's primary training sequence, see `sequences.py`), its other sequences in `branch_rows` (trained
+by `EpisodeGRPOTrainer`), the row weights, plus the reward components as extra columns for the reward
+functions (`rewards.py`). Failed episodes follow `failures.py`. Per-harness metrics go to TRL's
 logs (`metrics.py`).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -34,8 +36,11 @@ from openenv.train.metrics import log_rollout_metrics
 from openenv.train.mix import HarnessMix
 from openenv.train.policy_server import policy_server
 from openenv.train.prompts import parse_prompt
+from openenv.train.sequences import SequencePolicy, row_weights
 
 __all__ = ["GroupPlan", "HarnessRollout", "RolloutConfig", "training_row"]
+
+_log = logging.getLogger(__name__)
 
 # Chooses the policy of generation `index` (0..num_generations-1) of a group.
 PolicyChooser = Callable[[int], EpisodePolicy]
@@ -58,6 +63,9 @@ class RolloutConfig(BaseModel):
         network: the sandbox network (`auto`, `host` or `loopback`).
         failure: the retry/mask policy for failed episodes.
         policy: `sample` (on-policy) or `oracle` (reference solutions scored by the policy) for every episode.
+        sequences: `all` trains every sequence of an episode (compaction, sub-agents, forks) with the
+            episode's advantage; needs `EpisodeGRPOTrainer`, and falls back to `longest` (one sequence per
+            episode, the others dropped and counted) with a plain `GRPOTrainer`.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -74,6 +82,7 @@ class RolloutConfig(BaseModel):
     network: Literal["auto", "host", "loopback"] = "auto"
     failure: FailurePolicy = FailurePolicy()
     policy: EpisodePolicy = "sample"
+    sequences: SequencePolicy = "all"
 
     @field_validator("harness")
     @classmethod
@@ -116,6 +125,7 @@ class HarnessRollout:
         self._pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency, thread_name_prefix="episode")
         self._server: CaptureServer | None = None
         self._tasks: dict[str, Task] | None = None
+        self._warned = False
         self.__name__ = "harness_rollout"  # TRL names callables in warnings
 
     # ---- the TRL contract -------------------------------------------------------------------------------
@@ -150,7 +160,8 @@ class HarnessRollout:
         """Start a group's episodes on the pool (with retries); returns the future of its outcome."""
         make_env = self._env_maker(trainer)
         episodes = [functools.partial(run_training_episode, make_env, plan.harness, plan.task,
-                                      policy=self._policy_for(i), timeout_s=self.config.episode_timeout_s)
+                                      policy=self._policy_for(i), timeout_s=self.config.episode_timeout_s,
+                                      sequences=self.sequence_policy(trainer))
                     for i in range(plan.size)]
         return run_group(self._pool, episodes, self.config.failure)
 
@@ -158,9 +169,11 @@ class HarnessRollout:
         """Flatten the groups into TRL's columns and log the rollout's metrics."""
         batch: dict[str, list[Any]] = {}
         filler = _filler_id(trainer)
+        loss_type = str(getattr(trainer, "loss_type", "dapo"))
         for plan, outcome in zip(plans, outcomes, strict=True):
             for result, attempts in zip(outcome.results, outcome.attempts, strict=True):
-                for key, value in training_row(result, masked=outcome.masked, filler=filler).items():
+                row = training_row(result, masked=outcome.masked, filler=filler, loss_type=loss_type)
+                for key, value in row.items():
                     batch.setdefault(key, []).append(value)
                 batch.setdefault("attempts", []).append(attempts)
                 batch.setdefault("group_prompt", []).append(plan.prompt)
@@ -168,6 +181,17 @@ class HarnessRollout:
         if log is not None:
             log_rollout_metrics(log, outcomes)
         return batch
+
+    def sequence_policy(self, trainer: Any) -> SequencePolicy:
+        """`all` when the trainer trains branch rows (`EpisodeGRPOTrainer`), else `longest`."""
+        if self.config.sequences == "all" and getattr(trainer, "trains_branch_rows", False):
+            return "all"
+        if self.config.sequences == "all" and not self._warned:
+            self._warned = True
+            _log.warning("sequences='all' needs openenv.train.EpisodeGRPOTrainer; this %s trains one sequence "
+                         "per episode (the longest), the others are dropped and counted in "
+                         "rollout/dropped_sequences", type(trainer).__name__)
+        return "longest"
 
     def close(self) -> None:
         """Stop the pool and the capture server this rollout started."""
@@ -208,15 +232,22 @@ def _filler_id(trainer: Any) -> int:
     return 0
 
 
-def training_row(result: EpisodeResult, *, masked: bool, filler: int) -> dict[str, Any]:
-    """One TRL row: the sequence (masked: no trained token) and the reward components."""
+def _ids(row: Any, masked: bool) -> dict[str, Any]:
+    mask = [0] * len(row.env_mask) if masked else list(row.env_mask)
+    return {"prompt_ids": list(row.prompt_ids), "completion_ids": list(row.completion_ids),
+            "logprobs": list(row.logprobs), "env_mask": mask}
+
+
+def training_row(result: EpisodeResult, *, masked: bool, filler: int, loss_type: str = "dapo") -> dict[str, Any]:
+    """One TRL row: the primary sequence (masked: no trained token), the episode's other sequences in
+    `branch_rows` (each with its `weight`), the primary's `row_weight`, and the reward components."""
     row = result.row
+    weights = row_weights(len(result.rows), loss_type) or [1.0]
     if row is None:
         ids: dict[str, Any] = {"prompt_ids": [filler], "completion_ids": [filler], "logprobs": [0.0], "env_mask": [0]}
     else:
-        mask = [0] * len(row.env_mask) if masked else list(row.env_mask)
-        ids = {"prompt_ids": list(row.prompt_ids), "completion_ids": list(row.completion_ids),
-               "logprobs": list(row.logprobs), "env_mask": mask}
+        ids = _ids(row, masked)
+    branches = [{**_ids(b, masked), "weight": w} for b, w in zip(result.branches, weights[1:], strict=True)]
     parts = result.breakdown
     return {
         **ids,
@@ -231,4 +262,8 @@ def training_row(result: EpisodeResult, *, masked: bool, filler: int) -> dict[st
         "turns": float(result.turns),
         "episode_reward": result.reward,
         "error": result.error or "",
+        "row_weight": weights[0],
+        "branch_rows": branches,
+        "tokens_sampled": float(result.tokens_sampled),
+        "tokens_trained": float(result.tokens_trained),
     }

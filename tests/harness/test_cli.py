@@ -56,6 +56,7 @@ def test_run_oracle_json_summary_and_trajectory_file(tmp_path):
     summary = json.loads(proc.stdout)
     assert {"reward", "status", "turns", "tool_calls", "sequences", "merge_ratio"} <= set(summary)
     assert summary["reward"] == 1.0 and summary["merge_ratio"] == 1.0 and summary["status"] == "exited"
+    assert summary["tokens_sampled"] > 0 and summary["tokens_trained"] == summary["tokens_sampled"]
     assert "tool calls 1" in proc.stderr, "live progress goes to stderr"
     kinds = [json.loads(line)["type"] for line in out.read_text().splitlines()]
     assert kinds == ["turn"] * summary["turns"] + ["sequence"] * summary["sequences"] + ["summary"]
