@@ -47,6 +47,9 @@ if [[ $want_vllm == 1 ]]; then
   fi
 fi
 
+# The local sandbox runs every harness under bubblewrap (a real boundary, Harbor's absolute paths).
+bash "$here/scripts/install_sandbox.sh"
+
 say "installing openenv (editable) with extras"
 quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,dev]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"

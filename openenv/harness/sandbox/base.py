@@ -6,12 +6,19 @@ no process outlives the episode (`close()`), whether the harness exited, crashed
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CommandResult", "HarnessProcess", "Limits", "ProcessStatus", "Sandbox"]
+from openenv.errors import BadRequest
+
+__all__ = ["CommandResult", "HARBOR_DIRS", "HarnessProcess", "Limits", "ProcessStatus", "Sandbox", "container_relpath"]
+
+# The folders a Harbor task's scripts expect at these absolute paths, besides the workdir (`/app` by
+# default, or the task's WORKDIR). Sandboxes show them there: Docker as real paths, local through
+# bind mounts in a private mount namespace, so task scripts run unchanged.
+HARBOR_DIRS = ("/tests", "/solution", "/logs/verifier", "/logs/agent")
 
 # running: still going. exited: exit code 0. failed: non-zero exit. crashed: died of a signal we did not
 # send. timeout: we killed it at its deadline. killed: we killed it on close while it was still running.
@@ -95,22 +102,70 @@ class Sandbox(Protocol):
         ...
 
     def start(
-        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: str | Path | None = None
     ) -> HarnessProcess:
         """Start a long-running process; it is killed at `timeout_s` and on close."""
         ...
 
     def run(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
-        cwd: Path | None = None,
+        cwd: str | Path | None = None,
     ) -> CommandResult:
-        """Run a command to completion (or its timeout) and capture its output."""
+        """Run a command to completion (or its timeout) and capture its output. `cwd` is a container
+        path (default: the workdir)."""
         ...
 
     def leftover_pids(self) -> list[int]:
         """Live processes this sandbox started (or their descendants); empty after close."""
         ...
 
+    # ---- Harbor paths and the agent/verifier split ----------------------------------------------------
+
+    @property
+    def workdir(self) -> str:
+        """The container path where the agent works (`/app`, or the task's WORKDIR)."""
+        ...
+
+    def host_path(self, container_path: str) -> Path:
+        """Where `container_path` (the workdir, a `HARBOR_DIRS` folder, or a path under one) lives on
+        this host, for reading rewards and logs after the processes are gone.
+
+        Raises:
+            BadRequest: the path is not under one of the sandbox's folders, or escapes it with `..`.
+        """
+        ...
+
+    def stage(self, container_path: str, files: dict[str, bytes | str], *, readonly: bool = True) -> None:
+        """Put `files` (relative path -> content) under `container_path`, e.g. the tests into `/tests`
+        after `end_agent()`, or the solution into `/solution` for the oracle. `readonly` files cannot be
+        changed by the sandbox's processes."""
+        ...
+
+    def fresh_dir(self, container_path: str) -> Path:
+        """Empty and recreate `container_path` (the reward folder, only after `end_agent()`), so that
+        nothing the agent planted there survives; returns its host path."""
+        ...
+
+    def end_agent(self) -> None:
+        """Kill every process started so far (the harness and all it spawned, daemons included) and
+        return only when they are gone; idempotent. The sandbox stays usable for grading."""
+        ...
+
     def close(self) -> None:
         """Kill every process and remove the sandbox's files; safe to call twice."""
         ...
+
+
+def container_relpath(container_path: str, roots: tuple[str, ...]) -> tuple[str, PurePosixPath]:
+    """Split an absolute container path into (the root it lies under, the path below it).
+
+    Raises:
+        BadRequest: the path is relative, contains `..` or a NUL, or lies under none of `roots`.
+    """
+    path = PurePosixPath(container_path)
+    if not path.is_absolute() or ".." in path.parts or "\x00" in container_path:
+        raise BadRequest(f"container path must be absolute without '..': {container_path!r}")
+    for root in sorted(roots, key=len, reverse=True):
+        if path == PurePosixPath(root) or PurePosixPath(root) in path.parents:
+            return root, path.relative_to(root)
+    raise BadRequest(f"{container_path!r} is not under a sandbox folder ({', '.join(sorted(roots))})")

@@ -16,14 +16,15 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal, Self
 
 import psutil
 
-from openenv.errors import EnvError
+from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
-from openenv.harness.sandbox.base import CommandResult, Limits, ProcessStatus
+from openenv.harness.sandbox import isolation as isolation_mod
+from openenv.harness.sandbox.base import HARBOR_DIRS, CommandResult, Limits, ProcessStatus, container_relpath
 from openenv.paths import safe_join
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
@@ -32,6 +33,7 @@ __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
 MARKER = "OPENENV_SANDBOX"
 Network = Literal["host", "loopback"]
+Isolation = Literal["bwrap", "none"]
 
 
 def _preexec(limits: Limits) -> Callable[[], None]:
@@ -106,8 +108,12 @@ def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
 class LocalProcess:
     """A harness process with a deadline; its stdout and stderr go to one log file."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], log: Path, sandbox_id: str, timeout_s: float) -> None:
+    def __init__(
+        self, popen: subprocess.Popen[bytes], log: Path, sandbox_id: str, timeout_s: float, *, wrapped: bool = False
+    ) -> None:
         self._popen = popen
+        # bwrap exits 128+N when its command dies of signal N; reported as -N, as Popen does.
+        self._wrapped = wrapped
         self._log = log
         self._sandbox_id = sandbox_id
         self._ended_by: ProcessStatus | None = None
@@ -121,10 +127,13 @@ class LocalProcess:
         return self._popen.pid
 
     def exit_code(self) -> int | None:
-        return self._popen.poll()
+        code = self._popen.poll()
+        if self._wrapped and code is not None and 128 < code <= 128 + 64:
+            return 128 - code
+        return code
 
     def status(self) -> ProcessStatus:
-        code = self._popen.poll()
+        code = self.exit_code()
         if code is None:
             return "running"
         if self._ended_by is not None:
@@ -161,14 +170,22 @@ class LocalProcess:
 
 
 class LocalSandbox:
-    """One episode on this machine: temp workspace and HOME, env allow-list, rlimits, timeouts.
+    """One episode on this machine: temp folders, env allow-list, rlimits, timeouts, Harbor paths.
+
+    Every process runs under bubblewrap in a private mount namespace where the sandbox's own folders
+    appear at the Harbor paths: the workdir (`/app`), `/tests`, `/solution`, `/logs/verifier` and
+    `/logs/agent` (see `isolation.py`). HOME, TMPDIR and the workspace are also shown at their host
+    paths, so config files written on the host name paths that exist inside.
 
     Args:
         limits: rlimits applied to every process started here.
         env_allow: names passed through from this process's environment.
-        network: `"loopback"` runs harnesses in a fresh network namespace with only `lo` (needs root
-            and `unshare`); ports in `forward_ports` then reach this host's 127.0.0.1 through a unix socket.
+        network: `"loopback"` runs processes in a fresh network namespace with only `lo`; ports in
+            `forward_ports` then reach this host's 127.0.0.1 through a unix socket.
         forward_ports: 127.0.0.1 ports (the capture proxy) made reachable inside the namespace.
+        workdir: the container path of the working tree (a Harbor task's WORKDIR; default `/app`).
+        isolation: `"bwrap"` (the default) or `"none"`, which runs processes directly on the host, with
+            no Harbor paths and no boundary (explicit opt-in only).
     """
 
     def __init__(
@@ -178,21 +195,30 @@ class LocalSandbox:
         env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW,
         network: Network = "host",
         forward_ports: tuple[int, ...] = (),
+        workdir: str = "/app",
+        isolation: Isolation = "bwrap",
     ) -> None:
+        if isolation == "bwrap" and (missing := isolation_mod.missing_isolation()) is not None:
+            raise EnvError(f"the local sandbox cannot isolate the harness: {missing}")
+        self._workdir = _check_workdir(workdir)
         # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
         self.id = _owner_prefix() + uuid.uuid4().hex[:12]
         self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
         self._limits = limits or Limits()
         self._env_allow = env_allow
         self._network = network
+        self._isolation = isolation
         self._processes: list[LocalProcess] = []
         self._bridges: list[forwarder.UnixToTcpBridge] = []
-        for sub in ("workspace", "home", "tmp", "logs"):
+        self._readonly: dict[str, bool] = {"/tests": True, "/solution": True}
+        for sub in ("workspace", "home", "tmp", "logs", "sock"):
             (self.root / sub).mkdir()
+        for container in HARBOR_DIRS:
+            self.host_path(container).mkdir(parents=True)
         if network == "loopback":
             self._check_netns_support()
             self._bridges = [
-                forwarder.UnixToTcpBridge(self.root / f"p{port}.sock", "127.0.0.1", port).start()
+                forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
                 for port in forward_ports
             ]
         self._closed = False
@@ -200,6 +226,10 @@ class LocalSandbox:
     @property
     def workspace(self) -> Path:
         return self.root / "workspace"
+
+    @property
+    def workdir(self) -> str:
+        return self._workdir
 
     @property
     def home(self) -> Path:
@@ -210,10 +240,46 @@ class LocalSandbox:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    @staticmethod
-    def _check_netns_support() -> None:
-        if os.geteuid() != 0 or not shutil.which("unshare") or not _ip_binary():
-            raise EnvError("network='loopback' needs root, `unshare` and `ip` (iproute2); use network='host'")
+    def _roots(self) -> dict[str, Path]:
+        """Container folder -> host folder, for the workdir and the Harbor folders."""
+        harbor = self.root / "harbor"
+        return {self._workdir: self.workspace, **{c: harbor / c.lstrip("/") for c in HARBOR_DIRS}}
+
+    def host_path(self, container_path: str) -> Path:
+        roots = self._roots()
+        root, below = container_relpath(container_path, tuple(roots))
+        return roots[root] / below if below.parts else roots[root]
+
+    def stage(self, container_path: str, files: dict[str, bytes | str], *, readonly: bool = True) -> None:
+        base = self.host_path(container_path)
+        base.mkdir(parents=True, exist_ok=True)
+        if container_path in self._roots():
+            self._readonly[container_path] = readonly
+        for relative, content in files.items():
+            path = safe_join(base, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content)
+
+    def fresh_dir(self, container_path: str) -> Path:
+        path = self.host_path(container_path)
+        shutil.rmtree(path, ignore_errors=True)
+        if path.is_symlink() or path.exists():
+            path.unlink()
+        path.mkdir(parents=True)
+        return path
+
+    def end_agent(self) -> None:
+        for process in self._processes:
+            process.kill()
+        kill_tree(None, self.id)
+
+    def _check_netns_support(self) -> None:
+        if self._isolation == "none" and (os.geteuid() != 0 or not shutil.which("unshare") or not _ip_binary()):
+            raise EnvError("network='loopback' without isolation needs root, `unshare` and `ip` (iproute2); "
+                           "install bubblewrap instead, or pass network='host'")
 
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         base = under or self.workspace
@@ -223,7 +289,7 @@ class LocalSandbox:
             path.write_text(text)
 
     def read_file(self, relative: str) -> str:
-        return (self.workspace / relative).read_text()
+        return safe_join(self.workspace, relative).read_text()
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
@@ -232,26 +298,55 @@ class LocalSandbox:
         env.update(extra or {})
         return env
 
-    def _wrap(self, argv: list[str]) -> list[str]:
-        if self._network == "host":
-            return argv
+    def _forwarders(self) -> str:
+        """Shell lines that start one forwarder per proxy port inside the namespace and wait for each."""
         waits = []
         for bridge in self._bridges:
             port = bridge.socket_path.stem.removeprefix("p")
-            ready = self.root / f"p{port}.ready"
+            ready = self.root / "sock" / f"p{port}.ready"
             waits.append(
                 f'"$0" {forwarder.__file__} --listen 127.0.0.1:{port} --to-unix {bridge.socket_path}'
                 f" --ready {ready} & while [ ! -e {ready} ]; do sleep 0.02; done"
             )
-        script = "; ".join([f"{_ip_binary()} link set lo up", *waits, 'exec "$@"'])
-        return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, sys.executable,
-                *argv]
+        return "; ".join(waits)
 
-    def _popen(self, argv: list[str], env: dict[str, str], cwd: Path | None, log: Path) -> subprocess.Popen[bytes]:
+    def _mounts(self) -> list[isolation_mod.Mount]:
+        mounts = [isolation_mod.Mount(host, container, writable=not self._readonly.get(container, False))
+                  for container, host in self._roots().items()]
+        # Host paths too: harness configs written on the host (HOME) name them.
+        mounts.append(isolation_mod.Mount(self.root, str(self.root), writable=True))
+        return mounts
+
+    def _wrap(self, argv: list[str], cwd: str) -> list[str]:
+        loopback = self._network == "loopback"
+        if loopback and self._bridges:
+            script = "; ".join([self._forwarders(), 'exec "$@"'])
+            argv = ["/bin/sh", "-c", script, sys.executable, *argv]
+        if self._isolation == "none":
+            if not loopback:
+                return argv
+            script = f'{_ip_binary()} link set lo up; exec "$@"'
+            return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, "sh", *argv]
+        skip = {PurePosixPath(c).parts[1] for c in self._roots()}
+        return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback,
+                                        base_ops=isolation_mod.host_view(skip))
+
+    def _cwd(self, cwd: str | Path | None) -> str:
+        """The working directory as the process sees it (a container path when isolated)."""
+        if cwd is None:
+            return self._workdir if self._isolation == "bwrap" else str(self.workspace)
+        if self._isolation == "none" and not Path(cwd).is_relative_to(self.root):
+            try:
+                return str(self.host_path(str(cwd)))
+            except BadRequest:
+                return str(cwd)
+        return str(cwd)
+
+    def _popen(self, argv: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen[bytes]:
         with log.open("ab") as out:
             return subprocess.Popen(
-                self._wrap(argv),
-                cwd=cwd or self.workspace,
+                self._wrap(argv, cwd),
+                cwd=cwd if self._isolation == "none" else self.root,
                 env=self.environment(env),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -262,22 +357,22 @@ class LocalSandbox:
             )
 
     def start(
-        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: str | Path | None = None
     ) -> LocalProcess:
         if self._closed:
             raise EnvError("sandbox is closed")
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         try:
-            popen = self._popen(argv, env, cwd, log)
+            popen = self._popen(argv, env, self._cwd(cwd), log)
         except OSError as exc:
             raise EnvError(f"could not start {argv[0]!r}: {exc}") from exc
-        process = LocalProcess(popen, log, self.id, timeout_s)
+        process = LocalProcess(popen, log, self.id, timeout_s, wrapped=self._isolation == "bwrap")
         self._processes.append(process)
         return process
 
     def run(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
-        cwd: Path | None = None,
+        cwd: str | Path | None = None,
     ) -> CommandResult:
         process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
         status = process.wait(timeout_s + 10)
@@ -296,9 +391,7 @@ class LocalSandbox:
         if self._closed:
             return
         self._closed = True
-        for process in self._processes:
-            process.kill()
-        kill_tree(None, self.id)
+        self.end_agent()
         for bridge in self._bridges:
             bridge.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -308,6 +401,17 @@ class LocalSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_workdir(workdir: str) -> str:
+    """The workdir must be an absolute path of its own, not `/` nor inside a system folder."""
+    path = PurePosixPath(workdir)
+    if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
+        raise BadRequest(f"workdir must be an absolute folder below /, got {workdir!r}")
+    if path.parts[1] in {"usr", "etc", "bin", "sbin", "lib", "lib64", "proc", "dev", "sys", "tests", "solution",
+                         "logs"}:
+        raise BadRequest(f"workdir {workdir!r} lies in a system or Harbor folder; pick one such as /app")
+    return str(path)
 
 
 def _ip_binary() -> str | None:

@@ -27,7 +27,7 @@ def test_workspace_and_home_are_private_temp_folders():
         box.write_files({"pkg/a.py": "x = 1\n"})
         assert box.read_file("pkg/a.py") == "x = 1\n"
         result = box.run(["sh", "-c", 'echo "$HOME|$PWD"'])
-        assert result.output.strip() == f"{box.home}|{box.workspace}"
+        assert result.output.strip() == f"{box.home}|/app"  # the workdir, at its Harbor path
         assert box.home != os.path.expanduser("~")
         root = box.root
     assert not root.exists()
