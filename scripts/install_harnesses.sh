@@ -3,7 +3,7 @@
 # default cache ~/.cache/openenv/harnesses). Shipped in the wheel as openenv/harness/install_harnesses.sh.
 #
 #   scripts/install_harnesses.sh [NAME ...|all]   install (idempotent: a pinned install is skipped in ms)
-#   scripts/install_harnesses.sh --pins           print "name method package version bin node" rows
+#   scripts/install_harnesses.sh --pins           print "name method package version bin runtime" rows
 #
 # The pins below are the versions measured in shared/harnesses.md; openenv/harness checks in a test that
 # every envs/<name>/spec.yaml names the same version. OPENENV_HARNESS_CACHE overrides the cache folder.
@@ -12,7 +12,9 @@ set -euo pipefail
 CACHE="${OPENENV_HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/openenv/harnesses}"
 NODE22_VERSION="22.23.3"
 
-# name          method  package                          version   bin      node
+# The last column is the runtime: for npm, which Node.js runs the CLI (system or 22); for pip, which
+# Python makes the venv (- is the system python3; 3.12 is python3.12 from PATH or pyenv).
+# name          method  package                          version   bin      runtime
 PINS="
 claude-code     npm     @anthropic-ai/claude-code        2.1.332   claude   system
 codex           npm     @openai/codex                    0.171.0   codex    system
@@ -24,6 +26,7 @@ mini-swe-agent  pip     mini-swe-agent                   2.4.6     mini     -
 hermes          pip     hermes-agent                     0.19.0    hermes   -
 copilot         npm     @github/copilot                  1.0.102   copilot  system
 cline           npm     cline                            3.0.65    cline    system
+mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
 log() { printf '[install_harnesses] %s\n' "$*" >&2; }
@@ -70,15 +73,27 @@ install_npm() {  # install_npm NAME PACKAGE VERSION NODE
   npm install -g --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@$3" >&2
 }
 
-install_pip() {  # install_pip NAME PACKAGE VERSION
-  local prefix="$CACHE/$1"
+find_python() {  # find_python VERSION -> the path of a python of that minor version ("-": python3)
+  if [[ "$1" == "-" ]]; then command -v python3; return; fi
+  local candidate root="${PYENV_ROOT:-$HOME/.pyenv}"
+  # A pyenv shim for a version that is not selected exits 127, so try the interpreters themselves first.
+  for candidate in "$root"/versions/"$1".*/bin/python"$1" "$(command -v "python$1" || true)"; do
+    if [[ -x "$candidate" ]] && "$candidate" -c 'pass' 2>/dev/null; then echo "$candidate"; return 0; fi
+  done
+  log "no python$1 found (on PATH or under $root/versions); install it, e.g. \`pyenv install $1\`"
+  return 1
+}
+
+install_pip() {  # install_pip NAME PACKAGE VERSION PYTHON
+  local prefix="$CACHE/$1" python
   # The dist-info folder names the installed version (much faster than `pip show`).
   if [[ -x "$prefix/bin/python" ]] && compgen -G "$prefix/lib/python*/site-packages/${2//-/_}-$3.dist-info" >/dev/null; then
     log "$1 $3 already installed"
     return 0
   fi
-  log "$1: pip $2==$3 -> $prefix"
-  python3 -m venv "$prefix"
+  python="$(find_python "${4:--}")" || return 1
+  log "$1: pip $2==$3 -> $prefix ($("$python" --version))"
+  "$python" -m venv "$prefix"
   "$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "$2==$3" >&2
 }
 
@@ -92,7 +107,7 @@ install_one() {
   read -r method package version bin node <<<"$row"
   case "$method" in
     npm) install_npm "$1" "$package" "$version" "$node" ;;
-    pip) install_pip "$1" "$package" "$version" ;;
+    pip) install_pip "$1" "$package" "$version" "$node" ;;
   esac
 }
 

@@ -80,6 +80,19 @@ class InstallSpec(_Spec):
     node: Literal["system", "22"] | None = Field(
         default=None, description="npm harnesses only: which Node.js runs the CLI"
     )
+    python: Literal["3.12", "3.13"] | None = Field(
+        default=None,
+        description="pip harnesses only: the Python the venv is made with when the system's (3.11) is too "
+        "old (openhands, harbor); found as pythonX.Y on PATH or under pyenv",
+    )
+
+    @model_validator(mode="after")
+    def _runtime_matches_method(self) -> InstallSpec:
+        if self.python is not None and self.method != "pip":
+            raise ValueError("python: only pip harnesses run in a venv of their own Python")
+        if self.node is not None and self.method != "npm":
+            raise ValueError("node: only npm harnesses run on Node.js")
+        return self
 
 
 class ConfigFile(_Spec):
