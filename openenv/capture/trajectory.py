@@ -3,7 +3,18 @@
 Pure bookkeeping: no I/O, no clock, no tokenizer. The session asks `find_parent` which earlier turn a
 request extends, splices the prompt with `prefix_ids`, and calls `record` once the completion exists.
 A turn that extends the newest turn of a sequence is appended to it (one more model span, after the
-env tokens inserted between turns); anything else starts a new sequence. Sequences store token ids
+env tokens inserted between turns); anything else starts a new sequence, which records why it began
+(its `origin`) and the sequence it came from (its `parent`):
+
+- `new`: the session's first sequence;
+- `fork`: the request extends an earlier turn that is not the newest of its sequence;
+- `retry`: the request repeats an earlier turn's messages exactly (the harness asked again);
+- `compaction`: a rewritten history with the same tools and system prompt as the sequence of the
+  newest model turn (the harness summarized its history), or as an earlier sequence when the newest
+  model turn called no tool (the summarizer's own request came between); the parent is that sequence;
+- `sub-agent`: any other rewritten history (other tools or another system prompt, e.g. the Task tool
+  starting a conversation while the newest model turn waits on its tool call); its parent is the
+  sequence of the newest model turn. Sequences store token ids
 once, so a 30-turn session costs its length in memory, not its length squared.
 """
 
@@ -22,6 +33,7 @@ from openenv.capture.canonical import Completion, Message, Tool
 __all__ = ["Link", "SequenceRow", "SequenceStats", "TrainingSequence", "Trajectory", "Turn", "TurnRecord"]
 
 Source = Literal["sample", "complete"]
+Origin = Literal["new", "compaction", "sub-agent", "fork", "retry"]
 
 
 @dataclass(slots=True)
@@ -56,6 +68,8 @@ class TrainingSequence:
     messages: tuple[Message, ...] = ()  # the newest turn's request messages, for prefix matching
     tools: tuple[Tool, ...] = ()
     text: str = ""  # the newest turn's prompt text (kept only for templates that are not append-only)
+    origin: Origin = "new"
+    parent: int | None = None  # the index of the sequence this one came from
     # prompt_ids + completion_ids as JSON array items ("1,2,3"), appended to as they grow (see TokenIds)
     ids_json: bytearray = field(default_factory=bytearray)
 
@@ -90,6 +104,8 @@ class SequenceRow(BaseModel):
     logprobs: list[float]
     env_mask: list[int]
     turn_ids: list[str]
+    origin: Origin = "new"
+    parent: int | None = Field(default=None, description="index of the sequence this one came from")
 
 
 class SequenceStats(BaseModel):
@@ -207,7 +223,9 @@ class Trajectory:
             seq.env_mask.extend([0] * len(env_ids))
             _append_json(seq.ids_json, env_ids)
         else:
-            seq = TrainingSequence(index=len(self.sequences), prompt_ids=list(prompt_ids))
+            origin, parent = self._lineage(link, messages, tools)
+            seq = TrainingSequence(index=len(self.sequences), prompt_ids=list(prompt_ids), origin=origin,
+                                   parent=parent)
             _append_json(seq.ids_json, seq.prompt_ids)
             self.sequences.append(seq)
             turn.kind = "fork" if link is not None else ("break" if rewritten else "new")
@@ -224,11 +242,31 @@ class Trajectory:
         seq.tools = tools
         seq.text = text
 
+    def _lineage(self, link: Link | None, messages: Seq[Message], tools: Seq[Tool]) -> tuple[Origin, int | None]:
+        """Why a new sequence begins and the index of the sequence it came from (see the module doc)."""
+        if link is not None:
+            return "fork", link.sequence.index
+        if not self.sequences:
+            return "new", None
+        for seq in reversed(self.sequences):
+            for turn in seq.turns:
+                if turn.n_messages == len(messages) and seq.tools == tuple(tools) and _asked(turn, seq, messages):
+                    return "retry", seq.index
+        same = [q for q in self.sequences if q.tools == tuple(tools) and _system(q.messages) == _system(messages)]
+        latest = max(self.sequences, key=lambda q: q.head.index)  # the sequence of the newest model turn
+        if any(q is latest for q in same):
+            return "compaction", latest.index
+        waiting = latest.head.completion is not None and bool(latest.head.completion.tool_calls)
+        if same and not waiting:
+            return "compaction", max(same, key=lambda q: q.head.index).index
+        return "sub-agent", latest.index
+
     # ---- export ------------------------------------------------------------------------------------
 
     def rows(self) -> list[SequenceRow]:
         return [SequenceRow(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
-                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns]) for s in self.sequences]
+                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns], origin=s.origin, parent=s.parent)
+                for s in self.sequences]
 
     def stats(self) -> SequenceStats:
         model = [t for t in self.turns if t.sequence is not None]
@@ -267,6 +305,22 @@ def _append_json(buffer: bytearray, ids: Seq[int]) -> None:
         if buffer:
             buffer += b","
         buffer += _json_items(ids)
+
+
+def _system(messages: Seq[Message]) -> tuple[Message, ...]:
+    """The leading system messages (a conversation's identity: an agent and its sub-agents differ here)."""
+    lead = []
+    for m in messages:
+        if m.role != "system":
+            break
+        lead.append(m)
+    return tuple(lead)
+
+
+def _asked(turn: Turn, seq: TrainingSequence, messages: Seq[Message]) -> bool:
+    """Whether `turn` (of `seq`) was asked with exactly `messages`. Only the newest turn's messages are
+    kept whole; an older turn's are the prefix of them up to its own count."""
+    return _same(messages, seq.messages, turn.n_messages)
 
 
 def _same(messages: Seq[Message], known: Seq[Message], n: int) -> bool:

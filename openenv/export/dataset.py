@@ -57,6 +57,7 @@ def token_features() -> Any:
         "reward": Value("float64"), "sequence": Value("int32"),
         "prompt_ids": List(Value("int32")), "completion_ids": List(Value("int32")),
         "logprobs": List(Value("float32")), "env_mask": List(Value("int8")), "turn_ids": List(Value("string")),
+        "origin": Value("string"), "parent": Value("int32"),  # lineage: why the sequence began, from which
     })
 
 

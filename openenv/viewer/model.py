@@ -68,6 +68,9 @@ class SequenceView(_View):
     model_tokens: int
     env_tokens: int
     turn_ids: list[str]
+    origin: str = "new"
+    parent: int | None = None
+    depth: int = 0  # in the lineage tree (a root is 0)
 
 
 class EpisodeView(_View):
@@ -82,6 +85,14 @@ class EpisodeView(_View):
     stats: SequenceStats
     turns: list[TurnView]
     sequences: list[SequenceView]
+    lineage: list[SequenceView] = []  # the sequences in tree order (each after its parent), with depth
+    tokens_sampled: int = 0  # policy tokens the turns sampled (aux excluded)
+    tokens_trained: int = 0  # policy tokens in the sequences (env_mask 1)
+    aux_tokens: int = 0
+
+    @property
+    def trained_ratio(self) -> float:
+        return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
 
 
 def logprob_colour(logprob: float) -> str:
@@ -116,7 +127,24 @@ def _sequence(index: int, row: SequenceRow, decode: Decode) -> SequenceView:
     model = sum(row.env_mask)
     return SequenceView(index=index, prompt_len=len(row.prompt_ids),
                         prompt_text="".join(decode(t) for t in row.prompt_ids), tokens=tokens, model_tokens=model,
-                        env_tokens=len(row.env_mask) - model, turn_ids=row.turn_ids)
+                        env_tokens=len(row.env_mask) - model, turn_ids=row.turn_ids, origin=row.origin,
+                        parent=row.parent)
+
+
+def lineage_order(sequences: list[SequenceView]) -> list[SequenceView]:
+    """The sequences depth-first from each root (a sequence without a known parent), children in index
+    order, each with its `depth` set: the tree `openenv view` draws."""
+    known = {s.index for s in sequences}
+    children: dict[int | None, list[SequenceView]] = {}
+    for s in sequences:
+        children.setdefault(s.parent if s.parent in known and s.parent != s.index else None, []).append(s)
+    ordered: list[SequenceView] = []
+    stack = [(s, 0) for s in reversed(children.get(None, []))]
+    while stack:
+        node, depth = stack.pop()
+        ordered.append(node.model_copy(update={"depth": depth}))
+        stack.extend((c, depth + 1) for c in reversed(children.get(node.index, [])))
+    return ordered
 
 
 def build_view(log: EpisodeLog, decode: Decode) -> EpisodeView:
@@ -126,10 +154,15 @@ def build_view(log: EpisodeLog, decode: Decode) -> EpisodeView:
         view, seen = _turn(record, log, seen)
         turns.append(view)
     s = log.summary
+    sequences = [_sequence(i, row, decode) for i, row in enumerate(log.sequences)]
+    sampled = [t for t in log.turns if t.completion is not None and t.sequence is not None and not t.aux]
     return EpisodeView(
         name=log.name, harness=s.harness if s else "", task=s.task if s else "", policy=s.policy if s else "",
         reward=s.reward if s else None, reward_breakdown=s.reward_breakdown if s else {}, stats=log.stats(),
-        turns=turns, sequences=[_sequence(i, row, decode) for i, row in enumerate(log.sequences)],
+        turns=turns, sequences=sequences, lineage=lineage_order(sequences),
+        tokens_sampled=sum(len(t.completion.token_ids) for t in sampled if t.completion),
+        tokens_trained=sum(q.model_tokens for q in sequences),
+        aux_tokens=sum(len(t.completion.token_ids) for t in log.turns if t.aux and t.completion),
     )
 
 

@@ -1,4 +1,4 @@
-"""Trajectory bookkeeping, pure: linking by message prefix, merging, forks, breaks, export, stats."""
+"""Trajectory bookkeeping, pure: linking by message prefix, merging, forks, breaks, lineage, export, stats."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import random
 
 import msgspec
 
-from openenv.capture.canonical import Completion, Message, TextPart, Tool
+from openenv.capture.canonical import Completion, Message, TextPart, Tool, ToolCallPart
 from openenv.capture.trajectory import Trajectory, Turn
 
 
@@ -15,7 +15,7 @@ def msg(role: str, text: str) -> Message:
 
 
 def answer(traj: Trajectory, messages: tuple[Message, ...], completion: list[int], *,
-           tools: tuple[Tool, ...] = (), env: list[int] | None = None) -> Turn:
+           tools: tuple[Tool, ...] = (), env: list[int] | None = None, calls: tuple[str, ...] = ()) -> Turn:
     """Record a turn the way the session does: link, splice, record."""
     link = traj.find_parent(messages, tools)
     env_ids = env if env is not None else [90, 91]
@@ -23,7 +23,8 @@ def answer(traj: Trajectory, messages: tuple[Message, ...], completion: list[int
     turn = traj.add(Turn(id=f"t{len(traj.turns)}", index=0, dialect="openai_chat", n_messages=len(messages),
                          prompt_len=len(prompt)))
     turn.completion = Completion(id=turn.id, model="m", created=0, token_ids=tuple(completion),
-                                 logprobs=tuple(-0.5 for _ in completion))
+                                 logprobs=tuple(-0.5 for _ in completion),
+                                 tool_calls=tuple(ToolCallPart(id=f"c{i}", name=n) for i, n in enumerate(calls)))
     traj.record(turn, link=link, prompt_ids=prompt, env_ids=env_ids if link else [], messages=messages,
                 tools=tools, rewritten=link is None and len(traj.turns) > 1)
     return turn
@@ -171,3 +172,66 @@ def test_a_prompt_taken_before_its_sequence_grows_keeps_its_ids_and_json() -> No
     assert traj.rows()[0].completion_ids == [10, 11, 4, 12, 13]
     assert early.tolist() == [1, 2, 3, 10, 11, 4] and early.json() == b"[1,2,3,10,11,4]"
     assert len(early) == 6
+
+
+# ---- lineage: why each sequence began, and where it came from ----------------------------------------
+
+MAIN_TOOLS = (Tool(name="Bash"), Tool(name="Task"))
+SUB_SYS, SUB_TOOLS = msg("system", "you are a sub-agent"), (Tool(name="Bash"),)
+SUMMARIZER = msg("system", "summarize the conversation")
+
+
+def lineage(traj: Trajectory) -> list[tuple[str, int | None]]:
+    return [(row.origin, row.parent) for row in traj.rows()]
+
+
+def test_a_linear_episode_is_one_new_sequence_without_parent() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None)]
+
+
+def test_a_rewritten_history_with_the_same_tools_and_system_is_a_compaction_of_it() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, msg("user", "summary: fixed the bug, tests left")), [12], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("compaction", 0)]
+
+
+def test_a_task_call_starts_sub_agents_whose_parent_is_the_caller() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Task",))
+    answer(traj, (SUB_SYS, msg("user", "find the bug")), [20], tools=SUB_TOOLS, calls=("Bash",))
+    answer(traj, (SUB_SYS, msg("user", "find the bug"), A1, TOOL1), [21], tools=SUB_TOOLS)  # merges
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS, calls=("Task",))  # main goes on
+    answer(traj, (SUB_SYS, msg("user", "run the tests")), [30], tools=SUB_TOOLS)  # a second sub-agent
+    assert lineage(traj) == [("new", None), ("sub-agent", 0), ("sub-agent", 0)]
+    assert [len(row.turn_ids) for row in traj.rows()] == [2, 2, 1]
+
+
+def test_a_summarizer_call_then_the_compacted_main_history() -> None:
+    """Claude Code compacts with a separate summarizer request (its own system prompt, no tools), then
+    resumes the main conversation from the summary: a sub-agent, then a compaction of the main sequence."""
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SUMMARIZER, msg("user", "the whole history")), [40])
+    answer(traj, (SYS, msg("user", "summary")), [12], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("sub-agent", 0), ("compaction", 0)]
+
+
+def test_a_request_asked_again_is_a_retry_of_its_sequence() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS)
+    answer(traj, (SYS, USER), [12], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("retry", 0)]
+
+
+def test_a_fork_names_the_sequence_it_branched_from() -> None:
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10])
+    answer(traj, (SYS, USER, A1, TOOL1), [11])
+    answer(traj, (SYS, USER, A1, msg("user", "other branch")), [12])
+    assert lineage(traj) == [("new", None), ("fork", 0)]

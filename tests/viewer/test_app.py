@@ -63,6 +63,10 @@ def test_page_shows_turns_messages_tool_calls_tokens_reward_and_sequences(browse
     assert "tests_passed 3.0" in breakdown and "solved 1.0" in breakdown
     assert browser.find_element(By.ID, "merge-ratio").text == "1.00"
     assert browser.find_element(By.ID, "breaks").text == "0 break(s)"
+    trained = sum(log.sequences[0].env_mask)
+    assert browser.find_element(By.ID, "trained-ratio").text == f"{trained} / {trained} = 1.00"
+    [root] = browser.find_elements(By.CSS_SELECTOR, "#lineage li")
+    assert root.get_attribute("data-origin") == "new" and "sequence 0" in root.text
     turns = browser.find_elements(By.CSS_SELECTOR, "#turns .turn")
     assert len(turns) == 2 and "merged" in turns[1].text
     assert "tool call bash(" in turns[0].text and "cat > units.py" in turns[0].text

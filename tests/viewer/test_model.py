@@ -36,3 +36,23 @@ def test_logprob_colour_runs_from_green_to_red_and_clamps():
     assert logprob_colour(0.0) == "hsl(120, 70%, 82%)"
     assert logprob_colour(-4.0) == "hsl(60, 70%, 82%)"
     assert logprob_colour(-8.0) == logprob_colour(-30.0) == "hsl(0, 70%, 82%)"
+
+
+def test_the_lineage_tree_puts_each_sequence_under_its_parent():
+    from openenv.capture.trajectory import SequenceRow
+
+    def row(origin: str, parent: int | None) -> SequenceRow:
+        return SequenceRow(prompt_ids=[1], completion_ids=[2, 3], logprobs=[0.0, 0.0], env_mask=[1, 0],
+                           turn_ids=["t"], origin=origin, parent=parent)  # type: ignore[arg-type]
+
+    log = read_episode(FIXTURE)
+    log.sequences = [row("new", None), row("sub-agent", 0), row("compaction", 0), row("sub-agent", 2),
+                     row("sub-agent", 1)]
+    view = build_view(log, decode=str)
+    assert [(s.index, s.depth, s.origin) for s in view.lineage] == [
+        (0, 0, "new"), (1, 1, "sub-agent"), (4, 2, "sub-agent"), (2, 1, "compaction"), (3, 2, "sub-agent")]
+
+
+def test_the_page_model_counts_tokens_trained_over_sampled():
+    view = build_view(read_episode(FIXTURE), decode=str)
+    assert view.tokens_sampled > 0 and view.tokens_trained == view.tokens_sampled and view.trained_ratio == 1.0
