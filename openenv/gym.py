@@ -6,12 +6,16 @@ for you) and `openenv/Env-v0`, which takes `env=` (a name, folder, URL, `docker:
 
 Spaces come from the env's models (or, for a server known only by URL, the JSON Schemas it serves):
 each string field is a `Text` space, integer/number a scalar `Box`, boolean a `Discrete(2)`. Envs with
-other field types pass their own spaces and converters.
+other field types pass their own spaces and converters, or an env family registers a `GymSpec` for its
+action model (the harness envs' is `openenv.harness.gym`: a reply or "let the backend sample" as the
+action, the pending prompt's ids and text as the observation, training rows in `info`).
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -23,11 +27,16 @@ from pydantic import BaseModel
 from openenv.auto import AutoEnv, discover_envs
 from openenv.client import AnyObservation, SyncEnvClient
 from openenv.core.types import Observation
+from openenv.manifest import import_object
+from openenv.resources import find_env_dir
 
 __all__ = [
     "GENERIC_ID",
+    "GymSpec",
     "OpenEnvGym",
+    "UnicodeText",
     "gym_id",
+    "gym_spec_for",
     "make_env",
     "register_envs",
     "space_for_model",
@@ -39,6 +48,61 @@ _OBS_BOOKKEEPING = frozenset({"done", "reward", "metadata"})
 _INT = np.iinfo(np.int64)
 
 GymDict = dict[str, Any]
+
+
+class UnicodeText(spaces.Text):
+    """A `Text` space whose members are any Unicode string of an allowed length.
+
+    gymnasium's `Text` only contains strings drawn from its charset; prompts and replies hold any
+    character. Samples are drawn from printable ASCII (letters, digits, punctuation, whitespace).
+    """
+
+    def __init__(self, max_length: int, *, min_length: int = 0, seed: int | np.random.Generator | None = None):
+        super().__init__(max_length, min_length=min_length, charset=string.printable, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __repr__(self) -> str:
+        return f"UnicodeText({self.min_length}, {self.max_length})"
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, UnicodeText) and self.min_length == other.min_length
+                and self.max_length == other.max_length)
+
+
+@dataclass(frozen=True)
+class GymSpec:
+    """The Gymnasium view of an env family whose models have no default spaces.
+
+    `to_action` turns a member of `action_space` into the action's fields; `from_observation` turns an
+    observation into a member of `observation_space`; `info` adds to each step's info dict.
+    `nondeterministic`: the same seed and action need not give the same observation (real processes,
+    sampling), which tells gymnasium's checker to skip its determinism checks.
+    """
+
+    action_space: spaces.Space[Any]
+    observation_space: spaces.Space[Any]
+    to_action: Callable[[Any], dict[str, Any]]
+    from_observation: Callable[[Observation], Any]
+    info: Callable[[Observation], dict[str, Any]] | None = None
+    nondeterministic: bool = False
+
+
+# `module.Class` of an action model -> `module:factory() -> GymSpec`, for env families in layers above
+# this one (the core never imports them); the first class in the action model's MRO that is listed wins.
+_GYM_SPECS = {"openenv.harness.models.HarnessAction": "openenv.harness.gym:harness_gym_spec"}
+# Env folders with this file are harness envs (real CLIs, sampled replies): registered nondeterministic.
+_HARNESS_MARKER = "spec.yaml"
+
+
+def gym_spec_for(action_type: type[Any], **options: Any) -> GymSpec | None:
+    """The registered `GymSpec` of an action model's env family (built with `options`), or None."""
+    for klass in getattr(action_type, "__mro__", ()):
+        ref = _GYM_SPECS.get(f"{klass.__module__}.{klass.__qualname__}")
+        if ref is not None:
+            return import_object(ref)(**options)  # type: ignore[no-any-return]
+    return None
 
 
 def space_for_model(
@@ -97,6 +161,7 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
         to_action: Callable[[Any], dict[str, Any]] | None = None,
         from_observation: Callable[[Observation], Any] | None = None,
         text_length: int = 256,
+        spec_options: dict[str, Any] | None = None,
     ) -> None:
         """
         Args:
@@ -106,8 +171,17 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
             to_action: Gym action -> action fields; defaults to a per-field conversion.
             from_observation: Observation -> gym observation; defaults to a per-field conversion.
             text_length: Max length of default `Text` spaces.
+            spec_options: Passed to the env family's `GymSpec` factory, where it has one
+                (`openenv.harness.gym.harness_gym_spec` for harness envs).
         """
         self.client = client
+        self._info: Callable[[Observation], dict[str, Any]] = lambda obs: {}
+        spec = None if (action_space or observation_space) else gym_spec_for(client.action_type,
+                                                                            **(spec_options or {}))
+        if spec is not None:
+            action_space, observation_space = spec.action_space, spec.observation_space
+            to_action, from_observation = to_action or spec.to_action, from_observation or spec.from_observation
+            self._info = spec.info or self._info
         typed = client.observation_type is not AnyObservation
         served = {} if typed or (action_space and observation_space) else _served_schemas(client)
         action_schema = client.action_type.model_json_schema() if typed else served.get("action", {})
@@ -124,12 +198,12 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
         obs = self.client.reset(seed=seed, **(options or {}))
-        return self._from_observation(obs), {"metadata": obs.metadata}
+        return self._from_observation(obs), {"metadata": obs.metadata, **self._info(obs)}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs = self.client.step(self._to_action(action))
         reward = float(obs.reward) if obs.reward is not None else 0.0
-        return self._from_observation(obs), reward, obs.done, False, {"metadata": obs.metadata}
+        return self._from_observation(obs), reward, obs.done, False, {"metadata": obs.metadata, **self._info(obs)}
 
     def close(self) -> None:
         self.client.close()
@@ -173,9 +247,9 @@ def register_envs() -> list[str]:
     added = []
     for env_id, kwargs in wanted.items():
         if env_id not in gymnasium.registry:
-            gymnasium.register(
-                env_id, entry_point="openenv.gym:make_env", kwargs=kwargs, disable_env_checker=True
-            )
+            harness = bool(kwargs) and find_env_dir(kwargs["env"], _HARNESS_MARKER) is not None
+            gymnasium.register(env_id, entry_point="openenv.gym:make_env", kwargs=kwargs,
+                               disable_env_checker=True, nondeterministic=harness)
             added.append(env_id)
     return added
 

@@ -343,7 +343,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._state.harness_status = episode.process.status()
         return HarnessObservation(
             pending=PendingRequest(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
-                                   prompt_ids=list(pending.prompt_ids), aux=pending.aux),
+                                   prompt_ids=list(pending.prompt_ids), aux=pending.aux,
+                                   text=self._ensure_server().manager.renderer.decode(pending.prompt_ids)),
             last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
             harness_status=self._state.harness_status, output_tail=episode.process.output_tail(1000),
             metadata={"errors": list(episode.errors)} if episode.errors else {},

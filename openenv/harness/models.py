@@ -48,6 +48,7 @@ class PendingRequest(_View):
     dialect: str
     request: CanonicalRequest = Field(description="canonical messages, tools and sampling settings")
     prompt_ids: list[int] = Field(description="the exact ids the reply will be conditioned on")
+    text: str = Field(default="", description="prompt_ids decoded: the prompt as the chat template rendered it")
     aux: bool = False
 
 
