@@ -1,16 +1,26 @@
 #!/usr/bin/env bash
-# Idempotent install of everything the tests and the main job need, into ./.venv:
-#   the vLLM CPU build (with the post-install fixes from shared/test-infra.md) and openenv itself.
-# A second run on a ready machine takes seconds.
+# Idempotent install of what the main job needs, into ./.venv: the vLLM CPU build (with the
+# post-install fixes from shared/test-infra.md), bubblewrap for the local sandbox, and openenv itself.
+# With --all, also everything the whole test suite needs (the README's test command, and CI through
+# .ci/run): the tiny model, every harness CLI, the Docker engine and the offline base image, headless
+# Chromium. A second run on a ready machine takes seconds.
 #
-# Usage: scripts/install.sh [--no-vllm]
+# Usage: scripts/install.sh [--all] [--no-vllm]
 #   OPENENV_VENV=DIR   use another virtualenv folder (default: .venv in the repo)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${OPENENV_VENV:-$here/.venv}"
 want_vllm=1
-[[ "${1:-}" == "--no-vllm" ]] && want_vllm=0
+want_all=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-vllm) want_vllm=0 ;;
+    --all) want_all=1 ;;
+    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
+  esac
+done
 VLLM_VERSION=0.32.0
 
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
@@ -53,3 +63,19 @@ bash "$here/scripts/install_sandbox.sh"
 say "installing openenv (editable) with extras"
 quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,dev]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"
+
+# --all: one entry point for every prerequisite of the suite; each script is idempotent on its own.
+if [[ $want_all == 1 ]]; then
+  t0=$(date +%s)
+  part() { say "$1 (+$(( $(date +%s) - t0 ))s)"; }
+  part "tiny model -> .cache/tiny-model"
+  "$py" "$here/scripts/build_tiny_model.py"
+  part "harness CLIs (pinned; cache: ${OPENENV_HARNESS_CACHE:-the default, see install_harnesses.sh})"
+  bash "$here/scripts/install_harnesses.sh" all
+  part "Docker engine and the offline base image"
+  bash "$here/scripts/install_docker.sh"
+  bash "$here/scripts/build_base_image.sh"
+  part "headless Chromium for the viewer tests"
+  bash "$here/scripts/install_browser.sh"
+  part "everything installed"
+fi

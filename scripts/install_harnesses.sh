@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the pinned harness CLIs into $OPENENV_HARNESS_CACHE/<name>/ (npm prefixes or Python venvs;
-# default cache ~/.cache/openenv/harnesses). Shipped in the wheel as openenv/harness/install_harnesses.sh.
+# default /var/cache/openenv/harnesses for root, else ~/.cache/openenv/harnesses). Shipped in the wheel
+# as openenv/harness/install_harnesses.sh.
 #
 #   scripts/install_harnesses.sh [NAME ...|all]   install (idempotent: a pinned install is skipped in ms)
 #   scripts/install_harnesses.sh --pins           print "name method package version bin runtime" rows
@@ -9,7 +10,11 @@
 # every envs/<name>/spec.yaml names the same version. OPENENV_HARNESS_CACHE overrides the cache folder.
 set -euo pipefail
 
-CACHE="${OPENENV_HARNESS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/openenv/harnesses}"
+# The default matches openenv.harness.install.cache_root(): root's installs stay out of /root, which the
+# unprivileged user of a Docker sandbox cannot enter.
+if [[ $(id -u) -eq 0 ]]; then DEFAULT_CACHE=/var/cache/openenv/harnesses
+else DEFAULT_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/openenv/harnesses"; fi
+CACHE="${OPENENV_HARNESS_CACHE:-$DEFAULT_CACHE}"
 NODE22_VERSION="22.23.3"
 
 # The last column is the runtime: for npm, which Node.js runs the CLI (system or 22); for pip, which

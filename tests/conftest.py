@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from openenv.models import tiny_model_path
+from openenv.testing.skips import pytest_terminal_summary  # noqa: F401  (the one-line skip summary)
 
 # The suite runs on the repo's own build (`.ci/run` makes it with scripts/build_tiny_model.py); the
 # product's default is the user cache. Set here so every subprocess a test starts uses the same model.
@@ -75,3 +76,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped, but CI requires every prerequisite (OPENENV_REQUIRE_ALL=1): {reason}"
+

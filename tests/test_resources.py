@@ -61,8 +61,13 @@ def _walks_up_or_imports_testing(path: Path) -> list[str]:
     tree = ast.parse(path.read_text())
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "parents":
-            found.append(f"{path.name}:{node.lineno} uses .parents")
+        # Path(__file__).parents[n] / .parent.parent: a folder above the package (a checkout's root)
+        above = (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
+                 and node.value.attr == "parents") or (
+            isinstance(node, ast.Attribute) and node.attr == "parent"
+            and isinstance(node.value, ast.Attribute) and node.value.attr == "parent")
+        if above and "__file__" in ast.dump(node):
+            found.append(f"{path.name}:{node.lineno} walks up from __file__")
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openenv.testing"):
             found.append(f"{path.name}:{node.lineno} imports {node.module}")
     return found
@@ -75,3 +80,19 @@ def test_product_code_neither_walks_up_to_a_repository_nor_imports_openenv_testi
     offenders = [hit for path in product for hit in _walks_up_or_imports_testing(path)]
     # The soak command drives the fault-injection harness in openenv.testing by design (issue 18 owns it).
     assert [hit for hit in offenders if not hit.startswith("soak.py")] == []
+
+
+def test_harness_installs_default_outside_roots_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Docker sandboxes mount the installs at the same path and run them as an unprivileged user."""
+    import os
+
+    from openenv.harness.install import cache_root
+
+    monkeypatch.delenv("OPENENV_HARNESS_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert cache_root() == Path("/var/cache/openenv/harnesses")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert cache_root() == tmp_path / "openenv" / "harnesses"
+    monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path / "mine"))
+    assert cache_root() == tmp_path / "mine"

@@ -37,8 +37,16 @@ class InstallStatus(BaseModel):
 
 
 def cache_root() -> Path:
-    """`OPENENV_HARNESS_CACHE`, else `harnesses/` under openenv's cache folder (`~/.cache/openenv`)."""
-    return Path(os.environ.get("OPENENV_HARNESS_CACHE") or cache_dir() / "harnesses")
+    """`OPENENV_HARNESS_CACHE`; else, for root, `/var/cache/openenv/harnesses`; else `harnesses/` under
+    openenv's cache folder (`~/.cache/openenv`).
+
+    Not under root's home: Docker sandboxes mount the installs at the same path and run them as an
+    unprivileged user, who cannot enter /root. `scripts/install_harnesses.sh` picks the same default.
+    """
+    configured = os.environ.get("OPENENV_HARNESS_CACHE")
+    if configured:
+        return Path(configured)
+    return Path("/var/cache/openenv/harnesses") if os.geteuid() == 0 else cache_dir() / "harnesses"
 
 
 def prefix(spec: HarnessSpec) -> Path:

@@ -56,7 +56,7 @@ def test_spec_renders_without_leftover_placeholders(name, tmp_path):
 
 
 def test_a_runtime_pin_belongs_to_its_install_method():
-    raw = yaml.safe_load((repo_root() / "envs/pi/spec.yaml").read_text())
+    raw = yaml.safe_load((harness_dir("pi") / "spec.yaml").read_text())
     with pytest.raises(ValidationError, match="python: only pip harnesses"):
         HarnessSpec.model_validate({**raw, "install": {**raw["install"], "python": "3.12"}})
 
