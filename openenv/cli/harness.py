@@ -95,6 +95,10 @@ def run(
     timeout: Annotated[float | None, typer.Option(help="harness wall-clock budget in seconds")] = None,
     out: Annotated[Path | None, typer.Option(help="trajectory JSONL (default artifacts/runs/...)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
+    image_substitute: Annotated[list[str] | None, typer.Option(
+        "--image-substitute", help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO "
+        "instead (nothing can be pulled here), e.g. python:3.11-slim=openenv/base:latest; repeatable; "
+        "each use is printed")] = None,
 ) -> None:
     """Run one harness episode on one task and print the reward and the trajectory summary."""
     from openenv.errors import OpenEnvError
@@ -108,7 +112,7 @@ def run(
         # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
         with stdout_to_stderr():
             summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
-                               timeout, out)
+                               timeout, out, image_substitute or [])
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
@@ -123,21 +127,26 @@ def run(
                   f"{summary.tokens_trained}/{summary.tokens_sampled} = {summary.trained_ratio:.2f}",
                   f"{summary.aux_turns} ({summary.aux_tokens} tok)", f"{summary.wall_s:.1f}")
     Console().print(table)
+    for note in summary.notes:
+        Console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if summary.reward is None:
         Console().print(f"[yellow]no reward[/] ({summary.reward_status}): {summary.no_reward_reason}", soft_wrap=True)
     Console().print(f"trajectory: {summary.trajectory}")
 
 
 def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
-             policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None) -> Any:
+             policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
+             substitutes: list[str] | None = None) -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
+    from openenv.harness.sandbox.images import parse_substitutes
     from openenv.harness.tasks import find_task
 
     the_task = find_task(task, tasks_from)
     env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
-                             network=network, sandbox=sandbox)  # type: ignore[arg-type]
+                             network=network, sandbox=sandbox,  # type: ignore[arg-type]
+                             image_substitutes=parse_substitutes(substitutes or []))
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
                                    timeout_s=timeout)

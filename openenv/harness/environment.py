@@ -8,6 +8,7 @@ and the session's training sequences come back with the reward.
 
 from __future__ import annotations
 
+import inspect
 import os
 import random
 import secrets
@@ -16,6 +17,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -56,6 +58,7 @@ class _Episode:
     pending: PendingTurn | None = None
     last_turn: LastTurn | None = None
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     records: list[TurnRecord] = field(default_factory=list)
     # Set by close() from another thread (a served env whose client vanished mid-step): the step stops.
     aborted: bool = False
@@ -109,6 +112,9 @@ class ResetOptions(BaseModel):
     task: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] | Task | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     sandbox: SandboxKind | None = None
+    # The oracle's episode: the task's solution/ folder is staged read-only at /solution before the
+    # harness starts (Harbor's oracle agent uploads it the same way). Never set for a policy being trained.
+    stage_solution: bool = False
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -137,6 +143,14 @@ def _check_live(episode: _Episode) -> None:
         raise EnvError("the episode was closed while this step ran (the env was closed or its client left)")
 
 
+def _stage_solution(sandbox: Sandbox, task: Task) -> None:
+    """Put the task's solution/ folder at /solution (read-only) for the oracle; refuse a task without one."""
+    if task.solution is None:
+        raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
+    if hasattr(sandbox, "stage"):
+        sandbox.stage("/solution", task.solution_files or {"solve.sh": task.solution}, readonly=True)  # type: ignore[attr-defined]
+
+
 def _netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
 
@@ -161,6 +175,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         sandbox_factory: builds each episode's sandbox from the proxy ports it must reach; it replaces
             `sandbox` (for custom images or limits).
         verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
+        image_substitutes: `{missing image: image to use}` for Docker tasks whose image (FROM or
+            docker_image) is not in the engine; each use is reported in the episode's notes.
+        local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
+            outside the workdir, a docker_image) in the local sandbox anyway, without those steps; by
+            default they are refused with a pointer to `sandbox="docker"` (also `$OPENENV_LOCAL_WITHOUT_BUILD=1`).
     """
 
     action_type = HarnessAction
@@ -184,6 +203,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         sandbox: SandboxKind = "local",
         sandbox_factory: SandboxFactory | None = None,
         verifier: Callable[..., Verdict] | None = None,
+        image_substitutes: dict[str, str] | None = None,
+        local_without_build: bool | None = None,
     ) -> None:
         name = harness or type(self).harness
         if name is None:
@@ -200,6 +221,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._sandbox_kind: SandboxKind = _check_sandbox(sandbox)
         self._sandbox_factory = sandbox_factory
         self._verifier = verifier
+        self._image_substitutes = dict(image_substitutes or {})
+        self._local_without_build = (os.environ.get("OPENENV_LOCAL_WITHOUT_BUILD") == "1"
+                                     if local_without_build is None else local_without_build)
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
 
@@ -217,22 +241,28 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         opts = _reset_options(options)
         task = self._resolve_task(opts.task, seed)
         timeout_s = opts.timeout_s or task.timeout_s
-        make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind)
+        notes: list[str] = []
+        make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
         server = self._ensure_server()
         sandbox = make_sandbox((server.port,))
         session = server.open_session(mode="gated", sampling=self._sampling,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
         try:
-            sandbox.write_files(task.workspace)
+            if not getattr(sandbox, "workspace_ready", False):
+                sandbox.write_files(task.workspace)  # type: ignore[arg-type]
+            if opts.stage_solution:
+                _stage_solution(sandbox, task)
+            workdir = getattr(sandbox, "workdir", None)
             ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
-                                 workspace=sandbox.workspace, home=sandbox.home, instruction=task.instruction)
+                                 workspace=Path(workdir) if workdir else sandbox.workspace, home=sandbox.home,
+                                 instruction=task.instruction)
             process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s)
         except BaseException:
             server.close_session(session.token)
             sandbox.close()
             raise
         self._episode = _Episode(task=task, sandbox=sandbox, session=session, process=process,
-                                 verifier=verifier)
+                                 verifier=verifier, notes=notes)
         self._state = HarnessState(episode_id=episode_id or uuid.uuid4().hex, harness=self.spec.name,
                                    task_id=task.id, status="waiting", harness_status="running")
         return self._advance()
@@ -277,18 +307,38 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     # ---- internals ----------------------------------------------------------------------------------
 
-    def _local_sandbox(self, ports: tuple[int, ...]) -> Sandbox:
+    def _local_sandbox(self, ports: tuple[int, ...], workdir: str = "/app") -> Sandbox:
+        if "workdir" in inspect.signature(LocalSandbox).parameters:
+            return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir)  # type: ignore[call-arg]
         return LocalSandbox(network=self._network, forward_ports=ports)
 
-    def _sandbox_parts(self, kind: SandboxKind) -> tuple[SandboxFactory, Callable[..., Verdict]]:
-        """The episode's sandbox factory and grader: Docker episodes are graded in a fresh container."""
+    def _sandbox_parts(self, kind: SandboxKind, task: Task,
+                       notes: list[str]) -> tuple[SandboxFactory, Callable[..., Verdict]]:
+        """The episode's sandbox factory and grader.
+
+        Docker runs the task's own image (built from environment/ where it must be) and grades in the
+        episode's container (Harbor's shared mode) or a fresh one (`environment_mode = "separate"`).
+        The local sandbox refuses a task only an image build reproduces, unless told otherwise.
+        """
         if self._sandbox_factory is not None:
             return self._sandbox_factory, self._verifier or verify
         if kind == "docker":
             from openenv.harness.sandbox.docker import sandbox_factory, verify_isolated
 
-            return sandbox_factory(), self._verifier or verify_isolated
-        return self._local_sandbox, self._verifier or verify
+            grader = verify_isolated if task.verifier_mode == "separate" else verify
+            return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes),
+                    self._verifier or grader)
+        if task.needs_build() or task.image:
+            what = task.build_steps[:2] + [f"files outside {task.workdir}: {', '.join(task.outside_files[:3])}"
+                                            ] * bool(task.outside_files) + [f"docker_image {task.image}"] * bool(task.image)
+            if not self._local_without_build:
+                raise BadRequest(
+                    f"task {task.id!r} needs an image build the local sandbox cannot reproduce ({'; '.join(what)}). "
+                    "Run it with --sandbox docker, or opt in to running it without those steps with "
+                    "OPENENV_LOCAL_WITHOUT_BUILD=1 (HarnessEnvironment(local_without_build=True))"
+                )
+            notes.append(f"local sandbox without the image build: skipped {'; '.join(what)}")
+        return partial(self._local_sandbox, workdir=task.workdir), self._verifier or verify
 
     def _resolve_task(self, task: str | Task | None, seed: int | None) -> Task:
         if isinstance(task, Task):
@@ -369,7 +419,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             done=True, reward=verdict.reward, last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
             harness_status=status, output_tail=tail, reward_breakdown=verdict.breakdown(), sequences=rows,
             reward_status=verdict.status, no_reward_reason=verdict.reason or None,
-            stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors},
+            stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors,
+                                   "notes": episode.notes},
         )
 
     def _release(self, episode: _Episode) -> None:

@@ -13,13 +13,15 @@ plan is read off the conversation itself, which makes it stateless and safe to r
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from openenv.capture.canonical import CanonicalRequest, Tool
+from openenv.errors import BadRequest
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
-__all__ = ["FINAL_TEXT", "OraclePolicy", "fill_required", "hermes_tool_call"]
+__all__ = ["FINAL_TEXT", "OraclePolicy", "fill_required", "hermes_tool_call", "solution_command"]
 
 FINAL_TEXT = "I applied the fix and the task is done."
 LOOK_COMMAND = "ls -la"
@@ -53,6 +55,23 @@ def fill_required(arguments: dict[str, Any], tool: Tool | None) -> dict[str, Any
     return filled
 
 
+def solution_command(task: Task) -> str:
+    """The shell command that applies `task`'s solution from the workdir, with `[solution].env`.
+
+    A lone solve.sh is sent as it is; a solution folder with more files runs from /solution, where the
+    environment stages it for the oracle (`reset(stage_solution=True)`), as Harbor's oracle does.
+
+    Raises:
+        BadRequest: the task has no solution (Harbor allows that; the oracle cannot run it).
+    """
+    if task.solution is None:
+        raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
+    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+    if set(task.solution_files) - {"solve.sh"}:
+        return f"{exports}bash /solution/solve.sh"
+    return exports + task.solution
+
+
 class OraclePolicy:
     """Replies that make `spec`'s harness run `task.solution` through its own shell tool."""
 
@@ -61,7 +80,7 @@ class OraclePolicy:
         self.task = task
         self.plan = [
             *([LOOK_COMMAND] if look_first else []),
-            task.solution,
+            solution_command(task),
             *([spec.finish_command] if spec.finish_command else []),
         ]
 

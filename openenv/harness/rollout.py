@@ -35,6 +35,7 @@ class EpisodeSummary(BaseModel):
     reward: float | None = Field(description="None when the verifier produced no reward (see reward_status)")
     reward_status: str = "scored"
     no_reward_reason: str | None = None
+    notes: list[str] = Field(default_factory=list, description="e.g. which image was substituted")
     status: ProcessStatus | None
     turns: int
     tool_calls: int
@@ -54,10 +55,11 @@ class EpisodeSummary(BaseModel):
         return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
 
 
-def _action(env: HarnessEnvironment, obs: HarnessObservation, policy: Policy, oracle: OraclePolicy) -> HarnessAction:
+def _action(env: HarnessEnvironment, obs: HarnessObservation, policy: Policy,
+            oracle: OraclePolicy | None) -> HarnessAction:
     if policy == "run":
         return HarnessAction(kind="run")
-    if policy == "sample" or obs.pending is None:
+    if policy == "sample" or obs.pending is None or oracle is None:
         return HarnessAction(kind="sample")
     return HarnessAction(kind="complete", text=oracle.reply(obs.pending.request, aux=obs.pending.aux))
 
@@ -78,11 +80,11 @@ def run_episode(
     makes the oracle list the workspace before it edits (one more turn, one more merge to check).
     """
     start = time.monotonic()
-    options: dict[str, object] = {"task": task}
+    options: dict[str, object] = {"task": task, "stage_solution": policy == "oracle"}
     if timeout_s is not None:
         options["timeout_s"] = timeout_s
+    oracle = OraclePolicy(env.spec, task, look_first=look_first) if policy == "oracle" else None
     obs = env.reset(**options)
-    oracle = OraclePolicy(env.spec, task, look_first=look_first)
     while not obs.done:
         if on_step is not None:
             on_step(obs)
@@ -99,6 +101,7 @@ def run_episode(
         tokens_sampled=stats.sampled_tokens if stats else 0,
         tokens_trained=sum(sum(row.env_mask) for row in obs.sequences or []),
         aux_tokens=stats.aux_tokens if stats else 0,
+        notes=[str(n) for n in obs.metadata.get("notes", [])],
     )
     return obs, summary
 

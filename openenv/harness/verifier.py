@@ -10,7 +10,7 @@ bonus for solving the task in fewer tool calls.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,18 +112,54 @@ def score(result: CommandResult, reward_dir: Path, *, tool_calls: int = 0, rule:
     return Verdict(reward=value, tests_passed=passed, tests_total=total, solved=solved, reported=reported, **base)
 
 
+TESTS_PATH, REWARD_PATH, SOLUTION_PATH = "/tests", "/logs/verifier", "/solution"
+
+
+def _speaks_harbor(sandbox: object) -> bool:
+    return all(hasattr(sandbox, name) for name in ("end_agent", "fresh_dir", "stage", "host_path", "workdir"))
+
+
 def verify(
     sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
 ) -> Verdict:
-    """Copy the hidden tests in, run the task's test command in the workspace, and score the result."""
+    """Grade the workspace in Harbor's order, where the agent never had access.
+
+    1. every process the agent's side started is killed (`end_agent`), daemons included;
+    2. only now the reward folder `/logs/verifier` is created, empty (nothing planted survives);
+    3. only now the hidden tests appear at `/tests`, read-only;
+    4. the task's test command runs from the workdir with `[verifier].env`, under its timeout;
+    5. the reward files are read from the host side, as Harbor reads them.
+    """
+    if not _speaks_harbor(sandbox):
+        return _verify_private_dirs(sandbox, task, tool_calls=tool_calls, rule=rule)
+    box: Any = sandbox
+    box.end_agent()
+    reward_dir = box.fresh_dir(REWARD_PATH)
+    box.fresh_dir(TESTS_PATH)
+    box.stage(TESTS_PATH, task.tests, readonly=True)
+    env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
+           "WORKSPACE": box.workdir, **task.verifier_env}
+    result = box.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s, cwd=box.workdir)
+    box.end_agent()  # the tests' own leftovers must not write the reward while it is read
+    return score(result, reward_dir, tool_calls=tool_calls, rule=rule)
+
+
+def _verify_private_dirs(
+    sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
+) -> Verdict:
+    """For a sandbox without Harbor paths: tests and rewards in private folders named by variables."""
     tests_dir, reward_dir = sandbox.private_dir("tests"), sandbox.private_dir("reward")
     solution_dir = sandbox.private_dir("solution")
-    sandbox.write_files(task.tests, under=tests_dir)
+    for leftover in reward_dir.iterdir():
+        leftover.unlink()
+    sandbox.write_files(task.tests, under=tests_dir)  # type: ignore[arg-type]
     env = {
         "TESTS_DIR": str(tests_dir),
         "REWARD_DIR": str(reward_dir),
         "SOLUTION_DIR": str(solution_dir),
         "WORKSPACE": str(sandbox.workspace),
+        **task.verifier_env,
     }
-    result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s)
+    command = task.test_command.replace("/tests/test.sh", '"$TESTS_DIR/test.sh"')  # our command, not the script
+    result = sandbox.run(["sh", "-c", command], env=env, timeout_s=task.verifier_timeout_s)
     return score(result, reward_dir, tool_calls=tool_calls, rule=rule)

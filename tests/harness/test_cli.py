@@ -98,11 +98,12 @@ def test_run_says_why_an_episode_has_no_reward(monkeypatch):
                              no_reward_reason="the tests wrote no reward file (reward.json or reward.txt)",
                              status="exited", turns=1, tool_calls=0, sequences=1, merge_ratio=1.0, aux_turns=0,
                              reward_breakdown={}, wall_s=0.1)
-    monkeypatch.setattr(cli_harness, "_run_one", lambda *args: summary)
+    monkeypatch.setattr(cli_harness, "_run_one", lambda *args: summary.model_copy(update={"notes": ["image python:3.11-slim substituted by openenv/base:latest"]}))
     table = runner.invoke(app, ["run", "--harness", "pi"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
     assert "none" in table.output and "no reward (reward_missing): the tests wrote no reward file" in table.output
+    assert "note: image python:3.11-slim substituted by openenv/base:latest" in table.output
     as_json = runner.invoke(app, ["run", "--harness", "pi", "--json"])
     data = json.loads(as_json.stdout)
     assert data["reward"] is None and data["reward_status"] == "reward_missing"
-    assert "no reward file" in data["no_reward_reason"]
+    assert "no reward file" in data["no_reward_reason"] and "substituted" in data["notes"][0]

@@ -1,11 +1,15 @@
 """DockerSandbox: one episode in one container whose only network is the capture proxy.
 
 The container runs with `--network none`, a read-only root filesystem, dropped capabilities, a non-root
-user and cpu/memory/pids limits. The episode's folders (workspace, HOME, TMPDIR, logs) live on this host
-and are bind-mounted at the *same* absolute paths, so the harness config, argv and verifier paths are
-identical to `LocalSandbox`'s, and the final workspace is read back for free. Hidden tests
-(`private_dir`) are never mounted into the episode container; `verify_isolated` grades a copy of the
-post-episode workspace in a fresh container.
+user and cpu/memory/pids limits. The episode's folders live on this host. HOME, TMPDIR and the process
+logs are bind-mounted at the *same* absolute paths (the harness config written on the host is where the
+harness looks for it); the workspace is mounted at the task's workdir (`/app`, or its WORKDIR), and
+Harbor's folders at Harbor's paths: `/tests` and `/solution` read-only (filled from the host only when
+their turn comes), `/logs/verifier` and `/logs/agent` writable. Task scripts run unchanged.
+
+Grading (`verifier.verify`, shared mode): `end_agent()` kills every process in the container but its
+main one, `/logs/verifier` is emptied, the tests are staged, `test.sh` runs. `verify_isolated`
+(separate mode) grades a copy of the post-episode workspace in a fresh container instead.
 
 The proxy is reached like in `LocalSandbox(network="loopback")`: a unix socket bridged to 127.0.0.1 on
 this host is mounted in, and `forwarder.py` (stdlib only, run by the container's python3) listens on
@@ -25,7 +29,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Self
 
 import docker
@@ -33,22 +37,63 @@ import docker.errors
 from docker.types import Mount, Ulimit
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.errors import EnvError, SandboxLost
+from openenv.errors import BadRequest, EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base import CommandResult, Limits
+from openenv.harness.tasks.model import FileData
 from openenv.harness.sandbox.docker_process import KILL_SNIPPET, LIST_SNIPPET, MARKER, POLL_S, DockerProcess
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
+from openenv.paths import safe_join
 
 __all__ = [
-    "DEFAULT_IMAGE", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available", "sandbox_factory",
-    "verify_isolated",
+    "DEFAULT_IMAGE", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available",
+    "sandbox_factory", "verify_isolated",
 ]
 
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FORWARDER_PATH = "/opt/openenv/forwarder.py"
+# Harbor's folders: container path -> (host folder under the sandbox root, writable by the container).
+HARBOR_MOUNTS = {
+    "/tests": ("harbor/tests", False),
+    "/solution": ("harbor/solution", False),
+    "/logs/verifier": ("harbor/verifier", True),
+    "/logs/agent": ("harbor/agent", True),
+}
+# Kills every process in the container but PID 1 (docker-init), the main process and itself, until none
+# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all.
+END_AGENT_SNIPPET = """
+import os, signal, sys, time
+keep = {1, os.getpid(), int(sys.argv[1])}
+def alive():
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) not in keep:
+            try:
+                if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[0] != 'Z':
+                    yield int(p)
+            except OSError:
+                pass
+for _ in range(200):
+    pids = list(alive())
+    if not pids:
+        break
+    for pid in pids:
+        try: os.kill(pid, signal.SIGKILL)
+        except OSError: pass
+    time.sleep(0.01)
+else:
+    sys.exit('processes survived: %s' % pids)
+"""
+MAIN_PID_SNIPPET = """
+import os
+for p in os.listdir('/proc'):
+    if p.isdigit() and p != '1' and int(p) != os.getpid():
+        try:
+            if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1] == '1': print(p)
+        except OSError: pass
+"""
 class ContainerLimits(BaseModel):
     """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
 
@@ -141,6 +186,7 @@ class DockerSandbox:
         forward_ports: 127.0.0.1 ports on this host (the capture proxy) reachable at the same
             127.0.0.1 port inside the container.
         mounts: host paths mounted read-only at the same path (harness installs, Node).
+        workdir: the container path of the workspace (the task's WORKDIR; `/app` for Harbor tasks).
         user: `uid:gid` to run as; the episode folders are handed to it. None runs as root (still with
             every capability dropped).
         read_only: mount the image's root filesystem read-only (/tmp is an in-memory tmpfs).
@@ -165,9 +211,16 @@ class DockerSandbox:
         expose_private: bool = False,
         lifetime_s: float = 4 * 3600,
         client: docker.DockerClient | None = None,
+        workdir: str = "/app",
     ) -> None:
         self.id = uuid.uuid4().hex[:12]
         self.image = image
+        if not workdir.startswith("/") or workdir in ("/", *HARBOR_MOUNTS) or ".." in workdir.split("/"):
+            raise EnvError(f"workdir must be an absolute path of its own, got {workdir!r}")
+        self._workdir = workdir
+        self._main_pid = 0
+        # Set when the workspace already holds the task's starting files (taken from a built image).
+        self.workspace_ready = False
         self._limits = limits or Limits()
         self._container_limits = container_limits or ContainerLimits()
         self._mounts = tuple(Path(m).resolve() for m in mounts)
@@ -183,7 +236,7 @@ class DockerSandbox:
         self.container: Any = None
         self._fresh_options: dict[str, Any] = {
             "image": image, "limits": limits, "container_limits": container_limits, "mounts": mounts,
-            "user": user, "read_only": read_only, "lifetime_s": lifetime_s,
+            "user": user, "read_only": read_only, "lifetime_s": lifetime_s, "workdir": workdir,
         }
         with _engine_errors("connect to the engine"):
             self.client = client or docker.from_env()
@@ -208,6 +261,10 @@ class DockerSandbox:
         for sub in ("workspace", "home", "tmp", "logs", "sock", "private"):
             (self.root / sub).mkdir()
             self._hand_over(self.root / sub)
+        for sub, writable in HARBOR_MOUNTS.values():
+            (self.root / sub).mkdir(parents=True)
+            if writable:
+                self._hand_over(self.root / sub)
         self._bridges = [
             forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
             for port in ports
@@ -231,8 +288,11 @@ class DockerSandbox:
                     os.lchown(os.path.join(folder, name), self._uid, self._gid)
 
     def _bind_mounts(self) -> list[Mount]:
-        writable = ["workspace", "home", "tmp", "logs", "sock"] + (["private"] if self._expose_private else [])
+        writable = ["home", "tmp", "logs", "sock"] + (["private"] if self._expose_private else [])
         mounts = [Mount(str(self.root / sub), str(self.root / sub), type="bind") for sub in writable]
+        mounts.append(Mount(self._workdir, str(self.workspace), type="bind"))
+        mounts += [Mount(target, str(self.root / sub), type="bind", read_only=not writable)
+                   for target, (sub, writable) in HARBOR_MOUNTS.items()]
         mounts.append(Mount(FORWARDER_PATH, str(Path(forwarder.__file__).resolve()), type="bind", read_only=True))
         mounts += [Mount(str(path), str(path), type="bind", read_only=True) for path in self._mounts]
         return mounts
@@ -274,7 +334,7 @@ class DockerSandbox:
                 mounts=self._bind_mounts(),
                 read_only=self._read_only,
                 tmpfs={"/tmp": f"size={cl.tmpfs_mb}m,mode=1777", "/run": "size=16m,mode=1777"},
-                working_dir=str(self.workspace),
+                working_dir=self._workdir,
                 environment={"PATH": IMAGE_PATH, "HOME": str(self.home)},
                 nano_cpus=int(cl.cpus * 1e9),
                 mem_limit=f"{cl.memory_mb}m",
@@ -285,6 +345,9 @@ class DockerSandbox:
                 security_opt=["no-new-privileges"],
             )
             self.container.start()  # set first: close() removes a created-but-failed one
+        # Before any agent process exists, PID 1's only child is the main process: end_agent spares it.
+        found = self._exec_snippet(MAIN_PID_SNIPPET, "").split()
+        self._main_pid = int(found[0]) if len(found) == 1 else 0
 
     def _await_proxy(self, timeout_s: float = 15) -> str:
         """Shell that waits (in the container) for the forwarders, so the engine's start overlaps theirs."""
@@ -305,18 +368,88 @@ class DockerSandbox:
     def home(self) -> Path:
         return self.root / "home"
 
+    @property
+    def workdir(self) -> str:
+        """Where the workspace is inside the container (the task's WORKDIR)."""
+        return self._workdir
+
+    def host_path(self, container_path: str) -> Path:
+        """The host folder behind a container path (the workdir or a Harbor folder, or below one).
+
+        Raises:
+            BadRequest: the path is not under one of them, or has a `..` part.
+        """
+        roots = {self._workdir: self.workspace, **{t: self.root / sub for t, (sub, _) in HARBOR_MOUNTS.items()}}
+        path = PurePosixPath(container_path)
+        if not path.is_absolute() or ".." in path.parts:
+            raise BadRequest(f"container path must be absolute without '..': {container_path!r}")
+        for target in sorted(roots, key=len, reverse=True):
+            if path == PurePosixPath(target) or PurePosixPath(target) in path.parents:
+                return roots[target] / path.relative_to(target)
+        raise BadRequest(f"{container_path!r} is not under a sandbox folder ({', '.join(sorted(roots))})")
+
+    def fresh_dir(self, container_path: str) -> Path:
+        """Empty `container_path`'s host folder in place (its bind mount keeps pointing at it) and hand it to
+        the container user; nothing planted there survives, links are removed, never followed."""
+        folder = self.host_path(container_path)
+        if folder.is_symlink() or not folder.is_dir():
+            raise EnvError(f"{container_path} is not a folder of this sandbox")
+        for entry in os.scandir(folder):
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        os.chmod(folder, 0o755)
+        self._hand_over(folder)
+        return folder
+
+    def stage(self, container_path: str, files: dict[str, FileData], *, readonly: bool = True) -> None:
+        """Write `files` under `container_path` from the host. `readonly`: owned by root, mode 0444/0555,
+        so the container's non-root user cannot change them (the mounts of /tests and /solution are
+        read-only besides)."""
+        base = self.host_path(container_path)
+        base.mkdir(parents=True, exist_ok=True)
+        for relative, data in files.items():
+            path = safe_join(base, relative)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                path.write_bytes(data)
+            else:
+                path.write_text(data)
+            path.chmod(0o555 if readonly else 0o755)
+        if not readonly:
+            self._hand_over(base)
+
+    def end_agent(self) -> None:
+        """Kill every process in the container except its main one (setsid daemons, double forks and
+        processes that dropped their marker included) and return when none is left; idempotent."""
+        if self._stopped or self.container is None or self.lost_reason() is not None:
+            return
+        for process in self._processes:
+            process.mark_killed()
+        result = self.container.exec_run(["python3", "-c", END_AGENT_SNIPPET, str(self._main_pid)],
+                                         user=self._user or "0:0")
+        if result.exit_code != 0:
+            raise EnvError(f"could not end the agent's processes: {result.output.decode(errors='replace')[-300:]}")
+        for process in self._processes:
+            process.status()
+
     def private_dir(self, name: str) -> Path:
         path = self.root / "private" / name
         path.mkdir(parents=True, exist_ok=True)
         self._hand_over(path)
         return path
 
-    def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
+    def write_files(self, files: dict[str, FileData], *, under: Path | None = None) -> None:
         base = under or self.workspace
-        for relative, text in files.items():
+        for relative, data in files.items():
             path = _inside(base, relative)
             path.parent.mkdir(parents=True, exist_ok=True)
-            _inside(base, relative).write_text(text)  # checked again: mkdir may have met a link
+            path = _inside(base, relative)  # checked again: mkdir may have met a link
+            if isinstance(data, bytes):
+                path.write_bytes(data)
+            else:
+                path.write_text(data)
         self._hand_over(base)
 
     def read_file(self, relative: str) -> str:
@@ -330,7 +463,7 @@ class DockerSandbox:
         return env
 
     def start(
-        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: Path | None = None
+        self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: str | Path | None = None
     ) -> DockerProcess:
         if self._stopped:
             raise EnvError("sandbox is closed (or stopped for grading)")
@@ -348,7 +481,7 @@ class DockerSandbox:
         environment = {**self.environment(env), MARKER: tag.partition("=")[2]}
         with _engine_errors(f"start {argv[0]!r}"):
             exec_id = self.api.exec_create(
-                self.container.id, wrapped, environment=environment, workdir=str(cwd or self.workspace),
+                self.container.id, wrapped, environment=environment, workdir=str(cwd or self._workdir),
                 user=self._user or "0:0",
             )["Id"]
             self.api.exec_start(exec_id, detach=True)
@@ -358,13 +491,14 @@ class DockerSandbox:
 
     def run(
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
-        cwd: Path | None = None,
+        cwd: str | Path | None = None,
     ) -> CommandResult:
         process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
         status = process.wait(timeout_s + 10)
         process.kill()
         if self._expose_private:
             _drop_links(self.root / "private")  # the host reads these next (rewards): never through a link
+        _drop_links(self.root / HARBOR_MOUNTS["/logs/verifier"][0])
         if process.lost:
             raise SandboxLost(self.lost_reason() or f"sandbox lost while running {argv[0]!r}")
         return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
@@ -466,14 +600,40 @@ def verify_isolated(
         return verify(grader, task, tool_calls=tool_calls, rule=rule)
 
 
-def sandbox_factory(**options: Any) -> Callable[[tuple[int, ...]], DockerSandbox]:
+def sandbox_factory(
+    task: Task | None = None, *, substitutes: dict[str, str] | None = None, notes: list[str] | None = None,
+    **options: Any,
+) -> Callable[[tuple[int, ...]], DockerSandbox]:
     """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
 
     The host's pinned harness installs (`.cache/harnesses`, Node 22 included) are mounted read-only at
-    the same path, so the offline base image runs any npm harness with no per-harness build; pass
-    `image=` to use an `openenv build` image instead. Grade with `verifier=verify_isolated`.
+    the same path, so the offline base image runs any npm harness with no per-harness build. With a
+    `task`, the image is the task's (`task_image`: its `docker_image`, its Dockerfile built, or its
+    FROM image, after `substitutes`), the workspace is mounted at its workdir, and a built image's
+    workdir contents become the starting workspace. What was substituted is appended to `notes`.
     """
     from openenv.harness.install import cache_root
+    from openenv.harness.sandbox.images import task_image, workdir_files
 
     mounts = (cache_root(), *options.pop("mounts", ()))
-    return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)
+    if task is None:
+        return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)
+    client = options.get("client") or docker.from_env()
+    options["client"] = client
+    image, built, said = task_image(client, task, substitutes or {})
+    if notes is not None:
+        notes.extend(said)
+    options.setdefault("image", image)
+
+    def make(ports: tuple[int, ...]) -> DockerSandbox:
+        box = DockerSandbox(forward_ports=ports, mounts=mounts, workdir=task.workdir, **options)
+        if built:  # the image's workdir, as its build left it (RUN steps included), is the workspace
+            try:
+                box.write_files(workdir_files(client, image, task.workdir))
+                box.workspace_ready = True
+            except BaseException:
+                box.close()
+                raise
+        return box
+
+    return make

@@ -8,10 +8,14 @@ or any image already in the engine is the starting point. A task image is tagged
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
+import shutil
+import tarfile
+import tempfile
 from collections.abc import Callable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import docker
@@ -21,8 +25,10 @@ from openenv.errors import EnvError
 from openenv.harness.catalog import harness_dir
 from openenv.harness.install import install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
+from openenv.harness.tasks.model import FileData, Task
 
-__all__ = ["OFFLINE_BASE", "build_harness_image", "build_task_image", "harness_image_tag"]
+__all__ = ["OFFLINE_BASE", "build_harness_image", "build_task_image", "harness_image_tag", "parse_substitutes",
+           "task_image", "workdir_files"]
 
 OFFLINE_BASE = os.environ.get("OPENENV_BASE_IMAGE", "openenv/base:latest")
 Progress = Callable[[str], None]
@@ -119,3 +125,124 @@ def build_task_image(
     return _build(client, context=env_dir, dockerfile=dockerfile, tag=tag, network=network,
                   buildargs={k: str(v) for k, v in (buildargs or {}).items()},
                   labels={"openenv.task": task_dir.name}, progress=progress)
+
+
+def parse_substitutes(pairs: list[str] | str | None) -> dict[str, str]:
+    """`["python:3.11-slim=openenv/base:latest", ...]` (or one comma-separated string, as in
+    `$OPENENV_IMAGE_SUBSTITUTES`) -> {missing image: image to use instead}.
+
+    Raises:
+        EnvError: an entry is not `FROM=TO`.
+    """
+    items = pairs.split(",") if isinstance(pairs, str) else list(pairs or [])
+    out = {}
+    for item in (i.strip() for i in items):
+        if not item:
+            continue
+        missing, sep, instead = item.partition("=")
+        if not sep or not missing or not instead:
+            raise EnvError(f"an image substitution is FROM=TO (e.g. python:3.11-slim={OFFLINE_BASE}), got {item!r}")
+        out[missing.strip()] = instead.strip()
+    return out
+
+
+def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str], task: Task,
+             notes: list[str]) -> str:
+    """`image` if the engine has it, else its explicit substitute; never a pull (no registry here)."""
+    if _has_image(client, image):
+        return image
+    instead = substitutes.get(image)
+    if instead is None:
+        raise EnvError(
+            f"task {task.id!r} needs image {image!r}, which is not in the Docker engine, and nothing can be "
+            f"pulled here. Build or load it, or substitute an image you have: --image-substitute "
+            f"{image}={OFFLINE_BASE} (or OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; "
+            f"scripts/build_base_image.sh builds {OFFLINE_BASE})"
+        )
+    if not _has_image(client, instead):
+        raise EnvError(f"the substitute {instead!r} for {image!r} is not in the Docker engine either")
+    notes.append(f"image {image} substituted by {instead}")
+    return instead
+
+
+def task_image(client: docker.DockerClient, task: Task, substitutes: dict[str, str] | None = None,
+               progress: Progress = print) -> tuple[str, bool, list[str]]:
+    """The image a task's episodes run in: (tag, whether its workdir holds the starting files, notes).
+
+    `[environment].docker_image` is used as it is; a Dockerfile that only copies files into the workdir
+    runs as its FROM image (the copied files are the task's workspace, written by the sandbox); any
+    other Dockerfile is built, with `environment/` as the context and its FROM image substituted per
+    `substitutes` (each substitution is reported in the notes). Tasks of no image use the offline base.
+
+    Raises:
+        EnvError: an image is missing with no substitute (the message names it and the way out), or
+            the build failed.
+    """
+    substitutes = {**parse_substitutes(os.environ.get("OPENENV_IMAGE_SUBSTITUTES")), **(substitutes or {})}
+    notes: list[str] = []
+    if task.image:
+        return _resolve(client, task.image, substitutes, task, notes), True, notes
+    if not task.needs_build() or task.environment_dir is None:
+        return _resolve(client, task.base_image or OFFLINE_BASE, substitutes, task, notes), False, notes
+    base = _resolve(client, task.base_image, substitutes, task, notes) if task.base_image else None
+    return _build_substituted(client, task, base, progress), True, notes
+
+
+def _build_substituted(client: docker.DockerClient, task: Task, base: str | None, progress: Progress) -> str:
+    """Build `environment/` with its first FROM replaced by `base`, in a copy of the context."""
+    env_dir = Path(task.environment_dir or "")
+    name = re.sub(r"[^a-z0-9_.-]", "-", task.id.lower())
+    digest = hashlib.sha256(f"{_folder_digest(env_dir)}:{base}".encode()).hexdigest()[:16]
+    tag = f"openenv/task-{name}:{digest}"
+    if _has_image(client, tag):
+        return tag
+    with tempfile.TemporaryDirectory(prefix="openenv-build-") as tmp:
+        context = Path(tmp) / "context"
+        shutil.copytree(env_dir, context, symlinks=False)
+        dockerfile = context / "Dockerfile"
+        if base is not None and base != task.base_image:
+            lines, done = [], False
+            for line in dockerfile.read_text().splitlines():
+                if not done and line.strip().upper().startswith("FROM "):
+                    words = line.split()
+                    index = next(i for i, w in enumerate(words[1:], 1) if not w.startswith("--"))
+                    words[index] = base
+                    line, done = " ".join(words), True
+                lines.append(line)
+            dockerfile.write_text("\n".join(lines) + "\n")
+        progress(f"building task image {tag} from {env_dir}/Dockerfile" + (f" (FROM {base})" if base else ""))
+        return _build(client, context=context, dockerfile=dockerfile, tag=tag, network="none", buildargs={},
+                      labels={"openenv.task": task.id}, progress=progress)
+
+
+def workdir_files(client: docker.DockerClient, image: str, workdir: str) -> dict[str, FileData]:
+    """Every regular file under `workdir` in `image` (no container is started), as the workspace's files.
+
+    Links, devices and paths leaving the folder are skipped: these files are written on the host.
+    """
+    try:
+        container = client.containers.create(image, ["true"], labels={"openenv.extract": "workdir"})
+    except docker.errors.DockerException as exc:
+        raise EnvError(f"could not read {workdir} from {image}: {exc}") from exc
+    try:
+        stream, _ = container.get_archive(workdir)
+        data = io.BytesIO(b"".join(stream))
+    except docker.errors.NotFound:
+        return {}
+    finally:
+        container.remove(force=True)
+    files: dict[str, FileData] = {}
+    with tarfile.open(fileobj=data) as archive:
+        for member in archive.getmembers():
+            parts = PurePosixPath(member.name).parts[1:]  # the archive's root is the folder itself
+            if not member.isfile() or not parts or ".." in parts:
+                continue
+            handle = archive.extractfile(member)
+            if handle is None:
+                continue
+            raw = handle.read()
+            try:
+                files["/".join(parts)] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                files["/".join(parts)] = raw
+    return files

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from openenv.harness.tasks.builtin import builtin_task, builtin_task_ids, builtin_tasks
 from openenv.harness.tasks.dataset import load_dataset_tasks, task_from_row
-from openenv.harness.tasks.harbor import load_harbor_task, localize_paths
+from openenv.harness.tasks.harbor import load_harbor_task
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import find_task, load_task_set
 
@@ -17,6 +17,5 @@ __all__ = [
     "load_dataset_tasks",
     "load_harbor_task",
     "load_task_set",
-    "localize_paths",
     "task_from_row",
 ]

@@ -1,5 +1,6 @@
 """The built-in task set: small, realistic Python repos (fix a bug, implement a function, make tests
-pass), stored as Harbor-style folders under `builtin/<id>/` with a shared unittest runner."""
+pass), stored as real Harbor task folders under `builtin/<id>/` (environment/Dockerfile copying `app/`
+to `/app`, tests/test.sh writing /logs/verifier/reward.json) and loaded by the one Harbor loader."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from openenv.harness.tasks.model import Task
 __all__ = ["BUILTIN_DIR", "builtin_task", "builtin_task_ids", "builtin_tasks"]
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
-_RUNNER = Path(__file__).parent / "run_tests.py"
 
 
 def builtin_task_ids() -> list[str]:
@@ -28,8 +28,7 @@ def builtin_task(task_id: str) -> Task:
     directory = BUILTIN_DIR / task_id
     if not (directory / "task.toml").is_file():
         raise NotFound(f"no built-in task {task_id!r}; known: {', '.join(builtin_task_ids())}")
-    task = load_harbor_task(directory, source="builtin")
-    return task.model_copy(update={"tests": {**task.tests, "run_tests.py": _RUNNER.read_text()}})
+    return load_harbor_task(directory, source="builtin")
 
 
 def builtin_tasks() -> list[Task]:

@@ -1,59 +1,138 @@
-"""Harbor task directories: `instruction.md`, `task.toml`, `tests/test.sh`, `solution/solve.sh`.
+"""Harbor task folders, loaded as Harbor (0.25.0) loads them.
 
-Harbor runs tasks in a container where the tests live at `/tests`, the solution at `/solution`, the
-working tree at `/app` and rewards go to `/logs/verifier`. On a local sandbox those folders are
-elsewhere, so the scripts' absolute paths are rewritten to the sandbox's environment variables.
-A `workspace/` folder (an openenv extension) holds the starting files when there is no image to build.
+A task is `instruction.md`, `task.toml`, `environment/` (a `Dockerfile` whose folder is the build
+context, unless `[environment].docker_image` names an image), `tests/test.sh` and, optionally,
+`solution/solve.sh`. The agent's starting files are what the Dockerfile copies from the build context
+into its `WORKDIR` (or `[environment].workdir`); steps only a build can run (`RUN`, files placed
+outside the workdir) are recorded, so a sandbox that cannot build says so instead of starting the
+agent somewhere else. Scripts are never rewritten: they run at the paths they name (`/tests`,
+`/logs/verifier`, `/solution`, the workdir), which the sandboxes provide.
+
+See /work/shared/harbor-format.md for the format, with sources.
 """
 
 from __future__ import annotations
 
-import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from openenv.errors import BadRequest
-from openenv.harness.tasks.model import DEFAULT_TEST_COMMAND, Task, read_tree
+from openenv.harness.tasks.dockerfile import parse_dockerfile
+from openenv.harness.tasks.model import DEFAULT_TEST_COMMAND, Task, read_data, read_tree
 
-__all__ = ["load_harbor_task", "localize_paths"]
+__all__ = ["HARBOR_AGENT_TIMEOUT_S", "HARBOR_VERIFIER_TIMEOUT_S", "load_harbor_task", "strip_canary"]
 
-_CONTAINER_PATHS = {
-    "/logs/verifier": "$REWARD_DIR",
-    "/solution": "$SOLUTION_DIR",
-    "/oracle": "$SOLUTION_DIR",
-    "/tests": "$TESTS_DIR",
-    "/app": "$WORKSPACE",
-}
-_PATH_RE = re.compile(r"(?<![\w./$-])(" + "|".join(map(re.escape, _CONTAINER_PATHS)) + r")(?=[/\s\"';)]|$)")
+HARBOR_VERIFIER_TIMEOUT_S = 600.0  # Harbor's [verifier].timeout_sec default
+# Harbor's [agent].timeout_sec default is None (no limit); a harness here always gets a deadline.
+HARBOR_AGENT_TIMEOUT_S = 3600.0
 
 
-def localize_paths(script: str) -> str:
-    """Rewrite Harbor's container paths (`/tests/...`, `/logs/verifier/...`) to sandbox variables."""
-    return _PATH_RE.sub(lambda m: _CONTAINER_PATHS[m.group(1)], script)
+def strip_canary(text: str) -> str:
+    """Drop leading `harbor-canary` lines, as Harbor does before handing the instruction to the agent."""
+    lines = text.splitlines()
+    while lines and "harbor-canary" in lines[0].lower():
+        lines.pop(0)
+    return "\n".join(lines).strip()
+
+
+def _table(config: dict[str, Any], name: str) -> dict[str, Any]:
+    value = config.get(name, {})
+    if not isinstance(value, dict):
+        raise BadRequest(f"task.toml: [{name}] must be a table")
+    return value
+
+
+def _strings(table: dict[str, Any], key: str, where: str) -> dict[str, str]:
+    value = table.get(key, {})
+    if not isinstance(value, dict):
+        raise BadRequest(f"task.toml: {where}.{key} must be a table of strings")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _seconds(table: dict[str, Any], where: str, default: float) -> float:
+    value = table.get("timeout_sec", default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise BadRequest(f"task.toml: {where}.timeout_sec must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _test_command(script: str | bytes) -> str:
+    """How Harbor runs tests/test.sh: executed directly, so its shebang picks the interpreter."""
+    first = script.splitlines()[0] if script else ""
+    first = first.decode("utf-8", "replace") if isinstance(first, bytes) else first
+    if first.startswith("#!"):
+        interpreter = first[2:].strip()
+        if interpreter and not interpreter.endswith(("/sh", "/bash")):
+            return f"{interpreter} /tests/test.sh"
+    return DEFAULT_TEST_COMMAND
 
 
 def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
-    """Load one Harbor task directory.
+    """Load one Harbor task folder.
 
     Raises:
-        BadRequest: a required file (instruction.md, task.toml, tests/test.sh, solution/solve.sh) is
-            missing; the message names it.
+        BadRequest: a required file is missing (instruction.md, task.toml, tests/test.sh, and
+            environment/Dockerfile unless [environment].docker_image is set), task.toml is not valid
+            TOML, or a value has the wrong type; the message names it.
     """
-    for required in ("instruction.md", "task.toml", "tests/test.sh", "solution/solve.sh"):
+    directory = Path(directory)
+    for required in ("instruction.md", "task.toml", "tests/test.sh"):
         if not (directory / required).is_file():
             raise BadRequest(f"{directory} is not a Harbor task: {required} is missing")
-    config = tomllib.loads((directory / "task.toml").read_text())
-    tests = {name: localize_paths(text) for name, text in read_tree(directory / "tests").items()}
-    metadata = {key: str(value) for key, value in config.get("metadata", {}).items()}
+    try:
+        config = tomllib.loads((directory / "task.toml").read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise BadRequest(f"{directory}/task.toml is not valid TOML: {exc}") from None
+    environment, verifier = _table(config, "environment"), _table(config, "verifier")
+    agent, solution_table = _table(config, "agent"), _table(config, "solution")
+    # `version` is the pre-1.3 spelling of `schema_version` (Harbor's handle_version_rename).
+    schema_version = config.get("schema_version", config.get("version"))
+
+    env_dir = directory / "environment"
+    dockerfile = env_dir / "Dockerfile"
+    image = environment.get("docker_image") or None
+    if dockerfile.is_file():
+        plan = parse_dockerfile(dockerfile, env_dir)
+    elif image is None:
+        raise BadRequest(f"{directory} is not a Harbor task: environment/Dockerfile is missing "
+                         "and task.toml sets no [environment].docker_image")
+    else:
+        plan = None
+    workdir = str(environment.get("workdir") or (plan.workdir if plan else "/app"))
+    if not workdir.startswith("/"):
+        raise BadRequest(f"task.toml: [environment].workdir must be an absolute path, got {workdir!r}")
+    workspace = {rel: read_data(src) for rel, src in plan.workspace_files(workdir).items()} if plan else {}
+    tests = read_tree(directory / "tests")
+    solution_files = read_tree(directory / "solution")
+    solve = solution_files.get("solve.sh")
+    mode = verifier.get("environment_mode", "shared")
+    if mode not in ("shared", "separate"):
+        raise BadRequest(f"task.toml: [verifier].environment_mode must be shared or separate, got {mode!r}")
+    task_meta = _table(config, "task")
     return Task(
         id=directory.name,
-        instruction=(directory / "instruction.md").read_text().strip(),
-        workspace=read_tree(directory / "workspace"),
+        instruction=strip_canary((directory / "instruction.md").read_text()),
+        workspace=workspace,
         tests=tests,
-        test_command=DEFAULT_TEST_COMMAND,
-        solution=localize_paths((directory / "solution" / "solve.sh").read_text()),
-        timeout_s=float(config.get("agent", {}).get("timeout_sec", 300)),
-        verifier_timeout_s=float(config.get("verifier", {}).get("timeout_sec", 120)),
-        source=source,
-        metadata=metadata,
+        test_command=_test_command(tests["test.sh"]),
+        solution=solve.decode("utf-8", "replace") if isinstance(solve, bytes) else solve,
+        solution_files=solution_files,
+        timeout_s=_seconds(agent, "[agent]", HARBOR_AGENT_TIMEOUT_S),
+        verifier_timeout_s=_seconds(verifier, "[verifier]", HARBOR_VERIFIER_TIMEOUT_S),
+        workdir=workdir,
+        verifier_env=_strings(verifier, "env", "[verifier]"),
+        solution_env=_strings(solution_table, "env", "[solution]"),
+        verifier_mode="separate" if mode == "separate" or "environment" in verifier else "shared",
+        image=str(image) if image else None,
+        base_image=plan.base_image if plan else None,
+        environment_dir=str(env_dir.resolve()) if env_dir.is_dir() else None,
+        build_steps=plan.unreproducible if plan else [],
+        outside_files=plan.outside_files(workdir) if plan else [],
+        schema_version=str(schema_version) if schema_version is not None else None,
+        source=source,  # type: ignore[arg-type]
+        metadata={str(k): str(v) for k, v in {**_table(config, "metadata"),
+                                              **({"name": task_meta["name"]} if "name" in task_meta else {})}.items()},
     )

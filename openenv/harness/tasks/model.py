@@ -1,4 +1,10 @@
-"""The Task model: one problem for a harness, with its workspace, hidden tests and reference solution."""
+"""The Task model: one problem for a harness, with its workspace, hidden tests and reference solution.
+
+Paths are Harbor's (issue 16): the agent works in `workdir` (`/app` unless the task says otherwise),
+the hidden tests appear at `/tests` only after the agent is gone, rewards go to `/logs/verifier`, and
+the oracle's solution lives at `/solution`. Sandboxes show those folders at those absolute paths, so
+task scripts run unchanged.
+"""
 
 from __future__ import annotations
 
@@ -7,41 +13,67 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DEFAULT_TEST_COMMAND", "Task", "read_tree"]
+__all__ = ["DEFAULT_TEST_COMMAND", "FileData", "Task", "read_data", "read_tree"]
 
-# The verifier runs this in the workspace with TESTS_DIR, REWARD_DIR and WORKSPACE set; the command
-# writes REWARD_DIR/reward.json (a dict of numbers) or reward.txt (one float), or else its exit code counts.
-DEFAULT_TEST_COMMAND = 'bash "$TESTS_DIR/test.sh"'
+# The verifier runs this from the workdir once the agent is gone; the tests write
+# /logs/verifier/reward.json (a flat dict of numbers) or reward.txt (one float). The exit code is ignored.
+DEFAULT_TEST_COMMAND = "bash /tests/test.sh"
+FileData = str | bytes
 
 
 class Task(BaseModel):
     """A task: the instruction the harness gets, the files it starts from, and how it is judged.
 
     The hidden tests are copied into the sandbox only after the harness exits, so the harness never
-    sees them. The reference solution is a shell script run in the workspace (the oracle policy sends
-    it through the harness's own shell tool).
+    sees them. The reference solution is a shell script run from the workdir (the oracle policy sends
+    it through the harness's own shell tool); a task without one loads, and the oracle refuses it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
     instruction: str
-    workspace: dict[str, str] = Field(default_factory=dict, description="relative path -> text")
-    tests: dict[str, str] = Field(description="hidden test files: relative path -> text")
+    workspace: dict[str, FileData] = Field(default_factory=dict, description="relative path -> text or bytes")
+    tests: dict[str, FileData] = Field(description="hidden test files: relative path -> text or bytes")
     test_command: str = DEFAULT_TEST_COMMAND
-    solution: str = Field(description="shell script that solves the task when run in the workspace")
+    solution: str | None = Field(default=None, description="solve.sh: solves the task when run in the workdir")
+    solution_files: dict[str, FileData] = Field(default_factory=dict, description="the whole solution/ folder")
     timeout_s: float = Field(default=300, gt=0, description="the harness's wall-clock budget")
     verifier_timeout_s: float = Field(default=120, gt=0)
+    workdir: str = Field(default="/app", description="the container path the agent and the tests run in")
+    verifier_env: dict[str, str] = Field(default_factory=dict, description="[verifier].env")
+    solution_env: dict[str, str] = Field(default_factory=dict, description="[solution].env")
+    verifier_mode: Literal["shared", "separate"] = "shared"
+    image: str | None = Field(default=None, description="[environment].docker_image: run in this image")
+    base_image: str | None = Field(default=None, description="the Dockerfile's FROM image")
+    environment_dir: str | None = Field(default=None, description="host folder of environment/ (build context)")
+    build_steps: list[str] = Field(default_factory=list, description="Dockerfile steps only a build can run")
+    outside_files: list[str] = Field(default_factory=list, description="files the Dockerfile puts outside workdir")
+    schema_version: str | None = None
     source: Literal["builtin", "harbor", "datasets"] = "builtin"
     metadata: dict[str, str] = Field(default_factory=dict)
 
+    def needs_build(self) -> bool:
+        """Only an image build reproduces this task's environment (RUN steps, files outside workdir)."""
+        return bool(self.build_steps or self.outside_files)
 
-def read_tree(root: Path) -> dict[str, str]:
-    """Read every text file under `root` as {relative path: text}, skipping caches."""
+
+def read_data(path: Path) -> FileData:
+    """A file's text, or its exact bytes when it is not UTF-8 (an image, a compiled fixture)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
+def read_tree(root: Path) -> dict[str, FileData]:
+    """Read every file under `root` as {relative path: text, or bytes when it is not UTF-8}, skipping
+    caches; a binary file keeps its exact bytes."""
     if not root.is_dir():
         return {}
-    files = {}
+    files: dict[str, FileData] = {}
     for path in sorted(root.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            files[path.relative_to(root).as_posix()] = path.read_text()
+            files[path.relative_to(root).as_posix()] = read_data(path)
     return files

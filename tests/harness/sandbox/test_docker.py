@@ -39,7 +39,7 @@ def test_commands_run_as_non_root_on_a_read_only_root(sandbox: DockerSandbox) ->
     assert uid == "1000"
     assert "Read-only file system" in touch
     assert home == f"HOME={sandbox.home}"
-    assert cwd == str(sandbox.workspace)
+    assert cwd == sandbox.workdir == "/app"
 
 
 def test_workspace_is_shared_both_ways_and_hidden_dirs_are_not_mounted(sandbox: DockerSandbox) -> None:
@@ -48,7 +48,7 @@ def test_workspace_is_shared_both_ways_and_hidden_dirs_are_not_mounted(sandbox: 
     (hidden / "test_secret.py").write_text("assert True\n")
     out = sandbox.run(["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {sandbox.root}; echo new > made.txt"]).output
     assert hidden.parent.name == "private"
-    assert out.split() == ["home", "logs", "sock", "tmp", "workspace"]  # no `private`
+    assert out.split() == ["home", "logs", "sock", "tmp"]  # no `private`; the workspace is at /app
     assert sandbox.read_file("pkg/app.py") == "X = 1\nY = 2\n"
     assert sandbox.read_file("made.txt") == "new\n"
 
@@ -167,7 +167,7 @@ def test_verify_isolated_grades_a_copy_in_a_fresh_container(sandbox: DockerSandb
         id="add",
         instruction="write add()",
         workspace={"calc.py": "def add(a, b):\n    return 0\n"},
-        tests={"test.sh": 'cd "$WORKSPACE" && python3 -c "import calc; assert calc.add(2, 3) == 5"\n'},
+        tests={"test.sh": 'python3 -c "import calc; assert calc.add(2, 3) == 5" && echo 1 > /logs/verifier/reward.txt\n'},
         solution="printf 'def add(a, b):\\n    return a + b\\n' > calc.py",
     )
     sandbox.write_files(task.workspace)
@@ -256,13 +256,24 @@ def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: Dock
         sandbox.read_file("leak.txt")
     assert log.is_symlink()
     assert "host only" not in planted.output_tail()
-    verdict = verify_isolated(sandbox, Task(id="t", instruction="-", tests={"test.sh": "true\n"}, solution="true"))
+    task = Task(id="t", instruction="-", tests={"test.sh": "echo 1 > /logs/verifier/reward.txt\n"}, solution="true")
+    verdict = verify_isolated(sandbox, task)
     assert verdict.solved  # the fifo was skipped, not waited on
 
 
-def test_grading_in_the_episode_container_is_refused_with_the_way_out(sandbox: DockerSandbox) -> None:
+def test_shared_mode_grading_ends_the_agent_first_and_sees_only_fresh_folders(sandbox: DockerSandbox) -> None:
+    """Harbor's shared mode: the tests run in the agent's container, but only after every agent process
+    (a setsid daemon that dropped its marker variable included) is dead, with a fresh reward folder."""
     from openenv.harness.verifier import verify
 
-    task = Task(id="t", instruction="-", tests={"test.sh": "true\n"}, solution="true")
-    with pytest.raises(EnvError, match="verify_isolated"):
-        verify(sandbox, task)
+    daemon = ("(setsid env -i sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' &) ; "
+              "echo 1 > /logs/verifier/reward.txt; mkdir -p /logs/verifier/sub; sleep 300")
+    sandbox.start(["sh", "-c", daemon], env={}, timeout_s=300)
+    time.sleep(1)
+    assert sandbox.host_path("/logs/verifier/reward.txt").read_text() == "1\n"
+    task = Task(id="t", instruction="-", tests={"test.sh": "sleep 1; ls /logs/verifier; test -w /tests || echo 0 > /logs/verifier/reward.txt\n"},
+                solution="true")
+    verdict = verify(sandbox, task)
+    assert (verdict.reward, verdict.status) == (0.0, "scored"), verdict
+    assert verdict.output_tail.split() == []  # the reward folder was empty when the tests started
+    assert sandbox.leftover_pids() == []
