@@ -8,7 +8,6 @@ and the session's training sequences come back with the reward.
 
 from __future__ import annotations
 
-import inspect
 import os
 import random
 import secrets
@@ -147,8 +146,7 @@ def _stage_solution(sandbox: Sandbox, task: Task) -> None:
     """Put the task's solution/ folder at /solution (read-only) for the oracle; refuse a task without one."""
     if task.solution is None:
         raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
-    if hasattr(sandbox, "stage"):
-        sandbox.stage("/solution", task.solution_files or {"solve.sh": task.solution}, readonly=True)  # type: ignore[attr-defined]
+    sandbox.stage("/solution", dict(task.solution_files or {"solve.sh": task.solution}), readonly=True)
 
 
 def _netns_available() -> bool:
@@ -248,14 +246,12 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         session = server.open_session(mode="gated", sampling=self._sampling,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
         try:
-            if not getattr(sandbox, "workspace_ready", False):
-                sandbox.write_files(task.workspace)  # type: ignore[arg-type]
+            if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
+                sandbox.stage(sandbox.workdir, dict(task.workspace), readonly=False)
             if opts.stage_solution:
                 _stage_solution(sandbox, task)
-            workdir = getattr(sandbox, "workdir", None)
             ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
-                                 workspace=Path(workdir) if workdir else sandbox.workspace, home=sandbox.home,
-                                 instruction=task.instruction)
+                                 workspace=Path(sandbox.workdir), home=sandbox.home, instruction=task.instruction)
             process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s)
         except BaseException:
             server.close_session(session.token)
@@ -308,9 +304,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     # ---- internals ----------------------------------------------------------------------------------
 
     def _local_sandbox(self, ports: tuple[int, ...], workdir: str = "/app") -> Sandbox:
-        if "workdir" in inspect.signature(LocalSandbox).parameters:
-            return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir)  # type: ignore[call-arg]
-        return LocalSandbox(network=self._network, forward_ports=ports)
+        return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir)
 
     def _sandbox_parts(self, kind: SandboxKind, task: Task,
                        notes: list[str]) -> tuple[SandboxFactory, Callable[..., Verdict]]:

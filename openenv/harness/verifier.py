@@ -10,7 +10,7 @@ bonus for solving the task in fewer tool calls.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -115,10 +115,6 @@ def score(result: CommandResult, reward_dir: Path, *, tool_calls: int = 0, rule:
 TESTS_PATH, REWARD_PATH, SOLUTION_PATH = "/tests", "/logs/verifier", "/solution"
 
 
-def _speaks_harbor(sandbox: object) -> bool:
-    return all(hasattr(sandbox, name) for name in ("end_agent", "fresh_dir", "stage", "host_path", "workdir"))
-
-
 def verify(
     sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
 ) -> Verdict:
@@ -130,36 +126,13 @@ def verify(
     4. the task's test command runs from the workdir with `[verifier].env`, under its timeout;
     5. the reward files are read from the host side, as Harbor reads them.
     """
-    if not _speaks_harbor(sandbox):
-        return _verify_private_dirs(sandbox, task, tool_calls=tool_calls, rule=rule)
-    box: Any = sandbox
-    box.end_agent()
-    reward_dir = box.fresh_dir(REWARD_PATH)
-    box.fresh_dir(TESTS_PATH)
-    box.stage(TESTS_PATH, task.tests, readonly=True)
+    sandbox.end_agent()
+    reward_dir = sandbox.fresh_dir(REWARD_PATH)
+    sandbox.fresh_dir(TESTS_PATH)
+    sandbox.stage(TESTS_PATH, dict(task.tests), readonly=True)
     env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
-           "WORKSPACE": box.workdir, **task.verifier_env}
-    result = box.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s, cwd=box.workdir)
-    box.end_agent()  # the tests' own leftovers must not write the reward while it is read
-    return score(result, reward_dir, tool_calls=tool_calls, rule=rule)
-
-
-def _verify_private_dirs(
-    sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
-) -> Verdict:
-    """For a sandbox without Harbor paths: tests and rewards in private folders named by variables."""
-    tests_dir, reward_dir = sandbox.private_dir("tests"), sandbox.private_dir("reward")
-    solution_dir = sandbox.private_dir("solution")
-    for leftover in reward_dir.iterdir():
-        leftover.unlink()
-    sandbox.write_files(task.tests, under=tests_dir)  # type: ignore[arg-type]
-    env = {
-        "TESTS_DIR": str(tests_dir),
-        "REWARD_DIR": str(reward_dir),
-        "SOLUTION_DIR": str(solution_dir),
-        "WORKSPACE": str(sandbox.workspace),
-        **task.verifier_env,
-    }
-    command = task.test_command.replace("/tests/test.sh", '"$TESTS_DIR/test.sh"')  # our command, not the script
-    result = sandbox.run(["sh", "-c", command], env=env, timeout_s=task.verifier_timeout_s)
+           "WORKSPACE": sandbox.workdir, **task.verifier_env}
+    result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s,
+                         cwd=sandbox.workdir)
+    sandbox.end_agent()  # the tests' own leftovers must not write the reward while it is read
     return score(result, reward_dir, tool_calls=tool_calls, rule=rule)

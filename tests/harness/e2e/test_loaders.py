@@ -17,11 +17,12 @@ pytestmark = pytest.mark.slow
 def _harbor_dir(root: Path) -> Path:
     """A Harbor task as Harbor writes them, with container paths (/app, /tests, /logs/verifier)."""
     task = root / "count-lines"
-    for sub in ("tests", "solution", "workspace"):
+    for sub in ("tests", "solution", "environment/app"):
         (task / sub).mkdir(parents=True)
     (task / "instruction.md").write_text("Write the number of lines of data.txt into count.txt.\n")
     (task / "task.toml").write_text('version = "1.0"\n[agent]\ntimeout_sec = 120.0\n')
-    (task / "workspace" / "data.txt").write_text("a\nb\nc\n")
+    (task / "environment" / "Dockerfile").write_text("FROM python:3.11-slim\nWORKDIR /app\nCOPY app/ /app/\n")
+    (task / "environment" / "app" / "data.txt").write_text("a\nb\nc\n")
     (task / "tests" / "test.sh").write_text(
         "#!/bin/bash\ncd /app\n"
         'if [ "$(cat count.txt)" = 3 ]; then echo 1 > /logs/verifier/reward.txt;'
