@@ -32,6 +32,7 @@ hermes          pip     hermes-agent                     0.19.0    hermes   -
 copilot         npm     @github/copilot                  1.0.102   copilot  system
 cline           npm     cline                            3.0.65    cline    system
 openhands       pip     openhands                        1.16.0    openhands 3.12
+kilo            npm     @kilocode/cli                    7.7.7     kilo     system
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
