@@ -33,6 +33,7 @@ copilot         npm     @github/copilot                  1.0.102   copilot  syst
 cline           npm     cline                            3.0.65    cline    system
 openhands       pip     openhands                        1.16.0    openhands 3.12
 kilo            npm     @kilocode/cli                    7.7.7     kilo     system
+continue        npm     @continuedev/cli                 1.5.47    cn       system
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
