@@ -40,6 +40,7 @@ import asyncio
 import json
 import multiprocessing
 import os
+import secrets
 import statistics
 import subprocess
 import sys
@@ -62,17 +63,24 @@ REPO = Path(__file__).resolve().parents[1]
 REF_VENV = REPO / ".cache" / "bench" / "ref-venv"
 REF_VERSION = "0.10.0"
 STEP_ACTION = {"message": "hello"}
+# Our server checks a bearer token on every request (docs/security.md); every client sends it, the
+# reference ignores it. Set here so that servers and client processes inherit it.
+os.environ.setdefault("OPENENV_TOKEN", secrets.token_urlsafe(32))
+AUTH = f"Bearer {os.environ['OPENENV_TOKEN']}"
 
 OURS = """
+import os
 import uvicorn
 from echo_env import EchoEnvironment
 from openenv.server import create_app
+from openenv.server.security import ServerSecurity
 
 class ThreadedEcho(EchoEnvironment):
     blocking = True  # the shipped echo runs inline; this row pays the worker-thread hop like the reference
 
 env = ThreadedEcho if {threaded} else EchoEnvironment
-uvicorn.run(create_app(env, max_sessions=64), host="127.0.0.1", port={port},
+security = ServerSecurity(token=os.environ["OPENENV_TOKEN"])  # as served: token, Host/Origin, JSON, caps
+uvicorn.run(create_app(env, max_sessions=64, security=security), host="127.0.0.1", port={port},
             log_level="warning", loop="{loop}", http="{http}", ws="websockets-sansio")
 """
 
@@ -213,7 +221,7 @@ class HTTPConnection(asyncio.Protocol):
 def http_request(
     method: str, path: str, host: str, body: bytes = b"", session_id: str | None = None
 ) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json"]
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json", f"Authorization: {AUTH}"]
     lines.append(f"Content-Length: {len(body)}")
     if session_id is not None:
         lines.append(f"X-Session-Id: {session_id}")
@@ -243,7 +251,8 @@ async def http_client(url: str, window: Window, stateful: bool) -> tuple[int, fl
 
 
 async def ws_client(url: str, window: Window) -> tuple[int, float]:
-    async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None) as ws:
+    async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None,
+                       additional_headers={"Authorization": AUTH}) as ws:
         await ws.send('{"type":"reset","data":{}}')
         await ws.recv()
         frame = json.dumps({"type": "step", "data": STEP_ACTION})

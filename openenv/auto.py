@@ -22,6 +22,7 @@ from typing import Any, Literal
 import httpx
 
 from openenv.client import EnvClient
+from openenv.core.auth import TOKEN_ENV, forget_token, generate_token, remember_token
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest, import_object
@@ -186,12 +187,16 @@ def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
     from openenv.server.runner import LocalServer
 
     port = LocalServer.free_port()
+    token = generate_token()  # the container's server requires it; this process's clients find it
     container = docker.from_env().containers.run(
-        image, detach=True, remove=True, ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)}
+        image, detach=True, remove=True, ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
+        environment={TOKEN_ENV: token},
     )
     url = f"http://127.0.0.1:{port}"
+    remember_token(url, token)
 
     def stop() -> None:
+        forget_token(url)
         try:
             container.stop(timeout=5)
         except docker.errors.APIError:

@@ -26,6 +26,7 @@ from pydantic import BaseModel
 
 from openenv.auto import AutoEnv, discover_envs
 from openenv.client import AnyObservation, SyncEnvClient
+from openenv.core.auth import auth_headers
 from openenv.core.types import Observation
 from openenv.manifest import import_object
 from openenv.resources import find_env_dir
@@ -144,7 +145,9 @@ _SPACES: dict[str, Callable[[int], spaces.Space[Any]]] = {
 
 def _served_schemas(client: SyncEnvClient[Any, Any, Any]) -> dict[str, Any]:
     """The models of a server this process has no classes for, from its `/schema`."""
-    return httpx.get(f"{client.client.base_url}/schema", timeout=10.0).json()  # type: ignore[no-any-return]
+    base = client.client.base_url
+    reply = httpx.get(f"{base}/schema", headers=auth_headers(base, client.client.token), timeout=10.0)
+    return reply.json()  # type: ignore[no-any-return]
 
 
 class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):

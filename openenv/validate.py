@@ -20,6 +20,7 @@ import jsonschema
 from pydantic import BaseModel
 
 from openenv.client import EnvClient
+from openenv.core.auth import auth_headers
 from openenv.core.environment import Environment
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import SESSION_HEADER
@@ -108,7 +109,7 @@ def validate_url(url: str, *, timeout_s: float = 10.0) -> list[Check]:
     """Live checks against a running server; the round trips run only once the schemas are usable."""
     base = url.rstrip("/")
     ctx: dict[str, Any] = {}
-    with httpx.Client(base_url=base, timeout=timeout_s) as http:
+    with httpx.Client(base_url=base, timeout=timeout_s, headers=auth_headers(base)) as http:
         checks = [
             _run("live.health", lambda: _health(http)),
             _run("live.schema", lambda: _schemas(http, ctx)),

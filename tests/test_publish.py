@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from openenv.auto import AutoEnv
 from openenv.cli.main import app as cli
+from openenv.core.auth import auth_headers
 from openenv.errors import TransportError
 from openenv.publish import SPACE_PORT, build_space_folder, push_space
 from openenv.server import LocalServer
@@ -132,7 +133,8 @@ def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path)
         deadline = time.monotonic() + 60
         while True:
             try:
-                meta = httpx.get(f"http://127.0.0.1:{port}/metadata", timeout=2).json()
+                url = f"http://127.0.0.1:{port}"  # the token: from the 0600 file the serve command leaves
+                meta = httpx.get(f"{url}/metadata", headers=auth_headers(url), timeout=2).json()
                 break
             except httpx.HTTPError:
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""

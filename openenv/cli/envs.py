@@ -5,8 +5,9 @@ Heavy imports stay inside the command bodies so `openenv --help` stays fast.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,13 +27,45 @@ def serve(
     idle_timeout: Annotated[
         float, typer.Option(help="Close sessions idle this many seconds (0: never).")
     ] = 600.0,
+    token: Annotated[
+        str | None,
+        typer.Option(help="Bearer token clients must send (default: $OPENENV_TOKEN, else a fresh random one, "
+                          "printed once and left in a 0600 file for this user's clients).", show_default=False),
+    ] = None,
+    no_token: Annotated[
+        bool, typer.Option("--no-token", help="Serve without a token: loopback addresses and loopback clients only.")
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(help="Another name the server answers to in Host (repeat; '*' for any), e.g. a Space's.",
+                     show_default=False),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(help="A web origin whose pages may call the server (repeat), e.g. https://app.example.",
+                     show_default=False),
+    ] = None,
+    max_body_bytes: Annotated[int, typer.Option(help="Largest request body / WebSocket frame.")] = 16 * 2**20,
+    allow_inline_tasks: Annotated[
+        bool,
+        typer.Option("--allow-inline-tasks", help="Let clients send whole tasks (their commands run here) "
+                                                  "instead of ids of this server's tasks. Trusted clients only."),
+    ] = False,
 ) -> None:
-    """Serve an environment over HTTP and WebSocket until interrupted."""
+    """Serve an environment over HTTP, WebSocket and MCP until interrupted.
+
+    Every request but GET /health and the API docs needs `Authorization: Bearer <token>`; clients on this machine find the
+    token themselves (`EnvClient`, `AutoEnv`), others read $OPENENV_TOKEN. See docs/security.md.
+    """
+    import os
+
     import uvicorn
 
     from openenv.auto import load_env, resolve
+    from openenv.core.auth import TOKEN_ENV, token_file
     from openenv.errors import OpenEnvError
     from openenv.server import create_app
+    from openenv.server.security import ServerSecurity
 
     try:
         source = resolve(env)
@@ -41,6 +74,11 @@ def serve(
                 f"{env!r} is a {source.kind}, which is served elsewhere; give an env name"
             )
         loaded = load_env(source)
+        security = ServerSecurity.for_bind(
+            host, token=token or os.environ.get(TOKEN_ENV) or None, no_token=no_token,
+            allowed_hosts=allowed_host or (), allowed_origins=allowed_origin or (),
+            max_body_bytes=max_body_bytes, allow_inline_tasks=allow_inline_tasks,
+        )
     except OpenEnvError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
@@ -49,9 +87,41 @@ def serve(
         metadata=loaded.metadata,
         max_sessions=max_sessions,
         idle_timeout_s=idle_timeout or None,
+        security=security,
     )
     console.print(f"serving [bold]{source.name}[/bold] ({source.target}) on http://{host}:{port}")
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio")
+    if security.token is None:
+        console.print("[yellow]no token[/yellow]: any program on this machine can drive the server")
+    else:
+        console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
+                      f"clients on this machine read it from {token_file(port)}; others: export "
+                      f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
+        _token_file_while_serving(app, port, security.token)
+    if security.allow_inline_tasks:
+        console.print("[yellow]--allow-inline-tasks[/yellow]: clients may send tasks whose commands run here")
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
+                ws_max_size=security.max_frame_bytes)
+
+
+def _token_file_while_serving(app: Any, port: int, token: str) -> None:
+    """Leave the token in this user's 0600 file while the app runs; remove it in the app's shutdown
+    (uvicorn re-raises SIGTERM after shutdown, so code after `uvicorn.run` may never run)."""
+    import contextlib
+
+    from openenv.core.auth import remove_token_file, write_token_file
+
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        write_token_file(port, token)
+        try:
+            async with inner(a) as state:
+                yield state
+        finally:
+            remove_token_file(port, token)
+
+    app.router.lifespan_context = lifespan
 
 
 def list_envs() -> None:

@@ -23,6 +23,7 @@ from pydantic import ConfigDict, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 
 from openenv.client.errors import error_from_body, map_transport_errors
+from openenv.core.auth import auth_headers, token_for
 from openenv.core.types import Action, Observation, State
 from openenv.core.wire import ErrorBody, ResetRequest, ServerFrame, describe_validation_error
 from openenv.errors import InvalidAction, TransportError
@@ -79,6 +80,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         open_timeout_s: float = 10.0,
         request_timeout_s: float | None = None,
         on_close: Callable[[], None] | None = None,
+        token: str | None = None,
     ) -> None:
         """
         Args:
@@ -86,14 +88,23 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             open_timeout_s: How long to wait for the WebSocket handshake.
             request_timeout_s: How long to wait for each reply (None: as long as the env takes).
             on_close: Called once after the connection closes (e.g. to stop a server this client owns).
+            token: The server's bearer token. Default: found by `openenv.core.auth.token_for` (a server
+                this process started, `$OPENENV_TOKEN`, or the token file `openenv serve` left for
+                this user on a loopback port).
         """
         self.base_url = base_url.rstrip("/")
         self.ws_url = _ws_url(self.base_url)
         self.open_timeout_s = open_timeout_s
         self.request_timeout_s = request_timeout_s
         self._on_close = on_close
+        self._token = token
         self._ws: ClientConnection | None = None
         self._lock = asyncio.Lock()
+
+    @property
+    def token(self) -> str | None:
+        """The bearer token this client sends (given, or found for its URL); None when none is known."""
+        return self._token or token_for(self.base_url)
 
     @classmethod
     def from_url(cls, base_url: str, **kwargs: Any) -> Self:
@@ -105,6 +116,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             with map_transport_errors(self.ws_url):
                 self._ws = await connect(
                     self.ws_url,
+                    additional_headers=auth_headers(self.base_url, self.token),
                     open_timeout=self.open_timeout_s,
                     compression=None,
                     proxy=None,

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 
 import websockets.exceptions
+from pydantic import ValidationError
 
 from openenv.core.wire import ErrorBody
 from openenv.errors import OpenEnvError, TransportError
@@ -42,5 +44,19 @@ def map_transport_errors(url: str) -> Iterator[None]:
         why = exc.rcvd.reason if exc.rcvd is not None and exc.rcvd.reason else "no reason given"
         code = exc.rcvd.code if exc.rcvd is not None else None
         raise TransportError(f"the connection to {url} closed ({why})", close_code=code) from exc
+    except websockets.exceptions.InvalidStatus as exc:
+        refused = _refusal(exc)
+        if refused is None:
+            raise TransportError(f"the env server at {url} refused the WebSocket: {exc}") from exc
+        raise refused from None
     except (websockets.exceptions.WebSocketException, OSError, TimeoutError) as exc:
         raise TransportError(f"cannot talk to the env server at {url}: {type(exc).__name__}: {exc}") from exc
+
+
+def _refusal(exc: websockets.exceptions.InvalidStatus) -> OpenEnvError | None:
+    """The server's own error (401 no token, 403 foreign Origin/Host) from a refused handshake's body."""
+    try:
+        body = json.loads(exc.response.body or b"")
+        return error_from_body(ErrorBody.model_validate(body["error"]))
+    except (ValueError, KeyError, TypeError, ValidationError):
+        return None

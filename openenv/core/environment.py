@@ -91,6 +91,18 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
             return self.step(action)
         return await asyncio.to_thread(self.step, action)
 
+    @classmethod
+    def check_wire_reset(cls, options: dict[str, Any], *, allow_inline_tasks: bool) -> None:
+        """Refuse `reset` options a network client may not set; the env server calls it before `reset`.
+
+        A client of the server is not trusted (docs/security.md). The default accepts any option; an env
+        whose options can carry code or host paths (the harness env's inline `Task`, whose test command
+        runs in the sandbox) refuses them here unless the server was started with `allow_inline_tasks`.
+
+        Raises:
+            BadRequest: an option the client may not set, named with what to send instead.
+        """
+
     def close(self) -> None:
         """Release what the env holds (processes, sandboxes, files). Called once per instance."""
 

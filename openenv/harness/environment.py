@@ -294,6 +294,15 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         name = cls.harness or "harness"
         return EnvMetadata(name=name, description=f"{name} solving a coding task, one model turn per step")
 
+    @classmethod
+    def check_wire_reset(cls, options: dict[str, Any], *, allow_inline_tasks: bool) -> None:
+        """Over the wire a task is named by id; a whole task (its test command runs in the sandbox, as
+        whoever runs the server) only when the server allows inline tasks (`--allow-inline-tasks`)."""
+        task = options.get("task")
+        if task is not None and not isinstance(task, str) and not allow_inline_tasks:
+            raise BadRequest("reset option 'task' must be a task id of this server's task set (an inline task "
+                             "runs its own commands); start the server with --allow-inline-tasks to accept them")
+
     def trajectory(self) -> list[TurnRecord]:
         """Every turn of the current (or last) episode, aux turns included, for saving as JSONL."""
         episode = self._episode

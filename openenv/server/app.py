@@ -23,14 +23,16 @@ from openenv.errors import BadRequest, MalformedMessage, NotFound, OpenEnvError
 from openenv.server.mcp import mount_mcp
 from openenv.server.openapi import document_env
 from openenv.server.routes import http, info, ws
+from openenv.server.security import SecurityMiddleware, ServerSecurity
 from openenv.server.sessions import EnvFactory, EnvTypes, SessionRegistry
 
-__all__ = ["DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "create_app"]
+__all__ = ["DEFAULT_HTTP_EVICT_AFTER_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "create_app"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_SESSIONS = 64
 DEFAULT_IDLE_TIMEOUT_S = 600.0
+DEFAULT_HTTP_EVICT_AFTER_S = 30.0
 
 
 def create_app(
@@ -43,6 +45,8 @@ def create_app(
     max_sessions: int = DEFAULT_MAX_SESSIONS,
     idle_timeout_s: float | None = DEFAULT_IDLE_TIMEOUT_S,
     max_workers: int | None = None,
+    security: ServerSecurity | None = None,
+    http_evict_after_s: float | None = DEFAULT_HTTP_EVICT_AFTER_S,
 ) -> FastAPI:
     """Build the ASGI app that serves an environment, one instance per session.
 
@@ -56,10 +60,16 @@ def create_app(
         max_sessions: Live sessions allowed at once; the next reset or WebSocket gets a `capacity` error.
         idle_timeout_s: Close sessions untouched this long; None turns the reaper off.
         max_workers: Threads that run sync envs (default: one per session, at most 32).
+        http_evict_after_s: At capacity, an HTTP session idle this long is closed to make room for a new
+            client (HTTP sessions have no connection that ends with their client); None: never.
+        security: Token, Host/Origin rules, size caps and inline-task policy. Default: a fresh random
+            token (read it from `app.state.security.token`; `LocalServer` hands it to in-process
+            clients), loopback names only, no foreign origins, 16 MiB caps, tasks by id only.
 
     Returns:
         A FastAPI app; run it with uvicorn or `openenv.server.LocalServer`.
     """
+    security = security or ServerSecurity()
     types = EnvTypes.infer(
         env_factory,
         action_type=action_type,
@@ -72,7 +82,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor = ThreadPoolExecutor(max_workers or min(max_sessions, 32), thread_name_prefix="openenv-env")
         registry = SessionRegistry(
-            env_factory, types, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, executor=executor
+            env_factory, types, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, executor=executor,
+            allow_inline_tasks=security.allow_inline_tasks, http_evict_after_s=http_evict_after_s,
         )
         app.state.registry = registry
         reaper = asyncio.create_task(registry.run_reaper(), name="openenv-session-reaper")
@@ -85,14 +96,16 @@ def create_app(
 
     app = FastAPI(title=f"openenv: {types.metadata.name}", version=types.metadata.version, lifespan=lifespan)
     app.state.types = types
+    app.state.security = security
     app.include_router(info.router)
     app.include_router(http.router)
     app.include_router(ws.router)
-    mount_mcp(app, env_factory, types.metadata)  # MCP tools at /mcp (ecosystem issue 8)
+    mount_mcp(app, env_factory, types.metadata, security)  # MCP tools at /mcp (ecosystem issue 8)
     document_env(app, types)  # the env's own models and the real error answers in /openapi.json
     app.add_exception_handler(OpenEnvError, _render_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _render_request_validation)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _render_http_exception)  # type: ignore[arg-type]
+    app.add_middleware(SecurityMiddleware, security=security)  # token, Host/Origin, JSON only, size cap
     return app
 
 

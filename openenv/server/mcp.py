@@ -23,6 +23,8 @@ from starlette.types import Receive, Scope, Send
 from openenv.core.environment import EnvMetadata
 from openenv.errors import OpenEnvError
 from openenv.manifest import import_object
+from openenv.server.security import ServerSecurity
+from openenv.server.sessions import SessionRegistry
 
 __all__ = ["MCP_PATH", "build_mcp_server", "env_tools", "mount_mcp"]
 
@@ -46,8 +48,12 @@ def env_tools(env_factory: object) -> list[Tool]:
     return []
 
 
-def build_mcp_server(metadata: EnvMetadata, tools: list[Tool]) -> Any:
-    """An `MCPServer` named after the env, with `tools` registered."""
+def build_mcp_server(metadata: EnvMetadata, tools: list[Tool],
+                     registry: Callable[[], SessionRegistry] | None = None) -> Any:
+    """An `MCPServer` named after the env, with `tools` registered.
+
+    With `registry`, every tool call in flight holds one of the server's `max_sessions` slots (an
+    episode run over MCP is as heavy as one over the control plane, and used to be uncounted)."""
     from mcp.server.mcpserver import MCPServer
 
     # log_level: the SDK calls logging.basicConfig with it; WARNING keeps a server's root logger as quiet
@@ -55,11 +61,11 @@ def build_mcp_server(metadata: EnvMetadata, tools: list[Tool]) -> Any:
     server = MCPServer(name=f"openenv-{metadata.name}", version=metadata.version,
                        instructions=metadata.description or None, log_level="WARNING")
     for tool in tools:
-        server.add_tool(_reporting_errors(tool))
+        server.add_tool(_reporting_errors(tool, registry))
     return server
 
 
-def _reporting_errors(tool: Tool) -> Tool:
+def _reporting_errors(tool: Tool, registry: Callable[[], SessionRegistry] | None = None) -> Tool:
     """Let an `OpenEnvError` reach the MCP client as a tool error with its message (the SDK hides the
     text of any other exception as a crash). `wraps` keeps the signature the SDK builds the schema from."""
     from anyio import to_thread
@@ -68,9 +74,10 @@ def _reporting_errors(tool: Tool) -> Tool:
     @functools.wraps(tool)
     async def call(*args: Any, **kwargs: Any) -> Any:
         try:
-            if inspect.iscoroutinefunction(tool):
-                return await tool(*args, **kwargs)
-            return await to_thread.run_sync(functools.partial(tool, *args, **kwargs))
+            async with registry().hold("mcp") if registry is not None else contextlib.nullcontext():
+                if inspect.iscoroutinefunction(tool):
+                    return await tool(*args, **kwargs)
+                return await to_thread.run_sync(functools.partial(tool, *args, **kwargs))
         except OpenEnvError as exc:
             raise ToolError(exc.message) from exc
 
@@ -81,21 +88,22 @@ class _McpEndpoint:
     """The ASGI app behind `/mcp`. The SDK's session manager runs once per lifespan, so a fresh one is
     built each time the app starts (tests and `LocalServer` may start the same app more than once)."""
 
-    def __init__(self, metadata: EnvMetadata, env_factory: object) -> None:
+    def __init__(self, metadata: EnvMetadata, env_factory: object, security: ServerSecurity,
+                 registry: Callable[[], SessionRegistry]) -> None:
         self._metadata = metadata
         self._env_factory = env_factory
+        self._security = security
+        self._registry = registry
         self._handler: Any = None
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-        from mcp.server.transport_security import TransportSecuritySettings
-
-        server = build_mcp_server(self._metadata, env_tools(self._env_factory))
-        # Host checks off: the env server is reached by many names (a Space, a container port), and its
-        # other routes make no such check either; authentication is the deployment's job.
+        server = build_mcp_server(self._metadata, env_tools(self._env_factory), self._registry)
+        # The app's SecurityMiddleware checked token, Host and Origin already; the SDK's own DNS-rebinding
+        # check gets the same rules, so /mcp stays guarded if it is ever served without the middleware.
         server.streamable_http_app(stateless_http=True, json_response=True,
-                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+                                   transport_security=self._security.mcp_transport_security())
         async with server.session_manager.run():
             self._handler = StreamableHTTPASGIApp(server.session_manager)
             try:
@@ -112,9 +120,9 @@ class _McpEndpoint:
         await self._handler(scope, receive, send)
 
 
-def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata) -> None:
-    """Serve the env's MCP tools at `/mcp` of `app`, alongside (and independent of) its control plane."""
-    endpoint = _McpEndpoint(metadata, env_factory)
+def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata, security: ServerSecurity) -> None:
+    """Serve the env's MCP tools at `/mcp` of `app`, beside its control plane and sharing its session cap."""
+    endpoint = _McpEndpoint(metadata, env_factory, security, lambda: app.state.registry)
     app.router.routes.append(Route(MCP_PATH, endpoint, include_in_schema=False))  # an ASGI app: every method
     inner = app.router.lifespan_context
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from openenv.core.wire import SESSION_HEADER, HTTPError
+from openenv.server.security import PUBLIC_ROUTES
 from openenv.server.sessions import EnvTypes
 
 __all__ = ["document_env"]
@@ -31,6 +32,12 @@ _ERRORS: dict[tuple[str, str], dict[int, str]] = {
                         404: "the env has no such thing", 500: "the environment failed"},
     ("/state", "get"): {401: "no live session named", 500: "the environment failed"},
     ("/session", "delete"): {401: "no live session named"},
+}
+
+
+_GUARD_ERRORS = {
+    401: "no or a wrong bearer token", 403: "a foreign Origin or Host (a web page, DNS rebinding)",
+    413: "the body is over the server's size cap", 415: "the body is not application/json",
 }
 
 
@@ -82,6 +89,18 @@ def _add_errors(schema: dict[str, Any]) -> None:
             responses.pop("422", None)
             for status, why in _ERRORS.get((path, method), {}).items():
                 responses[str(status)] = {"description": why, **error}
+            for status, why in _GUARD_ERRORS.items():  # SecurityMiddleware answers these on every route
+                if status == 401 and (method.upper(), path) in PUBLIC_ROUTES:
+                    continue
+                if status in (413, 415) and method not in ("post", "put", "patch"):
+                    continue
+                responses.setdefault(str(status), {"description": why, **error})
+            if (method.upper(), path) in PUBLIC_ROUTES:
+                operation["security"] = []  # no token needed
+    schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
+        "type": "http", "scheme": "bearer",
+        "description": "the token the server printed when it started (docs/security.md)"}
+    schema["security"] = [{"bearer": []}]
     components = schema.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
         components.pop(unused, None)

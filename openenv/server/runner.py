@@ -14,6 +14,7 @@ from typing import Any, Self
 
 import uvicorn
 
+from openenv.core.auth import forget_token, remember_token
 from openenv.errors import TransportError
 
 __all__ = ["LocalServer"]
@@ -27,8 +28,12 @@ class LocalServer:
     ) -> None:
         self.host = host
         self.port = port or self.free_port(host)
+        security = getattr(getattr(app, "state", None), "security", None)
+        self.token: str | None = security.token if security is not None else None
+        max_frame = security.max_frame_bytes if security is not None else 16 * 2**20
         config = uvicorn.Config(
-            app, host=host, port=self.port, log_level=log_level, lifespan="on", ws="websockets-sansio"
+            app, host=host, port=self.port, log_level=log_level, lifespan="on", ws="websockets-sansio",
+            ws_max_size=max_frame,  # uvicorn closes with 1009 above it; the app checks again (other servers)
         )
         self._server = uvicorn.Server(config)
         self._thread: threading.Thread | None = None
@@ -37,8 +42,16 @@ class LocalServer:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
+    @property
+    def headers(self) -> dict[str, str]:
+        """The `Authorization` header this server wants (empty when it has no token)."""
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
     def start(self, timeout_s: float = 10.0) -> Self:
-        """Start serving and return once the socket accepts connections."""
+        """Start serving and return once the socket accepts connections. An env server's token is
+        recorded for this process, so `EnvClient`s made here find it (`openenv.core.auth.token_for`)."""
+        if self.token:
+            remember_token(self.base_url, self.token)
         self._thread = threading.Thread(
             target=self._server.run, name=f"openenv-uvicorn-{self.port}", daemon=True
         )
@@ -56,6 +69,8 @@ class LocalServer:
         if self._thread is not None:
             self._thread.join(timeout_s)
             self._thread = None
+        if self.token:
+            forget_token(self.base_url)
 
     @staticmethod
     def free_port(host: str = "127.0.0.1") -> int:

@@ -8,11 +8,12 @@ Sync envs run in the registry's thread pool so the event loop never blocks; envs
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -29,7 +30,7 @@ __all__ = ["EnvFactory", "EnvTypes", "Session", "SessionRegistry"]
 log = logging.getLogger(__name__)
 
 EnvFactory = Callable[[], Environment[Any, Any, Any]]
-Transport = Literal["http", "ws"]
+Transport = Literal["http", "ws", "mcp"]
 T = TypeVar("T")
 
 
@@ -82,11 +83,14 @@ class Session:
     transport: Transport
     executor: ThreadPoolExecutor
     on_reap: Callable[[], Awaitable[None]] | None = None
+    allow_inline_tasks: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     started: bool = False
 
     async def reset(self, req: ResetRequest) -> Observation:
+        """Reset on behalf of a network client: the env first refuses options such a client may not set."""
+        self.env.check_wire_reset(req.options, allow_inline_tasks=self.allow_inline_tasks)
         async with self.lock:
             obs: Observation = await self._call(
                 "reset_async", self.env.reset, req.seed, req.episode_id, **req.options
@@ -134,7 +138,8 @@ class Session:
 
 
 class SessionRegistry:
-    """Live sessions by id, bounded by `max_sessions`, with idle ones closed by `run_reaper`."""
+    """Live sessions by id, bounded by `max_sessions`, with idle ones closed by `run_reaper`, and idle
+    HTTP sessions given up to new clients when the server is full (`http_evict_after_s`)."""
 
     def __init__(
         self,
@@ -144,6 +149,8 @@ class SessionRegistry:
         max_sessions: int,
         idle_timeout_s: float | None,
         executor: ThreadPoolExecutor,
+        allow_inline_tasks: bool = False,
+        http_evict_after_s: float | None = 30.0,
     ) -> None:
         if max_sessions < 1:
             raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
@@ -152,12 +159,30 @@ class SessionRegistry:
         self.max_sessions = max_sessions
         self.idle_timeout_s = idle_timeout_s
         self.executor = executor
+        self.allow_inline_tasks = allow_inline_tasks
+        self.http_evict_after_s = http_evict_after_s
         self._sessions: dict[str, Session] = {}
-        self._opening = 0
+        self._opening = 0  # slots taken by sessions being built and by MCP calls in flight
 
     @property
     def active(self) -> int:
-        return len(self._sessions)
+        """Slots in use: live sessions, sessions being opened and MCP tool calls in flight."""
+        return len(self._sessions) + self._opening
+
+    @contextlib.asynccontextmanager
+    async def hold(self, what: str) -> AsyncIterator[None]:
+        """Take one slot for the duration of a call that is not a session (an MCP `run_episode`).
+
+        Raises:
+            CapacityError: every slot is taken.
+        """
+        if self.active >= self.max_sessions:
+            raise CapacityError(self.active, self.max_sessions)
+        self._opening += 1
+        try:
+            yield
+        finally:
+            self._opening -= 1
 
     async def open(
         self, transport: Transport, on_reap: Callable[[], Awaitable[None]] | None = None
@@ -168,8 +193,10 @@ class SessionRegistry:
             CapacityError: `max_sessions` sessions are live (or being opened) already.
             EnvError: the env factory failed.
         """
-        if self.active + self._opening >= self.max_sessions:
-            raise CapacityError(self.active + self._opening, self.max_sessions)
+        if self.active >= self.max_sessions:
+            await self._evict_idle_http()
+        if self.active >= self.max_sessions:
+            raise CapacityError(self.active, self.max_sessions)
         self._opening += 1
         try:
             env = await asyncio.get_running_loop().run_in_executor(self.executor, self.env_factory)
@@ -179,9 +206,27 @@ class SessionRegistry:
         finally:
             self._opening -= 1
         sid = secrets.token_urlsafe(16)
-        session = Session(sid, env, self.types, transport, self.executor, on_reap)
+        session = Session(sid, env, self.types, transport, self.executor, on_reap, self.allow_inline_tasks)
         self._sessions[sid] = session
         return session
+
+    async def _evict_idle_http(self) -> None:
+        """At capacity, close the HTTP session idle the longest if it has been idle `http_evict_after_s`.
+
+        An HTTP session has no connection that ends with its client: one that crashed (or 64 `POST
+        /reset` sent to fill the server) holds its slot until the reaper's timeout. Under pressure
+        such a slot goes to a new client; a WebSocket session, whose client is still connected, is never
+        evicted.
+        """
+        if self.http_evict_after_s is None:
+            return
+        cutoff = time.monotonic() - self.http_evict_after_s
+        idle = [s for s in self._sessions.values()
+                if s.transport == "http" and s.last_used < cutoff and not s.lock.locked()]
+        if idle:
+            oldest = min(idle, key=lambda s: s.last_used)
+            log.info("at capacity: closing HTTP session %s, idle %.0f s", oldest.id, time.monotonic() - oldest.last_used)
+            await self.close(oldest.id)
 
     def get(self, session_id: str | None) -> Session:
         """The live session with this id.
@@ -221,7 +266,10 @@ class SessionRegistry:
             log.info("reaping session %s after %.0f s idle", session.id, self.idle_timeout_s)
             await self.close(session.id)
             if session.on_reap is not None:
-                await session.on_reap()
+                try:
+                    await session.on_reap()
+                except Exception:  # a socket that died under us: the slot is free already
+                    log.warning("closing the socket of reaped session %s failed", session.id, exc_info=True)
         return [s.id for s in idle]
 
     async def run_reaper(self) -> None:
@@ -231,7 +279,10 @@ class SessionRegistry:
         interval = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
         while True:
             await asyncio.sleep(interval)
-            await self.reap_idle()
+            try:
+                await self.reap_idle()
+            except Exception:  # one bad session must not end reaping for everyone (sessions never expired)
+                log.exception("the session reaper failed this round; it keeps running")
 
     async def close_all(self) -> None:
         for sid in list(self._sessions):

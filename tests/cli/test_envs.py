@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from openenv.cli.main import app
+from openenv.core.auth import auth_headers, token_file
 from openenv.server import LocalServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -119,7 +120,17 @@ def test_the_scaffold_served_by_the_cli_passes_live_validation(scaffolded: Path)
 @pytest.mark.slow
 def test_serve_by_name_serves_echo() -> None:
     for url in serve_subprocess("echo", cwd=REPO):
-        assert httpx.get(f"{url}/metadata").json()["name"] == "echo"
+        assert httpx.get(f"{url}/metadata").status_code == 401  # the server wants its token...
+        # ...which this user's clients find in the 0600 file `openenv serve` left for its port
+        assert httpx.get(f"{url}/metadata", headers=auth_headers(url)).json()["name"] == "echo"
+        port = int(url.rsplit(":", 1)[1])
+        assert token_file(port).stat().st_mode & 0o777 == 0o600
+    assert not token_file(port).exists()  # removed when the server stopped
+
+
+def test_serve_refuses_no_token_on_an_address_other_than_loopback() -> None:
+    result = runner.invoke(app, ["serve", "echo", "--host", "0.0.0.0", "--no-token"])
+    assert result.exit_code == 2 and "loopback" in result.output
 
 
 def test_serve_an_unknown_env_exits_2_naming_it() -> None:

@@ -20,9 +20,9 @@ def pi_server(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[str]:
 
 
 async def _call(url: str, body: Any) -> Any:
-    from mcp.client.client import Client
+    from openenv.client.mcp import connect_mcp
 
-    async with Client(f"{url}/mcp") as client:
+    async with connect_mcp(url) as client:
         return await body(client)
 
 

@@ -134,6 +134,14 @@ def leaks() -> Leaks:
     return Leaks()
 
 
+def attack_totals(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Attacks tried and blocked over every test that recorded `attack=..., blocked=...` (the env server's,
+    the proxy's, the sandbox's), with the names of any that got through."""
+    attacks = [row for row in rows.values() if "attack" in row]
+    through = [str(row["attack"]) for row in attacks if not row.get("blocked")]
+    return {"tried": len(attacks), "blocked": len(attacks) - len(through), "not_blocked": through}
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     rows = {k: v for k, v in _FIGURES.items() if v}
     if not rows:
@@ -142,5 +150,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     for nodeid, values in rows.items():
         shown = ", ".join(f"{k}={v}" for k, v in values.items())
         terminalreporter.write_line(f"{nodeid.split('::', 1)[-1]}: {shown}")
+    totals = attack_totals(rows)
+    if totals["tried"]:
+        terminalreporter.write_line(f"attacks tried / blocked: {totals['tried']} / {totals['blocked']}"
+                                    + (f" (not blocked: {', '.join(totals['not_blocked'])})" if totals["not_blocked"] else ""))
+        rows = {**rows, "attacks": totals}
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps(rows, indent=2, default=str) + "\n")

@@ -8,6 +8,7 @@ An HTTP client that simply stops calling is left to the idle reaper, timed the s
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import struct
@@ -24,6 +25,7 @@ import pytest
 from websockets.sync.client import connect
 
 from openenv.capture.server import CaptureServer
+from openenv.core.auth import TOKEN_ENV, auth_headers, token_for
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
@@ -136,8 +138,10 @@ def seconds_until_freed(url: str, capture: CaptureServer, since: float, docker: 
 
 
 def start_client(url: str, command: str = "") -> subprocess.Popen[str]:
+    """The trainer process, given the server's token the way a remote client gets it: `$OPENENV_TOKEN`."""
+    env = {**os.environ, TOKEN_ENV: token_for(url) or ""}
     return subprocess.Popen([sys.executable, "-c", CLIENT, url, HARNESS, TASK, command],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 @pytest.mark.parametrize("sandbox", ["local", "docker"])
@@ -169,7 +173,8 @@ def test_a_reset_connection_without_a_close_frame_frees_everything(
     served: Callable[..., str], capture: CaptureServer, figures: Any
 ) -> None:
     url = served()
-    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, proxy=None) as ws:
+    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, proxy=None,
+                 additional_headers=auth_headers(url)) as ws:
         ws.send(json.dumps({"type": "reset", "data": {"options": {"task": TASK}}}))
         assert '"type":"observation"' in str(ws.recv(timeout=240))
         held = what_is_held(url, capture)

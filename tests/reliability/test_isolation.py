@@ -57,17 +57,18 @@ def test_env_server_answers_guessed_and_foreign_session_ids_with_401(figures: An
     one, other = LocalServer(create_app(EchoEnvironment)).start(), LocalServer(create_app(EchoEnvironment)).start()
     try:
         with httpx.Client(timeout=10) as http:
-            mine = http.post(f"{one.base_url}/reset", json={}).json()["session_id"]
-            foreign = http.post(f"{other.base_url}/reset", json={}).json()["session_id"]
+            # Each server's own token: a session id is the second lock, behind the token (test_server_attacks).
+            mine = http.post(f"{one.base_url}/reset", json={}, headers=one.headers).json()["session_id"]
+            foreign = http.post(f"{other.base_url}/reset", json={}, headers=other.headers).json()["session_id"]
             probes = [("guessed", _guess()) for _ in range(20)] + [("foreign", foreign)]
             answers = []
             for _, sid in probes:
                 for method, path, body in [("POST", "/step", {"action": {"message": "x"}}), ("GET", "/state", None),
                                            ("DELETE", "/session", None)]:
-                    r = http.request(method, one.base_url + path, json=body, headers={"X-Session-Id": sid})
+                    r = http.request(method, one.base_url + path, json=body, headers={"X-Session-Id": sid, **one.headers})
                     answers.append((r.status_code, r.json()["error"]["code"]))
             assert set(answers) == {(401, "unknown_session")}
-            assert http.get(f"{one.base_url}/state", headers={"X-Session-Id": mine}).status_code == 200
+            assert http.get(f"{one.base_url}/state", headers={"X-Session-Id": mine, **one.headers}).status_code == 200
     finally:
         one.stop()
         other.stop()

@@ -43,13 +43,13 @@ checks.positive_data_acceptance.enabled = false
 CLI = [sys.executable, "-c", "from schemathesis.cli import schemathesis; schemathesis()"]
 
 
-def schemathesis_run(schema: str, tmp_path: Path, *args: str) -> dict[str, Any]:
-    """Run the CLI; returns its exit code, output and the counts of its summary."""
+def schemathesis_run(schema: str, tmp_path: Path, *args: str, token: str | None = None) -> dict[str, Any]:
+    """Run the CLI with the server's bearer token; returns its exit code, output and the counts of its summary."""
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     cmd = [*CLI, "--no-color", "--config-file", str(config), "run", schema,
            "--max-examples", str(MAX_EXAMPLES), "--max-time", str(MAX_TIME_S), "--generation-database", "none",
-           "--request-timeout", "30", *args]
+           "--request-timeout", "30", *(["--header", f"Authorization:Bearer {token}"] if token else []), *args]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
     out = done.stdout + done.stderr
     cases = re.search(r"(\d+) generated", out)
@@ -70,34 +70,35 @@ def assert_clean(run: dict[str, Any]) -> None:
 
 
 @pytest.fixture
-def echo_server() -> Iterator[str]:
+def echo_server() -> Iterator[LocalServer]:
     # The stateful phase resets hundreds of times and closes none of those sessions; with the default 64 it
     # fills the server, whose documented answer is then 503 `capacity` (tested in tests/server), which
     # schemathesis counts as a server error. Room for every reset keeps the run about the API, not capacity.
     app = create_app(EchoEnvironment, max_sessions=100_000)
     server = LocalServer(app).start(timeout_s=60)  # a loaded machine is slow
     try:
-        yield server.base_url
+        yield server
     finally:
         server.stop()
 
 
 def test_echo_env_server_has_no_server_errors_and_answers_as_documented(
-    echo_server: str, tmp_path: Path, figures: Any
+    echo_server: LocalServer, tmp_path: Path, figures: Any
 ) -> None:
-    run = schemathesis_run(f"{echo_server}/openapi.json", tmp_path)
+    run = schemathesis_run(f"{echo_server.base_url}/openapi.json", tmp_path, token=echo_server.token)
     assert_clean(run)
     figures.record(cases=run["cases"], failures=sum(run["failures"].values()), server_errors=run["server_errors"])
 
 
 def test_echo_steps_with_a_live_session_validate_every_action(
-    echo_server: str, tmp_path: Path, figures: Any
+    echo_server: LocalServer, tmp_path: Path, figures: Any
 ) -> None:
-    sid = httpx.post(f"{echo_server}/reset", json={}, timeout=10).json()["session_id"]
-    run = schemathesis_run(f"{echo_server}/openapi.json", tmp_path, "--include-path", "/step",
-                           "--phases", "coverage,fuzzing", "--header", f"X-Session-Id:{sid}")
+    url, auth = echo_server.base_url, echo_server.headers
+    sid = httpx.post(f"{url}/reset", json={}, headers=auth, timeout=10).json()["session_id"]
+    run = schemathesis_run(f"{url}/openapi.json", tmp_path, "--include-path", "/step",
+                           "--phases", "coverage,fuzzing", "--header", f"X-Session-Id:{sid}", token=echo_server.token)
     assert_clean(run)
-    state = httpx.get(f"{echo_server}/state", headers={"X-Session-Id": sid}, timeout=10).json()
+    state = httpx.get(f"{url}/state", headers={"X-Session-Id": sid, **auth}, timeout=10).json()
     assert state["step_count"] > 0, "no fuzzed action was accepted"
     figures.record(cases=run["cases"], steps_accepted=state["step_count"], server_errors=run["server_errors"])
 
@@ -121,7 +122,7 @@ def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_mod
             document = httpx.get(f"{server.base_url}/openapi.json", timeout=30).json()
             path = tmp_path / "openapi.json"
             path.write_text(json.dumps(with_reset_options(document, ResetOptions)))
-            run = schemathesis_run(str(path), tmp_path, "--url", server.base_url)
+            run = schemathesis_run(str(path), tmp_path, "--url", server.base_url, token=server.token)
             live = httpx.get(f"{server.base_url}/health", timeout=10).json()["active_sessions"]
     assert_clean(run)
     assert live == 0, "a failed reset must not hold a session"

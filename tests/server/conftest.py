@@ -9,6 +9,7 @@ import httpx
 import pytest
 from echo_env import EchoEnvironment
 
+from openenv.core.auth import auth_headers
 from openenv.server import LocalServer, create_app
 
 Serve = Callable[..., str]
@@ -34,8 +35,16 @@ def echo_url(serve: Serve) -> str:
     return serve()
 
 
+def _add_token(request: httpx.Request) -> None:
+    """Send the token of the server a test started (servers require one by default); a test that sets
+    its own `Authorization` keeps it."""
+    if "authorization" not in request.headers:
+        request.headers.update(auth_headers(str(request.url)))
+
+
 @pytest.fixture(scope="session")
 def http() -> Iterator[httpx.Client]:
-    """One pooled HTTP client for the whole run (a fresh client per call costs ~50 ms of TLS setup)."""
-    with httpx.Client(timeout=10.0) as client:
+    """One pooled HTTP client for the whole run (a fresh client per call costs ~50 ms of TLS setup),
+    sending the token of whichever in-process server it talks to."""
+    with httpx.Client(timeout=10.0, event_hooks={"request": [_add_token]}) as client:
         yield client

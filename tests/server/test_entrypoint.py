@@ -7,6 +7,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from openenv.scaffold import scaffold
@@ -22,10 +23,15 @@ def load_entrypoint() -> ModuleType:
     return module
 
 
+def client_of(app: FastAPI) -> TestClient:
+    """A test client that calls the app as a loopback client with the token it printed."""
+    return TestClient(app, base_url="http://127.0.0.1", headers={"Authorization": f"Bearer {app.state.security.token}"})
+
+
 def test_without_openenv_env_it_serves_what_the_root_manifest_names(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENENV_ENV", raising=False)
     app = load_entrypoint().app
-    with TestClient(app) as client:
+    with client_of(app) as client:
         assert client.get("/metadata").json()["name"] == "echo"
 
 
@@ -34,6 +40,6 @@ def test_openenv_env_names_another_env_folder(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("OPENENV_ENV", str(folder))
     monkeypatch.setenv("OPENENV_MAX_SESSIONS", "3")
     app = load_entrypoint().app
-    with TestClient(app) as client:
+    with client_of(app) as client:
         meta = client.get("/metadata").json()
     assert (meta["name"], meta["max_sessions"]) == ("entry_demo", 3)

@@ -9,6 +9,8 @@ import pytest
 from echo_env import EchoEnvironment
 from pydantic import BaseModel
 
+from openenv.client.mcp import connect_mcp
+from openenv.core.auth import auth_headers
 from openenv.errors import BadRequest
 from openenv.server.mcp import env_tools
 
@@ -40,9 +42,7 @@ class ToolEchoEnvironment(EchoEnvironment):
 
 
 async def _with_client(url: str, body: Any) -> Any:
-    from mcp.client.client import Client
-
-    async with Client(f"{url}/mcp") as client:
+    async with connect_mcp(url) as client:
         return await body(client)
 
 
@@ -114,6 +114,6 @@ def test_env_tools_maps_the_harness_env_to_its_four_tools():
 def test_a_malformed_mcp_post_is_refused_and_the_server_keeps_serving(serve, body):
     url = serve(EchoEnvironment)
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    response = httpx.post(f"{url}/mcp", content=body, headers=headers, timeout=10.0)
+    response = httpx.post(f"{url}/mcp", content=body, headers=headers | auth_headers(url), timeout=10.0)
     assert 400 <= response.status_code < 500
     assert httpx.get(f"{url}/health", timeout=10.0).status_code == 200

@@ -171,3 +171,53 @@ def test_max_sessions_must_be_positive() -> None:
 def test_a_plain_factory_needs_explicit_models() -> None:
     with pytest.raises(TypeError, match="action_type= and observation_type="):
         EnvTypes.infer(lambda: EchoEnvironment())
+
+
+async def test_the_reaper_keeps_reaping_when_closing_one_socket_fails(make_registry) -> None:
+    """A socket that died under the server made `on_reap` raise, which ended the reaper task for good:
+    from then on no session ever expired (HTTP sessions least of all)."""
+    reg = make_registry(idle_timeout_s=0.05)
+
+    async def broken_socket() -> None:
+        raise RuntimeError("Cannot call send once a close message has been sent")
+
+    await reg.open("ws", on_reap=broken_socket)
+    http_session = await reg.open("http")
+    reaper = asyncio.create_task(reg.run_reaper())
+    try:
+        await asyncio.sleep(0.5)
+        assert not reaper.done()
+        assert reg.active == 0
+        with pytest.raises(UnknownSession):
+            reg.get(http_session.id)
+    finally:
+        reaper.cancel()
+
+
+async def test_at_capacity_the_longest_idle_http_session_gives_way(make_registry) -> None:
+    reg = make_registry(max_sessions=2, http_evict_after_s=0.05)
+    ws_session = await reg.open("ws")
+    idle_http = await reg.open("http")
+    with pytest.raises(CapacityError):  # not idle long enough yet
+        reg.http_evict_after_s = 60
+        await reg.open("http")
+    reg.http_evict_after_s = 0.05
+    await asyncio.sleep(0.1)
+    newcomer = await reg.open("http")
+    assert reg.get(ws_session.id) is ws_session and reg.get(newcomer.id) is newcomer  # a WebSocket never gives way
+    with pytest.raises(UnknownSession):
+        reg.get(idle_http.id)
+
+
+async def test_a_held_slot_counts_against_capacity(make_registry) -> None:
+    reg = make_registry(max_sessions=1)
+    async with reg.hold("mcp"):
+        assert reg.active == 1
+        with pytest.raises(CapacityError):
+            await reg.open("ws")
+    assert reg.active == 0
+    session = await reg.open("ws")
+    with pytest.raises(CapacityError):
+        async with reg.hold("mcp"):
+            pass
+    await reg.close(session.id)

@@ -14,10 +14,18 @@ from typing import Any
 import httpx
 import pytest
 from echo_env import EchoAction, EchoEnvironment, EchoObservation
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import ClientConnection
+from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
+from openenv.core.auth import auth_headers
+
 Serve = Callable[..., str]
+
+
+def connect(url: str, **kwargs: Any) -> Any:
+    """A raw WebSocket to a server a test started, with its token (servers require one by default)."""
+    return ws_connect(url, additional_headers=auth_headers(url), **kwargs)
 
 
 def ws_url(base: str) -> str:

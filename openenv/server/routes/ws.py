@@ -30,12 +30,13 @@ from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMe
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import Session
 
-__all__ = ["IDLE_CLOSE_CODE", "handle_frame", "router", "session_socket"]
+__all__ = ["FRAME_TOO_BIG_CODE", "IDLE_CLOSE_CODE", "handle_frame", "router", "session_socket"]
 
 log = logging.getLogger(__name__)
 router = APIRouter()
 
 IDLE_CLOSE_CODE = 4408  # application range (4000-4999): the reaper closed an idle session
+FRAME_TOO_BIG_CODE = 1009  # RFC 6455 "message too big"
 _MESSAGE_TYPES = "reset, step, state, close"
 
 
@@ -77,13 +78,20 @@ async def _serve(websocket: WebSocket, session: Session) -> None:
 
 
 async def _read(websocket: WebSocket, frames: asyncio.Queue[str | bytes | None]) -> None:
-    """Queue every frame; a `None` marks the end of the connection (disconnect or transport error)."""
+    """Queue every frame; a `None` marks the end of the connection (disconnect, transport error, or a
+    frame over the cap: closed with 1009, as RFC 6455 says, before it is parsed)."""
+    limit = websocket.app.state.security.max_frame_bytes
     try:
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
                 return
-            frames.put_nowait(message.get("text") or message.get("bytes") or b"")
+            frame = message.get("text") or message.get("bytes") or b""
+            if len(frame) > limit:  # characters for text: at most 4 bytes each, so the cap holds in bytes/4
+                log.warning("closing a WebSocket that sent a %d-character frame (cap %d)", len(frame), limit)
+                await websocket.close(code=FRAME_TOO_BIG_CODE, reason=f"frame over {limit} bytes")
+                return
+            frames.put_nowait(frame)
     except (WebSocketDisconnect, OSError, RuntimeError):
         return
     finally:
