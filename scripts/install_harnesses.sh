@@ -34,6 +34,7 @@ cline           npm     cline                            3.0.65    cline    syst
 openhands       pip     openhands                        1.16.0    openhands 3.12
 kilo            npm     @kilocode/cli                    7.7.7     kilo     system
 continue        npm     @continuedev/cli                 1.5.47    cn       system
+grok-cli        npm     @vibe-kit/grok-cli               0.0.34    grok     system
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
