@@ -61,7 +61,7 @@ fi
 bash "$here/scripts/install_sandbox.sh"
 
 say "installing openenv (editable) with extras"
-quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,dev]"
+quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,ray,dev]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"
 
 # --all: one entry point for every prerequisite of the suite; each script is idempotent on its own.

@@ -40,6 +40,7 @@ class SessionManager:
         self.sampling = sampling
         self.max_sessions = max_sessions
         self.sessions: dict[str, Session] = {}
+        self._bound: dict[str, Backend] = {}
 
     def open(self, *, base_url: str, mode: Mode = "auto", sampling: SamplingParams | None = None,
              aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None) -> Session:
@@ -52,8 +53,12 @@ class SessionManager:
             raise CapacityError(len(self.sessions), self.max_sessions)
         token = token or secrets.token_urlsafe(18)
         merged = self.sampling.merged(sampling) if self.sampling is not None else sampling
+        # A backend over several engines (VLLMEngines) gives each session its own view, pinned to one engine.
+        bind = getattr(self.backend, "bind", None)
+        backend = bind(token) if bind is not None else self.backend
+        self._bound[token] = backend
         session = Session(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
-                          loop=asyncio.get_running_loop(), renderer=self.renderer, backend=self.backend,
+                          loop=asyncio.get_running_loop(), renderer=self.renderer, backend=backend,
                           parser=self.parser, mode=mode, sampling=merged, aux=aux, gate_aux=gate_aux,
                           served_model=self.served_model)
         self.sessions[token] = session
@@ -76,5 +81,8 @@ class SessionManager:
         """Close a session: parked requests get an error, later requests get 401."""
         session = self.get(token)
         del self.sessions[token]
+        release = getattr(self._bound.pop(token, None), "release", None)
+        if release is not None:
+            release()
         session.fail_all(UnknownSession("the session was closed while this request was waiting"))
         return session

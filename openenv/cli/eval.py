@@ -12,6 +12,7 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from openenv.eval import EpisodeResult, EvalPlan, Report
+    from openenv.executor import EpisodeExecutor
 
 __all__ = ["register"]
 
@@ -31,13 +32,18 @@ def eval_(
     policy: Annotated[str, typer.Option(help="sample (the model answers) or oracle (reference solution)")]
     = "sample",
     n: Annotated[int, typer.Option("-n", help="episodes per (harness, task)")] = 1,
-    concurrency: Annotated[int, typer.Option(help="episodes at once")] = 2,
+    concurrency: Annotated[int | None, typer.Option(help="episodes at once (default 2; with --ray: every "
+                                                         "episode slot the cluster offers)")] = None,
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="cap on each sampled reply")] = None,
     timeout: Annotated[float | None, typer.Option(help="per-episode harness budget in seconds")] = None,
     out: Annotated[Path, typer.Option(help="results folder")] = Path("artifacts/eval"),
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
+                                            help="run the episodes on a Ray cluster (`auto`: the one this machine "
+                                                 "is part of); needs --backend vllm and pip install "
+                                                 "'openenv[ray]'")] = None,
 ) -> None:
     """Run every harness on every task; write results.md, results.json and solve_rate.png to --out."""
     from pydantic import ValidationError
@@ -53,13 +59,18 @@ def eval_(
         if unknown:
             raise typer.BadParameter(f"task set {tasks!r} has no task(s) {unknown}; it has {ids}")
         plan = EvalPlan(harnesses=_csv(harness), tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
-                        policy=policy, repeats=n, concurrency=concurrency,  # type: ignore[arg-type]
+                        policy=policy, repeats=n, concurrency=concurrency or 2,  # type: ignore[arg-type]
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
                         timeout_s=timeout)
+        executor = _ray_executor(plan, ray, concurrency) if ray else None
     except (OpenEnvError, ValidationError) as exc:
         _err.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
         raise typer.Exit(2) from None
-    results = _run_with_progress(plan, out)
+    try:
+        results = _run_with_progress(plan, out, executor)
+    finally:
+        if executor is not None:
+            executor.close()
     report = summarize(results, backend=backend, policy=policy, tasks=wanted, repeats=n)
     paths = write_report(report, out)
     if as_json:
@@ -70,7 +81,19 @@ def eval_(
         _err.print(f"{kind}: {path}")
 
 
-def _run_with_progress(plan: EvalPlan, out: Path) -> list[EpisodeResult]:
+def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExecutor:
+    """Connect to the cluster and start the episode workers (each checks its node first)."""
+    from openenv.executor.cluster import RayExecutor
+
+    _err.print(f"connecting to the Ray cluster at {address} and starting the episode workers")
+    executor = RayExecutor(address, engine=plan.engine(), harnesses=plan.harnesses, slots=slots)
+    nodes = executor.nodes()
+    _err.print(f"{executor.slots} episode workers on {len(set(nodes.values()))} node(s): "
+               f"{', '.join(sorted(set(nodes.values())))}")
+    return executor
+
+
+def _run_with_progress(plan: EvalPlan, out: Path, executor: EpisodeExecutor | None = None) -> list[EpisodeResult]:
     """One bar per harness plus a total, advanced as episodes finish (on stderr: stdout stays clean)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -91,7 +114,7 @@ def _run_with_progress(plan: EvalPlan, out: Path) -> list[EpisodeResult]:
             if result.error:
                 progress.console.print(f"[red]{h} {result.summary.task}: {result.error}[/]")
 
-        return run_eval(plan, out, on_result=advance)
+        return run_eval(plan, out, on_result=advance, executor=executor)
 
 
 def _print_table(report: Report) -> None:

@@ -48,6 +48,7 @@ class EpisodeResult(BaseModel):
     summary: EpisodeSummary
     trajectory: str
     error: str | None = None
+    node: str | None = Field(default=None, description="the node that ran it (a Ray node id, or local:<host>)")
 
 
 def run_recorded_episode(request: EpisodeRequest, out_dir: Path, *, server: object | None = None) -> EpisodeResult:

@@ -1,24 +1,35 @@
 """`run_eval`: every (harness, task, repeat) episode of a plan, run concurrently with progress bars.
 
-Episodes are threads in one process, so they share one capture server (one model load) per backend.
+Episodes go through an executor (`openenv.executor`): by default threads of this process sharing one
+capture server (one model load) per backend; with `executor=RayExecutor(...)` (`openenv eval --ray`),
+`EpisodeWorker` actors across a cluster, each next to its own proxy. Either way the logs end up in
+`out_dir/episodes/` (a Ray worker writes its log on its node; the driver fetches it when the episode ends).
+
 A failed episode is kept as a result with its error and reward 0, never dropped: a harness that
-crashes must show up in the table as unsolved, not vanish from it.
+crashes must show up in the table as unsolved, not vanish from it. An episode whose *worker* died
+(a lost node) says nothing about the harness, so it is run again elsewhere, up to `LOST_RETRIES` times.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.eval.episodes import Backend, EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
 from openenv.harness.rollout import EpisodeSummary, Policy
 
-__all__ = ["EvalPlan", "Progress", "run_eval"]
+__all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
 
 Progress = Callable[[EpisodeResult], None]
+LOST_RETRIES = 2
+_LOST = "WorkerLost"
 
 
 class EvalPlan(BaseModel):
@@ -44,28 +55,90 @@ class EvalPlan(BaseModel):
         return [EpisodeRequest(harness=h, task=t, **common)  # type: ignore[arg-type]
                 for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
 
-
-def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None) -> list[EpisodeResult]:
-    """Run the plan; each episode's log goes to `out_dir/episodes/`. Results come back in plan order."""
-    requests = plan.requests()
-    logs = out_dir / "episodes"
-    results: dict[int, EpisodeResult] = {}
-    with ThreadPoolExecutor(plan.concurrency, thread_name_prefix="openenv-eval") as pool:
-        futures = {pool.submit(_run_safely, req, logs): i for i, req in enumerate(requests)}
-        for future in as_completed(futures):
-            result = future.result()
-            results[futures[future]] = result
-            if on_result is not None:
-                on_result(result)
-    return [results[i] for i in range(len(requests))]
+    def engine(self) -> EngineSpec:
+        """The engine the plan's episodes sample from (what a Ray worker checks and serves)."""
+        given = self.vllm_url or (os.environ.get("OPENENV_VLLM_URL") if self.backend == "vllm" else None) or ""
+        urls = tuple(u.strip().rstrip("/") for u in given.split(",") if u.strip())
+        return EngineSpec(backend=self.backend, model=self.model, vllm_urls=urls)
 
 
-def _run_safely(request: EpisodeRequest, logs: Path) -> EpisodeResult:
-    try:
-        return run_recorded_episode(request, logs)
-    except Exception as exc:  # noqa: BLE001 - one broken episode must not sink the whole table
+@dataclass(frozen=True)
+class EvalEpisodeJob:
+    """One eval episode, as an executor job: runs `run_recorded_episode` wherever the executor puts it."""
+
+    request: EpisodeRequest
+    logs: str
+    engine: EngineSpec
+
+    @property
+    def label(self) -> str:
+        return f"{self.request.harness}/{self.request.task}"
+
+    def run(self, context: WorkerContext) -> EpisodeResult:
+        logs = context.artifacts or Path(self.logs)
+        try:
+            server = context.capture(self.engine)
+            result = run_recorded_episode(self.request, logs, server=server)
+        except Exception as exc:  # noqa: BLE001 - one broken episode must not sink the whole table
+            result = self.lost(f"{type(exc).__name__}: {exc}")
+        result.node = context.node_id
+        return result
+
+    def lost(self, reason: str) -> EpisodeResult:
+        request = self.request
         summary = EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy, reward=0.0,
                                  status=None, turns=0, tool_calls=0, sequences=0, merge_ratio=0.0, aux_turns=0,
                                  reward_breakdown={}, wall_s=0.0)
         return EpisodeResult(episode_id=f"{request.harness}-{request.task}-failed", summary=summary,
-                             trajectory="", error=f"{type(exc).__name__}: {exc}")
+                             trajectory="", error=reason)
+
+
+def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None,
+             executor: EpisodeExecutor | None = None) -> list[EpisodeResult]:
+    """Run the plan; each episode's log goes to `out_dir/episodes/`. Results come back in plan order.
+
+    Args:
+        executor: where episodes run (default: `plan.concurrency` threads here; closed on return). One
+            that is passed in stays open: the caller closes it.
+    """
+    logs = out_dir / "episodes"
+    engine = plan.engine()
+    jobs = [EvalEpisodeJob(request=req, logs=str(logs), engine=engine) for req in plan.requests()]
+    own = executor is None
+    runner = executor or ThreadExecutor(plan.concurrency)
+    results: dict[int, EpisodeResult] = {}
+    tries = [1] * len(jobs)
+    try:
+        pending: dict[Future[Any], int] = {runner.submit(job): i for i, job in enumerate(jobs)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                i = pending.pop(future)
+                result: EpisodeResult = future.result()
+                if (result.error or "").startswith(_LOST) and tries[i] <= LOST_RETRIES:
+                    tries[i] += 1
+                    pending[runner.submit(jobs[i])] = i
+                    continue
+                if runner.kind != "thread" and result.trajectory:
+                    _bring_home(runner, result, logs)
+                results[i] = result
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        if own:
+            runner.close()
+    return [results[i] for i in range(len(jobs))]
+
+
+def _bring_home(executor: EpisodeExecutor, result: EpisodeResult, logs: Path) -> None:
+    """Copy a remote worker's episode log into `logs/` and point the result at the copy."""
+    try:
+        data = executor.fetch(result.node or "", result.trajectory)
+    except Exception as exc:  # noqa: BLE001 - the table still counts the episode; say where the log is
+        result.error = result.error or f"log left on node {result.node}: {type(exc).__name__}: {exc}"
+        return
+    logs.mkdir(parents=True, exist_ok=True)
+    local = logs / Path(result.trajectory).name
+    local.write_bytes(data)
+    result.trajectory = str(local)
+    result.summary.trajectory = str(local)

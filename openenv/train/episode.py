@@ -9,13 +9,15 @@ the policy's outcome, and it gets the verifier's reward like any other.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from openenv.capture.trajectory import SequenceRow
 from openenv.harness.environment import HarnessEnvironment
-from openenv.harness.rollout import run_episode
+from openenv.harness.rollout import run_episode, save_trajectory
 from openenv.harness.tasks.model import Task
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
@@ -46,6 +48,8 @@ class EpisodeResult:
     aux_tokens: int = 0
     error: str | None = None
     wall_s: float = 0.0
+    node: str | None = None  # where it ran: a Ray node id, or None for this process
+    trajectory: str | None = None  # the full trajectory (JSONL) on that node, when one was kept
 
     @property
     def rows(self) -> tuple[SequenceRow, ...]:
@@ -68,13 +72,15 @@ class EpisodeResult:
 
 
 def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
-                         timeout_s: float | None = None, sequences: SequencePolicy = "all") -> EpisodeResult:
+                         timeout_s: float | None = None, sequences: SequencePolicy = "all",
+                         keep_in: Path | None = None) -> EpisodeResult:
     """Run one episode in a fresh environment; exceptions become a failed result, never escape.
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
     through the harness's tools and the backend scores it (an expert episode with the policy's own
     logprobs, useful to seed a group with a success). `sequences` says which of the episode's
-    sequences train (`sequences.py`).
+    sequences train (`sequences.py`). `keep_in`: also write the full trajectory (every turn, aux
+    included) there as JSONL, and name it in `result.trajectory`.
     """
     start = time.monotonic()
     result = EpisodeResult(harness=harness, task_id=task.id, policy=policy)
@@ -89,6 +95,9 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         if summary.reward is None:  # no verdict is not a score of 0: the failure policy retries or masks it
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"
         result.tool_calls, result.turns, result.status = summary.tool_calls, summary.turns, summary.status
+        if keep_in is not None:
+            name = f"{harness}-{task.id}-{uuid.uuid4().hex[:8]}.jsonl"
+            result.trajectory = str(save_trajectory(keep_in / name, env, obs, summary))
     except Exception as exc:  # noqa: BLE001 - a failed episode is data for the failure policy, not a crash
         result.error = f"{type(exc).__name__}: {exc}"
     finally:

@@ -10,15 +10,22 @@ fails because an episode did.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.train.episode import EpisodeResult
 
-__all__ = ["FailurePolicy", "GroupOutcome", "run_group"]
+__all__ = ["FailurePolicy", "GroupOutcome", "Submitter", "run_group"]
+
+
+class Submitter(Protocol):
+    """Runs one episode somewhere and returns the future of its `EpisodeResult`."""
+
+    def submit(self, episode: Any, /) -> Future[EpisodeResult]: ...
 
 
 class FailurePolicy(BaseModel):
@@ -45,9 +52,11 @@ class GroupOutcome:
         return sum(a - 1 for a in self.attempts)
 
 
-def run_group(pool: ThreadPoolExecutor, episodes: list[Callable[[], EpisodeResult]],
-              policy: FailurePolicy) -> Future[GroupOutcome]:
+def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -> Future[GroupOutcome]:
     """Start every episode of a group on `pool`; retries are resubmitted as failures come in.
+
+    `pool` is an executor (`openenv.executor`: thread or Ray) and `episodes` its jobs, or a
+    `ThreadPoolExecutor` and callables; either way `pool.submit(episode)` returns a future result.
 
     Returns a future of the group's outcome; it never raises for a failed episode.
     """
@@ -61,7 +70,7 @@ def run_group(pool: ThreadPoolExecutor, episodes: list[Callable[[], EpisodeResul
         pool.submit(episodes[slot]).add_done_callback(lambda f: finish(slot, f))
 
     def finish(slot: int, future: Future[EpisodeResult]) -> None:
-        result = future.result()  # run_training_episode turns every exception into a failed result
+        result = future.result()  # run_training_episode (and a lost worker) give a failed result, never raise
         if result.failed and attempts[slot] <= policy.max_retries:
             start(slot)
             return

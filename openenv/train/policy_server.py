@@ -32,7 +32,7 @@ def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
 
 
 def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str | Path | None = None,
-                  vllm_url: str | None = None) -> CaptureServer:
+                  vllm_url: str | list[str] | None = None) -> CaptureServer:
     """Start a capture server whose backend samples the trainer's current policy.
 
     Raises:
@@ -47,6 +47,6 @@ def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str
     url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
     if not url:
         raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
-    from openenv.capture.backends.vllm import VLLMBackend
+    from openenv.capture.backends.vllm_engines import vllm_backend
 
-    return CaptureServer(backend=VLLMBackend(url.rstrip("/")), model=folder).start()
+    return CaptureServer(backend=vllm_backend(url), model=folder).start()  # several URLs: VLLMEngines

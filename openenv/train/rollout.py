@@ -11,30 +11,36 @@ episode's primary training sequence, see `sequences.py`), its other sequences in
 by `EpisodeGRPOTrainer`), the row weights, plus the reward components as extra columns for the reward
 functions (`rewards.py`). Failed episodes follow `failures.py`. Per-harness metrics go to TRL's
 logs (`metrics.py`).
+
+Where episodes run is the executor's business (`openenv.executor`): `executor="thread"` runs them on
+threads here, sharing the policy server; `executor="ray"` sends each one to an `EpisodeWorker` actor on a
+Ray cluster (`ray_address`), next to that worker's own proxy, sampling from the vLLM engine(s) at
+`vllm_url`. Group planning, the harness mix, retry-or-mask and staleness stay here on the driver.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
+from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_executor
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
-from openenv.train.episode import EnvFactory, EpisodePolicy, EpisodeResult, run_training_episode
+from openenv.train.episode import EpisodePolicy, EpisodeResult
+from openenv.train.episode_job import TrainingEpisodeJob
 from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
 from openenv.train.metrics import log_rollout_metrics
 from openenv.train.mix import HarnessMix
-from openenv.train.policy_server import policy_server
+from openenv.train.policy_server import model_folder, policy_server
 from openenv.train.prompts import parse_prompt
 from openenv.train.sequences import SequencePolicy, row_weights
 
@@ -55,7 +61,8 @@ class RolloutConfig(BaseModel):
         task_set: where prompt task ids are looked up (`builtin`, a Harbor folder, a datasets file).
         backend: `local` samples the trainer's in-memory model; `vllm` the server at `vllm_url`.
         model: the tokenizer/chat-template folder; default: the trainer model's `name_or_path`.
-        vllm_url: the vLLM base URL (no /v1); default: `GRPOConfig.vllm_server_base_url`.
+        vllm_url: the vLLM base URL (no /v1), or a list of them (sessions spread over the engines);
+            default: `GRPOConfig.vllm_server_base_url`.
         max_tokens: the cap on each sampled turn.
         temperature: the sampling temperature (keep it equal to `GRPOConfig.temperature`).
         max_concurrency: episodes running at once, across the batch's groups.
@@ -66,6 +73,10 @@ class RolloutConfig(BaseModel):
         sequences: `all` trains every sequence of an episode (compaction, sub-agents, forks) with the
             episode's advantage; needs `EpisodeGRPOTrainer`, and falls back to `longest` (one sequence per
             episode, the others dropped and counted) with a plain `GRPOTrainer`.
+        executor: `thread` (episodes on threads of this process) or `ray` (on `EpisodeWorker` actors of the
+            Ray cluster at `ray_address`; needs `backend="vllm"`).
+        ray_address: the cluster (`auto`, `HOST:PORT`, `ray://...`).
+        ray_slots: episode workers to start on Ray (default: every slot the cluster offers).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -74,7 +85,7 @@ class RolloutConfig(BaseModel):
     task_set: str = "builtin"
     backend: Literal["local", "vllm"] = "local"
     model: str | None = None
-    vllm_url: str | None = None
+    vllm_url: str | list[str] | None = None
     max_tokens: int = Field(default=256, gt=0)
     temperature: float = Field(default=1.0, gt=0)
     max_concurrency: int = Field(default=4, gt=0)
@@ -83,6 +94,16 @@ class RolloutConfig(BaseModel):
     failure: FailurePolicy = FailurePolicy()
     policy: EpisodePolicy = "sample"
     sequences: SequencePolicy = "all"
+    executor: ExecutorKind = "thread"
+    ray_address: str | None = "auto"
+    ray_slots: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _ray_needs_an_engine(self) -> RolloutConfig:
+        if self.executor == "ray" and self.backend == "local":
+            raise ValueError("executor='ray' needs backend='vllm': the 'local' backend samples the trainer's "
+                             "in-memory model, which other processes and machines cannot reach")
+        return self
 
     @field_validator("harness")
     @classmethod
@@ -121,8 +142,9 @@ class HarnessRollout:
         self.config = config or RolloutConfig()
         self.mix = HarnessMix.of(self.config.harness)
         self._env_factory = env_factory or self._default_env
+        self._custom_env = env_factory
         self._policy_for = policy_for or (lambda _i: self.config.policy)
-        self._pool = ThreadPoolExecutor(max_workers=self.config.max_concurrency, thread_name_prefix="episode")
+        self._executor: EpisodeExecutor | None = None
         self._server: CaptureServer | None = None
         self._tasks: dict[str, Task] | None = None
         self._warned = False
@@ -157,13 +179,30 @@ class HarnessRollout:
         return plans
 
     def start_group(self, plan: GroupPlan, trainer: Any) -> Future[GroupOutcome]:
-        """Start a group's episodes on the pool (with retries); returns the future of its outcome."""
-        make_env = self._env_maker(trainer)
-        episodes = [functools.partial(run_training_episode, make_env, plan.harness, plan.task,
-                                      policy=self._policy_for(i), timeout_s=self.config.episode_timeout_s,
-                                      sequences=self.sequence_policy(trainer))
-                    for i in range(plan.size)]
-        return run_group(self._pool, episodes, self.config.failure)
+        """Start a group's episodes on the executor (with retries); returns the future of its outcome."""
+        executor = self.executor(trainer)
+        engine = self._engine(trainer)
+        sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
+        builder = self._custom_env  # None: the job builds the default env wherever it runs (picklable)
+        jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
+                                   sampling=sampling, network=self.config.network,
+                                   timeout_s=self.config.episode_timeout_s,
+                                   sequences=self.sequence_policy(trainer), env_builder=builder)
+                for i in range(plan.size)]
+        return run_group(executor, jobs, self.config.failure)
+
+    def executor(self, trainer: Any) -> EpisodeExecutor:
+        """Where this rollout's episodes run (started on first use: Ray workers check their nodes then)."""
+        if self._executor is None:
+            if self.config.executor == "thread":
+                self._ensure_server(trainer)
+                self._executor = make_executor("thread", slots=self.config.max_concurrency,
+                                               engine=self._engine(trainer), harnesses=[],
+                                               capture=lambda _spec: self._server)
+            else:
+                self._executor = make_executor("ray", slots=self.config.ray_slots, engine=self._engine(trainer),
+                                               harnesses=sorted(self.mix.weights), address=self.config.ray_address)
+        return self._executor
 
     def to_batch(self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any) -> dict[str, list[Any]]:
         """Flatten the groups into TRL's columns and log the rollout's metrics."""
@@ -194,8 +233,10 @@ class HarnessRollout:
         return "longest"
 
     def close(self) -> None:
-        """Stop the pool and the capture server this rollout started."""
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Stop the executor (and its workers) and the capture server this rollout started."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
         if self._server is not None:
             self._server.stop()
             self._server = None
@@ -210,12 +251,18 @@ class HarnessRollout:
                              f"it has: {', '.join(sorted(self._tasks))}")
         return self._tasks[task_id]
 
-    def _env_maker(self, trainer: Any) -> EnvFactory:
+    def _ensure_server(self, trainer: Any) -> CaptureServer:
         if self._server is None:
             self._server = policy_server(trainer, backend=self.config.backend, model=self.config.model,
                                          vllm_url=self.config.vllm_url)
-        server = self._server
-        return lambda harness: self._env_factory(harness, server)
+        return self._server
+
+    def _engine(self, trainer: Any) -> EngineSpec:
+        """The engine and tokenizer folder, as a Ray worker needs them (paths valid on every node)."""
+        url = self.config.vllm_url or getattr(getattr(trainer, "args", None), "vllm_server_base_url", None)
+        urls = tuple(u.rstrip("/") for u in ([url] if isinstance(url, str) else url or []))
+        folder = str(model_folder(trainer, self.config.model)) if self.config.executor == "ray" else self.config.model
+        return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=urls)
 
     def _default_env(self, harness: str, server: CaptureServer) -> HarnessEnvironment:
         sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)

@@ -1,0 +1,66 @@
+"""Sweeping what a dead `EpisodeWorker` left behind: its sandboxes' processes and folders.
+
+A worker that dies mid-episode (node lost, actor killed, OOM) never runs `close()`: the harness it
+started keeps running, in its own process group, and its sandbox folder stays on disk. Each worker
+records an owner label (`host/pid/start-time`) and keeps every sandbox folder under its own temp folder,
+so whoever sweeps later (another worker of the run on the same host, or the driver's sweep at close)
+knows exactly what was the dead worker's, and leaves live workers' sandboxes alone.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.harness.sandbox.local import sandboxed_processes
+from openenv.harness.sandbox.sweeper import is_orphan
+
+__all__ = ["OrphanSweep", "sweep_dead_workers"]
+
+
+class OrphanSweep(BaseModel):
+    """What one host's sweep removed."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    host: str
+    processes: list[int] = Field(default_factory=list)
+    folders: list[str] = Field(default_factory=list)
+
+
+def sweep_dead_workers(owners: Sequence[tuple[str, str]], *, grace_s: float = 1.0) -> OrphanSweep:
+    """Kill the sandbox processes and remove the temp folders of dead workers on this host.
+
+    Args:
+        owners: `(owner label, temp folder)` of workers; those on other hosts or still alive are skipped.
+        grace_s: how long SIGTERM gets before SIGKILL.
+    """
+    report = OrphanSweep(host=socket.gethostname())
+    doomed: list[psutil.Process] = []
+    for owner, folder in owners:
+        host, _, rest = owner.partition("/")
+        if host != report.host or not is_orphan(owner):
+            continue
+        doomed += sandboxed_processes(int(rest.partition("/")[0]))
+        if folder and Path(folder).is_dir():
+            report.folders.append(folder)
+    for proc in doomed:
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            continue
+    _, alive = psutil.wait_procs(doomed, timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            continue
+    for folder in report.folders:  # after the kills: a live harness could still write into it
+        shutil.rmtree(folder, ignore_errors=True)
+    report.processes = sorted(p.pid for p in doomed)
+    return report
