@@ -35,6 +35,8 @@ openhands       pip     openhands                        1.16.0    openhands 3.1
 kilo            npm     @kilocode/cli                    7.7.7     kilo     system
 continue        npm     @continuedev/cli                 1.5.47    cn       system
 grok-cli        npm     @vibe-kit/grok-cli               0.0.34    grok     system
+kimi-cli        pip     kimi-cli                         1.52.0    kimi     3.12
+terminus-2      pip     harbor                           0.26.0    python   3.12
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
@@ -106,6 +108,25 @@ install_pip() {  # install_pip NAME PACKAGE VERSION PYTHON
   "$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "$2==$3" >&2
 }
 
+# Debian packages a harness needs at run time besides its own install ("name:pkg,pkg"); installed with
+# apt-get when the command is missing (terminus-2 types into tmux).
+DEBS="terminus-2:tmux"
+
+ensure_debs() {  # ensure_debs NAME
+  local entry pkg missing=()
+  entry="$(tr ' ' '\n' <<<"$DEBS" | awk -F: -v n="$1" '$1 == n { print $2 }')"
+  for pkg in ${entry//,/ }; do
+    command -v "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    log "$1 needs ${missing[*]}: install it (apt-get install ${missing[*]})"
+    return 1
+  fi
+  log "$1 needs ${missing[*]}: apt-get install"
+  apt-get install -y -q "${missing[@]}" >&2 || { apt-get update -q >&2 && apt-get install -y -q "${missing[@]}" >&2; }
+}
+
 install_one() {
   local row method package version bin node
   row="$(pin_row "$1")"
@@ -114,6 +135,7 @@ install_one() {
     return 2
   fi
   read -r method package version bin node <<<"$row"
+  ensure_debs "$1" || return 1
   case "$method" in
     npm) install_npm "$1" "$package" "$version" "$node" ;;
     pip) install_pip "$1" "$package" "$version" "$node" ;;

@@ -8,6 +8,9 @@ plan is read off the conversation itself, which makes it stateless and safe to r
 2. then the shell tool runs the solution script;
 3. a harness that needs a finish command (mini-swe-agent) gets it next;
 4. once every planned call has a tool result: a short final text answer.
+
+A harness that reads commands out of the reply's text instead of tool calls (terminus-2's JSON keystrokes)
+gets the same plan written in its own format (`shell_tool.reply`), one step per assistant turn.
 """
 
 from __future__ import annotations
@@ -89,9 +92,23 @@ class OraclePolicy:
         arguments = fill_required(self.spec.shell_tool.call_arguments(command), tool)
         return hermes_tool_call(self.spec.shell_tool.name, arguments)
 
+    def _text_reply(self, request: CanonicalRequest) -> str:
+        """A text-protocol harness (terminus-2): the plan's next command written the harness's way, one
+        reply per assistant turn so far; after the plan, the final reply (repeated if it asks again)."""
+        shell = self.spec.shell_tool
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done < len(self.plan):
+            return shell.reply_text(shell.call_arguments(self.plan[done]))
+        assert shell.final_reply is not None
+        return shell.final_reply
+
     def reply(self, request: CanonicalRequest, *, aux: bool = False) -> str:
         """The completion text for one pending request."""
-        if aux or not request.tools:
+        if aux:
+            return AUX_TEXT
+        if self.spec.shell_tool.in_text:
+            return self._text_reply(request)
+        if not request.tools:
             return AUX_TEXT
         results = sum(1 for m in request.messages if m.role == "tool")
         if results < len(self.plan):

@@ -100,9 +100,24 @@ class ConfigFile(_Spec):
 
     path: str
     format: Literal["json", "yaml", "text"]
-    content: Any = Field(description="a mapping for json/yaml, a string for text; templated")
+    content: Any = Field(default=None, description="a mapping for json/yaml, a string for text; templated")
+    source: str | None = Field(
+        default=None,
+        description="a file beside spec.yaml whose text is written as is (not templated), e.g. a launcher "
+        "script a harness without a CLI of its own runs with (terminus-2); `load_spec` reads it",
+    )
+
+    @model_validator(mode="after")
+    def _content_or_source(self) -> ConfigFile:
+        if self.source is not None and (self.format != "text" or not isinstance(self.content, str)):
+            raise ValueError(f"{self.path}: a `source` file is text, read by load_spec from the spec's folder")
+        if self.source is None and self.content is None:
+            raise ValueError(f"{self.path}: give `content` (templated) or `source` (a file beside spec.yaml)")
+        return self
 
     def render_text(self, variables: dict[str, str]) -> str:
+        if self.source is not None:
+            return str(self.content)
         content = render(self.content, variables)
         match self.format:
             case "json":
@@ -130,10 +145,35 @@ class ShellTool(_Spec):
         "refuses backticks or $() anywhere in a command (Gemini CLI 0.61)",
     )
 
+    reply: str | None = Field(
+        default=None,
+        description="for harnesses that read commands out of the reply text instead of tool calls "
+        "(terminus-2's JSON): the whole reply, where `${arguments}` is the JSON of the call's arguments",
+    )
+    final_reply: str | None = Field(
+        default=None, description="with `reply`: the text that ends the run (e.g. task_complete: true)"
+    )
+
+    @model_validator(mode="after")
+    def _text_replies_come_in_pairs(self) -> ShellTool:
+        if (self.reply is None) != (self.final_reply is None):
+            raise ValueError("shell_tool: `reply` and `final_reply` go together (a text protocol needs both)")
+        return self
+
+    @property
+    def in_text(self) -> bool:
+        """Whether the harness reads commands from the reply's text (no tool calls)."""
+        return self.reply is not None
+
     def call_arguments(self, command: str) -> dict[str, Any]:
         if self.encoding == "base64" and "\n" in command:
             command = f"echo {base64.b64encode(command.encode()).decode()} | base64 -d | sh"
         return render(self.arguments, {"command": command})
+
+    def reply_text(self, arguments: dict[str, Any]) -> str:
+        """The text-protocol reply that runs one call (only when `reply` is set)."""
+        assert self.reply is not None
+        return string.Template(self.reply).substitute(arguments=json.dumps(arguments))
 
 
 class AuxRule(_Spec):
@@ -211,4 +251,8 @@ def load_spec(path: Path) -> HarnessSpec:
     Raises:
         pydantic.ValidationError: the file does not describe a valid harness; the message names the field.
     """
-    return HarnessSpec.model_validate(yaml.safe_load(path.read_text()))
+    raw = yaml.safe_load(path.read_text())
+    for config in raw.get("config_files", []) if isinstance(raw, dict) else []:
+        if isinstance(config, dict) and isinstance(config.get("source"), str):
+            config["content"] = (path.parent / config["source"]).read_text()
+    return HarnessSpec.model_validate(raw)

@@ -63,3 +63,34 @@ def test_look_first_lists_the_workspace_before_the_solution():
     calls = [HermesParser().parse(oracle.reply(_after_tool_call(request, n))).tool_calls for n in range(2)]
     assert [json.loads(c[0].arguments)["command"] for c in calls] == ["ls -la", TASK.solution]
     assert oracle.reply(_after_tool_call(request, 2)) == FINAL_TEXT
+
+
+def _terminus_keystrokes(reply: str) -> str:
+    """What Terminus-2 would type for a reply: the one command's keystrokes, from its JSON."""
+    body = json.loads(reply)
+    assert body["task_complete"] is False and "<tool_call>" not in reply
+    [command] = body["commands"]
+    return command["keystrokes"]
+
+
+def test_terminus_gets_each_step_as_the_keystrokes_of_one_json_reply():
+    import base64
+
+    spec, request = get_spec("terminus-2"), CanonicalRequest(messages=(USER,))
+    oracle = OraclePolicy(spec, TASK, look_first=True)
+    assert _terminus_keystrokes(oracle.reply(request)) == "ls -la\n"
+    after_one = request.model_copy(update={"messages": (USER, Message(role="assistant", parts=(
+        TextPart(text="{}"),)), USER)})
+    typed = _terminus_keystrokes(oracle.reply(after_one))
+    assert typed.endswith(" | base64 -d | sh\n") and "\n" not in typed[:-1], "a script is typed as one line"
+    assert base64.b64decode(typed.split()[1]).decode() == TASK.solution
+
+
+def test_terminus_ends_with_task_complete_and_confirms_it_when_asked_again():
+    spec = get_spec("terminus-2")
+    replies = (Message(role="assistant", parts=(TextPart(text="{}"),)), USER)
+    for done in (1, 2):  # the plan's one step done; then Terminus-2 asks "are you sure?"
+        request = CanonicalRequest(messages=(USER, *replies * done))
+        assert json.loads(OraclePolicy(spec, TASK).reply(request)) == {
+            "analysis": "The fix is applied.", "plan": "Nothing left to do.", "commands": [],
+            "task_complete": True}

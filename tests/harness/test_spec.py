@@ -61,6 +61,25 @@ def test_a_runtime_pin_belongs_to_its_install_method():
         HarnessSpec.model_validate({**raw, "install": {**raw["install"], "python": "3.12"}})
 
 
+def test_at_least_sixteen_harnesses():
+    assert len(harness_names()) >= 16, harness_names()
+
+
+def test_a_source_file_is_copied_verbatim_from_beside_the_spec(tmp_path):
+    spec, ctx = get_spec("terminus-2"), _ctx(tmp_path)
+    [launcher] = spec.write_config(ctx)
+    assert launcher.read_text() == (harness_dir("terminus-2") / "terminus2_launcher.py").read_text()
+    raw = yaml.safe_load((harness_dir("terminus-2") / "spec.yaml").read_text())
+    with pytest.raises(ValidationError, match="read by load_spec"):
+        HarnessSpec.model_validate(raw)  # not through load_spec: the source was never read
+
+
+def test_a_text_protocol_needs_both_replies():
+    raw = yaml.safe_load((harness_dir("pi") / "spec.yaml").read_text())
+    with pytest.raises(ValidationError, match="go together"):
+        HarnessSpec.model_validate({**raw, "shell_tool": {**raw["shell_tool"], "reply": "${arguments}"}})
+
+
 def test_json_and_yaml_config_files_parse(tmp_path):
     ctx = _ctx(tmp_path)
     opencode = get_spec("opencode").write_config(ctx)[0]
