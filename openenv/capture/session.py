@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from openenv.capture.backends.base import Backend
+from openenv.capture.budget import Budget, budget_reply_text
 from openenv.capture.canonical import CanonicalRequest, Completion, SamplingParams, ToolCallPart, Usage
 from openenv.capture.parsers.base import CompletionParser
 from openenv.capture.renderer import Renderer
@@ -143,7 +144,7 @@ class Session:
     def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
                  backend: Backend, parser: CompletionParser, mode: Mode = "auto",
                  sampling: SamplingParams | None = None, aux: AuxPredicate | None = None,
-                 gate_aux: bool = False, served_model: str = "") -> None:
+                 gate_aux: bool = False, served_model: str = "", budget: Budget | None = None) -> None:
         self.token = token
         self.base_url = base_url
         self.loop = loop
@@ -161,6 +162,10 @@ class Session:
         self._inflight: dict[str, asyncio.Future[Completion]] = {}  # body digest -> reply being made
         self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
+        self.budget = None if budget is None or budget.unlimited else budget
+        self.budget_hit: str | None = None  # the cap that ended the episode (`budget.py`)
+        self._used_turns = 0  # model turns recorded (aux excluded), for the budget
+        self._used_tokens = 0
 
     # ---- controller API ------------------------------------------------------------------------
 
@@ -177,6 +182,11 @@ class Session:
 
     def run(self) -> None:
         self._call(self._run(), None)
+
+    def set_budget(self, budget: Budget | None) -> None:
+        """Cap this episode's turns, sampled tokens or context (`budget.py`); set it before the harness's
+        first request. Past a cap, requests get a final reply in their dialect and `budget_hit` says which."""
+        self.budget = None if budget is None or budget.unlimited else budget
 
     def set_gated(self) -> None:
         """Park future requests for a controller again."""
@@ -245,6 +255,10 @@ class Session:
         plan = self._plan(req, aux)
         turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
                                         n_messages=len(req.messages), prompt_len=len(plan.prompt_ids)))
+        over = None if aux or self.budget is None else \
+            self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
+        if over is not None:
+            return self._budget_reply(turn, req, over)
         decision: _Decision = _Sample()
         pending: PendingTurn | None = None
         if self.mode == "gated" and (self._gate_aux or not aux):
@@ -269,9 +283,22 @@ class Session:
             self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
                                    messages=req.messages, tools=req.tools, text=plan.text,
                                    rewritten=plan.rewritten)
+            self._used_turns += 1
+            self._used_tokens += len(done.token_ids)
         if pending is not None:
             pending._done.set_result(done)
         return done
+
+    def _budget_reply(self, turn: Turn, req: CanonicalRequest, reason: str) -> Completion:
+        """The final reply past a cap: never sampled, never trained, never parked for a controller."""
+        self.budget_hit = self.budget_hit or reason
+        turn.budget = reason
+        turn.completion = Completion(
+            id=turn.id, model=req.model or self._served_model, created=int(time.time()),
+            text=budget_reply_text(reason), finish_reason="stop",
+            usage=Usage(prompt_tokens=turn.prompt_len, completion_tokens=0),
+        )
+        return turn.completion
 
     def count_tokens(self, req: CanonicalRequest, dialect: str) -> int:
         """Prompt tokens a request would take; recorded as an aux turn, never sampled."""
@@ -324,6 +351,8 @@ class Session:
         if room <= 0:
             raise BadRequest(f"the prompt is {len(prompt_ids)} tokens but the context window is "
                              f"{window}; shorten the conversation", param="messages")
+        if self.budget is not None:
+            room = min(room, self.budget.room(self._used_tokens, len(prompt_ids)) or room)
         params = params.model_copy(update={"max_tokens": min(params.max_tokens or room, room)})
         gen = await self._backend.generate(prompt_ids, params)
         return gen.token_ids, gen.logprobs, gen.finish_reason

@@ -53,6 +53,7 @@ class Turn:
     parent: str | None = None
     kind: Literal["merged", "new", "break", "fork"] | None = None
     text_len: int = 0
+    budget: str | None = None  # the cap this request hit: answered with the final reply, not sampled
 
 
 @dataclass(slots=True)
@@ -141,6 +142,7 @@ class TurnRecord(BaseModel):
     kind: str | None
     prompt_len: int
     completion: Completion | None
+    budget: str | None = Field(default=None, description="the budget cap this request hit (answered, not sampled)")
 
 
 class Trajectory:
@@ -288,7 +290,7 @@ class Trajectory:
     def records(self) -> list[TurnRecord]:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
-                           completion=t.completion) for t in self.turns]
+                           completion=t.completion, budget=t.budget) for t in self.turns]
 
 
 def _completion_len(turn: Turn) -> int:

@@ -93,6 +93,12 @@ def run(
     sandbox: Annotated[str, typer.Option(help="local, or docker (a container whose only network is the proxy)")]
     = "local",
     timeout: Annotated[float | None, typer.Option(help="harness wall-clock budget in seconds")] = None,
+    max_turns: Annotated[int | None, typer.Option(min=1, help="budget: model turns; the next request gets a "
+                                                  "final reply and the episode ends with status `budget`")] = None,
+    max_sampled_tokens: Annotated[int | None, typer.Option(min=1, help="budget: tokens sampled over the episode")]
+    = None,
+    max_context_tokens: Annotated[int | None, typer.Option(min=1, help="budget: prompt + completion of any turn")]
+    = None,
     out: Annotated[Path | None, typer.Option(help="trajectory JSONL (default artifacts/runs/...)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
     image_substitute: Annotated[list[str] | None, typer.Option(
@@ -101,6 +107,7 @@ def run(
         "each use is printed")] = None,
 ) -> None:
     """Run one harness episode on one task and print the reward and the trajectory summary."""
+    from openenv.capture.budget import Budget
     from openenv.errors import OpenEnvError
 
     if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm") \
@@ -111,8 +118,10 @@ def run(
     try:
         # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
         with stdout_to_stderr():
+            budget = Budget(max_turns=max_turns, max_sampled_tokens=max_sampled_tokens,
+                            max_context_tokens=max_context_tokens)
             summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
-                               timeout, out, image_substitute or [])
+                               timeout, out, image_substitute or [], budget)
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
@@ -129,6 +138,8 @@ def run(
     Console().print(table)
     for note in summary.notes:
         Console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
+    if summary.budget_hit:
+        Console().print(f"[yellow]budget[/]: the episode hit {summary.budget_hit}; the harness got a final reply")
     if summary.reward is None:
         Console().print(f"[yellow]no reward[/] ({summary.reward_status}): {summary.no_reward_reason}", soft_wrap=True)
     Console().print(f"trajectory: {summary.trajectory}")
@@ -136,7 +147,7 @@ def run(
 
 def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
              policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
-             substitutes: list[str] | None = None) -> Any:
+             substitutes: list[str] | None = None, budget: Any = None) -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
@@ -145,7 +156,7 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
 
     the_task = find_task(task, tasks_from)
     env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
-                             network=network, sandbox=sandbox,  # type: ignore[arg-type]
+                             network=network, sandbox=sandbox, budget=budget,  # type: ignore[arg-type]
                              image_substitutes=parse_substitutes(substitutes or []))
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]

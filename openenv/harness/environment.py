@@ -22,6 +22,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import PendingTurn, Session
@@ -114,6 +115,7 @@ class ResetOptions(BaseModel):
     # The oracle's episode: the task's solution/ folder is staged read-only at /solution before the
     # harness starts (Harbor's oracle agent uploads it the same way). Never set for a policy being trained.
     stage_solution: bool = False
+    budget: Budget | None = None
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -178,6 +180,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
             outside the workdir, a docker_image) in the local sandbox anyway, without those steps; by
             default they are refused with a pointer to `sandbox="docker"` (also `$OPENENV_LOCAL_WITHOUT_BUILD=1`).
+        budget: caps on each episode's turns, sampled tokens and context (`capture/budget.py`); a task's
+            own budget and a reset option of the same name combine with it (the tightest cap wins).
     """
 
     action_type = HarnessAction
@@ -203,6 +207,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         verifier: Callable[..., Verdict] | None = None,
         image_substitutes: dict[str, str] | None = None,
         local_without_build: bool | None = None,
+        budget: Budget | None = None,
     ) -> None:
         name = harness or type(self).harness
         if name is None:
@@ -222,6 +227,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._image_substitutes = dict(image_substitutes or {})
         self._local_without_build = (os.environ.get("OPENENV_LOCAL_WITHOUT_BUILD") == "1"
                                      if local_without_build is None else local_without_build)
+        self._budget = budget
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
 
@@ -234,6 +240,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             task: a built-in task id, a `Task`, or a Task dict; default: a built-in task picked by `seed`.
             timeout_s: the harness's wall-clock budget (default: the task's).
             sandbox: `local` or `docker` for this episode (default: the constructor's).
+            budget: caps for this episode, combined with the constructor's and the task's.
         """
         self._end_episode()
         opts = _reset_options(options)
@@ -245,6 +252,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         sandbox = make_sandbox((server.port,))
         session = server.open_session(mode="gated", sampling=self._sampling,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
+        session.set_budget(Budget().tightest(task.budget).tightest(self._budget).tightest(opts.budget))
         try:
             if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
                 sandbox.stage(sandbox.workdir, dict(task.workspace), readonly=False)
@@ -388,7 +396,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
                 return self._finish()
 
     def _counts(self, records: list[TurnRecord]) -> tuple[int, int]:
-        main = [r for r in records if not r.aux and r.completion is not None]
+        main = [r for r in records if not r.aux and r.completion is not None and not r.budget]
         return len(main), sum(len(r.completion.tool_calls) for r in main if r.completion is not None)
 
     def _observe(self, episode: _Episode, pending: PendingTurn) -> HarnessObservation:
@@ -424,6 +432,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             reward_status=verdict.status, no_reward_reason=verdict.reason or None,
             stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors,
                                    "notes": episode.notes},
+            budget_hit=episode.session.budget_hit,
         )
 
     def _release(self, episode: _Episode) -> None:

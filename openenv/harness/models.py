@@ -83,6 +83,8 @@ class HarnessObservation(Observation):
     no_reward_reason: str | None = None
     sequences: list[SequenceRow] | None = None
     stats: SequenceStats | None = None
+    budget_hit: str | None = Field(default=None, description="at done: the budget cap that ended the episode "
+                                   "(`max_turns=N`, ...); the episode's status is then `budget`")
 
 
 class HarnessState(State):

@@ -36,7 +36,7 @@ class EpisodeSummary(BaseModel):
     reward_status: str = "scored"
     no_reward_reason: str | None = None
     notes: list[str] = Field(default_factory=list, description="e.g. which image was substituted")
-    status: ProcessStatus | None
+    status: ProcessStatus | Literal["budget"] | None
     turns: int
     tool_calls: int
     sequences: int
@@ -45,6 +45,7 @@ class EpisodeSummary(BaseModel):
     reward_breakdown: dict[str, float]
     wall_s: float
     trajectory: str | None = None
+    budget_hit: str | None = Field(default=None, description="the budget cap that ended the episode (status `budget`)")
     tokens_sampled: int = Field(default=0, description="policy tokens the model sampled (aux turns excluded)")
     tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
     aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
@@ -93,7 +94,8 @@ def run_episode(
         on_step(obs)
     stats = obs.stats
     summary = EpisodeSummary(
-        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward, status=obs.harness_status,
+        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward,
+        status="budget" if obs.budget_hit else obs.harness_status, budget_hit=obs.budget_hit,
         reward_status=obs.reward_status or "scored", no_reward_reason=obs.no_reward_reason,
         turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
         merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,

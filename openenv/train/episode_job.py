@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, WorkerContext
@@ -38,6 +39,7 @@ class TrainingEpisodeJob:
         timeout_s: the harness's wall-clock budget (default: the task's).
         sequences: which of the episode's sequences train (`sequences.py`).
         env_builder: a custom environment builder (default: `HarnessEnvironment` with the above).
+        budget: caps on the episode's turns / sampled tokens / context (`capture/budget.py`).
     """
 
     harness: str
@@ -49,6 +51,7 @@ class TrainingEpisodeJob:
     timeout_s: float | None = None
     sequences: SequencePolicy = "all"
     env_builder: EnvBuilder | None = None
+    budget: Budget | None = None
 
     @property
     def label(self) -> str:
@@ -70,4 +73,5 @@ class TrainingEpisodeJob:
         return EpisodeResult(harness=self.harness, task_id=self.task.id, policy=self.policy, error=reason)
 
     def _default_env(self, harness: str, server: CaptureServer | None) -> HarnessEnvironment:
-        return HarnessEnvironment(harness, server=server, sampling=self.sampling, network=self.network)
+        return HarnessEnvironment(harness, server=server, sampling=self.sampling, network=self.network,
+                                  budget=self.budget)

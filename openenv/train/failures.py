@@ -5,6 +5,11 @@ times. When a slot of the group is still failed after that, the whole group is m
 `env_mask` all zeros (no token is trained) and every reward function returns None for them, which
 TRL treats as unscorable (advantage 0, excluded from the group baselines). A training step never
 fails because an episode did.
+
+An episode its budget ended (status `budget`: the proxy told the harness to stop after N turns or
+tokens) is the policy's outcome by default (`on_budget="train"`): it is graded and trained like any
+other, so a policy that loops learns from the reward it got. `on_budget="retry"` treats it as a
+failure instead (retried, then the group masked), for runs whose budget is an infrastructure limit.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,11 +34,13 @@ class Submitter(Protocol):
 
 
 class FailurePolicy(BaseModel):
-    """How many times a failed episode is retried before its group is masked."""
+    """How many times a failed episode is retried before its group is masked, and whether an episode
+    that hit its budget trains (`train`) or counts as failed (`retry`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     max_retries: int = Field(default=2, ge=0)
+    on_budget: Literal["train", "retry"] = "train"
 
 
 @dataclass
@@ -71,6 +78,8 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
 
     def finish(slot: int, future: Future[EpisodeResult]) -> None:
         result = future.result()  # run_training_episode (and a lost worker) give a failed result, never raise
+        if result.status == "budget" and policy.on_budget == "retry" and result.error is None:
+            result.error = "budget: the episode hit its budget and the failure policy retries such episodes"
         if result.failed and attempts[slot] <= policy.max_retries:
             start(slot)
             return

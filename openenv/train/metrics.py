@@ -2,7 +2,7 @@
 
 Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens}`
 over the unmasked episodes of the batch, and `rollout/{failed_episodes,retries,masked_groups,dropped_sequences,
-trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,episode_wall_s}`.
+trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s}`.
 `tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
 trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`.
 """
@@ -49,6 +49,7 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
         "rollout/tokens_trained": float(sum(r.tokens_trained for r in trained)),
         "rollout/tokens_trained_ratio": _ratio(trained),
         "rollout/aux_tokens": float(sum(r.aux_tokens for r in results)),
+        "rollout/budget_episodes": float(sum(r.status == "budget" for r in results)),
         "rollout/episode_wall_s": fmean(r.wall_s for r in results) if results else 0.0,
     }
     return metrics

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
@@ -77,6 +78,8 @@ class RolloutConfig(BaseModel):
             Ray cluster at `ray_address`; needs `backend="vllm"`).
         ray_address: the cluster (`auto`, `HOST:PORT`, `ray://...`).
         ray_slots: episode workers to start on Ray (default: every slot the cluster offers).
+        budget: caps on each episode's turns / sampled tokens / context (with each task's own budget, the
+            tightest wins); an episode that hits one ends with status `budget` (see `failure.on_budget`).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -97,6 +100,7 @@ class RolloutConfig(BaseModel):
     executor: ExecutorKind = "thread"
     ray_address: str | None = "auto"
     ray_slots: int | None = Field(default=None, gt=0)
+    budget: Budget | None = None
 
     @model_validator(mode="after")
     def _ray_needs_an_engine(self) -> RolloutConfig:
@@ -187,7 +191,8 @@ class HarnessRollout:
         jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
                                    sampling=sampling, network=self.config.network,
                                    timeout_s=self.config.episode_timeout_s,
-                                   sequences=self.sequence_policy(trainer), env_builder=builder)
+                                   sequences=self.sequence_policy(trainer), env_builder=builder,
+                                   budget=self.config.budget)
                 for i in range(plan.size)]
         return run_group(executor, jobs, self.config.failure)
 
@@ -266,7 +271,8 @@ class HarnessRollout:
 
     def _default_env(self, harness: str, server: CaptureServer) -> HarnessEnvironment:
         sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
-        return HarnessEnvironment(harness, server=server, sampling=sampling, network=self.config.network)
+        return HarnessEnvironment(harness, server=server, sampling=sampling, network=self.config.network,
+                                  budget=self.config.budget)
 
 
 def _filler_id(trainer: Any) -> int:

@@ -47,3 +47,18 @@ def test_when_retries_run_out_the_group_is_masked_not_raised(pool):
 def test_zero_retries_masks_on_the_first_failure(pool):
     outcome = run_group(pool, [_episode(["x", "ok"])], FailurePolicy(max_retries=0)).result(10)
     assert outcome.attempts == [1] and outcome.masked
+
+
+def _budgeted() -> EpisodeResult:
+    return EpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW, status="budget")
+
+
+def test_an_episode_ended_by_its_budget_trains_by_default(pool):
+    outcome = run_group(pool, [_budgeted, _episode(["ok"])], FailurePolicy()).result(10)
+    assert outcome.attempts == [1, 1] and not outcome.masked
+
+
+def test_the_failure_policy_can_retry_budget_episodes_then_mask_the_group(pool):
+    outcome = run_group(pool, [_budgeted, _episode(["ok"])], FailurePolicy(max_retries=1, on_budget="retry")).result(10)
+    assert outcome.attempts == [2, 1] and outcome.masked
+    assert outcome.results[0].error is not None and outcome.results[0].error.startswith("budget")

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openenv.capture.budget import Budget
+
 __all__ = ["DEFAULT_TEST_COMMAND", "FileData", "Task", "read_data", "read_tree"]
 
 # The verifier runs this from the workdir once the agent is gone; the tests write
@@ -52,6 +54,7 @@ class Task(BaseModel):
     schema_version: str | None = None
     source: Literal["builtin", "harbor", "datasets"] = "builtin"
     metadata: dict[str, str] = Field(default_factory=dict)
+    budget: Budget | None = Field(default=None, description="caps on turns / sampled tokens / context per episode")
 
     def needs_build(self) -> bool:
         """Only an image build reproduces this task's environment (RUN steps, files outside workdir)."""

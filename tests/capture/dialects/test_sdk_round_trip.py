@@ -301,3 +301,34 @@ def test_gemini_cli_router_reply_is_decoded_under_its_json_schema(proxy: Capture
 
     assert reply_text(body).startswith("{")
     assert not reply_text(free).lstrip().startswith("{")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
+@pytest.mark.parametrize("dialect", list(CONVERSATIONS))
+def test_a_budget_of_n_turns_ends_the_conversation_after_exactly_n_turns(local_proxy: CaptureServer, dialect: str,
+                                                                          stream: bool):
+    """Each turn the policy calls a tool; after N the SDK gets a well-formed final reply (no tool call),
+    so a harness loop ends cleanly, and the session says which cap was hit."""
+    from openenv.capture.budget import Budget
+
+    n = 2
+    session = local_proxy.open_session(mode="gated", sampling=SHORT)
+    session.set_budget(Budget(max_turns=n))
+    conversation = CONVERSATIONS[dialect](session, stream)
+    for _ in range(n):
+        with ThreadPoolExecutor(1) as pool:
+            reply = pool.submit(conversation.send)
+            pending = session.next_pending(timeout=120)
+            assert pending is not None
+            pending.complete(text=CALL)
+            [(call_id, name, _)] = reply.result(120)
+        conversation.answer(call_id, name, RESULT)
+    assert session.budget_hit is None
+    assert conversation.send() == [], "the final reply calls no tool"
+    assert session.next_pending(timeout=0.1) is None, "a request past the budget never reaches the controller"
+    assert session.budget_hit == f"max_turns={n}"
+    stats, turns = session.stats(), session.turns()
+    assert stats.turns == n and stats.sequences == 1
+    last = turns[-1]
+    assert last.budget == f"max_turns={n}" and last.sequence is None and last.completion is not None
+    assert "budget is spent" in last.completion.text and last.completion.token_ids == ()
