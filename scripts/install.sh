@@ -75,6 +75,8 @@ if [[ $want_all == 1 ]]; then
   part "Docker engine and the offline base image"
   bash "$here/scripts/install_docker.sh"
   bash "$here/scripts/build_base_image.sh"
+  part "harbor==0.25.0 (Python 3.12) for the Harbor cross-check"
+  bash "$here/scripts/install_harbor.sh"
   part "headless Chromium for the viewer tests"
   bash "$here/scripts/install_browser.sh"
   part "everything installed"

@@ -1,9 +1,11 @@
 """Reading a verifier's reward files the way Harbor reads them, and never the way an agent would like.
 
 Harbor's contract (harbor 0.25.0, `verifier/verifier.py`): `reward.json` (a flat object of finite
-numbers) is read if it exists, otherwise `reward.txt` (its first line parsed as one finite float). No
+numbers) is read if it exists, otherwise `reward.txt` (its whole text parsed as one finite float). No
 file, an empty file or an unparsable one is an error: there is no reward, and the exit code of
-`test.sh` never stands in for one.
+`test.sh` never stands in for one. Checked against Harbor's own parser on a table of cases
+(tests/harness/tasks/test_harbor_crosscheck.py); we are stricter in two places Harbor lets through
+by accident: a top-level JSON value that is not an object, and an empty object (no reward at all).
 
 The files live in a folder the graded process could write, so they are opened without following
 symlinks (a planted `reward.txt -> /etc/...` link, or a reward folder swapped for a link), must be
@@ -39,7 +41,8 @@ class NoReward(Exception):  # noqa: N818 - an outcome, not a bug: the episode ha
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    # bool is an int to Python and to Harbor: `true` counts as 1.
+    return isinstance(value, int | float) and math.isfinite(value)
 
 
 def parse_reward_json(text: str) -> dict[str, float]:
@@ -64,7 +67,7 @@ def parse_reward_json(text: str) -> dict[str, float]:
 
 
 def parse_reward_text(text: str) -> dict[str, float]:
-    """`reward.txt`: its first line is one finite float (`1`, `0.5`).
+    """`reward.txt`: one finite float (`1`, `0.5`), surrounding whitespace allowed, as `float()` reads it.
 
     Raises:
         NoReward: empty, or not a finite number.
@@ -72,13 +75,12 @@ def parse_reward_text(text: str) -> dict[str, float]:
     stripped = text.strip()
     if not stripped:
         raise NoReward("reward_empty", "reward.txt is empty")
-    first = stripped.splitlines()[0].strip()
     try:
-        value = float(first)
+        value = float(stripped)
     except ValueError:
-        raise NoReward("reward_invalid", f"reward.txt does not hold a number: {first[:80]!r}") from None
+        raise NoReward("reward_invalid", f"reward.txt does not hold a number: {stripped[:80]!r}") from None
     if not math.isfinite(value):
-        raise NoReward("reward_invalid", f"reward.txt holds {first!r}, not a finite number")
+        raise NoReward("reward_invalid", f"reward.txt holds {stripped[:80]!r}, not a finite number")
     return {"reward": value}
 
 

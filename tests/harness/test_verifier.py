@@ -46,7 +46,6 @@ def test_reward_sources(command, passed, total, solved):
         ('echo inf > "$REWARD_DIR/reward.txt"', "reward_invalid", "not a finite number"),
         ('echo \'{"reward": "1"}\' > "$REWARD_DIR/reward.json"', "reward_invalid", "'reward' is '1'"),
         ('echo \'{"reward": NaN}\' > "$REWARD_DIR/reward.json"', "reward_invalid", "finite numbers"),
-        ('echo \'{"reward": true}\' > "$REWARD_DIR/reward.json"', "reward_invalid", "finite numbers"),
         ('echo \'{"reward": {"x": 1}}\' > "$REWARD_DIR/reward.json"', "reward_invalid", "finite numbers"),
         ("echo '[1]' > \"$REWARD_DIR/reward.json\"", "reward_invalid", "object of numbers"),
         ("echo '{}' > \"$REWARD_DIR/reward.json\"", "reward_invalid", "object of numbers"),
@@ -82,8 +81,11 @@ def test_a_single_metric_is_the_reward():
     assert verdict.reward == 1.0 and verdict.solved
 
 
-def test_reward_txt_first_line_counts():
-    assert parse_reward_text("0.25\ngarbage\n") == {"reward": 0.25}
+def test_reward_txt_is_one_number_as_float_reads_it():
+    assert parse_reward_text(" 0.25\n") == {"reward": 0.25}
+    assert parse_reward_json('{"reward": true}') == {"reward": 1.0}  # bool is an int, to Harbor too
+    with pytest.raises(NoReward, match="does not hold a number"):
+        parse_reward_text("0.25\ngarbage\n")
     with pytest.raises(NoReward, match="empty"):
         parse_reward_text("\n \n")
 

@@ -27,7 +27,8 @@ from openenv.harness.install import install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import FileData, Task
 
-__all__ = ["OFFLINE_BASE", "build_harness_image", "build_task_image", "harness_image_tag", "parse_substitutes",
+__all__ = ["OFFLINE_BASE", "PYTHON_IMAGE", "build_harness_image", "build_python_image", "build_task_image",
+           "harness_image_tag", "parse_substitutes",
            "task_image", "workdir_files"]
 
 OFFLINE_BASE = os.environ.get("OPENENV_BASE_IMAGE", "openenv/base:latest")
@@ -246,3 +247,40 @@ def workdir_files(client: docker.DockerClient, image: str, workdir: str) -> dict
             except UnicodeDecodeError:
                 files["/".join(parts)] = raw
     return files
+
+
+PYTHON_IMAGE = "openenv/python:3.11"
+
+
+def build_python_image(client: docker.DockerClient, *, base: str = OFFLINE_BASE, progress: Progress = print) -> str:
+    """`openenv/python:3.11`: the offline base plus `pip` (this interpreter's own, copied in; pip vendors
+    its dependencies), without Debian's externally-managed marker, so it stands in for
+    `python:3.11-slim` in task Dockerfiles that `RUN pip install --no-index` from wheels in their
+    context. Built once (no network, no pull); returns the tag.
+
+    Raises:
+        EnvError: the base image is missing or the build failed.
+    """
+    import importlib.util
+
+    if _has_image(client, PYTHON_IMAGE):
+        return PYTHON_IMAGE
+    if not _has_image(client, base):
+        raise EnvError(f"{base} is not built; run scripts/build_base_image.sh first")
+    spec = importlib.util.find_spec("pip")
+    if spec is None or spec.origin is None:
+        raise EnvError("pip is not installed in this Python; it is copied into the image")
+    with tempfile.TemporaryDirectory(prefix="openenv-python-image-") as tmp:
+        context = Path(tmp)
+        shutil.copytree(Path(spec.origin).parent, context / "pip", ignore=shutil.ignore_patterns("__pycache__"))
+        (context / "Dockerfile").write_text(
+            f"FROM {base}\n"
+            "USER root\n"
+            "COPY pip /usr/local/lib/python3.11/dist-packages/pip\n"
+            "RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED"
+            " && printf '#!/bin/sh\\nexec python3 -m pip \"$@\"\\n' > /usr/local/bin/pip"
+            " && chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3 && pip --version\n"
+        )
+        progress(f"building {PYTHON_IMAGE} from {base} with this interpreter's pip")
+        return _build(client, context=context, dockerfile=context / "Dockerfile", tag=PYTHON_IMAGE, network="none",
+                      buildargs={}, labels={"openenv.image": "python"}, progress=progress)

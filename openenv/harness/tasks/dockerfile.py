@@ -90,7 +90,7 @@ def _context_sources(context: Path, pattern: str) -> list[Path]:
 
 def _copy(plan: DockerfilePlan, context: Path, sources: list[str], dest: str) -> None:
     target = posixpath.normpath(posixpath.join(plan.workdir, dest))
-    into_folder = dest.endswith("/") or len(sources) > 1
+    into_folder = dest.endswith(("/", "/.")) or dest in (".", "..") or len(sources) > 1 or target == plan.workdir
     for pattern in sources:
         for src in _context_sources(context, pattern):
             if src.is_dir():  # a folder's contents go into dest

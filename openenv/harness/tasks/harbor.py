@@ -70,6 +70,16 @@ def _test_command(script: str | bytes) -> str:
     return DEFAULT_TEST_COMMAND
 
 
+def _check_links(directory: Path) -> None:
+    """Refuse links that leave the task folder, as Harbor does ("Input paths must stay within the
+    task"): a task must not make us read `/etc/shadow` into a sandbox as a test file."""
+    root = directory.resolve()
+    for sub in ("environment", "tests", "solution"):
+        for path in (directory / sub).rglob("*") if (directory / sub).is_dir() else ():
+            if path.is_symlink() and not path.resolve().is_relative_to(root):
+                raise BadRequest(f"{path} links outside the task folder; task files must stay within it")
+
+
 def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     """Load one Harbor task folder.
 
@@ -82,6 +92,7 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     for required in ("instruction.md", "task.toml", "tests/test.sh"):
         if not (directory / required).is_file():
             raise BadRequest(f"{directory} is not a Harbor task: {required} is missing")
+    _check_links(directory)
     try:
         config = tomllib.loads((directory / "task.toml").read_text())
     except tomllib.TOMLDecodeError as exc:

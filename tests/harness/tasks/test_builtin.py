@@ -7,6 +7,7 @@ import pytest
 from openenv.errors import NotFound
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.tasks import builtin_task, builtin_task_ids
+from openenv.harness.tasks.builtin import BUILTIN_DIR
 from openenv.harness.verifier import verify
 
 
@@ -41,3 +42,11 @@ def test_hidden_tests_are_not_in_the_workspace():
 def test_unknown_task_id_names_the_known_ones():
     with pytest.raises(NotFound, match="fix-binary-search"):
         builtin_task("no-such-task")
+
+
+def test_every_builtin_ships_the_same_runner_as_a_real_file():
+    """Harbor refuses links leaving a task folder, so each task carries its own copy of the runner."""
+    canonical = (BUILTIN_DIR.parent / "run_tests.py").read_text()
+    for task_id in builtin_task_ids():
+        runner = BUILTIN_DIR / task_id / "tests" / "run_tests.py"
+        assert not runner.is_symlink() and runner.read_text() == canonical, task_id

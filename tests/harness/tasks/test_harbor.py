@@ -118,3 +118,10 @@ def test_a_non_shell_shebang_picks_the_interpreter(tmp_path):
     folder = make_harbor_task(tmp_path)
     (folder / "tests" / "test.sh").write_text("#!/usr/bin/env python3\nprint(1)\n")
     assert load_harbor_task(folder).test_command == "/usr/bin/env python3 /tests/test.sh"
+
+
+def test_a_link_leaving_the_task_folder_is_refused(tmp_path):
+    folder = make_harbor_task(tmp_path)
+    (folder / "tests" / "secret.txt").symlink_to("/etc/hostname")
+    with pytest.raises(BadRequest, match="links outside the task folder"):
+        load_harbor_task(folder)

@@ -1,1 +1,32 @@
-../../../run_tests.py
+"""Hidden-test runner of the built-in tasks (each task's tests/run_tests.py links here): unittest
+discovery -> /logs/verifier/reward.json.
+
+Stdlib only, because it runs inside the sandbox with whatever Python is there. Started as
+`python3 -I -S` from the workdir: the workspace is searched for the modules under test only *after*
+the standard library, so a planted `json.py` or `unittest.py` cannot replace them, and no site hook
+(`sitecustomize.py`, `.pth`) runs. Code under test still runs in this process; see
+docs/security.md ("What a task's tests must guard against").
+"""
+
+import json
+import os
+import sys
+import unittest
+
+
+def main() -> int:
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    workspace = os.environ.get("WORKSPACE", os.getcwd())
+    sys.path[:] = [tests_dir, *[p for p in sys.path if p], workspace]
+    suite = unittest.defaultTestLoader.discover(tests_dir, pattern="test_*.py", top_level_dir=tests_dir)
+    result = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    reward = {"tests_passed": result.testsRun - failed, "tests_total": result.testsRun}
+    reward_dir = os.environ.get("REWARD_DIR", "/logs/verifier")
+    with open(os.path.join(reward_dir, "reward.json"), "w") as fh:
+        json.dump(reward, fh)
+    return 0 if result.wasSuccessful() else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Ten independent Harbor tasks (tests/fixtures/harbor/, written in the variants real datasets use) run
+unchanged in both sandboxes: the untouched workspace scores 0, Harbor's oracle (solution/ at /solution,
+solve.sh from the workdir with [solution].env) scores 1, and nothing lands outside the sandbox.
+
+Docker runs each task's own image: copy-only Dockerfiles run as their FROM image, the others are
+built from environment/; the public FROM images are substituted by `openenv/python:3.11` (the offline
+base plus pip), exactly as a user would with `--image-substitute`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from openenv.errors import BadRequest, EnvError
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.oracle import apply_solution
+from openenv.harness.sandbox import LocalSandbox
+from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
+from openenv.harness.sandbox.images import PYTHON_IMAGE, build_python_image
+from openenv.harness.tasks import Task, load_harbor_task, load_task_set
+from openenv.harness.verifier import Verdict, verify
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
+FIXTURE_IDS = sorted(p.name for p in FIXTURES.iterdir() if (p / "task.toml").is_file())
+HARBOR_PATHS = ("/app", "/tests", "/logs", "/solution", "/workspace")
+_ROOTS: list[Path] = []  # every sandbox folder this module made: all gone at the end
+
+
+def _digest(folder: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            digest.update(path.relative_to(folder).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+@pytest.fixture(scope="module")
+def python_image(client: docker.DockerClient) -> str:
+    return build_python_image(client, progress=lambda line: None)
+
+
+@pytest.fixture(scope="module")
+def substitutes(python_image: str) -> dict[str, str]:
+    return {"python:3.11-slim": python_image, "ubuntu:24.04": python_image}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def nothing_outside_the_sandboxes() -> Iterator[None]:
+    """Every episode of this module leaves the host as it found it: no Harbor path appears on the host's
+    `/`, the task folders are byte-for-byte unchanged, and no sandbox folder is left in the temp dir."""
+    before_paths = {p: os.path.exists(p) for p in HARBOR_PATHS}
+    before_tasks = _digest(FIXTURES)
+    yield
+    assert {p: os.path.exists(p) for p in HARBOR_PATHS} == before_paths
+    assert _digest(FIXTURES) == before_tasks
+    assert _ROOTS and [root for root in _ROOTS if root.exists()] == []
+
+
+def test_there_are_at_least_eight_independent_fixtures_and_all_load():
+    tasks = load_task_set(str(FIXTURES))
+    assert len(tasks) == len(FIXTURE_IDS) >= 8
+    assert {t.schema_version for t in tasks} >= {"1.0", "1.3", "1.4"}
+    assert any(t.workdir == "/workspace" for t in tasks)
+    assert any(t.solution is None for t in tasks) and any(t.build_steps for t in tasks)
+
+
+def _sandbox(kind: str, task: Task, client: docker.DockerClient, substitutes: dict[str, str]) -> LocalSandbox | DockerSandbox:
+    if kind == "local":
+        box: LocalSandbox | DockerSandbox = LocalSandbox(workdir=task.workdir)
+    else:
+        box = sandbox_factory(task, substitutes=substitutes, client=client)(())
+    _ROOTS.append(box.root)
+    if not getattr(box, "workspace_ready", False):
+        box.stage(box.workdir, dict(task.workspace), readonly=False)
+    return box
+
+
+def _grade(kind: str, box: LocalSandbox | DockerSandbox, task: Task) -> Verdict:
+    if isinstance(box, DockerSandbox) and task.verifier_mode == "separate":
+        return verify_isolated(box, task)
+    return verify(box, task)
+
+
+@pytest.mark.parametrize("kind", ["local", "docker"])
+@pytest.mark.parametrize("fixture", FIXTURE_IDS)
+def test_untouched_scores_zero_and_the_oracle_scores_one(fixture: str, kind: str, request: pytest.FixtureRequest) -> None:
+    task = load_harbor_task(FIXTURES / fixture)
+    client = request.getfixturevalue("client") if kind == "docker" else None
+    subs = request.getfixturevalue("substitutes") if kind == "docker" else {}
+    if kind == "local" and task.needs_build():
+        env = HarnessEnvironment("pi")
+        with pytest.raises(BadRequest, match="--sandbox docker"):
+            env._sandbox_parts("local", task, [])
+        return
+    with _sandbox(kind, task, client, subs) as untouched:
+        before = _grade(kind, untouched, task)
+    assert (before.status, before.reward) == ("scored", 0.0), before
+    with _sandbox(kind, task, client, subs) as solved:
+        if task.solution is None:
+            with pytest.raises(BadRequest, match="no solution"):
+                apply_solution(solved, task)
+            return
+        applied = apply_solution(solved, task)
+        assert applied.exit_code == 0, applied.output
+        after = _grade(kind, solved, task)
+    assert (after.status, after.reward) == ("scored", 1.0), after
+
+
+def test_a_missing_from_image_is_named_with_the_way_out(client: docker.DockerClient) -> None:
+    task = load_harbor_task(FIXTURES / "schema13-fix-median")
+    absent = "example.invalid/absent:1"
+    with pytest.raises(EnvError, match=f"needs image '{absent}'.*--image-substitute {absent}=openenv/base"):
+        sandbox_factory(task.model_copy(update={"base_image": absent}), client=client)
+    notes: list[str] = []
+    sandbox_factory(task, substitutes={"python:3.11-slim": PYTHON_IMAGE}, client=client, notes=notes)
+    assert notes == [f"image python:3.11-slim substituted by {PYTHON_IMAGE}"]
