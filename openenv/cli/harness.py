@@ -149,6 +149,7 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
              policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
              substitutes: list[str] | None = None, budget: Any = None) -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
+    from openenv.export.log import log_name
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
     from openenv.harness.sandbox.images import parse_substitutes
@@ -161,7 +162,7 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
                                    timeout_s=timeout)
-        path = out or Path("artifacts/runs") / f"{harness}-{task}-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+        path = out or Path("artifacts/runs") / f"{log_name(harness, task)}.jsonl"  # unique per run
         summary.trajectory = str(save_trajectory(path, env, obs, summary))
     finally:
         env.close()

@@ -6,15 +6,13 @@ and a plain `run` trajectory lacks: every answered request's canonical messages,
 
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.canonical import CanonicalRequest
-from openenv.export.log import append_requests
+from openenv.export.log import append_requests, log_name
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import EpisodeSummary, Policy
 
@@ -60,12 +58,14 @@ def run_recorded_episode(request: EpisodeRequest, out_dir: Path, *, server: obje
         server: a started `CaptureServer` to share (default: the process's one for the backend).
 
     Raises:
-        NotFound: unknown harness or task. BadRequest: `vllm` without a URL.
+        NotFound: unknown harness or task. BadRequest: `vllm` without a URL; a harness or task id that is
+            not a plain name (`../x`, `a/b`): it names the log file.
     """
     from openenv.harness.environment import DEFAULT_SAMPLING, HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
     from openenv.harness.tasks import find_task
 
+    episode_id = log_name(request.harness, request.task)  # refuses '../x' before anything runs
     task = find_task(request.task, request.task_set)
     sampling = (DEFAULT_SAMPLING if request.max_tokens is None
                 else DEFAULT_SAMPLING.model_copy(update={"max_tokens": request.max_tokens}))
@@ -78,7 +78,6 @@ def run_recorded_episode(request: EpisodeRequest, out_dir: Path, *, server: obje
         if obs.pending is not None and not obs.pending.aux:
             requests[obs.pending.turn_id] = obs.pending.request
 
-    episode_id = f"{request.harness}-{request.task}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
     try:
         obs, summary = run_episode(env, task, policy=request.policy, on_step=remember, timeout_s=request.timeout_s)
         path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)

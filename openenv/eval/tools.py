@@ -16,12 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from openenv.errors import NotFound
+from openenv.errors import BadRequest, NotFound
 from openenv.eval.episodes import Backend, EpisodeRequest, EpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
 from openenv.harness.rollout import Policy
+from openenv.paths import safe_name
 
-__all__ = ["HarnessInfo", "HarnessTools", "TaskInfo", "harness_tools"]
+__all__ = ["HarnessInfo", "HarnessTools", "TaskInfo", "harness_tools", "known_task_sets"]
 
 _EPISODE_ID = re.compile(r"^[\w.-]+$")
 
@@ -58,10 +59,11 @@ class HarnessTools:
         return [self.list_tasks, self.list_harnesses, self.run_episode, self.get_trajectory]
 
     def list_tasks(self, task_set: str = "builtin") -> list[TaskInfo]:
-        """List the tasks of a task set (`builtin`, a Harbor folder, or a parquet/jsonl file): id and instruction."""
+        """List the tasks of one of this server's task sets (`builtin`, or one its operator named in
+        $OPENENV_TASK_SETS): id and instruction."""
         from openenv.harness.tasks import load_task_set
 
-        return [TaskInfo(id=t.id, instruction=t.instruction) for t in load_task_set(task_set)]
+        return [TaskInfo(id=t.id, instruction=t.instruction) for t in load_task_set(_known_task_set(task_set))]
 
     def list_harnesses(self) -> list[HarnessInfo]:
         """List the coding-agent harnesses this server can run, with pinned version, wire dialect and install status."""
@@ -87,7 +89,8 @@ class HarnessTools:
         name = harness or self.default_harness
         if name is None:
             raise NotFound("run_episode needs a harness; call list_harnesses for the names")
-        request = EpisodeRequest(harness=name, task=task, task_set=task_set, backend=backend, policy=policy,
+        request = EpisodeRequest(harness=_known_harness(name), task=safe_name(task, "task id"),
+                                 task_set=_known_task_set(task_set), backend=backend, policy=policy,
                                  max_tokens=max_tokens)
         return await asyncio.to_thread(run_recorded_episode, request, self.out_dir)
 
@@ -99,6 +102,31 @@ class HarnessTools:
         if not path.is_file():
             raise NotFound(f"no episode {episode_id!r} in {self.out_dir}; run_episode returns the ids")
         return read_episode(path)
+
+
+def known_task_sets() -> list[str]:
+    """The task sets MCP clients may name: `builtin`, plus those the server's operator listed in
+    `$OPENENV_TASK_SETS` (comma-separated Harbor folders, parquet/jsonl files or Hub ids). A client never
+    names a host path of its own: a folder it picks could hold a task whose commands it wrote."""
+    listed = [s.strip() for s in os.environ.get("OPENENV_TASK_SETS", "").split(",") if s.strip()]
+    return ["builtin", *listed]
+
+
+def _known_task_set(name: str) -> str:
+    known = known_task_sets()
+    if name not in known:
+        raise BadRequest(f"unknown task set {name!r}; this server offers: {', '.join(known)} (its operator adds "
+                         "more with $OPENENV_TASK_SETS)")
+    return name
+
+
+def _known_harness(name: str) -> str:
+    from openenv.harness.catalog import harness_names
+
+    known = harness_names()
+    if name not in known:
+        raise NotFound(f"unknown harness {name!r}; known harnesses: {', '.join(known)}")
+    return name
 
 
 def harness_tools(env_cls: type) -> list[Callable[..., Any]]:

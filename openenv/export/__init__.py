@@ -7,16 +7,18 @@ for RL or messages rows for SFT.
 from __future__ import annotations
 
 from openenv.export.dataset import ExportResult, Shape, export_episodes, messages_rows, token_rows
-from openenv.export.log import EpisodeLog, append_requests, find_logs, read_episode
+from openenv.export.log import EpisodeLog, SkippedLog, append_requests, find_logs, read_episode, read_episodes
 
 __all__ = [
     "EpisodeLog",
     "ExportResult",
     "Shape",
+    "SkippedLog",
     "append_requests",
     "export_episodes",
     "find_logs",
     "messages_rows",
     "read_episode",
+    "read_episodes",
     "token_rows",
 ]

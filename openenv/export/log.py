@@ -8,7 +8,10 @@ canonical messages and tools), which is what the viewer's conversation pane and 
 from __future__ import annotations
 
 import json
+import secrets
+import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openenv.capture.canonical import CanonicalRequest
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import BadRequest, NotFound
+from openenv.paths import safe_name, write_atomic
 
-__all__ = ["EpisodeLog", "EpisodeSummaryLine", "append_requests", "find_logs", "read_episode"]
+__all__ = ["EpisodeLog", "EpisodeSummaryLine", "SkippedLog", "append_requests", "find_logs", "log_name",
+           "read_episode", "read_episodes"]
 
 
 class EpisodeSummaryLine(BaseModel):
@@ -84,6 +89,32 @@ def read_episode(path: str | Path) -> EpisodeLog:
     return log
 
 
+@dataclass(frozen=True)
+class SkippedLog:
+    """A log `read_episodes` left out, and why."""
+
+    path: Path
+    reason: str
+
+
+def read_episodes(paths: Iterable[str | Path]) -> tuple[list[EpisodeLog], list[SkippedLog]]:
+    """Read every log; a bad one (truncated, not JSON, or without its closing `summary` line because its
+    writer died) is skipped and listed instead of failing the whole set."""
+    logs: list[EpisodeLog] = []
+    skipped: list[SkippedLog] = []
+    for path in map(Path, paths):
+        try:
+            log = read_episode(path)
+        except (BadRequest, NotFound, OSError, UnicodeDecodeError) as exc:
+            skipped.append(SkippedLog(path, getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"))
+            continue
+        if log.summary is None:
+            skipped.append(SkippedLog(path, f"{path}: no summary line (the episode's writer did not finish)"))
+            continue
+        logs.append(log)
+    return logs, skipped
+
+
 def _add_line(log: EpisodeLog, raw: dict[str, Any]) -> None:
     kind = raw.pop("type", None)
     match kind:
@@ -100,10 +131,25 @@ def _add_line(log: EpisodeLog, raw: dict[str, Any]) -> None:
 
 
 def append_requests(path: str | Path, requests: Mapping[str, CanonicalRequest]) -> None:
-    """Add one `request` line per turn id to an episode log."""
-    with Path(path).open("a") as fh:
-        fh.writelines(json.dumps({"type": "request", "turn_id": turn_id,
-                                 "request": request.model_dump(mode="json")}) + "\n" for turn_id, request in requests.items())
+    """Add one `request` line per turn id to an episode log, atomically: the log is rewritten whole via a
+    temp file, so a crash leaves the log without them or with all of them, never a torn line."""
+    file = Path(path)
+    lines = "".join(json.dumps({"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")})
+                    + "\n" for turn_id, request in requests.items())
+    write_atomic(file, file.read_bytes() + lines.encode())
+
+
+def log_name(harness: str, task: str) -> str:
+    """A new episode log's file stem, unique even for two runs in the same second:
+    `<harness>-<task>-<YYYYmmdd-HHMMSS>-<6 random hex>`.
+
+    Raises:
+        BadRequest: the harness or task id is not a plain name (`../x`, `a/b`, `.env`): it would lead
+            the file elsewhere.
+    """
+    safe_name(harness, "harness")
+    safe_name(task, "task id")
+    return f"{harness}-{task}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
 
 
 def find_logs(paths: Iterable[str | Path]) -> list[Path]:

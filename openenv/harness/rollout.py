@@ -18,6 +18,7 @@ from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
 from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.tasks.model import Task
+from openenv.paths import write_atomic
 
 __all__ = ["EpisodeSummary", "Policy", "run_episode", "save_trajectory"]
 
@@ -110,12 +111,9 @@ def run_episode(
 
 def save_trajectory(path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary) -> Path:
     """Write the episode as JSONL: one `turn` line per turn (aux included), one `sequence` line per
-    training row, then the `summary` line."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as fh:
-        for record in env.trajectory():
-            fh.write(json.dumps({"type": "turn", **record.model_dump(mode="json")}) + "\n")
-        for row in obs.sequences or []:
-            fh.write(json.dumps({"type": "sequence", **row.model_dump(mode="json")}) + "\n")
-        fh.write(json.dumps({"type": "summary", **summary.model_dump(mode="json")}) + "\n")
-    return path
+    training row, then the `summary` line. Written whole or not at all (temp file, fsync, rename): a
+    crash mid-write leaves no truncated log for `openenv export` to trip on."""
+    lines = [json.dumps({"type": "turn", **record.model_dump(mode="json")}) for record in env.trajectory()]
+    lines += [json.dumps({"type": "sequence", **row.model_dump(mode="json")}) for row in obs.sequences or []]
+    lines.append(json.dumps({"type": "summary", **summary.model_dump(mode="json")}))
+    return write_atomic(path, "\n".join(lines) + "\n")

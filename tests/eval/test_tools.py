@@ -71,3 +71,46 @@ async def test_run_episode_returns_reward_and_summary_then_get_trajectory_return
     episode = log.structured_content
     assert [t["kind"] for t in episode["turns"]] == ["new", "merged"]
     assert len(episode["sequences"]) == 1 and set(episode["requests"]) == {t["id"] for t in episode["turns"]}
+
+
+@pytest.mark.parametrize(("arguments", "needle"), [
+    ({"task": "../../../../tmp/x"}, "task id '../../../../tmp/x' is not a plain name"),
+    ({"task": "fix-temperature-conversion", "harness": "/tmp/evil-harness"}, "unknown harness '/tmp/evil-harness'"),
+    ({"task": "fix-temperature-conversion", "harness": "../../tmp/evil"}, "unknown harness"),
+    ({"task": "fix-temperature-conversion", "task_set": "/tmp"}, "unknown task set '/tmp'"),
+])
+async def test_run_episode_takes_only_known_harnesses_task_sets_and_plain_task_ids(pi_server, arguments, needle,
+                                                                                    tmp_path):
+    """Host paths as harness or task set (a spec.yaml or a task the caller wrote), and a task id that walks
+    out of the episodes folder, are refused before anything runs or is written."""
+
+    async def body(client: Any) -> Any:
+        return await client.call_tool("run_episode", arguments)
+
+    refused = await _call(pi_server, body)
+    assert refused.is_error and needle in refused.content[0].text
+    assert not (tmp_path / "episodes").exists() or not list((tmp_path / "episodes").iterdir())
+
+
+async def test_list_tasks_lists_only_the_servers_task_sets(pi_server, tmp_path, monkeypatch):
+    async def body(client: Any) -> Any:
+        return await client.call_tool("list_tasks", {"task_set": "/etc"})
+
+    refused = await _call(pi_server, body)
+    assert refused.is_error and "unknown task set '/etc'" in refused.content[0].text
+
+
+def test_the_operator_adds_task_sets_with_an_environment_variable(monkeypatch, tmp_path):
+    from openenv.eval.tools import known_task_sets
+
+    monkeypatch.setenv("OPENENV_TASK_SETS", f"{tmp_path}, org/dataset")
+    assert known_task_sets() == ["builtin", str(tmp_path), "org/dataset"]
+
+
+def test_a_recorded_episode_refuses_a_task_id_that_leaves_the_episodes_folder(tmp_path):
+    from openenv.errors import BadRequest
+    from openenv.eval.episodes import EpisodeRequest, run_recorded_episode
+
+    with pytest.raises(BadRequest, match="task id"):
+        run_recorded_episode(EpisodeRequest(harness="pi", task="../../../../tmp/x"), tmp_path / "episodes")
+    assert not (tmp_path / "episodes").exists()

@@ -72,3 +72,20 @@ def test_cli_exports_both_shapes_from_a_folder(tmp_path):
 def test_cli_refuses_an_unknown_shape(tmp_path):
     result = CliRunner().invoke(cli, ["export", str(FIXTURE), "--shape", "pixels"])
     assert result.exit_code == 2 and "--shape is tokens or messages" in result.output
+
+
+def test_cli_skips_and_lists_bad_logs_instead_of_aborting_the_set(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(FIXTURE, logs / "a.jsonl")
+    text = FIXTURE.read_text()
+    (logs / "b.jsonl").write_text(text[: len(text) // 3])  # truncated by a crash mid-write
+    (logs / "c.jsonl").write_text("not json\n")
+    out = tmp_path / "ds"
+    result = CliRunner().invoke(cli, ["export", str(logs), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "tokens: 1 rows from 1 episode(s)" in result.output and "2 bad log(s) skipped" in result.output
+    assert "skipped" in result.output and "b.jsonl" in result.output and "c.jsonl" in result.output
+    assert load_from_disk(str(out / "tokens"))["episode"] == ["a"]
+    strict = CliRunner().invoke(cli, ["export", str(logs), "--out", str(tmp_path / "ds2"), "--strict"])
+    assert strict.exit_code == 1 and "--strict" in strict.output and not (tmp_path / "ds2").exists()

@@ -9,7 +9,7 @@ import pytest
 
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart
 from openenv.errors import BadRequest, NotFound
-from openenv.export.log import append_requests, find_logs, read_episode
+from openenv.export.log import append_requests, find_logs, log_name, read_episode, read_episodes
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi-oracle.jsonl"
 
@@ -57,3 +57,45 @@ def test_find_logs_expands_folders_and_names_what_is_missing(tmp_path):
         find_logs([tmp_path / "nope"])
     with pytest.raises(NotFound, match="no trajectory .jsonl files found"):
         find_logs([])
+
+
+def test_read_episodes_skips_and_names_truncated_and_unfinished_logs(tmp_path):
+    text = FIXTURE.read_text()
+    summary_at = text.index('{"type": "summary"')
+    good = tmp_path / "good.jsonl"
+    good.write_text(text)
+    torn = tmp_path / "torn.jsonl"  # the writer was killed mid-line
+    torn.write_text(text[: len(text) // 2])
+    unfinished = tmp_path / "unfinished.jsonl"  # killed between lines, before the summary
+    unfinished.write_text(text[:summary_at])
+    logs, skipped = read_episodes([good, torn, unfinished])
+    assert [log.name for log in logs] == ["good"]
+    assert {s.path.name: s.reason for s in skipped}.keys() == {"torn.jsonl", "unfinished.jsonl"}
+    assert "torn.jsonl:" in next(s.reason for s in skipped if s.path == torn)
+    assert "no summary line" in next(s.reason for s in skipped if s.path == unfinished)
+
+
+def test_a_log_write_that_fails_midway_leaves_the_previous_log_whole(tmp_path):
+    """save_trajectory used to open the file with "w" and write line by line: a crash left it truncated."""
+    from openenv.harness.rollout import save_trajectory
+
+    class Dying:
+        def trajectory(self):
+            yield from read_episode(FIXTURE).turns[:1]
+            raise OSError("killed mid-write")
+
+    path = tmp_path / "ep.jsonl"
+    path.write_text(FIXTURE.read_text())
+    log = read_episode(FIXTURE)
+    with pytest.raises(OSError, match="killed mid-write"):
+        save_trajectory(path, Dying(), log, log.summary)  # type: ignore[arg-type]
+    assert path.read_text() == FIXTURE.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ep.jsonl"]  # and no temp file is left behind
+
+
+def test_log_names_are_unique_within_a_second_and_refuse_paths():
+    names = {log_name("pi", "fix-temperature-conversion") for _ in range(200)}
+    assert len(names) == 200
+    for harness, task in [("pi", "../../x"), ("../pi", "t"), ("pi", "a/b"), ("pi", ".env")]:
+        with pytest.raises(BadRequest):
+            log_name(harness, task)
