@@ -9,25 +9,38 @@ A Space folder holds everything the Space builds from:
   env/          the env folder itself (its `openenv.yaml` and code).
 Once the Space runs, `AutoEnv.from_env("owner/name")` connects to `https://owner-name.hf.space`, and MCP
 clients to its `/mcp`.
+
+What goes in (docs/security.md): of the env folder, only files a `git add` would take and never a dotfile:
+anything named by a `.gitignore` (the folder's own, nested ones, and those of the git repository above it),
+any path with a part starting with `.` (`.env` with its tokens, `.git` with its config), caches and
+symlinks are left out. Spaces are created private unless asked otherwise, and the Space's server requires
+a bearer token (the `OPENENV_TOKEN` secret). `dest` must be new or empty: it is never deleted.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from dataclasses import dataclass, field
 from importlib.metadata import distribution
 from importlib.resources import files
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
 from openenv.auto import env_search_paths, hf_space_url
-from openenv.errors import NotFound, TransportError
+from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
 from openenv.resources import package_path
 
-__all__ = ["SPACE_PORT", "build_space_folder", "push_space", "space_readme", "write_source_tree"]
+__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "push_space", "space_files", "space_readme",
+           "write_source_tree"]
 
 SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info", ".venv", "node_modules")
+_IGNORE = shutil.ignore_patterns(".*", "__pycache__", "*.pyc", "*.egg-info", "node_modules")  # openenv's own tree
+# Never shipped from an env folder, .gitignore or not: caches and build leftovers (dotfiles go by name).
+_ALWAYS_OUT = ("__pycache__/", "*.pyc", "*.pyo", "*.egg-info/", "node_modules/")
 _DOCKERFILE = """\
 # Built by `openenv push`: serves the `{name}` env on port {port} (HTTP, WebSocket and MCP at /mcp).
 FROM python:3.11-slim
@@ -38,7 +51,9 @@ RUN pip install --no-cache-dir /app/openenv-src
 COPY --chown=user env/ /app/env/
 USER user
 EXPOSE {port}
-CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{port}"]
+# The server requires a bearer token: set the Space secret OPENENV_TOKEN (else one is made and printed to
+# the Space's logs); clients send it (`export OPENENV_TOKEN=...`).
+CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{port}", "--allowed-host", "{allowed_host}"]
 """
 
 
@@ -56,7 +71,9 @@ def space_readme(manifest: Manifest, repo_id: str | None) -> str:
         f"# {manifest.name}\n\n{manifest.description}\n\n"
         "An openenv environment: `reset`/`step`/`state` over HTTP and WebSocket, "
         "and its tools over MCP at `/mcp`.\n\n"
-        f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n"
+        f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n\n"
+        "The server requires a bearer token: set the Space secret `OPENENV_TOKEN`, and the same value in "
+        "`OPENENV_TOKEN` where the client runs.\n"
     )
 
 
@@ -66,19 +83,93 @@ def _one_line(text: str) -> str:
 
 
 def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> Path:
-    """Write the Space folder of `env` (a name or an env folder) into `dest`, replacing what is there.
+    """Write the Space folder of `env` (a name or an env folder) into `dest`, which must be new or empty.
 
     Raises:
         NotFound: `env` is not an env folder, nor the name of one under the env search paths.
+        BadRequest: `dest` exists and is not an empty folder (it is never deleted or overwritten).
     """
     manifest, folder = Manifest.load(_env_folder(env))
-    if dest.exists():
-        shutil.rmtree(dest)
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise BadRequest(f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
+                         "deleted or overwritten)", path=str(dest))
     write_source_tree(dest / "openenv-src")
-    shutil.copytree(folder, dest / "env", ignore=_IGNORE)
-    (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT))
+    for rel in space_files(folder).included:
+        (dest / "env" / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(folder / rel, dest / "env" / rel, follow_symlinks=False)
+    allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
+    (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT, allowed_host=allowed))
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
     return dest
+
+
+@dataclass
+class SpaceFiles:
+    """The files of a folder that go into a Space, and those left out with the reason (paths relative)."""
+
+    included: list[Path] = field(default_factory=list)
+    left_out: list[tuple[Path, str]] = field(default_factory=list)
+
+
+def space_files(root: Path) -> SpaceFiles:
+    """Every file under `root` a Space may carry: not a dotfile or under a dot-folder, not ignored by a
+    `.gitignore` (in `root`, below it, or in the git repository above it), not a cache, not a symlink."""
+    root = root.resolve()
+    rules = _GitIgnores(root)
+    found = SpaceFiles()
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        rules.load(here)
+        for name in sorted(dirs):
+            why = _why_out(here / name, root, rules, is_dir=True)
+            if why is not None:
+                dirs.remove(name)
+                found.left_out.append(((here / name).relative_to(root), why))
+        dirs.sort()
+        for name in sorted(names):
+            why = _why_out(here / name, root, rules, is_dir=False)
+            if why is None:
+                found.included.append((here / name).relative_to(root))
+            else:
+                found.left_out.append(((here / name).relative_to(root), why))
+    return found
+
+
+def _why_out(path: Path, root: Path, rules: _GitIgnores, *, is_dir: bool) -> str | None:
+    rel = path.relative_to(root).as_posix() + ("/" if is_dir else "")
+    if path.name.startswith("."):
+        return "a dotfile (never shipped: .env, .git, ...)"
+    if path.is_symlink():
+        return "a symlink (its target could be anywhere)"
+    if rules.always.match_file(rel):
+        return "a cache or build leftover"
+    if rules.ignored(path, is_dir=is_dir):
+        return "ignored by .gitignore"
+    return None
+
+
+class _GitIgnores:
+    """`.gitignore` files as git reads them: each one's patterns apply below its own folder."""
+
+    def __init__(self, root: Path) -> None:
+        import pathspec
+
+        self._spec = pathspec.GitIgnoreSpec
+        self.always = pathspec.GitIgnoreSpec.from_lines(_ALWAYS_OUT)
+        self._rules: list[tuple[Path, Any]] = []
+        top = next((p for p in (root, *root.parents) if (p / ".git").exists()), None)
+        if top is not None:  # the repository's .gitignore files above `root` apply to it as well
+            for folder in reversed([p for p in root.parents if p.is_relative_to(top)]):
+                self.load(folder)
+
+    def load(self, folder: Path) -> None:
+        file = folder / ".gitignore"
+        if file.is_file() and not file.is_symlink():
+            self._rules.append((folder, self._spec.from_lines(file.read_text(errors="replace").splitlines())))
+
+    def ignored(self, path: Path, *, is_dir: bool) -> bool:
+        return any(path.is_relative_to(base) and spec.match_file(path.relative_to(base).as_posix() + ("/" if is_dir else ""))
+                   for base, spec in self._rules)
 
 
 def write_source_tree(dest: Path) -> Path:
@@ -116,7 +207,7 @@ def _env_folder(env: str) -> Path:
 
 
 def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint: str | None = None,
-               private: bool = False) -> str:
+               private: bool = True) -> str:
     """Create (or reuse) the Docker Space `repo_id` and upload `folder` as one commit.
 
     Args:
@@ -124,7 +215,7 @@ def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint
         repo_id: `owner/name`.
         token: a Hub token; default: the one `huggingface_hub` finds (HF_TOKEN, the login cache).
         endpoint: the Hub URL; default: `huggingface_hub`'s (HF_ENDPOINT, else huggingface.co).
-        private: create the Space private.
+        private: create the Space private (the default; a public Space shows its code to everyone).
 
     Returns:
         The URL the Space serves the env at.

@@ -108,7 +108,8 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
     assert "openenv" in matter["tags"]
     assert 'AutoEnv.from_env("alice/echo-env")' in (space / "README.md").read_text()
     dockerfile = (space / "Dockerfile").read_text()
-    assert f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}"]' in dockerfile
+    assert (f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}", '
+            '"--allowed-host", "alice-echo-env.hf.space"]') in dockerfile
     assert "pip install --no-cache-dir /app/openenv-src" in dockerfile
     assert (space / "env" / "openenv.yaml").is_file()
     project = tomllib.loads((space / "openenv-src" / "pyproject.toml").read_text())["project"]
@@ -155,6 +156,7 @@ def test_push_uploads_the_space_folder_through_huggingface_hub_then_autoenv_reso
     assert "https://alice-echo-env.hf.space" in result.output
     [repo] = hub.repos
     assert (repo["organization"], repo["name"], repo["type"], repo["sdk"]) == ("alice", "Echo_Env", "space", "docker")
+    assert repo["visibility"] == "private"  # private unless --public
     assert hub.auth == ["Bearer hf_standin_token"]
     space = tmp_path / "space"
     local = {p.relative_to(space).as_posix(): p.read_bytes() for p in space.rglob("*") if p.is_file()}
@@ -182,3 +184,60 @@ def test_push_of_something_that_is_not_an_env_folder_is_a_clear_cli_error(tmp_pa
     result = CliRunner().invoke(cli, ["push", "https://example.invalid", "--dry-run", "--out", str(tmp_path)])
     assert result.exit_code == 1
     assert "publishes an env folder" in result.output
+
+
+@pytest.fixture
+def careless_env(tmp_path: Path) -> Path:
+    """An env folder as a user's checkout looks: secrets in dotfiles, ignored files, a symlink out."""
+    from openenv.scaffold import scaffold
+
+    folder = scaffold("careless_env", tmp_path / "checkout")
+    (folder / ".env").write_text("HF_TOKEN=hf_secret_from_dotenv\n")
+    (folder / ".git").mkdir()
+    (folder / ".git" / "config").write_text('[remote "origin"]\n\turl = https://user:ghp_secret@github.com/x/y\n')
+    (folder / ".gitignore").write_text("secrets.txt\nbuild/\n*.log\n")
+    (folder / "secrets.txt").write_text("api_key=sk-secret\n")
+    (folder / "build").mkdir()
+    (folder / "build" / "big.bin").write_text("x")
+    (folder / "run.log").write_text("token=secret\n")
+    (folder / "data").mkdir()
+    (folder / "data" / ".gitignore").write_text("private.csv\n")
+    (folder / "data" / "private.csv").write_text("ssn\n")
+    (folder / "data" / "public.csv").write_text("a,b\n")
+    outside = tmp_path / "home-secret"
+    outside.write_text("id_rsa contents\n")
+    (folder / "key").symlink_to(outside)
+    return folder
+
+
+def test_push_copies_what_git_would_and_never_a_dotfile(careless_env: Path, tmp_path: Path) -> None:
+    space = build_space_folder(str(careless_env), tmp_path / "space")
+    shipped = {p.relative_to(space / "env").as_posix() for p in (space / "env").rglob("*") if p.is_file()}
+    for leaked in (".env", ".git/config", ".gitignore", "secrets.txt", "build/big.bin", "run.log",
+                   "data/private.csv", "data/.gitignore", "key"):
+        assert leaked not in shipped, leaked
+    assert {"openenv.yaml", "data/public.csv"} <= shipped
+    everything = b"".join(p.read_bytes() for p in space.rglob("*") if p.is_file())
+    for secret in (b"hf_secret_from_dotenv", b"ghp_secret", b"sk-secret", b"id_rsa contents", b"ssn"):
+        assert secret not in everything
+    assert not [p for p in space.rglob(".*")]  # no dotfile anywhere, the bundled openenv source included
+
+
+def test_push_refuses_a_non_empty_out_folder_and_deletes_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "precious"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    result = CliRunner().invoke(cli, ["push", "echo", "--dry-run", "--out", str(out)])
+    assert result.exit_code == 1 and "not empty" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["thesis.tex"]
+    assert (out / "thesis.tex").read_text() == "years of work"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert CliRunner().invoke(cli, ["push", "echo", "--dry-run", "--out", str(empty)]).exit_code == 0
+
+
+def test_push_public_is_an_explicit_choice(hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", "hf_standin_token")
+    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/open", "--endpoint", hub.url, "--public"])
+    assert result.exit_code == 0, result.output
+    assert hub.repos[0]["visibility"] == "public" and "(public)" in result.output

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 from typing import Annotated
 
@@ -19,18 +20,30 @@ def push(
     repo: Annotated[str | None, typer.Option(help="Space id owner/name (default: <your user>/<env name>)")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="write the Space folder locally, upload nothing")]
     = False,
-    out: Annotated[Path | None, typer.Option(help="where the Space folder goes (default build/space-<env>)")]
+    out: Annotated[Path | None, typer.Option(help="where the Space folder goes: a new or empty folder (default: "
+                                                  "build/space-<env> for --dry-run, else a temporary folder)")]
     = None,
     endpoint: Annotated[str | None, typer.Option(help="Hub URL (default $HF_ENDPOINT or huggingface.co)")] = None,
-    private: Annotated[bool, typer.Option(help="create the Space private")] = False,
+    private: Annotated[bool, typer.Option("--private/--public", help="create the Space private (default) or public")]
+    = True,
 ) -> None:
-    """Publish an env as a Docker Space: README front matter (sdk: docker, app_port), Dockerfile and code."""
+    """Publish an env as a Docker Space: README front matter (sdk: docker, app_port), Dockerfile and code.
+
+    Only files git would take are copied (.gitignore honoured) and never dotfiles (.env, .git); the Space
+    is private unless --public; its server requires a token (set the Space secret OPENENV_TOKEN).
+    """
+    import tempfile
+
     from openenv.errors import OpenEnvError
     from openenv.manifest import Manifest
     from openenv.publish import build_space_folder, push_space
 
+    scratch = None
+    if out is None and not dry_run:
+        scratch = Path(tempfile.mkdtemp(prefix="openenv-space-"))  # ours: removed after the upload
     try:
-        folder = build_space_folder(env, out or Path("build") / f"space-{Path(env).resolve().name}", repo_id=repo)
+        dest = out or scratch or Path("build") / f"space-{Path(env).resolve().name}"
+        folder = build_space_folder(env, dest, repo_id=repo)
         if dry_run:
             typer.echo(f"Space folder written to {folder} (dry run: nothing uploaded)")
             return
@@ -40,7 +53,12 @@ def push(
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
-    typer.echo(f"pushed {repo_id}; the env serves at {url} (AutoEnv.from_env({repo_id!r}))")
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    visibility = "private" if private else "public"
+    typer.echo(f"pushed {repo_id} ({visibility}); the env serves at {url} (AutoEnv.from_env({repo_id!r})); "
+               "set the Space secret OPENENV_TOKEN and export the same value where clients run")
 
 
 def _whoami(endpoint: str | None) -> str:
