@@ -22,6 +22,7 @@ __all__ = [
     "Role",
     "SamplingParams",
     "TextPart",
+    "ToolCallAttempt",
     "ThinkingPart",
     "Tool",
     "ToolCallPart",
@@ -179,6 +180,20 @@ class Usage(_Frozen):
         return self.prompt_tokens + self.completion_tokens
 
 
+class ToolCallAttempt(_Frozen):
+    """Where the model began a tool call in a completion, and whether it parsed.
+
+    `status`: `parsed`, `malformed` (the block closed but its body does not decode; it stays in the
+    text) or `missing_close` (the block never closed; `calls` > 0 when its body decoded anyway).
+    `token_start`/`token_end`: the span in the completion's `token_ids` (end exclusive).
+    """
+
+    status: Literal["parsed", "malformed", "missing_close"]
+    token_start: int
+    token_end: int
+    calls: int = 0
+
+
 class Completion(_Frozen):
     """The reply to one request: parsed text plus the exact ids and logprobs behind it.
 
@@ -205,3 +220,4 @@ class Completion(_Frozen):
     logprobs: tuple[float, ...] = ()
     finish_reason: FinishReason = "stop"
     usage: Usage = Usage(prompt_tokens=0, completion_tokens=0)
+    call_attempts: tuple[ToolCallAttempt, ...] = ()  # every tool-call attempt and its parse status

@@ -22,6 +22,7 @@ from openenv.capture.backends.base import Backend
 from openenv.capture.budget import Budget, budget_reply_text
 from openenv.capture.canonical import CanonicalRequest, Completion, SamplingParams, ToolCallPart, Usage
 from openenv.capture.parsers.base import CompletionParser
+from openenv.capture.parsers.spans import token_spans
 from openenv.capture.renderer import Renderer
 from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
@@ -372,11 +373,12 @@ class Session:
         parsed = self._parser.parse(self._renderer.completion_text(ids))
         calls = tuple(ToolCallPart(id=f"call_{turn.id}_{i}", name=c.name, arguments=c.arguments)
                       for i, c in enumerate(parsed.tool_calls))
+        attempts = token_spans(parsed.attempts, ids, self._renderer.decode) if parsed.attempts else ()
         return Completion(
             id=turn.id, model=req.model or self._served_model, created=int(time.time()), text=parsed.content,
             reasoning=parsed.reasoning, tool_calls=calls, token_ids=tuple(ids), logprobs=tuple(logprobs),
             finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]
-            usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)),
+            usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)), call_attempts=attempts,
         )
 
     async def _next(self, timeout: float | None) -> PendingTurn | None:

@@ -124,6 +124,8 @@ class SequenceStats(BaseModel):
     merge_ratio: float
     sampled_tokens: int = Field(default=0, description="completion tokens of the model turns (policy tokens)")
     aux_tokens: int = Field(default=0, description="completion tokens of aux turns (never trained)")
+    malformed_tool_calls: int = Field(default=0, description="tool-call attempts of model turns that did not "
+                                      "parse cleanly (malformed or missing their closing tag)")
 
 
 class TurnRecord(BaseModel):
@@ -285,6 +287,8 @@ class Trajectory:
             merge_ratio=merged / mergeable if mergeable else 1.0,
             sampled_tokens=sum(_completion_len(t) for t in model),
             aux_tokens=sum(_completion_len(t) for t in self.turns if t.aux),
+            malformed_tool_calls=sum(a.status != "parsed" for t in model if t.completion
+                                     for a in t.completion.call_attempts),
         )
 
     def records(self) -> list[TurnRecord]:

@@ -50,6 +50,7 @@ class EpisodeSummary(BaseModel):
     tokens_sampled: int = Field(default=0, description="policy tokens the model sampled (aux turns excluded)")
     tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
     aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
+    malformed_tool_calls: int = Field(default=0, description="tool-call attempts that did not parse cleanly")
 
     @property
     def trained_ratio(self) -> float:
@@ -104,6 +105,7 @@ def run_episode(
         tokens_sampled=stats.sampled_tokens if stats else 0,
         tokens_trained=sum(sum(row.env_mask) for row in obs.sequences or []),
         aux_tokens=stats.aux_tokens if stats else 0,
+        malformed_tool_calls=stats.malformed_tool_calls if stats else 0,
         notes=[str(n) for n in obs.metadata.get("notes", [])],
     )
     return obs, summary

@@ -46,6 +46,7 @@ class EpisodeResult:
     tokens_sampled: int = 0
     tokens_trained: int = 0
     aux_tokens: int = 0
+    malformed_tool_calls: int = 0
     error: str | None = None
     wall_s: float = 0.0
     node: str | None = None  # where it ran: a Ray node id, or None for this process
@@ -91,6 +92,7 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         stats = obs.stats
         result.take(trained_rows(obs.sequences or [], sequences, sampled=stats.sampled_tokens if stats else None))
         result.aux_tokens = stats.aux_tokens if stats else 0
+        result.malformed_tool_calls = stats.malformed_tool_calls if stats else 0
         result.reward, result.breakdown = summary.reward or 0.0, dict(summary.reward_breakdown)
         if summary.reward is None:  # no verdict is not a score of 0: the failure policy retries or masks it
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"

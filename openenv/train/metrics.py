@@ -1,6 +1,7 @@
 """Rollout metrics for TRL's logs: per-harness reward and tool calls, and the failure policy's counters.
 
-Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens}`
+Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens,
+malformed_tool_calls}` (means per episode except the counts)
 over the unmasked episodes of the batch, and `rollout/{failed_episodes,retries,masked_groups,dropped_sequences,
 trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s}`.
 `tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
@@ -37,7 +38,8 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
                     f"harness/{name}/episodes": float(len(eps)),
                     f"harness/{name}/sequences": fmean(float(len(r.rows) + r.dropped_sequences) for r in eps),
                     f"harness/{name}/tokens_trained_ratio": _ratio(eps),
-                    f"harness/{name}/aux_tokens": float(sum(r.aux_tokens for r in eps))}
+                    f"harness/{name}/aux_tokens": float(sum(r.aux_tokens for r in eps)),
+                    f"harness/{name}/malformed_tool_calls": fmean(float(r.malformed_tool_calls) for r in eps)}
     trained = [r for o in outcomes if not o.masked for r in o.results]
     metrics |= {
         "rollout/failed_episodes": float(sum(r.failed for r in results)),

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["RewardFunc", "default_reward_funcs", "partial_credit", "plain_text", "task_success", "tool_call_bonus"]
+__all__ = ["RewardFunc", "default_reward_funcs", "malformed_tool_call_penalty", "partial_credit", "plain_text",
+           "task_success", "tool_call_bonus"]
 
 RewardFunc = Callable[..., list[float | None]]
 
@@ -45,6 +46,28 @@ def tool_call_bonus(scale: float = 0.5, budget: int = 20) -> RewardFunc:
                 for s, n, m in zip(solved, tool_calls, masked, strict=True)]
 
     return tool_call_bonus
+
+
+def malformed_tool_call_penalty(scale: float = 0.1, cap: int = 10) -> RewardFunc:
+    """A penalty for tool calls that did not parse: `-scale * min(malformed_tool_calls, cap)` per episode.
+
+    An unparsed call never reaches the harness (it stays in the text), so the episode silently loses a
+    step; other frameworks report it mis-trains when left unseen. Opt in by adding it to the reward
+    functions (it is not in `default_reward_funcs`).
+
+    Args:
+        scale: the penalty per malformed call (or call missing its closing tag).
+        cap: malformed calls past this count add nothing (keeps the term bounded).
+    """
+    if scale < 0 or cap <= 0:
+        raise ValueError(f"malformed_tool_call_penalty needs scale >= 0 and cap > 0; got {scale}, {cap}")
+
+    def malformed_tool_call_penalty(prompts: Sequence[Any], completions: Sequence[Any], *,
+                                    malformed_tool_calls: Sequence[float], masked: Sequence[bool],
+                                    **_: Any) -> list[float | None]:
+        return [None if m else -scale * min(float(n), cap) for n, m in zip(malformed_tool_calls, masked, strict=True)]
+
+    return malformed_tool_call_penalty
 
 
 def default_reward_funcs(*, bonus_scale: float = 0.5, budget: int = 20) -> list[RewardFunc]:

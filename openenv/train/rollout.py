@@ -312,6 +312,7 @@ def training_row(result: EpisodeResult, *, masked: bool, filler: int, loss_type:
         "tests_passed": parts.get("tests_passed", 0.0),
         "tests_total": parts.get("tests_total", 0.0),
         "tool_calls": float(result.tool_calls),
+        "malformed_tool_calls": float(result.malformed_tool_calls),
         "turns": float(result.turns),
         "episode_reward": result.reward,
         "error": result.error or "",

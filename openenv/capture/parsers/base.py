@@ -15,9 +15,10 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 __all__ = [
+    "CallAttempt",
     "CompletionParser",
     "ParsedCall",
     "ParsedText",
@@ -35,13 +36,33 @@ class ParsedCall:
     arguments: str
 
 
+CallStatus = Literal["parsed", "malformed", "missing_close"]
+
+
+@dataclass(frozen=True, slots=True)
+class CallAttempt:
+    """One place the model started a tool call, and whether it parsed.
+
+    `parsed`: the call decoded and its block was closed. `malformed`: the block was closed but its body
+    does not decode (bad JSON, no name, not a call); it stays in the content. `missing_close`: the block
+    never closed (cut by the end of the turn or `max_tokens`); `calls` says whether its body decoded
+    anyway (then it is kept as a call). `start`/`end` are character offsets in the parsed text.
+    """
+
+    status: CallStatus
+    start: int
+    end: int
+    calls: int = 0  # tool calls the block yielded
+
+
 @dataclass(frozen=True, slots=True)
 class ParsedText:
-    """A completion split into its three channels."""
+    """A completion split into its three channels, plus every tool-call attempt and its status."""
 
     content: str
     reasoning: str = ""
     tool_calls: tuple[ParsedCall, ...] = ()
+    attempts: tuple[CallAttempt, ...] = ()
 
 
 @runtime_checkable
@@ -70,15 +91,25 @@ def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</th
 
 
 def extract_blocks(
-    text: str, block: re.Pattern[str], decode: Callable[[str], ParsedCall | Iterable[ParsedCall] | None]
+    text: str, block: re.Pattern[str], decode: Callable[[str], ParsedCall | Iterable[ParsedCall] | None],
+    *, close: str | None = None, attempts: list[CallAttempt] | None = None, offset: int = 0,
 ) -> tuple[str, tuple[ParsedCall, ...]]:
     """(content, calls): each `block` match whose group 1 decodes (to one call or several) is cut out;
-    a block that does not decode (None) stays in the content, so a malformed call is never lost."""
+    a block that does not decode (None) stays in the content, so a malformed call is never lost.
+
+    With `attempts`, each match is appended as a `CallAttempt` (spans shifted by `offset`); `close` is
+    the block's closing tag, whose absence makes the status `missing_close`."""
     calls: list[ParsedCall] = []
     kept: list[str] = []
     cursor = 0
     for match in block.finditer(text):
         decoded = decode(match.group(1))
+        if attempts is not None:
+            found = [decoded] if isinstance(decoded, ParsedCall) else list(decoded or [])
+            closed = close is None or match.group(0).rstrip().endswith(close)
+            status: CallStatus = "missing_close" if not closed else "parsed" if decoded is not None else "malformed"
+            attempts.append(CallAttempt(status, offset + match.start(), offset + match.end(), len(found)))
+            decoded = found if decoded is not None and not isinstance(decoded, ParsedCall) else decoded
         if decoded is None:
             continue
         kept.append(text[cursor : match.start()])

@@ -6,6 +6,7 @@ import json
 import re
 
 from openenv.capture.parsers.base import (
+    CallAttempt,
     ParsedCall,
     ParsedText,
     extract_blocks,
@@ -26,8 +27,10 @@ class HermesParser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        content, calls = extract_blocks(rest, _CALL, _call)
-        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
+        attempts: list[CallAttempt] = []
+        content, calls = extract_blocks(rest, _CALL, _call, close="</tool_call>", attempts=attempts,
+                                        offset=len(text) - len(rest))
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def _call(body: str) -> ParsedCall | None:

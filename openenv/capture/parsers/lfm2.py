@@ -10,7 +10,7 @@ import ast
 import json
 import re
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, extract_blocks, split_reasoning
+from openenv.capture.parsers.base import CallAttempt, ParsedCall, ParsedText, extract_blocks, split_reasoning
 
 __all__ = ["Lfm2Parser", "pythonic_calls"]
 
@@ -25,8 +25,10 @@ class Lfm2Parser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        content, calls = extract_blocks(rest, _BLOCK, pythonic_calls)
-        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
+        attempts: list[CallAttempt] = []
+        content, calls = extract_blocks(rest, _BLOCK, pythonic_calls, close=END, attempts=attempts,
+                                        offset=len(text) - len(rest))
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def pythonic_calls(source: str) -> list[ParsedCall] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, json_arguments, split_reasoning
+from openenv.capture.parsers.base import CallAttempt, ParsedCall, ParsedText, json_arguments, split_reasoning
 
 __all__ = ["Llama3JsonParser"]
 
@@ -24,23 +24,30 @@ class Llama3JsonParser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        body = rest.strip()
-        body = body.removeprefix(PYTHON_TAG).lstrip()
+        stripped = rest.strip()
+        tagged = stripped.startswith(PYTHON_TAG)
+        body = stripped.removeprefix(PYTHON_TAG).lstrip()
+        base = len(text) - len(rest) + (len(rest) - len(rest.lstrip())) + (len(stripped) - len(body))
         calls: list[ParsedCall] = []
+        attempts: list[CallAttempt] = []
         cursor = 0
         while cursor < len(body) and body[cursor] == "{":
             try:
                 obj, end = _DECODER.raw_decode(body, cursor)
+                call = _call(obj)
             except ValueError:
-                break
-            call = _call(obj)
-            if call is None:
+                call = None
+            if call is None:  # a call that does not decode, where the model writes calls
+                if tagged or calls or '"name"' in body[cursor:cursor + 64]:
+                    attempts.append(CallAttempt("malformed", base + cursor, base + len(body)))
                 break
             calls.append(call)
+            attempts.append(CallAttempt("parsed", base + cursor, base + end, 1))
             cursor = _skip_separators(body, end)
         if not calls:
-            return ParsedText(content=rest.strip(), reasoning=reasoning)
-        return ParsedText(content=body[cursor:].strip(), reasoning=reasoning, tool_calls=tuple(calls))
+            return ParsedText(content=rest.strip(), reasoning=reasoning, attempts=tuple(attempts))
+        return ParsedText(content=body[cursor:].strip(), reasoning=reasoning, tool_calls=tuple(calls),
+                          attempts=tuple(attempts))
 
 
 def _call(obj: object) -> ParsedCall | None:

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from openenv.capture.parsers.base import ParsedCall, ParsedText, extract_blocks, split_reasoning
+from openenv.capture.parsers.base import CallAttempt, ParsedCall, ParsedText, extract_blocks, split_reasoning
 
 __all__ = ["Qwen3CoderParser"]
 
@@ -28,8 +28,10 @@ class Qwen3CoderParser:
 
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
-        content, calls = extract_blocks(rest, _CALL, _call)
-        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls)
+        attempts: list[CallAttempt] = []
+        content, calls = extract_blocks(rest, _CALL, _call, close="</tool_call>", attempts=attempts,
+                                        offset=len(text) - len(rest))
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def _call(body: str) -> ParsedCall | None:
