@@ -35,7 +35,7 @@ openhands       pip     openhands                        1.16.0    openhands 3.1
 kilo            npm     @kilocode/cli                    7.7.7     kilo     system
 continue        npm     @continuedev/cli                 1.5.47    cn       system
 grok-cli        npm     @vibe-kit/grok-cli               0.0.34    grok     system
-kimi-cli        pip     kimi-cli                         1.52.0    kimi     3.12
+kimi-cli        pip     kimi-cli                         1.51.0    kimi     3.13
 terminus-2      pip     harbor                           0.26.0    python   3.12
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
