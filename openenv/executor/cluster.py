@@ -105,6 +105,7 @@ class RayExecutor:
         self._queue: deque[tuple[EpisodeJob, Future[Any]]] = deque()
         self._dead: list[dict[str, str]] = []
         self._live: list[_Actor] = []
+        self._history: list[dict[str, str]] = []
         self._replacements_left = self.slots if max_replacements is None else max_replacements
         self._closed = False
         self.lost = 0  # episodes whose worker died under them
@@ -138,6 +139,11 @@ class RayExecutor:
         """`(node ip, job label)` of each episode in flight now (progress displays, fault tests)."""
         with self._lock:
             return [(a.info["node_ip"], a.job.label) for a in self._busy.values() if a.job is not None]
+
+    def workers(self) -> list[dict[str, str]]:
+        """Every worker this run started, dead ones included (`EpisodeWorker.info()`: node, owner, folders)."""
+        with self._lock:
+            return [dict(info) for info in self._history]
 
     def nodes(self) -> dict[str, str]:
         """Node id -> address of every live worker."""
@@ -214,6 +220,7 @@ class RayExecutor:
             unique = list(dict.fromkeys(problems))
             raise ClusterNotReady("the Ray cluster is not ready for this run:\n  - " + "\n  - ".join(unique))
         self._idle.extend(self._live)
+        self._history.extend(a.info for a in self._live)
 
     def _dispatch(self) -> None:
         """Pair idle workers with queued jobs."""
@@ -283,6 +290,7 @@ class RayExecutor:
                     closed = True
                 else:
                     closed = False
+                    self._history.append(info)
                     self._live.append(actor)
                     self._idle.append(actor)
             if closed:

@@ -33,7 +33,7 @@ def node_problems(engine: EngineSpec, harnesses: Sequence[str]) -> list[str]:
 
 def _tokenizer_problems(model: str | None) -> list[str]:
     if model is None:
-        from openenv.testing.tiny_model import tiny_model_path
+        from openenv.models.tiny import tiny_model_path
 
         try:
             folder = tiny_model_path()

@@ -114,7 +114,7 @@ class EpisodeWorker:
 def _start_server(spec: EngineSpec) -> CaptureServer:
     """A capture server on 127.0.0.1 for `spec`; its admin API is locked (episodes drive it in-process)."""
     from openenv.capture.backends.vllm_engines import vllm_backend
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models.tiny import tiny_model_path
 
     spec.check_remote()
     folder = Path(spec.model) if spec.model else tiny_model_path()

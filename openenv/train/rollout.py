@@ -316,6 +316,7 @@ def training_row(result: EpisodeResult, *, masked: bool, filler: int, loss_type:
         "turns": float(result.turns),
         "episode_reward": result.reward,
         "error": result.error or "",
+        "node": result.node or "",  # the Ray node that ran the final attempt ("" on the thread executor)
         "row_weight": weights[0],
         "branch_rows": branches,
         "tokens_sampled": float(result.tokens_sampled),

@@ -71,3 +71,44 @@ def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows
             _same_row(a, b, decode)
     # the logs were fetched home from the workers' folders
     assert all(Path(e["trajectory"]).parent == tmp_path / "ray" / "episodes" for e in ray_report["episodes"])
+
+
+def test_two_grpo_steps_train_with_their_episodes_on_ray_workers(ray_cluster: LoopbackRayCluster, vllm_url: str,
+                                                                 tiny_model: Path, tmp_path: Path):
+    done = ray_cluster.run([sys.executable, str(DRIVERS / "grpo_on_ray.py"), str(tiny_model), vllm_url,
+                            str(tmp_path / "grpo")], timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["steps"] == 2 and result["changed"]
+    # one generation batch of 2 groups x 2 episodes, spread over both workers (one per node)
+    assert len(result["nodes"]) == 4 and len(set(result["nodes"])) == 2 and all(result["nodes"])
+
+
+def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ray_cluster: LoopbackRayCluster,
+                                                                              vllm_url: str, tmp_path: Path):
+    done = ray_cluster.run([sys.executable, str(DRIVERS / "bad_cluster.py"), vllm_url, str(tmp_path / "absent")],
+                           timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused = json.loads(done.stdout.strip().splitlines()[-1])
+    model = refused["missing_model"]
+    assert "127.0.0.1" in model and "127.0.0.2" in model and str(tmp_path / "absent") in model
+    assert "engine at http://127.0.0.1:9 is unreachable" in refused["unreachable_engine"]
+    assert "--resources" in refused["no_slot_resource"]
+    assert "cannot use it" in refused["local_backend"]
+
+
+# Last: it kills the worker node's raylet, which the session's cluster does not get back.
+def test_losing_a_node_mid_episode_retries_it_on_the_other_node_and_leaves_nothing(
+        ray_cluster: LoopbackRayCluster, vllm_url: str, tiny_model: Path):
+    raylet = ray_cluster.raylet_pid("127.0.0.2")
+    done = ray_cluster.run([sys.executable, str(DRIVERS / "lose_a_node.py"), str(tiny_model), vllm_url, str(raylet)],
+                           timeout=540)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads(done.stdout.strip().splitlines()[-1])
+    assert run["killed_during"], "the node was killed while its episode ran"
+    assert sorted(run["attempts"]) == [1, 2] and run["lost"] == 1  # one retry, for the one lost episode
+    assert not run["masked"] and run["errors"] == [None, None] and run["rewards"] == [1.0, 1.0]
+    head = [node for node, ip in run["worker_ips"].items() if ip == "127.0.0.1"]
+    assert run["nodes"] == head * 2  # both final attempts ran on the surviving node
+    assert len(run["trajectories"]) == 2 and all(run["trajectories"])
+    assert run["leftover_processes"] == [] and run["leftover_sandbox_dirs"] == []

@@ -1,0 +1,29 @@
+"""Driver (inside the cluster's namespace): the ways a Ray run is refused before any episode starts.
+
+argv: vLLM URL, a model folder that does not exist. Prints one JSON line: each refusal's message.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from openenv.errors import OpenEnvError
+from openenv.executor import EngineSpec
+from openenv.executor.cluster import RayExecutor
+
+url, absent = sys.argv[1], sys.argv[2]
+cases = {
+    "missing_model": dict(engine=EngineSpec(model=absent, vllm_urls=(url,)), harnesses=["pi"]),
+    "unreachable_engine": dict(engine=EngineSpec(vllm_urls=("http://127.0.0.1:9",)), harnesses=["pi"]),
+    "no_slot_resource": dict(engine=EngineSpec(vllm_urls=(url,)), harnesses=["pi"], slot_resource="gpu_slot"),
+    "local_backend": dict(engine=EngineSpec(backend="local"), harnesses=["pi"]),
+}
+messages = {}
+for name, options in cases.items():
+    try:
+        RayExecutor("auto", start_timeout_s=120, **options).close()  # type: ignore[arg-type]
+        messages[name] = "started"
+    except OpenEnvError as exc:
+        messages[name] = exc.message
+print(json.dumps(messages))
