@@ -37,6 +37,7 @@ continue        npm     @continuedev/cli                 1.5.47    cn       syst
 grok-cli        npm     @vibe-kit/grok-cli               0.0.34    grok     system
 kimi-cli        pip     kimi-cli                         1.51.0    kimi     3.13
 terminus-2      pip     harbor                           0.26.0    python   3.12
+nanocoder       npm     @nanocollective/nanocoder        1.30.0    nanocoder 22
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 
