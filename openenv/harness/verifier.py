@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openenv.errors import OpenEnvError
 from openenv.harness.rewards import NoReward, RewardStatus, read_rewards
 from openenv.harness.sandbox.base import CommandResult, Sandbox
 from openenv.harness.tasks.model import Task
@@ -126,12 +127,19 @@ def verify(
     4. the task's test command runs from the workdir with `[verifier].env`, under its timeout;
     5. the reward files are read from the host side, as Harbor reads them.
     """
-    sandbox.end_agent()
-    reward_dir = sandbox.fresh_dir(REWARD_PATH)
-    sandbox.fresh_dir(TESTS_PATH)
-    sandbox.stage(TESTS_PATH, dict(task.tests), readonly=True)
+    try:
+        sandbox.end_agent()
+        reward_dir = sandbox.fresh_dir(REWARD_PATH)
+        sandbox.fresh_dir(TESTS_PATH)
+        sandbox.stage(TESTS_PATH, dict(task.tests), readonly=True)
+    except (OSError, OpenEnvError) as exc:  # e.g. something of the agent's still writes there: no grading
+        reason = exc.message if isinstance(exc, OpenEnvError) else f"{type(exc).__name__}: {exc}"
+        return Verdict(reward=None, status="verifier_error", reason=f"could not prepare grading: {reason}",
+                       tool_calls=tool_calls)
+    # PYTHONNOUSERSITE: the verifier shares HOME with the agent; a usercustomize.py or .pth file planted
+    # in ~/.local must not run inside the tests' Python.
     env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
-           "WORKSPACE": sandbox.workdir, **task.verifier_env}
+           "WORKSPACE": sandbox.workdir, "PYTHONNOUSERSITE": "1", **task.verifier_env}
     result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s,
                          cwd=sandbox.workdir)
     sandbox.end_agent()  # the tests' own leftovers must not write the reward while it is read

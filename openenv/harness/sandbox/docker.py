@@ -63,7 +63,9 @@ HARBOR_MOUNTS = {
     "/logs/agent": ("harbor/agent", True),
 }
 # Kills every process in the container but PID 1 (docker-init), the main process and itself, until none
-# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all.
+# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all,
+# and always as `python3 -I -S`: the agent shares HOME with us, and a usercustomize.py or .pth file it
+# planted in ~/.local would otherwise run first (the red-team suite found that one).
 END_AGENT_SNIPPET = """
 import os, signal, sys, time
 keep = {1, os.getpid(), int(sys.argv[1])}
@@ -427,7 +429,7 @@ class DockerSandbox:
             return
         for process in self._processes:
             process.mark_killed()
-        result = self.container.exec_run(["python3", "-c", END_AGENT_SNIPPET, str(self._main_pid)],
+        result = self.container.exec_run(["python3", "-I", "-S", "-c", END_AGENT_SNIPPET, str(self._main_pid)],
                                          user=self._user or "0:0")
         if result.exit_code != 0:
             raise EnvError(f"could not end the agent's processes: {result.output.decode(errors='replace')[-300:]}")
@@ -508,7 +510,7 @@ class DockerSandbox:
         if self._stopped or self.lost_reason() is not None:
             return ""
         try:
-            result = self.container.exec_run(["python3", "-c", snippet, arg], user=self._user or "0:0")
+            result = self.container.exec_run(["python3", "-I", "-S", "-c", snippet, arg], user=self._user or "0:0")
         except docker.errors.DockerException:
             return ""
         return result.output.decode("utf-8", "replace")
