@@ -24,7 +24,7 @@ from openenv.paths import safe_name
 
 __all__ = ["HarnessInfo", "HarnessTools", "TaskInfo", "harness_tools", "known_task_sets"]
 
-_EPISODE_ID = re.compile(r"^[\w.-]+$")
+_EPISODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class TaskInfo(BaseModel):
@@ -96,8 +96,8 @@ class HarnessTools:
 
     def get_trajectory(self, episode_id: str) -> EpisodeLog:
         """The full log of an episode run by `run_episode`: turns, token sequences, requests and summary."""
-        if not _EPISODE_ID.match(episode_id):
-            raise NotFound(f"{episode_id!r} is not an episode id (letters, digits, '-', '_', '.')")
+        if not _EPISODE_ID.match(episode_id):  # the same plain-name rule as the names log_name makes
+            raise NotFound(f"{episode_id!r} is not an episode id (letters, digits, '-', '_', '.'; no leading '.')")
         path = self.out_dir / f"{episode_id}.jsonl"
         if not path.is_file():
             raise NotFound(f"no episode {episode_id!r} in {self.out_dir}; run_episode returns the ids")

@@ -179,21 +179,26 @@ def _peer_is_loopback(scope: Scope) -> bool:
 
 
 class SecurityMiddleware:
-    """Checks every HTTP request and WebSocket handshake before the app sees it (see the module doc)."""
+    """Checks every HTTP request and WebSocket handshake before the app sees it (see the module doc).
+
+    On the step hot path it costs one pass over the headers and a few set lookups (a Host header's
+    verdict is remembered), measured by bench/bench_server_guard.py.
+    """
 
     def __init__(self, app: ASGIApp, security: ServerSecurity) -> None:
         self.app = app
         self.security = security
         self._expected = f"Bearer {security.token}".encode() if security.token else None
+        self._host_verdicts: dict[bytes, bool] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
-        headers = _headers(scope)
+        headers, hosts = _wanted_headers(scope)
         try:
-            self._check(scope, headers)
+            self._check(scope, headers, hosts)
         except OpenEnvError as err:
             await _refuse(scope, receive, send, err)
             return
@@ -205,18 +210,28 @@ class SecurityMiddleware:
                 return
         await self.app(scope, receive, send)
 
-    def _check(self, scope: Scope, headers: dict[bytes, bytes]) -> None:
+    def _host_ok(self, raw: bytes | None) -> bool:
+        if raw is None:
+            return self.security.host_allowed(None)
+        verdict = self._host_verdicts.get(raw)
+        if verdict is None:
+            verdict = self.security.host_allowed(_text(raw))
+            if len(self._host_verdicts) < 256:  # bounded: a client may send any number of names
+                self._host_verdicts[raw] = verdict
+        return verdict
+
+    def _check(self, scope: Scope, headers: dict[bytes, bytes], hosts: int) -> None:
         sec = self.security
-        if sum(name == b"host" for name, _ in scope.get("headers", ())) > 1:
+        if hosts > 1:
             raise Forbidden("more than one Host header; refusing to guess which one the client meant")
-        host = _text(headers.get(b"host"))
-        if not sec.host_allowed(host):
-            raise Forbidden(f"this server does not answer to Host {host!r} (DNS rebinding?); start it with "
-                            "--allowed-host NAME to serve that name", host=host)
-        origin = _text(headers.get(b"origin"))
-        if not sec.origin_allowed(origin, host, scope.get("scheme", "http")):
-            raise Forbidden(f"requests from web pages of {origin!r} are refused; start the server with "
-                            "--allowed-origin ORIGIN to allow them", origin=origin)
+        raw_host = headers.get(b"host")
+        if not self._host_ok(raw_host):
+            raise Forbidden(f"this server does not answer to Host {_text(raw_host)!r} (DNS rebinding?); start "
+                            "it with --allowed-host NAME to serve that name", host=_text(raw_host))
+        origin = headers.get(b"origin")
+        if origin is not None and not sec.origin_allowed(_text(origin), _text(raw_host), scope.get("scheme", "http")):
+            raise Forbidden(f"requests from web pages of {_text(origin)!r} are refused; start the server with "
+                            "--allowed-origin ORIGIN to allow them", origin=_text(origin))
         method = scope.get("method", "GET")
         if (method, scope["path"]) not in PUBLIC_ROUTES:
             self._check_token(scope, headers)
@@ -233,6 +248,22 @@ class SecurityMiddleware:
             why = "no Authorization header" if not given else "a wrong token"
             raise Unauthorized(f"{why}: send 'Authorization: Bearer <token>' with the token the server printed "
                                "when it started (clients read $OPENENV_TOKEN)")
+
+
+_WANTED = frozenset({b"host", b"origin", b"authorization", b"content-type", b"content-length", b"transfer-encoding"})
+
+
+def _wanted_headers(scope: Scope) -> tuple[dict[bytes, bytes], int]:
+    """The headers the checks read (names are lower-case in ASGI; the first value wins), and how many
+    Host headers there were."""
+    out: dict[bytes, bytes] = {}
+    hosts = 0
+    for name, value in scope.get("headers", ()):
+        if name in _WANTED:
+            if name == b"host":
+                hosts += 1
+            out.setdefault(name, value)
+    return out, hosts
 
 
 async def _buffered(receive: Receive, limit: int) -> Receive:
@@ -275,14 +306,6 @@ def _check_body_headers(headers: dict[bytes, bytes], limit: int) -> None:
         if media != "application/json" and not media.endswith("+json"):
             raise UnsupportedMediaType(f"request bodies must be application/json, got {ctype or 'no Content-Type'!r}",
                                        content_type=ctype)
-
-
-def _headers(scope: Scope) -> dict[bytes, bytes]:
-    """Header names are lower-case in ASGI; the first value of a repeated header wins."""
-    out: dict[bytes, bytes] = {}
-    for name, value in scope.get("headers", ()):
-        out.setdefault(name, value)
-    return out
 
 
 def _text(raw: bytes | None) -> str | None:
