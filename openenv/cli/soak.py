@@ -14,6 +14,7 @@ from rich.table import Table
 from openenv.cli._output import stdout_to_stderr
 
 if TYPE_CHECKING:
+    from openenv.executor import EpisodeExecutor
     from openenv.testing.soak import EpisodeResult, SoakConfig, SoakReport
 
 __all__ = ["register"]
@@ -23,7 +24,9 @@ _err = Console(stderr=True)
 
 def soak(
     episodes: Annotated[int, typer.Option(help="how many episodes")] = 200,
-    concurrency: Annotated[int, typer.Option(help="episodes at once (one proxy, relay and fault proxy each)")] = 6,
+    concurrency: Annotated[int | None, typer.Option(help="episodes at once (one proxy, relay and fault proxy each; "
+                                                          "default 6, with --ray every slot the cluster offers)")]
+    = None,
     harness: Annotated[str, typer.Option(help="the harness CLI every episode runs")] = "codex",
     seed: Annotated[int, typer.Option(help="shuffles the fault plan")] = 0,
     kinds: Annotated[str | None, typer.Option(help="comma-separated fault kinds to draw from (default: all)")]
@@ -35,6 +38,10 @@ def soak(
     hang_timeout: Annotated[float, typer.Option(help="harness budget (s) in `harness_hung` episodes")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="also write the JSON report here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
+                                            help="run the episodes on Ray workers (each with its own fault proxy, "
+                                                 "proxy and relay on its node); the engine URL must be reachable "
+                                                 "from every node")] = None,
 ) -> None:
     """Run the fault soak; exit 1 if any episode missed its expected outcome or anything was lost or leaked."""
     from pydantic import ValidationError
@@ -42,7 +49,7 @@ def soak(
     from openenv.testing.soak import SoakConfig
 
     try:
-        fields: dict[str, object] = {"episodes": episodes, "concurrency": concurrency, "harness": harness,
+        fields: dict[str, object] = {"episodes": episodes, "concurrency": concurrency or 6, "harness": harness,
                                      "seed": seed, "backend_timeout_s": backend_timeout,
                                      "hang_timeout_s": hang_timeout}
         if kinds:
@@ -52,7 +59,7 @@ def soak(
         raise typer.BadParameter(str(exc)) from None
     # stdout carries only the report (`--json` pipes it); whatever the run prints goes to stderr.
     with stdout_to_stderr():
-        report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"))
+        report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"), ray, concurrency)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(report.model_dump_json(indent=2) + "\n")
@@ -64,7 +71,11 @@ def soak(
         raise typer.Exit(1)
 
 
-def _with_vllm(config: SoakConfig, url: str | None) -> SoakReport:
+def _with_vllm(config: SoakConfig, url: str | None, ray: str | None = None, slots: int | None = None) -> SoakReport:
+    if ray:
+        if not url:
+            raise typer.BadParameter("--ray needs --vllm-url (an engine every node reaches)")
+        return _on_ray(config, url.rstrip("/"), ray, slots)
     if url:
         return _run_with_progress(config, url.rstrip("/"))
     from openenv.models import tiny_model_path
@@ -75,7 +86,25 @@ def _with_vllm(config: SoakConfig, url: str | None) -> SoakReport:
         return _run_with_progress(config, server.base_url)
 
 
-def _run_with_progress(config: SoakConfig, url: str) -> SoakReport:
+def _on_ray(config: SoakConfig, url: str, address: str, slots: int | None) -> SoakReport:
+    from openenv.errors import OpenEnvError
+    from openenv.executor import EngineSpec
+    from openenv.executor.cluster import RayExecutor
+
+    try:
+        executor = RayExecutor(address, engine=EngineSpec(vllm_urls=(url,)), harnesses=[config.harness], slots=slots)
+    except OpenEnvError as exc:
+        _err.print(f"[red]error:[/] {exc.message}")
+        raise typer.Exit(2) from None
+    ips = sorted(set(executor.nodes().values()))
+    _err.print(f"{executor.slots} soak workers on {len(ips)} node(s): {', '.join(ips)}")
+    try:
+        return _run_with_progress(config, url, executor)
+    finally:
+        executor.close()
+
+
+def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor | None = None) -> SoakReport:
     """One bar, advanced as episodes finish, with the count of episodes that missed (on stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -92,7 +121,7 @@ def _run_with_progress(config: SoakConfig, url: str) -> SoakReport:
             missed += not result.ok
             progress.update(bar, advance=1, missed=missed)
 
-        return run_soak(config, url, on_result=advance)
+        return run_soak(config, url, on_result=advance, executor=executor)
 
 
 def _targets_met(report: SoakReport) -> bool:

@@ -71,12 +71,15 @@ class WorkerContext:
         artifacts: a folder for this worker's full trajectories (None: the job's own default).
         node_id: the Ray node id (threads: `local:<hostname>`).
         node_ip: the node's address.
+        cache: objects a job keeps for the later jobs of the same worker (a soak slot); the worker closes
+            each one that has `close()` when it shuts down.
     """
 
     capture: Callable[[EngineSpec], CaptureServer | None] = field(default=lambda _spec: None)
     artifacts: Path | None = None
     node_id: str = field(default_factory=lambda: f"local:{socket.gethostname()}")
     node_ip: str = "127.0.0.1"
+    cache: dict[str, Any] = field(default_factory=dict)
 
 
 @runtime_checkable

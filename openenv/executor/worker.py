@@ -72,6 +72,7 @@ class EpisodeWorker:
         os.environ["TMPDIR"] = str(self.tmp)
         tempfile.tempdir = str(self.tmp)
         self._servers: dict[EngineSpec, CaptureServer] = {}
+        self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     def info(self) -> dict[str, str]:
@@ -82,7 +83,7 @@ class EpisodeWorker:
     def run(self, job: EpisodeJob) -> Any:
         """Run one job next to this worker's proxy; its full trajectory goes under the worker's folder."""
         context = WorkerContext(capture=self._capture, artifacts=self.folder / "episodes", node_id=self.node_id,
-                                node_ip=self.node_ip)
+                                node_ip=self.node_ip, cache=self._cache)
         return job.run(context)
 
     def read(self, path: str) -> bytes:
@@ -100,6 +101,11 @@ class EpisodeWorker:
         """Stop this worker's proxies and remove its sandbox temp folder (trajectories stay)."""
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
+            kept, self._cache = list(self._cache.values()), {}
+        for thing in kept:
+            close = getattr(thing, "close", None)
+            if close is not None:
+                close()
         for server in servers:
             server.stop()
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -30,7 +30,8 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,7 @@ from openenv.capture.server import CaptureServer
 from openenv.capture.session import Session
 from openenv.capture.trajectory import TurnRecord
 from openenv.errors import EnvError, OpenEnvError
+from openenv.executor.base import EpisodeExecutor, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.sandbox.base import ProcessStatus
@@ -54,7 +56,7 @@ from openenv.testing.polling import settle
 from openenv.testing.soak_relay import LedgerRelay
 
 __all__ = ["EXPECTED_STATUS", "FAULT_KINDS", "EpisodePlan", "EpisodeResult", "FaultKind", "KindSummary",
-           "SoakConfig", "SoakReport", "fault_plan", "run_soak", "summarize"]
+           "SoakConfig", "SoakEpisodeJob", "SoakReport", "fault_plan", "run_soak", "summarize"]
 
 FaultKind = Literal["none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry", "harness_killed",
                     "harness_hung", "harness_nonzero", "client_vanished"]
@@ -418,17 +420,26 @@ def _process_figures() -> tuple[float, int, int, set[int]]:
 
 
 def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = None,
-             on_result: Callable[[EpisodeResult], None] | None = None) -> SoakReport:
+             on_result: Callable[[EpisodeResult], None] | None = None,
+             executor: EpisodeExecutor | None = None) -> SoakReport:
     """Run the plan on `config.concurrency` slots against the vLLM at `vllm_url`; the accounted report.
 
     Args:
         model: the tokenizer folder the proxy renders with (default: the tiny model vLLM serves).
         on_result: called with each episode's result as it finishes (from worker threads).
+        executor: run the episodes there instead (`RayExecutor`: one slot per Ray worker, each with
+            its own fault proxy, capture server and relay on its node); the process figures (RSS,
+            threads, fds, children) are then the driver's, and leaks are checked per episode there.
     """
     from openenv.models import tiny_model_path
 
     rss0, threads0, fds0, children0 = _process_figures()
     start = time.monotonic()
+    if executor is not None:
+        results = _run_on(executor, config, vllm_url, str(model) if model else None, on_result)
+        rss1, threads1, fds1, _ = _process_figures()
+        return summarize(config, sorted(results, key=lambda r: r.index), wall_s=time.monotonic() - start,
+                         start=(rss0, threads0, fds0), end=(rss1, threads1, fds1), leaked_children=0)
     renderer = Renderer.from_pretrained(model or tiny_model_path())
     todo: queue.SimpleQueue[EpisodePlan] = queue.SimpleQueue()
     for plan in fault_plan(config):
@@ -460,6 +471,48 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
     leaked_children = len({pid for pid in children1 - children0 if _alive(pid)})
     return summarize(config, sorted(results, key=lambda r: r.index), wall_s=wall,
                      start=(rss0, threads0, fds0), end=(rss1, threads1, fds1), leaked_children=leaked_children)
+
+
+@dataclass(frozen=True)
+class SoakEpisodeJob:
+    """One soak episode as an executor job; the worker keeps one slot (fault proxy, proxy, relay) for all
+    the soak episodes it runs, as a soak thread does."""
+
+    plan: EpisodePlan
+    config: SoakConfig
+    vllm_url: str
+    model: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"soak/{self.plan.index}/{self.plan.kind}"
+
+    def run(self, context: WorkerContext) -> EpisodeResult:
+        from openenv.models import tiny_model_path
+
+        key = f"soak-slot:{self.vllm_url}:{self.config.model_dump_json()}"
+        slot = context.cache.get(key)
+        if slot is None:
+            renderer = Renderer.from_pretrained(self.model or tiny_model_path())
+            slot = context.cache[key] = _Slot(self.config, self.vllm_url, renderer)
+        return run_episode(self.plan, slot, self.config)
+
+    def lost(self, reason: str) -> EpisodeResult:
+        plan = self.plan
+        return EpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
+                             status=None, problems=[reason])
+
+
+def _run_on(executor: EpisodeExecutor, config: SoakConfig, vllm_url: str, model: str | None,
+            on_result: Callable[[EpisodeResult], None] | None) -> list[EpisodeResult]:
+    futures = [executor.submit(SoakEpisodeJob(plan, config, vllm_url, model)) for plan in fault_plan(config)]
+    results = []
+    for future in as_completed(futures):
+        result = future.result()
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results
 
 
 def _alive(pid: int) -> bool:

@@ -97,6 +97,17 @@ def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ra
     assert "cannot use it" in refused["local_backend"]
 
 
+def test_a_soak_runs_on_the_ray_workers_with_nothing_lost_or_leaked(ray_cluster: LoopbackRayCluster, vllm_url: str):
+    done = ray_cluster.run([OPENENV, "soak", "--ray", "auto", "--episodes", "2", "--kinds", "none,client_retry",
+                            "--vllm-url", vllm_url, "--json"], timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 soak workers on 2 node(s): 127.0.0.1, 127.0.0.2" in done.stderr
+    report = _report(done.stdout)
+    assert report["episodes"] == report["ok"] == 2 and set(report["per_kind"]) == {"none", "client_retry"}
+    assert (report["lost_turns"], report["duplicate_turns"], report["leaked_processes"]) == (0, 0, 0)
+    assert report["replays"] == report["replays_identical"] == 1
+
+
 # Last: it kills the worker node's raylet, which the session's cluster does not get back.
 def test_losing_a_node_mid_episode_retries_it_on_the_other_node_and_leaves_nothing(
         ray_cluster: LoopbackRayCluster, vllm_url: str, tiny_model: Path):

@@ -1,0 +1,204 @@
+"""What the Ray executor adds per episode over the thread executor, side by side, in the same run.
+
+    .venv/bin/python bench/bench_scale.py [--episodes 24] [--turns 4] [--json]
+
+Both executors run the same stand-in episode: a job that opens a capture session on its place's proxy,
+plays a harness for `--turns` turns (a real HTTP client posting a growing chat with a tool to
+`/v1/chat/completions`), and returns the episode's training rows, as `TrainingEpisodeJob` does. The
+engine is `bench/engines.py instant` (answers at once), so what is left is our cost: the proxy, the
+executor, and for Ray the object store, the actor calls and the worker processes.
+
+- **thread**: `ThreadExecutor(2)` here, one capture server shared by the jobs.
+- **ray**: `RayExecutor` on a real 2-node cluster (127.0.0.1 + 127.0.0.2, one slot each) in a
+  loopback-only network namespace (`openenv.testing.ray_cluster`), the driver inside it too.
+
+Per episode it reports: wall time seen by the driver with one episode in flight (the added latency),
+episodes/s with both slots busy, driver CPU, the whole cluster's CPU (raylets, GCS and workers
+included), and the bytes that cross the object store (the job out, the result back). Needs root
+(network namespaces) and `pip install 'openenv[ray]'`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from openenv.executor import EngineSpec, WorkerContext  # noqa: E402
+
+TOOLS = [{"type": "function", "function": {"name": "tool_0", "description": "run a shell command",
+                                           "parameters": {"type": "object",
+                                                          "properties": {"command": {"type": "string"}}}}}]
+
+
+@dataclass(frozen=True)
+class StandInEpisode:
+    """A harness stand-in: `turns` chat turns through the place's proxy, then the episode's rows."""
+
+    engine: EngineSpec
+    turns: int
+    label: str = "stand-in"
+
+    def run(self, context: WorkerContext) -> dict[str, Any]:
+        import httpx
+
+        server = context.capture(self.engine)
+        assert server is not None
+        session = server.open_session(mode="auto")
+        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. " * 40},
+                                          {"role": "user", "content": "Fix the failing test in module.py."}]
+        with httpx.Client(base_url=session.base_url, trust_env=False, timeout=30) as client:
+            for turn in range(self.turns):
+                reply = client.post("/v1/chat/completions", json={"model": "tiny", "messages": messages,
+                                                                  "tools": TOOLS, "max_tokens": 64})
+                reply.raise_for_status()
+                message = reply.json()["choices"][0]["message"]
+                calls = message.get("tool_calls") or []
+                messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": calls})
+                for call in calls:
+                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": f"output {turn}\n" * 20})
+        rows = [row.model_dump(mode="json") for row in session.sequences()]
+        server.close_session(session.token)
+        return {"rows": rows, "node": context.node_id}
+
+    def lost(self, reason: str) -> dict[str, Any]:
+        return {"rows": [], "error": reason}
+
+
+def _measure(executor: Any, engine: EngineSpec, episodes: int, turns: int) -> dict[str, float]:
+    """Sequential (added latency), then all at once (throughput); driver CPU and bytes per episode."""
+    import cloudpickle
+
+    job = StandInEpisode(engine, turns)
+    executor.submit(job).result()  # warm: servers started, tokenizer loaded, connections open
+    one = []
+    for _ in range(max(4, episodes // 4)):
+        start = time.perf_counter()
+        result = executor.submit(job).result()
+        one.append(time.perf_counter() - start)
+        assert result["rows"], result
+    cpu0, start = time.process_time(), time.perf_counter()
+    results = [f.result() for f in [executor.submit(job) for _ in range(episodes)]]
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    assert all(r["rows"] for r in results)
+    return {"latency_ms": 1000 * sorted(one)[len(one) // 2], "episodes_per_s": episodes / wall,
+            "driver_cpu_ms": 1000 * cpu / episodes, "job_bytes": len(cloudpickle.dumps(job)),
+            "result_bytes": len(pickle.dumps(results[0])), "nodes": len({r["node"] for r in results})}
+
+
+def _ray_driver(url: str, episodes: int, turns: int) -> None:
+    from openenv.executor.cluster import RayExecutor
+
+    engine = EngineSpec(vllm_urls=(url,))
+    executor = RayExecutor("auto", engine=engine, harnesses=[])
+    try:
+        result = _measure(executor, engine, episodes, turns)
+    finally:
+        executor.close()
+    print(json.dumps({**result, "driver_total_cpu_s": time.process_time()}))
+
+
+def _cpu_s(procs: list[Any]) -> float:
+    total = 0.0
+    for proc in procs:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except Exception:  # noqa: BLE001 - a process that ended mid-count
+            continue
+    return total
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=24)
+    parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--ray-driver", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ray_driver:
+        _ray_driver(args.ray_driver, args.episodes, args.turns)
+        return
+    import psutil
+
+    from openenv.capture.backends.vllm import VLLMBackend
+    from openenv.capture.server import CaptureServer
+    from openenv.executor import ThreadExecutor
+    from openenv.models import tiny_model_path
+    from openenv.testing.ray_cluster import LoopbackRayCluster
+
+    port = _free_port()
+    engine_proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        for _ in range(200):
+            try:
+                if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        engine = EngineSpec(vllm_urls=(url,))
+        server = CaptureServer(backend=VLLMBackend(url), model=tiny_model_path()).start()
+        me = psutil.Process()
+        cpu0 = _cpu_s([me])
+        threads = ThreadExecutor(2, capture=lambda _spec: server)
+        try:
+            thread = _measure(threads, engine, args.episodes, args.turns)
+        finally:
+            threads.close()
+            server.stop()
+        thread["cluster_cpu_ms"] = 1000 * (_cpu_s([me]) - cpu0) / (args.episodes + max(4, args.episodes // 4) + 1)
+        env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        with LoopbackRayCluster(workers=1, slots=1, env=env, forward={port: port}) as cluster:
+            before = _cpu_s(cluster.processes())
+            done = cluster.run([sys.executable, __file__, "--ray-driver", url, "--episodes", str(args.episodes),
+                                "--turns", str(args.turns)], timeout=600)
+            after = _cpu_s(cluster.processes())
+            if done.returncode != 0:
+                raise SystemExit(f"the Ray driver failed: {done.stderr[-3000:]}")
+            ray = json.loads(done.stdout.strip().splitlines()[-1])
+            # the driver has exited by now: its own CPU comes from its report (it includes its Ray start-up)
+            total = after - before + ray["driver_total_cpu_s"]
+            ray["cluster_cpu_ms"] = 1000 * total / (args.episodes + max(4, args.episodes // 4) + 1)
+            ray["cluster_start_s"] = cluster.started_s
+    finally:
+        engine_proc.terminate()
+        engine_proc.wait(10)
+    report = {"episodes": args.episodes, "turns": args.turns, "thread": thread, "ray": ray,
+              "latency_ratio": ray["latency_ms"] / thread["latency_ms"],
+              "throughput_ratio": thread["episodes_per_s"] / ray["episodes_per_s"],
+              "load_avg": os.getloadavg()}
+    if args.json:
+        print(json.dumps(report))
+        return
+    print(f"stand-in episodes of {args.turns} turns, instant engine; ray = 2 nodes x 1 slot in a loopback netns")
+    print(f"{'':28}{'thread':>12}{'ray':>12}")
+    for key, label in (("latency_ms", "wall per episode, 1 in flight (ms)"), ("episodes_per_s", "episodes/s, 2 slots"),
+                       ("driver_cpu_ms", "driver CPU per episode (ms)"), ("cluster_cpu_ms", "all CPU per episode (ms)"),
+                       ("job_bytes", "job bytes out"), ("result_bytes", "result bytes back"), ("nodes", "nodes used")):
+        print(f"{label:<36}{thread[key]:>10.1f}{ray[key]:>12.1f}")
+    print(f"ray/thread wall per episode: {report['latency_ratio']:.2f}x; thread/ray throughput: "
+          f"{report['throughput_ratio']:.2f}x; cluster start {ray['cluster_start_s']} s; load {report['load_avg']}")
+
+
+if __name__ == "__main__":
+    main()
