@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -158,10 +159,11 @@ def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> Non
 
 
 @pytest.fixture
-def served_pi(wheel_env: WheelEnv) -> Iterator[str]:
-    port = LocalServer.free_port()
+def served_pi(wheel_env: WheelEnv) -> Iterator[tuple[str, str]]:
+    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
     proc = subprocess.Popen([wheel_env.openenv, "serve", "pi", "--port", str(port)], cwd=wheel_env.home,
-                            env=wheel_env.env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            env={**wheel_env.env(), "OPENENV_TOKEN": token}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -174,16 +176,17 @@ def served_pi(wheel_env: WheelEnv) -> Iterator[str]:
             assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
             assert time.monotonic() < deadline, "openenv serve pi did not answer /health in 60 s"
             time.sleep(0.2)
-        yield url
+        yield url, token
     finally:
         proc.terminate()
         proc.wait(timeout=20)
 
 
-async def test_openenv_serve_pi_from_the_wheel_lists_its_tools_over_mcp(served_pi: str) -> None:
-    from mcp.client.client import Client
+async def test_openenv_serve_pi_from_the_wheel_lists_its_tools_over_mcp(served_pi: tuple[str, str]) -> None:
+    from openenv.client.mcp import connect_mcp  # the official mcp SDK client, with the bearer token
 
-    async with Client(f"{served_pi}/mcp") as client:
+    url, token = served_pi
+    async with connect_mcp(url, token=token) as client:
         tools = await client.list_tools()
         harnesses: Any = await client.call_tool("list_harnesses", {})
         tasks: Any = await client.call_tool("list_tasks", {})
