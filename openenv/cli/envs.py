@@ -46,6 +46,12 @@ def serve(
                      show_default=False),
     ] = None,
     max_body_bytes: Annotated[int, typer.Option(help="Largest request body / WebSocket frame.")] = 16 * 2**20,
+    task_set: Annotated[
+        list[str] | None,
+        typer.Option(help="A task set clients may name by id besides builtin (repeat): a Harbor folder, a "
+                          "parquet/jsonl file or a Hub id (harness envs; adds to $OPENENV_TASK_SETS).",
+                     show_default=False),
+    ] = None,
     allow_inline_tasks: Annotated[
         bool,
         typer.Option("--allow-inline-tasks", help="Let clients send whole tasks (their commands run here) "
@@ -67,6 +73,12 @@ def serve(
     from openenv.server import create_app
     from openenv.server.security import ServerSecurity
 
+    if task_set:
+        from openenv.harness.tasks.sets import SERVED_TASK_SETS_ENV
+
+        listed = [os.environ.get(SERVED_TASK_SETS_ENV, ""), *(str(Path(t).resolve()) if Path(t).exists() else t
+                                                             for t in task_set)]
+        os.environ[SERVED_TASK_SETS_ENV] = ",".join(t for t in listed if t)
     try:
         source = resolve(env)
         if source.kind not in ("entry_point", "folder"):

@@ -20,9 +20,10 @@ from openenv.errors import BadRequest, NotFound
 from openenv.eval.episodes import Backend, EpisodeRequest, EpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
 from openenv.harness.rollout import Policy
+from openenv.harness.tasks.sets import served_task_sets
 from openenv.paths import safe_name
 
-__all__ = ["HarnessInfo", "HarnessTools", "TaskInfo", "harness_tools", "known_task_sets"]
+__all__ = ["HarnessInfo", "HarnessTools", "TaskInfo", "harness_tools"]
 
 _EPISODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -104,16 +105,8 @@ class HarnessTools:
         return read_episode(path)
 
 
-def known_task_sets() -> list[str]:
-    """The task sets MCP clients may name: `builtin`, plus those the server's operator listed in
-    `$OPENENV_TASK_SETS` (comma-separated Harbor folders, parquet/jsonl files or Hub ids). A client never
-    names a host path of its own: a folder it picks could hold a task whose commands it wrote."""
-    listed = [s.strip() for s in os.environ.get("OPENENV_TASK_SETS", "").split(",") if s.strip()]
-    return ["builtin", *listed]
-
-
 def _known_task_set(name: str) -> str:
-    known = known_task_sets()
+    known = served_task_sets()
     if name not in known:
         raise BadRequest(f"unknown task set {name!r}; this server offers: {', '.join(known)} (its operator adds "
                          "more with $OPENENV_TASK_SETS)")

@@ -36,7 +36,8 @@ from openenv.harness.models import HarnessAction, HarnessObservation, HarnessSta
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
-from openenv.harness.tasks import Task, builtin_task, builtin_task_ids
+from openenv.harness.tasks import Task, builtin_task, builtin_task_ids, find_task, load_task_set
+from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
 __all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server"]
@@ -110,6 +111,9 @@ class ResetOptions(BaseModel):
 
     # A built-in task id (a folder name: no path separators, no leading dot), a Task or a Task dict.
     task: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")] | Task | None = None
+    # Where a task id is looked up: `builtin` (default) or a set the server's operator offers
+    # ($OPENENV_TASK_SETS, `openenv serve --task-set`); over the wire only those.
+    task_set: str | None = None
     timeout_s: float | None = Field(default=None, gt=0)
     sandbox: SandboxKind | None = None
     # The oracle's episode: the task's solution/ folder is staged read-only at /solution before the
@@ -244,7 +248,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         """
         self._end_episode()
         opts = _reset_options(options)
-        task = self._resolve_task(opts.task, seed)
+        task = self._resolve_task(opts.task, seed, opts.task_set)
         timeout_s = opts.timeout_s or task.timeout_s
         notes: list[str] = []
         make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
@@ -310,6 +314,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if task is not None and not isinstance(task, str) and not allow_inline_tasks:
             raise BadRequest("reset option 'task' must be a task id of this server's task set (an inline task "
                              "runs its own commands); start the server with --allow-inline-tasks to accept them")
+        task_set = options.get("task_set")
+        if task_set is not None and task_set not in served_task_sets() and not allow_inline_tasks:
+            raise BadRequest(f"reset option 'task_set' {task_set!r} is not one this server offers "
+                             f"({', '.join(served_task_sets())}); its operator adds sets with --task-set")
 
     def trajectory(self) -> list[TurnRecord]:
         """Every turn of the current (or last) episode, aux turns included, for saving as JSONL."""
@@ -351,9 +359,13 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             notes.append(f"local sandbox without the image build: skipped {'; '.join(what)}")
         return partial(self._local_sandbox, workdir=task.workdir), self._verifier or verify
 
-    def _resolve_task(self, task: str | Task | None, seed: int | None) -> Task:
+    def _resolve_task(self, task: str | Task | None, seed: int | None, task_set: str | None = None) -> Task:
         if isinstance(task, Task):
             return task
+        if task_set not in (None, "builtin"):
+            if task is None:
+                return random.Random(seed).choice(load_task_set(task_set))
+            return find_task(task, task_set)
         if task is None:
             task = random.Random(seed).choice(builtin_task_ids())
         return builtin_task(task)

@@ -101,10 +101,10 @@ async def test_list_tasks_lists_only_the_servers_task_sets(pi_server, tmp_path, 
 
 
 def test_the_operator_adds_task_sets_with_an_environment_variable(monkeypatch, tmp_path):
-    from openenv.eval.tools import known_task_sets
+    from openenv.harness.tasks.sets import served_task_sets
 
-    monkeypatch.setenv("OPENENV_TASK_SETS", f"{tmp_path}, org/dataset")
-    assert known_task_sets() == ["builtin", str(tmp_path), "org/dataset"]
+    monkeypatch.setenv("OPENENV_TASK_SETS", f"{tmp_path}, org/dataset, builtin")
+    assert served_task_sets() == ["builtin", str(tmp_path), "org/dataset"]
 
 
 def test_a_recorded_episode_refuses_a_task_id_that_leaves_the_episodes_folder(tmp_path):

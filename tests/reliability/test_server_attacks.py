@@ -311,3 +311,21 @@ def test_the_echo_action_still_works_through_every_guard(echo: LocalServer) -> N
     r = httpx.post(f"{echo.base_url}/step", json={"action": EchoAction(message="hi").model_dump()},
                    headers={**echo.headers, "X-Session-Id": sid})
     assert EchoObservation.model_validate(r.json()["observation"]).echoed_message == "hi"
+
+
+def test_a_task_set_is_one_the_operator_offers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, figures: Any) -> None:
+    """A client may not point reset at a folder of its choosing (its tasks' commands would run here)."""
+    from openenv.harness.tasks.builtin import BUILTIN_DIR
+
+    app, reached = _harness_app(tmp_path)
+    offered = str(BUILTIN_DIR / "fix-temperature-conversion")
+    monkeypatch.setenv("OPENENV_TASK_SETS", offered)
+    with LocalServer(app) as server:
+        refused = httpx.post(f"{server.base_url}/reset", json={"options": {"task": "x", "task_set": str(tmp_path)}},
+                             headers=server.headers)
+        assert not reached.exists()
+        offered_reset = httpx.post(f"{server.base_url}/reset", headers=server.headers,
+                                   json={"options": {"task": "fix-temperature-conversion", "task_set": offered}})
+    figures.record(attack="reset with task_set=<a client's folder>", blocked=refused.status_code == 400)
+    assert refused.status_code == 400 and "task_set" in refused.json()["error"]["message"]
+    assert "starts no sandbox" in offered_reset.json()["error"]["message"] and reached.exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from openenv.errors import NotFound
@@ -10,7 +11,18 @@ from openenv.harness.tasks.dataset import load_dataset_tasks
 from openenv.harness.tasks.harbor import load_harbor_task
 from openenv.harness.tasks.model import Task
 
-__all__ = ["find_task", "load_task_set"]
+__all__ = ["SERVED_TASK_SETS_ENV", "find_task", "load_task_set", "served_task_sets"]
+
+SERVED_TASK_SETS_ENV = "OPENENV_TASK_SETS"
+
+
+def served_task_sets() -> list[str]:
+    """The task sets a server's clients may name (reset's `task_set`, MCP's `run_episode`/`list_tasks`):
+    `builtin` plus those the operator lists, comma-separated, in `$OPENENV_TASK_SETS` (`openenv serve
+    --task-set`). A network client never names a path of its own: a folder it picks could hold a task
+    whose commands it wrote (docs/security.md)."""
+    listed = [s.strip() for s in os.environ.get(SERVED_TASK_SETS_ENV, "").split(",") if s.strip()]
+    return list(dict.fromkeys(["builtin", *listed]))
 
 
 def load_task_set(name: str = "builtin") -> list[Task]:
