@@ -22,6 +22,11 @@ if TYPE_CHECKING:
     from openenv.capture.renderer import Renderer
 
 
+# Task fixtures carry their own tests (Harbor's tests/test_outputs.py, ...): data run inside a sandbox by
+# the verifier, never collected by our suite.
+collect_ignore_glob = ["fixtures/*", "*/fixtures/*"]
+
+
 @pytest.fixture(scope="session")
 def tiny_model() -> Path:
     """Path to the deterministic tiny chat model (built once, cached under the repo's .cache/)."""
