@@ -26,8 +26,9 @@ _err = Console(stderr=True)
 
 @harness_app.command("list")
 def list_harnesses() -> None:
-    """Show every harness with its pinned version, dialect and install status."""
-    from openenv.harness.catalog import get_spec, harness_names
+    """Show every harness with its pinned version, dialect and install status, then those tried that
+    cannot run here, with the reason."""
+    from openenv.harness.catalog import get_spec, harness_names, unsupported_harnesses
     from openenv.harness.install import install_status
 
     table = Table("harness", "pinned", "installed", "dialect", "shell tool")
@@ -37,6 +38,10 @@ def list_harnesses() -> None:
         mark = f"[green]{status.installed}[/]" if status.ready else f"[red]{status.installed or 'no'}[/]"
         table.add_row(name, spec.install.version, mark, spec.dialect, spec.shell_tool.name)
     Console().print(table)
+    unsupported = Table("not supported", "package", "why", title="tried, cannot run here")
+    for row in unsupported_harnesses():
+        unsupported.add_row(row.name, row.package, row.reason)
+    Console().print(unsupported)
 
 
 @harness_app.command("install")

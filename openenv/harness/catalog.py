@@ -9,13 +9,27 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+import yaml
+from pydantic import BaseModel, ConfigDict, TypeAdapter
+
 from openenv.errors import NotFound
 from openenv.harness.spec import HarnessSpec, load_spec
-from openenv.resources import env_dirs, find_env_dir
+from openenv.resources import env_dirs, find_env_dir, shipped_envs_dir
 
-__all__ = ["SPEC_FILE", "get_spec", "harness_dir", "harness_names"]
+__all__ = ["SPEC_FILE", "UnsupportedHarness", "get_spec", "harness_dir", "harness_names", "unsupported_harnesses"]
 
 SPEC_FILE = "spec.yaml"
+UNSUPPORTED_FILE = "unsupported.yaml"
+
+
+class UnsupportedHarness(BaseModel):
+    """A harness that was tried and cannot run here, with the reason observed (envs/unsupported.yaml)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    package: str
+    reason: str
 
 
 def harness_names() -> list[str]:
@@ -47,3 +61,10 @@ def get_spec(name: str) -> HarnessSpec:
         NotFound: there is no such harness; the message lists the known harnesses.
     """
     return _load(harness_dir(name) / SPEC_FILE)
+
+
+def unsupported_harnesses() -> list[UnsupportedHarness]:
+    """The harnesses tried that cannot run here, from the shipped `envs/unsupported.yaml`."""
+    path = shipped_envs_dir() / UNSUPPORTED_FILE
+    rows = yaml.safe_load(path.read_text()) if path.is_file() else []
+    return TypeAdapter(list[UnsupportedHarness]).validate_python(rows or [])

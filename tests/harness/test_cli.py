@@ -10,9 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from openenv.cli.main import app
-from openenv.harness.catalog import get_spec
+from openenv.harness.catalog import get_spec, harness_names, unsupported_harnesses
 from openenv.harness.install import install_status
 from openenv.harness.tasks import builtin_task_ids
+from openenv.resources import shipped_envs_dir
 
 runner = CliRunner()
 
@@ -23,6 +24,22 @@ def test_harness_list_shows_every_harness_with_its_pin():
     for name in ("claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent",
                  "hermes", "copilot", "cline"):
         assert name in result.output and get_spec(name).install.version in result.output
+
+
+def test_harness_list_names_the_unsupported_ones_with_their_reason():
+    result = runner.invoke(app, ["harness", "list"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    unsupported = unsupported_harnesses()
+    assert {"crush", "swe-agent"} <= {row.name for row in unsupported}
+    for row in unsupported:
+        assert row.name in result.output and row.reason.split()[0] in result.output
+        assert row.name not in harness_names(), f"{row.name} is both supported and not"
+
+
+def test_envs_readme_lists_every_harness_and_every_unsupported_one():
+    readme = (shipped_envs_dir() / "README.md").read_text()
+    for name in [*harness_names(), *(row.name for row in unsupported_harnesses())]:
+        assert f"| {name} |" in readme, f"envs/README.md does not list {name}"
 
 
 def test_harness_install_rejects_an_unknown_name():
