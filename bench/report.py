@@ -164,12 +164,18 @@ def main() -> None:
         results["throughput"] = run_throughput(progress, cfg)
         results["server"] = run_script(progress, "4. env server (bench_server.py)",
                                        ["bench/bench_server.py", "--json", *cfg["server_args"]], as_json=True)
+        results["guard"] = run_script(progress, "4b. env server guard (bench_server_guard.py)",
+                                      ["bench/bench_server_guard.py", "--json", *cfg["server_args"]], as_json=True)
         results["dialects"] = run_script(progress, "5. dialect mapping (bench_dialects.py)",
                                          ["bench/bench_dialects.py", "--json",
                                           "--repeat", "30" if args.quick else "200"], as_json=True)
         if args.sandbox:
             results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
                                             ["bench/bench_sandbox.py"], as_json=False)
+    reliability = REPO / "artifacts" / "reliability.json"  # the reliability suite's last figures
+    if reliability.is_file():
+        results["reliability"] = json.loads(reliability.read_text())
+        results["reliability_when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(reliability.stat().st_mtime))
     info["load_after"] = os.getloadavg()
     info["runtime_s"] = time.monotonic() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)

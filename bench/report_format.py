@@ -254,6 +254,37 @@ with `json.loads` at all. No reference row: its dialect code is not separable fr
 """
 
 
+def guard_section(data: dict[str, Any] | None) -> str:
+    """The env server's security guard: ours with it vs the same server without it (bench_server_guard.py)."""
+    head = ("## 4b. Env server guard cost\n\nFrom `bench/bench_server_guard.py --json`: the same server with "
+            "and without the security middleware (token, Host/Origin, JSON only, size caps; "
+            "docs/security.md), same load, interleaved rounds; ratios are medians of per-round ratios.\n\n")
+    if not data:
+        return head + "Not measured in this run (the script failed; see .cache/bench/bench_server_guard.log).\n"
+    rows = [[r["transport"], str(r["clients"]), f"{r['guarded_ops_per_s']:,}", f"{r['unguarded_ops_per_s']:,}",
+             _x(r["ops_ratio"]), f"{r['guarded_server_cpu_ms']:.3f}", f"{r['unguarded_server_cpu_ms']:.3f}",
+             _x(r["cpu_ratio"])] for r in data["rows"]]
+    return head + _table(["transport", "clients", "guarded steps/s", "unguarded steps/s", "ratio",
+                          "guarded server CPU-ms/step", "unguarded", "ratio"], rows)
+
+
+def reliability_section(data: dict[str, Any] | None, when: str = "") -> str:
+    """The figures the reliability suite (tests/reliability) printed last, from artifacts/reliability.json."""
+    head = ("## 7. Reliability figures\n\nFrom `artifacts/reliability.json`, written by the last run of the "
+            f"reliability suite (`scripts/test.sh tests/reliability`{', ' + when if when else ''}), not by this "
+            "script: every reliability test asserts its target and records what it measured.\n\n")
+    if not data:
+        return head + "No reliability run found.\n"
+    attacks = data.get("attacks")
+    lines = []
+    if attacks:
+        through = ", ".join(attacks["not_blocked"]) or "none"
+        lines.append(f"**Attacks tried / blocked: {attacks['tried']} / {attacks['blocked']}** (not blocked: {through}).\n")
+    rows = [[nodeid.split("::", 1)[-1], ", ".join(f"{k}={v}" for k, v in values.items())]
+            for nodeid, values in data.items() if nodeid != "attacks"]
+    return head + "\n".join(lines) + "\n" + _table(["test", "figures"], rows)
+
+
 def render(results: dict[str, Any]) -> str:
     sections, targets = [], []
     for key, fn in (("latency", latency_section), ("throughput", throughput_section),
@@ -265,8 +296,12 @@ def render(results: dict[str, Any]) -> str:
     text, lines = server_section(results.get("server"))
     sections.append(text)
     targets += lines
+    if "guard" in results:
+        sections.append(guard_section(results.get("guard")))
     sections.append(dialects_section(results.get("dialects")))
     if results.get("sandbox"):
         sections.append(f"## 6. Sandbox start-up\n\n```\n{results['sandbox'].strip()}\n```\n")
+    if "reliability" in results:
+        sections.append(reliability_section(results.get("reliability"), results.get("reliability_when", "")))
     summary = "## Targets\n\n" + "\n".join(f"- {line}" for line in targets) + "\n"
     return "\n".join([header(results["machine"], results["quick"]), summary, *sections]).rstrip() + "\n"
