@@ -213,14 +213,14 @@ def test_an_abandoned_http_session_is_reaped_when_idle(
 ) -> None:
     idle_timeout_s = 2.0
     url = served(idle_timeout_s=idle_timeout_s)
-    reply = httpx.post(f"{url}/reset", json={"options": {"task": TASK}}, timeout=240)
+    reply = httpx.post(f"{url}/reset", json={"options": {"task": TASK}}, headers=auth_headers(url), timeout=240)
     assert reply.status_code == 200, reply.text
     left = time.monotonic()  # the client never calls again
     assert what_is_held(url, capture)["sandbox_processes"] > 0
     seconds = seconds_until_freed(url, capture, left)
     assert idle_timeout_s <= seconds < idle_timeout_s + FREED_WITHIN_S
     sid = reply.json()["session_id"]
-    gone = httpx.get(f"{url}/state", headers={"X-Session-Id": sid}, timeout=10)
+    gone = httpx.get(f"{url}/state", headers={"X-Session-Id": sid, **auth_headers(url)}, timeout=10)
     assert gone.status_code == 401
     figures.record(idle_timeout_s=idle_timeout_s, seconds_to_free=round(seconds, 2))
 
