@@ -155,3 +155,5 @@ def test_docker_sources_publish_to_loopback_and_wait_for_health(monkeypatch: pyt
     assert calls["image"] == "openenv-echo" and calls["detach"] is True
     assert port_spec[0] == "127.0.0.1"
     assert calls["health"] == client.base_url == f"http://127.0.0.1:{port_spec[1]}"
+    token = calls["environment"]["OPENENV_TOKEN"]  # type: ignore[index]
+    assert token and client.token == token  # the container's server requires it; this client sends it
