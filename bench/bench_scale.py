@@ -76,8 +76,23 @@ class StandInEpisode:
         return {"rows": [], "error": reason}
 
 
+def _namespace_cpu_s() -> float:
+    """CPU seconds of every process in this network namespace (on Ray: the whole cluster and the driver)."""
+    import psutil
+
+    mine = os.readlink("/proc/self/ns/net")
+    procs = []
+    for proc in psutil.process_iter():
+        try:
+            if os.readlink(f"/proc/{proc.pid}/ns/net") == mine:
+                procs.append(proc)
+        except OSError:
+            continue
+    return _cpu_s(procs)
+
+
 def _measure(executor: Any, engine: EngineSpec, episodes: int, turns: int) -> dict[str, float]:
-    """Sequential (added latency), then all at once (throughput); driver CPU and bytes per episode."""
+    """Sequential (added latency), then all at once (throughput); driver and all CPU, bytes per episode."""
     import cloudpickle
 
     job = StandInEpisode(engine, turns)
@@ -88,12 +103,13 @@ def _measure(executor: Any, engine: EngineSpec, episodes: int, turns: int) -> di
         result = executor.submit(job).result()
         one.append(time.perf_counter() - start)
         assert result["rows"], result
-    cpu0, start = time.process_time(), time.perf_counter()
+    all0, cpu0, start = _namespace_cpu_s(), time.process_time(), time.perf_counter()
     results = [f.result() for f in [executor.submit(job) for _ in range(episodes)]]
-    wall, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    wall, cpu, all_cpu = time.perf_counter() - start, time.process_time() - cpu0, _namespace_cpu_s() - all0
     assert all(r["rows"] for r in results)
     return {"latency_ms": 1000 * sorted(one)[len(one) // 2], "episodes_per_s": episodes / wall,
-            "driver_cpu_ms": 1000 * cpu / episodes, "job_bytes": len(cloudpickle.dumps(job)),
+            "driver_cpu_ms": 1000 * cpu / episodes, "cluster_cpu_ms": 1000 * all_cpu / episodes,
+            "job_bytes": len(cloudpickle.dumps(job)),
             "result_bytes": len(pickle.dumps(results[0])), "nodes": len({r["node"] for r in results})}
 
 
@@ -118,6 +134,26 @@ def _cpu_s(procs: list[Any]) -> float:
         except Exception:  # noqa: BLE001 - a process that ended mid-count
             continue
     return total
+
+
+def _real_job_bytes() -> dict[str, float]:
+    """What real jobs and results weigh pickled: a training job on a built-in task, and a row per token."""
+    import cloudpickle
+
+    from openenv.capture.canonical import SamplingParams
+    from openenv.capture.trajectory import SequenceRow
+    from openenv.harness.tasks import load_task_set
+    from openenv.train.episode import EpisodeResult
+    from openenv.train.episode_job import TrainingEpisodeJob
+
+    task = load_task_set("builtin")[0]
+    job = TrainingEpisodeJob(harness="pi", task=task, policy="sample", engine=EngineSpec(vllm_urls=("http://x:8000",)),
+                             sampling=SamplingParams(max_tokens=256, temperature=1.0))
+    n = 30000
+    row = SequenceRow(prompt_ids=list(range(1000, 1000 + n // 10)), completion_ids=list(range(n)),
+                      logprobs=[-0.123456789] * n, env_mask=[1] * n, turn_ids=["t"] * 40)
+    result = EpisodeResult(harness="pi", task_id=task.id, policy="sample", row=row)
+    return {"training": len(cloudpickle.dumps(job)), "row_bytes_per_token": len(pickle.dumps(result)) / n}
 
 
 def _free_port() -> int:
@@ -158,32 +194,27 @@ def main() -> None:
                 time.sleep(0.1)
         engine = EngineSpec(vllm_urls=(url,))
         server = CaptureServer(backend=VLLMBackend(url), model=tiny_model_path()).start()
-        me = psutil.Process()
-        cpu0 = _cpu_s([me])
         threads = ThreadExecutor(2, capture=lambda _spec: server)
         try:
             thread = _measure(threads, engine, args.episodes, args.turns)
         finally:
             threads.close()
             server.stop()
-        thread["cluster_cpu_ms"] = 1000 * (_cpu_s([me]) - cpu0) / (args.episodes + max(4, args.episodes // 4) + 1)
+        thread["cluster_cpu_ms"] = thread["driver_cpu_ms"]  # one process does it all
         env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         with LoopbackRayCluster(workers=1, slots=1, env=env, forward={port: port}) as cluster:
-            before = _cpu_s(cluster.processes())
             done = cluster.run([sys.executable, __file__, "--ray-driver", url, "--episodes", str(args.episodes),
                                 "--turns", str(args.turns)], timeout=600)
-            after = _cpu_s(cluster.processes())
             if done.returncode != 0:
                 raise SystemExit(f"the Ray driver failed: {done.stderr[-3000:]}")
             ray = json.loads(done.stdout.strip().splitlines()[-1])
-            # the driver has exited by now: its own CPU comes from its report (it includes its Ray start-up)
-            total = after - before + ray["driver_total_cpu_s"]
-            ray["cluster_cpu_ms"] = 1000 * total / (args.episodes + max(4, args.episodes // 4) + 1)
             ray["cluster_start_s"] = cluster.started_s
+            ray["cluster_rss_mb"] = cluster.memory_mb()
     finally:
         engine_proc.terminate()
         engine_proc.wait(10)
     report = {"episodes": args.episodes, "turns": args.turns, "thread": thread, "ray": ray,
+              "real_job_bytes": _real_job_bytes(),
               "latency_ratio": ray["latency_ms"] / thread["latency_ms"],
               "throughput_ratio": thread["episodes_per_s"] / ray["episodes_per_s"],
               "load_avg": os.getloadavg()}
@@ -196,6 +227,8 @@ def main() -> None:
                        ("driver_cpu_ms", "driver CPU per episode (ms)"), ("cluster_cpu_ms", "all CPU per episode (ms)"),
                        ("job_bytes", "job bytes out"), ("result_bytes", "result bytes back"), ("nodes", "nodes used")):
         print(f"{label:<36}{thread[key]:>10.1f}{ray[key]:>12.1f}")
+    print(f"a real TrainingEpisodeJob (built-in task): {report['real_job_bytes']['training']} bytes; "
+          f"a result row costs {report['real_job_bytes']['row_bytes_per_token']:.1f} bytes per token")
     print(f"ray/thread wall per episode: {report['latency_ratio']:.2f}x; thread/ray throughput: "
           f"{report['throughput_ratio']:.2f}x; cluster start {ray['cluster_start_s']} s; load {report['load_avg']}")
 

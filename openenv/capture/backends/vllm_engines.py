@@ -175,7 +175,7 @@ class _Pinned:
         return (self.engine or self._pool._learned()).backend.model
 
     async def ready(self) -> None:
-        await self._call(lambda backend: backend.ready())
+        await self._call(lambda backend: backend.ready(), count=False)
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         return await self._call(lambda backend: backend.generate(prompt_ids, params))
@@ -201,24 +201,25 @@ class _Pinned:
                 self.engine = chosen
             return self.engine
 
-    async def _call(self, call: Any) -> Any:
+    async def _call(self, call: Any, *, count: bool = True) -> Any:
+        """`call(backend)` on this session's engine; if that engine fails, once more on another one."""
         engine = await self._engine()
         try:
-            return await self._on(engine, call)
+            return await self._on(engine, call, count)
         except BackendUnavailable:
             self._pool.mark_down(engine)
             moved = await self._engine(avoid=engine)  # raises when no other engine is healthy
         try:
-            return await self._on(moved, call)
+            return await self._on(moved, call, count)
         except BackendUnavailable:
             self._pool.mark_down(moved)
             raise
 
     @staticmethod
-    async def _on(engine: EngineState, call: Any) -> Any:
-        engine.in_flight += 1
-        engine.calls += 1
+    async def _on(engine: EngineState, call: Any, count: bool) -> Any:
+        engine.in_flight += count
+        engine.calls += count
         try:
             return await call(engine.backend)
         finally:
-            engine.in_flight -= 1
+            engine.in_flight -= count
