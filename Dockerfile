@@ -1,7 +1,10 @@
 # The env server image: serves the env that openenv.yaml (or OPENENV_ENV) names on port 8000.
 #   docker build -t openenv-echo . && docker run --rm -p 127.0.0.1:8000:8000 openenv-echo
 # AutoEnv.from_env("docker:openenv-echo") starts it the same way and waits for /health.
-FROM python:3.11-slim
+# Offline (CI): --build-arg BASE_IMAGE=openenv/python (scripts/build_python_image.sh), whose pip
+# installs from a local wheelhouse; the build then needs no registry (--network none).
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${BASE_IMAGE}
 
 WORKDIR /app
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1

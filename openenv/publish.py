@@ -93,12 +93,28 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> P
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BadRequest(f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
                          "deleted or overwritten)", path=str(dest))
+    if (folder / "spec.yaml").is_file():  # a harness env: its image needs the CLI, the proxy and a tokenizer
+        return _harness_space_folder(manifest, dest, repo_id)
     write_source_tree(dest / "openenv-src")
     for rel in space_files(folder).included:
         (dest / "env" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(folder / rel, dest / "env" / rel, follow_symlinks=False)
     allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
     (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT, allowed_host=allowed))
+    (dest / "README.md").write_text(space_readme(manifest, repo_id))
+    return dest
+
+
+def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -> Path:
+    """A harness env's Space is its env image's build context (`openenv.harness.env_image`) and the card."""
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.env_image import write_env_context
+    from openenv.models import tiny_model_path
+
+    if dest.exists():
+        dest.rmdir()  # checked empty above; write_env_context makes it
+    allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
+    write_env_context(get_spec(manifest.name), dest, model=tiny_model_path(), port=SPACE_PORT, allowed_host=allowed)
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
     return dest
 

@@ -2,7 +2,7 @@
 # Idempotent install of what the main job needs, into ./.venv: the vLLM CPU build (with the
 # post-install fixes from shared/test-infra.md), bubblewrap for the local sandbox, and openenv itself.
 # With --all, also everything the whole test suite needs (the README's test command, and CI through
-# .ci/run): the tiny model, every harness CLI, the Docker engine and the offline base image, headless
+# .ci/run): the tiny model, every harness CLI, the Docker engine and the offline base images, headless
 # Chromium. A second run on a ready machine takes seconds.
 #
 # Usage: scripts/install.sh [--all] [--no-vllm]
@@ -72,9 +72,10 @@ if [[ $want_all == 1 ]]; then
   "$py" "$here/scripts/build_tiny_model.py"
   part "harness CLIs (pinned; cache: ${OPENENV_HARNESS_CACHE:-the default, see install_harnesses.sh})"
   bash "$here/scripts/install_harnesses.sh" all
-  part "Docker engine and the offline base image"
+  part "Docker engine, the offline base image and its Python layer (root Dockerfile, env images)"
   bash "$here/scripts/install_docker.sh"
   bash "$here/scripts/build_base_image.sh"
+  bash "$here/scripts/build_python_image.sh"
   part "harbor==0.25.0 (Python 3.12) for the Harbor cross-check"
   bash "$here/scripts/install_harbor.sh"
   part "headless Chromium for the viewer tests"

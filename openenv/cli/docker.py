@@ -5,7 +5,8 @@ The Docker SDK is imported inside the command bodies so `openenv --help` stays f
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -19,11 +20,17 @@ _out = Console(stderr=True)
 
 def build(
     harness: Annotated[str, typer.Argument(help="a harness name from `openenv harness list`, or `all`")] = "all",
-    base: Annotated[str | None, typer.Option(help="BASE_IMAGE; default: openenv/base if built, else the "
-                                             "Dockerfile's public image")] = None,
+    base: Annotated[str | None, typer.Option(help="BASE_IMAGE; default: openenv/python (env image) or "
+                                             "openenv/base if built (--sandbox)")] = None,
     network: Annotated[str, typer.Option(help="build network; `none` keeps the build offline")] = "none",
+    sandbox: Annotated[bool, typer.Option("--sandbox", help="build only the CLI image DockerSandbox runs "
+                                          "(envs/<harness>/Dockerfile)")] = False,
+    model: Annotated[Path | None, typer.Option(help="model folder whose tokenizer the image bundles "
+                                               "(default: the tiny model)")] = None,
 ) -> None:
-    """Build the Docker image of one harness (or all) for `DockerSandbox`, from envs/<harness>/Dockerfile."""
+    """Build a harness's env image: the pinned CLI, the env server and the capture proxy, served by
+    `openenv serve HARNESS` and pointed at an engine by OPENENV_VLLM_URL (see openenv/harness/env_image.py).
+    With --sandbox, the image of the CLI alone that `DockerSandbox` runs."""
     import docker
 
     from openenv.errors import OpenEnvError
@@ -41,11 +48,19 @@ def build(
         raise typer.Exit(1)
     client = docker.from_env()
     failed = []
+    if not sandbox and harness == "all":
+        skipped = [spec.name for spec in specs if spec.install.method != "npm"]
+        specs = [spec for spec in specs if spec.install.method == "npm"]
+        if skipped:
+            _out.print(f"[yellow]skipped (pip harnesses are not bundled into env images yet): {', '.join(skipped)}[/]")
     for spec in specs:
         name = spec.name
         try:
-            tag = build_harness_image(client, spec, base=base, network=network,
-                                      progress=lambda line, n=name: _out.print(f"  {n}: {line}"))
+            if sandbox:
+                tag = build_harness_image(client, spec, base=base, network=network,
+                                          progress=lambda line, n=name: _out.print(f"  {n}: {line}"))
+            else:
+                tag = _build_env_image(client, spec, base, network, model, name)
             _out.print(f"[green]{name}: built {tag}[/]")
         except OpenEnvError as exc:
             _out.print(f"[red]{name}: {exc.message}[/]")
@@ -53,6 +68,18 @@ def build(
     if failed:
         _out.print(f"[red]failed: {', '.join(failed)}[/]")
         raise typer.Exit(1)
+
+
+def _build_env_image(client: Any, spec: Any, base: str | None, network: str, model: Path | None, name: str) -> str:
+    import tempfile
+
+    from openenv.harness.env_image import build_env_image
+    from openenv.models import tiny_model_path
+
+    with tempfile.TemporaryDirectory(prefix="openenv-build-") as tmp:
+        return build_env_image(client, spec, model=model or tiny_model_path(), base=base or "openenv/python:latest",
+                               network=network, workdir=Path(tmp),
+                               progress=lambda line: _out.print(f"  {name}: {line}"))
 
 
 @sandbox_app.command("sweep")

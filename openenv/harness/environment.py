@@ -155,6 +155,14 @@ def _stage_solution(sandbox: Sandbox, task: Task) -> None:
     sandbox.stage("/solution", dict(task.solution_files or {"solve.sh": task.solution}), readonly=True)
 
 
+def _env_choice(var: str, allowed: tuple[str, ...], default: str) -> Any:
+    """`$var` if set (one of `allowed`, else a BadRequest naming them), else `default`."""
+    value = os.environ.get(var) or default
+    if value not in allowed:
+        raise BadRequest(f"{var}={value!r}: expected one of {', '.join(allowed)}")
+    return value
+
+
 def _netns_available() -> bool:
     return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
 
@@ -166,8 +174,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         harness: the harness name; subclasses in envs/<name>/ set the `harness` class attribute instead.
         server: a started `CaptureServer`; by default one per (backend, model, URL) is started on first
             reset and shared by every env in the process (one model load, many sessions).
-        backend: `local` (in-process transformers) or `vllm` (an OpenAI-compatible vLLM at `vllm_url`).
-        model: the model folder (tokenizer and chat template; weights for `local`); default: the tiny model.
+        backend: `local` (in-process transformers) or `vllm` (an OpenAI-compatible vLLM at `vllm_url`);
+            default: `$OPENENV_BACKEND`, else `local`.
+        model: the model folder (tokenizer and chat template; weights for `local`); default:
+            `$OPENENV_MODEL`, else the tiny model. (`$OPENENV_SANDBOX_ISOLATION=none` runs the local
+            sandbox without bubblewrap: for an env image, where the container is the boundary.)
         vllm_url: the vLLM base URL without /v1; default: `$OPENENV_VLLM_URL`.
         sampling: sampling settings that override the harness's.
         network: `loopback` runs the harness in a network namespace with only the proxy reachable;
@@ -199,7 +210,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         harness: str | None = None,
         *,
         server: CaptureServer | None = None,
-        backend: Literal["local", "vllm"] = "local",
+        backend: Literal["local", "vllm"] | None = None,
         model: str | Path | None = None,
         vllm_url: str | None = None,
         sampling: SamplingParams | None = DEFAULT_SAMPLING,
@@ -218,8 +229,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             raise BadRequest("HarnessEnvironment needs a harness name (e.g. harness='pi')")
         self.spec: HarnessSpec = get_spec(name)
         self._server = server
-        self._backend_kind = backend
-        self._model = model
+        # A served env (`openenv serve`, an env image, a Space) is built with no arguments: the image's
+        # environment configures it (see openenv/harness/env_image.py).
+        self._backend_kind = backend or _env_choice("OPENENV_BACKEND", ("local", "vllm"), "local")
+        self._model = model or os.environ.get("OPENENV_MODEL") or None
+        self._isolation = _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "none"), "bwrap")
         self._vllm_url = vllm_url
         self._sampling = sampling
         self._network = ("loopback" if _netns_available() else "host") if network == "auto" else network
@@ -329,7 +343,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     # ---- internals ----------------------------------------------------------------------------------
 
     def _local_sandbox(self, ports: tuple[int, ...], workdir: str = "/app") -> Sandbox:
-        return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir)
+        return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir,
+                            isolation=self._isolation)
 
     def _sandbox_parts(self, kind: SandboxKind, task: Task,
                        notes: list[str]) -> tuple[SandboxFactory, Callable[..., Verdict]]:

@@ -1,0 +1,166 @@
+"""A harness env as one image: the pinned harness CLI, openenv (the env server and the capture proxy)
+and the model's tokenizer, served by `openenv serve <harness>`. The engine stays outside.
+
+`write_env_context` writes the build context; `openenv build HARNESS` builds it, and `openenv push`
+writes the same folder (plus the Space card) as a harness env's Space:
+
+    Dockerfile     FROM $BASE_IMAGE: a Python 3.11 venv whose `pip` can install openenv's dependencies,
+                   and Node 22 (offline: openenv/python from scripts/build_python_image.sh)
+    openenv-src/   the running openenv, installable (`openenv.publish.write_source_tree`)
+    harness/       the host's pinned install of the CLI (`openenv harness install`), placed at the same
+                   path inside the image (Node 22 for harnesses that need it under harness/node22)
+    model/         the model folder's tokenizer and chat template (no weights: the engine holds them)
+
+The image is configured at `docker run` by environment variables:
+
+    OPENENV_VLLM_URL           the engine (an OpenAI-compatible vLLM; base URL without /v1); required
+    OPENENV_BACKEND            `vllm` (default in the image) or `local` (needs torch and weights)
+    OPENENV_MODEL              the tokenizer folder (default: the bundled /opt/openenv/model)
+    OPENENV_SANDBOX_ISOLATION  `bwrap` (default): the harness runs under bubblewrap inside the container,
+                               which needs `--cap-add SYS_ADMIN --security-opt seccomp=unconfined
+                               --security-opt apparmor=unconfined` to create its namespaces. `none` runs
+                               it without (a platform that grants no capability), but then the Harbor
+                               paths (/app, /tests, /logs/verifier) do not exist and Harbor tasks,
+                               the built-in ones included, cannot be graded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from importlib.metadata import distribution
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from openenv.errors import BadRequest, EnvError
+from openenv.harness.install import cache_root, install, install_status, prefix
+from openenv.harness.spec import HarnessSpec
+
+__all__ = ["ENV_PORT", "MODEL_DIR", "env_dockerfile", "env_image_tag", "write_env_context"]
+
+ENV_PORT = 8000
+MODEL_DIR = "/opt/openenv/model"
+# The capture extra without torch: prompts are rendered with the tokenizer, the engine samples.
+_PROXY_DEPS = ("transformers", "tokenizers", "safetensors", "msgspec", "xxhash", "regex", "jinja2")
+_MODEL_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
+Progress = Callable[[str], None]
+
+
+def _dependencies() -> list[str]:
+    """openenv's core requirements (from the installed distribution) and the proxy's."""
+    core = [req for req in distribution("openenv").requires or [] if "extra ==" not in req]
+    return [*core, *_PROXY_DEPS]
+
+
+def env_image_tag(spec: HarnessSpec) -> str:
+    """`openenv/env-<harness>:<pinned version>`: the env server image of a harness."""
+    return f"openenv/env-{spec.name}:{re.sub(r'[^A-Za-z0-9_.-]', '-', spec.install.version)}"
+
+
+def env_dockerfile(spec: HarnessSpec, *, port: int = ENV_PORT, base: str = "openenv/python:latest",
+                   allowed_host: str | None = None) -> str:
+    """The Dockerfile of a harness env image (see the module docstring for the context it expects).
+
+    `allowed_host`: a name the server answers to besides loopback ones (a Space's host, or `*`)."""
+    extra = f', "--allowed-host", "{allowed_host}"' if allowed_host else ""
+    cache = str(cache_root())
+    node22 = f" PATH={cache}/node22/bin:$PATH" if spec.install.node == "22" else ""
+    return f"""\
+# The {spec.name} harness ({spec.install.package} {spec.install.version}) as an openenv env server:
+# reset/step/state over HTTP and WebSocket, tools over MCP at /mcp, the capture proxy inside.
+#   docker run -p 127.0.0.1:{port}:{port} -e OPENENV_VLLM_URL=http://ENGINE:8000 \\
+#     --cap-add SYS_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined IMAGE
+# (the capability lets bubblewrap wall the harness in inside the container; see
+# openenv/harness/env_image.py for OPENENV_BACKEND, OPENENV_MODEL and OPENENV_SANDBOX_ISOLATION).
+# BASE_IMAGE: Python 3.11 with a venv on PATH whose pip can install the dependencies, Node 22 and
+# bubblewrap (offline: openenv/python, from the repository's scripts/build_python_image.sh).
+ARG BASE_IMAGE={base}
+FROM ${{BASE_IMAGE}}
+# Dependencies first: this layer stays cached while openenv itself changes.
+RUN pip install -q {' '.join(shlex.quote(req) for req in _dependencies())}
+COPY openenv-src/ /opt/openenv/src/
+RUN pip install -q --no-deps /opt/openenv/src
+COPY model/ {MODEL_DIR}/
+COPY harness/ {cache}/
+ENV OPENENV_HARNESS_CACHE={cache} OPENENV_MODEL={MODEL_DIR} OPENENV_BACKEND=vllm{node22}
+RUN python -c "from openenv.harness.catalog import get_spec; from openenv.harness.install import \
+install_status; s = install_status(get_spec('{spec.name}')); assert s.ready, s"
+LABEL openenv.harness="{spec.name}" openenv.harness.version="{spec.install.version}" openenv.kind="env"
+EXPOSE {port}
+# The server requires a bearer token: pass OPENENV_TOKEN (else one is made and printed to the log).
+CMD ["openenv", "serve", "{spec.name}", "--host", "0.0.0.0", "--port", "{port}"{extra}]
+"""
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    """Hard links where the filesystem allows (a 200 MB CLI in milliseconds), else copies; links kept."""
+    def link_or_copy(a: str, b: str) -> Any:
+        try:
+            return os.link(a, b)
+        except OSError:
+            return shutil.copy2(a, b)
+
+    shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy)
+
+
+def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int = ENV_PORT,
+                      base: str = "openenv/python:latest", allowed_host: str | None = None,
+                      progress: Progress = print) -> Path:
+    """Write the build context of `spec`'s env image into `dest` (which must not exist yet).
+
+    Raises:
+        BadRequest: the harness is installed with pip (its virtualenv points at this host's Python),
+            or `model` has no tokenizer.
+        EnvError: installing the pinned CLI failed.
+    """
+    from openenv.publish import write_source_tree
+
+    if spec.install.method != "npm":
+        raise BadRequest(f"{spec.name} installs with {spec.install.method}: its virtualenv is tied to this "
+                         "host's Python, so only npm harnesses are bundled into env images for now")
+    if not (model / "tokenizer_config.json").is_file():
+        raise BadRequest(f"{model} has no tokenizer_config.json; pass a model folder with a tokenizer")
+    if not install_status(spec).ready:
+        progress(f"installing {spec.install.package}@{spec.install.version} on the host")
+        install([spec.name])
+    dest.mkdir(parents=True)
+    write_source_tree(dest / "openenv-src")
+    _copy_tree(prefix(spec), dest / "harness" / spec.name)
+    if spec.install.node == "22":
+        _copy_tree(cache_root() / "node22", dest / "harness" / "node22")
+    (dest / "model").mkdir()
+    for pattern in _MODEL_FILES:
+        for file in model.glob(pattern):
+            shutil.copy2(file, dest / "model" / file.name)
+    (dest / "Dockerfile").write_text(env_dockerfile(spec, port=port, base=base, allowed_host=allowed_host))
+    (dest / "openenv-env.json").write_text(json.dumps({"harness": spec.name, "version": spec.install.version,
+                                                         "port": port}, indent=2) + "\n")
+    return dest
+
+
+def build_env_image(client: Any, spec: HarnessSpec, *, model: Path, base: str = "openenv/python:latest",
+                    network: str = "none", workdir: Path, progress: Progress = print) -> str:
+    """Build `spec`'s env image from a fresh context under `workdir`; return its tag.
+
+    Raises:
+        EnvError: the build failed (the message holds the engine's last lines).
+    """
+    import docker.errors
+
+    context = write_env_context(spec, workdir / f"env-{spec.name}", model=model, base=base, progress=progress)
+    tag = env_image_tag(spec)
+    progress(f"building {tag} FROM {base} (network {network})")
+    try:
+        _, logs = client.images.build(path=str(context), tag=tag, network_mode=network, rm=True,
+                                      buildargs={"BASE_IMAGE": base}, labels={"openenv.harness": spec.name})
+    except docker.errors.BuildError as exc:
+        tail = "".join(str(line.get("stream", line.get("error", ""))) for line in list(exc.build_log)[-15:])
+        raise EnvError(f"building {tag} failed: {exc.msg}\n{tail}") from None
+    for line in logs:
+        if text := str(line.get("stream", "")).strip():
+            progress(text)
+    return tag

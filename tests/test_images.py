@@ -1,0 +1,156 @@
+"""The images, built here with no registry (FROM openenv/python, scripts/build_python_image.sh) and run on a
+real Docker engine: the root Dockerfile serves the echo env and passes `openenv validate --url`; a harness
+env's Space folder (`openenv push --dry-run pi`) builds, passes `validate --url` and serves a whole oracle
+episode through the container's port; `openenv build pi` makes the env image from the same layers.
+
+The harness containers share the host's network namespace and listen on 127.0.0.1 only: the engine (the
+session's vLLM) is on the host's loopback, which a bridged container could reach only through docker0.
+They get CAP_SYS_ADMIN (no seccomp/AppArmor profile) so bubblewrap can wall the harness in inside.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from openenv.client.env_client import EnvClient
+from openenv.harness.catalog import get_spec
+from openenv.harness.env_image import env_image_tag
+from openenv.harness.install import install_status
+from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
+from openenv.harness.oracle import OraclePolicy
+from openenv.harness.sandbox.docker import engine_available
+from openenv.harness.tasks import builtin_task
+from openenv.server.runner import LocalServer
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON_IMAGE = "openenv/python:latest"
+TASK = "fix-temperature-conversion"
+LABELS = {"openenv.test": "images"}
+
+
+@pytest.fixture(scope="module")
+def docker_client() -> Any:
+    if (reason := engine_available()) is not None:
+        pytest.skip(f"{reason}; run scripts/install.sh --all")
+    import docker
+
+    subprocess.run(["bash", str(REPO / "scripts" / "build_python_image.sh")], check=True)
+    return docker.from_env()
+
+
+@pytest.fixture
+def images(docker_client: Any) -> Iterator[list[str]]:
+    """Tags a test builds; removed afterwards (only ours: the shared engine keeps everyone else's)."""
+    made: list[str] = []
+    yield made
+    for tag in made:
+        try:
+            docker_client.images.remove(tag, noprune=False)
+        except Exception:  # noqa: BLE001 (already gone, or a layer still used by a running container)
+            pass
+
+
+def _build(client: Any, context: Path, tag: str) -> None:
+    import docker.errors
+
+    try:
+        client.images.build(path=str(context), tag=tag, buildargs={"BASE_IMAGE": PYTHON_IMAGE},
+                            network_mode="none", rm=True, labels=LABELS)
+    except docker.errors.BuildError as exc:
+        log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
+        pytest.fail(f"building {context} failed: {exc.msg}\n{log[-3000:]}")
+
+
+def _wait_healthy(url: str, container: Any, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        container.reload()
+        assert container.status in ("created", "running"), container.logs(tail=30).decode(errors="replace")
+        assert time.monotonic() < deadline, container.logs(tail=30).decode(errors="replace")
+        time.sleep(0.3)
+
+
+def _validate(url: str, token: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "openenv.cli.main", "validate", "--url", url],
+                          capture_output=True, text=True, timeout=120, check=False,
+                          env={**__import__("os").environ, "OPENENV_TOKEN": token, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_the_root_dockerfile_builds_offline_and_passes_validate(docker_client: Any, images: list[str]) -> None:
+    tag = f"openenv-test/root:{uuid.uuid4().hex[:8]}"
+    _build(docker_client, REPO, tag)
+    images.append(tag)
+    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    container = docker_client.containers.run(tag, detach=True, remove=True, labels=LABELS,
+                                             ports={"8000/tcp": ("127.0.0.1", port)},
+                                             environment={"OPENENV_TOKEN": token})
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}", container)
+        assert "all 4 checks passed" in _validate(f"http://127.0.0.1:{port}", token)
+    finally:
+        container.stop(timeout=5)
+
+
+class HarnessClient(EnvClient[HarnessAction, HarnessObservation, HarnessState]):
+    pass
+
+
+def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_build_makes_the_image(
+        docker_client: Any, images: list[str], vllm_url: str, tmp_path: Path) -> None:
+    spec = get_spec("pi")
+    if not install_status(spec).ready:
+        pytest.skip("pi is not installed; run scripts/install.sh --all")
+    space = tmp_path / "space"
+    subprocess.run([sys.executable, "-m", "openenv.cli.main", "push", "pi", "--dry-run", "--out", str(space)],
+                   check=True, capture_output=True, text=True)
+    tag = f"openenv-test/space-pi:{uuid.uuid4().hex[:8]}"
+    _build(docker_client, space, tag)
+    images.append(tag)
+
+    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    container = docker_client.containers.run(
+        tag, ["openenv", "serve", "pi", "--host", "127.0.0.1", "--port", str(port)], detach=True, remove=True,
+        labels=LABELS, network_mode="host", environment={"OPENENV_VLLM_URL": vllm_url, "OPENENV_TOKEN": token},
+        cap_add=["SYS_ADMIN"], security_opt=["seccomp=unconfined", "apparmor=unconfined"])
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_healthy(url, container)
+        assert "all 4 checks passed" in _validate(url, token)
+        oracle = OraclePolicy(spec, builtin_task(TASK))
+        with HarnessClient(url, token=token, request_timeout_s=300).sync() as env:
+            obs = env.reset(task=TASK)
+            while not obs.done:
+                assert obs.pending is not None
+                obs = env.step(HarnessAction(kind="complete", text=oracle.reply(obs.pending.request,
+                                                                                aux=obs.pending.aux)))
+    finally:
+        container.stop(timeout=5)
+    assert obs.reward == 1.0, (obs.reward_status, obs.no_reward_reason, obs.output_tail)
+    assert obs.turns >= 2 and obs.stats is not None and obs.stats.merge_ratio == 1.0
+
+    # `openenv build pi`: the same context with the env server's port; its layers are the Space's.
+    built = subprocess.run([sys.executable, "-m", "openenv.cli.main", "build", "pi"], capture_output=True,
+                           text=True, check=False)
+    assert built.returncode == 0, built.stdout + built.stderr  # the tag stays: it is the product's image
+    config = docker_client.images.get(env_image_tag(spec)).attrs["Config"]
+    assert config["Labels"]["openenv.harness"] == "pi" and config["Labels"]["openenv.kind"] == "env"
+    assert "OPENENV_BACKEND=vllm" in config["Env"] and config["Cmd"][:3] == ["openenv", "serve", "pi"]
