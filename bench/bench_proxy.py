@@ -230,8 +230,11 @@ class OursHTTP(Target):
     def command(self, port: int) -> list[str]:
         from openenv.models import tiny_model_path
 
+        # One port, no key (the bench opens sessions where it sends turns), no journal: these rows measure
+        # the request path; bench_journal.py measures what the journal adds per turn.
         return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
-                str(self.engine_url), "--model", str(tiny_model_path()), "--port", str(port)]
+                str(self.engine_url), "--model", str(tiny_model_path()), "--port", str(port),
+                "--admin-on-model-port", "--no-admin-key", "--no-journal"]
 
 
 class Reference(Target):
@@ -483,7 +486,7 @@ def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
                              vllm_url, "--model", str(tiny_model_path()), "--port", str(port),
-                             "--session-token", "bench"], cwd=REPO, stdout=subprocess.DEVNULL,
+                             "--session-token", "bench", "--no-journal"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     _wait_healthy(f"{base}/s/bench/v1/models", proc)

@@ -8,6 +8,7 @@ Sections (each measured in this run, ratios against a baseline measured in the s
 3. trajectory fidelity on recorded harness sessions (bench/sessions/) replayed through both proxies;
 4. env server steps/s, ours vs the reference's echo env (bench/bench_server.py --json);
 5. dialect mapping cost on recorded harness bodies (bench/bench_dialects.py);
+5b. the capture journal's cost per turn, off / no fsync / fsync (bench/bench_journal.py);
 6. with `--sandbox` (needs Docker): sandbox start-up (bench/bench_sandbox.py).
 
 The reference (`openenv==0.10.0`) is installed into .cache/bench/ref-venv on first use. A vLLM CPU
@@ -169,6 +170,9 @@ def main() -> None:
         results["dialects"] = run_script(progress, "5. dialect mapping (bench_dialects.py)",
                                          ["bench/bench_dialects.py", "--json",
                                           "--repeat", "30" if args.quick else "200"], as_json=True)
+        results["journal"] = run_script(progress, "5b. journal cost (bench_journal.py)",
+                                        ["bench/bench_journal.py", "--rounds", "1" if args.quick else "3"],
+                                        as_json=False)
         if args.sandbox:
             results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
                                             ["bench/bench_sandbox.py"], as_json=False)

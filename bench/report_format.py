@@ -283,6 +283,18 @@ def reliability_section(data: dict[str, Any] | None, when: str = "") -> str:
     rows = [[nodeid.split("::", 1)[-1], ", ".join(f"{k}={v}" for k, v in values.items())]
             for nodeid, values in data.items() if nodeid != "attacks"]
     return head + "\n".join(lines) + "\n" + _table(["test", "figures"], rows)
+def journal_section(text: str | None) -> str:
+    if not text:
+        return ""
+    return f"""## 5b. Capture journal cost per turn
+
+From `bench/bench_journal.py`: the same tool-loop conversations (8 concurrent sessions, instant engine,
+in-process) with the per-session journal off, on without fsync (a line written before each reply:
+survives a killed proxy) and on with fsync (the default: survives a power loss too), interleaved.
+The throughput rows above run `openenv proxy --no-journal`, so they measure the request path alone.
+
+{text.strip()}
+"""
 
 
 def render(results: dict[str, Any]) -> str:
@@ -299,6 +311,7 @@ def render(results: dict[str, Any]) -> str:
     if "guard" in results:
         sections.append(guard_section(results.get("guard")))
     sections.append(dialects_section(results.get("dialects")))
+    sections.append(journal_section(results.get("journal")))
     if results.get("sandbox"):
         sections.append(f"## 6. Sandbox start-up\n\n```\n{results['sandbox'].strip()}\n```\n")
     if "reliability" in results:

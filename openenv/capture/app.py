@@ -7,6 +7,8 @@ Two route families: the harness-facing model routes (`/s/<token>/v1/...`) and th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import hmac
 from collections.abc import AsyncIterator
@@ -19,8 +21,9 @@ from starlette.exceptions import HTTPException
 
 from openenv.capture.dialects import Dialect, default_dialect
 from openenv.capture.routes import model, sessions
+from openenv.capture.routes.model import MAX_BODY_BYTES, internal_error
 from openenv.capture.sessions import SessionManager
-from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError, Unauthorized
+from openenv.errors import BadRequest, NotFound, OpenEnvError, Unauthorized
 
 __all__ = ["Routes", "create_app"]
 
@@ -28,7 +31,8 @@ Routes = Literal["all", "model", "admin"]
 
 
 def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: str | None = None,
-               routes: Routes = "all", model_base_url: str | None = None) -> FastAPI:
+               routes: Routes = "all", model_base_url: str | None = None,
+               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The proxy app over `manager`'s sessions, renderer and backend.
 
     Args:
@@ -42,6 +46,7 @@ def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: s
         routes: `all` (one port), or `model` / `admin` for two apps on two ports sharing `manager`.
         model_base_url: where harnesses reach the model routes; sessions opened through an admin-only
             app get base URLs there (set `app.state.model_base_url` later if the port is picked at bind).
+        max_body_bytes: larger request bodies get a 413 in the caller's dialect, unread.
     """
 
     @asynccontextmanager
@@ -49,13 +54,21 @@ def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: s
         app.state.sessions = manager
         if freeze_gc:
             gc.freeze()
+        owner = routes != "admin"  # the model app owns the backend, the reaper and the journals
+        reaper = asyncio.get_running_loop().create_task(manager.reap_forever()) if owner else None
         yield
-        if routes != "admin":  # the model app owns the backend; an admin-only twin leaves it open
+        if reaper is not None:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+        if owner:
+            manager.close_all("shutdown")  # parked turns answered, journals closed with a last line
             await manager.backend.aclose()
 
     app = FastAPI(title="openenv capture proxy", lifespan=lifespan)
     app.state.admin_key = admin_key
     app.state.model_base_url = model_base_url
+    app.state.max_body_bytes = max_body_bytes
     if routes != "model":
         app.include_router(sessions.router, dependencies=[Depends(_require_admin_key)])
     if routes != "admin":
@@ -104,6 +117,7 @@ async def _invalid(request: Request, exc: RequestValidationError) -> Response:
 
 
 async def _crash(request: Request, exc: Exception) -> Response:
-    return await _render(request, EnvError(f"internal error: {type(exc).__name__}: {exc}"))
+    """Last resort (routes convert their own): a generic message and an error id, never the exception text."""
+    return await _render(request, internal_error(exc))
 
 

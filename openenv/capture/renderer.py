@@ -34,6 +34,18 @@ _ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "u
 _SENTINEL = "\u2063sentinel\u2063"
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 _SUFFIX_CACHE = 1024  # distinct new-message suffixes kept (rendered text and ids), shared by sessions
+# Both caches are bounded in bytes too: a count bound let one client's 3 MiB messages pin ~26 MB each.
+_CACHE_BYTES = 64 << 20  # estimated bytes each cache may hold
+_ENTRY_BYTES = _CACHE_BYTES // 16  # an entry estimated bigger than this is computed and not kept
+_ID_BYTES = 40  # a kept id: its slot in a list or tuple and, above 256, its own int object
+
+
+def _head_cost(head: str, ids: list[int]) -> int:
+    return len(head) + _ID_BYTES * len(ids)
+
+
+def _suffix_cost(ids: tuple[int, ...] | None) -> int:
+    return 2 * _ID_BYTES * len(ids) if ids else 0  # ids, and the messages' text the key keeps (~4 chars per id)
 
 
 def template_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -102,6 +114,8 @@ class Renderer:
         self._anchor_text = self._render_anchor()
         self._head_ids: dict[str, list[int]] = {}
         self._suffixes: dict[tuple[str, tuple[Message, ...]], tuple[int, ...] | None] = {}
+        self._head_bytes = 0
+        self._suffix_bytes = 0
         self.append_only = self._probe_append_only()
 
     @classmethod
@@ -157,9 +171,14 @@ class Renderer:
         head = text[:cut]
         ids = self._head_ids.get(head)
         if ids is None:
-            ids = self._head_ids[head] = self.encode(head)
-            while len(self._head_ids) > _HEAD_CACHE:
-                self._head_ids.pop(next(iter(self._head_ids)))
+            ids = self.encode(head)
+            cost = _head_cost(head, ids)
+            if cost <= _ENTRY_BYTES:
+                self._head_ids[head] = ids
+                self._head_bytes += cost
+                while len(self._head_ids) > _HEAD_CACHE or self._head_bytes > _CACHE_BYTES:
+                    old = next(iter(self._head_ids))
+                    self._head_bytes -= _head_cost(old, self._head_ids.pop(old))
         return text, ids + self.encode(text[cut:])
 
     def bridge_text(self, completion_ids: Sequence[int]) -> str:
@@ -184,9 +203,13 @@ class Renderer:
         if key in self._suffixes:
             return self._suffixes[key]
         text = self.suffix_text(new)
-        ids = self._suffixes[key] = None if text is None else tuple(self.encode(bridge + text))
-        while len(self._suffixes) > _SUFFIX_CACHE:
-            self._suffixes.pop(next(iter(self._suffixes)))
+        ids = None if text is None else tuple(self.encode(bridge + text))
+        cost = _suffix_cost(ids)
+        if cost <= _ENTRY_BYTES:
+            self._suffixes[key] = ids
+            self._suffix_bytes += cost
+            while len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES:
+                self._suffix_bytes -= _suffix_cost(self._suffixes.pop(next(iter(self._suffixes))))
         return ids
 
     def extend_text(self, full: str, earlier: str) -> str | None:

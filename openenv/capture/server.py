@@ -7,6 +7,7 @@ the standalone `openenv proxy` command serves the same app in the foreground.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Coroutine
@@ -19,7 +20,8 @@ from openenv.capture.app import create_app
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
-from openenv.capture.session import AuxPredicate, Mode, Session
+from openenv.capture.routes.model import MAX_BODY_BYTES
+from openenv.capture.session import AuxPredicate, Mode, Session, TurnLimits
 from openenv.capture.sessions import SessionManager
 
 __all__ = ["CaptureServer"]
@@ -42,6 +44,12 @@ class CaptureServer:
         admin_key: the admin API (`/sessions...`) then needs `Authorization: Bearer <admin_key>`.
         admin_port: serve the admin API on this port instead (0 picks one; see `admin_url`), and only
             the model routes on `port`. The in-process methods below never go through HTTP either way.
+        journal_dir: journal every session's turns there before replying (see `capture.journal`); default
+            `$OPENENV_JOURNAL_DIR`, and off when that is unset.
+        journal_fsync: fsync each turn's journal line before the reply.
+        limits: default output budget, turn timeout and per-session turn cap.
+        idle_timeout_s: close sessions idle this long (None: the caller closes them; an episode does).
+        max_body_bytes: larger request bodies get a 413.
 
     Example:
         with CaptureServer(backend=VLLMBackend(url), model=path) as server:
@@ -54,13 +62,19 @@ class CaptureServer:
     def __init__(self, *, backend: Backend, model: str | Path | None = None, renderer: Renderer | None = None,
                  parser: str = "hermes", served_model: str = "tiny", sampling: SamplingParams | None = None,
                  host: str = "127.0.0.1", port: int = 0, admin_key: str | None = None,
-                 admin_port: int | None = None) -> None:
+                 admin_port: int | None = None, journal_dir: str | Path | None = None, journal_fsync: bool = True,
+                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None,
+                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
         if renderer is None:
             if model is None:
                 raise ValueError("CaptureServer needs model= (a tokenizer folder) or renderer=")
             renderer = Renderer.from_pretrained(model)
+        if journal_dir is None and os.environ.get("OPENENV_JOURNAL_DIR"):
+            journal_dir = os.environ["OPENENV_JOURNAL_DIR"]
         self.manager = SessionManager(renderer=renderer, backend=backend, parser=parser,
-                                      served_model=served_model, sampling=sampling)
+                                      served_model=served_model, sampling=sampling, journal_dir=journal_dir,
+                                      journal_fsync=journal_fsync, limits=limits, idle_timeout_s=idle_timeout_s)
+        self.max_body_bytes = max_body_bytes
         self.host = host
         self.port = port
         self.admin_key = admin_key
@@ -82,10 +96,12 @@ class CaptureServer:
     def start(self, timeout: float = 30.0) -> Self:
         """Serve in a background thread; returns once the socket(s) accept connections."""
         split = self.admin_port is not None
-        app = create_app(self.manager, admin_key=self.admin_key, routes="model" if split else "all")
+        app = create_app(self.manager, admin_key=self.admin_key, routes="model" if split else "all",
+                         max_body_bytes=self.max_body_bytes)
         self._server = self._uvicorn(app, self.port)
         if split:
-            admin_app = create_app(self.manager, admin_key=self.admin_key, routes="admin")
+            admin_app = create_app(self.manager, admin_key=self.admin_key, routes="admin",
+                                   max_body_bytes=self.max_body_bytes)
             self._admin = self._uvicorn(admin_app, self.admin_port or 0)
         self._thread = threading.Thread(target=self._serve, name="capture-server", daemon=True)
         self._thread.start()
@@ -123,8 +139,7 @@ class CaptureServer:
         if self._server is None or self._thread is None:
             return
         if self._loop is not None and self._thread.is_alive():
-            for token in list(self.manager.sessions):
-                self._run(self._close(token), 5)
+            self._run(self._close_all(), 5)
         self._server.should_exit = True
         if self._admin is not None:
             self._admin.should_exit = True
@@ -167,6 +182,9 @@ class CaptureServer:
 
     async def _close(self, token: str) -> None:
         self.manager.close(token)
+
+    async def _close_all(self) -> None:
+        self.manager.close_all("shutdown")
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> Any:
         if self._loop is None:

@@ -21,13 +21,14 @@ from typing import Any, Literal, TypeVar
 from openenv.capture.backends.base import Backend
 from openenv.capture.budget import Budget, budget_reply_text
 from openenv.capture.canonical import CanonicalRequest, Completion, SamplingParams, ToolCallPart, Usage
+from openenv.capture.journal import Journal
 from openenv.capture.parsers.base import CompletionParser
 from openenv.capture.parsers.spans import token_spans
 from openenv.capture.renderer import Renderer
 from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
-__all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session"]
+__all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session", "TurnCapReached", "TurnLimits"]
 
 T = TypeVar("T")
 Mode = Literal["auto", "gated"]
@@ -133,6 +134,8 @@ class PendingTurn:
         return self._decision.done()
 
     async def _resolve(self, decision: _Decision, wait: bool = True) -> Any:
+        if self._decision.cancelled():
+            raise BackendUnavailable(f"turn {self.id}'s harness disconnected before it was answered")
         if self._decision.done():
             raise BadRequest(f"turn {self.id} was already answered")
         self._decision.set_result(decision)
@@ -145,7 +148,8 @@ class Session:
     def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
                  backend: Backend, parser: CompletionParser, mode: Mode = "auto",
                  sampling: SamplingParams | None = None, aux: AuxPredicate | None = None,
-                 gate_aux: bool = False, served_model: str = "", budget: Budget | None = None) -> None:
+                 gate_aux: bool = False, served_model: str = "", budget: Budget | None = None,
+                 journal: Journal | None = None, limits: TurnLimits | None = None) -> None:
         self.token = token
         self.base_url = base_url
         self.loop = loop
@@ -167,6 +171,12 @@ class Session:
         self.budget_hit: str | None = None  # the cap that ended the episode (`budget.py`)
         self._used_turns = 0  # model turns recorded (aux excluded), for the budget
         self._used_tokens = 0
+        self.journal = journal
+        self.limits = limits or TurnLimits()
+        self.last_active = time.monotonic()  # the idle reaper's clock
+        self.count_tokens_calls = 0  # answered by the tokenizer; never stored as turns
+        self._answering = 0  # requests inside handle(), which the idle reaper must not cut off
+        self._joined: set[str] = set()  # digests of in-flight requests that a resent copy is waiting on
 
     # ---- controller API ------------------------------------------------------------------------
 
@@ -205,7 +215,7 @@ class Session:
     # ---- request path (runs on the server loop) ----------------------------------------------------
 
     async def handle(self, req: CanonicalRequest, dialect: str, *, digest: str | None = None,
-                     retry: bool = False) -> Completion:
+                     retry: bool = False, offload: bool = False) -> Completion:
         """Answer one generation request: render, link, wait for a decision, generate, record.
 
         Args:
@@ -215,30 +225,42 @@ class Session:
             retry: the client marked this as a retry; a remembered reply is replayed, unrecorded. A body
                 identical to one still being answered is shared, not made twice, marked or not: it is
                 a client that timed out and sent it again (google-genai and codex number no retries).
+            offload: render and tokenize on a worker thread (a big request), not on the event loop.
 
         Raises:
             BackendUnavailable: the backend failed; the turn is kept as a gap.
             BadRequest: the prompt does not fit the context window.
         """
+        self.last_active = time.monotonic()
         if retry and digest in self._replies:
             return self._replies[digest]
         if digest in self._inflight:
+            self._joined.add(digest)
             return await asyncio.shield(self._inflight[digest])
-        if digest is None:
-            return await self._handle(req, dialect)
-        done = await self._handle_once(req, dialect, digest)
+        cap = self.limits.max_turns
+        if cap is not None and len(self.trajectory.turns) >= cap:
+            raise TurnCapReached(f"this session has stored its cap of {cap} turns; open a new session "
+                                 "(the proxy's max_turns setting)")
+        self._answering += 1
+        try:
+            if digest is None:
+                return await self._handle(req, dialect, offload)
+            done = await self._handle_once(req, dialect, digest, offload)
+        finally:
+            self._answering -= 1
+            self.last_active = time.monotonic()
         self._replies[digest] = done
         while len(self._replies) > _REPLAY_WINDOW:
             self._replies.pop(next(iter(self._replies)))
         return done
 
-    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str) -> Completion:
+    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str, offload: bool = False) -> Completion:
         """`_handle`, published under `digest` while it runs, so a retry can wait for it."""
         inflight: asyncio.Future[Completion] = self.loop.create_future()
         inflight.add_done_callback(_mark_retrieved)
         self._inflight[digest] = inflight
         try:
-            done = await self._handle(req, dialect)
+            done = await self._handle(req, dialect, offload)
         except Exception as exc:
             inflight.set_exception(exc)
             raise
@@ -248,12 +270,13 @@ class Session:
         finally:
             if self._inflight.get(digest) is inflight:
                 del self._inflight[digest]
+                self._joined.discard(digest)
         inflight.set_result(done)
         return done
 
-    async def _handle(self, req: CanonicalRequest, dialect: str) -> Completion:
+    async def _handle(self, req: CanonicalRequest, dialect: str, offload: bool = False) -> Completion:
         aux = bool(self._aux and self._aux(req))
-        plan = self._plan(req, aux)
+        plan = await asyncio.to_thread(self._plan, req, aux) if offload else self._plan(req, aux)
         turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
                                         n_messages=len(req.messages), prompt_len=len(plan.prompt_ids)))
         over = None if aux or self.budget is None else \
@@ -268,24 +291,34 @@ class Session:
             await self._pending.put(pending)
             try:
                 decision = await pending._decision
+            except asyncio.CancelledError:  # the harness went away while the turn was parked
+                _abandon(pending)
+                raise
             finally:
                 self._parked.pop(pending.id, None)
         try:
-            done = await _within(self._answer(turn, req, plan, decision), decision)
+            done = await _within(self._answer(turn, req, plan, decision), decision, self.limits.turn_timeout_s)
         except Exception as exc:  # the harness and the controller both hear of any failure
             error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
             turn.gap = f"{type(error).__name__}: {error.message}"
             if pending is not None and not pending._done.done():
                 pending._done.set_exception(error)
+            await self._journal_turn(turn, plan)
             if error is exc:
                 raise
             raise error from exc
+        except asyncio.CancelledError:  # the client disconnected: generation was aborted, nothing recorded
+            turn.gap = "cancelled: the client went away before the reply"
+            if pending is not None:
+                _abandon(pending)
+            raise
         if not aux:
             self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
                                    messages=req.messages, tools=req.tools, text=plan.text,
                                    rewritten=plan.rewritten)
             self._used_turns += 1
             self._used_tokens += len(done.token_ids)
+        await self._journal_turn(turn, plan)  # on disk before the harness sees the reply
         if pending is not None:
             pending._done.set_result(done)
         return done
@@ -301,11 +334,22 @@ class Session:
         )
         return turn.completion
 
+    async def _journal_turn(self, turn: Turn, plan: _Plan) -> None:
+        if self.journal is not None:
+            await self.journal.turn(turn, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
+                                    max_tokens=turn.max_tokens)
+
+    def shared(self, digest: str | None) -> bool:
+        """Whether a resent copy of the in-flight request `digest` is waiting on its answer (then the first
+        client leaving must not cancel it)."""
+        return digest in self._joined
+
     def count_tokens(self, req: CanonicalRequest, dialect: str) -> int:
-        """Prompt tokens a request would take; recorded as an aux turn, never sampled."""
+        """Prompt tokens a request would take. Counted (`count_tokens_calls`), never stored as a turn: a
+        harness may call it before every turn, and a client may call it in a loop."""
         _, ids = self._renderer.full_prompt(req.messages, req.tools)
-        self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=True,
-                                 n_messages=len(req.messages), prompt_len=len(ids)))
+        self.count_tokens_calls += 1
+        self.last_active = time.monotonic()
         return len(ids)
 
     def _plan(self, req: CanonicalRequest, aux: bool) -> _Plan:
@@ -336,7 +380,7 @@ class Session:
                 raise error
             case _Sample():
                 turn.source = "sample"
-                ids, logprobs, finish = await self._generate(req, plan.prompt_ids)
+                ids, logprobs, finish = await self._generate(req, plan.prompt_ids, turn)
             case _Complete(text, token_ids):
                 turn.source = "complete"
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
@@ -345,7 +389,8 @@ class Session:
         turn.completion = self._completion(turn, req, ids, logprobs, finish, len(plan.prompt_ids))
         return turn.completion
 
-    async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int]) -> tuple[list[int], list[float], str]:
+    async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int],
+                        turn: Turn | None = None) -> tuple[list[int], list[float], str]:
         params = req.sampling.merged(self.sampling)
         window = await self._context_window()
         room = window - len(prompt_ids)
@@ -354,7 +399,11 @@ class Session:
                              f"{window}; shorten the conversation", param="messages")
         if self.budget is not None:
             room = min(room, self.budget.room(self._used_tokens, len(prompt_ids)) or room)
-        params = params.model_copy(update={"max_tokens": min(params.max_tokens or room, room)})
+        # A request that names no max_tokens gets the proxy's default output budget, not the whole window.
+        asked = params.max_tokens if params.max_tokens is not None else self.limits.max_new_tokens_default
+        params = params.model_copy(update={"max_tokens": min(asked or room, room)})
+        if turn is not None:
+            turn.max_tokens = params.max_tokens
         gen = await self._backend.generate(prompt_ids, params)
         return gen.token_ids, gen.logprobs, gen.finish_reason
 
@@ -422,19 +471,52 @@ class Session:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
 
 
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    """What one turn and one session may cost. None lifts a limit.
+
+    Attributes:
+        max_new_tokens_default: the output budget of a request that names no `max_tokens` (else it could
+            generate up to the whole context window); recorded on the turn as `max_tokens`.
+        turn_timeout_s: wall-clock limit of one sampled turn (a gap and the dialect's retryable error past it).
+        max_turns: turns one session may store (an error in the dialect past it).
+    """
+
+    max_new_tokens_default: int | None = 8192
+    turn_timeout_s: float | None = 600.0
+    max_turns: int | None = 10_000
+
+
+class TurnCapReached(BadRequest):
+    """Raised when a session already stores `TurnLimits.max_turns` turns. A 400, not a retryable 429/529: a
+    harness that retried would loop forever."""
+
+    code = "turn_cap"
+
+
+def _abandon(pending: PendingTurn) -> None:
+    """A parked turn whose harness left: its controller's sample()/complete() gets an error, not a hang."""
+    if not pending._decision.done():
+        pending._decision.cancel()
+    if not pending._done.done():
+        pending._done.set_exception(BackendUnavailable("the harness disconnected before this turn was answered"))
+
+
 def _mark_retrieved(future: asyncio.Future[Completion]) -> None:
     if not future.cancelled():
         future.exception()
 
 
-async def _within(answer: Coroutine[Any, Any, Completion], decision: _Decision) -> Completion:
-    """The answer, within the controller's turn timeout. Past it the turn is a gap and the harness gets its
-    retryable error now, not when a stalled backend's own (longer) timeout fires."""
-    timeout = None if isinstance(decision, _Fail) else decision.timeout
+async def _within(answer: Coroutine[Any, Any, Completion], decision: _Decision,
+                  default: float | None = None) -> Completion:
+    """The answer, within the controller's turn timeout (else the session's). Past it the turn is a gap and
+    the harness gets its retryable error now, not when a stalled backend's own (longer) timeout fires."""
+    timeout = None if isinstance(decision, _Fail) else (decision.timeout or default)
     if timeout is None:
         return await answer
     try:
-        return await asyncio.wait_for(answer, timeout)
+        async with asyncio.timeout(timeout):  # a timer handle on this task, no extra task per turn
+            return await answer
     except TimeoutError:
         raise BackendUnavailable(f"the backend gave no answer within the turn timeout of {timeout:g} s; "
                                  "retry the request") from None

@@ -1,15 +1,19 @@
-"""The session table: what every session shares (renderer, backend, parser) and the token lookup."""
+"""The session table: what every session shares (renderer, backend, parser), the token lookup, journals
+and the idle reaper."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import time
+from pathlib import Path
 
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.journal import Journal
 from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
-from openenv.capture.session import AuxPredicate, Mode, Session
+from openenv.capture.session import AuxPredicate, Mode, Session, TurnLimits
 from openenv.errors import CapacityError, UnknownSession
 
 __all__ = ["SessionManager"]
@@ -26,11 +30,18 @@ class SessionManager:
         served_model: the model name listed by `/v1/models`.
         sampling: proxy-wide sampling settings that override every harness's.
         max_sessions: how many sessions may be open at once.
+        journal_dir: write each session's turns to `<journal_dir>/<id>.jsonl` before replying (None: off).
+        journal_fsync: fsync each turn's line before the reply (durable across a power loss, not only a
+            killed proxy); costs a disk wait per turn, measured in docs/benchmarks.md.
+        limits: per-turn and per-session limits (default output budget, turn timeout, turn cap).
+        idle_timeout_s: close a session that has had no request for this long (None: never). A session
+            with a request still being answered is never idle.
     """
 
     def __init__(self, *, renderer: Renderer, backend: Backend, parser: str = "hermes",
                  served_model: str = "tiny", sampling: SamplingParams | None = None,
-                 max_sessions: int = 4096) -> None:
+                 max_sessions: int = 4096, journal_dir: str | Path | None = None, journal_fsync: bool = True,
+                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None) -> None:
         self.renderer = renderer
         self.backend = backend
         if parser == "auto":  # the chat template shows how the model was taught to write tool calls
@@ -39,16 +50,23 @@ class SessionManager:
         self.served_model = served_model
         self.sampling = sampling
         self.max_sessions = max_sessions
+        self.journal_dir = Path(journal_dir) if journal_dir is not None else None
+        self.journal_fsync = journal_fsync
+        self.limits = limits or TurnLimits()
+        self.idle_timeout_s = idle_timeout_s
         self.sessions: dict[str, Session] = {}
         self._bound: dict[str, Backend] = {}
+        self.reaped = 0
 
     def open(self, *, base_url: str, mode: Mode = "auto", sampling: SamplingParams | None = None,
              aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None) -> Session:
         """A new session whose harness-facing base URL is `{base_url}/s/{token}`.
 
         Raises:
-            CapacityError: `max_sessions` are already open.
+            CapacityError: `max_sessions` are already open (idle ones are reaped first).
         """
+        if len(self.sessions) >= self.max_sessions:
+            self.reap()
         if len(self.sessions) >= self.max_sessions:
             raise CapacityError(len(self.sessions), self.max_sessions)
         token = token or secrets.token_urlsafe(18)
@@ -57,10 +75,14 @@ class SessionManager:
         bind = getattr(self.backend, "bind", None)
         backend = bind(token) if bind is not None else self.backend
         self._bound[token] = backend
+        journal = None
+        if self.journal_dir is not None:
+            journal = Journal(self.journal_dir, fsync=self.journal_fsync,
+                              meta={"mode": mode, "served_model": self.served_model})
         session = Session(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
                           loop=asyncio.get_running_loop(), renderer=self.renderer, backend=backend,
                           parser=self.parser, mode=mode, sampling=merged, aux=aux, gate_aux=gate_aux,
-                          served_model=self.served_model)
+                          served_model=self.served_model, journal=journal, limits=self.limits)
         self.sessions[token] = session
         return session
 
@@ -77,7 +99,7 @@ class SessionManager:
                                  "and point the harness at its base_url")
         return session
 
-    def close(self, token: str) -> Session:
+    def close(self, token: str, reason: str = "closed") -> Session:
         """Close a session: parked requests get an error, later requests get 401."""
         session = self.get(token)
         del self.sessions[token]
@@ -85,4 +107,36 @@ class SessionManager:
         if release is not None:
             release()
         session.fail_all(UnknownSession("the session was closed while this request was waiting"))
+        if session.journal is not None:
+            session.journal.close(reason)
         return session
+
+    def idle_seconds(self, session: Session, now: float | None = None) -> float:
+        """How long the session has waited for a request (0 while one is being answered)."""
+        if session._answering:
+            return 0.0
+        return (time.monotonic() if now is None else now) - session.last_active
+
+    def reap(self) -> int:
+        """Close every session idle past `idle_timeout_s`; how many were closed."""
+        if self.idle_timeout_s is None:
+            return 0
+        now = time.monotonic()
+        idle = [t for t, s in self.sessions.items() if self.idle_seconds(s, now) >= self.idle_timeout_s]
+        for token in idle:
+            self.close(token, reason="idle")
+        self.reaped += len(idle)
+        return len(idle)
+
+    async def reap_forever(self) -> None:
+        """The idle reaper: runs for the app's lifetime (a no-op without `idle_timeout_s`)."""
+        if self.idle_timeout_s is None:
+            return
+        period = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(period)
+            self.reap()
+
+    def close_all(self, reason: str = "shutdown") -> None:
+        for token in list(self.sessions):
+            self.close(token, reason=reason)

@@ -54,6 +54,7 @@ class Turn:
     kind: Literal["merged", "new", "break", "fork"] | None = None
     text_len: int = 0
     budget: str | None = None  # the cap this request hit: answered with the final reply, not sampled
+    max_tokens: int | None = None  # the output budget the backend was given (the proxy's default if none asked)
 
 
 @dataclass(slots=True)
@@ -145,6 +146,7 @@ class TurnRecord(BaseModel):
     prompt_len: int
     completion: Completion | None
     budget: str | None = Field(default=None, description="the budget cap this request hit (answered, not sampled)")
+    max_tokens: int | None = None
 
 
 class Trajectory:
@@ -294,7 +296,8 @@ class Trajectory:
     def records(self) -> list[TurnRecord]:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
-                           completion=t.completion, budget=t.budget) for t in self.turns]
+                           completion=t.completion, budget=t.budget,
+                           max_tokens=t.max_tokens) for t in self.turns]
 
 
 def _completion_len(turn: Turn) -> int:

@@ -1,7 +1,18 @@
-"""`openenv proxy`: run the capture proxy standalone in the foreground."""
+"""`openenv proxy`: run the capture proxy standalone in the foreground.
+
+Safe by default for a process other programs can reach: the admin API (open, list, read and close
+sessions) needs a bearer key, generated at start and printed once unless one is given, and it listens on
+a port of its own, so a harness that knows the model port cannot reach it. Every turn is journaled to
+disk before its reply (`openenv journal rebuild` turns a journal back into training sequences), sessions
+idle for an hour are closed, and SIGTERM ends the process within `--shutdown-timeout` seconds even
+while a turn is generating.
+"""
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -12,7 +23,15 @@ if TYPE_CHECKING:
 
     from openenv.capture.backends.base import Backend
 
-__all__ = ["register"]
+__all__ = ["default_journal_dir", "register"]
+
+
+def default_journal_dir() -> Path:
+    """`$OPENENV_JOURNAL_DIR`, else `$XDG_STATE_HOME/openenv/journal` (`~/.local/state/openenv/journal`)."""
+    if os.environ.get("OPENENV_JOURNAL_DIR"):
+        return Path(os.environ["OPENENV_JOURNAL_DIR"])
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "openenv" / "journal"
 
 
 def proxy(
@@ -27,23 +46,50 @@ def proxy(
     session_token: Annotated[str | None, typer.Option(help="open one auto session with this token")] = None,
     admin_key: Annotated[str | None, typer.Option(
         envvar="OPENENV_CAPTURE_ADMIN_KEY", show_envvar=True,
-        help="require 'Authorization: Bearer KEY' on the admin API (/sessions...); prefer the env var, "
-             "which ps does not show")] = None,
+        help="the bearer key of the admin API (/sessions...); default: a new random key, printed once. Prefer "
+             "the env var, which ps does not show")] = None,
+    no_admin_key: Annotated[bool, typer.Option(
+        "--no-admin-key", help="serve the admin API without a key (only on a loopback --host)")] = False,
     admin_port: Annotated[int | None, typer.Option(
-        help="serve the admin API (/sessions...) on this port only (0 picks one); the main port then "
-             "serves only the model routes and answers 404 for /sessions")] = None,
+        help="the admin API's own port (default: a free one, printed at start); the model port then "
+             "answers 404 for /sessions")] = None,
+    admin_on_model_port: Annotated[bool, typer.Option(
+        "--admin-on-model-port", help="serve the admin API on the model port too (one port for both)")] = False,
+    journal_dir: Annotated[Path | None, typer.Option(
+        help="where each session's turns are journaled before replying (default: $OPENENV_JOURNAL_DIR or "
+             "~/.local/state/openenv/journal)")] = None,
+    journal: Annotated[bool, typer.Option(help="journal turns to disk (--no-journal: memory only)")] = True,
+    journal_fsync: Annotated[bool, typer.Option(
+        help="fsync each turn before its reply (--no-journal-fsync: survives a killed proxy, not a power "
+             "loss, and saves a disk wait per turn)")] = True,
+    max_tokens_default: Annotated[int, typer.Option(
+        help="output budget of a request that names no max_tokens (0: up to the context window)")] = 8192,
+    turn_timeout: Annotated[float, typer.Option(help="wall-clock seconds one turn may generate (0: none)")] = 600.0,
+    max_turns: Annotated[int, typer.Option(help="turns one session may store (0: no cap)")] = 10_000,
+    max_sessions: Annotated[int, typer.Option(help="sessions open at once; more get a capacity error")] = 4096,
+    idle_timeout: Annotated[float, typer.Option(
+        help="close a session after this many seconds without a request (0: never)")] = 3600.0,
+    max_body_mb: Annotated[float, typer.Option(help="request bodies over this many MiB get a 413")] = 32.0,
+    shutdown_timeout: Annotated[float, typer.Option(
+        help="on SIGTERM/Ctrl-C, seconds to let turns in flight finish before cancelling them")] = 5.0,
     access_log: Annotated[bool, typer.Option(
         help="log a line per request (off by default: at hundreds of turns/s it costs CPU per turn)")] = False,
 ) -> None:
-    """Serve the capture proxy; open sessions with POST /sessions, read them back from /sessions/{token}.
+    """Serve the capture proxy; open sessions with POST /sessions on the admin port, read them back there.
 
-    Harnesses get only their session's base URL (/s/TOKEN). Keep the admin API from them with
-    --admin-key (a bearer key) and/or --admin-port (a port of its own).
+    Harnesses get only their session's base URL (/s/TOKEN) on the model port. The admin API is on its
+    own port with a bearer key unless you pass --admin-on-model-port / --no-admin-key.
     """
     if backend not in ("local", "vllm"):
         raise typer.BadParameter(f"unknown backend {backend!r}; use local or vllm", param_hint="--backend")
     if backend == "vllm" and not upstream:
         raise typer.BadParameter("--backend vllm needs --upstream http://HOST:PORT", param_hint="--upstream")
+    if no_admin_key and not _loopback(host):
+        raise typer.BadParameter(f"--no-admin-key is refused on --host {host}: anyone who reaches it could read "
+                                 "every session; give --admin-key instead", param_hint="--no-admin-key")
+    if admin_on_model_port and admin_port is not None:
+        raise typer.BadParameter("--admin-port and --admin-on-model-port exclude each other",
+                                 param_hint="--admin-port")
     import asyncio
 
     import uvicorn
@@ -51,20 +97,27 @@ def proxy(
     from openenv.capture.app import create_app
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.renderer import Renderer
+    from openenv.capture.session import TurnLimits
     from openenv.capture.sessions import SessionManager
 
+    generated = admin_key is None and not no_admin_key
+    key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
     chosen = _backend(backend, model, upstream)
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
+    limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
+                        max_turns=max_turns or None)
+    folder = (journal_dir or default_journal_dir()) if journal else None
     manager = SessionManager(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
-                             served_model=served_model, sampling=sampling)
-    split = admin_port is not None
-    app = create_app(manager, freeze_gc=True, admin_key=admin_key, routes="model" if split else "all")
-    config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=access_log)
-    servers = [uvicorn.Server(config)]
-    if admin_port is not None:
-        admin_app = create_app(manager, admin_key=admin_key, routes="admin")
-        servers.append(uvicorn.Server(uvicorn.Config(admin_app, host=host, port=admin_port, log_level="info",
-                                                                access_log=access_log)))
+                             served_model=served_model, sampling=sampling, max_sessions=max_sessions,
+                             journal_dir=folder, journal_fsync=journal_fsync, limits=limits,
+                             idle_timeout_s=idle_timeout or None)
+    split = not admin_on_model_port
+    cap = int(max_body_mb * 1024 * 1024)
+    app = create_app(manager, freeze_gc=True, admin_key=key, routes="model" if split else "all", max_body_bytes=cap)
+    servers = [uvicorn.Server(_config(app, host, port, access_log, shutdown_timeout))]
+    if split:
+        admin_app = create_app(manager, admin_key=key, routes="admin", max_body_bytes=cap)
+        servers.append(uvicorn.Server(_config(admin_app, host, admin_port or 0, access_log, shutdown_timeout)))
 
     async def main() -> None:
         serving = asyncio.gather(*(s.serve() for s in servers))
@@ -75,14 +128,36 @@ def proxy(
             if split:
                 admin_app.state.model_base_url = base
             typer.echo(f"capture proxy on {base} (backend {chosen.name}); POST {admin}/sessions to open a session"
-                       + (" (with Authorization: Bearer <admin key>)" if admin_key else ""))
+                       + (" (with Authorization: Bearer <admin key>)" if key else ""))
+            if generated:
+                typer.echo(f"admin key (shown once; set OPENENV_CAPTURE_ADMIN_KEY to choose it): {key}")
+            typer.echo(f"journal: {folder} (fsync {'on' if journal_fsync else 'off'})" if folder is not None
+                       else "journal: off (turns live in memory only)")
             if session_token:
                 session = manager.open(base_url=base, token=session_token)
                 typer.echo(f"session base_url: {session.base_url}")
         await serving
 
-    with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:  # uvloop when installed
+    with asyncio.Runner(loop_factory=servers[0].config.get_loop_factory()) as runner:  # uvloop when installed
         runner.run(main())
+
+
+def _config(app: object, host: str, port: int, access_log: bool, shutdown_timeout: float) -> uvicorn.Config:
+    import uvicorn
+
+    # timeout_graceful_shutdown: past it uvicorn cancels the requests still running; a cancelled turn
+    # aborts its generation (vLLM request or local thread), so the process exits within the bound.
+    return uvicorn.Config(app, host=host, port=port, log_level="info", access_log=access_log,
+                          timeout_graceful_shutdown=max(int(shutdown_timeout), 1))
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _urls(host: str, servers: list[uvicorn.Server]) -> tuple[str, str]:

@@ -43,7 +43,10 @@ def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str
         from openenv.capture.backends.local import LocalBackend
 
         live = trainer.accelerator.unwrap_model(trainer.model)
-        return CaptureServer(backend=LocalBackend(live), model=folder).start()
+        # The trainer's own precision context (bf16 autocast by GRPOConfig's default, also on CPU), also
+        # before accelerate has wrapped the model's forward: logprobs computed as the trainer computes them.
+        backend = LocalBackend(live, autocast=trainer.accelerator.autocast)
+        return CaptureServer(backend=backend, model=folder).start()
     url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
     if not url:
         raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")

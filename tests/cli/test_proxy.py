@@ -33,6 +33,38 @@ def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str
         proc.wait(30)
 
 
+def test_the_admin_api_has_a_generated_key_and_a_port_of_its_own_by_default(tiny_model: Path, tmp_path: Path) -> None:
+    """Started with no admin options, the proxy prints a fresh key once, and the model port (the one
+    harnesses know) has no admin API at all."""
+    import httpx
+
+    port = free_port()
+    proc = subprocess.Popen([*OPENENV, "proxy", "--model", str(tiny_model), "--port", str(port), "--journal-dir",
+                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        text = "".join(_read_until(proc, "journal:", timeout=180))
+        admin = text.split("POST ", 1)[1].split("/sessions", 1)[0]
+        key = text.split("admin key (shown once", 1)[1].split(": ", 1)[1].split()[0]
+        assert len(key) >= 32 and admin != f"http://127.0.0.1:{port}"
+        with httpx.Client(timeout=30) as http:
+            assert http.post(f"http://127.0.0.1:{port}/sessions", json={}).status_code == 404
+            assert http.post(f"{admin}/sessions", json={}).status_code == 401
+            opened = http.post(f"{admin}/sessions", json={}, headers={"Authorization": f"Bearer {key}"})
+            assert opened.status_code == 201 and opened.json()["base_url"].startswith(f"http://127.0.0.1:{port}/s/")
+            assert opened.json()["journal"].startswith(str(tmp_path))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert text.count(key) == 1, "the key is printed once"
+
+
+def test_no_admin_key_is_refused_off_loopback(tiny_model: Path) -> None:
+    """(192.0.2.1 is TEST-NET: refused before any bind, and it could not be bound anyway.)"""
+    result = subprocess.run([*OPENENV, "proxy", "--model", str(tiny_model), "--host", "192.0.2.1", "--no-admin-key"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2 and "--admin-key" in result.stdout + result.stderr
+
+
 def test_vllm_backend_without_upstream_is_a_usage_error(tiny_model: Path) -> None:
     result = subprocess.run([*OPENENV, "proxy", "--backend", "vllm", "--model", str(tiny_model)],
                             capture_output=True, text=True, timeout=120, check=False)

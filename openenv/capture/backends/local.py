@@ -4,14 +4,17 @@ Logprobs are raw: `log_softmax` of the model's logits before temperature or top-
 convention vLLM uses by default, so sequences from either backend train the same way. They come from
 one teacher-forced forward pass over prompt + completion, the computation a trainer repeats; the
 KV-cached decode that sampled the tokens drifts from it by up to ~1e-3 on long multi-turn prompts. One lock
-serializes the model; calls run in a worker thread so the event loop keeps serving.
+serializes the model; calls run in a worker thread so the event loop keeps serving. A cancelled call (its
+client went away) and `aclose()` stop the generation at the next token, so no thread keeps a core busy
+for a reply nobody will read, and shutdown is prompt.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +34,18 @@ class LocalBackend:
             the current weights.
         device: a torch device string (ignored for a live model).
         dtype: a torch dtype name (ignored for a live model).
+        autocast: a context factory every forward runs under, in the worker thread (autocast state is
+            per thread). Pass the trainer's `accelerator.autocast` with a trainer's live model: TRL's
+            GRPOConfig defaults to `bf16=True`, also on CPU, and the trainer computes its logprobs under
+            bf16 autocast. Once `accelerator.prepare` has wrapped the model's forward it autocasts anyway;
+            before that (a rollout ahead of training), a float32 forward here differed from the
+            trainer's recompute by ~1e-2 per token, and under the same context by ~1e-6.
     """
 
     name = "local"
 
-    def __init__(self, model: str | Path | Any, *, device: str = "cpu", dtype: str = "float32") -> None:
+    def __init__(self, model: str | Path | Any, *, device: str = "cpu", dtype: str = "float32",
+                 autocast: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -51,6 +61,8 @@ class LocalBackend:
         eos = self.model.generation_config.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         self._lock = threading.Lock()
+        self._autocast = autocast or nullcontext
+        self._running: set[threading.Event] = set()  # the stop flags of calls in progress
 
     @property
     def context_window(self) -> int:
@@ -60,23 +72,43 @@ class LocalBackend:
         """Nothing to learn: the window came with the weights."""
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
-        return await asyncio.to_thread(self._guarded, self._generate, list(prompt_ids), params)
+        stop = threading.Event()
+        self._running.add(stop)
+        try:
+            return await asyncio.to_thread(self._guarded, self._generate, list(prompt_ids), params, stop)
+        except asyncio.CancelledError:
+            stop.set()  # the worker thread ends at its next token
+            raise
+        finally:
+            self._running.discard(stop)
 
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
         return await asyncio.to_thread(self._guarded, self._score, list(prompt_ids), list(completion_ids))
 
     async def aclose(self) -> None:
-        return None
+        """Stop every generation in progress (its server is shutting down); later calls still work, since
+        a live model may be shared by several servers."""
+        for stop in list(self._running):
+            stop.set()
 
     def _guarded(self, fn: Any, *args: Any) -> Any:
-        with self._lock:
+        with self._lock, self._autocast():
             try:
                 return fn(*args)
             except (RuntimeError, ValueError) as exc:  # torch failures (OOM, shapes) are the backend's
                 raise BackendUnavailable(f"the local backend failed: {type(exc).__name__}: {exc}") from None
 
-    def _generate(self, prompt_ids: list[int], params: SamplingParams) -> Generation:
+    def _generate(self, prompt_ids: list[int], params: SamplingParams, stop: threading.Event) -> Generation:
+        from transformers import StoppingCriteria, StoppingCriteriaList
+
         torch = self._torch
+
+        class _Stopped(StoppingCriteria):
+            def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+                return torch.full((input_ids.shape[0],), stop.is_set(), dtype=torch.bool)
+
+        if stop.is_set():
+            raise BackendUnavailable("the request was cancelled before it reached the model")
         if params.seed is not None:
             torch.manual_seed(params.seed)
         inputs = torch.tensor([prompt_ids], device=self.device)
@@ -88,7 +120,10 @@ class LocalBackend:
                            top_k=params.top_k if params.top_k is not None else 0)
         with torch.no_grad():
             out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs),
-                                      pad_token_id=next(iter(self.eos_ids), 0), **options)
+                                      pad_token_id=next(iter(self.eos_ids), 0),
+                                      stopping_criteria=StoppingCriteriaList([_Stopped()]), **options)
+        if stop.is_set():
+            raise BackendUnavailable("the generation was cancelled")
         ids = out[0, len(prompt_ids):].tolist()
         logprobs = self._score(prompt_ids, ids) if ids else []
         stopped = bool(ids) and ids[-1] in self.eos_ids

@@ -38,6 +38,10 @@ _VALUE = msgspec.json.Decoder()
 _SIZE = 16384  # distinct items kept per parser, shared by all sessions (~30 turns x 2 items x 256 sessions)
 _HISTORIES = 4096  # parsed lists kept to be extended (a conversation keeps only its newest)
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
+# Bounded in bytes as well as in count: one client's 3 MiB messages must not be pinned by the thousands.
+_ITEM_BYTES = 64 << 20  # raw bytes of the distinct items kept (their models hold about as much again)
+_HISTORY_BYTES = 128 << 20  # raw bytes of the remembered lists
+_BIG_ITEM = 1 << 20  # an item with more raw bytes than this is validated each time, never kept
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,7 @@ class _History:
 
     raws: list[msgspec.Raw]
     items: list[Any]
+    size: int = 0  # bytes of raws
 
 
 class BodyParser(Generic[M]):
@@ -73,6 +78,8 @@ class BodyParser(Generic[M]):
         self._split = _splitter(self._keys, lists)
         self._items: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
         self._ends: OrderedDict[tuple[str, bytes], _History] = OrderedDict()  # keyed by the last item
+        self._item_bytes = 0
+        self._history_bytes = 0
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -154,13 +161,19 @@ class BodyParser(Generic[M]):
 
     def _remember(self, name: str, known: _History | None, raws: list[msgspec.Raw], items: list[Any]) -> _History:
         own = [raw.copy() for raw in raws]  # a view would keep the whole request body alive
-        history = _History(own, items) if known is None else _History(known.raws + own, known.items + items)
-        if known is not None:  # superseded: one list per conversation, not one per turn (memory O(n), not n^2)
-            self._forget(name, known)
-        if history.raws:
-            self._ends[(name, bytes(history.raws[-1]))] = history
-            while len(self._ends) > self.histories:
-                self._ends.popitem(last=False)
+        added = sum(len(raw) for raw in own)
+        if known is None:
+            history = _History(own, items, added)
+        else:
+            history = _History(known.raws + own, known.items + items, known.size + added)
+            self._forget(name, known)  # superseded: one list per conversation, not one per turn (O(n), not n^2)
+        if history.raws and history.size <= _HISTORY_BYTES // 8:
+            key = (name, bytes(history.raws[-1]))
+            replaced = self._ends.pop(key, None)
+            self._history_bytes += history.size - (replaced.size if replaced is not None else 0)
+            self._ends[key] = history
+            while len(self._ends) > self.histories or self._history_bytes > _HISTORY_BYTES:
+                self._history_bytes -= self._ends.popitem(last=False)[1].size
         return history
 
     def _forget(self, name: str, history: _History) -> None:
@@ -169,6 +182,7 @@ class BodyParser(Generic[M]):
         key = (name, bytes(history.raws[-1]))
         if self._ends.get(key) is history:
             del self._ends[key]
+            self._history_bytes -= history.size
 
     def _item(self, name: str, raw: bytes) -> Any:
         key = (name, raw)
@@ -178,9 +192,12 @@ class BodyParser(Generic[M]):
             self._items.move_to_end(key)
             return item
         self.misses += 1
-        item = self._items[key] = self._adapters[name].validate_json(raw)
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+        item = self._adapters[name].validate_json(raw)
+        if len(raw) <= _BIG_ITEM:
+            self._items[key] = item
+            self._item_bytes += len(raw)
+            while len(self._items) > self.size or self._item_bytes > _ITEM_BYTES:
+                self._item_bytes -= len(self._items.popitem(last=False)[0][1])
         return item
 
 
