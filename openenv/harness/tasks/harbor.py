@@ -97,6 +97,9 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         config = tomllib.loads((directory / "task.toml").read_text())
     except tomllib.TOMLDecodeError as exc:
         raise BadRequest(f"{directory}/task.toml is not valid TOML: {exc}") from None
+    if config.get("steps"):
+        raise BadRequest(f"{directory}: multi-step Harbor tasks ([[steps]]) are not supported; one instruction.md "
+                         "and one tests/test.sh per task")
     environment, verifier = _table(config, "environment"), _table(config, "verifier")
     agent, solution_table = _table(config, "agent"), _table(config, "solution")
     # `version` is the pre-1.3 spelling of `schema_version` (Harbor's handle_version_rename).
@@ -108,8 +111,10 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     if dockerfile.is_file():
         plan = parse_dockerfile(dockerfile, env_dir)
     elif image is None:
-        raise BadRequest(f"{directory} is not a Harbor task: environment/Dockerfile is missing "
-                         "and task.toml sets no [environment].docker_image")
+        compose = " (docker-compose environments are not supported)" if any(
+            (env_dir / name).is_file() for name in ("docker-compose.yaml", "docker-compose.yml")) else ""
+        raise BadRequest(f"{directory} is not a Harbor task we can run: environment/Dockerfile is missing "
+                         f"and task.toml sets no [environment].docker_image{compose}")
     else:
         plan = None
     workdir = str(environment.get("workdir") or (plan.workdir if plan else "/app"))

@@ -125,3 +125,14 @@ def test_a_link_leaving_the_task_folder_is_refused(tmp_path):
     (folder / "tests" / "secret.txt").symlink_to("/etc/hostname")
     with pytest.raises(BadRequest, match="links outside the task folder"):
         load_harbor_task(folder)
+
+
+def test_unsupported_shapes_are_refused_by_name(tmp_path):
+    folder = make_harbor_task(tmp_path)
+    (folder / "environment" / "Dockerfile").unlink()
+    (folder / "environment" / "docker-compose.yaml").write_text("services: {}\n")
+    with pytest.raises(BadRequest, match="docker-compose environments are not supported"):
+        load_harbor_task(folder)
+    (folder / "task.toml").write_text('[[steps]]\nname = "one"\n')
+    with pytest.raises(BadRequest, match="multi-step"):
+        load_harbor_task(folder)
