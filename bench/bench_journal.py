@@ -58,9 +58,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     from openenv.capture.renderer import Renderer
-    from openenv.testing.tiny_model import tiny_model_path
+    from openenv.models import tiny_model_path
 
-    renderer = Renderer.from_pretrained(tiny_model_path(build=False))
+    renderer = Renderer.from_pretrained(tiny_model_path())
     backend = InstantBackend(renderer.encode(CALL) + [renderer.tokenizer.eos_token_id])
     totals = {m: [0.0, 0.0] for m in MODES}
     turns = 0
