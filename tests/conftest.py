@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from openenv.models import tiny_model_path
+from openenv.testing.leftovers import pytest_sessionfinish  # noqa: F401  (no child outlives the session)
 from openenv.testing.skips import pytest_terminal_summary  # noqa: F401  (the one-line skip summary)
 
 # The suite runs on the repo's own build (`.ci/run` makes it with scripts/build_tiny_model.py); the

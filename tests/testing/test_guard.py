@@ -104,6 +104,40 @@ def test_a_failed_pytest_session_leaves_no_server_running(tmp_path: Path, how: s
                 pass
 
 
+LEAKY = r'''
+import json, os, subprocess, sys
+
+def test_that_leaves_a_server_behind_and_fails():
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.environ["PIDS_FILE"], "w") as fh:
+        json.dump({"leftover": server.pid}, fh)
+    assert False, "a failing test that never stops what it started"
+'''
+
+
+def test_a_child_a_failed_test_left_running_is_stopped_at_the_end_of_the_session(tmp_path: Path) -> None:
+    (tmp_path / "test_leaky.py").write_text(LEAKY)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    pids_file = tmp_path / "pids.json"
+    env = {**os.environ, "PIDS_FILE": str(pids_file), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    inner = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                            "-p", "openenv.testing.leftovers", str(tmp_path)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    pid = json.loads(pids_file.read_text())["leftover"]
+    try:
+        assert inner.returncode == 1
+        assert "stopped 1 process(es) the session left running" in inner.stderr
+        deadline = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid)
+    finally:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_the_guard_outlives_a_worker_thread_that_started_it(tmp_path: Path) -> None:
     """The kernel's parent-death signal fires when the parent *thread* exits; a server started from a
     worker thread must not stop with that thread, only with the process."""
