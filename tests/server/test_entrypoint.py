@@ -43,3 +43,26 @@ def test_openenv_env_names_another_env_folder(tmp_path: Path, monkeypatch: pytes
     with client_of(app) as client:
         meta = client.get("/metadata").json()
     assert (meta["name"], meta["max_sessions"]) == ("entry_demo", 3)
+
+
+def test_the_deployment_reads_its_token_and_hosts_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENENV_ENV", raising=False)
+    monkeypatch.setenv("OPENENV_TOKEN", "a-token-from-the-space-secret")
+    monkeypatch.setenv("OPENENV_ALLOWED_HOSTS", "owner-env.hf.space")
+    app = load_entrypoint().app
+    with TestClient(app, base_url="https://owner-env.hf.space") as client:
+        assert client.get("/metadata").status_code == 401
+        ok = client.get("/metadata", headers={"Authorization": "Bearer a-token-from-the-space-secret"})
+        assert ok.status_code == 200
+    with TestClient(app, base_url="http://evil.example") as client:
+        assert client.get("/health").status_code == 403  # DNS rebinding: not a name it serves
+
+
+def test_the_deployment_refuses_no_token_on_a_public_bind(monkeypatch: pytest.MonkeyPatch) -> None:
+    from openenv.errors import BadRequest
+
+    monkeypatch.delenv("OPENENV_ENV", raising=False)
+    monkeypatch.setenv("OPENENV_HOST", "0.0.0.0")
+    monkeypatch.setenv("OPENENV_NO_TOKEN", "1")
+    with pytest.raises(BadRequest, match="loopback"):
+        load_entrypoint()

@@ -199,3 +199,21 @@ async def test_a_client_that_vanishes_mid_step_frees_its_session_while_the_step_
         await asyncio.sleep(0.02)
     assert http.get(f"{url}/health").json()["active_sessions"] == 0
     assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 5.0, "closed only after the step (30 s)"
+
+
+def test_a_frame_over_the_cap_closes_with_1009_whatever_server_runs_the_app() -> None:
+    """uvicorn enforces `ws_max_size` itself (LocalServer, `openenv serve`); the app checks again for any
+    other ASGI server (here Starlette's test client, which has no limit)."""
+    from fastapi.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
+
+    from openenv.server import create_app
+    from openenv.server.security import ServerSecurity
+
+    app = create_app(EchoEnvironment, security=ServerSecurity(max_frame_bytes=1024, allowed_hosts=("testserver",)))
+    headers = {"Authorization": f"Bearer {app.state.security.token}"}
+    with TestClient(app) as client, client.websocket_connect("/ws", headers=headers) as sock:
+        sock.send_text(json.dumps({"type": "step", "data": {"message": "x" * 2048}}))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            sock.receive_text()
+    assert closed.value.code == 1009
