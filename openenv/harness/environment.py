@@ -278,7 +278,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
                 _stage_solution(sandbox, task)
             ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
                                  workspace=Path(sandbox.workdir), home=sandbox.home, instruction=task.instruction)
-            process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s)
+            process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s, task_env=task.env)
         except BaseException:
             server.close_session(session.token)
             sandbox.close()

@@ -21,8 +21,12 @@ def harness_path(spec: HarnessSpec) -> str:
     return os.pathsep.join([*parts, os.environ.get("PATH", "/usr/bin:/bin")])
 
 
-def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_s: float) -> HarnessProcess:
+def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_s: float,
+           task_env: dict[str, str] | None = None) -> HarnessProcess:
     """Configure and start `spec`'s harness headless on `ctx.instruction`.
+
+    `task_env` (the task's Dockerfile ENV and [environment].env) is set under the harness's own
+    variables, so the agent's commands see what they would see in the task's image.
 
     Raises:
         EnvError: the pinned harness is not installed (the message says how to install it), or a setup
@@ -35,7 +39,7 @@ def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_
             f"run `openenv harness install {spec.name}`"
         )
     spec.write_config(ctx)
-    env = {**spec.environment(ctx), "PATH": harness_path(spec)}
+    env = {**(task_env or {}), **spec.environment(ctx), "PATH": harness_path(spec)}
     for argv in spec.setup_argvs(ctx):
         result = sandbox.run(argv, env=env, timeout_s=60)
         if result.exit_code != 0:

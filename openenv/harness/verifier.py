@@ -139,7 +139,7 @@ def verify(
     # PYTHONNOUSERSITE: the verifier shares HOME with the agent; a usercustomize.py or .pth file planted
     # in ~/.local must not run inside the tests' Python.
     env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
-           "WORKSPACE": sandbox.workdir, "PYTHONNOUSERSITE": "1", **task.verifier_env}
+           "WORKSPACE": sandbox.workdir, **task.env, "PYTHONNOUSERSITE": "1", **task.verifier_env}
     result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s,
                          cwd=sandbox.workdir)
     sandbox.end_agent()  # the tests' own leftovers must not write the reward while it is read

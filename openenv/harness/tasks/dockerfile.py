@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -46,6 +47,36 @@ class DockerfilePlan:
         """Container paths the Dockerfile fills outside `workdir` (a copy-only sandbox cannot place them)."""
         root = PurePosixPath(workdir or self.workdir)
         return sorted(p for p in self.files if not PurePosixPath(p).is_relative_to(root))
+
+
+_REF = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """`$VAR` / `${VAR}` from the ENV set so far (Docker's substitution; unknown names are empty)."""
+    return _REF.sub(lambda m: env.get(m.group(1) or m.group(2), ""), text)
+
+
+def _ignored(context: Path) -> list[str]:
+    """`.dockerignore` patterns (negations are not supported and are skipped)."""
+    path = context / ".dockerignore"
+    if not path.is_file():
+        return []
+    lines = (line.strip() for line in path.read_text().splitlines())
+    return [line.strip("/") for line in lines if line and not line.startswith(("#", "!"))]
+
+
+def _pattern(glob: str) -> re.Pattern[str]:
+    """A .dockerignore glob as Go's filepath.Match reads it: `*` and `?` stop at `/`, `**` does not."""
+    out = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
+                  for part in re.split(r"(\*\*|\*|\?)", glob))
+    return re.compile(out + r"\Z")
+
+
+def _is_ignored(relative: str, patterns: list[str]) -> bool:
+    parts = relative.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    return any(_pattern(pattern).match(prefix) for pattern in patterns for prefix in prefixes)
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -89,13 +120,15 @@ def _context_sources(context: Path, pattern: str) -> list[Path]:
 
 
 def _copy(plan: DockerfilePlan, context: Path, sources: list[str], dest: str) -> None:
+    ignored = _ignored(context)
     target = posixpath.normpath(posixpath.join(plan.workdir, dest))
     into_folder = dest.endswith(("/", "/.")) or dest in (".", "..") or len(sources) > 1 or target == plan.workdir
     for pattern in sources:
         for src in _context_sources(context, pattern):
             if src.is_dir():  # a folder's contents go into dest
                 for path in sorted(src.rglob("*")):
-                    if path.is_file() and "__pycache__" not in path.parts:
+                    if path.is_file() and "__pycache__" not in path.parts \
+                            and not _is_ignored(path.relative_to(context).as_posix(), ignored):
                         rel = path.relative_to(src).as_posix()
                         plan.files[posixpath.join(target, rel)] = path
             elif into_folder or any(ch in pattern for ch in "*?["):
@@ -123,9 +156,9 @@ def parse_dockerfile(dockerfile: Path, context: Path | None = None) -> Dockerfil
                 plan.unreproducible.append(line)
             plan.base_image = words[0] if words else None
         elif keyword == "WORKDIR":
-            plan.workdir = posixpath.normpath(posixpath.join(plan.workdir, rest.strip("\"'")))
+            plan.workdir = posixpath.normpath(posixpath.join(plan.workdir, _expand(rest, plan.env).strip("\"'")))
         elif keyword in ("COPY", "ADD"):
-            flags, words = _arguments(rest)
+            flags, words = _arguments(_expand(rest, plan.env))
             remote = any(w.startswith(("http://", "https://", "git@")) for w in words[:-1])
             archive = keyword == "ADD" and any(w.endswith((".tar", ".tar.gz", ".tgz", ".tar.xz")) for w in words)
             if any(f.startswith("--from") for f in flags) or remote or archive or len(words) < 2:
@@ -133,7 +166,7 @@ def parse_dockerfile(dockerfile: Path, context: Path | None = None) -> Dockerfil
                 continue
             _copy(plan, context, words[:-1], words[-1])
         elif keyword == "ENV":
-            words = shlex.split(rest)
+            words = shlex.split(_expand(rest, plan.env), posix=True)
             if len(words) >= 2 and "=" not in words[0]:
                 plan.env[words[0]] = " ".join(words[1:])
             else:

@@ -13,6 +13,8 @@ See /work/shared/harbor-format.md for the format, with sources.
 
 from __future__ import annotations
 
+import os
+import re
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,20 @@ def _seconds(table: dict[str, Any], where: str, default: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
         raise BadRequest(f"task.toml: {where}.timeout_sec must be a positive number, got {value!r}")
     return float(value)
+
+
+_VAR = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+_NEVER_SET = {"PATH", "HOME", "TMPDIR", "USER"}  # the sandbox's own: a task cannot move them
+
+
+def _task_env(dockerfile_env: dict[str, str], table_env: dict[str, str]) -> dict[str, str]:
+    """The Dockerfile's ENV, then [environment].env with `${VAR}` / `${VAR:-default}` filled from this
+    process's environment (as Harbor fills them), minus the variables the sandbox owns."""
+    def fill(value: str) -> str:
+        return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
+
+    merged = {**dockerfile_env, **{k: fill(v) for k, v in table_env.items()}}
+    return {k: v for k, v in merged.items() if k not in _NEVER_SET}
 
 
 def _test_command(script: str | bytes) -> str:
@@ -139,6 +155,7 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         timeout_s=_seconds(agent, "[agent]", HARBOR_AGENT_TIMEOUT_S),
         verifier_timeout_s=_seconds(verifier, "[verifier]", HARBOR_VERIFIER_TIMEOUT_S),
         workdir=workdir,
+        env=_task_env(plan.env if plan else {}, _strings(environment, "env", "[environment]")),
         verifier_env=_strings(verifier, "env", "[verifier]"),
         solution_env=_strings(solution_table, "env", "[solution]"),
         verifier_mode="separate" if mode == "separate" or "environment" in verifier else "shared",

@@ -43,6 +43,8 @@ class Task(BaseModel):
     timeout_s: float = Field(default=300, gt=0, description="the harness's wall-clock budget")
     verifier_timeout_s: float = Field(default=120, gt=0)
     workdir: str = Field(default="/app", description="the container path the agent and the tests run in")
+    env: dict[str, str] = Field(default_factory=dict, description="the Dockerfile's ENV and [environment].env: "
+                                "set for the agent, the oracle and the tests (never PATH or HOME)")
     verifier_env: dict[str, str] = Field(default_factory=dict, description="[verifier].env")
     solution_env: dict[str, str] = Field(default_factory=dict, description="[solution].env")
     verifier_mode: Literal["shared", "separate"] = "shared"

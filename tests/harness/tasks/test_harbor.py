@@ -101,6 +101,20 @@ def test_copy_forms(tmp_path, line, expected):
     assert set(plan.files) == expected
 
 
+def test_env_lines_and_dockerignore(tmp_path, monkeypatch):
+    monkeypatch.setenv("FIXTURE_MODE", "strict")
+    dockerfile = ("FROM x\nENV APP_HOME=/app\nENV PYTHONPATH=${APP_HOME}/src:$PYTHONPATH PATH=/opt/bin:$PATH\n"
+                  "ENV LEGACY form with spaces\nWORKDIR /app\nCOPY . .\n")
+    folder = make_harbor_task(tmp_path, dockerfile=dockerfile,
+                              toml='[environment.env]\nMODE = "${FIXTURE_MODE}"\nLEVEL = "${FIXTURE_LEVEL:-3}"\n')
+    (folder / "environment" / ".dockerignore").write_text("# comment\napp/pkg\n*.md\n")
+    (folder / "environment" / "NOTES.md").write_text("ignored at the top level only\n")
+    task = load_harbor_task(folder)
+    assert task.env == {"APP_HOME": "/app", "PYTHONPATH": "/app/src:", "LEGACY": "form with spaces",
+                        "MODE": "strict", "LEVEL": "3"}  # PATH is the sandbox's, never the task's
+    assert set(task.workspace) == {"Dockerfile", ".dockerignore", "app/README.md"}  # `*` stops at `/`
+
+
 def test_copy_of_a_missing_source_is_named(tmp_path):
     folder = make_harbor_task(tmp_path, dockerfile="FROM x\nCOPY nothing/ /app/\n")
     with pytest.raises(BadRequest, match="'nothing/' does not exist"):
