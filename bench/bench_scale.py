@@ -35,7 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.executor import EngineSpec, WorkerContext  # noqa: E402
+from openenv.executor import EngineSpec, WorkerContext
 
 TOOLS = [{"type": "function", "function": {"name": "tool_0", "description": "run a shell command",
                                            "parameters": {"type": "object",
@@ -120,6 +120,10 @@ def _ray_driver(url: str, episodes: int, turns: int) -> None:
     executor = RayExecutor("auto", engine=engine, harnesses=[])
     try:
         result = _measure(executor, engine, episodes, turns)
+        import psutil
+
+        rss = [psutil.Process(int(w["pid"])).memory_info().rss / 1e6 for w in executor.workers()]
+        result["worker_rss_mb"] = max(rss)
     finally:
         executor.close()
     print(json.dumps({**result, "driver_total_cpu_s": time.process_time()}))
@@ -131,7 +135,7 @@ def _cpu_s(procs: list[Any]) -> float:
         try:
             times = proc.cpu_times()
             total += times.user + times.system + times.children_user + times.children_system
-        except Exception:  # noqa: BLE001 - a process that ended mid-count
+        except Exception:  # noqa: BLE001, S112 - a process that ended mid-count
             continue
     return total
 
@@ -172,7 +176,6 @@ def main() -> None:
     if args.ray_driver:
         _ray_driver(args.ray_driver, args.episodes, args.turns)
         return
-    import psutil
 
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
@@ -227,6 +230,8 @@ def main() -> None:
                        ("driver_cpu_ms", "driver CPU per episode (ms)"), ("cluster_cpu_ms", "all CPU per episode (ms)"),
                        ("job_bytes", "job bytes out"), ("result_bytes", "result bytes back"), ("nodes", "nodes used")):
         print(f"{label:<36}{thread[key]:>10.1f}{ray[key]:>12.1f}")
+    print(f"an EpisodeWorker after its episodes: {ray['worker_rss_mb']:.0f} MB RSS; the 2-node cluster: "
+          f"{ray['cluster_rss_mb']:.0f} MB")
     print(f"a real TrainingEpisodeJob (built-in task): {report['real_job_bytes']['training']} bytes; "
           f"a result row costs {report['real_job_bytes']['row_bytes_per_token']:.1f} bytes per token")
     print(f"ray/thread wall per episode: {report['latency_ratio']:.2f}x; thread/ray throughput: "

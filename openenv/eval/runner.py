@@ -105,7 +105,8 @@ def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None
     engine = plan.engine()
     jobs = [EvalEpisodeJob(request=req, logs=str(logs), engine=engine) for req in plan.requests()]
     own = executor is None
-    runner = executor or ThreadExecutor(plan.concurrency)
+    capture, stop = _engines_server(engine)
+    runner = executor or ThreadExecutor(plan.concurrency, capture=capture)
     results: dict[int, EpisodeResult] = {}
     tries = [1] * len(jobs)
     try:
@@ -127,7 +128,34 @@ def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None
     finally:
         if own:
             runner.close()
+        stop()
     return [results[i] for i in range(len(jobs))]
+
+
+def _engines_server(engine: EngineSpec) -> tuple[Callable[[EngineSpec], Any], Callable[[], None]]:
+    """On threads: None (each episode uses the process's server for its backend), except with several
+    engine URLs, where one capture server over all of them (`VLLMEngines`) is started on first use.
+    Returns the capture function and what stops that server."""
+    if engine.backend != "vllm" or len(engine.vllm_urls) < 2:
+        return (lambda _spec: None), (lambda: None)
+    import threading
+
+    from openenv.executor.worker import start_capture_server
+
+    started: list[Any] = []
+    lock = threading.Lock()
+
+    def capture(spec: EngineSpec) -> Any:
+        with lock:
+            if not started:
+                started.append(start_capture_server(spec))
+            return started[0]
+
+    def stop() -> None:
+        for server in started:
+            server.stop()
+
+    return capture, stop
 
 
 def _bring_home(executor: EpisodeExecutor, result: EpisodeResult, logs: Path) -> None:

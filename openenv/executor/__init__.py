@@ -11,7 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from openenv.executor.base import EngineSpec, EpisodeExecutor, EpisodeJob, ExecutorKind, ThreadExecutor, WorkerContext
+from openenv.executor.base import (
+    EngineSpec,
+    EpisodeExecutor,
+    EpisodeJob,
+    ExecutorKind,
+    ThreadExecutor,
+    WorkerContext,
+)
 
 if TYPE_CHECKING:
     from openenv.capture.server import CaptureServer

@@ -270,6 +270,9 @@ class RayExecutor:
             replace = not self._closed and self._replacements_left > 0
             self._replacements_left -= replace
             live = list(self._live)
+        # Unreachable is not always dead: make sure it is, so its episode cannot finish behind our back.
+        with contextlib.suppress(Exception):
+            self._ray.kill(actor.handle, no_restart=True)
         threading.Thread(target=self._sweep, args=(live,), name="openenv-sweep", daemon=True).start()
         if replace:
             self._replace()

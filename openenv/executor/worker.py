@@ -27,7 +27,7 @@ from openenv.executor.base import EngineSpec, EpisodeJob, WorkerContext
 from openenv.executor.preflight import NodeNotReady, node_problems
 from openenv.executor.sweep import OrphanSweep, sweep_dead_workers
 
-__all__ = ["EpisodeWorker", "WorkerInfo"]
+__all__ = ["EpisodeWorker", "start_capture_server"]
 
 
 def _node() -> tuple[str, str]:
@@ -113,11 +113,11 @@ class EpisodeWorker:
     def _capture(self, spec: EngineSpec) -> CaptureServer:
         with self._lock:
             if spec not in self._servers:
-                self._servers[spec] = _start_server(spec)
+                self._servers[spec] = start_capture_server(spec)
             return self._servers[spec]
 
 
-def _start_server(spec: EngineSpec) -> CaptureServer:
+def start_capture_server(spec: EngineSpec) -> CaptureServer:
     """A capture server on 127.0.0.1 for `spec`; its admin API is locked (episodes drive it in-process)."""
     from openenv.capture.backends.vllm_engines import vllm_backend
     from openenv.models.tiny import tiny_model_path

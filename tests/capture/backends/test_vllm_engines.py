@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from openenv.capture.backends.vllm_engines import VLLMEngines, vllm_backend
 from openenv.capture.backends.vllm import VLLMBackend
+from openenv.capture.backends.vllm_engines import VLLMEngines, vllm_backend
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 from openenv.testing.faults import FaultProxy

@@ -13,11 +13,11 @@ from openenv.executor import EngineSpec
 from openenv.executor.cluster import RayExecutor
 
 url, absent = sys.argv[1], sys.argv[2]
-cases = {
-    "missing_model": dict(engine=EngineSpec(model=absent, vllm_urls=(url,)), harnesses=["pi"]),
-    "unreachable_engine": dict(engine=EngineSpec(vllm_urls=("http://127.0.0.1:9",)), harnesses=["pi"]),
-    "no_slot_resource": dict(engine=EngineSpec(vllm_urls=(url,)), harnesses=["pi"], slot_resource="gpu_slot"),
-    "local_backend": dict(engine=EngineSpec(backend="local"), harnesses=["pi"]),
+cases: dict[str, dict[str, object]] = {
+    "missing_model": {"engine": EngineSpec(model=absent, vllm_urls=(url,)), "harnesses": ["pi"]},
+    "unreachable_engine": {"engine": EngineSpec(vllm_urls=("http://127.0.0.1:9",)), "harnesses": ["pi"]},
+    "no_slot_resource": {"engine": EngineSpec(vllm_urls=(url,)), "harnesses": ["pi"], "slot_resource": "gpu_slot"},
+    "local_backend": {"engine": EngineSpec(backend="local"), "harnesses": ["pi"]},
 }
 messages = {}
 for name, options in cases.items():

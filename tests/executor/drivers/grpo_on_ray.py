@@ -14,8 +14,8 @@ import torch
 from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
-from openenv.train.rewards import default_reward_funcs
 from openenv.train.prompts import task_dataset
+from openenv.train.rewards import default_reward_funcs
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
 model, url, out = sys.argv[1:4]
