@@ -34,7 +34,7 @@ from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
 from openenv.resources import package_path
 
-__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "push_space", "space_files", "space_readme",
+__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme",
            "write_source_tree"]
 
 SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
@@ -89,7 +89,7 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> P
         NotFound: `env` is not an env folder, nor the name of one under the env search paths.
         BadRequest: `dest` exists and is not an empty folder (it is never deleted or overwritten).
     """
-    manifest, folder = Manifest.load(_env_folder(env))
+    manifest, folder = Manifest.load(env_folder(env))
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise BadRequest(f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
                          "deleted or overwritten)", path=str(dest))
@@ -212,7 +212,7 @@ def write_source_tree(dest: Path) -> Path:
     return dest
 
 
-def _env_folder(env: str) -> Path:
+def env_folder(env: str) -> Path:
     """An env folder by path, else by name under the env search paths (installed-only envs have none)."""
     candidates = [Path(env).expanduser(), *(root / env for root in env_search_paths())]
     for folder in candidates:

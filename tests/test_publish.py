@@ -221,6 +221,10 @@ def test_push_copies_what_git_would_and_never_a_dotfile(careless_env: Path, tmp_
     for secret in (b"hf_secret_from_dotenv", b"ghp_secret", b"sk-secret", b"id_rsa contents", b"ssn"):
         assert secret not in everything
     assert not [p for p in space.rglob(".*")]  # no dotfile anywhere, the bundled openenv source included
+    said = CliRunner().invoke(cli, ["push", str(careless_env), "--dry-run", "--out", str(tmp_path / "again")])
+    assert said.exit_code == 0, said.output
+    assert ".env (a dotfile" in said.output and "secrets.txt (ignored by .gitignore)" in said.output
+    assert "key (a symlink" in said.output
 
 
 def test_push_refuses_a_non_empty_out_folder_and_deletes_nothing(tmp_path: Path) -> None:

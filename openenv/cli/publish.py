@@ -44,6 +44,7 @@ def push(
     try:
         dest = out or scratch or Path("build") / f"space-{Path(env).resolve().name}"
         folder = build_space_folder(env, dest, repo_id=repo)
+        _say_what_was_left_out(env)
         if dry_run:
             typer.echo(f"Space folder written to {folder} (dry run: nothing uploaded)")
             return
@@ -59,6 +60,17 @@ def push(
     visibility = "private" if private else "public"
     typer.echo(f"pushed {repo_id} ({visibility}); the env serves at {url} (AutoEnv.from_env({repo_id!r})); "
                "set the Space secret OPENENV_TOKEN and export the same value where clients run")
+
+
+def _say_what_was_left_out(env: str) -> None:
+    """Name what the Space does not carry, so a file missing from it is not a mystery."""
+    from openenv.publish import env_folder, space_files
+
+    left = space_files(env_folder(env)).left_out
+    if left:
+        shown = "; ".join(f"{path} ({why})" for path, why in left[:8])
+        more = f"; +{len(left) - 8} more" if len(left) > 8 else ""
+        _err.print(f"left out of the Space: {shown}{more}", highlight=False, soft_wrap=True)
 
 
 def _whoami(endpoint: str | None) -> str:
