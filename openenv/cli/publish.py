@@ -66,7 +66,10 @@ def _say_what_was_left_out(env: str) -> None:
     """Name what the Space does not carry, so a file missing from it is not a mystery."""
     from openenv.publish import env_folder, space_files
 
-    left = space_files(env_folder(env)).left_out
+    folder = env_folder(env)
+    if (folder / "spec.yaml").is_file():
+        return  # a harness env's Space is its image context, not a copy of the folder
+    left = space_files(folder).left_out
     if left:
         shown = "; ".join(f"{path} ({why})" for path, why in left[:8])
         more = f"; +{len(left) - 8} more" if len(left) > 8 else ""
