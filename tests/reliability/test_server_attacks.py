@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -193,27 +194,36 @@ async def test_a_websocket_frame_over_the_cap_closes_the_socket_with_1009(serve:
 # ---- sessions ----------------------------------------------------------------------------------------------
 
 
-async def test_post_reset_flooding_no_longer_locks_everyone_out(serve: Callable[..., LocalServer],
-                                                                figures: Any) -> None:
+async def test_post_reset_flooding_no_longer_locks_everyone_out(figures: Any) -> None:
     """64 POST /reset that never come back used to hold every slot until the 600 s reaper."""
-    server = serve(max_sessions=64, http_evict_after_s=0.5)
-    async with httpx.AsyncClient(headers=server.headers) as http:
-        flood = await asyncio.gather(*(http.post(f"{server.base_url}/reset", json={}) for _ in range(64)))
-        assert all(r.status_code == 200 for r in flood)
-        full = await http.post(f"{server.base_url}/reset", json={})
-        await asyncio.sleep(0.7)
-        later = await http.post(f"{server.base_url}/reset", json={})
+    app = create_app(EchoEnvironment, max_sessions=64, http_evict_after_s=None)  # first: as before
+    with LocalServer(app) as server:
+        async with httpx.AsyncClient(headers=server.headers, timeout=60) as http:
+            flood = await asyncio.gather(*(http.post(f"{server.base_url}/reset", json={}) for _ in range(64)))
+            assert all(r.status_code == 200 for r in flood)
+            full = await http.post(f"{server.base_url}/reset", json={})
+            app.state.registry.http_evict_after_s = 0.2  # now as shipped (30 s by default), shortened
+            await asyncio.sleep(0.3)
+            later = await http.post(f"{server.base_url}/reset", json={})
+            health = (await http.get(f"{server.base_url}/health")).json()
     figures.record(attack="64 POST /reset then a new client", blocked=later.status_code == 200)
-    assert full.status_code == 503  # a fresh flood still fills the server for a moment...
-    assert later.status_code == 200  # ...but the abandoned sessions give way to a new client
+    assert full.status_code == 503  # without eviction the flood holds every slot
+    assert later.status_code == 200  # with it, the longest-idle abandoned session gives way...
+    assert health["active_sessions"] == 64  # ...and the cap still holds
+
+
+_STARTED = threading.Event()
+_RELEASE = threading.Event()
 
 
 class _SlowTool(EchoEnvironment):
     @classmethod
     def mcp_tools(cls) -> list[Any]:
-        async def wait(seconds: float) -> str:
-            """Sleep, like an episode."""
-            await asyncio.sleep(seconds)
+        async def wait(hold: bool) -> str:
+            """Hold the call open until the test releases it, like an episode."""
+            _STARTED.set()
+            while hold and not _RELEASE.is_set():
+                await asyncio.sleep(0.01)
             return "done"
 
         return [wait]
@@ -222,15 +232,21 @@ class _SlowTool(EchoEnvironment):
 async def test_mcp_calls_count_against_max_sessions(serve: Callable[..., LocalServer], figures: Any) -> None:
     from openenv.client.mcp import connect_mcp
 
+    _STARTED.clear()
+    _RELEASE.clear()
     server = serve(_SlowTool, max_sessions=1)
     async with connect_mcp(server.base_url) as mcp:
-        call = asyncio.create_task(mcp.call_tool("wait", {"seconds": 1.5}))
-        await asyncio.sleep(0.5)
-        health = httpx.get(f"{server.base_url}/health").json()
-        refused_reset = httpx.post(f"{server.base_url}/reset", json={}, headers=server.headers)
+        call = asyncio.create_task(mcp.call_tool("wait", {"hold": True}))
+        assert await asyncio.to_thread(_STARTED.wait, 30)
+        async with httpx.AsyncClient(headers=server.headers) as http:
+            health = (await http.get(f"{server.base_url}/health")).json()
+            refused_reset = await http.post(f"{server.base_url}/reset", json={})
+        _RELEASE.set()
         assert (await call).is_error is False
         async with connect(ws(server), additional_headers=server.headers) as sock:
-            second = await mcp.call_tool("wait", {"seconds": 0})
+            await sock.send('{"type": "reset", "data": {}}')
+            assert json.loads(await sock.recv())["type"] == "observation"  # the session holds the slot now
+            second = await mcp.call_tool("wait", {"hold": False})
             await sock.close()
     figures.record(attack="MCP episodes beyond max_sessions", blocked=second.is_error and refused_reset.status_code == 503)
     assert health["active_sessions"] == 1  # the MCP call in flight holds the one slot
