@@ -40,7 +40,7 @@ from openenv.harness.tasks import Task, builtin_task, builtin_task_ids, find_tas
 from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
-__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server"]
+__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server", "stage_workspace"]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
@@ -146,6 +146,13 @@ def _check_sandbox(kind: object) -> SandboxKind:
 def _check_live(episode: _Episode) -> None:
     if episode.aborted:
         raise EnvError("the episode was closed while this step ran (the env was closed or its client left)")
+
+
+def stage_workspace(sandbox: Sandbox, task: Task) -> None:
+    """The task's starting files at the workdir, executable where the task folder has them so (as COPY does)."""
+    sandbox.stage(sandbox.workdir, dict(task.workspace), readonly=False)
+    for relative in task.executables:
+        sandbox.host_path(f"{sandbox.workdir}/{relative}").chmod(0o755)
 
 
 def _stage_solution(sandbox: Sandbox, task: Task) -> None:
@@ -273,7 +280,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         session.set_budget(Budget().tightest(task.budget).tightest(self._budget).tightest(opts.budget))
         try:
             if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
-                sandbox.stage(sandbox.workdir, dict(task.workspace), readonly=False)
+                stage_workspace(sandbox, task)
             if opts.stage_solution:
                 _stage_solution(sandbox, task)
             ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,

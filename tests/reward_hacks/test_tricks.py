@@ -27,6 +27,7 @@ import docker
 import psutil
 import pytest
 
+from openenv.harness.environment import stage_workspace
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
 from openenv.harness.tasks import Task, builtin_task, load_harbor_task
@@ -180,7 +181,7 @@ def _sandbox(kind: str, task: Task, request: pytest.FixtureRequest) -> LocalSand
         image = request.getfixturevalue("python_image")
         box = sandbox_factory(task, substitutes={"python:3.11-slim": image}, client=client)(())
     if not getattr(box, "workspace_ready", False):
-        box.stage(box.workdir, dict(task.workspace), readonly=False)
+        stage_workspace(box, task)
     return box
 
 

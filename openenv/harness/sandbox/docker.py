@@ -615,7 +615,7 @@ def sandbox_factory(
     workdir contents become the starting workspace. What was substituted is appended to `notes`.
     """
     from openenv.harness.install import cache_root
-    from openenv.harness.sandbox.images import task_image, workdir_files
+    from openenv.harness.sandbox.images import extract_workdir, task_image
 
     mounts = (cache_root(), *options.pop("mounts", ()))
     if task is None:
@@ -631,7 +631,8 @@ def sandbox_factory(
         box = DockerSandbox(forward_ports=ports, mounts=mounts, workdir=task.workdir, **options)
         if built:  # the image's workdir, as its build left it (RUN steps included), is the workspace
             try:
-                box.write_files(workdir_files(client, image, task.workdir))
+                extract_workdir(client, image, task.workdir, box.workspace)
+                box._hand_over(box.workspace)
                 box.workspace_ready = True
             except BaseException:
                 box.close()

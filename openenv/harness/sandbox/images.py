@@ -25,11 +25,11 @@ from openenv.errors import EnvError
 from openenv.harness.catalog import harness_dir
 from openenv.harness.install import install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
-from openenv.harness.tasks.model import FileData, Task
+from openenv.harness.tasks.model import Task
 
 __all__ = ["OFFLINE_BASE", "PYTHON_IMAGE", "build_harness_image", "build_python_image", "build_task_image",
            "harness_image_tag", "parse_substitutes",
-           "task_image", "workdir_files"]
+           "task_image", "extract_workdir"]
 
 OFFLINE_BASE = os.environ.get("OPENENV_BASE_IMAGE", "openenv/base:latest")
 Progress = Callable[[str], None]
@@ -216,10 +216,11 @@ def _build_substituted(client: docker.DockerClient, task: Task, base: str | None
                       labels={"openenv.task": task.id}, progress=progress)
 
 
-def workdir_files(client: docker.DockerClient, image: str, workdir: str) -> dict[str, FileData]:
-    """Every regular file under `workdir` in `image` (no container is started), as the workspace's files.
+def extract_workdir(client: docker.DockerClient, image: str, workdir: str, dest: Path) -> int:
+    """Copy `workdir` out of `image` into the host folder `dest` (no container is started), modes kept.
 
-    Links, devices and paths leaving the folder are skipped: these files are written on the host.
+    Only regular files and folders come out: links, devices and paths leaving the folder are skipped,
+    since these files are written on the host. Returns how many files were written.
     """
     try:
         container = client.containers.create(image, ["true"], labels={"openenv.extract": "workdir"})
@@ -229,24 +230,27 @@ def workdir_files(client: docker.DockerClient, image: str, workdir: str) -> dict
         stream, _ = container.get_archive(workdir)
         data = io.BytesIO(b"".join(stream))
     except docker.errors.NotFound:
-        return {}
+        return 0
     finally:
         container.remove(force=True)
-    files: dict[str, FileData] = {}
+    written = 0
     with tarfile.open(fileobj=data) as archive:
         for member in archive.getmembers():
             parts = PurePosixPath(member.name).parts[1:]  # the archive's root is the folder itself
-            if not member.isfile() or not parts or ".." in parts:
+            if not parts or ".." in parts or not (member.isfile() or member.isdir()):
+                continue
+            target = dest.joinpath(*parts)
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
                 continue
             handle = archive.extractfile(member)
             if handle is None:
                 continue
-            raw = handle.read()
-            try:
-                files["/".join(parts)] = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                files["/".join(parts)] = raw
-    return files
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(handle.read())
+            target.chmod(0o755 if member.mode & 0o111 else 0o644)
+            written += 1
+    return written
 
 
 PYTHON_IMAGE = "openenv/python:3.11"

@@ -136,7 +136,8 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     workdir = str(environment.get("workdir") or (plan.workdir if plan else "/app"))
     if not workdir.startswith("/"):
         raise BadRequest(f"task.toml: [environment].workdir must be an absolute path, got {workdir!r}")
-    workspace = {rel: read_data(src) for rel, src in plan.workspace_files(workdir).items()} if plan else {}
+    sources = plan.workspace_files(workdir) if plan else {}
+    workspace = {rel: read_data(src) for rel, src in sources.items()}
     tests = read_tree(directory / "tests")
     solution_files = read_tree(directory / "solution")
     solve = solution_files.get("solve.sh")
@@ -156,6 +157,7 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         verifier_timeout_s=_seconds(verifier, "[verifier]", HARBOR_VERIFIER_TIMEOUT_S),
         workdir=workdir,
         env=_task_env(plan.env if plan else {}, _strings(environment, "env", "[environment]")),
+        executables=sorted(rel for rel, src in sources.items() if src.stat().st_mode & 0o111),
         verifier_env=_strings(verifier, "env", "[verifier]"),
         solution_env=_strings(solution_table, "env", "[solution]"),
         verifier_mode="separate" if mode == "separate" or "environment" in verifier else "shared",

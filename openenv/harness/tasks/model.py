@@ -45,6 +45,7 @@ class Task(BaseModel):
     workdir: str = Field(default="/app", description="the container path the agent and the tests run in")
     env: dict[str, str] = Field(default_factory=dict, description="the Dockerfile's ENV and [environment].env: "
                                 "set for the agent, the oracle and the tests (never PATH or HOME)")
+    executables: list[str] = Field(default_factory=list, description="workspace files with the executable bit")
     verifier_env: dict[str, str] = Field(default_factory=dict, description="[verifier].env")
     solution_env: dict[str, str] = Field(default_factory=dict, description="[solution].env")
     verifier_mode: Literal["shared", "separate"] = "shared"

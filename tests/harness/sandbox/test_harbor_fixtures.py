@@ -22,7 +22,7 @@ import pytest
 
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BadRequest, EnvError
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import HarnessEnvironment, stage_workspace
 from openenv.harness.oracle import apply_solution
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
@@ -82,7 +82,7 @@ def _sandbox(kind: str, task: Task, client: docker.DockerClient, substitutes: di
         box = sandbox_factory(task, substitutes=substitutes, client=client)(())
     _ROOTS.append(box.root)
     if not getattr(box, "workspace_ready", False):
-        box.stage(box.workdir, dict(task.workspace), readonly=False)
+        stage_workspace(box, task)
     return box
 
 
