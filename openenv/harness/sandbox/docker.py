@@ -613,6 +613,12 @@ def sandbox_factory(
     `task`, the image is the task's (`task_image`: its `docker_image`, its Dockerfile built, or its
     FROM image, after `substitutes`), the workspace is mounted at its workdir, and a built image's
     workdir contents become the starting workspace. What was substituted is appended to `notes`.
+
+    By default the agent and the tests run as uid 1000 on a read-only root filesystem (only the workdir,
+    /tmp, HOME and Harbor's folders are writable). Harbor runs them as root on a writable one; with
+    `OPENENV_DOCKER_HARBOR_ROOT=1` so do we (every capability still dropped, no network), for tasks that
+    must write elsewhere (/etc, /usr, /data). That also lets the agent change the image's Python in
+    shared mode, which the tests then run: prefer `environment_mode = "separate"` for such tasks.
     """
     from openenv.harness.install import cache_root
     from openenv.harness.sandbox.images import extract_workdir, task_image
@@ -623,6 +629,10 @@ def sandbox_factory(
     client = options.get("client") or docker.from_env()
     options["client"] = client
     image, built, said = task_image(client, task, substitutes or {})
+    if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
+        options.setdefault("user", None)
+        options.setdefault("read_only", False)
+        said.append("Docker sandbox as root on a writable root filesystem (OPENENV_DOCKER_HARBOR_ROOT=1)")
     if notes is not None:
         notes.extend(said)
     options.setdefault("image", image)

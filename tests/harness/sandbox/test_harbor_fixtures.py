@@ -184,3 +184,23 @@ def test_openenv_run_on_a_harbor_folder_in_docker_prints_the_substitution(python
     summary = json.loads(ran.stdout)
     assert summary["reward"] == 1.0 and summary["reward_status"] == "scored"
     assert summary["notes"] == [f"image ubuntu:24.04 substituted by {python_image}"]
+
+
+def test_harbor_root_opt_in_lets_a_task_write_outside_the_workdir(client: docker.DockerClient, python_image: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A solution that writes /etc (fine under Harbor, which runs as root) fails on our read-only default
+    and passes with OPENENV_DOCKER_HARBOR_ROOT=1, which the notes report."""
+    task = load_harbor_task(FIXTURES / "legacy-version-hello").model_copy(update={
+        "solution": "echo configured > /etc/openenv-fixture.conf", "solution_files": {},
+        "tests": {"test.sh": "grep -qx configured /etc/openenv-fixture.conf && echo 1 > /logs/verifier/reward.txt "
+                             "|| echo 0 > /logs/verifier/reward.txt\n"}})
+    subs = {"ubuntu:24.04": python_image}
+    rewards = {}
+    for flag in ("0", "1"):
+        monkeypatch.setenv("OPENENV_DOCKER_HARBOR_ROOT", flag)
+        notes: list[str] = []
+        with sandbox_factory(task, substitutes=subs, client=client, notes=notes)(()) as box:
+            _ROOTS.append(box.root)
+            apply_solution(box, task)
+            rewards[flag] = (verify(box, task).reward, any("as root" in n for n in notes))
+    assert rewards == {"0": (0.0, False), "1": (1.0, True)}
