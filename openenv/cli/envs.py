@@ -27,6 +27,10 @@ def serve(
     idle_timeout: Annotated[
         float, typer.Option(help="Close sessions idle this many seconds (0: never).")
     ] = 600.0,
+    http_evict_after: Annotated[
+        float, typer.Option(help="When full, close the HTTP session idle longest if idle this many seconds, "
+                                 "to make room for a new client (0: never).")
+    ] = 30.0,
     token: Annotated[
         str | None,
         typer.Option(help="Bearer token clients must send (default: $OPENENV_TOKEN, else a fresh random one, "
@@ -100,6 +104,7 @@ def serve(
         max_sessions=max_sessions,
         idle_timeout_s=idle_timeout or None,
         security=security,
+        http_evict_after_s=http_evict_after or None,
     )
     console.print(f"serving [bold]{source.name}[/bold] ({source.target}) on http://{host}:{port}")
     if security.token is None:
