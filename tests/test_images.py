@@ -3,9 +3,11 @@ real Docker engine: the root Dockerfile serves the echo env and passes `openenv 
 env's Space folder (`openenv push --dry-run pi`) builds, passes `validate --url` and serves a whole oracle
 episode through the container's port; `openenv build pi` makes the env image from the same layers.
 
-The harness containers share the host's network namespace and listen on 127.0.0.1 only: the engine (the
-session's vLLM) is on the host's loopback, which a bridged container could reach only through docker0.
-They get CAP_SYS_ADMIN (no seccomp/AppArmor profile) so bubblewrap can wall the harness in inside.
+Containers publish their port on 127.0.0.1 only. The harness container reaches the engine (the session's
+vLLM on the host's loopback) the way Docker sandboxes reach the proxy: a unix socket mounted from the host
+(`UnixToTcpBridge`) and the stdlib forwarder inside listening on the container's own 127.0.0.1; no
+traffic goes to docker0. It gets CAP_SYS_ADMIN (no seccomp/AppArmor profile) so bubblewrap can wall the
+harness in inside the container.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -25,6 +28,7 @@ import pytest
 from openenv.client.env_client import EnvClient
 from openenv.harness.catalog import get_spec
 from openenv.harness.env_image import env_image_tag
+from openenv.harness.forwarder import UnixToTcpBridge
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
 from openenv.harness.oracle import OraclePolicy
@@ -127,9 +131,18 @@ def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_b
     images.append(tag)
 
     port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    engine = urlsplit(vllm_url)
+    sock_dir = tmp_path / "engine"
+    sock_dir.mkdir()
+    bridge = UnixToTcpBridge(sock_dir / "engine.sock", engine.hostname or "127.0.0.1", engine.port or 80).start()
+    # The image's own command, behind the engine forwarder (its 127.0.0.1:8001 -> the mounted socket).
+    command = ["sh", "-c", "python -m openenv.harness.forwarder --listen 127.0.0.1:8001 "
+               "--to-unix /engine/engine.sock & exec \"$@\"", "sh",
+               *docker_client.images.get(tag).attrs["Config"]["Cmd"]]
     container = docker_client.containers.run(
-        tag, ["openenv", "serve", "pi", "--host", "127.0.0.1", "--port", str(port)], detach=True, remove=True,
-        labels=LABELS, network_mode="host", environment={"OPENENV_VLLM_URL": vllm_url, "OPENENV_TOKEN": token},
+        tag, command, detach=True, remove=True, labels=LABELS, ports={"7860/tcp": ("127.0.0.1", port)},
+        volumes={str(sock_dir): {"bind": "/engine", "mode": "rw"}},
+        environment={"OPENENV_VLLM_URL": "http://127.0.0.1:8001", "OPENENV_TOKEN": token},
         cap_add=["SYS_ADMIN"], security_opt=["seccomp=unconfined", "apparmor=unconfined"])
     url = f"http://127.0.0.1:{port}"
     try:
@@ -144,6 +157,7 @@ def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_b
                                                                                 aux=obs.pending.aux)))
     finally:
         container.stop(timeout=5)
+        bridge.close()
     assert obs.reward == 1.0, (obs.reward_status, obs.no_reward_reason, obs.output_tail)
     assert obs.turns >= 2 and obs.stats is not None and obs.stats.merge_ratio == 1.0
 
