@@ -124,10 +124,21 @@ class ServerSecurity:
         )
 
     def host_allowed(self, host_header: str | None) -> bool:
+        """A name in `allowed_hosts`, or any IP address: DNS rebinding needs a *name* the attacker controls
+        (a page's request carries an IP literal only when the page itself came from that address), so IP
+        literals are safe, and a server reached at 127.0.0.2 or through a container's port still answers."""
         if "*" in self.allowed_hosts:
             return True
         name = _hostname(host_header or "")
-        return name is not None and name in {h.lower().strip("[]") for h in self.allowed_hosts}
+        if name is None:
+            return False
+        if name in {h.lower().strip("[]") for h in self.allowed_hosts}:
+            return True
+        try:
+            ipaddress.ip_address(name)
+        except ValueError:
+            return False
+        return True
 
     def origin_allowed(self, origin: str | None, host_header: str | None, scheme: str) -> bool:
         """No `Origin` (not a browser), the server's own origin, or one listed in `allowed_origins`."""

@@ -345,3 +345,14 @@ def test_a_task_set_is_one_the_operator_offers(tmp_path: Path, monkeypatch: pyte
     figures.record(attack="reset with task_set=<a client's folder>", blocked=refused.status_code == 400)
     assert refused.status_code == 400 and "task_set" in refused.json()["error"]["message"]
     assert "starts no sandbox" in offered_reset.json()["error"]["message"] and reached.exists()
+
+
+@pytest.mark.parametrize(("host", "served"), [
+    ("127.0.0.1:8000", True), ("localhost:8000", True), ("[::1]:8000", True), ("127.0.0.2:8000", True),
+    ("10.1.2.3", True),  # an IP literal cannot be rebound: the page would have to come from that address
+    ("evil.example:8000", False), ("127.0.0.1.nip.io:8000", False), ("localhost.evil.example", False),
+    ("", False), (None, False),
+])
+def test_the_host_check_refuses_names_it_was_not_given(host: str | None, served: bool) -> None:
+    assert ServerSecurity().host_allowed(host) is served
+    assert ServerSecurity(allowed_hosts=("owner-env.hf.space",)).host_allowed("owner-env.hf.space") is True
