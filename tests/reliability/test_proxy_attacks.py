@@ -89,8 +89,7 @@ def start_proxy(tiny_model: Path, journal: Path, *extra: str) -> Proxy:
 
 def _drain(proc: subprocess.Popen[str], lines: list[str]) -> None:
     assert proc.stdout is not None
-    for line in proc.stdout:
-        lines.append(line)
+    lines.extend(proc.stdout)  # keeps the pipe drained (a full pipe would block the proxy's logging)
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

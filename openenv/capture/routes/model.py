@@ -30,7 +30,7 @@ from openenv.capture.session import Session
 from openenv.capture.sessions import SessionManager
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
-__all__ = ["BodyTooLarge", "InternalError", "MAX_BODY_BYTES", "OFFLOAD_BYTES", "internal_error", "router"]
+__all__ = ["MAX_BODY_BYTES", "OFFLOAD_BYTES", "BodyTooLarge", "InternalError", "internal_error", "router"]
 
 router = APIRouter()
 log = logging.getLogger("openenv.capture")
@@ -141,7 +141,7 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             return await _serve(request)
         except OpenEnvError:
             raise
-        except Exception as exc:  # RecursionError included: never the exception's text, never a reset
+        except Exception as exc:  # noqa: BLE001 - RecursionError included: never its text, never a reset
             raise internal_error(exc) from None
 
     async def _serve(request: Request) -> Response:
