@@ -15,10 +15,11 @@ from openenv.testing.vllm_server import free_port
 OPENENV = [sys.executable, "-m", "openenv.cli.main"]
 
 
-def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str) -> None:
+def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str, tmp_path: Path) -> None:
     port = free_port()
     proc = subprocess.Popen([*OPENENV, "proxy", "--backend", "vllm", "--upstream", vllm_url, "--model",
-                             str(tiny_model), "--port", str(port), "--session-token", "cli-test"],
+                             str(tiny_model), "--port", str(port), "--session-token", "cli-test",
+                             "--journal-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = _read_until(proc, "session base_url:", timeout=180)
@@ -31,6 +32,9 @@ def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str
     finally:
         proc.terminate()
         proc.wait(30)
+    [journal] = tmp_path.glob("*.jsonl")  # the session's turn, on disk, closed at shutdown
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 3 and '"t":"closed","reason":"shutdown"' in lines[-1]
 
 
 def test_the_admin_api_has_a_generated_key_and_a_port_of_its_own_by_default(tiny_model: Path, tmp_path: Path) -> None:

@@ -176,7 +176,7 @@ def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(
 ) -> None:
     port, admin_port = free_port(), free_port()
     cmd = [sys.executable, "-m", "openenv.cli.main", "proxy", "--model", str(tiny_model), "--port", str(port),
-           "--admin-port", str(admin_port)]
+           "--admin-port", str(admin_port), "--no-journal"]  # (journaling has its own tests; no files in $HOME)
     env = {**os.environ, "OPENENV_CAPTURE_ADMIN_KEY": ADMIN_KEY}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
