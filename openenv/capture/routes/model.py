@@ -40,7 +40,7 @@ JSON = "application/json"
 RETRY_HEADERS = ("x-stainless-retry-count",)
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a 131k-token conversation is ~1 MB of JSON; images can add a few MB
 OFFLOAD_BYTES = 256 * 1024  # bodies above this are parsed and rendered on a worker thread (~10+ ms of work)
-REJOIN_GRACE_S = 1.0  # how long a disconnected request's generation waits for a resent copy to join it
+REJOIN_GRACE_S = 0.5  # how long a disconnected request's generation waits for a resent copy to join it
 
 
 class BodyTooLarge(BadRequest):
