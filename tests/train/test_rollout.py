@@ -98,7 +98,11 @@ def run(tiny_model: Path, tmp_path_factory) -> SimpleNamespace:
     rollout = HarnessRollout(RolloutConfig(harness=_two_harness_mix(), max_tokens=16, max_concurrency=2),
                              env_factory=_lose_first_sandbox(), policy_for=lambda i: "oracle" if i == 0 else "sample")
     recorder = Recorder(rollout)
-    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")), use_cpu=True, per_device_train_batch_size=2,
+    # bf16=False: TRL defaults to bf16 autocast, also on CPU. In bf16 the proxy's per-turn forward and the trainer's
+    # whole-row forward (different lengths, so different matmul blocking) round some activation differently now
+    # and then, and a whole turn's logprobs move by ~1e-3 (1.7e-3 measured): below bf16's resolution, so not a
+    # bug, and what made this test fail one run in three. In float32 the two agree to ~1e-6.
+    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")), use_cpu=True, bf16=False, per_device_train_batch_size=2,
                       num_generations=2, steps_per_generation=2, max_steps=2, learning_rate=1e-2, beta=0.0,
                       logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=0)
     trainer = GRPOTrainer(model=str(tiny_model), processing_class=AutoTokenizer.from_pretrained(tiny_model),
@@ -129,7 +133,7 @@ def test_proxy_logprobs_match_the_trainers_recompute_at_step_0(run):
         assert diffs, "every row has model tokens"
         worst, pos = max(diffs)
         where = f"row {i} ({batch['harness'][i]}, {batch['policy'][i]}), token {pos} of {len(mask)}"
-        assert worst < 1e-3, f"{where}: proxy {logprobs[pos]:.6f} vs trainer {recomputed[pos]:.6f}"
+        assert worst < 1e-4, f"{where}: proxy {logprobs[pos]:.6f} vs trainer {recomputed[pos]:.6f}"  # ~1e-6 seen
 
 
 @pytest.mark.slow
