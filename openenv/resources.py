@@ -41,12 +41,12 @@ def package_path(*parts: str) -> Path:
     """A file or folder shipped in the `openenv` package, e.g. `package_path("scaffold", "template")`.
 
     Raises:
-        RuntimeError: openenv was imported from a zip file; its data must be on disk (env folders are
+        TypeError: openenv was imported from a zip file; its data must be on disk (env folders are
             imported from their folder, harness configs are copied into sandboxes).
     """
     root = files("openenv")
     if not isinstance(root, Path):
-        raise RuntimeError(f"openenv's package data must be on disk, but the package is at {root!r}")
+        raise TypeError(f"openenv's package data must be on disk, but the package is at {root!r}")
     return root.joinpath(*parts)
 
 

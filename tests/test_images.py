@@ -12,6 +12,8 @@ harness in inside the container.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import subprocess
 import sys
@@ -59,11 +61,11 @@ def images(docker_client: Any) -> Iterator[list[str]]:
     """Tags a test builds; removed afterwards (only ours: the shared engine keeps everyone else's)."""
     made: list[str] = []
     yield made
+    import docker.errors
+
     for tag in made:
-        try:
+        with contextlib.suppress(docker.errors.APIError):  # already gone, or still used by a container
             docker_client.images.remove(tag, noprune=False)
-        except Exception:  # noqa: BLE001 (already gone, or a layer still used by a running container)
-            pass
 
 
 def _build(client: Any, context: Path, tag: str) -> None:
@@ -94,7 +96,7 @@ def _wait_healthy(url: str, container: Any, timeout_s: float = 120) -> None:
 def _validate(url: str, token: str) -> str:
     proc = subprocess.run([sys.executable, "-m", "openenv.cli.main", "validate", "--url", url],
                           capture_output=True, text=True, timeout=120, check=False,
-                          env={**__import__("os").environ, "OPENENV_TOKEN": token, "COLUMNS": "200"})
+                          env={**os.environ, "OPENENV_TOKEN": token, "COLUMNS": "200"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -136,8 +138,8 @@ def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_b
     sock_dir.mkdir()
     bridge = UnixToTcpBridge(sock_dir / "engine.sock", engine.hostname or "127.0.0.1", engine.port or 80).start()
     # The image's own command, behind the engine forwarder (its 127.0.0.1:8001 -> the mounted socket).
-    command = ["sh", "-c", "python -m openenv.harness.forwarder --listen 127.0.0.1:8001 "
-               "--to-unix /engine/engine.sock & exec \"$@\"", "sh",
+    command = ["sh", "-c", ("python -m openenv.harness.forwarder --listen 127.0.0.1:8001 "
+                            "--to-unix /engine/engine.sock & exec \"$@\""), "sh",
                *docker_client.images.get(tag).attrs["Config"]["Cmd"]]
     container = docker_client.containers.run(
         tag, command, detach=True, remove=True, labels=LABELS, ports={"7860/tcp": ("127.0.0.1", port)},

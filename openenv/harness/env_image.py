@@ -31,8 +31,8 @@ import os
 import re
 import shlex
 import shutil
-from importlib.metadata import distribution
 from collections.abc import Callable
+from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
