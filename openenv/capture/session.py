@@ -35,6 +35,9 @@ Mode = Literal["auto", "gated"]
 _REPLAY_WINDOW = 16  # recent replies kept for retries
 _TIMEOUT_GRACE_S = 5.0  # a sync caller waits this much past its turn timeout, so the turn's own gap wins
 AuxPredicate = Callable[[CanonicalRequest], bool]
+# Hears of a streamed turn's tokens as the engine samples them: (turn id, the reply's `created`, its prompt
+# length, new ids).
+TokenSink = Callable[[str, int, int, list[int]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +218,7 @@ class Session:
     # ---- request path (runs on the server loop) ----------------------------------------------------
 
     async def handle(self, req: CanonicalRequest, dialect: str, *, digest: str | None = None,
-                     retry: bool = False, offload: bool = False) -> Completion:
+                     retry: bool = False, offload: bool = False, on_tokens: TokenSink | None = None) -> Completion:
         """Answer one generation request: render, link, wait for a decision, generate, record.
 
         Args:
@@ -226,6 +229,8 @@ class Session:
                 identical to one still being answered is shared, not made twice, marked or not: it is
                 a client that timed out and sent it again (google-genai and codex number no retries).
             offload: render and tokenize on a worker thread (a big request), not on the event loop.
+            on_tokens: hears of sampled tokens as the engine streams them (a backend with
+                `generate_stream`); the returned completion is the same either way.
 
         Raises:
             BackendUnavailable: the backend failed; the turn is kept as a gap.
@@ -244,8 +249,8 @@ class Session:
         self._answering += 1
         try:
             if digest is None:
-                return await self._handle(req, dialect, offload)
-            done = await self._handle_once(req, dialect, digest, offload)
+                return await self._handle(req, dialect, offload, on_tokens)
+            done = await self._handle_once(req, dialect, digest, offload, on_tokens)
         finally:
             self._answering -= 1
             self.last_active = time.monotonic()
@@ -254,13 +259,14 @@ class Session:
             self._replies.pop(next(iter(self._replies)))
         return done
 
-    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str, offload: bool = False) -> Completion:
+    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str, offload: bool = False,
+                           on_tokens: TokenSink | None = None) -> Completion:
         """`_handle`, published under `digest` while it runs, so a retry can wait for it."""
         inflight: asyncio.Future[Completion] = self.loop.create_future()
         inflight.add_done_callback(_mark_retrieved)
         self._inflight[digest] = inflight
         try:
-            done = await self._handle(req, dialect, offload)
+            done = await self._handle(req, dialect, offload, on_tokens)
         except Exception as exc:
             inflight.set_exception(exc)
             raise
@@ -274,11 +280,13 @@ class Session:
         inflight.set_result(done)
         return done
 
-    async def _handle(self, req: CanonicalRequest, dialect: str, offload: bool = False) -> Completion:
+    async def _handle(self, req: CanonicalRequest, dialect: str, offload: bool = False,
+                      on_tokens: TokenSink | None = None) -> Completion:
         aux = bool(self._aux and self._aux(req))
         plan = await asyncio.to_thread(self._plan, req, aux) if offload else self._plan(req, aux)
         turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
-                                        n_messages=len(req.messages), prompt_len=len(plan.prompt_ids)))
+                                        n_messages=len(req.messages), prompt_len=len(plan.prompt_ids),
+                                        created=int(time.time())))
         over = None if aux or self.budget is None else \
             self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
         if over is not None:
@@ -297,7 +305,8 @@ class Session:
             finally:
                 self._parked.pop(pending.id, None)
         try:
-            done = await _within(self._answer(turn, req, plan, decision), decision, self.limits.turn_timeout_s)
+            done = await _within(self._answer(turn, req, plan, decision, on_tokens), decision,
+                                 self.limits.turn_timeout_s)
         except Exception as exc:  # the harness and the controller both hear of any failure
             error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
             turn.gap = f"{type(error).__name__}: {error.message}"
@@ -374,13 +383,15 @@ class Session:
         suffix = r.extend_text(full, link.sequence.text[: link.turn.text_len])
         return full, None if suffix is None else tuple(r.encode(bridge + suffix))
 
-    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision) -> Completion:
+    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision,
+                      on_tokens: TokenSink | None = None) -> Completion:
         match decision:
             case _Fail(error):
                 raise error
             case _Sample():
                 turn.source = "sample"
-                ids, logprobs, finish = await self._generate(req, plan.prompt_ids, turn)
+                sink = None if on_tokens is None else (lambda new: on_tokens(turn.id, turn.created, turn.prompt_len, new))
+                ids, logprobs, finish = await self._generate(req, plan.prompt_ids, turn, sink)
             case _Complete(text, token_ids):
                 turn.source = "complete"
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
@@ -390,7 +401,8 @@ class Session:
         return turn.completion
 
     async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int],
-                        turn: Turn | None = None) -> tuple[list[int], list[float], str]:
+                        turn: Turn | None = None, on_tokens: Callable[[list[int]], None] | None = None,
+                        ) -> tuple[list[int], list[float], str]:
         params = req.sampling.merged(self.sampling)
         window = await self._context_window()
         room = window - len(prompt_ids)
@@ -404,7 +416,11 @@ class Session:
         params = params.model_copy(update={"max_tokens": min(asked or room, room)})
         if turn is not None:
             turn.max_tokens = params.max_tokens
-        gen = await self._backend.generate(prompt_ids, params)
+        stream = getattr(self._backend, "generate_stream", None) if on_tokens is not None else None
+        if stream is not None:
+            gen = await stream(prompt_ids, params, on_tokens)
+        else:
+            gen = await self._backend.generate(prompt_ids, params)
         return gen.token_ids, gen.logprobs, gen.finish_reason
 
     async def _context_window(self) -> int:
@@ -424,7 +440,8 @@ class Session:
                       for i, c in enumerate(parsed.tool_calls))
         attempts = token_spans(parsed.attempts, ids, self._renderer.decode) if parsed.attempts else ()
         return Completion(
-            id=turn.id, model=req.model or self._served_model, created=int(time.time()), text=parsed.content,
+            id=turn.id, model=req.model or self._served_model, created=turn.created or int(time.time()),
+            text=parsed.content,
             reasoning=parsed.reasoning, tool_calls=calls, token_ids=tuple(ids), logprobs=tuple(logprobs),
             finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]
             usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)), call_attempts=attempts,

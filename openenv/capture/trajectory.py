@@ -55,6 +55,7 @@ class Turn:
     text_len: int = 0
     budget: str | None = None  # the cap this request hit: answered with the final reply, not sampled
     max_tokens: int | None = None  # the output budget the backend was given (the proxy's default if none asked)
+    created: int = 0  # unix seconds when the request arrived (the reply's `created`, known before it streams)
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections import deque
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httptools
@@ -47,6 +48,7 @@ class _Connection(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self._chunks: list[bytes] = []
+        self._sink: Callable[[bytes], None] | None = None  # a streamed 200 reply's body goes here as it comes
         self._timer: asyncio.TimerHandle | None = None
         self._timeout = 0.0
         self._got_bytes = False
@@ -86,7 +88,10 @@ class _Connection(asyncio.Protocol):
         self._keep_alive = self._parser.should_keep_alive()
 
     def on_body(self, body: bytes) -> None:
-        self._chunks.append(body)
+        if self._sink is not None and self._parser.get_status_code() == 200:
+            self._sink(body)
+        else:
+            self._chunks.append(body)
 
     def on_message_complete(self) -> None:
         self._cancel_timer()
@@ -99,9 +104,11 @@ class _Connection(asyncio.Protocol):
 
     # ---- use -----------------------------------------------------------------------------------------
 
-    async def exchange(self, parts: tuple[bytes, ...], timeout: float) -> tuple[int, bytes]:
+    async def exchange(self, parts: tuple[bytes, ...], timeout: float,
+                       sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
         assert self._transport is not None and self._waiter is None
         self._waiter = self._loop.create_future()
+        self._sink = sink
         self._got_bytes = False
         self._timeout = timeout
         self._transport.writelines(parts)
@@ -113,6 +120,7 @@ class _Connection(asyncio.Protocol):
             raise
         finally:
             self._waiter = None
+            self._sink = None
 
     def close(self) -> None:
         self.closed = True
@@ -172,8 +180,11 @@ class EngineHTTP:
         self._closed = False
 
     async def request(self, method: str, path: str, body: bytes | None = None, *,
-                      timeout: float | None = None) -> tuple[int, bytes]:
+                      timeout: float | None = None,
+                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
         """(status, body) of one request; `body` is sent as JSON; `timeout` overrides the client's.
+        With `sink`, a 200 reply's body is handed to it piece by piece as it arrives (a streamed reply;
+        the returned body is then empty), and `timeout` bounds the silence between pieces.
         Raises `OSError`s (refused, reset, `ServerDisconnected`) and `TimeoutError`s (`ConnectTimeout`,
         `ReadTimeout`)."""
         self._loop = loop = self._loop or asyncio.get_running_loop()
@@ -187,10 +198,10 @@ class EngineHTTP:
         if conn is None:
             conn = await self._connect(loop, timeout)
         try:
-            status, data = await conn.exchange(parts, timeout)
+            status, data = await conn.exchange(parts, timeout, sink)
         except _Stale:  # the server closed it while it idled: the request was not answered, send it anew
             conn = await self._connect(loop, timeout)
-            status, data = await conn.exchange(parts, timeout)
+            status, data = await conn.exchange(parts, timeout, sink)
         if self._closed:  # closed while this request was in flight: keep nothing open
             conn.close()
         elif not conn.closed:

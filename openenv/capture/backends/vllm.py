@@ -85,18 +85,23 @@ class VLLMBackend:
         context_window: the max model length; discovered from `/v1/models` when None.
         timeout: seconds to connect, and seconds without a byte of the reply, per request.
         on_reply: called with every decoded `/v1/completions` reply (tests compare what vLLM sampled
-            with what the proxy recorded; an audit log can keep them).
+            with what the proxy recorded; an audit log can keep them). A streamed generation is reported
+            once, as one reply assembled from its chunks (`token_ids`, `logprobs.token_logprobs`,
+            `finish_reason`, and `chunks`, their count).
+        on_chunk: called with each chunk of a streamed generation as it arrives.
     """
 
     name = "vllm"
 
     def __init__(self, base_url: str, *, model: str | None = None, context_window: int | None = None,
-                 timeout: float = 600.0, on_reply: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 timeout: float = 600.0, on_reply: Callable[[dict[str, Any]], None] | None = None,
+                 on_chunk: Callable[[dict[str, Any]], None] | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         self._model = model
         self._context_window = context_window
         self._timeout = timeout
         self._on_reply = on_reply
+        self._on_chunk = on_chunk
         # One client per event loop: connections are bound to the loop they were made on, and the
         # backend is built before the proxy's loop exists (tests also drive it from their own loops).
         self._http: EngineHTTP | None = None
@@ -163,6 +168,69 @@ class VLLMBackend:
             ids = [int(i) for i in choice["token_ids"]]
             logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
         return Generation(ids, logprobs, "length" if choice.get("finish_reason") == "length" else "stop")
+
+    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
+                              on_tokens: Callable[[list[int]], None]) -> Generation:
+        """`generate`, streamed: vLLM's `/v1/completions` with `stream: true` sends each new token's id and
+        logprob as it is sampled; `on_tokens(new_ids)` hears of them at once (the proxy streams them on to
+        the harness). The result is the same `Generation` as `generate`'s for the same request and seed."""
+        await self.ready()
+        body = self._body(prompt_ids, params)
+        body["stream"] = True
+        ids: list[int] = []
+        logprobs: list[float] = []
+        finish = ["stop"]
+        pending = bytearray()
+        frames = [0]
+
+        def feed(data: bytes) -> None:
+            pending.extend(data)
+            while (end := pending.find(b"\n\n")) >= 0:
+                frame = bytes(pending[:end])
+                del pending[:end + 2]
+                frames[0] += 1
+                for line in frame.split(b"\n"):
+                    if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]":
+                        self._chunk(msgspec.json.decode(line[6:]), ids, logprobs, finish, on_tokens)
+
+        http = self._client()
+        with _unreachable(self.base_url):
+            status, raw = await http.request("POST", "/v1/completions", msgspec.json.encode(body), sink=feed)
+        if status != 200:
+            raise _status_error(self.base_url, status, raw)
+        if not ids and pending.strip():  # a server that ignored `stream` answered with one JSON reply
+            reply = self._decode(bytes(pending))
+            with _reading(reply):
+                choice = reply["choices"][0]
+                ids = [int(i) for i in choice["token_ids"]]
+                logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
+                finish[0] = "length" if choice.get("finish_reason") == "length" else "stop"
+            if ids:
+                on_tokens(list(ids))
+        if not frames[0] and not ids:
+            raise BackendUnavailable(f"the vLLM backend at {self.base_url} ended its stream without a chunk; retry")
+        if len(logprobs) != len(ids):
+            raise BackendUnavailable(f"the vLLM backend at {self.base_url} streamed {len(ids)} token ids but "
+                                     f"{len(logprobs)} logprobs")
+        if self._on_reply is not None:
+            self._on_reply({"choices": [{"token_ids": ids, "logprobs": {"token_logprobs": logprobs},
+                                         "finish_reason": finish[0]}], "chunks": frames[0]})
+        return Generation(ids, logprobs, finish[0])
+
+    def _chunk(self, reply: Any, ids: list[int], logprobs: list[float], finish: list[str],
+               on_tokens: Callable[[list[int]], None]) -> None:
+        if self._on_chunk is not None:
+            self._on_chunk(reply)
+        with _reading(reply):
+            choice = reply["choices"][0]
+            new = [int(i) for i in choice.get("token_ids") or ()]
+            lps = choice.get("logprobs") or {}
+            logprobs.extend(float(x) for x in lps.get("token_logprobs") or ())
+            if choice.get("finish_reason") is not None:
+                finish[0] = "length" if choice["finish_reason"] == "length" else "stop"
+        if new:
+            ids.extend(new)
+            on_tokens(new)
 
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
         await self.ready()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -12,6 +13,7 @@ from openenv.errors import BadRequest
 __all__ = [
     "bearer_token",
     "chunk_text",
+    "streamed_pieces",
     "json_schema_format",
     "parse_body",
     "response_id",
@@ -75,9 +77,20 @@ def response_id(prefix: str, turn_id: str) -> str:
     return f"{prefix}{turn_id}"
 
 
+# Text already streamed to the client, piece by piece (`capture/streaming.py`): a text that starts with
+# these pieces is cut at the same places first, so the finished reply's events repeat the streamed ones.
+streamed_pieces: ContextVar[tuple[str, ...]] = ContextVar("streamed_pieces", default=())
+
+
 def chunk_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
-    """`text` in consecutive pieces of at most `size` characters (nothing for empty text)."""
-    for start in range(0, len(text), size):
+    """`text` in consecutive pieces of at most `size` characters (nothing for empty text); a text that
+    begins with the `streamed_pieces` of this context is cut at their boundaries first."""
+    pieces = streamed_pieces.get()
+    start = 0
+    if pieces and text.startswith("".join(pieces)):
+        yield from pieces
+        start = sum(map(len, pieces))
+    for start in range(start, len(text), size):
         yield text[start : start + size]
 
 

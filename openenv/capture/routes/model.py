@@ -14,9 +14,10 @@ while its turn is generating cancels the turn (the engine request is aborted wit
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import xxhash
@@ -24,10 +25,11 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import StreamingResponse
 
 from openenv.capture.canonical import CanonicalRequest, Completion
-from openenv.capture.dialects import ROUTES, Dialect, Endpoint, RequestContext, ServerSentEvent
+from openenv.capture.dialects import ROUTES, Dialect, Endpoint, RequestContext
 from openenv.capture.dialects.base import CountsTokens, ListsModels
 from openenv.capture.session import Session
 from openenv.capture.sessions import SessionManager
+from openenv.capture.streaming import opens_reasoning, stream_reply
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
 __all__ = ["MAX_BODY_BYTES", "OFFLOAD_BYTES", "BodyTooLarge", "InternalError", "internal_error", "router"]
@@ -167,21 +169,20 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         # 128-bit xxh3: a retry is matched within one session, so collisions need only be improbable, not
         # infeasible; blake2b took 236 us on a 60-turn (135 kB) body, xxh3 5 us.
         digest = xxhash.xxh3_128_hexdigest(body)
+        if canonical.stream:  # tokens go out as the engine samples them, with keep-alives (streaming.py)
+            handle = functools.partial(_answer, session, canonical, dialect, request, digest=digest, retry=retry,
+                                       offload=big)
+            _, events = await stream_reply(dialect, req, handle, decode=manager.renderer.decode,
+                                           model=canonical.model or manager.served_model,
+                                           parser=manager.parser.name, thinking=opens_reasoning(manager.renderer))
+            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         done = await _answer(session, canonical, dialect, request, digest=digest, retry=retry, offload=big)
         if done is None:
             return Response(status_code=499)  # the client is gone; this is never delivered
-        if canonical.stream:
-            return StreamingResponse(_encode(dialect.sse_events(done, req)), media_type="text/event-stream",
-                                     headers={"cache-control": "no-cache"})
         return Response(dialect.from_canonical(done, req).model_dump_json(), media_type=JSON)
 
     serve.__name__ = f"{dialect.name}_{endpoint.operation}"
     return serve
-
-
-def _encode(events: Iterator[ServerSentEvent]) -> Iterator[bytes]:
-    for event in events:
-        yield event.encode()
 
 
 for _key, _endpoint in ROUTES.items():
