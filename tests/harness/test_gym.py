@@ -84,3 +84,13 @@ def test_an_oracle_episode_of_pi_through_the_gymnasium_api_alone() -> None:
     (row,) = info["sequences"]
     assert len(row["completion_ids"]) == len(row["logprobs"]) == len(row["env_mask"])
     assert info["stats"]["merge_ratio"] == 1.0
+
+
+def test_spec_options_size_the_spaces_through_gymnasium_make() -> None:
+    env = gymnasium.make("openenv/Pi-v0", spec_options={"vocab_size": 4096, "reply_length": 64})
+    try:
+        assert env.observation_space["prompt_ids"].feature_space == spaces.Discrete(4096)
+        assert env.action_space["text"] == UnicodeText(64)
+        assert not env.action_space["text"].contains("x" * 65)
+    finally:
+        env.close()
