@@ -38,6 +38,7 @@ grok-cli        npm     @vibe-kit/grok-cli               0.0.34    grok     syst
 kimi-cli        pip     kimi-cli                         1.51.0    kimi     3.13
 terminus-2      pip     harbor                           0.26.0    python   3.12
 nanocoder       npm     @nanocollective/nanocoder        1.30.0    nanocoder 22
+gptme           pip     gptme                            0.35.1    gptme    -
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 "
 

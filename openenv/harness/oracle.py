@@ -6,7 +6,8 @@ plan is read off the conversation itself, which makes it stateless and safe to r
 
 1. with `look_first`, the first call lists the workspace, as an agent would look before it edits;
 2. then the shell tool runs the solution script;
-3. a harness that needs a finish command (mini-swe-agent) gets it next;
+3. a harness that needs a finish command (mini-swe-agent) gets it next, or a call of its finish tool
+   (gptme's `complete`);
 4. once every planned call has a tool result: a short final text answer.
 
 A harness that reads commands out of the reply's text instead of tool calls (terminus-2's JSON keystrokes)
@@ -128,4 +129,8 @@ class OraclePolicy:
         results = sum(1 for m in request.messages if m.role == "tool")
         if results < len(self.plan):
             return self._shell_call(request, self.plan[results])
+        finish = self.spec.finish_tool
+        if finish is not None and results == len(self.plan):
+            tool = next((t for t in request.tools if t.name == finish), None)
+            return hermes_tool_call(finish, fill_required({}, tool))
         return FINAL_TEXT

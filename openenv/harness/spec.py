@@ -208,6 +208,11 @@ class HarnessSpec(_Spec):
     finish_command: str | None = Field(
         default=None, description="a shell command the harness needs to end its run (mini-swe-agent)"
     )
+    finish_tool: str | None = Field(
+        default=None,
+        description="a tool the harness needs called to end its run (gptme's `complete`); the oracle calls "
+        "it after the plan, with schema placeholders for any required arguments",
+    )
     aux: list[AuxRule] = Field(default_factory=list)
     stdin_devnull: bool = True
     model: str = Field(default="tiny", description="model name the harness is configured with")

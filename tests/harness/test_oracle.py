@@ -94,3 +94,11 @@ def test_terminus_ends_with_task_complete_and_confirms_it_when_asked_again():
         assert json.loads(OraclePolicy(spec, TASK).reply(request)) == {
             "analysis": "The fix is applied.", "plan": "Nothing left to do.", "commands": [],
             "task_complete": True}
+
+
+def test_gptme_gets_its_finish_tool_called_after_the_plan():
+    spec = get_spec("gptme")
+    request = _after_tool_call(CanonicalRequest(messages=(USER,), tools=(Tool(name="shell"), Tool(name="complete"))), 1)
+    [call] = HermesParser().parse(OraclePolicy(spec, TASK).reply(request)).tool_calls
+    assert call.name == "complete" and json.loads(call.arguments) == {}
+    assert OraclePolicy(spec, TASK).reply(_after_tool_call(request, 1)) == FINAL_TEXT

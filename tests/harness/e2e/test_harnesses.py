@@ -15,8 +15,8 @@ from openenv.harness.catalog import harness_names
 pytestmark = pytest.mark.slow
 
 # Auxiliary requests each harness makes in this episode (tagged aux, kept out of the training row).
-# opencode's title generator runs beside the first turn; every other harness makes none here.
-AUX_TURNS = {"opencode": 1}
+# opencode's and gptme's title generators run beside the first turns; every other harness makes none.
+AUX_TURNS = {"opencode": 1, "gptme": 1}
 
 
 @pytest.mark.parametrize("name", harness_names())
