@@ -31,7 +31,7 @@ RewardStatus = Literal[
 ]
 
 
-class NoReward(Exception):  # noqa: N818 - an outcome, not a bug: the episode has no reward, and says why
+class NoReward(Exception):
     """The verifier produced no usable reward; `status` says which way, `reason` says what to look at."""
 
     def __init__(self, status: RewardStatus, reason: str) -> None:

@@ -6,7 +6,13 @@ import os
 
 import pytest
 
-from openenv.harness.rewards import MAX_REWARD_BYTES, NoReward, parse_reward_json, parse_reward_text, read_rewards
+from openenv.harness.rewards import (
+    MAX_REWARD_BYTES,
+    NoReward,
+    parse_reward_json,
+    parse_reward_text,
+    read_rewards,
+)
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.tasks import Task
 from openenv.harness.verifier import RewardRule, verify

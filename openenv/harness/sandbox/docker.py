@@ -41,9 +41,8 @@ from openenv.errors import BadRequest, EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base import CommandResult, Limits
-from openenv.harness.tasks.model import FileData
 from openenv.harness.sandbox.docker_process import KILL_SNIPPET, LIST_SNIPPET, MARKER, POLL_S, DockerProcess
-from openenv.harness.tasks.model import Task
+from openenv.harness.tasks.model import FileData, Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
 from openenv.paths import safe_join
 

@@ -27,9 +27,17 @@ from openenv.harness.install import install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
-__all__ = ["OFFLINE_BASE", "PYTHON_IMAGE", "build_harness_image", "build_python_image", "build_task_image",
-           "harness_image_tag", "parse_substitutes",
-           "task_image", "extract_workdir"]
+__all__ = [
+    "OFFLINE_BASE",
+    "PYTHON_IMAGE",
+    "build_harness_image",
+    "build_python_image",
+    "build_task_image",
+    "extract_workdir",
+    "harness_image_tag",
+    "parse_substitutes",
+    "task_image",
+]
 
 OFFLINE_BASE = os.environ.get("OPENENV_BASE_IMAGE", "openenv/base:latest")
 Progress = Callable[[str], None]
