@@ -108,8 +108,8 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
     image_substitute: Annotated[list[str] | None, typer.Option(
         "--image-substitute", help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO "
-        "instead (nothing can be pulled here), e.g. python:3.11-slim=openenv/base:latest; repeatable; "
-        "each use is printed")] = None,
+        "instead (nothing can be pulled here), e.g. python:3.11-slim=openenv/base:latest, or '*=IMAGE' for "
+        "any missing image; repeatable; each use is printed")] = None,
 ) -> None:
     """Run one harness episode on one task and print the reward and the trajectory summary."""
     from openenv.capture.budget import Budget

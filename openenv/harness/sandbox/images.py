@@ -138,7 +138,8 @@ def build_task_image(
 
 def parse_substitutes(pairs: list[str] | str | None) -> dict[str, str]:
     """`["python:3.11-slim=openenv/base:latest", ...]` (or one comma-separated string, as in
-    `$OPENENV_IMAGE_SUBSTITUTES`) -> {missing image: image to use instead}.
+    `$OPENENV_IMAGE_SUBSTITUTES`) -> {missing image: image to use instead}; `*=IMAGE` stands in for any
+    image that is missing (a folder of tasks with assorted FROM lines).
 
     Raises:
         EnvError: an entry is not `FROM=TO`.
@@ -160,7 +161,7 @@ def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str
     """`image` if the engine has it, else its explicit substitute; never a pull (no registry here)."""
     if _has_image(client, image):
         return image
-    instead = substitutes.get(image)
+    instead = substitutes.get(image, substitutes.get("*"))  # `*=IMAGE`: any missing image
     if instead is None:
         raise EnvError(
             f"task {task.id!r} needs image {image!r}, which is not in the Docker engine, and nothing can be "

@@ -125,6 +125,10 @@ def test_a_missing_from_image_is_named_with_the_way_out(client: docker.DockerCli
     notes: list[str] = []
     sandbox_factory(task, substitutes={"python:3.11-slim": PYTHON_IMAGE}, client=client, notes=notes)
     assert notes == [f"image python:3.11-slim substituted by {PYTHON_IMAGE}"]
+    notes.clear()  # `*=IMAGE` stands in for any missing image, and is reported the same way
+    sandbox_factory(task.model_copy(update={"base_image": absent}), substitutes={"*": PYTHON_IMAGE}, client=client,
+                    notes=notes)
+    assert notes == [f"image {absent} substituted by {PYTHON_IMAGE}"]
 
 
 def _require_pi() -> None:
