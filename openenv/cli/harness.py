@@ -94,7 +94,11 @@ def run(
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
     policy: Annotated[str, typer.Option(help="sample, run, or oracle (applies the reference solution)")]
     = "sample",
-    network: Annotated[str, typer.Option(help="auto, host or loopback")] = "auto",
+    network: Annotated[str, typer.Option(help="loopback (auto): only the proxy is reachable; host: this "
+                                         "machine's network (explicit opt-out, warned every episode)")] = "auto",
+    isolation: Annotated[str, typer.Option(help="bwrap: the local sandbox is a boundary (unprivileged uid, "
+                                           "namespaces, cgroup); none: the harness runs on the host (explicit "
+                                           "opt-out, warned every episode)")] = "bwrap",
     sandbox: Annotated[str, typer.Option(help="local, or docker (a container whose only network is the proxy)")]
     = "local",
     timeout: Annotated[float | None, typer.Option(help="harness wall-clock budget in seconds")] = None,
@@ -116,9 +120,9 @@ def run(
     from openenv.errors import OpenEnvError
 
     if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm") \
-            or sandbox not in ("local", "docker"):
+            or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
         _err.print("[red]error:[/] --policy is sample|run|oracle, --backend is local|vllm, "
-                   "--sandbox is local|docker")
+                   "--sandbox is local|docker, --isolation is bwrap|none")
         raise typer.Exit(2)
     try:
         # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
@@ -126,7 +130,7 @@ def run(
             budget = Budget(max_turns=max_turns, max_sampled_tokens=max_sampled_tokens,
                             max_context_tokens=max_context_tokens)
             summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
-                               timeout, out, image_substitute or [], budget)
+                               timeout, out, image_substitute or [], budget, isolation)
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
@@ -152,7 +156,8 @@ def run(
 
 def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
              policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
-             substitutes: list[str] | None = None, budget: Any = None) -> Any:
+             substitutes: list[str] | None = None, budget: Any = None,
+             isolation: str = "bwrap") -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
     from openenv.export.log import log_name
     from openenv.harness.environment import HarnessEnvironment
@@ -163,6 +168,7 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
     the_task = find_task(task, tasks_from)
     env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
                              network=network, sandbox=sandbox, budget=budget,  # type: ignore[arg-type]
+                             isolation=isolation,  # type: ignore[arg-type]
                              image_substitutes=parse_substitutes(substitutes or []))
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]

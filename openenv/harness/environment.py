@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import random
 import secrets
-import shutil
 import threading
 import uuid
 from collections.abc import Callable
@@ -170,10 +169,6 @@ def _env_choice(var: str, allowed: tuple[str, ...], default: str) -> Any:
     return value
 
 
-def _netns_available() -> bool:
-    return os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("ip") is not None
-
-
 class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessState]):
     """One harness (envs/<name>/spec.yaml) solving one task per episode, through the capture proxy.
 
@@ -188,8 +183,12 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             sandbox without bubblewrap: for an env image, where the container is the boundary.)
         vllm_url: the vLLM base URL without /v1; default: `$OPENENV_VLLM_URL`.
         sampling: sampling settings that override the harness's.
-        network: `loopback` runs the harness in a network namespace with only the proxy reachable;
-            `auto` picks it when running as root with `unshare`, else `host`.
+        network: `loopback` (or `auto`, the same) runs the harness in a network namespace with only the
+            proxy reachable; `host` (explicit, warned on every episode) shares this machine's network.
+        isolation: `bwrap` walls a local sandbox in (unprivileged uid, namespaces, cgroup); `none` runs
+            the harness on the host (explicit, warned on every episode); default:
+            `$OPENENV_SANDBOX_ISOLATION`, else `bwrap`. A machine that cannot isolate
+            is refused with the missing piece named; nothing falls back silently.
         reward_rule: how the verifier's dict becomes the scalar reward.
         turn_timeout_s: the longest a `sample`/`complete` may take.
         sandbox: `local` (a `LocalSandbox` with `network`) or `docker` (a `DockerSandbox` per episode,
@@ -222,6 +221,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         vllm_url: str | None = None,
         sampling: SamplingParams | None = DEFAULT_SAMPLING,
         network: Network = "auto",
+        isolation: Literal["bwrap", "none"] | None = None,
         reward_rule: RewardRule | None = None,
         turn_timeout_s: float = 300.0,
         sandbox: SandboxKind = "local",
@@ -240,10 +240,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         # environment configures it (see openenv/harness/env_image.py).
         self._backend_kind = backend or _env_choice("OPENENV_BACKEND", ("local", "vllm"), "local")
         self._model = model or os.environ.get("OPENENV_MODEL") or None
-        self._isolation = _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "none"), "bwrap")
+        self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "none"), "bwrap")
         self._vllm_url = vllm_url
         self._sampling = sampling
-        self._network = ("loopback" if _netns_available() else "host") if network == "auto" else network
+        self._network = "loopback" if network == "auto" else network
         self._rule = reward_rule or RewardRule()
         self._turn_timeout_s = turn_timeout_s
         self._sandbox_kind: SandboxKind = _check_sandbox(sandbox)

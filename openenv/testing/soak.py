@@ -44,7 +44,7 @@ from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import Session
 from openenv.capture.trajectory import TurnRecord
-from openenv.errors import EnvError, OpenEnvError
+from openenv.errors import OpenEnvError
 from openenv.executor.base import EpisodeExecutor, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.models import HarnessAction, HarnessObservation
@@ -230,12 +230,9 @@ class _Slot:
         self._network: Literal["host", "loopback"] = "loopback"
 
     def make_sandbox(self, ports: tuple[int, ...]) -> LocalSandbox:
-        """A loopback-only network namespace where this machine allows one (root, unshare, ip), else host."""
-        try:
-            self.sandbox = LocalSandbox(network=self._network, forward_ports=ports)
-        except EnvError:
-            self._network = "host"
-            self.sandbox = LocalSandbox(network="host", forward_ports=ports)
+        """An isolated sandbox with a loopback-only network; a machine that cannot make one is refused
+        (`EnvError` naming the missing piece), never silently given the host network."""
+        self.sandbox = LocalSandbox(network=self._network, forward_ports=ports)
         return self.sandbox
 
     def close(self) -> None:

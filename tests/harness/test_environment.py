@@ -4,6 +4,7 @@ with a clear status and leave no process behind; actions and options are validat
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -38,7 +39,9 @@ def fake_harness(tmp_path, monkeypatch) -> str:
     (package / "package.json").write_text(json.dumps({"version": "1.0.0"}))
     bin_dir = cache / "fake" / "bin"
     bin_dir.mkdir()
-    (bin_dir / "fake").write_text(f'#!/bin/sh\nexec {sys.executable} {FAKE} "$@"\n')
+    # Inside the cache, so the sandbox shows it (read-only) with the rest of the harness.
+    shutil.copy(FAKE, package / "fake_harness.py")
+    (bin_dir / "fake").write_text(f'#!/bin/sh\nexec {sys.executable} {package / "fake_harness.py"} "$@"\n')
     (bin_dir / "fake").chmod(0o755)
     monkeypatch.setenv("OPENENV_ENVS_PATH", str(envs))
     monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(cache))

@@ -26,7 +26,8 @@ ProcessStatus = Literal["running", "exited", "failed", "crashed", "timeout", "ki
 
 
 class Limits(BaseModel):
-    """Resource limits applied to every process a sandbox starts (`resource.setrlimit`)."""
+    """Resource limits: per process (`resource.setrlimit`), and for the whole sandbox together (a
+    cgroup: `pids`, processes and threads; `memory_mb`, resident memory, page cache included)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -36,6 +37,8 @@ class Limits(BaseModel):
     core_dumps: bool = False
     # No address-space limit by default: Bun and V8 reserve tens of GB of virtual memory up front.
     address_space_mb: int | None = None
+    pids: int | None = Field(default=1024, gt=0, description="processes + threads, sandbox-wide")
+    memory_mb: int | None = Field(default=4096, gt=0, description="memory, sandbox-wide")
 
 
 class CommandResult(BaseModel):

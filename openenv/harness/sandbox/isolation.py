@@ -1,25 +1,39 @@
 """How `LocalSandbox` walls a process in: bubblewrap (`bwrap`, Debian's `bubblewrap`) command lines.
 
-Every process a local sandbox runs is started by `bwrap` in its own mount namespace, whose root is a
-fresh tmpfs: the host folders the sandbox needs are bind-mounted into it, and the Harbor folders
-(`/app` or the task's WORKDIR, `/tests`, `/solution`, `/logs/verifier`, `/logs/agent`) are the
-sandbox's own folders, mounted at those absolute paths. Nothing is ever created on the host's `/`.
-
-With `network="loopback"` the process also gets a network namespace with only `lo`; the capture proxy
-is reached through a unix socket and `forwarder.py` inside (see `openenv.harness.forwarder`).
+Each process a local sandbox runs gets, from `bwrap`:
+- its own **mount namespace** whose root is a fresh tmpfs holding only read-only binds of the system
+  (`/usr`, `/etc`, the `/lib*` links), of what the harnesses need (the harness cache, the Python that
+  runs them), and the sandbox's own folders, the Harbor ones at their absolute paths (`/app` or the
+  task's WORKDIR, `/tests`, `/solution`, `/logs/verifier`, `/logs/agent`); a fresh `/proc` and `/dev`.
+  Nothing is ever created on the host's `/`;
+- its own **PID namespace** (the host's processes, their `/proc/<pid>/environ` included, are not there;
+  when its first process dies, the kernel kills the rest), IPC, UTS and cgroup namespaces;
+- with `network="loopback"`, its own **network namespace** with only `lo`: the capture proxy is reached
+  through a unix socket and `forwarder.py` inside (see `openenv.harness.forwarder`);
+- an **unprivileged uid** with **no capabilities** (empty bounding set, `no_new_privs`) in a **user
+  namespace** that cannot make further user namespaces. Run as root, the outer `bwrap` builds the
+  namespaces and mounts with root's reach (it can bind a Python under `/root`), then `setpriv` drops to
+  `SANDBOX_UID` and an inner `bwrap` adds the user namespace; run as a normal user, one rootless
+  `bwrap` does it all with that user's uid.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["Mount", "bwrap_binary", "bwrap_argv", "host_view", "missing_isolation"]
+__all__ = ["SANDBOX_UID", "Mount", "bwrap_argv", "bwrap_binary", "missing_isolation", "runtime_paths"]
 
-# Top-level host entries never bound into a sandbox as they are: pseudo file systems get fresh ones.
-_FRESH = {"proc", "dev", "sys"}
+# The uid (and gid) sandboxed processes run as when openenv runs as root; override with
+# $OPENENV_SANDBOX_UID. Not root, not the caller: files it may write are handed to it explicitly.
+SANDBOX_UID = int(os.environ.get("OPENENV_SANDBOX_UID", "61000"))
+# Read-only system folders every sandbox sees (symlinks, as on merged-/usr Debian, are recreated).
+SYSTEM_DIRS = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Where the forwarder script and the proxy's unix sockets appear inside.
+RUN_DIR = "/run/openenv"
 
 
 @dataclass(frozen=True)
@@ -41,23 +55,63 @@ def missing_isolation() -> str | None:
     and what to do; None when nothing is missing."""
     if bwrap_binary() is None:
         return ("bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: `apt-get install "
-                "bubblewrap`, or run scripts/install.sh), or pass --isolation none to run the harness "
-                "on the host without a boundary")
+                "bubblewrap`, or run scripts/install_sandbox.sh), or pass --isolation none to run the "
+                "harness on the host without a boundary")
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        return ("`setpriv` (util-linux) is not installed, so the sandbox cannot drop root: install "
+                "util-linux, or pass --isolation none")
+    if os.geteuid() != 0:
+        try:
+            if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
+                return ("unprivileged user namespaces are disabled (user.max_user_namespaces = 0), so "
+                        "bubblewrap cannot run without root: enable them, run as root, or pass --isolation none")
+        except OSError:
+            pass
     return None
 
 
-def host_view(skip: set[str]) -> list[tuple[str, str, str]]:
-    """bwrap operations that show the host's top-level folders as they are (read-write), except the
-    pseudo file systems and the top-level names in `skip` (the sandbox's own Harbor folders)."""
-    ops = []
-    for entry in sorted(os.listdir("/")):
-        if entry in _FRESH or entry in skip:
-            continue
-        path = f"/{entry}"
-        if os.path.islink(path):
-            ops.append(("--symlink", os.readlink(path), path))
-        elif os.path.isdir(path):
-            ops.append(("--bind", path, path))
+def _venv_home(venv: Path) -> Path | None:
+    """The base Python prefix of a virtualenv (its pyvenv.cfg `home`, one level up from bin)."""
+    try:
+        for line in (venv / "pyvenv.cfg").read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home":
+                return Path(value.strip()).resolve().parent
+    except OSError:
+        pass
+    return None
+
+
+def runtime_paths(harness_cache: Path | None, extra: tuple[Path, ...] = ()) -> list[Path]:
+    """Host folders a harness needs to run, shown read-only: the harness cache, this Python (venv and
+    base; the stand-in harnesses and the forwarder run on it) and the base Python of every harness venv
+    in the cache (a pyenv Python may live under /root, which the sandbox's uid cannot traverse)."""
+    paths = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *(Path(p).resolve() for p in extra)]
+    if harness_cache is not None and harness_cache.is_dir():
+        paths.append(harness_cache.resolve())
+        for cfg in harness_cache.glob("*/pyvenv.cfg"):
+            if (home := _venv_home(cfg.parent)) is not None:
+                paths.append(home)
+    return _outermost(p for p in paths if p.exists())
+
+
+def _outermost(paths: object) -> list[Path]:
+    """Distinct paths, dropping any that lies under another or under a system folder."""
+    system = [Path(d) for d in SYSTEM_DIRS]
+    kept: list[Path] = []
+    for path in sorted(set(paths), key=lambda p: len(p.parts)):  # type: ignore[call-overload]
+        if not any(path == k or k in path.parents for k in [*system, *kept]):
+            kept.append(path)
+    return kept
+
+
+def _system_ops() -> list[str]:
+    ops: list[str] = []
+    for folder in SYSTEM_DIRS:
+        if os.path.islink(folder):
+            ops += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            ops += ["--ro-bind", folder, folder]
     return ops
 
 
@@ -67,22 +121,42 @@ def bwrap_argv(
     mounts: list[Mount],
     chdir: str,
     loopback: bool,
-    base_ops: list[tuple[str, str, str]],
+    uid: int | None,
 ) -> list[str]:
-    """The `bwrap` command line that runs `argv` over `base_ops` (the system view) plus `mounts`.
+    """The command line that runs `argv` walled in as described above.
 
-    Mount points are created inside the sandbox's own tmpfs root, never on the host: parents are
-    mounted before children (sorted by depth), so `/logs` exists before `/logs/agent` is bound on it.
+    Args:
+        mounts: the sandbox's own folders and the read-only runtime paths, mounted after the system
+            (parents before children, so `/logs` exists before `/logs/agent` is bound on it).
+        uid: drop to this uid (root callers); None runs as the caller's own (unprivileged) uid.
     """
     bwrap = bwrap_binary()
     if bwrap is None:
         raise RuntimeError(missing_isolation())
-    cmd = [bwrap, "--die-with-parent", "--dev-bind", "/dev", "/dev", "--proc", "/proc", "--ro-bind", "/sys", "/sys"]
-    for op in base_ops:
-        cmd.extend(op)
-    for mount in sorted(mounts, key=lambda m: len(PurePosixPath(m.target).parts)):
-        cmd.extend(["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target])
+    outer = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
+             "--unshare-cgroup-try"]
     if loopback:
-        cmd.append("--unshare-net")
-    cmd.extend(["--chdir", chdir, "--", *argv])
-    return cmd
+        outer.append("--unshare-net")
+    if uid is None:
+        outer += ["--unshare-user", "--disable-userns"]
+    outer += _system_ops()
+    outer += ["--proc", "/proc", "--dev", "/dev"]
+    ordered = sorted(mounts, key=lambda m: len(PurePosixPath(m.target).parts))
+    targets = {m.target for m in ordered}
+    made: set[PurePosixPath] = {PurePosixPath(d) for d in SYSTEM_DIRS}
+    for mount in ordered:
+        # Folders bwrap would make on the way are 0700 root-owned: make them 0755 first, so the
+        # sandbox's uid can walk down to its mounts (`/logs` for `/logs/verifier`).
+        for parent in reversed(PurePosixPath(mount.target).parents):
+            if parent.parts[1:] and parent not in made and str(parent) not in targets:
+                outer += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        outer += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
+    outer += ["--chdir", chdir, "--"]
+    if uid is None:
+        return [*outer, *argv]
+    drop = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
+    inner = [bwrap, "--die-with-parent", "--unshare-user", "--disable-userns", "--uid", str(uid), "--gid", str(uid),
+             "--dev-bind", "/", "/", "--chdir", chdir, "--"]
+    return [*outer, *drop, *inner, *argv]

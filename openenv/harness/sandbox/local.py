@@ -1,11 +1,14 @@
-"""LocalSandbox: an episode on this machine, in a temp folder, its own process group and optional netns.
+"""LocalSandbox: an episode on this machine, walled in by bubblewrap and a cgroup (see `isolation.py`).
 
-Every process gets a marker variable (`OPENENV_SANDBOX=<id>`), so descendants that leave the process
-group (Cline's hub daemon does `setsid`) are still found and killed on close.
+Every process joins the sandbox's cgroup and gets a marker variable (`OPENENV_SANDBOX=<id>`), so
+descendants that leave the process group (Cline's hub daemon does `setsid`) or drop the marker are
+still found and killed on close.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import resource
 import shutil
@@ -24,6 +27,7 @@ import psutil
 from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox import isolation as isolation_mod
+from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
 from openenv.harness.sandbox.base import HARBOR_DIRS, CommandResult, Limits, ProcessStatus, container_relpath
 from openenv.paths import safe_join
 
@@ -34,9 +38,10 @@ DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CE
 MARKER = "OPENENV_SANDBOX"
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
+_log = logging.getLogger("openenv.sandbox")
 
 
-def _preexec(limits: Limits) -> Callable[[], None]:
+def _preexec(limits: Limits, cgroup_fds: list[int]) -> Callable[[], None]:
     pairs = [
         (resource.RLIMIT_CPU, limits.cpu_seconds),
         (resource.RLIMIT_FSIZE, None if limits.file_size_mb is None else limits.file_size_mb << 20),
@@ -46,6 +51,8 @@ def _preexec(limits: Limits) -> Callable[[], None]:
     ]
 
     def apply() -> None:
+        for fd in cgroup_fds:  # join the sandbox's cgroups before exec: nothing forked later escapes
+            os.write(fd, b"0")
         for which, value in pairs:
             if value is not None:
                 resource.setrlimit(which, (value, value))
@@ -65,7 +72,12 @@ def sandboxed_processes(owner_pid: int | None = None) -> list[psutil.Process]:
     processes on the same machine (other test runs) never do.
     """
     prefix = _owner_prefix(owner_pid)
-    return _marked(lambda value: value.startswith(prefix))
+    found = {p.pid: p for p in _marked(lambda value: value.startswith(prefix))}
+    for pid in member_pids(os.getpid() if owner_pid is None else owner_pid):  # daemons that dropped the marker
+        if pid not in found and _alive(pid):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found[pid] = psutil.Process(pid)
+    return list(found.values())
 
 
 def _marked(match: Callable[[str], bool]) -> list[psutil.Process]:
@@ -81,7 +93,8 @@ def _marked(match: Callable[[str], bool]) -> list[psutil.Process]:
 
 
 def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
-    """Kill `root`, its descendants and every process carrying the sandbox's marker."""
+    """Kill `root`, its descendants and every process carrying the sandbox's marker; return when they
+    are gone (or after about `grace_s` + 10 seconds)."""
     procs: dict[int, psutil.Process] = {p.pid: p for p in _marked(lambda value: value == sandbox_id)}
     if root is not None:
         try:
@@ -102,7 +115,9 @@ def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    # SIGKILLed, they are gone soon; but the first process of a PID namespace lingers (empty cmdline)
+    # until every other member is reaped, which takes seconds on a loaded machine.
+    psutil.wait_procs(alive, timeout=max(grace_s, 10.0))
 
 
 class LocalProcess:
@@ -170,22 +185,33 @@ class LocalProcess:
 
 
 class LocalSandbox:
-    """One episode on this machine: temp folders, env allow-list, rlimits, timeouts, Harbor paths.
+    """One episode on this machine, walled in: temp folders, env allow-list, rlimits, a cgroup, timeouts.
 
-    Every process runs under bubblewrap in a private mount namespace where the sandbox's own folders
-    appear at the Harbor paths: the workdir (`/app`), `/tests`, `/solution`, `/logs/verifier` and
-    `/logs/agent` (see `isolation.py`). HOME, TMPDIR and the workspace are also shown at their host
-    paths, so config files written on the host name paths that exist inside.
+    Every process runs under bubblewrap (see `isolation.py`): an unprivileged uid without capabilities
+    in its own user, mount, PID, IPC and (with `network="loopback"`) network namespaces, over a
+    read-only view of the system where the sandbox's own folders appear at the Harbor paths: the
+    workdir (`/app`), `/tests`, `/solution`, `/logs/verifier` and `/logs/agent`. HOME, TMPDIR and the
+    workspace are also shown at their host paths, so config files written on the host name paths that
+    exist inside. All processes join one cgroup (pids and memory limits; `cgroup.kill` on
+    `end_agent()` and `close()`), so nothing they fork survives the sandbox.
 
     Args:
-        limits: rlimits applied to every process started here.
+        limits: rlimits for every process, and the sandbox-wide pids and memory limits.
         env_allow: names passed through from this process's environment.
-        network: `"loopback"` runs processes in a fresh network namespace with only `lo`; ports in
-            `forward_ports` then reach this host's 127.0.0.1 through a unix socket.
+        network: `"loopback"` (default): a network namespace with only `lo`, where ports in
+            `forward_ports` reach this host's 127.0.0.1 through a unix socket. `"host"`: the host's
+            network, an explicit opt-out that is logged as a warning for every sandbox.
         forward_ports: 127.0.0.1 ports (the capture proxy) made reachable inside the namespace.
         workdir: the container path of the working tree (a Harbor task's WORKDIR; default `/app`).
-        isolation: `"bwrap"` (the default) or `"none"`, which runs processes directly on the host, with
-            no Harbor paths and no boundary (explicit opt-in only).
+        isolation: `"bwrap"` (default; refused with the missing piece named when this machine cannot
+            do it) or `"none"`: processes run on the host as this user with no boundary and no Harbor
+            paths (an explicit opt-out, logged as a warning for every sandbox).
+        read_only: more host folders to show read-only at their own paths (a harness installed
+            elsewhere than the harness cache).
+
+    Raises:
+        EnvError: isolation (or loopback networking, or a cgroup for the limits) is not available here;
+            the message names what is missing and how to opt out.
     """
 
     def __init__(
@@ -193,35 +219,80 @@ class LocalSandbox:
         *,
         limits: Limits | None = None,
         env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW,
-        network: Network = "host",
+        network: Network = "loopback",
         forward_ports: tuple[int, ...] = (),
         workdir: str = "/app",
         isolation: Isolation = "bwrap",
+        read_only: tuple[Path, ...] = (),
     ) -> None:
         if isolation == "bwrap" and (missing := isolation_mod.missing_isolation()) is not None:
             raise EnvError(f"the local sandbox cannot isolate the harness: {missing}")
+        if network == "loopback" and isolation == "none" and (missing := _unshare_missing()) is not None:
+            raise EnvError(f"network='loopback' without isolation needs {missing}; install bubblewrap and use "
+                           "isolation='bwrap', or pass network='host'")
         self._workdir = _check_workdir(workdir)
         # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
         self.id = _owner_prefix() + uuid.uuid4().hex[:12]
-        self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
         self._limits = limits or Limits()
         self._env_allow = env_allow
         self._network = network
         self._isolation = isolation
+        self._uid = isolation_mod.SANDBOX_UID if isolation == "bwrap" and os.geteuid() == 0 else None
         self._processes: list[LocalProcess] = []
         self._bridges: list[forwarder.UnixToTcpBridge] = []
+        self._cgroup: SandboxCgroup | None = None
+        self._closed = True  # until every part exists: close() then has nothing to undo
         self._readonly: dict[str, bool] = {"/tests": True, "/solution": True}
-        for sub in ("workspace", "home", "tmp", "logs", "sock"):
+        self.root = Path(tempfile.mkdtemp(prefix="openenv-"))
+        try:
+            self._prepare(forward_ports, read_only)
+        except BaseException:
+            self._closed = False
+            self.close()
+            raise
+        self._closed = False
+        for warning in self._warnings():
+            _log.warning("sandbox %s: %s", self.id, warning)
+
+    def _prepare(self, forward_ports: tuple[int, ...], read_only: tuple[Path, ...]) -> None:
+        self.root.chmod(0o755)  # the sandbox's uid must traverse it to reach its folders' host paths
+        for sub in ("workspace", "home", "tmp", "logs", "sock", "etc"):
             (self.root / sub).mkdir()
         for container in HARBOR_DIRS:
             self.host_path(container).mkdir(parents=True)
-        if network == "loopback":
-            self._check_netns_support()
-            self._bridges = [
-                forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
-                for port in forward_ports
-            ]
-        self._closed = False
+        for path in (self.root / "tmp", self.host_path("/logs/verifier"), self.host_path("/logs/agent")):
+            self._hand_over(path)
+        self._hand_over(self.workspace)
+        self._hand_over(self.home)
+        cache = os.environ.get("OPENENV_HARNESS_CACHE")
+        self._runtime = isolation_mod.runtime_paths(Path(cache) if cache else None, extra=read_only)
+        if self._isolation == "bwrap":
+            _write_identity(self.root / "etc", self._uid, self.home)
+        self._cgroup = self._make_cgroup()
+        if self._network == "loopback":
+            for port in forward_ports:
+                sock = self.root / "sock" / f"p{port}.sock"
+                self._bridges.append(forwarder.UnixToTcpBridge(sock, "127.0.0.1", port).start())
+                sock.chmod(0o666)  # the sandbox's uid connects to it (the folder is mounted read-only)
+
+    def _make_cgroup(self) -> SandboxCgroup | None:
+        pids, memory = self._limits.pids, self._limits.memory_mb
+        try:
+            sweep_stale()
+            return SandboxCgroup.create(self.id, pids=pids, memory_mb=memory)
+        except (CgroupError, OSError) as exc:
+            if self._isolation == "none":
+                return None
+            raise EnvError(f"the local sandbox cannot contain the harness: {exc}; or pass --isolation none") from exc
+
+    def _warnings(self) -> list[str]:
+        warnings = []
+        if self._isolation == "none":
+            warnings.append("isolation='none': the harness runs on the host as this user, with no boundary "
+                            "(it can read this machine's files and processes and write anywhere you can)")
+        if self._network == "host":
+            warnings.append("network='host': the harness can reach every network this machine can")
+        return warnings
 
     @property
     def workspace(self) -> Path:
@@ -235,9 +306,19 @@ class LocalSandbox:
     def home(self) -> Path:
         return self.root / "home"
 
+    @property
+    def cgroup(self) -> str:
+        """How this sandbox's processes are grouped and limited (for reports), or `none`."""
+        return self._cgroup.described if self._cgroup is not None else "none"
+
+    def usage(self) -> dict[str, int]:
+        """What the sandbox-wide limits saw (peak processes, forks refused, peak memory, OOM kills)."""
+        return self._cgroup.usage() if self._cgroup is not None else {}
+
     def private_dir(self, name: str) -> Path:
         path = self.root / "private" / name
         path.mkdir(parents=True, exist_ok=True)
+        self._hand_over(self.root / "private")
         return path
 
     def _roots(self) -> dict[str, Path]:
@@ -262,24 +343,24 @@ class LocalSandbox:
                 path.write_bytes(content)
             else:
                 path.write_text(content)
+        if not readonly:
+            self._hand_over(base)
 
     def fresh_dir(self, container_path: str) -> Path:
         path = self.host_path(container_path)
-        shutil.rmtree(path, ignore_errors=True)
-        if path.is_symlink() or path.exists():
+        if path.is_symlink():
             path.unlink()
+        shutil.rmtree(path, ignore_errors=True)
         path.mkdir(parents=True)
+        self._hand_over(path)
         return path
 
     def end_agent(self) -> None:
         for process in self._processes:
             process.kill()
+        if self._cgroup is not None:
+            self._cgroup.kill()
         kill_tree(None, self.id)
-
-    def _check_netns_support(self) -> None:
-        if self._isolation == "none" and (os.geteuid() != 0 or not shutil.which("unshare") or not _ip_binary()):
-            raise EnvError("network='loopback' without isolation needs root, `unshare` and `ip` (iproute2); "
-                           "install bubblewrap instead, or pass network='host'")
 
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         base = under or self.workspace
@@ -287,6 +368,7 @@ class LocalSandbox:
             path = safe_join(base, relative)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
+        self._hand_over(base)
 
     def read_file(self, relative: str) -> str:
         return safe_join(self.workspace, relative).read_text()
@@ -298,38 +380,62 @@ class LocalSandbox:
         env.update(extra or {})
         return env
 
-    def _forwarders(self) -> str:
+    def _hand_over(self, path: Path) -> None:
+        """Give the sandbox's uid the folder `path` and all below it (not following symlinks, which
+        the sandbox may have planted), so it can write there; nothing to do without a uid drop."""
+        if self._uid is None or not path.is_dir() or path.is_symlink():
+            return
+        uid = self._uid
+        os.chown(path, uid, uid, follow_symlinks=False)
+        for _, dirs, files, dir_fd in os.fwalk(path, follow_symlinks=False):
+            for name in dirs + files:
+                with contextlib.suppress(FileNotFoundError):
+                    if os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_uid != uid:
+                        os.chown(name, uid, uid, dir_fd=dir_fd, follow_symlinks=False)
+
+    def _forwarders(self, isolated: bool) -> str:
         """Shell lines that start one forwarder per proxy port inside the namespace and wait for each."""
-        waits = []
+        script = f"{isolation_mod.RUN_DIR}/forwarder.py" if isolated else forwarder.__file__
+        lines = []
         for bridge in self._bridges:
             port = bridge.socket_path.stem.removeprefix("p")
-            ready = self.root / "sock" / f"p{port}.ready"
-            waits.append(
-                f'"$0" {forwarder.__file__} --listen 127.0.0.1:{port} --to-unix {bridge.socket_path}'
-                f" --ready {ready} & while [ ! -e {ready} ]; do sleep 0.02; done"
-            )
-        return "; ".join(waits)
+            sock = f"{isolation_mod.RUN_DIR}/sock/{bridge.socket_path.name}" if isolated else bridge.socket_path
+            ready = f"{self.root}/tmp/.openenv-forwarder-{port}-{uuid.uuid4().hex[:8]}"
+            lines.append(f'"$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} & '
+                         f"while [ ! -e {ready} ]; do sleep 0.01; done; rm -f {ready}")
+        return "; ".join(lines)
 
     def _mounts(self) -> list[isolation_mod.Mount]:
-        mounts = [isolation_mod.Mount(host, container, writable=not self._readonly.get(container, False))
+        mount = isolation_mod.Mount
+        mounts = [mount(host, container, writable=not self._readonly.get(container, False))
                   for container, host in self._roots().items()]
         # Host paths too: harness configs written on the host (HOME) name them.
-        mounts.append(isolation_mod.Mount(self.root, str(self.root), writable=True))
+        mounts += [mount(self.root / sub, str(self.root / sub), writable=True) for sub in ("workspace", "home")]
+        if (self.root / "private").is_dir():  # the pre-Harbor verifier's folders, by host path
+            mounts.append(mount(self.root / "private", str(self.root / "private"), writable=True))
+        mounts += [mount(self.root / "tmp", "/tmp", writable=True),
+                   mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
+                   mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
+                   mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
+                   mount(self.root / "etc" / "passwd", "/etc/passwd"),
+                   mount(self.root / "etc" / "group", "/etc/group")]
+        mounts += [mount(path, str(path)) for path in self._runtime]
+        venv = Path(sys.executable).parent.parent  # this Python by the name it was started with, too
+        if venv.resolve() != venv and venv.resolve() in self._runtime:
+            mounts.append(mount(venv.resolve(), str(venv)))
         return mounts
 
     def _wrap(self, argv: list[str], cwd: str) -> list[str]:
         loopback = self._network == "loopback"
+        isolated = self._isolation == "bwrap"
         if loopback and self._bridges:
-            script = "; ".join([self._forwarders(), 'exec "$@"'])
-            argv = ["/bin/sh", "-c", script, sys.executable, *argv]
-        if self._isolation == "none":
-            if not loopback:
-                return argv
-            script = f'{_ip_binary()} link set lo up; exec "$@"'
-            return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, "sh", *argv]
-        skip = {PurePosixPath(c).parts[1] for c in self._roots()}
-        return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback,
-                                        base_ops=isolation_mod.host_view(skip))
+            argv = ["/bin/sh", "-c", f'{self._forwarders(isolated)}; exec "$@"', sys.executable, *argv]
+        if isolated:
+            return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback, uid=self._uid)
+        if not loopback:
+            return argv
+        script = f'{_ip_binary()} link set lo up; exec "$@"'
+        return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, "sh", *argv]
 
     def _cwd(self, cwd: str | Path | None) -> str:
         """The working directory as the process sees it (a container path when isolated)."""
@@ -343,6 +449,7 @@ class LocalSandbox:
         return str(cwd)
 
     def _popen(self, argv: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen[bytes]:
+        join = self._cgroup.join_fds() if self._cgroup is not None else []
         with log.open("ab") as out:
             return subprocess.Popen(
                 self._wrap(argv, cwd),
@@ -352,8 +459,9 @@ class LocalSandbox:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                # The hook only calls setrlimit (async-signal-safe), so forking beside threads is fine.
-                preexec_fn=_preexec(self._limits),  # noqa: PLW1509
+                # The hook only writes to open fds and calls setrlimit (async-signal-safe), so forking
+                # beside threads is fine.
+                preexec_fn=_preexec(self._limits, join),  # noqa: PLW1509
             )
 
     def start(
@@ -361,6 +469,7 @@ class LocalSandbox:
     ) -> LocalProcess:
         if self._closed:
             raise EnvError("sandbox is closed")
+        self._hand_over(self.home)  # harness configs were just written there by this (root) process
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         try:
             popen = self._popen(argv, env, self._cwd(cwd), log)
@@ -385,13 +494,18 @@ class LocalSandbox:
         )
 
     def leftover_pids(self) -> list[int]:
-        return sorted(p.pid for p in _marked(lambda value: value == self.id))
+        found = {p.pid for p in _marked(lambda value: value == self.id)}
+        if self._cgroup is not None:
+            found.update(pid for pid in self._cgroup.pids() if _alive(pid))
+        return sorted(found)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         self.end_agent()
+        if self._cgroup is not None:
+            self._cgroup.remove()
         for bridge in self._bridges:
             bridge.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -403,15 +517,39 @@ class LocalSandbox:
         self.close()
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _write_identity(etc: Path, uid: int | None, home: Path) -> None:
+    """passwd and group files naming the sandbox's user, so `whoami`, `id -un` and Node's
+    `os.userInfo()` work inside (the host's own accounts are not shown)."""
+    uid = os.getuid() if uid is None else uid
+    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
+                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (etc / "group").write_text(f"root:x:0:\nopenenv:x:{uid}:\nnogroup:x:65534:\n")
+
+
 def _check_workdir(workdir: str) -> str:
     """The workdir must be an absolute path of its own, not `/` nor inside a system folder."""
     path = PurePosixPath(workdir)
     if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
         raise BadRequest(f"workdir must be an absolute folder below /, got {workdir!r}")
     if path.parts[1] in {"usr", "etc", "bin", "sbin", "lib", "lib64", "proc", "dev", "sys", "tests", "solution",
-                         "logs"}:
+                         "logs", "run", "tmp"}:
         raise BadRequest(f"workdir {workdir!r} lies in a system or Harbor folder; pick one such as /app")
     return str(path)
+
+
+def _unshare_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "root"
+    if not shutil.which("unshare"):
+        return "`unshare` (util-linux)"
+    return None if _ip_binary() else "`ip` (iproute2)"
 
 
 def _ip_binary() -> str | None:

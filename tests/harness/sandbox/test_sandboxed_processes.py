@@ -12,10 +12,20 @@ import psutil
 from openenv.harness.sandbox.local import MARKER, LocalSandbox, sandboxed_processes
 
 
-def _pids_within(seconds: float, want: int) -> set[int]:
-    """Our sandboxed pids, polled until `want` of them run (a loaded machine forks slowly)."""
+def _sleeps(pids: set[int]) -> list[int]:
+    names = {}
+    for pid in pids:
+        try:
+            names[pid] = psutil.Process(pid).name()
+        except psutil.NoSuchProcess:
+            pass
+    return [pid for pid, name in names.items() if name == "sleep"]
+
+
+def _pids_within(seconds: float, want_sleeps: int) -> set[int]:
+    """Our sandboxed pids, polled until `want_sleeps` sleeps run (a loaded machine forks slowly)."""
     deadline = time.monotonic() + seconds
-    while len(pids := {p.pid for p in sandboxed_processes()}) < want and time.monotonic() < deadline:
+    while len(_sleeps(pids := {p.pid for p in sandboxed_processes()})) < want_sleeps and time.monotonic() < deadline:
         time.sleep(0.05)
     return pids
 
@@ -24,9 +34,8 @@ def test_finds_every_process_of_every_sandbox_of_this_process_until_closed() -> 
     with LocalSandbox() as one, LocalSandbox() as two:
         a = one.start(["sleep", "60"], env={}, timeout_s=60)
         b = two.start(["sh", "-c", "setsid sleep 60 & wait"], env={}, timeout_s=60)
-        found = _pids_within(10, want=4)  # each command runs under a bwrap process of its own
-        sleeps = [pid for pid in found if psutil.Process(pid).name() == "sleep"]
-        assert {a.pid, b.pid} <= found and len(sleeps) == 2, "the setsid daemon is found by its marker"
+        found = _pids_within(10, want_sleeps=2)  # each command runs under bwrap processes of its own
+        assert {a.pid, b.pid} <= found and len(_sleeps(found)) == 2, "the setsid daemon is found by its marker"
     assert sandboxed_processes() == []
 
 
