@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import queue
 import signal
 import threading
 import time
@@ -109,6 +110,10 @@ class RayExecutor:
         self._replacements_left = self.slots if max_replacements is None else max_replacements
         self._closed = False
         self.lost = 0  # episodes whose worker died under them
+        # Ray runs future callbacks on its own threads, where a blocking Ray call (kill, a new actor) can
+        # stall every other callback: they only queue the work, and this thread does it.
+        self._events: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        threading.Thread(target=self._handle_events, name="openenv-ray-events", daemon=True).start()
         self._start_actors(start_timeout_s)
         self._install_exit_hooks()
 
@@ -167,6 +172,7 @@ class RayExecutor:
         for actor in live:
             with contextlib.suppress(Exception):
                 ray.kill(actor.handle)
+        self._events.put(None)
         if self._owns_ray:
             with contextlib.suppress(Exception):
                 ray.shutdown()
@@ -235,7 +241,18 @@ class RayExecutor:
                 actor.job, actor.started = job, time.monotonic()
                 self._busy[id(actor)] = actor
             ref = actor.handle.run.remote(job)
-            ref.future().add_done_callback(lambda done, a=actor, j=job, f=future: self._finished(a, j, f, done))
+            ref.future().add_done_callback(
+                lambda done, a=actor, j=job, f=future: self._events.put(lambda: self._finished(a, j, f, done)))
+
+    def _handle_events(self) -> None:
+        while True:
+            event = self._events.get()
+            if event is None:
+                return
+            try:
+                event()
+            except Exception:  # one bad event must not stop the dispatcher
+                log.exception("the Ray executor's event handler failed")
 
     def _finished(self, actor: _Actor, job: EpisodeJob, future: Future[Any], done: Future[Any]) -> None:
         ray = self._ray
@@ -270,12 +287,16 @@ class RayExecutor:
             replace = not self._closed and self._replacements_left > 0
             self._replacements_left -= replace
             live = list(self._live)
-        # Unreachable is not always dead: make sure it is, so its episode cannot finish behind our back.
-        with contextlib.suppress(Exception):
-            self._ray.kill(actor.handle, no_restart=True)
-        threading.Thread(target=self._sweep, args=(live,), name="openenv-sweep", daemon=True).start()
+        threading.Thread(target=self._bury, args=(actor, live), name="openenv-sweep", daemon=True).start()
         if replace:
             self._replace()
+
+    def _bury(self, actor: _Actor, live: list[_Actor]) -> None:
+        """Make sure a worker judged dead is (unreachable is not always dead, and its episode must not
+        finish behind our back), then sweep what it left. Off the event thread: `ray.kill` may block."""
+        with contextlib.suppress(Exception):
+            self._ray.kill(actor.handle, no_restart=True)
+        self._sweep(live)
 
     def _replace(self) -> None:
         """Start a replacement where the cluster has a free slot; it joins the pool once its checks pass."""
@@ -302,7 +323,7 @@ class RayExecutor:
                 return
             self._dispatch()
 
-        handle.info.remote().future().add_done_callback(joined)
+        handle.info.remote().future().add_done_callback(lambda done: self._events.put(lambda: joined(done)))
 
     def _sweep(self, live: list[_Actor]) -> None:
         """Ask one live worker per host to remove dead workers' leftovers there."""

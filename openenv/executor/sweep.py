@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.sandbox.sweeper import is_orphan
 
-__all__ = ["OrphanSweep", "sweep_dead_workers"]
+__all__ = ["OrphanSweep", "end_processes", "sweep_dead_workers"]
 
 
 class OrphanSweep(BaseModel):
@@ -49,18 +49,23 @@ def sweep_dead_workers(owners: Sequence[tuple[str, str]], *, grace_s: float = 1.
         doomed += sandboxed_processes(int(rest.partition("/")[0]))
         if folder and Path(folder).is_dir():
             report.folders.append(folder)
-    for proc in doomed:
+    end_processes(doomed, grace_s=grace_s)
+    for folder in report.folders:  # after the kills: a live harness could still write into it
+        shutil.rmtree(folder, ignore_errors=True)
+    report.processes = sorted(p.pid for p in doomed)
+    return report
+
+
+def end_processes(procs: Sequence[psutil.Process], *, grace_s: float = 1.0) -> None:
+    """SIGTERM, `grace_s` to exit, then SIGKILL for whoever is left."""
+    for proc in procs:
         try:
             proc.terminate()
         except psutil.NoSuchProcess:
             continue
-    _, alive = psutil.wait_procs(doomed, timeout=grace_s)
+    _, alive = psutil.wait_procs(list(procs), timeout=grace_s)
     for proc in alive:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
             continue
-    for folder in report.folders:  # after the kills: a live harness could still write into it
-        shutil.rmtree(folder, ignore_errors=True)
-    report.processes = sorted(p.pid for p in doomed)
-    return report

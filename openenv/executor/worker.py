@@ -25,7 +25,7 @@ from typing import Any
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, EpisodeJob, WorkerContext
 from openenv.executor.preflight import NodeNotReady, node_problems
-from openenv.executor.sweep import OrphanSweep, sweep_dead_workers
+from openenv.executor.sweep import OrphanSweep, end_processes, sweep_dead_workers
 
 __all__ = ["EpisodeWorker", "start_capture_server"]
 
@@ -98,7 +98,11 @@ class EpisodeWorker:
         return sweep_dead_workers(owners)
 
     def shutdown(self) -> None:
-        """Stop this worker's proxies and remove its sandbox temp folder (trajectories stay)."""
+        """End this worker's sandboxes (an episode still running is cut short: the run is closing), stop
+        its proxies and remove its sandbox temp folder (trajectories stay)."""
+        from openenv.harness.sandbox.local import sandboxed_processes
+
+        end_processes(sandboxed_processes())
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
             kept, self._cache = list(self._cache.values()), {}

@@ -6,7 +6,6 @@ Each test's driver runs inside the namespace; the episodes are real harness CLIs
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -19,9 +18,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 DRIVERS = Path(__file__).parent / "drivers"
 OPENENV = str(Path(sys.executable).with_name("openenv"))
 TASKS = "fix-binary-search,implement-slugify"
-# Until the sandbox shows the harness a fixed path (/app), its folder name is random and lands in the
-# prompt; rows are compared token for token everywhere else.
-WORKSPACE = re.compile(r"/\S*?openenv-[A-Za-z0-9_]+/workspace")
 
 
 def _report(stdout: str) -> dict:
@@ -37,18 +33,14 @@ def _rows(report: dict) -> dict[tuple[str, str], list[dict]]:
     return rows
 
 
-def _same_row(a: dict, b: dict, decode) -> None:  # type: ignore[no-untyped-def]
-    assert a["completion_ids"] == b["completion_ids"]
-    assert [t for t, m in zip(a["completion_ids"], a["env_mask"], strict=True) if m] == \
-           [t for t, m in zip(b["completion_ids"], b["env_mask"], strict=True) if m]
-    if a["prompt_ids"] == b["prompt_ids"]:
-        assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-3)
-    else:  # another prompt, so other logprobs: compare the text around the sandbox's folder name
-        assert WORKSPACE.sub("<ws>", decode(a["prompt_ids"])) == WORKSPACE.sub("<ws>", decode(b["prompt_ids"]))
+def _same_row(a: dict, b: dict) -> None:
+    for key in ("prompt_ids", "completion_ids", "env_mask"):  # not turn_ids: random per session
+        assert a[key] == b[key], key
+    assert a["logprobs"] == pytest.approx(b["logprobs"], abs=1e-4)
 
 
 def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows(
-        ray_cluster: LoopbackRayCluster, vllm_url: str, renderer, tmp_path: Path):
+        ray_cluster: LoopbackRayCluster, vllm_url: str, tmp_path: Path):
     common = ["eval", "--harness", "pi,claude-code", "--tasks", "builtin", "--only", TASKS, "--policy", "oracle",
               "--backend", "vllm", "--vllm-url", vllm_url, "--json"]
     on_ray = ray_cluster.run([OPENENV, *common, "--ray", "auto", "--out", str(tmp_path / "ray")], timeout=540)
@@ -64,11 +56,10 @@ def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows
     assert [r["solved"] for r in ray_report["rows"]] == [r["solved"] for r in thread_report["rows"]] == [2, 2]
     ray_rows, thread_rows = _rows(ray_report), _rows(thread_report)
     assert sorted(ray_rows) == sorted(thread_rows) and len(ray_rows) == 4
-    decode = renderer.tokenizer.decode
     for key, rows in ray_rows.items():
         assert len(rows) == len(thread_rows[key]) >= 1
         for a, b in zip(rows, thread_rows[key], strict=True):
-            _same_row(a, b, decode)
+            _same_row(a, b)  # token for token
     # the logs were fetched home from the workers' folders
     assert all(Path(e["trajectory"]).parent == tmp_path / "ray" / "episodes" for e in ray_report["episodes"])
 
@@ -106,6 +97,51 @@ def test_a_soak_runs_on_the_ray_workers_with_nothing_lost_or_leaked(ray_cluster:
     assert report["episodes"] == report["ok"] == 2 and set(report["per_kind"]) == {"none", "client_retry"}
     assert (report["lost_turns"], report["duplicate_turns"], report["leaked_processes"]) == (0, 0, 0)
     assert report["replays"] == report["replays_identical"] == 1
+
+
+def _namespace_procs(cluster: LoopbackRayCluster, needle: str) -> list:  # type: ignore[type-arg]
+    found = []
+    for proc in cluster.processes():
+        try:
+            if needle in " ".join(proc.cmdline()):
+                found.append(proc)
+        except Exception:  # noqa: BLE001, S112 - gone meanwhile
+            continue
+    return found
+
+
+def test_a_driver_stopped_with_sigterm_mid_run_leaves_no_sandbox_and_no_worker(ray_cluster: LoopbackRayCluster,
+                                                                               vllm_url: str, tmp_path: Path):
+    import signal
+    import subprocess
+    import time
+
+    from openenv.harness.sandbox.local import sandboxed_processes
+
+    driver = ray_cluster.popen([OPENENV, "eval", "--ray", "auto", "--harness", "pi", "--only", TASKS, "-n", "2",
+                                "--policy", "oracle", "--backend", "vllm", "--vllm-url", vllm_url,
+                                "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not _namespace_procs(ray_cluster, "EpisodeWorker.run") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        workers = [p.pid for p in _namespace_procs(ray_cluster, "ray::EpisodeWorker")]
+        assert workers, "no episode started"
+        time.sleep(1.5)
+        [main] = [p for p in _namespace_procs(ray_cluster, "eval --ray") if "nsenter" not in p.cmdline()[0]]
+        main.send_signal(signal.SIGTERM)
+        _, err = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    assert driver.returncode != 0, err[-2000:]
+    deadline = time.monotonic() + 30
+    while _namespace_procs(ray_cluster, "ray::EpisodeWorker") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not _namespace_procs(ray_cluster, "ray::EpisodeWorker")  # the run's actors went with it
+    assert [p.pid for w in workers for p in sandboxed_processes(w)] == []
+    left = [d for w in workers for d in Path("/tmp/openenv-ray").glob(f"*/worker-{w}-*/tmp/*")]
+    assert left == []
 
 
 # Last: it kills the worker node's raylet, which the session's cluster does not get back.
