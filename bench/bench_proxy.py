@@ -507,7 +507,9 @@ def _start_reference(vllm_url: str) -> tuple[subprocess.Popen[bytes], tuple[str,
     port = free_port()
     proc = subprocess.Popen([str(python), "-m", "openenv.core.harness.capture.server", "--llm-url", vllm_url,
                              "--model", "tiny", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            # its import name is ours too: a PYTHONPATH pointing at this tree would shadow it
+                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(f"{base}/health", proc, timeout=240)
