@@ -227,18 +227,25 @@ class SandboxCgroup:
 
 def sweep_stale() -> list[str]:
     """Remove the groups of sandboxes whose owning process died without closing them (killing what is
-    still inside); returns their names. A sandbox id starts with its owner's pid."""
-    removed = []
+    still inside); returns their paths. A sandbox id starts with its owner's pid."""
+    stale: dict[str, SandboxCgroup] = {}
     for h in _hierarchies():
         parent = h.mount / h.own.lstrip("/")
         for path in parent.glob(PREFIX + "*"):
             owner = path.name.removeprefix(PREFIX).split("-", 1)[0]
             if not owner.isdigit() or Path(f"/proc/{owner}").exists():
                 continue
-            stale = SandboxCgroup(path.name, dirs=[path], v2=path if h.version == 2 else None,
-                                  pids_dir=path if "pids" in h.controllers else None)
-            stale.remove()
-            removed.append(str(path))
+            group = stale.setdefault(path.name, SandboxCgroup(path.name))
+            group.dirs.append(path)
+            if h.version == 2:
+                group.v2 = path
+            elif "pids" in h.controllers:
+                group.pids_dir = path
+    removed = []
+    for group in stale.values():
+        paths = [str(d) for d in group.dirs]
+        group.remove()  # one kill over every hierarchy first, then the rmdirs
+        removed += paths
     return removed
 
 
