@@ -17,7 +17,6 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -27,7 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from openenv.capture.dialects._shared import parse_body
 
-__all__ = ["BodyParser", "ItemMemo"]
+__all__ = ["BodyParser", "ItemMemo", "canonical_bytes"]
 
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
@@ -42,6 +41,7 @@ _PROBES = 16  # how far from a list's end its known prefix may stop (the items o
 _ITEM_BYTES = 64 << 20  # raw bytes of the distinct items kept (their models hold about as much again)
 _HISTORY_BYTES = 128 << 20  # raw bytes of the remembered lists
 _BIG_ITEM = 1 << 20  # an item with more raw bytes than this is validated each time, never kept
+_MEMO_BYTES = 64 << 20  # estimated text bytes of the canonical values an ItemMemo keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,22 +208,46 @@ class ItemMemo(Generic[V]):
     cost of a dict lookup per item. An entry holds its item, so no other object can take its id.
     """
 
-    def __init__(self, size: int = 2 * _SIZE) -> None:
+    def __init__(self, size: int = 2 * _SIZE, max_bytes: int = _MEMO_BYTES) -> None:
         self.size = size
+        self.max_bytes = max_bytes
         self._values: dict[tuple[int, Hashable], tuple[object, V]] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
 
     def get(self, item: object, make: Callable[[], V], extra: Hashable = None) -> V:
-        """`make()` for this item (and `extra`, what else the value depends on), made once."""
+        """`make()` for this item (and `extra`, what else the value depends on), made once. A value
+        estimated over an eighth of `max_bytes` is made each time, not kept."""
         key = (id(item), extra)
         hit = self._values.get(key)
         if hit is not None and hit[0] is item:
             return hit[1]
         value = make()
-        self._values[key] = (item, value)
-        if len(self._values) > self.size:
-            with suppress(KeyError, RuntimeError):  # another thread evicted first
-                del self._values[next(iter(self._values))]
+        cost = canonical_bytes(value)
+        if cost > self.max_bytes // 8:
+            return value
+        with self._lock:  # proxies in several threads of one process share a dialect's memo
+            old = self._values.pop(key, None)
+            self._bytes += cost - (canonical_bytes(old[1]) if old is not None else 0)
+            self._values[key] = (item, value)
+            while len(self._values) > self.size or self._bytes > self.max_bytes:
+                self._bytes -= canonical_bytes(self._values.pop(next(iter(self._values)))[1])
         return value
+
+
+def canonical_bytes(value: Any) -> int:
+    """About how many bytes of text a canonical value holds (a message, a tool, or a tuple of them):
+    what a memo of converted values is bounded by."""
+    if isinstance(value, tuple | list):
+        return sum(canonical_bytes(v) for v in value)
+    parts = getattr(value, "parts", None)
+    if parts is None:
+        return 64 + len(getattr(value, "description", "") or "")
+    total = 64
+    for part in parts:
+        total += len(getattr(part, "text", None) or getattr(part, "content", None) or "")
+        total += len(getattr(part, "arguments", None) or "")
+    return total
 
 
 def _keys(model: type[BaseModel]) -> list[tuple[str, str]]:

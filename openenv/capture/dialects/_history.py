@@ -17,12 +17,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from openenv.capture.dialects._body import canonical_bytes
+
 __all__ = ["HistoryMemo"]
 
 S = TypeVar("S")
 V = TypeVar("V")
 
 _SIZE = 4096  # converted lists kept per dialect (a conversation keeps only its newest)
+_BYTES = 128 << 20  # estimated text bytes of the converted lists kept per dialect
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
 
 
@@ -31,6 +34,7 @@ class _Converted(Generic[S, V]):
     items: tuple[Any, ...]  # holds the items, so no other object can take their ids
     values: tuple[V, ...]
     state: S
+    size: int = 0  # estimated text bytes of values (`canonical_bytes`)
 
 
 class HistoryMemo(Generic[S, V]):
@@ -55,6 +59,7 @@ class HistoryMemo(Generic[S, V]):
         self._finish = finish
         self.size = size
         self._lists: OrderedDict[int, _Converted[S, V]] = OrderedDict()  # keyed by id(last item)
+        self._bytes = 0
         self._lock = threading.Lock()
         self.folded = 0
 
@@ -78,14 +83,20 @@ class HistoryMemo(Generic[S, V]):
             state, out = self._fold(state, item)
             new.extend(out)
         self.folded += len(items) - done
-        converted = _Converted(tuple(items), values + tuple(new), state)
+        size = (known.size if known is not None else 0) + canonical_bytes(new)
+        converted = _Converted(tuple(items), values + tuple(new), state, size)
         if known is not None and self._lists.get(id(known.items[-1])) is known:
             # Superseded: one list per conversation, not one per turn (memory O(n), not n^2). A request
             # that forks from it later (a sub-agent, a lagging rollout of a group) folds from the start once.
             del self._lists[id(known.items[-1])]
+            self._bytes -= known.size
+        if size > _BYTES // 8:
+            return converted  # one huge conversation is converted each time rather than pin an eighth
+        replaced = self._lists.pop(id(items[-1]), None)
+        self._bytes += size - (replaced.size if replaced is not None else 0)
         self._lists[id(items[-1])] = converted
-        while len(self._lists) > self.size:
-            self._lists.popitem(last=False)
+        while len(self._lists) > self.size or self._bytes > _BYTES:
+            self._bytes -= self._lists.popitem(last=False)[1].size
         return converted
 
     def _known(self, items: Sequence[Any]) -> _Converted[S, V] | None:
