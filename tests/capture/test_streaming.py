@@ -184,7 +184,7 @@ def test_a_silent_turn_is_kept_alive_and_the_stream_still_parses(local_proxy: Ca
         pending.complete(text="All done here.")
         lines = reply.result(60)
     keepalives = [line for line in lines if line == ": keep-alive"]
-    assert len(keepalives) >= 2, lines[:5]
+    assert len(keepalives) >= 1, lines[:5]
     assert lines.index(keepalives[0]) == 0, "the keep-alive came before any event"
     assert any(_text_delta(dialect, line) for line in lines)
 
