@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool
 from openenv.errors import NotFound
 from openenv.harness.catalog import get_spec, harness_dir, harness_names
-from openenv.resources import harness_installer
 from openenv.harness.spec import HarnessSpec, SessionContext
+from openenv.resources import harness_installer
 
 TEN = {"claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent", "hermes",
        "copilot", "cline"}
