@@ -40,7 +40,7 @@ from openenv.errors import BadRequest, EnvError
 from openenv.harness.install import cache_root, install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 
-__all__ = ["ENV_PORT", "MODEL_DIR", "env_dockerfile", "env_image_tag", "write_env_context"]
+__all__ = ["ENV_PORT", "MODEL_DIR", "build_env_image", "env_dockerfile", "env_image_tag", "write_env_context"]
 
 ENV_PORT = 8000
 MODEL_DIR = "/opt/openenv/model"

@@ -34,7 +34,7 @@ from openenv.core.types import Observation
 from openenv.gym import GymSpec, UnicodeText
 from openenv.harness.models import HarnessObservation
 
-__all__ = ["KINDS", "harness_gym_spec"]
+__all__ = ["KINDS", "from_observation", "harness_gym_spec", "info", "to_action"]
 
 KINDS = ("sample", "complete", "run")
 _COUNT = spaces.Box(0, np.iinfo(np.int64).max, shape=(), dtype=np.int64)

@@ -18,7 +18,7 @@ from openenv.errors import TransportError
 from openenv.export.log import EpisodeLog
 
 __all__ = ["Decode", "EpisodeView", "MessageView", "SequenceView", "TokenView", "TurnView", "build_view",
-           "load_proxy_session", "logprob_colour"]
+           "lineage_order", "load_proxy_session", "logprob_colour"]
 
 Decode = Callable[[int], str]
 

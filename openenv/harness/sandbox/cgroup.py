@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["CgroupError", "SandboxCgroup", "sweep_stale"]
+__all__ = ["CgroupError", "SandboxCgroup", "member_pids", "sweep_stale"]
 
 PREFIX = "openenv-"
 
