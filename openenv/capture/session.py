@@ -167,6 +167,8 @@ class Session:
         self._served_model = served_model
         self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
         self._replies: dict[str, Completion] = {}  # body digest -> reply, for retried requests
+        # body digest -> how its streamed reply was cut into text deltas, so a replay streams the same bytes
+        self.streamed_pieces: dict[str, tuple[str, ...]] = {}
         self._inflight: dict[str, asyncio.Future[Completion]] = {}  # body digest -> reply being made
         self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
@@ -256,7 +258,11 @@ class Session:
             self.last_active = time.monotonic()
         self._replies[digest] = done
         while len(self._replies) > _REPLAY_WINDOW:
-            self._replies.pop(next(iter(self._replies)))
+            oldest = next(iter(self._replies))
+            del self._replies[oldest]
+            self.streamed_pieces.pop(oldest, None)
+        while len(self.streamed_pieces) > _REPLAY_WINDOW:  # written after the reply streamed: prune here too
+            self.streamed_pieces.pop(next(iter(self.streamed_pieces)))
         return done
 
     async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str, offload: bool = False,

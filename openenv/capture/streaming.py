@@ -26,7 +26,7 @@ import asyncio
 import logging
 import os
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, MutableMapping, Sequence
 from typing import Any
 
 from openenv.capture.canonical import Completion, Usage
@@ -172,18 +172,25 @@ class _Events:
 
 async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *, decode: Callable[[Sequence[int]], str],
                        model: str, parser: str = "hermes", thinking: bool = False,
-                       keepalive_s: float | None = None) -> tuple[bytes | None, AsyncIterator[bytes]]:
+                       keepalive_s: float | None = None,
+                       pieces: MutableMapping[str, tuple[str, ...]] | None = None,
+                       key: str | None = None) -> tuple[bytes | None, AsyncIterator[bytes]]:
     """Run `handle(on_tokens=...)` and stream its reply.
 
     Returns (None, body) once the stream has begun (the first event or keep-alive is due), or raises the
     turn's error when it failed before that (so it becomes an ordinary error reply). `body` yields the SSE
     bytes to send.
+
+    `pieces[key]` remembers how a streamed reply was cut into text deltas. A reply that arrives whole (a
+    retry answered from the replay cache) is cut the same way, so a client that retries gets the very bytes
+    of the first answer, not the same text in other chunks.
     """
     interval = keepalive_interval() if keepalive_s is None else keepalive_s
     queue: asyncio.Queue[tuple[str, int, int, list[int]]] = asyncio.Queue()
     task = asyncio.ensure_future(handle(on_tokens=lambda *item: queue.put_nowait(item)))
     text = TextSoFar(decode, parser=parser, thinking=thinking)
     state: dict[str, Any] = {"events": None, "begun": False}
+    fed: list[str] = []  # the text deltas streamed, in order
 
     async def next_item() -> tuple[str, Any]:
         """('tokens', item) | ('done', completion) | ('idle', None) after `interval` of silence."""
@@ -207,15 +214,25 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
                 state["events"] = _Events(dialect, req, tid, model, created, prompt_len)
                 out += state["events"].start()
             out += state["events"].delta(delta)
+            fed.append(delta)
         return out
 
     def on_done(completion: Completion | None) -> list[bytes]:
         if completion is None:  # the client went away and the turn was dropped: nothing left to say
             return []
         events = state["events"]
-        if events is None:
+        if events is not None:
+            if pieces is not None and key is not None:
+                pieces[key] = tuple(fed)
+            return events.finish(completion)
+        cut = pieces.get(key, ()) if pieces is not None and key is not None else ()
+        if not cut or not completion.text.startswith("".join(cut)):
             return [e.encode() for e in dialect.sse_events(completion, req)]
-        return events.finish(completion)
+        replayed = _Events(dialect, req, completion.id, model, completion.created, completion.usage.prompt_tokens)
+        out = replayed.start()
+        for piece in cut:
+            out += replayed.delta(piece)
+        return out + replayed.finish(completion)
 
     def keepalive() -> bytes:
         if dialect.name == "anthropic" and state["events"] is not None:

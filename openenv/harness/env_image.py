@@ -22,6 +22,8 @@ The image is configured at `docker run` by environment variables:
                                it without (a platform that grants no capability), but then the Harbor
                                paths (/app, /tests, /logs/verifier) do not exist and Harbor tasks,
                                the built-in ones included, cannot be graded.
+    OPENENV_SANDBOX_CGROUP     `none` (set in the image): Docker mounts /sys/fs/cgroup read-only, so the
+                               sandbox makes no cgroup of its own; the container bounds its resources.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ COPY openenv-src/ /opt/openenv/src/
 RUN pip install -q --no-deps /opt/openenv/src
 COPY model/ {MODEL_DIR}/
 COPY harness/ {cache}/
-ENV OPENENV_HARNESS_CACHE={cache} OPENENV_MODEL={MODEL_DIR} OPENENV_BACKEND=vllm{node22}
+ENV OPENENV_HARNESS_CACHE={cache} OPENENV_MODEL={MODEL_DIR} OPENENV_BACKEND=vllm OPENENV_SANDBOX_CGROUP=none{node22}
 RUN python -c "from openenv.harness.catalog import get_spec; from openenv.harness.install import \
 install_status; s = install_status(get_spec('{spec.name}')); assert s.ready, s"
 LABEL openenv.harness="{spec.name}" openenv.harness.version="{spec.install.version}" openenv.kind="env"

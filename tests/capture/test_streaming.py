@@ -218,3 +218,27 @@ def test_only_surely_visible_text_streams(renderer):
     assert "".join(held.feed([i]) for i in renderer.encode("secret plan</think>Answer")) == ""
     partial = TextSoFar(renderer.decode)
     assert partial.feed(renderer.encode("Done <tool_")) == "Done", "a possible tag start waits"
+
+
+@pytest.mark.parametrize("dialect", list(REQUESTS))
+def test_a_retried_streamed_request_gets_the_first_answers_bytes(renderer, dialect: str):
+    """The replay of a streamed reply is cut into the same text deltas as the first answer: a client that
+    retries reads the very bytes it lost, not the same text in other chunks (the soak's client_retry)."""
+    text = "Hello there, this reply is streamed token by token."
+    engine = GatedEngine(renderer.encode(text) + [renderer.tokenizer.eos_token_id], before=10**6)
+    path, body = REQUESTS[dialect]
+    body = {**body, "stream": True} if dialect != "gemini" else body
+    try:
+        with CaptureServer(backend=VLLMBackend(engine.url), renderer=renderer) as proxy:
+            session = proxy.open_session(mode="auto")
+            headers = {"authorization": f"Bearer {session.token}", "x-api-key": session.token}
+            first = httpx.post(session.base_url + path, json=body, headers=headers, timeout=60)
+            again = httpx.post(session.base_url + path, json=body, timeout=60,
+                               headers={**headers, "x-stainless-retry-count": "1"})
+            turns = session.turns()
+    finally:
+        engine.close()
+    deltas = [line for line in first.text.splitlines() if _text_delta(dialect, line)]
+    assert len(deltas) > 1, "the first answer streamed in several pieces"
+    assert again.content == first.content
+    assert len(turns) == 1, "the retry was replayed, not recorded"

@@ -48,17 +48,31 @@ def _hierarchies() -> list[_Hierarchy]:
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
         fstype, _, opts = (right.split(" ") + ["", "", ""])[:3]
-        mount = Path(left.split(" ")[4])
+        fields = left.split(" ")
+        root, mount = fields[3], Path(fields[4])
         if fstype == "cgroup2" and "" in own:
-            ctrl_file = mount / own[""].lstrip("/") / "cgroup.controllers"
+            group = _under_mount_root(own[""], root)
+            ctrl_file = mount / group.lstrip("/") / "cgroup.controllers"
             ctrls = frozenset(ctrl_file.read_text().split()) if ctrl_file.exists() else frozenset()
-            found.append(_Hierarchy(mount, 2, ctrls, own[""]))
+            found.append(_Hierarchy(mount, 2, ctrls, group))
         elif fstype == "cgroup":
             names = frozenset(o for o in opts.split(",") if o in {"pids", "memory", "freezer", "cpu", "cpuacct"})
             key = next((k for k in own if k and frozenset(k.split(",")) & names), None)
             if names and key is not None:
-                found.append(_Hierarchy(mount, 1, names, own[key]))
+                found.append(_Hierarchy(mount, 1, names, _under_mount_root(own[key], root)))
     return found
+
+
+def _under_mount_root(group: str, root: str) -> str:
+    """`group` (from /proc/self/cgroup) as a path under a mount of the hierarchy's `root` subtree.
+
+    Inside a container without a cgroup namespace, /proc/self/cgroup says `/docker/<id>` while the mount
+    at /sys/fs/cgroup/<ctrl> already *is* `/docker/<id>` (mountinfo's root field): joining the two named a
+    folder that does not exist, and every sandbox in such a container was refused.
+    """
+    if root in ("", "/") or not (group == root or group.startswith(root.rstrip("/") + "/")):
+        return group
+    return "/" + group[len(root):].lstrip("/")
 
 
 def _write(path: Path, value: str) -> None:

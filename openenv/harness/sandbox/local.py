@@ -31,11 +31,14 @@ from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pi
 from openenv.harness.sandbox.base import HARBOR_DIRS, CommandResult, Limits, ProcessStatus, container_relpath
 from openenv.paths import safe_join
 
-__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
+__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
 
 # Variables passed through from our own environment; everything else is dropped.
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
 MARKER = "OPENENV_SANDBOX"
+# `none`: no per-sandbox cgroup. For a container whose /sys/fs/cgroup is read-only (Docker's default): the
+# container bounds the harness's resources, and PID namespaces still end its processes. Explicit and warned.
+NO_CGROUP_ENV = "OPENENV_SANDBOX_CGROUP"
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
 _log = logging.getLogger("openenv.sandbox")
@@ -277,13 +280,16 @@ class LocalSandbox:
 
     def _make_cgroup(self) -> SandboxCgroup | None:
         pids, memory = self._limits.pids, self._limits.memory_mb
+        if os.environ.get(NO_CGROUP_ENV) == "none":
+            return None  # explicit: the container this runs in is the resource boundary (warned below)
         try:
             sweep_stale()
             return SandboxCgroup.create(self.id, pids=pids, memory_mb=memory)
         except (CgroupError, OSError) as exc:
             if self._isolation == "none":
                 return None
-            raise EnvError(f"the local sandbox cannot contain the harness: {exc}; or pass --isolation none") from exc
+            raise EnvError(f"the local sandbox cannot contain the harness: {exc}; or pass --isolation none "
+                           f"(or, inside a container that bounds it, set {NO_CGROUP_ENV}=none)") from exc
 
     def _warnings(self) -> list[str]:
         warnings = []
@@ -292,6 +298,9 @@ class LocalSandbox:
                             "(it can read this machine's files and processes and write anywhere you can)")
         if self._network == "host":
             warnings.append("network='host': the harness can reach every network this machine can")
+        if self._isolation == "bwrap" and self._cgroup is None:
+            warnings.append(f"{NO_CGROUP_ENV}=none: no cgroup of its own (no pids/memory limits, no cgroup.kill); "
+                            "processes are ended through their PID namespace and marker only")
         return warnings
 
     @property

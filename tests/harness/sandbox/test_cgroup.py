@@ -51,3 +51,34 @@ def test_groups_of_a_dead_owner_are_swept_with_their_members():
     assert {str(d) for d in dirs} <= set(swept)
     assert proc.wait(10) == -9
     assert not any(d.exists() for d in dirs)
+
+
+def test_a_group_is_found_under_a_mount_of_its_own_subtree_as_in_a_container() -> None:
+    """In a container without a cgroup namespace, /proc/self/cgroup names `/docker/<id>` and the mount at
+    /sys/fs/cgroup/pids is that subtree: the group is the mount's root, not `<mount>/docker/<id>`."""
+    from openenv.harness.sandbox.cgroup import _under_mount_root
+
+    assert _under_mount_root("/docker/abc", "/docker/abc") == "/"
+    assert _under_mount_root("/docker/abc/inner", "/docker/abc") == "/inner"
+    assert _under_mount_root("/user.slice/x", "/") == "/user.slice/x"
+    assert _under_mount_root("/docker/abcdef", "/docker/abc") == "/docker/abcdef"
+
+
+def test_inside_a_container_the_cgroup_can_be_left_out_explicitly_and_is_warned(monkeypatch, caplog) -> None:
+    """Docker mounts /sys/fs/cgroup read-only, so an env image sets OPENENV_SANDBOX_CGROUP=none: the sandbox
+    runs with no cgroup of its own (the container bounds it), says so on every sandbox, and still ends
+    a daemon the agent left through its PID namespace."""
+    from openenv.harness.sandbox.local import NO_CGROUP_ENV, LocalSandbox
+
+    import psutil
+
+    monkeypatch.setenv(NO_CGROUP_ENV, "none")
+    with LocalSandbox(network="host") as box:
+        assert box.cgroup == "none"
+        result = box.run(["sh", "-c", "setsid sleep 7654321 >/dev/null 2>&1 & echo inside"], timeout_s=30)
+        assert result.exit_code == 0 and result.output.split()[0] == "inside"
+        box.end_agent()
+        time.sleep(0.5)
+        left = [p for p in psutil.process_iter(["cmdline"]) if "7654321" in " ".join(p.info["cmdline"] or [])]
+        assert not left, "the daemon outlived its PID namespace"
+    assert any(NO_CGROUP_ENV in r.getMessage() for r in caplog.records)
