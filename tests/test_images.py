@@ -6,8 +6,8 @@ episode through the container's port; `openenv build pi` makes the env image fro
 Containers publish their port on 127.0.0.1 only. The harness container reaches the engine (the session's
 vLLM on the host's loopback) the way Docker sandboxes reach the proxy: a unix socket mounted from the host
 (`UnixToTcpBridge`) and the stdlib forwarder inside listening on the container's own 127.0.0.1; no
-traffic goes to docker0. It gets CAP_SYS_ADMIN (no seccomp/AppArmor profile) so bubblewrap can wall the
-harness in inside the container.
+traffic goes to docker0. It gets CAP_SYS_ADMIN and CAP_NET_ADMIN (no seccomp/AppArmor profile) so bubblewrap
+can wall the harness in inside the container and bring up the loopback of its network namespace.
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_b
         tag, command, detach=True, remove=True, labels=LABELS, ports={"7860/tcp": ("127.0.0.1", port)},
         volumes={str(sock_dir): {"bind": "/engine", "mode": "rw"}},
         environment={"OPENENV_VLLM_URL": "http://127.0.0.1:8001", "OPENENV_TOKEN": token},
-        cap_add=["SYS_ADMIN"], security_opt=["seccomp=unconfined", "apparmor=unconfined"])
+        cap_add=["SYS_ADMIN", "NET_ADMIN"], security_opt=["seccomp=unconfined", "apparmor=unconfined"])
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, container)

@@ -17,8 +17,9 @@ The image is configured at `docker run` by environment variables:
     OPENENV_BACKEND            `vllm` (default in the image) or `local` (needs torch and weights)
     OPENENV_MODEL              the tokenizer folder (default: the bundled /opt/openenv/model)
     OPENENV_SANDBOX_ISOLATION  `bwrap` (default): the harness runs under bubblewrap inside the container,
-                               which needs `--cap-add SYS_ADMIN --security-opt seccomp=unconfined
-                               --security-opt apparmor=unconfined` to create its namespaces. `none` runs
+                               which needs `--cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt
+                               seccomp=unconfined --security-opt apparmor=unconfined` to create its
+                               namespaces (NET_ADMIN: bwrap brings up the loopback of its own). `none` runs
                                it without (a platform that grants no capability), but then the Harbor
                                paths (/app, /tests, /logs/verifier) do not exist and Harbor tasks,
                                the built-in ones included, cannot be graded.
@@ -75,7 +76,7 @@ def env_dockerfile(spec: HarnessSpec, *, port: int = ENV_PORT, base: str = "open
 # The {spec.name} harness ({spec.install.package} {spec.install.version}) as an openenv env server:
 # reset/step/state over HTTP and WebSocket, tools over MCP at /mcp, the capture proxy inside.
 #   docker run -p 127.0.0.1:{port}:{port} -e OPENENV_VLLM_URL=http://ENGINE:8000 \\
-#     --cap-add SYS_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined IMAGE
+#     --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined IMAGE
 # (the capability lets bubblewrap wall the harness in inside the container; see
 # openenv/harness/env_image.py for OPENENV_BACKEND, OPENENV_MODEL and OPENENV_SANDBOX_ISOLATION).
 # BASE_IMAGE: Python 3.11 with a venv on PATH whose pip can install the dependencies, Node 22 and
