@@ -267,8 +267,11 @@ class LocalSandbox:
             self._hand_over(path)
         self._hand_over(self.workspace)
         self._hand_over(self.home)
-        cache = os.environ.get("OPENENV_HARNESS_CACHE")
-        self._runtime = isolation_mod.runtime_paths(Path(cache) if cache else None, extra=read_only)
+        # The same folder the installer used, default included (it was only the env var, so the README's
+        # main job, run without it, showed the harness no CLI: 'pi: not found').
+        from openenv.harness.install import cache_root
+
+        self._runtime = isolation_mod.runtime_paths(cache_root(), extra=read_only)
         if self._isolation == "bwrap":
             _write_identity(self.root / "etc", self._uid, self.home)
         self._cgroup = self._make_cgroup()

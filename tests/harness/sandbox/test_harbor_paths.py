@@ -65,3 +65,19 @@ def test_host_path_refuses_paths_outside_the_sandbox_folders(path):
 def test_stage_refuses_escaping_keys():
     with LocalSandbox() as box, pytest.raises(BadRequest):
         box.stage("/tests", {"../../escape": "x"})
+
+
+def test_the_default_harness_cache_is_shown_when_no_variable_names_it(monkeypatch) -> None:
+    """The README's main job runs without OPENENV_HARNESS_CACHE: the sandbox must show the folder the
+    installer used by default, or the harness CLI is 'not found' inside and the episode fails at once."""
+    from openenv.harness.install import cache_root
+    from openenv.harness.sandbox.local import LocalSandbox
+
+    monkeypatch.delenv("OPENENV_HARNESS_CACHE", raising=False)
+    root = cache_root()
+    if not root.is_dir():
+        pytest.skip(f"no harness is installed in {root}; run scripts/install_harnesses.sh pi")
+    with LocalSandbox(network="host") as box:
+        result = box.run(["ls", str(root)], timeout_s=30)
+    assert result.exit_code == 0, result.output
+    assert sorted(result.output.split()) == sorted(p.name for p in root.iterdir())
