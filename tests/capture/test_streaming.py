@@ -75,11 +75,12 @@ class GatedEngine:
     the proxy relays a byte, which proves nothing either way; the gate makes "text arrived while the engine
     was still generating" a fact, not a race. (Exactness is tested against the real vLLM below.)"""
 
-    def __init__(self, ids: list[int], before: int = 3) -> None:
+    def __init__(self, ids: list[int], before: int = 3, *, die_after: int | None = None) -> None:
         import http.server
         import threading
 
         self.gate = threading.Event()
+        self.posts = 0
         engine = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -98,6 +99,7 @@ class GatedEngine:
 
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers["content-length"]))
+                engine.posts += 1
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
@@ -105,6 +107,10 @@ class GatedEngine:
                 for i, tok in enumerate(ids):
                     if i == before:
                         engine.gate.wait(30)
+                    if i == die_after:  # the engine dies mid-stream: the connection drops, no end chunk
+                        self.close_connection = True
+                        self.connection.shutdown(2)
+                        return
                     last = i == len(ids) - 1
                     chunk = {"choices": [{"index": 0, "token_ids": [tok], "finish_reason": "stop" if last else None,
                                           "logprobs": {"token_logprobs": [-0.5]}}]}
@@ -242,3 +248,38 @@ def test_a_retried_streamed_request_gets_the_first_answers_bytes(renderer, diale
     assert len(deltas) > 1, "the first answer streamed in several pieces"
     assert again.content == first.content
     assert len(turns) == 1, "the retry was replayed, not recorded"
+
+
+async def test_several_engines_move_a_stream_only_before_its_first_token(renderer):
+    """`VLLMEngines` streams through the session's engine. An engine that fails before any token moves the
+    stream to another one (the harness sees nothing); one that dies after the harness saw tokens fails the
+    turn, since a second engine would sample a different reply under the text already sent."""
+    import socket
+
+    from openenv.capture.backends.vllm_engines import VLLMEngines
+    from openenv.errors import BackendUnavailable
+
+    ids = renderer.encode("Hello there, streamed through several engines.") + [renderer.tokenizer.eos_token_id]
+    dying, healthy = GatedEngine(ids, before=10**6, die_after=3), GatedEngine(ids, before=10**6)
+    with socket.socket() as probe:  # a port nobody listens on: that engine refuses at once
+        probe.bind(("127.0.0.1", 0))
+        refused = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    mid, early = VLLMEngines([dying.url, healthy.url]), VLLMEngines([refused, healthy.url], model="tiny")
+    try:
+        got: list[int] = []
+        with pytest.raises(BackendUnavailable):
+            await mid.bind("a").generate_stream([1, 2, 3], GREEDY, got.extend)
+        assert got == ids[:3] and healthy.posts == 0, "no second engine once tokens went out"
+        assert mid.loads()[dying.url]["healthy"] is False
+
+        moved: list[int] = []
+        pinned = early.bind("b")
+        reply = await pinned.generate_stream([1, 2, 3], GREEDY, moved.extend)
+        assert moved == reply.token_ids == ids and healthy.posts == 1
+        assert pinned.engine is not None and pinned.engine.url == healthy.url
+        assert early.loads()[refused]["healthy"] is False
+    finally:
+        await mid.aclose()
+        await early.aclose()
+        dying.close()
+        healthy.close()

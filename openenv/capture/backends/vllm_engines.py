@@ -11,6 +11,10 @@
   to a healthy one and retries the call there once (the harness sees nothing; the prefix cache is lost
   for that session only). With no healthy engine left the call raises `BackendUnavailable`, which the
   proxy turns into the dialect's retryable error.
+- **Streaming** (`generate_stream`) goes through the same pinned engine. It moves to another engine only
+  while no token has reached the caller: once the harness has seen text, a second engine would sample a
+  different reply under it, so a failure after the first token is the turn's error (the engine still
+  leaves the rotation).
 
 Each engine is a `VLLMBackend`, with its own keep-alive client.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +103,10 @@ class VLLMEngines:
 
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         return await self._default.generate(prompt_ids, params)
+
+    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
+                              on_tokens: Callable[[list[int]], None]) -> Generation:
+        return await self._default.generate_stream(prompt_ids, params, on_tokens)
 
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
         return await self._default.score(prompt_ids, completion_ids)
@@ -180,6 +188,19 @@ class _Pinned:
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         return await self._call(lambda backend: backend.generate(prompt_ids, params))
 
+    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
+                              on_tokens: Callable[[list[int]], None]) -> Generation:
+        """`VLLMBackend.generate_stream` on this session's engine; moved to another engine on failure only
+        while no token has been handed to `on_tokens` (see the module doc)."""
+        sent = [False]
+
+        def relay(new: list[int]) -> None:
+            sent[0] = True
+            on_tokens(new)
+
+        return await self._call(lambda backend: backend.generate_stream(prompt_ids, params, relay),
+                                may_move=lambda: not sent[0])
+
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
         return await self._call(lambda backend: backend.score(prompt_ids, completion_ids))
 
@@ -201,13 +222,16 @@ class _Pinned:
                 self.engine = chosen
             return self.engine
 
-    async def _call(self, call: Any, *, count: bool = True) -> Any:
-        """`call(backend)` on this session's engine; if that engine fails, once more on another one."""
+    async def _call(self, call: Any, *, count: bool = True, may_move: Callable[[], bool] = lambda: True) -> Any:
+        """`call(backend)` on this session's engine; if that engine fails, once more on another one
+        (when `may_move()` still allows it)."""
         engine = await self._engine()
         try:
             return await self._on(engine, call, count)
         except BackendUnavailable:
             self._pool.mark_down(engine)
+            if not may_move():
+                raise
             moved = await self._engine(avoid=engine)  # raises when no other engine is healthy
         try:
             return await self._on(moved, call, count)

@@ -137,3 +137,34 @@ def test_the_proxy_pins_each_session_and_releases_it_at_close(vllm_url: str, fla
         for session in sessions:
             server.close_session(session.token)
         assert [e["sessions"] for e in engines.loads().values()] == [0, 0]
+
+
+def test_a_proxy_over_several_engines_streams_the_tokens_it_would_answer_whole(vllm_url: str, flaky: FaultProxy,
+                                                                               tiny_model: Path):
+    """Streamed turns go through each session's pinned engine, arrive in several deltas while vLLM samples,
+    and record the same greedy tokens as a non-streamed turn (both engines serve the same model)."""
+    from openai import OpenAI
+
+    from openenv.capture.server import CaptureServer
+
+    engines = VLLMEngines([vllm_url, flaky.url])
+    ask = {"model": "tiny", "max_tokens": 24, "temperature": 0.0,
+           "messages": [{"role": "user", "content": "Write a long story about a robot."}]}
+    with CaptureServer(backend=engines, model=tiny_model) as server:
+        sessions = [server.open_session(mode="auto") for _ in range(3)]
+        texts = []
+        for session in sessions[:2]:
+            client = OpenAI(base_url=f"{session.base_url}/v1", api_key="x", max_retries=0)
+            deltas = [c.choices[0].delta.content for c in client.chat.completions.create(**ask, stream=True)
+                      if c.choices and c.choices[0].delta.content]
+            assert len(deltas) > 1, "the reply streamed in pieces"
+            texts.append("".join(deltas))
+        whole = OpenAI(base_url=f"{sessions[2].base_url}/v1", api_key="x", max_retries=0)
+        answer = whole.chat.completions.create(**ask).choices[0].message.content
+        streamed = [s.turns()[0].completion for s in sessions[:2]]
+        unstreamed = sessions[2].turns()[0].completion
+        assert all(c is not None and unstreamed is not None and c.token_ids == unstreamed.token_ids
+                   and c.logprobs == unstreamed.logprobs for c in streamed)
+        assert texts == [answer, answer]
+        loads = engines.loads()
+        assert loads[vllm_url]["calls"] >= 1 and loads[flaky.url]["calls"] >= 1, "both engines streamed"
