@@ -4,7 +4,7 @@
 
 In-process, no HTTP, an instant engine (bench_proxy's `InstantBackend`): each session plays a tool-loop
 conversation (bench_proxy's bodies, distinct per session) through the OpenAI chat dialect and
-`Session.handle`, on one event loop, sessions concurrently. The three modes run interleaved, round by
+`CaptureSession.handle`, on one event loop, sessions concurrently. The three modes run interleaved, round by
 round, on the same bodies, so background load hits all alike. Per turn: process CPU (the fsync pool's
 threads included) and wall time. The journal folder is on the real disk (`/var/tmp`), not a
 tmpfs, so fsync waits for the device. Nothing here is asserted in tests.
@@ -42,9 +42,9 @@ async def _play(manager: Any, bodies: list[bytes]) -> None:
 
 
 async def _round(renderer: Any, backend: Any, fsync: bool | None, conversations: list[list[bytes]]) -> tuple[float, float]:
-    from openenv.capture.sessions import SessionManager
+    from openenv.capture.registry import CaptureSessionRegistry
 
-    manager = SessionManager(renderer=renderer, backend=backend, journal_dir=FOLDER if fsync is not None else None,
+    manager = CaptureSessionRegistry(renderer=renderer, backend=backend, journal_dir=FOLDER if fsync is not None else None,
                              journal_fsync=bool(fsync))
     cpu, wall = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_play(manager, c) for c in conversations))

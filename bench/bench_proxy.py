@@ -94,13 +94,13 @@ def serve_instant(port: int) -> None:
     import uvicorn
 
     from openenv.capture.app import create_app
+    from openenv.capture.registry import CaptureSessionRegistry
     from openenv.capture.renderer import Renderer
-    from openenv.capture.sessions import SessionManager
     from openenv.models import tiny_model_path
 
     renderer = Renderer.from_pretrained(tiny_model_path())
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
-    manager = SessionManager(renderer=renderer, backend=InstantBackend(ids))
+    manager = CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids))
     uvicorn.run(create_app(manager, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 

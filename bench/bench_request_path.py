@@ -88,10 +88,10 @@ def measure(renderer: Any, turns: int, sessions: int, same: bool, rnd: int, mana
 def rows(renderer: Any, lengths: list[int], sessions: int, same: bool, rounds: int) -> list[dict[str, float]]:
     """Each length's best round (a loaded machine only adds). Rounds go over every length in turn, so
     a burst of load on the shared machine lands on one round of each, not on all rounds of one."""
-    from openenv.capture.sessions import SessionManager
+    from openenv.capture.registry import CaptureSessionRegistry
 
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
-    managers = {n: SessionManager(renderer=renderer, backend=InstantBackend(ids)) for n in lengths}
+    managers = {n: CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids)) for n in lengths}
     for n, manager in managers.items():
         asyncio.run(play(manager, [conversation_bodies(n, "warm\n")], dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)))
     best: dict[int, dict[str, float]] = {}

@@ -20,9 +20,9 @@ from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 
 from openenv.capture.dialects import Dialect, default_dialect
-from openenv.capture.routes import model, sessions
+from openenv.capture.registry import CaptureSessionRegistry
+from openenv.capture.routes import admin, model
 from openenv.capture.routes.model import MAX_BODY_BYTES, internal_error
-from openenv.capture.sessions import SessionManager
 from openenv.errors import BadRequest, NotFound, OpenEnvError, Unauthorized
 
 __all__ = ["Routes", "create_app"]
@@ -30,7 +30,7 @@ __all__ = ["Routes", "create_app"]
 Routes = Literal["all", "model", "admin"]
 
 
-def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: str | None = None,
+def create_app(manager: CaptureSessionRegistry, *, freeze_gc: bool = False, admin_key: str | None = None,
                routes: Routes = "all", model_base_url: str | None = None,
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The proxy app over `manager`'s sessions, renderer and backend.
@@ -70,7 +70,7 @@ def create_app(manager: SessionManager, *, freeze_gc: bool = False, admin_key: s
     app.state.model_base_url = model_base_url
     app.state.max_body_bytes = max_body_bytes
     if routes != "model":
-        app.include_router(sessions.router, dependencies=[Depends(_require_admin_key)])
+        app.include_router(admin.router, dependencies=[Depends(_require_admin_key)])
     if routes != "admin":
         app.include_router(model.router)
     app.add_exception_handler(OpenEnvError, _render)  # type: ignore[arg-type]

@@ -19,10 +19,10 @@ import uvicorn
 from openenv.capture.app import create_app
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.renderer import Renderer
 from openenv.capture.routes.model import MAX_BODY_BYTES
-from openenv.capture.session import AuxPredicate, Mode, Session, TurnLimits
-from openenv.capture.sessions import SessionManager
+from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
 
 __all__ = ["CaptureServer"]
 
@@ -71,7 +71,7 @@ class CaptureServer:
             renderer = Renderer.from_pretrained(model)
         if journal_dir is None and os.environ.get("OPENENV_JOURNAL_DIR"):
             journal_dir = os.environ["OPENENV_JOURNAL_DIR"]
-        self.manager = SessionManager(renderer=renderer, backend=backend, parser=parser,
+        self.manager = CaptureSessionRegistry(renderer=renderer, backend=backend, parser=parser,
                                       served_model=served_model, sampling=sampling, journal_dir=journal_dir,
                                       journal_fsync=journal_fsync, limits=limits, idle_timeout_s=idle_timeout_s)
         self.max_body_bytes = max_body_bytes
@@ -150,7 +150,7 @@ class CaptureServer:
 
     def open_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
                      aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
-                     timeout: float = 10.0) -> Session:
+                     timeout: float = 10.0) -> CaptureSession:
         """A new session; hand the harness `session.base_url` (and `session.token` as its API key).
 
         Args:
@@ -165,18 +165,18 @@ class CaptureServer:
 
     async def aopen_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
                             aux: AuxPredicate | None = None, gate_aux: bool = False,
-                            token: str | None = None) -> Session:
+                            token: str | None = None) -> CaptureSession:
         return await asyncio.wrap_future(self._submit(self._open(mode, sampling, aux, gate_aux, token)))
 
     def close_session(self, token: str, timeout: float = 10.0) -> None:
-        """Close a session (its trajectory stays readable on the returned `Session` you hold)."""
+        """Close a session (its trajectory stays readable on the returned `CaptureSession` you hold)."""
         self._run(self._close(token), timeout)
 
     async def aclose_session(self, token: str) -> None:
         await asyncio.wrap_future(self._submit(self._close(token)))
 
     async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
-                    gate_aux: bool, token: str | None) -> Session:
+                    gate_aux: bool, token: str | None) -> CaptureSession:
         return self.manager.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
                                  gate_aux=gate_aux, token=token)
 

@@ -28,7 +28,7 @@ from openenv.capture.renderer import Renderer
 from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
-__all__ = ["AuxPredicate", "Mode", "PendingTurn", "Session", "TurnCapReached", "TurnLimits"]
+__all__ = ["AuxPredicate", "CaptureSession", "Mode", "PendingTurn", "TurnCapReached", "TurnLimits"]
 
 T = TypeVar("T")
 Mode = Literal["auto", "gated"]
@@ -83,7 +83,7 @@ class PendingTurn:
         aux: whether the session's aux predicate tagged it (kept out of sequences).
     """
 
-    def __init__(self, session: Session, turn: Turn, request: CanonicalRequest,
+    def __init__(self, session: CaptureSession, turn: Turn, request: CanonicalRequest,
                  prompt_ids: Sequence[int]) -> None:
         self.id = turn.id
         self.request = request
@@ -145,8 +145,8 @@ class PendingTurn:
         return await asyncio.shield(self._done) if wait else None
 
 
-class Session:
-    """One harness run's routing scope and trajectory. Create through `SessionManager.open`."""
+class CaptureSession:
+    """One harness run's routing scope and trajectory. Create through `CaptureSessionRegistry.open`."""
 
     def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
                  backend: Backend, parser: CompletionParser, mode: Mode = "auto",

@@ -1,6 +1,6 @@
 """Real streaming: a reply's text goes to the harness as the engine samples it, in the dialect's own events.
 
-The session hears of each sampled token (`Session.handle(on_tokens=)`, from `VLLMBackend.generate_stream`).
+The session hears of each sampled token (`CaptureSession.handle(on_tokens=)`, from `VLLMBackend.generate_stream`).
 `TextSoFar` decodes what was sampled and keeps only the part that is surely visible content: text before
 any tool-call or reasoning markup (and before a possible start of one at the end), with the whitespace the
 parser would strip held back. That prefix is streamed as the dialect's text-delta events. When the turn is

@@ -96,9 +96,9 @@ def proxy(
 
     from openenv.capture.app import create_app
     from openenv.capture.canonical import SamplingParams
+    from openenv.capture.registry import CaptureSessionRegistry
     from openenv.capture.renderer import Renderer
     from openenv.capture.session import TurnLimits
-    from openenv.capture.sessions import SessionManager
 
     generated = admin_key is None and not no_admin_key
     key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
@@ -107,7 +107,7 @@ def proxy(
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)
     folder = (journal_dir or default_journal_dir()) if journal else None
-    manager = SessionManager(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
+    manager = CaptureSessionRegistry(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
                              served_model=served_model, sampling=sampling, max_sessions=max_sessions,
                              journal_dir=folder, journal_fsync=journal_fsync, limits=limits,
                              idle_timeout_s=idle_timeout or None)

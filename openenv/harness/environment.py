@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import PendingTurn, Session
+from openenv.capture.session import CaptureSession, PendingTurn
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.wire import describe_validation_error
@@ -52,7 +52,7 @@ SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
 class _Episode:
     task: Task
     sandbox: Sandbox
-    session: Session
+    session: CaptureSession
     process: HarnessProcess
     verifier: Callable[..., Verdict] = verify
     pending: PendingTurn | None = None

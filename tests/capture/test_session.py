@@ -19,7 +19,7 @@ from openai import OpenAI
 from openenv.capture.canonical import CanonicalRequest, SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import PendingTurn, Session
+from openenv.capture.session import CaptureSession, PendingTurn
 from openenv.errors import BadRequest
 
 TOOLS = [{"type": "function", "function": {
@@ -33,14 +33,14 @@ def call_text(command: str) -> str:
     return f'<tool_call>\n{{"name": "bash", "arguments": {{"command": "{command}"}}}}\n</tool_call>'
 
 
-def sdk(session: Session) -> OpenAI:
+def sdk(session: CaptureSession) -> OpenAI:
     return OpenAI(base_url=session.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
 class Harness:
     """Plays the harness: each request runs in a worker thread while the test plays controller."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: CaptureSession) -> None:
         self.session = session
         self.client = sdk(session)
         self.pool = ThreadPoolExecutor(1)

@@ -27,8 +27,8 @@ from fastapi.responses import StreamingResponse
 from openenv.capture.canonical import CanonicalRequest, Completion
 from openenv.capture.dialects import ROUTES, Dialect, Endpoint, RequestContext
 from openenv.capture.dialects.base import CountsTokens, ListsModels
-from openenv.capture.session import Session
-from openenv.capture.sessions import SessionManager
+from openenv.capture.registry import CaptureSessionRegistry
+from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
@@ -99,13 +99,13 @@ class _Disconnect:
 
     __slots__ = ("gone", "watcher")
 
-    def __init__(self, request: Request, session: Session, digest: str | None) -> None:
+    def __init__(self, request: Request, session: CaptureSession, digest: str | None) -> None:
         self.gone = False
         task = asyncio.current_task()
         assert task is not None
         self.watcher = asyncio.get_running_loop().create_task(self._watch(request, task, session, digest))
 
-    async def _watch(self, request: Request, task: asyncio.Task[Any], session: Session, digest: str | None) -> None:
+    async def _watch(self, request: Request, task: asyncio.Task[Any], session: CaptureSession, digest: str | None) -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
         await asyncio.sleep(REJOIN_GRACE_S)
@@ -117,7 +117,7 @@ class _Disconnect:
         self.watcher.cancel()
 
 
-async def _answer(session: Session, canonical: CanonicalRequest, dialect: Dialect, request: Request,
+async def _answer(session: CaptureSession, canonical: CanonicalRequest, dialect: Dialect, request: Request,
                   **kwargs: Any) -> Completion | None:
     """`session.handle`, cancelled if the client goes away first (None then: nobody is left to answer)."""
     watch = _Disconnect(request, session, kwargs.get("digest"))
@@ -148,7 +148,7 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
 
     async def _serve(request: Request) -> Response:
         ctx = _context(request)
-        manager: SessionManager = request.app.state.sessions
+        manager: CaptureSessionRegistry = request.app.state.sessions
         token = request.path_params.get("token") or dialect.session_token(ctx)
         session = manager.get(token)
         if endpoint.operation == "models":

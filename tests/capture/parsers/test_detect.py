@@ -34,8 +34,8 @@ def test_template_without_tool_markup_selects_nothing(chat_template):
 def test_proxy_with_parser_auto_picks_the_tiny_models_format(renderer):
     """The tiny model's Qwen2.5-style template writes `<tool_call>` JSON: hermes."""
     from openenv.capture.backends import VLLMBackend
-    from openenv.capture.sessions import SessionManager
+    from openenv.capture.registry import CaptureSessionRegistry
 
     backend = VLLMBackend("http://127.0.0.1:9")  # never called: only the parser choice is checked
-    manager = SessionManager(renderer=renderer, backend=backend, parser="auto")
+    manager = CaptureSessionRegistry(renderer=renderer, backend=backend, parser="auto")
     assert manager.parser is PARSERS["hermes"]

@@ -15,8 +15,8 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.session import Mode
-from openenv.capture.sessions import SessionManager
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import NotFound, OpenEnvError
 
@@ -117,7 +117,7 @@ class SequencesOut(BaseModel):
     stats: SequenceStats
 
 
-def _manager(request: Request) -> SessionManager:
+def _manager(request: Request) -> CaptureSessionRegistry:
     return request.app.state.sessions  # type: ignore[no-any-return]
 
 

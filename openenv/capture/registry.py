@@ -13,13 +13,13 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.journal import Journal
 from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
-from openenv.capture.session import AuxPredicate, Mode, Session, TurnLimits
+from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
 from openenv.errors import CapacityError, UnknownSession
 
-__all__ = ["SessionManager"]
+__all__ = ["CaptureSessionRegistry"]
 
 
-class SessionManager:
+class CaptureSessionRegistry:
     """Opens, finds and closes sessions. Call its methods on the server's event loop.
 
     Args:
@@ -54,12 +54,12 @@ class SessionManager:
         self.journal_fsync = journal_fsync
         self.limits = limits or TurnLimits()
         self.idle_timeout_s = idle_timeout_s
-        self.sessions: dict[str, Session] = {}
+        self.sessions: dict[str, CaptureSession] = {}
         self._bound: dict[str, Backend] = {}
         self.reaped = 0
 
     def open(self, *, base_url: str, mode: Mode = "auto", sampling: SamplingParams | None = None,
-             aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None) -> Session:
+             aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None) -> CaptureSession:
         """A new session whose harness-facing base URL is `{base_url}/s/{token}`.
 
         Raises:
@@ -79,14 +79,14 @@ class SessionManager:
         if self.journal_dir is not None:
             journal = Journal(self.journal_dir, fsync=self.journal_fsync,
                               meta={"mode": mode, "served_model": self.served_model})
-        session = Session(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
+        session = CaptureSession(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
                           loop=asyncio.get_running_loop(), renderer=self.renderer, backend=backend,
                           parser=self.parser, mode=mode, sampling=merged, aux=aux, gate_aux=gate_aux,
                           served_model=self.served_model, journal=journal, limits=self.limits)
         self.sessions[token] = session
         return session
 
-    def get(self, token: str | None) -> Session:
+    def get(self, token: str | None) -> CaptureSession:
         """The live session for `token`.
 
         Raises:
@@ -99,7 +99,7 @@ class SessionManager:
                                  "and point the harness at its base_url")
         return session
 
-    def close(self, token: str, reason: str = "closed") -> Session:
+    def close(self, token: str, reason: str = "closed") -> CaptureSession:
         """Close a session: parked requests get an error, later requests get 401."""
         session = self.get(token)
         del self.sessions[token]
@@ -111,7 +111,7 @@ class SessionManager:
             session.journal.close(reason)
         return session
 
-    def idle_seconds(self, session: Session, now: float | None = None) -> float:
+    def idle_seconds(self, session: CaptureSession, now: float | None = None) -> float:
         """How long the session has waited for a request (0 while one is being answered)."""
         if session._answering:
             return 0.0
