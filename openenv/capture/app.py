@@ -13,7 +13,7 @@ import gc
 import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -91,7 +91,7 @@ async def _require_admin_key(request: Request) -> None:
                            "started with: --admin-key or OPENENV_CAPTURE_ADMIN_KEY)")
 
 
-def _dialect(request: Request) -> Dialect:
+def _dialect(request: Request) -> Dialect[Any]:
     return getattr(request.state, "dialect", None) or default_dialect()
 
 

@@ -163,17 +163,9 @@ class CaptureServer:
         """
         return self._run(self._open(mode, sampling, aux, gate_aux, token), timeout)
 
-    async def aopen_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
-                            aux: AuxPredicate | None = None, gate_aux: bool = False,
-                            token: str | None = None) -> CaptureSession:
-        return await asyncio.wrap_future(self._submit(self._open(mode, sampling, aux, gate_aux, token)))
-
     def close_session(self, token: str, timeout: float = 10.0) -> None:
         """Close a session (its trajectory stays readable on the returned `CaptureSession` you hold)."""
         self._run(self._close(token), timeout)
-
-    async def aclose_session(self, token: str) -> None:
-        await asyncio.wrap_future(self._submit(self._close(token)))
 
     async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
                     gate_aux: bool, token: str | None) -> CaptureSession:

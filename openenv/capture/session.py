@@ -16,7 +16,7 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, assert_never
 
 from openenv.capture.backends.base import Backend
 from openenv.capture.budget import Budget, budget_reply_text
@@ -113,11 +113,6 @@ class PendingTurn:
             raise BadRequest("complete() takes exactly one of text= or token_ids=")
         return await self._session._bridge(self._resolve(_Complete(text, token_ids)))
 
-    async def afail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
-        """Answer the harness with an error (an `EnvError` unless an `OpenEnvError` is given)."""
-        error = message if isinstance(message, OpenEnvError) else EnvError(message)
-        await self._session._bridge(self._resolve(_Fail(error), wait=False))
-
     # sync forms (thread-safe)
     def sample(self, timeout: float | None = None) -> Completion:
         return self._session._call(self._resolve(_Sample(timeout)), _outer(timeout))
@@ -192,10 +187,6 @@ class CaptureSession:
     def next_pending(self, timeout: float | None = None) -> PendingTurn | None:
         return self._call(self._next(timeout), None)
 
-    async def arun(self) -> None:
-        """Switch to auto: sample every parked and future request."""
-        await self._bridge(self._run())
-
     def run(self) -> None:
         self._call(self._run(), None)
 
@@ -203,10 +194,6 @@ class CaptureSession:
         """Cap this episode's turns, sampled tokens or context (`budget.py`); set it before the harness's
         first request. Past a cap, requests get a final reply in their dialect and `budget_hit` says which."""
         self.budget = None if budget is None or budget.unlimited else budget
-
-    def set_gated(self) -> None:
-        """Park future requests for a controller again."""
-        self.mode = "gated"
 
     def sequences(self) -> list[SequenceRow]:
         return self._call(self._sync(self.trajectory.rows), None)
@@ -403,6 +390,8 @@ class CaptureSession:
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
                 logprobs = await self._backend.score(plan.prompt_ids, ids) if ids else []
                 finish = "stop"
+            case _:
+                assert_never(decision)
         turn.completion = self._completion(turn, req, ids, logprobs, finish, len(plan.prompt_ids))
         return turn.completion
 

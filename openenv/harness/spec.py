@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from openenv.capture.canonical import CanonicalRequest
+from openenv.capture.dialects import DIALECT_NAMES
 
 __all__ = [
     "TEMPLATE_VARS",
@@ -31,7 +32,8 @@ __all__ = [
     "render",
 ]
 
-Dialect = Literal["openai_chat", "openai_responses", "anthropic", "gemini"]
+# The wire formats the proxy speaks, from its route registry (one list, in `capture/dialects`).
+Dialect = Literal[DIALECT_NAMES]  # type: ignore[valid-type]
 
 # Placeholders a spec may use; `base_url` is the session root without `/v1` (harnesses append it).
 TEMPLATE_VARS = ("base_url", "api_key", "model", "workspace", "home", "instruction")

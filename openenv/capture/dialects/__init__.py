@@ -7,13 +7,15 @@ route both under `/s/{token}` (path routing) and at the root (token in the API-k
 
 from __future__ import annotations
 
+from typing import Any
+
 from openenv.capture.dialects.anthropic import AnthropicDialect
 from openenv.capture.dialects.base import Dialect, Endpoint, RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import GeminiDialect
 from openenv.capture.dialects.openai_chat import OpenAIChatDialect
 from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect
 
-__all__ = ["ROUTES", "Dialect", "Endpoint", "RequestContext", "ServerSentEvent", "default_dialect"]
+__all__ = ["DIALECT_NAMES", "ROUTES", "Dialect", "Endpoint", "RequestContext", "ServerSentEvent", "default_dialect"]
 
 _openai_chat = OpenAIChatDialect()
 _gemini, _gemini_stream = GeminiDialect(), GeminiDialect(stream=True)
@@ -33,7 +35,11 @@ ROUTES: dict[str, Endpoint] = {
     "POST /v1/models/{model}:countTokens": Endpoint(_gemini, "count_tokens"),
 }
 
+# Every dialect's name, in registry order: what a harness spec may name (`harness/spec.py` builds its
+# `Literal` from this, so a new dialect needs no second list).
+DIALECT_NAMES: tuple[str, ...] = tuple(dict.fromkeys(e.dialect.name for e in ROUTES.values()))
 
-def default_dialect() -> Dialect:
+
+def default_dialect() -> Dialect[Any]:
     """The dialect that renders errors for requests no route claims (OpenAI's format)."""
     return _openai_chat

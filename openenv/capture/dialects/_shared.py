@@ -1,4 +1,5 @@
-"""Helpers every dialect uses the same way: body validation, API-key headers, ids, text chunks."""
+"""Helpers every dialect uses the same way: body validation, API-key headers, ids, text chunks, and the
+OpenAI error format that both OpenAI dialects (Chat Completions, Responses) answer in."""
 
 from __future__ import annotations
 
@@ -6,17 +7,20 @@ from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from openenv.errors import BadRequest
+from openenv.errors import BackendUnavailable, BadRequest, OpenEnvError
 
 __all__ = [
+    "OpenAIErrorBody",
+    "OpenAIErrorDetail",
     "bearer_token",
     "chunk_text",
-    "streamed_pieces",
     "json_schema_format",
+    "openai_error_body",
     "parse_body",
     "response_id",
+    "streamed_pieces",
     "validation_message",
 ]
 
@@ -101,3 +105,37 @@ def json_schema_format(holder: Mapping[str, Any] | None) -> dict[str, Any] | Non
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
         return fmt["schema"]  # type: ignore[no-any-return]
     return None
+
+
+class OpenAIErrorDetail(BaseModel):
+    """The `error` object of an OpenAI error reply (https://platform.openai.com/docs/guides/error-codes)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str
+    type: str
+    param: str | None = None
+    code: str | None = None
+
+
+class OpenAIErrorBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    error: OpenAIErrorDetail
+
+
+_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
+                       429: "rate_limit_error", 503: "service_unavailable"}
+
+
+def openai_error_body(err: OpenEnvError) -> tuple[int, OpenAIErrorBody]:
+    """The HTTP status and OpenAI error JSON for an error: what both OpenAI dialects answer (the SDK
+    retries 429, 503 and the other 5xx)."""
+    status = err.status_code
+    kind = _OPENAI_ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    if isinstance(err, BackendUnavailable):
+        kind = "service_unavailable"
+    param = err.details.get("param")
+    detail = OpenAIErrorDetail(message=err.message, type=kind, code=err.code,
+                               param=param if isinstance(param, str) else None)
+    return status, OpenAIErrorBody(error=detail)

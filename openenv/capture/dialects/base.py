@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from pydantic import BaseModel
 
@@ -32,6 +32,7 @@ __all__ = [
 ]
 
 Operation = Literal["generate", "count_tokens", "models"]
+Req = TypeVar("Req")  # a dialect's parsed request: its wire model (or one carrying the route's values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,12 +63,13 @@ class ServerSentEvent:
 
 
 @runtime_checkable
-class Dialect(Protocol):
-    """One wire format. Set `name` in ALL implementations; keep every method pure."""
+class Dialect(Protocol[Req]):
+    """One wire format, over its own request type `Req` (what `parse` returns and the other methods
+    take). Set `name` in ALL implementations; keep every method pure."""
 
     name: str
 
-    def parse(self, body: bytes, ctx: RequestContext) -> Any:
+    def parse(self, body: bytes, ctx: RequestContext) -> Req:
         """Validate the raw body into the dialect's wire request model.
 
         Raises:
@@ -76,16 +78,16 @@ class Dialect(Protocol):
         """
         ...
 
-    def to_canonical(self, req: Any) -> CanonicalRequest:
+    def to_canonical(self, req: Req) -> CanonicalRequest:
         """Map a validated wire request to the canonical request (system -> messages -> params ->
         tools -> tool_choice). Raises `Unsupported` for what we refuse (e.g. `n>1`)."""
         ...
 
-    def from_canonical(self, done: Completion, req: Any) -> BaseModel:
+    def from_canonical(self, done: Completion, req: Req) -> BaseModel:
         """The non-streamed wire reply for a completion."""
         ...
 
-    def sse_events(self, done: Completion, req: Any) -> Iterator[ServerSentEvent]:
+    def sse_events(self, done: Completion, req: Req) -> Iterator[ServerSentEvent]:
         """The exact streamed event sequence for an already-finished completion."""
         ...
 
@@ -116,5 +118,5 @@ class ListsModels(Protocol):
 class Endpoint:
     """A route's dialect and what the route does."""
 
-    dialect: Dialect
+    dialect: Dialect[Any]
     operation: Operation = "generate"

@@ -87,7 +87,7 @@ async def _read_body(request: Request, cap: int) -> bytes:
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
-def _parse(dialect: Dialect, body: bytes, ctx: RequestContext) -> tuple[Any, CanonicalRequest]:
+def _parse(dialect: Dialect[Any], body: bytes, ctx: RequestContext) -> tuple[Any, CanonicalRequest]:
     req = dialect.parse(body, ctx)
     return req, dialect.to_canonical(req)
 
@@ -117,7 +117,7 @@ class _Disconnect:
         self.watcher.cancel()
 
 
-async def _answer(session: CaptureSession, canonical: CanonicalRequest, dialect: Dialect, request: Request,
+async def _answer(session: CaptureSession, canonical: CanonicalRequest, dialect: Dialect[Any], request: Request,
                   **kwargs: Any) -> Completion | None:
     """`session.handle`, cancelled if the client goes away first (None then: nobody is left to answer)."""
     watch = _Disconnect(request, session, kwargs.get("digest"))

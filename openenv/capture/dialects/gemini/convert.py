@@ -37,7 +37,6 @@ from openenv.capture.dialects.gemini import protocol as p
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
-    "GeminiCall",
     "GeminiDialect",
     "count_tokens_body",
     "error_body",
@@ -52,15 +51,6 @@ NAME = "gemini"
 _BODY = BodyParser(p.GenerateContentRequest, lists=("contents", "tools"))
 
 
-@dataclass(frozen=True, slots=True)
-class GeminiCall:
-    """A generateContent body with what the route says about it."""
-
-    model: str
-    stream: bool
-    body: p.GenerateContentRequest
-
-
 def session_token(ctx: RequestContext) -> str | None:
     """`x-goog-api-key` (Gemini CLI, google-genai) or `?key=` (REST samples)."""
     return ctx.headers.get("x-goog-api-key") or ctx.query.get("key") or None
@@ -69,7 +59,7 @@ def session_token(ctx: RequestContext) -> str | None:
 # ---- request -> canonical ------------------------------------------------------------------------
 
 
-def to_canonical(req: GeminiCall) -> CanonicalRequest:
+def to_canonical(req: p.GeminiCall) -> CanonicalRequest:
     body = req.body
     config = body.generation_config or p.GenerationConfig()
     if config.candidate_count is not None and config.candidate_count > 1:
@@ -312,11 +302,11 @@ def _reply(done: Completion, parts: list[p.ResponsePart], *, last: bool) -> p.Ge
     )
 
 
-def from_canonical(done: Completion, req: GeminiCall) -> p.GenerateContentResponse:
+def from_canonical(done: Completion, req: p.GeminiCall) -> p.GenerateContentResponse:
     return _reply(done, _parts(done), last=True)
 
 
-def sse_events(done: Completion, req: GeminiCall) -> Iterator[ServerSentEvent]:
+def sse_events(done: Completion, req: p.GeminiCall) -> Iterator[ServerSentEvent]:
     """`data:` chunks (no event names): thought text, then text, then the function calls in one chunk;
     the last chunk carries `finishReason` and `usageMetadata`."""
     chunks: list[list[p.ResponsePart]] = []
@@ -355,7 +345,7 @@ def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
     return status, p.GeminiErrorBody(error=p.GeminiErrorDetail(code=status, message=err.message, status=kind))
 
 
-def count_tokens_body(n_tokens: int, req: GeminiCall) -> p.CountTokensResponse:
+def count_tokens_body(n_tokens: int, req: p.GeminiCall) -> p.CountTokensResponse:
     return p.CountTokensResponse(total_tokens=n_tokens)
 
 
@@ -367,9 +357,9 @@ class GeminiDialect:
     def __init__(self, *, stream: bool = False) -> None:
         self.stream = stream
 
-    def parse(self, body: bytes, ctx: RequestContext) -> GeminiCall:
+    def parse(self, body: bytes, ctx: RequestContext) -> p.GeminiCall:
         model = ctx.path_params.get("model", "")
-        return GeminiCall(model=model, stream=self.stream, body=_BODY.parse(body))
+        return p.GeminiCall(model=model, stream=self.stream, body=_BODY.parse(body))
 
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

@@ -8,6 +8,7 @@ a proto `oneof` (no `type` field): exactly one of text / functionCall / function
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import (
@@ -29,6 +30,7 @@ __all__ = [
     "FunctionCallingConfig",
     "FunctionDeclaration",
     "FunctionResponse",
+    "GeminiCall",
     "GeminiErrorBody",
     "GeminiErrorDetail",
     "GenerateContentRequest",
@@ -242,3 +244,13 @@ class GeminiErrorDetail(_Response):
 
 class GeminiErrorBody(_Response):
     error: GeminiErrorDetail
+
+
+@dataclass(frozen=True, slots=True)
+class GeminiCall:
+    """A generateContent body with what the route says about it: the model and whether to stream come
+    from the path (`/v1beta/models/{model}:streamGenerateContent`), not the body."""
+
+    model: str
+    stream: bool
+    body: GenerateContentRequest

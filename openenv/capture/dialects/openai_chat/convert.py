@@ -23,10 +23,10 @@ from openenv.capture.canonical import (
 )
 from openenv.capture.dialects._body import BodyParser, ItemMemo
 from openenv.capture.dialects._history import HistoryMemo
-from openenv.capture.dialects._shared import bearer_token, chunk_text, response_id
+from openenv.capture.dialects._shared import bearer_token, chunk_text, openai_error_body, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat import protocol as p
-from openenv.errors import BackendUnavailable, OpenEnvError, Unsupported
+from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
     "OpenAIChatDialect",
@@ -230,19 +230,9 @@ def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[Serve
 
 # ---- errors and probes -----------------------------------------------------------------------------
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                429: "rate_limit_error", 503: "service_unavailable"}
-
-
 def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
-    status = err.status_code
-    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    if isinstance(err, BackendUnavailable):
-        kind = "service_unavailable"
-    param = err.details.get("param")
-    body = p.ErrorBody(message=err.message, type=kind, param=param if isinstance(param, str) else None,
-                       code=err.code)
-    return status, p.ErrorResponse(error=body)
+    """The OpenAI error format (`_shared.openai_error_body`), which the Responses API shares."""
+    return openai_error_body(err)
 
 
 def models_body(models: list[str], ctx: RequestContext) -> p.ModelList:

@@ -24,8 +24,6 @@ __all__ = [
     "DeltaFunctionCall",
     "DeltaToolCall",
     "DeveloperMessage",
-    "ErrorBody",
-    "ErrorResponse",
     "FunctionCall",
     "FunctionDefinition",
     "FunctionTool",
@@ -278,13 +276,3 @@ class ModelList(_Exact):
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
-
-class ErrorBody(_Exact):
-    message: str
-    type: str
-    param: str | None = None
-    code: str | None = None
-
-
-class ErrorResponse(_Exact):
-    error: ErrorBody

@@ -35,12 +35,12 @@ from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
     json_schema_format,
+    openai_error_body,
     response_id,
 )
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
-from openenv.capture.dialects.openai_chat.convert import error_body
 from openenv.capture.dialects.openai_responses import protocol as p
-from openenv.errors import Unsupported
+from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
     "OpenAIResponsesDialect",
@@ -404,13 +404,18 @@ def _call_events(
         )
 
 
+def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
+    """The OpenAI error format (`_shared.openai_error_body`), the same as Chat Completions'."""
+    return openai_error_body(err)
+
+
 def _event(model: BaseModel) -> ServerSentEvent:
     event_type: str = model.type  # type: ignore[attr-defined]
     return ServerSentEvent(event=event_type, data=model.model_dump_json(exclude_none=True))
 
 
 class OpenAIResponsesDialect:
-    """`POST /v1/responses`. Errors use the OpenAI format shared with Chat Completions."""
+    """`POST /v1/responses`."""
 
     name = NAME
     parse = staticmethod(parse)
