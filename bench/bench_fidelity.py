@@ -53,7 +53,7 @@ VARIANTS = ("canonical", "non-canonical")
 
 
 def _spawn(cmd: list[str], health: str, cwd: Path | str = REPO) -> tuple[subprocess.Popen[bytes], str]:
-    from openenv.testing.vllm_server import free_port
+    from openenv.core.net import free_port
 
     port = free_port()
     proc = subprocess.Popen([*cmd, "--port", str(port)], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -24,7 +24,7 @@ from typing import Any
 
 from openenv.harness.sandbox.base import Limits
 from openenv.harness.sandbox.local import LocalSandbox
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 _NO_LIMITS = Limits(pids=None, memory_mb=None)
 

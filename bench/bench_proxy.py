@@ -180,7 +180,7 @@ class Target:
         raise NotImplementedError
 
     def start(self) -> Target:
-        from openenv.testing.vllm_server import free_port
+        from openenv.core.net import free_port
 
         port = free_port()
         cwd = "/tmp" if self.command(port)[0] == str(REF_PYTHON) else REPO  # away from our egg-info
@@ -263,7 +263,7 @@ TARGETS = {"ours-inproc": OursInProcess, "ours": OursHTTP, "reference": Referenc
 
 def start_engine() -> tuple[subprocess.Popen[bytes], str]:
     """The instant HTTP engine (bench/engines.py) both HTTP targets call."""
-    from openenv.testing.vllm_server import free_port
+    from openenv.core.net import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)],
@@ -481,7 +481,7 @@ def _one_request(client: httpx.Client, url: str, headers: dict[str, str], body: 
 def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
     """`openenv proxy` in front of vLLM, with one auto session named `bench`."""
     from openenv.models import tiny_model_path
-    from openenv.testing.vllm_server import free_port
+    from openenv.core.net import free_port
 
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
@@ -502,7 +502,7 @@ def _start_reference(vllm_url: str) -> tuple[subprocess.Popen[bytes], tuple[str,
     python = REF_VENV / "bin" / "python"
     if not python.exists():
         return None
-    from openenv.testing.vllm_server import free_port
+    from openenv.core.net import free_port
 
     port = free_port()
     proc = subprocess.Popen([str(python), "-m", "openenv.core.harness.capture.server", "--llm-url", vllm_url,

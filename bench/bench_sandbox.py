@@ -28,7 +28,7 @@ from openenv.harness.sandbox.base import Sandbox
 from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.sandbox.pool import WarmPool
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 
 def _percentile(values: list[float], q: float) -> float:

@@ -59,6 +59,8 @@ import psutil
 import uvloop
 from websockets.asyncio.client import connect
 
+from openenv.core.net import free_port
+
 REPO = Path(__file__).resolve().parents[1]
 REF_VENV = REPO / ".cache" / "bench" / "ref-venv"
 REF_VERSION = "0.10.0"
@@ -135,7 +137,7 @@ class Server:
     threaded: bool = False
 
     def start(self) -> tuple[subprocess.Popen[bytes], str]:
-        port = _free_port()
+        port = free_port()
         code = textwrap.dedent(self.script).format(
             port=port, loop=self.loop, http=self.http, threaded=self.threaded
         )
@@ -160,14 +162,6 @@ class Server:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"{self.name} server did not start; see {log.name}")
             time.sleep(0.2)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)

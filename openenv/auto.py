@@ -24,6 +24,7 @@ import httpx
 from openenv.client import EnvClient
 from openenv.core.auth import TOKEN_ENV, forget_token, generate_token, remember_token
 from openenv.core.environment import Environment, EnvMetadata
+from openenv.core.net import free_port
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest, import_object
 from openenv.resources import env_dirs
@@ -184,9 +185,7 @@ def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
     """Run `image` detached with its port 8000 on a free 127.0.0.1 port; wait until `/health` answers."""
     import docker  # the `docker` extra
 
-    from openenv.server.runner import LocalServer
-
-    port = LocalServer.free_port()
+    port = free_port()
     token = generate_token()  # the container's server requires it; this process's clients find it
     container = docker.from_env().containers.run(
         image, detach=True, remove=True, ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)},

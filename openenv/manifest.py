@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, NotFound
 
 __all__ = ["MANIFEST_FILE", "Manifest", "import_object"]
@@ -66,10 +67,7 @@ class Manifest(BaseModel):
         try:
             return cls.model_validate(raw or {}), file.parent.resolve()
         except ValidationError as exc:
-            fields = "; ".join(
-                f"'{'.'.join(map(str, e['loc'])) or '(root)'}': {e['msg']}" for e in exc.errors()
-            )
-            raise BadRequest(f"{file}: {fields}", path=str(file)) from None
+            raise BadRequest(f"{file}: {validation_message(exc, 'manifest')}", path=str(file)) from None
 
     def load_environment(self, folder: Path) -> Any:
         """Import the environment class named by `environment`, with `folder` importable."""

@@ -28,6 +28,7 @@ import httpx
 import pytest
 
 from openenv.client.env_client import EnvClient
+from openenv.core.net import free_port
 from openenv.harness.catalog import get_spec
 from openenv.harness.env_image import env_image_tag
 from openenv.harness.forwarder import UnixToTcpBridge
@@ -36,7 +37,6 @@ from openenv.harness.models import HarnessAction, HarnessObservation, HarnessSta
 from openenv.harness.oracle import OraclePolicy
 from openenv.harness.sandbox.docker import engine_available
 from openenv.harness.tasks import builtin_task
-from openenv.server.runner import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -105,7 +105,7 @@ def test_the_root_dockerfile_builds_offline_and_passes_validate(docker_client: A
     tag = f"openenv-test/root:{uuid.uuid4().hex[:8]}"
     _build(docker_client, REPO, tag)
     images.append(tag)
-    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    port, token = free_port(), secrets.token_urlsafe(16)
     container = docker_client.containers.run(tag, detach=True, remove=True, labels=LABELS,
                                              ports={"8000/tcp": ("127.0.0.1", port)},
                                              environment={"OPENENV_TOKEN": token})
@@ -132,7 +132,7 @@ def test_the_pi_space_builds_serves_validate_and_an_oracle_episode_and_openenv_b
     _build(docker_client, space, tag)
     images.append(tag)
 
-    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    port, token = free_port(), secrets.token_urlsafe(16)
     engine = urlsplit(vllm_url)
     sock_dir = tmp_path / "engine"
     sock_dir.mkdir()

@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from openenv.auto import AutoEnv
 from openenv.cli.main import app as cli
 from openenv.core.auth import auth_headers
+from openenv.core.net import free_port
 from openenv.errors import TransportError
 from openenv.publish import SPACE_PORT, build_space_folder, push_space
 from openenv.server import LocalServer
@@ -126,7 +127,7 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
 def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path):
     """Runs the Dockerfile's CMD (on the host, not in Docker) against the folder's own env copy."""
     space = build_space_folder("echo", tmp_path / "space")
-    port = LocalServer.free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "serve", str(space / "env"),
                              "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)

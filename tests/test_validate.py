@@ -9,6 +9,7 @@ import pytest
 from echo_env import EchoEnvironment, EchoObservation
 from fastapi import FastAPI
 
+from openenv.core.net import free_port
 from openenv.server import LocalServer, create_app
 from openenv.validate import Check, example_action, validate_folder, validate_url
 
@@ -173,7 +174,7 @@ def test_a_server_without_the_protocol_fails_health_and_schema() -> None:
 
 
 def test_nothing_listening_is_a_named_failure() -> None:
-    checks = validate_url(f"http://127.0.0.1:{LocalServer.free_port()}", timeout_s=1)
+    checks = validate_url(f"http://127.0.0.1:{free_port()}", timeout_s=1)
     assert not checks[0].ok and checks[0].message.startswith("ConnectError")
 
 

@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 import pytest
 
+from openenv.core.net import free_port
 from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.install import install_status
 from openenv.harness.tasks import builtin_task_ids
-from openenv.server.runner import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -160,7 +160,7 @@ def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> Non
 
 @pytest.fixture
 def served_pi(wheel_env: WheelEnv) -> Iterator[tuple[str, str]]:
-    port, token = LocalServer.free_port(), secrets.token_urlsafe(16)
+    port, token = free_port(), secrets.token_urlsafe(16)
     proc = subprocess.Popen([wheel_env.openenv, "serve", "pi", "--port", str(port)], cwd=wheel_env.home,
                             env={**wheel_env.env(), "OPENENV_TOKEN": token}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)

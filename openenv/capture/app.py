@@ -23,6 +23,7 @@ from openenv.capture.dialects import Dialect, default_dialect
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.routes import admin, model
 from openenv.capture.routes.model import MAX_BODY_BYTES, internal_error
+from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, NotFound, OpenEnvError, Unauthorized
 
 __all__ = ["Routes", "create_app"]
@@ -112,8 +113,7 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-    lines = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:5]]
-    return await _render(request, BadRequest("invalid request: " + "; ".join(lines)))
+    return await _render(request, BadRequest(validation_message(exc, "request")))
 
 
 async def _crash(request: Request, exc: Exception) -> Response:

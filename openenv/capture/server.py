@@ -6,11 +6,9 @@ the standalone `openenv proxy` command serves the same app in the foreground.
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
-import time
 from collections.abc import Coroutine
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -23,6 +21,7 @@ from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.renderer import Renderer
 from openenv.capture.routes.model import MAX_BODY_BYTES
 from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
+from openenv.core.loop_thread import ServerThread
 
 __all__ = ["CaptureServer"]
 
@@ -81,8 +80,7 @@ class CaptureServer:
         self.admin_port = admin_port
         self._server: uvicorn.Server | None = None
         self._admin: uvicorn.Server | None = None
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: ServerThread | None = None
 
     @property
     def base_url(self) -> str:
@@ -103,13 +101,11 @@ class CaptureServer:
             admin_app = create_app(self.manager, admin_key=self.admin_key, routes="admin",
                                    max_body_bytes=self.max_body_bytes)
             self._admin = self._uvicorn(admin_app, self.admin_port or 0)
-        self._thread = threading.Thread(target=self._serve, name="capture-server", daemon=True)
-        self._thread.start()
         servers = [s for s in (self._server, self._admin) if s is not None]
-        deadline = time.monotonic() + timeout
-        while not all(s.started for s in servers) and self._thread.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if not all(s.started for s in servers):
+        self._thread = ServerThread(servers, name="capture-server")
+        if not self._thread.start(timeout):
+            self._thread.stop(5)
+            self._server = self._admin = self._thread = None
             raise RuntimeError(f"capture server did not start on {self.host}:{self.port}")
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
         if self._admin is not None:
@@ -122,28 +118,13 @@ class CaptureServer:
                                 lifespan="on", timeout_graceful_shutdown=2)
         return uvicorn.Server(config)
 
-    def _serve(self) -> None:
-        assert self._server is not None
-
-        async def main() -> None:
-            self._loop = asyncio.get_running_loop()
-            servers = [s for s in (self._server, self._admin) if s is not None]
-            await asyncio.gather(*(s.serve() for s in servers))
-
-        # uvloop when installed (uvicorn's own choice), plain asyncio otherwise.
-        with asyncio.Runner(loop_factory=self._server.config.get_loop_factory()) as runner:
-            runner.run(main())
-
     def stop(self) -> None:
         """Stop serving; parked requests are failed, connections closed."""
         if self._server is None or self._thread is None:
             return
-        if self._loop is not None and self._thread.is_alive():
+        if self._thread.loop_thread.running:
             self._run(self._close_all(), 5)
-        self._server.should_exit = True
-        if self._admin is not None:
-            self._admin.should_exit = True
-        self._thread.join(10)
+        self._thread.stop(10)
         self._server = self._admin = self._thread = None
 
     # ---- sessions --------------------------------------------------------------------------------
@@ -178,14 +159,14 @@ class CaptureServer:
     async def _close_all(self) -> None:
         self.manager.close_all("shutdown")
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> Any:
-        if self._loop is None:
+    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
+        if self._thread is None:
             coro.close()
             raise RuntimeError("CaptureServer is not started; call start() first")
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return self._thread.loop_thread.submit(coro)
 
     def _run(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-        return self._submit(coro).result(timeout)  # type: ignore[no-any-return]
+        return self._submit(coro).result(timeout)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from openenv.cli._output import stdout_to_stderr
+from openenv.core.validation import validation_message
 
 if TYPE_CHECKING:
     from openenv.executor import EpisodeExecutor
@@ -56,7 +57,7 @@ def soak(
             fields["kinds"] = [k.strip() for k in kinds.split(",") if k.strip()]
         config = SoakConfig.model_validate(fields)
     except ValidationError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(validation_message(exc, "option")) from None
     # stdout carries only the report (`--json` pipes it); whatever the run prints goes to stderr.
     with stdout_to_stderr():
         report = _with_vllm(config, vllm_url or os.environ.get("OPENENV_VLLM_URL"), ray, concurrency)

@@ -34,6 +34,7 @@ def grpo(
     """Run GRPO and write metrics.json and reward_curve.png."""
     from pydantic import ValidationError
 
+    from openenv.core.validation import validation_message
     from openenv.train.failures import FailurePolicy
     from openenv.train.recipe import GRPORecipe, train_grpo
     from openenv.train.rollout import RolloutConfig
@@ -46,7 +47,7 @@ def grpo(
                                   max_concurrency=num_generations, failure=FailurePolicy(max_retries=max_retries)),
         )
     except ValidationError as exc:
-        raise typer.BadParameter(str(exc)) from None
+        raise typer.BadParameter(validation_message(exc, "option")) from None
     metrics = train_grpo(recipe)
     typer.echo(json.dumps({k: v for k, v in metrics.items() if k != "steps"}, indent=2))
 

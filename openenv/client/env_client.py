@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping
-from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
@@ -24,8 +23,10 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from openenv.client.errors import error_from_body, map_transport_errors
 from openenv.core.auth import auth_headers, token_for
+from openenv.core.loop_thread import LoopThread
 from openenv.core.types import Action, Observation, State
-from openenv.core.wire import ErrorBody, ResetRequest, ServerFrame, describe_validation_error
+from openenv.core.validation import validation_message
+from openenv.core.wire import ErrorBody, ResetRequest, ServerFrame
 from openenv.errors import InvalidAction, TransportError
 
 __all__ = ["AnyAction", "AnyObservation", "AnyState", "EnvClient", "SyncEnvClient"]
@@ -137,7 +138,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             try:
                 action = self.action_type.model_validate(action)  # type: ignore[assignment]
             except ValidationError as exc:
-                raise InvalidAction(describe_validation_error(exc, "action")) from None
+                raise InvalidAction(validation_message(exc, "action")) from None
         frame = await self._request("step", action.model_dump_json())  # type: ignore[union-attr]
         return self.observation_type.model_validate(frame.data)  # type: ignore[return-value]
 
@@ -251,21 +252,19 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
         self.close()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
-        return future.result()
+        return self._loop.run(coro)
 
 
-_loop: asyncio.AbstractEventLoop | None = None
+_loop: LoopThread | None = None
 _loop_lock = threading.Lock()
 
 
-def _background_loop() -> asyncio.AbstractEventLoop:
+def _background_loop() -> LoopThread:
     """One daemon event-loop thread shared by every sync client in the process."""
     global _loop
     with _loop_lock:
-        if _loop is None:
-            _loop = asyncio.new_event_loop()
-            threading.Thread(target=_loop.run_forever, name="openenv-sync-client", daemon=True).start()
+        if _loop is None or not _loop.running:
+            _loop = LoopThread("openenv-sync-client").start()
         return _loop
 
 

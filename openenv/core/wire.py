@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from openenv.errors import OpenEnvError
 
@@ -30,7 +30,6 @@ __all__ = [
     "StepMessage",
     "StepRequest",
     "client_message_adapter",
-    "describe_validation_error",
     "encode_frame",
 ]
 
@@ -154,12 +153,3 @@ def _jsonable(details: dict[str, Any]) -> dict[str, Any]:
     """Error details go on the wire; anything JSON cannot carry is sent as its repr."""
     safe = (str, int, float, bool, type(None), list, dict)
     return {k: v if isinstance(v, safe) else repr(v) for k, v in details.items()}
-
-
-def describe_validation_error(err: ValidationError, what: str) -> str:
-    """One line naming every offending field, e.g. `action field 'mesage': Extra inputs are not permitted`."""
-    parts = []
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
-        parts.append(f"{what} field '{loc}': {e['msg']}")
-    return "; ".join(parts)

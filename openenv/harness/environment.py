@@ -27,7 +27,7 @@ from openenv.capture.server import CaptureServer
 from openenv.capture.session import CaptureSession, PendingTurn
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
-from openenv.core.wire import describe_validation_error
+from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
@@ -133,7 +133,7 @@ def _reset_options(options: dict[str, Any]) -> ResetOptions:
         return ResetOptions.model_validate(options)
     except ValidationError as exc:
         known = ", ".join(ResetOptions.model_fields)
-        raise BadRequest(f"{describe_validation_error(exc, 'reset option')} (known options: {known})") from None
+        raise BadRequest(f"{validation_message(exc, 'reset option')} (known options: {known})") from None
 
 
 def _check_sandbox(kind: object) -> SandboxKind:

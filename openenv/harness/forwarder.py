@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -57,41 +56,35 @@ class UnixToTcpBridge:
 
     def __init__(self, socket_path: Path, host: str, port: int) -> None:
         self.socket_path = socket_path
+        # Imported here: inside the namespace this file runs as a stdlib-only script, without openenv.
+        from openenv.core.loop_thread import LoopThread
+
         self._target = (host, port)
-        self._loop = asyncio.new_event_loop()
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"bridge-{port}", daemon=True)
+        self._loop = LoopThread(f"bridge-{port}")
+        self._server: asyncio.Server | None = None
 
     def start(self) -> UnixToTcpBridge:
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError(f"unix bridge on {self.socket_path} did not start")
+        self._loop.start()
+        handler = _splice(lambda: asyncio.open_connection(*self._target))
+        try:
+            self._server = self._loop.run(asyncio.start_unix_server(handler, path=str(self.socket_path)), 10)
+        except Exception as exc:
+            self._loop.stop()
+            raise RuntimeError(f"unix bridge on {self.socket_path} did not start: {exc}") from exc
         return self
 
-    def _run(self) -> None:
-        asyncio.set_event_loop(self._loop)
-        handler = _splice(lambda: asyncio.open_connection(*self._target))
-        self._server = self._loop.run_until_complete(
-            asyncio.start_unix_server(handler, path=str(self.socket_path))
-        )
-        self._ready.set()
-        self._loop.run_forever()
-        self._server.close()
-        # Connections still open (a hung or killed harness's) are cancelled, so their sockets close now
-        # rather than as "Task was destroyed but it is pending!" when the loop is collected.
-        open_connections = asyncio.all_tasks(self._loop)
-        for task in open_connections:
-            task.cancel()
-        self._loop.run_until_complete(asyncio.gather(*open_connections, return_exceptions=True))
-        self._loop.run_until_complete(self._server.wait_closed())
-        self._loop.close()
-
     def close(self) -> None:
-        if self._thread.is_alive():
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(5)
+        if self._loop.running:
+            self._loop.run(self._shutdown(), 5)
+            self._loop.stop(5)
         with contextlib.suppress(FileNotFoundError):
             self.socket_path.unlink()
+
+    async def _shutdown(self) -> None:
+        # Stop accepting; the connections still open (a hung or killed harness's) are cancelled when the
+        # loop stops, so their sockets close now rather than when the loop is collected.
+        if self._server is not None:
+            self._server.close()
 
 
 async def serve_tcp_to_unix(host: str, port: int, socket_path: str, ready: Path | None = None) -> None:

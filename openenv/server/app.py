@@ -18,6 +18,7 @@ from starlette.exceptions import HTTPException
 
 from openenv.core.environment import EnvMetadata
 from openenv.core.types import Action, Observation, State
+from openenv.core.validation import field_errors, json_error, validation_message
 from openenv.core.wire import ErrorBody, HTTPError
 from openenv.errors import BadRequest, MalformedMessage, NotFound, OpenEnvError
 from openenv.server.mcp import mount_mcp
@@ -128,10 +129,7 @@ async def _render_http_exception(request: Request, exc: HTTPException) -> JSONRe
 
 
 async def _render_request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-    errors = exc.errors()
-    if any(e.get("type") == "json_invalid" for e in errors):
+    if json_error(exc) is not None:
         return await _render_error(request, MalformedMessage("the request body is not valid JSON"))
     # FastAPI's locs start with where the value came from ("body", "query", "header").
-    compact = [{"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]} for e in errors]
-    message = "; ".join(f"request field '{'.'.join(e['loc'])}': {e['msg']}" for e in compact)
-    return await _render_error(request, BadRequest(message, errors=compact))
+    return await _render_error(request, BadRequest(validation_message(exc, "request"), errors=field_errors(exc)))

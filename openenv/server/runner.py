@@ -6,15 +6,14 @@ to get a real socket without a subprocess.
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from types import TracebackType
 from typing import Any, Self
 
 import uvicorn
 
 from openenv.core.auth import forget_token, remember_token
+from openenv.core.loop_thread import ServerThread
+from openenv.core.net import free_port
 from openenv.errors import TransportError
 
 __all__ = ["LocalServer"]
@@ -27,7 +26,7 @@ class LocalServer:
         self, app: Any, *, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning"
     ) -> None:
         self.host = host
-        self.port = port or self.free_port(host)
+        self.port = port or free_port(host)
         security = getattr(getattr(app, "state", None), "security", None)
         self.token: str | None = security.token if security is not None else None
         max_frame = security.max_frame_bytes if security is not None else 16 * 2**20
@@ -36,7 +35,7 @@ class LocalServer:
             ws_max_size=max_frame,  # uvicorn closes with 1009 above it; the app checks again (other servers)
         )
         self._server = uvicorn.Server(config)
-        self._thread: threading.Thread | None = None
+        self._thread: ServerThread | None = None
 
     @property
     def base_url(self) -> str:
@@ -52,32 +51,20 @@ class LocalServer:
         recorded for this process, so `EnvClient`s made here find it (`openenv.core.auth.token_for`)."""
         if self.token:
             remember_token(self.base_url, self.token)
-        self._thread = threading.Thread(
-            target=self._server.run, name=f"openenv-uvicorn-{self.port}", daemon=True
-        )
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise TransportError(f"the server on {self.base_url} did not start within {timeout_s:g} s")
-            time.sleep(0.01)
+        self._thread = ServerThread([self._server], name=f"openenv-uvicorn-{self.port}")
+        if not self._thread.start(timeout_s):
+            self._thread.stop(timeout_s)
+            self._thread = None
+            raise TransportError(f"the server on {self.base_url} did not start within {timeout_s:g} s")
         return self
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Ask uvicorn to shut down (running the app's lifespan exit) and wait for the thread."""
-        self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout_s)
+            self._thread.stop(timeout_s)
             self._thread = None
         if self.token:
             forget_token(self.base_url)
-
-    @staticmethod
-    def free_port(host: str = "127.0.0.1") -> int:
-        """A TCP port on `host` that nothing listens on right now."""
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            return int(s.getsockname()[1])
 
     def __enter__(self) -> Self:
         return self.start()

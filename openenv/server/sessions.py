@@ -22,7 +22,8 @@ from pydantic import ValidationError
 
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.types import Action, Observation, State
-from openenv.core.wire import ResetRequest, describe_validation_error
+from openenv.core.validation import field_errors, validation_message
+from openenv.core.wire import ResetRequest
 from openenv.errors import BadRequest, CapacityError, EnvError, InvalidAction, OpenEnvError, UnknownSession
 
 __all__ = ["EnvFactory", "EnvTypes", "Session", "SessionRegistry"]
@@ -102,7 +103,7 @@ class Session:
         try:
             action = self.types.action.model_validate(payload)
         except ValidationError as exc:
-            raise InvalidAction(describe_validation_error(exc, "action"), errors=_errors(exc)) from None
+            raise InvalidAction(validation_message(exc, "action"), errors=field_errors(exc)) from None
         async with self.lock:
             if not self.started:
                 raise BadRequest("this session has not been reset yet; send reset before step")
@@ -292,7 +293,3 @@ class SessionRegistry:
 def _overrides(env: Environment[Any, Any, Any], name: str) -> bool:
     """True when the env class replaces the base's thread-offloading default with its own coroutine."""
     return getattr(type(env), name) is not getattr(Environment, name)
-
-
-def _errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [{"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors()]

@@ -21,6 +21,8 @@ from collections import Counter
 from typing import Literal, Self
 from urllib.parse import urlsplit
 
+from openenv.core.loop_thread import LoopThread
+
 __all__ = ["FaultMode", "FaultProxy"]
 
 FaultMode = Literal["pass", "down", "slow", "error"]
@@ -67,9 +69,8 @@ class FaultProxy:
         self._plan = _Plan("pass", 5.0, 500)
         self._left: int | None = None
         self._counts: Counter[str] = Counter()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: LoopThread | None = None
         self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -109,34 +110,25 @@ class FaultProxy:
 
     def start(self, timeout: float = 10.0) -> Self:
         """Listen in a background thread; returns once the socket accepts connections."""
-        ready = threading.Event()
-        self._thread = threading.Thread(target=self._serve, args=(ready,), name="fault-proxy", daemon=True)
-        self._thread.start()
-        if not ready.wait(timeout) or self._server is None:
-            raise RuntimeError(f"FaultProxy did not start on {self.host}:{self.port}")
-        return self
-
-    def _serve(self, ready: threading.Event) -> None:
-        loop = self._loop = asyncio.new_event_loop()
+        self._loop = LoopThread("fault-proxy").start(timeout)
         try:
-            self._server = loop.run_until_complete(asyncio.start_server(self._client, self.host, self.port))
-            self.port = self._server.sockets[0].getsockname()[1]
-            ready.set()
-            loop.run_forever()
-        finally:
-            ready.set()
-            loop.close()
+            self._server = self._loop.run(asyncio.start_server(self._client, self.host, self.port), timeout)
+        except Exception as exc:
+            self._loop.stop()
+            self._loop = None
+            raise RuntimeError(f"FaultProxy did not start on {self.host}:{self.port}: {exc}") from exc
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
 
     def stop(self) -> None:
         """Stop listening and drop every open connection."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None:
+        loop = self._loop
+        if loop is None:
             return
-        if thread.is_alive():
-            asyncio.run_coroutine_threadsafe(self._shutdown(), loop).result(10)
-            loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        self._loop = self._thread = self._server = None
+        if loop.running:
+            loop.run(self._shutdown(), 10)
+        loop.stop(10)
+        self._loop = self._server = None
 
     async def _shutdown(self) -> None:
         if self._server is not None:

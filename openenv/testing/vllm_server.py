@@ -9,7 +9,6 @@ from __future__ import annotations
 import atexit
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,16 +18,10 @@ from typing import Self
 
 import httpx
 
+from openenv.core.net import free_port
 from openenv.testing.guard import guarded
 
-__all__ = ["VLLMServer", "free_port"]
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing is listening on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["VLLMServer"]
 
 
 class VLLMServer:

@@ -12,7 +12,7 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import Message, SamplingParams, TextPart
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 HI = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}]}
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from openenv.cli.main import app
 from openenv.core.auth import auth_headers, token_file
-from openenv.server import LocalServer
+from openenv.core.net import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 OPENENV = [sys.executable, "-m", "openenv.cli.main"]
@@ -24,7 +24,7 @@ runner = CliRunner()
 
 def serve_subprocess(env: str, cwd: Path) -> Iterator[str]:
     """`openenv serve ENV --port P` in its own process; yields its URL once /health answers."""
-    port = LocalServer.free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [*OPENENV, "serve", env, "--port", str(port)],
         cwd=cwd,
@@ -141,7 +141,7 @@ def test_serve_an_unknown_env_exits_2_naming_it() -> None:
 
 def test_validate_exits_1_naming_every_failed_check(tmp_path: Path) -> None:
     (tmp_path / "openenv.yaml").write_text("name: x\nenvironment: nowhere_mod:Env\n")
-    dead = f"http://127.0.0.1:{LocalServer.free_port()}"
+    dead = f"http://127.0.0.1:{free_port()}"
     result = runner.invoke(app, ["validate", str(tmp_path), "--url", dead])
     assert result.exit_code == 1
     assert "3 check(s) failed: env.class, live.health, live.schema" in result.output

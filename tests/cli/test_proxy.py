@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 OPENENV = [sys.executable, "-m", "openenv.cli.main"]
 

@@ -10,6 +10,7 @@ import pytest
 from echo_env import EchoAction, EchoClient, EchoEnvironment, EchoObservation, EchoState
 
 from openenv.client import AnyObservation, EnvClient, SyncEnvClient
+from openenv.core.net import free_port
 from openenv.errors import BadRequest, CapacityError, InvalidAction, TransportError
 from openenv.server import LocalServer, create_app
 
@@ -93,7 +94,7 @@ async def test_closing_the_client_frees_the_session_on_the_server(echo_url: str)
 
 
 async def test_no_server_is_a_transport_error_naming_the_url() -> None:
-    url = f"http://127.0.0.1:{LocalServer.free_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     with pytest.raises(TransportError, match=url.replace("http", "ws")):
         await EchoClient.from_url(url, open_timeout_s=2).reset()
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 
 def _echo_server() -> tuple[socket.socket, int]:

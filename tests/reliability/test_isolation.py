@@ -28,7 +28,7 @@ from openenv.capture.backends.local import LocalBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.server import LocalServer, create_app
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 ADMIN_KEY = "s3cret-admin-key"
 HI: dict[str, Any] = {"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}

@@ -24,7 +24,7 @@ import openai
 import psutil
 import pytest
 
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from openenv.testing.faults import FaultProxy
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 
 class _Upstream(BaseHTTPRequestHandler):

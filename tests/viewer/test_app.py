@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from openenv.core.net import free_port
 from openenv.export.log import read_episode
 from openenv.server import LocalServer
 from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode
@@ -131,6 +132,6 @@ def test_a_protected_proxy_is_read_with_its_admin_key(tiny_model):
 def test_an_unreachable_proxy_is_a_transport_error_naming_the_url():
     from openenv.errors import TransportError
 
-    port = LocalServer.free_port()
+    port = free_port()
     with pytest.raises(TransportError, match=f"127.0.0.1:{port}/sessions/tok/trajectory"):
         load_proxy_session(f"http://127.0.0.1:{port}", "tok")

@@ -11,7 +11,7 @@ import httpx
 from typer.testing import CliRunner
 
 from openenv.cli.main import app as cli
-from openenv.server import LocalServer
+from openenv.core.net import free_port
 
 FIXTURE = Path(__file__).parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 
@@ -30,7 +30,7 @@ def test_a_missing_trajectory_file_is_named():
 
 
 def test_view_serves_the_episode_page_on_loopback(tiny_model):
-    port = LocalServer.free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "view", str(FIXTURE), "--port", str(port),
                              "--model", str(tiny_model)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

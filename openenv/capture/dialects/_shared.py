@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from openenv.core.validation import field_path, json_error, validation_message
 from openenv.errors import BackendUnavailable, BadRequest, OpenEnvError
 
 __all__ = [
@@ -21,7 +22,6 @@ __all__ = [
     "parse_body",
     "response_id",
     "streamed_pieces",
-    "validation_message",
 ]
 
 M = TypeVar("M", bound=BaseModel)
@@ -42,27 +42,18 @@ def parse_body(model: type[M], body: bytes) -> M:
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
-        raise BadRequest(validation_message(exc), param=_first_loc(exc)) from None
+        raise BadRequest(_invalid_body_message(exc), param=_first_loc(exc)) from None
 
 
-def validation_message(exc: ValidationError) -> str:
-    """One readable line per problem: where, what was expected, what arrived."""
-    lines = []
-    for err in exc.errors(include_url=False)[:5]:
-        if err["type"] == "json_invalid":
-            return f"request body is not valid JSON: {err['msg']}"
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        lines.append(f"{where}: {err['msg']}")
-    more = len(exc.errors()) - len(lines)
-    suffix = f" (and {more} more)" if more > 0 else ""
-    return "invalid request: " + "; ".join(lines) + suffix
+def _invalid_body_message(exc: ValidationError) -> str:
+    if (reason := json_error(exc)) is not None:
+        return f"request body is not valid JSON: {reason}"
+    return validation_message(exc, "request")
 
 
 def _first_loc(exc: ValidationError) -> str | None:
     errors = exc.errors(include_url=False)
-    if not errors or not errors[0]["loc"]:
-        return None
-    return ".".join(str(p) for p in errors[0]["loc"])
+    return field_path(errors[0]["loc"]) if errors and errors[0]["loc"] else None
 
 
 def bearer_token(headers: Mapping[str, str], *names: str) -> str | None:

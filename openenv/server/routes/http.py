@@ -13,12 +13,12 @@ from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
+from openenv.core.validation import json_error, validation_message
 from openenv.core.wire import (
     SESSION_HEADER,
     ResetRequest,
     SessionReply,
     StepRequest,
-    describe_validation_error,
 )
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
 from openenv.server.routes.deps import registry
@@ -114,9 +114,9 @@ def _parse_body(model: type[M], body: bytes) -> M:
     try:
         return model.model_validate_json(body)
     except ValidationError as exc:
-        if exc.errors()[0]["type"] == "json_invalid":
+        if json_error(exc) is not None:
             raise MalformedMessage("the request body is not valid JSON") from None
-        raise BadRequest(describe_validation_error(exc, "request")) from None
+        raise BadRequest(validation_message(exc, "request")) from None
 
 
 def _session_reply(session_id: str, observation_json: str) -> Response:

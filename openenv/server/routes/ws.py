@@ -15,6 +15,7 @@ from typing import assert_never
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 from pydantic import ValidationError
 
+from openenv.core.validation import json_error, validation_message
 from openenv.core.wire import (
     CloseMessage,
     ErrorBody,
@@ -23,7 +24,6 @@ from openenv.core.wire import (
     StateMessage,
     StepMessage,
     client_message_adapter,
-    describe_validation_error,
     encode_frame,
 )
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMessageType
@@ -148,15 +148,15 @@ async def handle_frame(session: Session, raw: str | bytes) -> tuple[str, bool]:
 
 def _frame_error(exc: ValidationError) -> OpenEnvError:
     """Name what was wrong with a frame: not JSON, no/unknown `type`, or a bad field."""
+    if (reason := json_error(exc)) is not None:
+        return MalformedMessage(f"the frame is not valid JSON: {reason}")
     first = exc.errors()[0]
-    if first["type"] == "json_invalid":
-        return MalformedMessage(f"the frame is not valid JSON: {first['msg']}")
     if first["type"] == "union_tag_invalid":
         tag = first.get("ctx", {}).get("tag")
         return UnknownMessageType(f"unknown message type {tag!r}; expected one of {_MESSAGE_TYPES}", type=tag)
     if first["type"] == "union_tag_not_found":
         return UnknownMessageType(f"the frame has no 'type' field; expected one of {_MESSAGE_TYPES}")
-    return BadRequest(describe_validation_error(exc, "message"))
+    return BadRequest(validation_message(exc, "message"))
 
 
 def _error_frame(err: OpenEnvError) -> str:

@@ -13,7 +13,7 @@ import pytest_asyncio
 from aiohttp import web
 
 from openenv.capture.backends.engine_http import EngineHTTP, ReadTimeout, ServerDisconnected
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 # A handler gets (request number on this connection, the request's raw head+body, the writer) and
 # writes whatever it likes; returning False closes the connection.

@@ -25,7 +25,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import CaptureSession, PendingTurn
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 SYSTEM = "You are a coding agent."
 USER = "How many files are there?"

@@ -23,7 +23,7 @@ from openenv.harness.sandbox.docker import (
     verify_isolated,
 )
 from openenv.harness.sandbox.sweeper import KIND_LABEL
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 

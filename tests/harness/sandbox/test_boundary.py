@@ -23,7 +23,7 @@ import pytest
 from openenv.errors import EnvError
 from openenv.harness.sandbox import Limits, LocalSandbox
 from openenv.harness.sandbox import isolation as isolation_mod
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 # A probe run inside with this test's Python (the sandbox shows it read-only): tries to reach `port`
 # on 127.0.0.1 directly, and from the network namespace of every process it can see, via nsenter.

@@ -12,7 +12,7 @@ import psutil
 import pytest
 
 from openenv.harness.sandbox import Limits, LocalSandbox
-from openenv.testing.vllm_server import free_port
+from openenv.core.net import free_port
 
 
 def _alive(proc: psutil.Process) -> bool:
