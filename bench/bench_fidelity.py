@@ -69,7 +69,7 @@ def start_servers(vllm_url: str | None) -> dict[str, tuple[subprocess.Popen[byte
     engine = _spawn([sys.executable, str(REPO / "bench" / "engines.py"), "replay",
                      *(["--vllm-url", vllm_url] if vllm_url else [])], "/health")
     servers = {"engine": engine}
-    servers["ours"] = _spawn([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
+    servers["ours"] = _spawn([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
                               engine[1], "--model", str(tiny_model_path())], "/docs")
     if REF_PYTHON.exists():
         servers[f"reference {REF_VERSION}"] = _spawn(

@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from openenv.core.net import free_port
 from openenv.harness.sandbox.base import Limits
 from openenv.harness.sandbox.local import LocalSandbox
-from openenv.core.net import free_port
 
 _NO_LIMITS = Limits(pids=None, memory_mb=None)
 

@@ -232,7 +232,7 @@ class OursHTTP(Target):
 
         # One port, no key (the bench opens sessions where it sends turns), no journal: these rows measure
         # the request path; bench_journal.py measures what the journal adds per turn.
-        return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
+        return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
                 str(self.engine_url), "--model", str(tiny_model_path()), "--port", str(port),
                 "--admin-on-model-port", "--no-admin-key", "--no-journal"]
 
@@ -480,11 +480,11 @@ def _one_request(client: httpx.Client, url: str, headers: dict[str, str], body: 
 
 def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
     """`openenv proxy` in front of vLLM, with one auto session named `bench`."""
-    from openenv.models import tiny_model_path
     from openenv.core.net import free_port
+    from openenv.models import tiny_model_path
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--upstream",
+    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
                              vllm_url, "--model", str(tiny_model_path()), "--port", str(port),
                              "--session-token", "bench", "--no-journal"], cwd=REPO, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)

@@ -24,11 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from openenv.core.net import free_port
 from openenv.harness.sandbox.base import Sandbox
 from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.sandbox.pool import WarmPool
-from openenv.core.net import free_port
 
 
 def _percentile(values: list[float], q: float) -> float:

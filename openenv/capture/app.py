@@ -16,15 +16,13 @@ from contextlib import asynccontextmanager
 from typing import Any, Literal
 
 from fastapi import Depends, FastAPI, Request, Response
-from fastapi.exceptions import RequestValidationError
-from starlette.exceptions import HTTPException
 
 from openenv.capture.dialects import Dialect, default_dialect
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.routes import admin, model
 from openenv.capture.routes.model import MAX_BODY_BYTES, internal_error
-from openenv.core.validation import validation_message
-from openenv.errors import BadRequest, NotFound, OpenEnvError, Unauthorized
+from openenv.core.http_errors import install_error_handlers
+from openenv.errors import OpenEnvError, Unauthorized
 
 __all__ = ["Routes", "create_app"]
 
@@ -74,9 +72,7 @@ def create_app(manager: CaptureSessionRegistry, *, freeze_gc: bool = False, admi
         app.include_router(admin.router, dependencies=[Depends(_require_admin_key)])
     if routes != "admin":
         app.include_router(model.router)
-    app.add_exception_handler(OpenEnvError, _render)  # type: ignore[arg-type]
-    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    install_error_handlers(app, _render, unknown_route_hint="; model routes live under /s/<token>/v1/...")
     app.add_exception_handler(Exception, _crash)
     return app
 
@@ -100,20 +96,6 @@ async def _render(request: Request, exc: OpenEnvError) -> Response:
     """The one place errors become responses, in the caller's dialect."""
     status, body = _dialect(request).error_body(exc)
     return Response(body.model_dump_json(), status_code=status, media_type="application/json")
-
-
-async def _http_error(request: Request, exc: HTTPException) -> Response:
-    if exc.status_code == 404:
-        err: OpenEnvError = NotFound(f"no route {request.method} {request.url.path}; model routes live "
-                                     "under /s/<token>/v1/...")
-    else:
-        err = BadRequest(str(exc.detail))
-        err.status_code = exc.status_code
-    return await _render(request, err)
-
-
-async def _invalid(request: Request, exc: RequestValidationError) -> Response:
-    return await _render(request, BadRequest(validation_message(exc, "request")))
 
 
 async def _crash(request: Request, exc: Exception) -> Response:

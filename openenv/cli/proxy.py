@@ -10,7 +10,6 @@ while a turn is generating.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -18,10 +17,10 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from openenv.core.auth import is_loopback_host
+
 if TYPE_CHECKING:
     import uvicorn
-
-    from openenv.capture.backends.base import Backend
 
 __all__ = ["default_journal_dir", "register"]
 
@@ -37,7 +36,9 @@ def default_journal_dir() -> Path:
 def proxy(
     model: Annotated[Path, typer.Option(help="model folder: its tokenizer and chat template render prompts")],
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
-    upstream: Annotated[str | None, typer.Option(help="vLLM base URL (without /v1), for --backend vllm")] = None,
+    vllm_url: Annotated[str | None, typer.Option(
+        help="vLLM base URL (without /v1), for --backend vllm; several, comma-separated, spread sessions "
+             "over engines")] = None,
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0 picks a free one)")] = 0,
     host: Annotated[str, typer.Option(help="interface to bind")] = "127.0.0.1",
     parser: Annotated[str, typer.Option(help="tool-call parser: hermes, ...")] = "hermes",
@@ -72,6 +73,8 @@ def proxy(
     max_body_mb: Annotated[float, typer.Option(help="request bodies over this many MiB get a 413")] = 32.0,
     shutdown_timeout: Annotated[float, typer.Option(
         help="on SIGTERM/Ctrl-C, seconds to let turns in flight finish before cancelling them")] = 5.0,
+    upstream: Annotated[str | None, typer.Option(
+        "--upstream", hidden=True, help="deprecated spelling of --vllm-url")] = None,
     access_log: Annotated[bool, typer.Option(
         help="log a line per request (off by default: at hundreds of turns/s it costs CPU per turn)")] = False,
 ) -> None:
@@ -80,11 +83,17 @@ def proxy(
     Harnesses get only their session's base URL (/s/TOKEN) on the model port. The admin API is on its
     own port with a bearer key unless you pass --admin-on-model-port / --no-admin-key.
     """
-    if backend not in ("local", "vllm"):
-        raise typer.BadParameter(f"unknown backend {backend!r}; use local or vllm", param_hint="--backend")
-    if backend == "vllm" and not upstream:
-        raise typer.BadParameter("--backend vllm needs --upstream http://HOST:PORT", param_hint="--upstream")
-    if no_admin_key and not _loopback(host):
+    from openenv.capture.backends.named import BACKEND_NAMES, make_backend
+
+    if upstream is not None:
+        typer.echo("warning: --upstream is deprecated; use --vllm-url", err=True)
+        vllm_url = vllm_url or upstream
+    if backend not in BACKEND_NAMES:
+        raise typer.BadParameter(f"unknown backend {backend!r}; use {' or '.join(BACKEND_NAMES)}",
+                                 param_hint="--backend")
+    if backend == "vllm" and not vllm_url:
+        raise typer.BadParameter("--backend vllm needs --vllm-url http://HOST:PORT", param_hint="--vllm-url")
+    if no_admin_key and not is_loopback_host(host):
         raise typer.BadParameter(f"--no-admin-key is refused on --host {host}: anyone who reaches it could read "
                                  "every session; give --admin-key instead", param_hint="--no-admin-key")
     if admin_on_model_port and admin_port is not None:
@@ -102,7 +111,7 @@ def proxy(
 
     generated = admin_key is None and not no_admin_key
     key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
-    chosen = _backend(backend, model, upstream)
+    chosen = make_backend(backend, model=model, vllm_url=vllm_url)
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)
@@ -151,27 +160,10 @@ def _config(app: object, host: str, port: int, access_log: bool, shutdown_timeou
                           timeout_graceful_shutdown=max(int(shutdown_timeout), 1))
 
 
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _urls(host: str, servers: list[uvicorn.Server]) -> tuple[str, str]:
     """The model routes' base URL and the admin API's (the same unless a second server holds it)."""
     urls = [f"http://{host}:{s.servers[0].sockets[0].getsockname()[1]}" for s in servers]
     return urls[0], urls[-1]
-
-
-def _backend(kind: str, model: Path, upstream: str | None) -> Backend:
-    from openenv.capture.backends import LocalBackend, VLLMBackend
-
-    if kind == "vllm" and upstream:
-        return VLLMBackend(upstream)
-    return LocalBackend(model)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,9 +6,12 @@ Heavy imports (torch, transformers, trl) stay inside the command body so `openen
 from __future__ import annotations
 
 import json
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from openenv.capture.backends.named import BackendName
 
 __all__ = ["register"]
 
@@ -52,9 +55,11 @@ def grpo(
     typer.echo(json.dumps({k: v for k, v in metrics.items() if k != "steps"}, indent=2))
 
 
-def _backend(name: str) -> Literal["local", "vllm"]:
-    if name not in ("local", "vllm"):
-        raise typer.BadParameter(f"--backend must be local or vllm, not {name!r}")
+def _backend(name: str) -> BackendName:
+    from openenv.capture.backends.named import BACKEND_NAMES
+
+    if name not in BACKEND_NAMES:
+        raise typer.BadParameter(f"--backend must be {' or '.join(BACKEND_NAMES)}, not {name!r}")
     return name  # type: ignore[return-value]
 
 

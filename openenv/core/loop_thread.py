@@ -34,7 +34,9 @@ class LoopThread:
             reply = loop.run(fetch(url), timeout=10)
     """
 
-    def __init__(self, name: str, *, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None) -> None:
+    def __init__(
+        self, name: str, *, loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
+    ) -> None:
         self.name = name
         self._loop_factory = loop_factory
         self._loop: asyncio.AbstractEventLoop | None = None

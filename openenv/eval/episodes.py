@@ -7,18 +7,16 @@ and a plain `run` trajectory lacks: every answered request's canonical messages,
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openenv.capture.backends.named import BackendName
 from openenv.capture.canonical import CanonicalRequest
 from openenv.export.log import append_requests, log_name
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import EpisodeSummary, Policy
 
-__all__ = ["Backend", "EpisodeRequest", "EpisodeResult", "run_recorded_episode"]
-
-Backend = Literal["local", "vllm"]
+__all__ = ["EpisodeRequest", "EpisodeResult", "run_recorded_episode"]
 
 
 class EpisodeRequest(BaseModel):
@@ -29,7 +27,7 @@ class EpisodeRequest(BaseModel):
     harness: str
     task: str
     task_set: str = "builtin"
-    backend: Backend = "local"
+    backend: BackendName = "local"
     policy: Policy = "sample"
     model: str | None = Field(default=None, description="model folder; default: the tiny model")
     vllm_url: str | None = None

@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.eval.episodes import Backend, EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.capture.backends.named import BackendName
+from openenv.eval.episodes import EpisodeRequest, EpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
 from openenv.harness.rollout import EpisodeSummary, Policy
 
@@ -40,7 +41,7 @@ class EvalPlan(BaseModel):
     harnesses: list[str] = Field(min_length=1)
     tasks: list[str] = Field(min_length=1, description="task ids from `task_set`")
     task_set: str = "builtin"
-    backend: Backend = "local"
+    backend: BackendName = "local"
     policy: Policy = "sample"
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)

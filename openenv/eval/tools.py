@@ -16,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from openenv.capture.backends.named import BackendName
 from openenv.errors import BadRequest, NotFound
-from openenv.eval.episodes import Backend, EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.eval.episodes import EpisodeRequest, EpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
 from openenv.harness.rollout import Policy
 from openenv.harness.tasks.sets import served_task_sets
@@ -78,7 +79,7 @@ class HarnessTools:
                                      installed=install_status(spec).ready))
         return infos
 
-    async def run_episode(self, task: str, harness: str | None = None, backend: Backend = "local",
+    async def run_episode(self, task: str, harness: str | None = None, backend: BackendName = "local",
                           policy: Policy = "sample", task_set: str = "builtin",
                           max_tokens: int | None = None) -> EpisodeResult:
         """Run one whole episode of `harness` on `task` and return its reward and trajectory summary.

@@ -21,6 +21,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from openenv.capture.backends.named import BACKEND_NAMES, BackendName, make_backend
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
@@ -87,19 +88,9 @@ def shared_server(backend: str, model: str | Path | None = None, vllm_url: str |
         if key not in _SERVERS:
             # Harnesses can reach this port; the env drives sessions in-process, so nobody needs the
             # admin API over HTTP: a random key locks it (no opening sessions, no reading trajectories).
-            _SERVERS[key] = CaptureServer(backend=_make_backend(backend, folder, url), model=folder,
+            _SERVERS[key] = CaptureServer(backend=make_backend(backend, model=folder, vllm_url=url), model=folder,
                                           admin_key=secrets.token_urlsafe(32)).start()
         return _SERVERS[key]
-
-
-def _make_backend(kind: str, model: Path, url: str) -> Any:
-    if kind == "vllm":
-        from openenv.capture.backends.vllm import VLLMBackend
-
-        return VLLMBackend(url)
-    from openenv.capture.backends.local import LocalBackend
-
-    return LocalBackend(model)
 
 
 class ResetOptions(BaseModel):
@@ -216,7 +207,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         harness: str | None = None,
         *,
         server: CaptureServer | None = None,
-        backend: Literal["local", "vllm"] | None = None,
+        backend: BackendName | None = None,
         model: str | Path | None = None,
         vllm_url: str | None = None,
         sampling: SamplingParams | None = DEFAULT_SAMPLING,
@@ -238,7 +229,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._server = server
         # A served env (`openenv serve`, an env image, a Space) is built with no arguments: the image's
         # environment configures it (see openenv/harness/env_image.py).
-        self._backend_kind = backend or _env_choice("OPENENV_BACKEND", ("local", "vllm"), "local")
+        self._backend_kind = backend or _env_choice("OPENENV_BACKEND", BACKEND_NAMES, "local")
         self._model = model or os.environ.get("OPENENV_MODEL") or None
         self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "none"), "bwrap")
         self._vllm_url = vllm_url

@@ -12,15 +12,13 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException
 
 from openenv.core.environment import EnvMetadata
+from openenv.core.http_errors import install_error_handlers
 from openenv.core.types import Action, Observation, State
-from openenv.core.validation import field_errors, json_error, validation_message
 from openenv.core.wire import ErrorBody, HTTPError
-from openenv.errors import BadRequest, MalformedMessage, NotFound, OpenEnvError
+from openenv.errors import OpenEnvError
 from openenv.server.mcp import mount_mcp
 from openenv.server.openapi import document_env
 from openenv.server.routes import http, info, ws
@@ -103,9 +101,7 @@ def create_app(
     app.include_router(ws.router)
     mount_mcp(app, env_factory, types.metadata, security)  # MCP tools at /mcp (ecosystem issue 8)
     document_env(app, types)  # the env's own models and the real error answers in /openapi.json
-    app.add_exception_handler(OpenEnvError, _render_error)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, _render_request_validation)  # type: ignore[arg-type]
-    app.add_exception_handler(HTTPException, _render_http_exception)  # type: ignore[arg-type]
+    install_error_handlers(app, _render_error)
     app.add_middleware(SecurityMiddleware, security=security)  # token, Host/Origin, JSON only, size cap
     return app
 
@@ -114,22 +110,3 @@ async def _render_error(request: Request, err: OpenEnvError) -> JSONResponse:
     """The one place an `OpenEnvError` becomes an HTTP answer: `{"error": {code, message, details}}`."""
     body = HTTPError(error=ErrorBody.of(err))
     return JSONResponse(body.model_dump(), status_code=err.status_code)
-
-
-async def _render_http_exception(request: Request, exc: HTTPException) -> JSONResponse:
-    """Starlette's own answers (a body that is not UTF-8, an unknown route, a wrong method) in our shape."""
-    if exc.status_code == 404:
-        err: OpenEnvError = NotFound(f"no route {request.method} {request.url.path}")
-    else:
-        err = BadRequest(str(exc.detail))
-        err.status_code = exc.status_code
-    response = await _render_error(request, err)
-    response.headers.update(exc.headers or {})
-    return response
-
-
-async def _render_request_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-    if json_error(exc) is not None:
-        return await _render_error(request, MalformedMessage("the request body is not valid JSON"))
-    # FastAPI's locs start with where the value came from ("body", "query", "header").
-    return await _render_error(request, BadRequest(validation_message(exc, "request"), errors=field_errors(exc)))

@@ -12,8 +12,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from openenv.capture.backends.named import BackendName, make_backend
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 
@@ -31,7 +32,7 @@ def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
     return Path(name)
 
 
-def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str | Path | None = None,
+def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | None = None,
                   vllm_url: str | list[str] | None = None) -> CaptureServer:
     """Start a capture server whose backend samples the trainer's current policy.
 
@@ -40,16 +41,13 @@ def policy_server(trainer: Any, *, backend: Literal["local", "vllm"], model: str
     """
     folder = model_folder(trainer, model)
     if backend == "local":
-        from openenv.capture.backends.local import LocalBackend
-
         live = trainer.accelerator.unwrap_model(trainer.model)
         # The trainer's own precision context (bf16 autocast by GRPOConfig's default, also on CPU), also
         # before accelerate has wrapped the model's forward: logprobs computed as the trainer computes them.
-        backend = LocalBackend(live, autocast=trainer.accelerator.autocast)
-        return CaptureServer(backend=backend, model=folder).start()
-    url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
-    if not url:
-        raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
-    from openenv.capture.backends.vllm_engines import vllm_backend
-
-    return CaptureServer(backend=vllm_backend(url), model=folder).start()  # several URLs: VLLMEngines
+        engine = make_backend("local", model=live, autocast=trainer.accelerator.autocast)
+    else:
+        url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
+        if not url:
+            raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
+        engine = make_backend("vllm", vllm_url=url)  # several URLs: VLLMEngines
+    return CaptureServer(backend=engine, model=folder).start()

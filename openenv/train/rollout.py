@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from openenv.capture.backends.named import BackendName
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
@@ -86,7 +87,7 @@ class RolloutConfig(BaseModel):
 
     harness: str | HarnessMix = "pi"
     task_set: str = "builtin"
-    backend: Literal["local", "vllm"] = "local"
+    backend: BackendName = "local"
     model: str | None = None
     vllm_url: str | list[str] | None = None
     max_tokens: int = Field(default=256, gt=0)

@@ -331,8 +331,8 @@ def test_backend_failure_reaches_both_controller_and_harness(renderer: Renderer)
     import openai
 
     from openenv.capture.backends import VLLMBackend
-    from openenv.errors import BackendUnavailable
     from openenv.core.net import free_port
+    from openenv.errors import BackendUnavailable
 
     backend = VLLMBackend(f"http://127.0.0.1:{free_port()}", model="tiny", context_window=4096)
     with CaptureServer(backend=backend, renderer=renderer) as server:

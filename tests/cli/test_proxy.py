@@ -17,7 +17,7 @@ OPENENV = [sys.executable, "-m", "openenv.cli.main"]
 
 def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str, tmp_path: Path) -> None:
     port = free_port()
-    proc = subprocess.Popen([*OPENENV, "proxy", "--backend", "vllm", "--upstream", vllm_url, "--model",
+    proc = subprocess.Popen([*OPENENV, "proxy", "--backend", "vllm", "--vllm-url", vllm_url, "--model",
                              str(tiny_model), "--port", str(port), "--session-token", "cli-test",
                              "--journal-dir", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -69,11 +69,24 @@ def test_no_admin_key_is_refused_off_loopback(tiny_model: Path) -> None:
     assert result.returncode == 2 and "--admin-key" in result.stdout + result.stderr
 
 
-def test_vllm_backend_without_upstream_is_a_usage_error(tiny_model: Path) -> None:
+def test_vllm_backend_without_vllm_url_is_a_usage_error(tiny_model: Path) -> None:
     result = subprocess.run([*OPENENV, "proxy", "--backend", "vllm", "--model", str(tiny_model)],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 2
-    assert "--upstream" in result.stdout + result.stderr
+    assert "--vllm-url" in result.stdout + result.stderr
+
+
+def test_upstream_is_still_accepted_as_a_deprecated_spelling_of_vllm_url(tiny_model: Path) -> None:
+    """Scripts written before the rename keep working: the URL check passes (the run then stops at the
+    next check, --no-admin-key off loopback, before binding anything) and a warning names the new flag."""
+    result = subprocess.run([*OPENENV, "proxy", "--backend", "vllm", "--upstream", "http://127.0.0.1:9",
+                             "--model", str(tiny_model), "--host", "192.0.2.1", "--no-admin-key"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    out = result.stdout + result.stderr
+    assert result.returncode == 2 and "--admin-key" in out and "No such option" not in out
+    assert "--upstream is deprecated; use --vllm-url" in out
+    assert "--upstream" not in subprocess.run([*OPENENV, "proxy", "--help"], capture_output=True, text=True,
+                                              timeout=120, check=True).stdout, "the old spelling is hidden"
 
 
 def _read_until(proc: subprocess.Popen[str], marker: str, timeout: float) -> list[str]:

@@ -8,8 +8,8 @@ import socket
 import threading
 import time
 
-from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
 from openenv.core.net import free_port
+from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
 
 
 def _echo_server() -> tuple[socket.socket, int]:

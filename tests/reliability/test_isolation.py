@@ -27,8 +27,8 @@ from google.genai import types as genai_types
 from openenv.capture.backends.local import LocalBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.server import LocalServer, create_app
 from openenv.core.net import free_port
+from openenv.server import LocalServer, create_app
 
 ADMIN_KEY = "s3cret-admin-key"
 HI: dict[str, Any] = {"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}

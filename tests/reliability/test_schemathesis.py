@@ -27,9 +27,9 @@ import httpx
 import pytest
 from echo_env import EchoEnvironment
 
+from openenv.core.net import free_port
 from openenv.errors import Unsupported
 from openenv.server import LocalServer, create_app
-from openenv.core.net import free_port
 
 MAX_EXAMPLES = 25
 MAX_TIME_S = 20  # a budget schemathesis fills: fuzzing and stateful runs repeat until it is spent

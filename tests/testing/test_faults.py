@@ -15,8 +15,8 @@ from typing import ClassVar
 import httpx
 import pytest
 
-from openenv.testing.faults import FaultProxy
 from openenv.core.net import free_port
+from openenv.testing.faults import FaultProxy
 
 
 class _Upstream(BaseHTTPRequestHandler):

@@ -19,9 +19,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from openenv.core.net import free_port
 from openenv.server import LocalServer
 from openenv.testing.soak_relay import RETRY_HEADER, LedgerRelay
-from openenv.core.net import free_port
 
 BODY = b'{"model": "tiny", "messages": []}'
 

@@ -17,9 +17,9 @@ from aiohttp import web
 from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
+from openenv.core.net import free_port
 from openenv.errors import BackendUnavailable, BadRequest
 from openenv.testing.faults import FaultProxy
-from openenv.core.net import free_port
 
 
 def prompt(renderer: Renderer) -> list[int]:

@@ -15,6 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
+from openenv.core.net import free_port
 from openenv.harness.sandbox.docker import (
     ContainerLimits,
     DockerSandbox,
@@ -23,7 +24,6 @@ from openenv.harness.sandbox.docker import (
     verify_isolated,
 )
 from openenv.harness.sandbox.sweeper import KIND_LABEL
-from openenv.core.net import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 

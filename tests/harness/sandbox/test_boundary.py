@@ -20,10 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from openenv.core.net import free_port
 from openenv.errors import EnvError
 from openenv.harness.sandbox import Limits, LocalSandbox
 from openenv.harness.sandbox import isolation as isolation_mod
-from openenv.core.net import free_port
 
 # A probe run inside with this test's Python (the sandbox shows it read-only): tries to reach `port`
 # on 127.0.0.1 directly, and from the network namespace of every process it can see, via nsenter.

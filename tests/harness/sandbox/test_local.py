@@ -11,8 +11,8 @@ import time
 import psutil
 import pytest
 
-from openenv.harness.sandbox import Limits, LocalSandbox
 from openenv.core.net import free_port
+from openenv.harness.sandbox import Limits, LocalSandbox
 
 
 def _alive(proc: psutil.Process) -> bool:
