@@ -36,7 +36,6 @@ __all__ = [
     "LoadedEnv",
     "client_class_for",
     "discover_envs",
-    "env_search_paths",
     "hf_space_url",
     "load_env",
     "resolve",
@@ -68,15 +67,10 @@ def hf_space_url(space_id: str) -> str:
     return f"https://{subdomain}.hf.space"
 
 
-def env_search_paths() -> list[Path]:
-    """Folders whose subfolders are env folders: `$OPENENV_ENVS_PATH`, then the shipped env folders."""
-    return env_dirs()
-
-
 def discover_envs(search_paths: list[Path] | None = None) -> list[EnvSource]:
     """Every env this process can serve by name: installed entry points, then env folders."""
     found = [EnvSource("entry_point", ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP)]
-    for root in search_paths if search_paths is not None else env_search_paths():
+    for root in search_paths if search_paths is not None else env_dirs():
         if root.is_dir():
             found += [
                 EnvSource("folder", d.name, str(d))
@@ -98,7 +92,7 @@ def resolve(name: str, *, search_paths: list[Path] | None = None) -> EnvSource:
     as_path = Path(name).expanduser()
     if (as_path / MANIFEST_FILE).is_file():
         return EnvSource("folder", name, str(as_path.resolve()))
-    for root in search_paths if search_paths is not None else env_search_paths():
+    for root in search_paths if search_paths is not None else env_dirs():
         if (root / name / MANIFEST_FILE).is_file():
             return EnvSource("folder", name, str((root / name).resolve()))
     if name.startswith(("http://", "https://")):

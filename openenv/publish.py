@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from openenv.auto import env_search_paths, hf_space_url
+from openenv.auto import hf_space_url
 from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
-from openenv.resources import package_path
+from openenv.resources import env_dirs, package_path
 
 __all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme",
            "write_source_tree"]
@@ -214,12 +214,12 @@ def write_source_tree(dest: Path) -> Path:
 
 def env_folder(env: str) -> Path:
     """An env folder by path, else by name under the env search paths (installed-only envs have none)."""
-    candidates = [Path(env).expanduser(), *(root / env for root in env_search_paths())]
+    candidates = [Path(env).expanduser(), *(root / env for root in env_dirs())]
     for folder in candidates:
         if (folder / MANIFEST_FILE).is_file():
             return folder
     raise NotFound(f"{env!r} is not an env folder (no {MANIFEST_FILE}) nor one under "
-                   f"{', '.join(map(str, env_search_paths()))}; `openenv push` publishes an env folder", env=env)
+                   f"{', '.join(map(str, env_dirs()))}; `openenv push` publishes an env folder", env=env)
 
 
 def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint: str | None = None,
