@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-__all__ = ["register"]
+__all__ = ["build", "register", "sweep"]
 
 sandbox_app = typer.Typer(help="Docker sandbox upkeep (orphaned containers from dead runs).",
                           no_args_is_help=True)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["register"]
+__all__ = ["init", "list_envs", "register", "serve", "validate"]
 
 console = Console()
 

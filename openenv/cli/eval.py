@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from openenv.eval import EpisodeResult, EvalPlan, Report
     from openenv.executor import EpisodeExecutor
 
-__all__ = ["register"]
+__all__ = ["eval_", "register"]
 
 _err = Console(stderr=True)
 

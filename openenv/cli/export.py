@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["register"]
+__all__ = ["export", "register"]
 
 _err = Console(stderr=True)
 

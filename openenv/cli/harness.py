@@ -16,7 +16,7 @@ from rich.table import Table
 
 from openenv.cli._output import stdout_to_stderr
 
-__all__ = ["register"]
+__all__ = ["install_harness", "list_harnesses", "register", "run", "tasks"]
 
 harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, cached in "
                           "$OPENENV_HARNESS_CACHE, default ~/.cache/openenv/harnesses).",

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["register"]
+__all__ = ["rebuild_cmd", "register"]
 
 _err = Console(stderr=True)
 journal_app = typer.Typer(help="Capture journals: each proxy session's turns, written before each reply.",

@@ -6,6 +6,8 @@ import importlib
 
 import typer
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="openenv",
     help="Run coding-agent harnesses as RL environments, capture their exact tokens, serve and train.",

@@ -22,7 +22,7 @@ from openenv.core.auth import is_loopback_host
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["default_journal_dir", "register"]
+__all__ = ["default_journal_dir", "proxy", "register"]
 
 
 def default_journal_dir() -> Path:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-__all__ = ["register"]
+__all__ = ["push", "register"]
 
 _err = Console(stderr=True)
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from openenv.executor import EpisodeExecutor
     from openenv.testing.soak import EpisodeResult, SoakConfig, SoakReport
 
-__all__ = ["register"]
+__all__ = ["register", "soak"]
 
 _err = Console(stderr=True)
 

@@ -13,7 +13,7 @@ import typer
 if TYPE_CHECKING:
     from openenv.capture.backends.named import BackendName
 
-__all__ = ["register"]
+__all__ = ["grpo", "register"]
 
 train_app = typer.Typer(help="Train a model with RL inside real harnesses (TRL GRPO).", no_args_is_help=True)
 

@@ -12,7 +12,7 @@ from rich.console import Console
 if TYPE_CHECKING:
     from openenv.export import EpisodeLog
 
-__all__ = ["register"]
+__all__ = ["register", "view"]
 
 _err = Console(stderr=True)
 

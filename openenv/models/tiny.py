@@ -29,7 +29,16 @@ from pathlib import Path
 
 from openenv.resources import cache_dir
 
-__all__ = ["build_tiny_model", "default_path", "tiny_model_path"]
+__all__ = [
+    "build_model",
+    "build_tiny_model",
+    "build_tokenizer",
+    "corpus_files",
+    "default_path",
+    "fingerprint",
+    "main",
+    "tiny_model_path",
+]
 
 MODEL_VAR = "OPENENV_TINY_MODEL"
 VOCAB_SIZE = 4096

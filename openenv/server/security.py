@@ -36,7 +36,15 @@ from openenv.errors import (
     UnsupportedMediaType,
 )
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "LOOPBACK_HOSTS", "PUBLIC_ROUTES", "SecurityMiddleware", "ServerSecurity", "all_hosts"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "LOOPBACK_HOSTS",
+    "PUBLIC_ROUTES",
+    "SecurityMiddleware",
+    "ServerSecurity",
+    "all_hosts",
+    "error_json",
+]
 
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")

@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-__all__ = ["die_with_parent", "guarded"]
+__all__ = ["die_with_parent", "guarded", "main"]
 
 PR_SET_PDEATHSIG = 1
 GRACE_S = 10.0

@@ -55,8 +55,21 @@ from openenv.testing.faults import FaultProxy
 from openenv.testing.polling import settle
 from openenv.testing.soak_relay import LedgerRelay
 
-__all__ = ["EXPECTED_STATUS", "FAULT_KINDS", "EpisodePlan", "EpisodeResult", "FaultKind", "KindSummary",
-           "SoakConfig", "SoakEpisodeJob", "SoakReport", "fault_plan", "run_soak", "summarize"]
+__all__ = [
+    "EXPECTED_STATUS",
+    "FAULT_KINDS",
+    "EpisodePlan",
+    "EpisodeResult",
+    "FaultKind",
+    "KindSummary",
+    "SoakConfig",
+    "SoakEpisodeJob",
+    "SoakReport",
+    "fault_plan",
+    "run_episode",
+    "run_soak",
+    "summarize",
+]
 
 FaultKind = Literal["none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry", "harness_killed",
                     "harness_hung", "harness_nonzero", "client_vanished"]

@@ -431,36 +431,3 @@ def test_fuzzed_bodies_never_get_a_5xx(case: Case, dialect_for):
             assert 400 <= status < 500, (status, rendered)
 
     check()
-
-
-MY_MODULES = [
-    f"openenv.capture.{m}"
-    for m in (
-        *(
-            f"dialects.{d}.{part}"
-            for d in ("anthropic", "openai_responses", "gemini")
-            for part in ("protocol", "convert")
-        ),
-        "parsers.qwen3_coder",
-        "parsers.lfm2",
-        "parsers.llama3_json",
-        "parsers.detect",
-    )
-]
-
-
-@pytest.mark.parametrize("name", MY_MODULES)
-def test_all_names_exactly_the_public_definitions(name: str):
-    """Mirrors tests/capture/test_exported_members.py for the modules that test leaves to this suite."""
-    import importlib
-    import inspect
-
-    module = importlib.import_module(name)
-    declared = set(module.__all__)
-    defined = {
-        k
-        for k, v in vars(module).items()
-        if not k.startswith("_") and (inspect.isclass(v) or inspect.isfunction(v)) and v.__module__ == name
-    }
-    assert declared >= defined, f"{name} defines but does not export: {sorted(defined - declared)}"
-    assert all(hasattr(module, k) for k in declared), f"{name} exports names it lacks"
