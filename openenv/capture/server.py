@@ -20,7 +20,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.renderer import Renderer
 from openenv.capture.routes.model import MAX_BODY_BYTES
-from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
+from openenv.capture.session import AuxPredicate, CaptureSession, Mode, SyncCaptureSession, TurnLimits
 from openenv.core.loop_thread import ServerThread
 
 __all__ = ["CaptureServer"]
@@ -131,8 +131,9 @@ class CaptureServer:
 
     def open_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
                      aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
-                     timeout: float = 10.0) -> CaptureSession:
-        """A new session; hand the harness `session.base_url` (and `session.token` as its API key).
+                     timeout: float = 10.0) -> SyncCaptureSession:
+        """A new session, as its blocking twin for a controller in this thread (`.session` is the async
+        one); hand the harness `session.base_url` (and `session.token` as its API key).
 
         Args:
             mode: `gated` parks requests for `next_pending()`; `auto` samples them at once.
@@ -142,10 +143,10 @@ class CaptureServer:
             gate_aux: park aux requests too (with `aux=True`).
             token: a fixed token (default: a random one).
         """
-        return self._run(self._open(mode, sampling, aux, gate_aux, token), timeout)
+        return self._run(self._open(mode, sampling, aux, gate_aux, token), timeout).sync()
 
     def close_session(self, token: str, timeout: float = 10.0) -> None:
-        """Close a session (its trajectory stays readable on the returned `CaptureSession` you hold)."""
+        """Close a session (its trajectory stays readable on the session you hold)."""
         self._run(self._close(token), timeout)
 
     async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,

@@ -1,12 +1,10 @@
 """A capture session: one harness run's turns, answered automatically or gated by a controller.
 
-An **auto** session samples every request from the backend at once (the standalone proxy). A
-**gated** session parks each request as a `PendingTurn` with its rendered prompt ids; a controller
-(the harness environment, often in another thread) takes it with `next_pending()` and resolves it
-with `sample()`, `complete(text=|token_ids=)` or `fail()`. `run()` switches a gated session to auto.
-
-Every entry point has a thread-safe sync form and an async form; both work from any thread or
-event loop, because the session's state only ever changes on the server's own loop.
+`CaptureSession.handle` answers one request in fixed steps: replay a retry (`replay.ReplayCache`), plan
+the prompt (`planner.PromptPlanner`, pure), let the gate decide who answers (`gate.Gate`: the backend at
+once, or a controller's `sample()` / `complete()` / `fail()`), generate with the context clamp, parse, and
+record the turn. The session's state only ever changes on the server's own loop: its async API may be
+awaited from any loop, and `sync()` gives the blocking twin (`SyncCaptureSession`) for threads.
 """
 
 from __future__ import annotations
@@ -16,132 +14,57 @@ import secrets
 import time
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar, assert_never
+from typing import Any, TypeVar, assert_never
 
 from openenv.capture.backends.base import Backend
 from openenv.capture.budget import Budget, budget_reply_text
 from openenv.capture.canonical import CanonicalRequest, Completion, SamplingParams, ToolCallPart, Usage
+from openenv.capture.gate import (
+    Complete,
+    Decision,
+    Fail,
+    Gate,
+    Mode,
+    PendingTurn,
+    Sample,
+    SyncPendingTurn,
+    abandon,
+    call_on_loop,
+    on_loop,
+)
 from openenv.capture.journal import Journal
 from openenv.capture.parsers.base import CompletionParser
 from openenv.capture.parsers.spans import token_spans
+from openenv.capture.planner import Plan, PromptPlanner
 from openenv.capture.renderer import Renderer
-from openenv.capture.trajectory import Link, SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
+from openenv.capture.replay import ReplayCache
+from openenv.capture.trajectory import SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
-__all__ = ["AuxPredicate", "CaptureSession", "Mode", "PendingTurn", "TurnCapReached", "TurnLimits"]
+__all__ = [
+    "AuxPredicate",
+    "CaptureSession",
+    "Mode",
+    "PendingTurn",
+    "SyncCaptureSession",
+    "SyncPendingTurn",
+    "TokenSink",
+    "TurnCapReached",
+    "TurnLimits",
+]
 
 T = TypeVar("T")
-Mode = Literal["auto", "gated"]
-_REPLAY_WINDOW = 16  # recent replies kept for retries
-_TIMEOUT_GRACE_S = 5.0  # a sync caller waits this much past its turn timeout, so the turn's own gap wins
 AuxPredicate = Callable[[CanonicalRequest], bool]
 # Hears of a streamed turn's tokens as the engine samples them: (turn id, the reply's `created`, its prompt
 # length, new ids).
 TokenSink = Callable[[str, int, int, list[int]], None]
 
 
-@dataclass(frozen=True, slots=True)
-class _Sample:
-    timeout: float | None = None  # the controller's turn timeout: past it, the turn is a gap
-
-
-@dataclass(frozen=True, slots=True)
-class _Complete:
-    text: str | None = None
-    token_ids: list[int] | None = None
-    timeout: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Fail:
-    error: OpenEnvError
-
-
-_Decision = _Sample | _Complete | _Fail
-
-
-@dataclass(slots=True)
-class _Plan:
-    """A request rendered and linked, before anyone answers it."""
-
-    prompt_ids: Sequence[int]  # often a read-only `TokenIds`
-    link: Link | None = None
-    env_ids: Sequence[int] = ()
-    text: str = ""
-    rewritten: bool = False
-
-
-class PendingTurn:
-    """A model request parked in a gated session until a controller answers it.
-
-    Attributes:
-        id: the turn id (also the base of the reply's id).
-        request: the canonical request (messages, tools, sampling).
-        dialect: the wire format it came in.
-        prompt_ids: the exact prompt ids the completion will be conditioned on (read-only; `list()`
-            them to own a copy).
-        aux: whether the session's aux predicate tagged it (kept out of sequences).
-    """
-
-    def __init__(self, session: CaptureSession, turn: Turn, request: CanonicalRequest,
-                 prompt_ids: Sequence[int]) -> None:
-        self.id = turn.id
-        self.request = request
-        self.dialect = turn.dialect
-        self.prompt_ids = prompt_ids
-        self.aux = turn.aux
-        self._session = session
-        self._decision: asyncio.Future[_Decision] = session.loop.create_future()
-        self._done: asyncio.Future[Completion] = session.loop.create_future()
-        # Nobody awaits the reply of a turn failed at close (its controller is gone): mark the error seen,
-        # or asyncio logs "Future exception was never retrieved" for every such turn.
-        self._done.add_done_callback(_mark_retrieved)
-
-    # async forms
-    async def asample(self) -> Completion:
-        """Let the backend sample the reply; returns the recorded completion."""
-        return await self._session._bridge(self._resolve(_Sample()))
-
-    async def acomplete(self, *, text: str | None = None, token_ids: list[int] | None = None) -> Completion:
-        """Answer with the policy's reply, as text (tokenized, end-of-turn appended) or exact ids;
-        the backend scores it for logprobs and it is parsed into tool calls like a sample.
-
-        Raises:
-            BadRequest: neither or both of `text` and `token_ids` were given.
-        """
-        if (text is None) == (token_ids is None):
-            raise BadRequest("complete() takes exactly one of text= or token_ids=")
-        return await self._session._bridge(self._resolve(_Complete(text, token_ids)))
-
-    # sync forms (thread-safe)
-    def sample(self, timeout: float | None = None) -> Completion:
-        return self._session._call(self._resolve(_Sample(timeout)), _outer(timeout))
-
-    def complete(self, *, text: str | None = None, token_ids: list[int] | None = None,
-                 timeout: float | None = None) -> Completion:
-        if (text is None) == (token_ids is None):
-            raise BadRequest("complete() takes exactly one of text= or token_ids=")
-        return self._session._call(self._resolve(_Complete(text, token_ids, timeout)), _outer(timeout))
-
-    def fail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
-        error = message if isinstance(message, OpenEnvError) else EnvError(message)
-        self._session._call(self._resolve(_Fail(error), wait=False), None)
-
-    @property
-    def resolved(self) -> bool:
-        return self._decision.done()
-
-    async def _resolve(self, decision: _Decision, wait: bool = True) -> Any:
-        if self._decision.cancelled():
-            raise BackendUnavailable(f"turn {self.id}'s harness disconnected before it was answered")
-        if self._decision.done():
-            raise BadRequest(f"turn {self.id} was already answered")
-        self._decision.set_result(decision)
-        return await asyncio.shield(self._done) if wait else None
-
-
 class CaptureSession:
-    """One harness run's routing scope and trajectory. Create through `CaptureSessionRegistry.open`."""
+    """One harness run's routing scope and trajectory. Create through `CaptureSessionRegistry.open`.
+
+    The async methods may be awaited from any event loop; `sync()` gives their blocking twin.
+    """
 
     def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
                  backend: Backend, parser: CompletionParser, mode: Mode = "auto",
@@ -151,21 +74,16 @@ class CaptureSession:
         self.token = token
         self.base_url = base_url
         self.loop = loop
-        self.mode: Mode = mode
         self.sampling = sampling
         self.trajectory = Trajectory()
+        self.gate = Gate(loop, mode, gate_aux)
+        self.replay = ReplayCache()
+        self.planner = PromptPlanner(renderer)
         self._renderer = renderer
         self._backend = backend
         self._parser = parser
         self._aux = aux
-        self._gate_aux = gate_aux
         self._served_model = served_model
-        self._pending: asyncio.Queue[PendingTurn] = asyncio.Queue()
-        self._replies: dict[str, Completion] = {}  # body digest -> reply, for retried requests
-        # body digest -> how its streamed reply was cut into text deltas, so a replay streams the same bytes
-        self.streamed_pieces: dict[str, tuple[str, ...]] = {}
-        self._inflight: dict[str, asyncio.Future[Completion]] = {}  # body digest -> reply being made
-        self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
         self.closed = False
         self.budget = None if budget is None or budget.unlimited else budget
         self.budget_hit: str | None = None  # the cap that ended the episode (`budget.py`)
@@ -176,33 +94,49 @@ class CaptureSession:
         self.last_active = time.monotonic()  # the idle reaper's clock
         self.count_tokens_calls = 0  # answered by the tokenizer; never stored as turns
         self._answering = 0  # requests inside handle(), which the idle reaper must not cut off
-        self._joined: set[str] = set()  # digests of in-flight requests that a resent copy is waiting on
 
-    # ---- controller API ------------------------------------------------------------------------
+    @property
+    def mode(self) -> Mode:
+        """`gated` parks requests for a controller; `auto` samples them at once."""
+        return self.gate.mode
 
-    async def anext_pending(self, timeout: float | None = None) -> PendingTurn | None:
+    @property
+    def streamed_pieces(self) -> dict[str, tuple[str, ...]]:
+        """Body digest -> how its streamed reply was cut into text deltas, so a replay streams the same bytes."""
+        return self.replay.streamed_pieces
+
+    def sync(self) -> SyncCaptureSession:
+        """The blocking twin of this session, for a controller in a thread."""
+        return SyncCaptureSession(self)
+
+    # ---- controller API (async; awaitable from any loop) ----------------------------------------------
+
+    async def next_pending(self, timeout: float | None = None) -> PendingTurn | None:
         """The next parked request, or None after `timeout` seconds."""
-        return await self._bridge(self._next(timeout))
+        return await on_loop(self.loop, self.gate.next(timeout))
 
-    def next_pending(self, timeout: float | None = None) -> PendingTurn | None:
-        return self._call(self._next(timeout), None)
+    async def run(self) -> None:
+        """Switch to auto: sample every parked and future request."""
+        await on_loop(self.loop, _call(self.gate.open))
 
-    def run(self) -> None:
-        self._call(self._run(), None)
+    async def sequences(self) -> list[SequenceRow]:
+        return await on_loop(self.loop, _call(self.trajectory.rows))
+
+    async def stats(self) -> SequenceStats:
+        return await on_loop(self.loop, _call(self.trajectory.stats))
+
+    async def turns(self) -> list[TurnRecord]:
+        return await on_loop(self.loop, _call(self.trajectory.records))
 
     def set_budget(self, budget: Budget | None) -> None:
         """Cap this episode's turns, sampled tokens or context (`budget.py`); set it before the harness's
         first request. Past a cap, requests get a final reply in their dialect and `budget_hit` says which."""
         self.budget = None if budget is None or budget.unlimited else budget
 
-    def sequences(self) -> list[SequenceRow]:
-        return self._call(self._sync(self.trajectory.rows), None)
-
-    def stats(self) -> SequenceStats:
-        return self._call(self._sync(self.trajectory.stats), None)
-
-    def turns(self) -> list[TurnRecord]:
-        return self._call(self._sync(self.trajectory.records), None)
+    def fail_all(self, error: OpenEnvError) -> None:
+        """Answer every parked request with `error` (the session is closing). Loop thread only."""
+        self.closed = True
+        self.gate.close(error)
 
     # ---- request path (runs on the server loop) ----------------------------------------------------
 
@@ -226,11 +160,12 @@ class CaptureSession:
             BadRequest: the prompt does not fit the context window.
         """
         self.last_active = time.monotonic()
-        if retry and digest in self._replies:
-            return self._replies[digest]
-        if digest in self._inflight:
-            self._joined.add(digest)
-            return await asyncio.shield(self._inflight[digest])
+        replayed = self.replay.replayed(digest) if retry else None
+        if replayed is not None:
+            return replayed
+        inflight = self.replay.join(digest)
+        if inflight is not None:
+            return await asyncio.shield(inflight)
         cap = self.limits.max_turns
         if cap is not None and len(self.trajectory.turns) >= cap:
             raise TurnCapReached(f"this session has stored its cap of {cap} turns; open a new session "
@@ -239,44 +174,24 @@ class CaptureSession:
         try:
             if digest is None:
                 return await self._handle(req, dialect, offload, on_tokens)
-            done = await self._handle_once(req, dialect, digest, offload, on_tokens)
+            done = await self.replay.once(digest, lambda: self._handle(req, dialect, offload, on_tokens))
         finally:
             self._answering -= 1
             self.last_active = time.monotonic()
-        self._replies[digest] = done
-        while len(self._replies) > _REPLAY_WINDOW:
-            oldest = next(iter(self._replies))
-            del self._replies[oldest]
-            self.streamed_pieces.pop(oldest, None)
-        while len(self.streamed_pieces) > _REPLAY_WINDOW:  # written after the reply streamed: prune here too
-            self.streamed_pieces.pop(next(iter(self.streamed_pieces)))
+        self.replay.remember(digest, done)
         return done
 
-    async def _handle_once(self, req: CanonicalRequest, dialect: str, digest: str, offload: bool = False,
-                           on_tokens: TokenSink | None = None) -> Completion:
-        """`_handle`, published under `digest` while it runs, so a retry can wait for it."""
-        inflight: asyncio.Future[Completion] = self.loop.create_future()
-        inflight.add_done_callback(_mark_retrieved)
-        self._inflight[digest] = inflight
-        try:
-            done = await self._handle(req, dialect, offload, on_tokens)
-        except Exception as exc:
-            inflight.set_exception(exc)
-            raise
-        except BaseException:
-            inflight.set_exception(BackendUnavailable("the first attempt of this request was cancelled; retry"))
-            raise
-        finally:
-            if self._inflight.get(digest) is inflight:
-                del self._inflight[digest]
-                self._joined.discard(digest)
-        inflight.set_result(done)
-        return done
+    def shared(self, digest: str | None) -> bool:
+        """Whether a resent copy of the in-flight request `digest` is waiting on its answer (then the first
+        client leaving must not cancel it)."""
+        return self.replay.shared(digest)
 
     async def _handle(self, req: CanonicalRequest, dialect: str, offload: bool = False,
                       on_tokens: TokenSink | None = None) -> Completion:
         aux = bool(self._aux and self._aux(req))
-        plan = await asyncio.to_thread(self._plan, req, aux) if offload else self._plan(req, aux)
+        plan_for = self.planner.plan
+        plan = (await asyncio.to_thread(plan_for, req, self.trajectory, aux=aux) if offload
+                else plan_for(req, self.trajectory, aux=aux))
         turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
                                         n_messages=len(req.messages), prompt_len=len(plan.prompt_ids),
                                         created=int(time.time())))
@@ -284,19 +199,11 @@ class CaptureSession:
             self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
         if over is not None:
             return self._budget_reply(turn, req, over)
-        decision: _Decision = _Sample()
+        decision: Decision = Sample()
         pending: PendingTurn | None = None
-        if self.mode == "gated" and (self._gate_aux or not aux):
-            pending = PendingTurn(self, turn, req, plan.prompt_ids)
-            self._parked[pending.id] = pending
-            await self._pending.put(pending)
-            try:
-                decision = await pending._decision
-            except asyncio.CancelledError:  # the harness went away while the turn was parked
-                _abandon(pending)
-                raise
-            finally:
-                self._parked.pop(pending.id, None)
+        if self.gate.parks(aux):
+            pending = PendingTurn(self.loop, turn, req, plan.prompt_ids)
+            decision = await self.gate.wait(pending)
         try:
             done = await _within(self._answer(turn, req, plan, decision, on_tokens), decision,
                                  self.limits.turn_timeout_s)
@@ -312,7 +219,7 @@ class CaptureSession:
         except asyncio.CancelledError:  # the client disconnected: generation was aborted, nothing recorded
             turn.gap = "cancelled: the client went away before the reply"
             if pending is not None:
-                _abandon(pending)
+                abandon(pending)
             raise
         if not aux:
             self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
@@ -336,15 +243,10 @@ class CaptureSession:
         )
         return turn.completion
 
-    async def _journal_turn(self, turn: Turn, plan: _Plan) -> None:
+    async def _journal_turn(self, turn: Turn, plan: Plan) -> None:
         if self.journal is not None:
             await self.journal.turn(turn, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
                                     max_tokens=turn.max_tokens)
-
-    def shared(self, digest: str | None) -> bool:
-        """Whether a resent copy of the in-flight request `digest` is waiting on its answer (then the first
-        client leaving must not cancel it)."""
-        return digest in self._joined
 
     def count_tokens(self, req: CanonicalRequest, dialect: str) -> int:
         """Prompt tokens a request would take. Counted (`count_tokens_calls`), never stored as a turn: a
@@ -354,38 +256,16 @@ class CaptureSession:
         self.last_active = time.monotonic()
         return len(ids)
 
-    def _plan(self, req: CanonicalRequest, aux: bool) -> _Plan:
-        r = self._renderer
-        link = None if aux else self.trajectory.find_parent(req.messages, req.tools)
-        if link is not None:
-            text, env_ids = self._env_ids(req, link)
-            if env_ids is not None:
-                return _Plan(self.trajectory.prefix_ids(link, then=env_ids), link, env_ids, text)
-        text, ids = r.full_prompt(req.messages, req.tools)
-        return _Plan(ids, text="" if r.append_only else text,
-                     rewritten=not aux and self.trajectory.has_model_turns)
-
-    def _env_ids(self, req: CanonicalRequest, link: Link) -> tuple[str, Sequence[int] | None]:
-        """(prompt text, ids between the linked completion and this turn's); None ids on a rewrite."""
-        r = self._renderer
-        assert link.turn.completion is not None
-        bridge = r.bridge_text(link.turn.completion.token_ids)
-        if r.append_only:
-            return "", r.suffix_ids(bridge, req.messages[link.n_messages:])
-        full = r.full_text(req.messages, req.tools)
-        suffix = r.extend_text(full, link.sequence.text[: link.turn.text_len])
-        return full, None if suffix is None else tuple(r.encode(bridge + suffix))
-
-    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: _Plan, decision: _Decision,
+    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: Plan, decision: Decision,
                       on_tokens: TokenSink | None = None) -> Completion:
         match decision:
-            case _Fail(error):
+            case Fail(error):
                 raise error
-            case _Sample():
+            case Sample():
                 turn.source = "sample"
                 sink = None if on_tokens is None else (lambda new: on_tokens(turn.id, turn.created, turn.prompt_len, new))
                 ids, logprobs, finish = await self._generate(req, plan.prompt_ids, turn, sink)
-            case _Complete(text, token_ids):
+            case Complete(text, token_ids):
                 turn.source = "complete"
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
                 logprobs = await self._backend.score(plan.prompt_ids, ids) if ids else []
@@ -442,45 +322,65 @@ class CaptureSession:
             usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)), call_attempts=attempts,
         )
 
-    async def _next(self, timeout: float | None) -> PendingTurn | None:
-        try:
-            return await asyncio.wait_for(self._pending.get(), timeout)
-        except TimeoutError:
-            return None
 
-    async def _run(self) -> None:
-        self.mode = "auto"
-        self._resolve_parked(_Sample())
+class SyncCaptureSession:
+    """Blocking twin of `CaptureSession`: the same core, run on the session's loop; thread-safe. Calling
+    it on that loop itself is an error (it would deadlock): await the async methods there.
 
-    def _resolve_parked(self, decision: _Decision) -> None:
-        while not self._pending.empty():
-            self._pending.get_nowait()
-        for pending in list(self._parked.values()):
-            if not pending.resolved:
-                pending._decision.set_result(decision)
+    Attributes:
+        session: the async session underneath.
+    """
 
-    async def _sync(self, fn: Callable[[], T]) -> T:
-        return fn()
+    def __init__(self, session: CaptureSession) -> None:
+        self.session = session
+        self.token = session.token
+        self.base_url = session.base_url
 
-    def fail_all(self, error: OpenEnvError) -> None:
-        """Answer every parked request with `error` (the session is closing). Loop thread only."""
-        self.closed = True
-        self._resolve_parked(_Fail(error))
+    def next_pending(self, timeout: float | None = None) -> SyncPendingTurn | None:
+        pending = self._call(self.session.next_pending(timeout))
+        return None if pending is None else pending.sync()
 
-    # ---- loop bridging -------------------------------------------------------------------------------
+    def run(self) -> None:
+        self._call(self.session.run())
 
-    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-        """Run `coro` on the session's loop from any other thread and wait for it."""
-        if _running_loop() is self.loop:
-            coro.close()
-            raise RuntimeError("sync session methods cannot run on the server's own loop; use the a-methods")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+    def sequences(self) -> list[SequenceRow]:
+        return self._call(self.session.sequences())
 
-    async def _bridge(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Await `coro` on the session's loop from whichever loop we are on."""
-        if _running_loop() is self.loop:
-            return await coro
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+    def stats(self) -> SequenceStats:
+        return self._call(self.session.stats())
+
+    def turns(self) -> list[TurnRecord]:
+        return self._call(self.session.turns())
+
+    def set_budget(self, budget: Budget | None) -> None:
+        self.session.set_budget(budget)
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return self.session.trajectory
+
+    @property
+    def journal(self) -> Journal | None:
+        return self.session.journal
+
+    @property
+    def mode(self) -> Mode:
+        return self.session.mode
+
+    @property
+    def closed(self) -> bool:
+        return self.session.closed
+
+    @property
+    def budget_hit(self) -> str | None:
+        return self.session.budget_hit
+
+    @property
+    def count_tokens_calls(self) -> int:
+        return self.session.count_tokens_calls
+
+    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
+        return call_on_loop(self.session.loop, coro, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,24 +406,11 @@ class TurnCapReached(BadRequest):
     code = "turn_cap"
 
 
-def _abandon(pending: PendingTurn) -> None:
-    """A parked turn whose harness left: its controller's sample()/complete() gets an error, not a hang."""
-    if not pending._decision.done():
-        pending._decision.cancel()
-    if not pending._done.done():
-        pending._done.set_exception(BackendUnavailable("the harness disconnected before this turn was answered"))
-
-
-def _mark_retrieved(future: asyncio.Future[Completion]) -> None:
-    if not future.cancelled():
-        future.exception()
-
-
-async def _within(answer: Coroutine[Any, Any, Completion], decision: _Decision,
+async def _within(answer: Coroutine[Any, Any, Completion], decision: Decision,
                   default: float | None = None) -> Completion:
     """The answer, within the controller's turn timeout (else the session's). Past it the turn is a gap and
     the harness gets its retryable error now, not when a stalled backend's own (longer) timeout fires."""
-    timeout = None if isinstance(decision, _Fail) else (decision.timeout or default)
+    timeout = None if isinstance(decision, Fail) else (decision.timeout or default)
     if timeout is None:
         return await answer
     try:
@@ -534,17 +421,9 @@ async def _within(answer: Coroutine[Any, Any, Completion], decision: _Decision,
                                  "retry the request") from None
 
 
-def _outer(timeout: float | None) -> float | None:
-    return None if timeout is None else timeout + _TIMEOUT_GRACE_S
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 def _turn_id() -> str:
     return secrets.token_hex(12)
 
+
+async def _call(fn: Callable[[], T]) -> T:
+    return fn()

@@ -25,7 +25,7 @@ from openenv.capture.backends.named import BACKEND_NAMES, BackendName, make_back
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession, PendingTurn
+from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message
@@ -53,10 +53,10 @@ SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
 class _Episode:
     task: Task
     sandbox: Sandbox
-    session: CaptureSession
+    session: SyncCaptureSession
     process: HarnessProcess
     verifier: Callable[..., Verdict] = verify
-    pending: PendingTurn | None = None
+    pending: SyncPendingTurn | None = None
     last_turn: LastTurn | None = None
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -424,7 +424,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         main = [r for r in records if not r.aux and r.completion is not None and not r.budget]
         return len(main), sum(len(r.completion.tool_calls) for r in main if r.completion is not None)
 
-    def _observe(self, episode: _Episode, pending: PendingTurn) -> HarnessObservation:
+    def _observe(self, episode: _Episode, pending: SyncPendingTurn) -> HarnessObservation:
         turns, tool_calls = self._counts(episode.session.turns())
         self._state.harness_status = episode.process.status()
         return HarnessObservation(

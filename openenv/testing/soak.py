@@ -42,7 +42,7 @@ from openenv.capture.backends.vllm import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession
+from openenv.capture.session import SyncCaptureSession
 from openenv.capture.trajectory import TurnRecord
 from openenv.errors import OpenEnvError
 from openenv.executor.base import EpisodeExecutor, WorkerContext
@@ -217,9 +217,9 @@ def _status_code(kind: FaultKind, rng: random.Random) -> int:
 class _SoakServer(CaptureServer):
     """A capture server reached through a relay, which remembers the last session it opened."""
 
-    last: CaptureSession | None = None
+    last: SyncCaptureSession | None = None
 
-    def open_session(self, **kwargs: Any) -> CaptureSession:
+    def open_session(self, **kwargs: Any) -> SyncCaptureSession:
         session = super().open_session(**kwargs)
         self.last = session
         return session
@@ -299,7 +299,7 @@ def _inject(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str,
 
 
 def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: SoakConfig,
-           result: EpisodeResult) -> CaptureSession | None:
+           result: EpisodeResult) -> SyncCaptureSession | None:
     """Reset, inject, step until done; the episode's session (None if reset failed before one opened)."""
     before = slot.server.last
     timeout = config.hang_timeout_s if plan.kind == "harness_hung" else config.episode_timeout_s
@@ -324,13 +324,13 @@ def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: Soak
     return session
 
 
-def _settled_turns(session: CaptureSession, wait_s: float = 3.0) -> list[TurnRecord]:
+def _settled_turns(session: SyncCaptureSession, wait_s: float = 3.0) -> list[TurnRecord]:
     """The session's turns once none is still open (a parked turn fails just after its session closes)."""
     return settle(session.turns, lambda turns: all(t.completion is not None or t.gap is not None for t in turns),
                   wait_s)
 
 
-def _account(result: EpisodeResult, slot: _Slot, session: CaptureSession, env: HarnessEnvironment,
+def _account(result: EpisodeResult, slot: _Slot, session: SyncCaptureSession, env: HarnessEnvironment,
              faults_before: dict[str, int]) -> None:
     turns = _settled_turns(session)
     ledger = slot.relay.settled_ledger(session.token)

@@ -19,7 +19,7 @@ from openai import OpenAI
 from openenv.capture.canonical import CanonicalRequest, SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession, PendingTurn
+from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
 from openenv.errors import BadRequest
 
 TOOLS = [{"type": "function", "function": {
@@ -33,14 +33,14 @@ def call_text(command: str) -> str:
     return f'<tool_call>\n{{"name": "bash", "arguments": {{"command": "{command}"}}}}\n</tool_call>'
 
 
-def sdk(session: CaptureSession) -> OpenAI:
+def sdk(session: SyncCaptureSession) -> OpenAI:
     return OpenAI(base_url=session.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
 class Harness:
     """Plays the harness: each request runs in a worker thread while the test plays controller."""
 
-    def __init__(self, session: CaptureSession) -> None:
+    def __init__(self, session: SyncCaptureSession) -> None:
         self.session = session
         self.client = sdk(session)
         self.pool = ThreadPoolExecutor(1)
@@ -53,7 +53,7 @@ class Harness:
         return self.pool.submit(self.client.chat.completions.create, model="tiny",
                                 messages=list(self.messages), tools=TOOLS)
 
-    def turn(self, answer: Callable[[PendingTurn], object]) -> Any:
+    def turn(self, answer: Callable[[SyncPendingTurn], object]) -> Any:
         """Send the conversation, let `answer` resolve the parked request, append the reply."""
         reply = self.request()
         pending = self.session.next_pending(timeout=60)
@@ -93,8 +93,8 @@ def test_three_turn_tool_conversation_is_one_sequence(any_proxy: CaptureServer, 
     prompts: list[str] = []
     completions: list[list[int]] = []
 
-    def answer_with(text: str) -> Callable[[PendingTurn], object]:
-        def answer(pending: PendingTurn) -> object:
+    def answer_with(text: str) -> Callable[[SyncPendingTurn], object]:
+        def answer(pending: SyncPendingTurn) -> object:
             prompts.append(render(renderer, harness.messages, generation_prompt=True))
             assert renderer.decode(pending.prompt_ids) == prompts[-1]
             done = pending.complete(text=text)
@@ -184,7 +184,7 @@ def test_changed_tools_break_the_sequence(proxy: CaptureServer) -> None:
 def test_gated_controller_runs_in_another_thread(proxy: CaptureServer) -> None:
     """The controller lives in its own thread, the harness in the test thread (both block)."""
     session = proxy.open_session(mode="gated", sampling=SHORT)
-    seen: list[PendingTurn] = []
+    seen: list[SyncPendingTurn] = []
 
     def controller() -> None:
         pending = session.next_pending(timeout=60)
@@ -205,11 +205,11 @@ def test_async_controller_on_its_own_event_loop(proxy: CaptureServer) -> None:
     session = proxy.open_session(mode="gated", sampling=SHORT)
 
     async def controller() -> str:
-        pending = await session.anext_pending(timeout=60)
+        pending = await session.session.next_pending(timeout=60)
         assert pending is not None
-        done = await pending.asample()
+        done = await pending.sample()
         with pytest.raises(BadRequest, match="already answered"):
-            await pending.acomplete(text="too late")
+            await pending.complete(text="too late")
         return done.id
 
     with ThreadPoolExecutor(1) as pool:

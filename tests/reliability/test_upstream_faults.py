@@ -27,7 +27,7 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession
+from openenv.capture.session import SyncCaptureSession
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
@@ -66,7 +66,7 @@ class Wire:
 
 
 class ChatClient:
-    def __init__(self, session: CaptureSession, wire: Wire) -> None:
+    def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
                                     http_client=wire.http2)
         self.messages: list[Any] = []
@@ -78,7 +78,7 @@ class ChatClient:
 
 
 class ResponsesClient:
-    def __init__(self, session: CaptureSession, wire: Wire) -> None:
+    def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
                                     http_client=wire.http2)
         self.input: list[Any] = []
@@ -90,7 +90,7 @@ class ResponsesClient:
 
 
 class AnthropicClient:
-    def __init__(self, session: CaptureSession, wire: Wire) -> None:
+    def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
         self.client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=3,
                                           http_client=wire.http2)
         self.messages: list[Any] = []
@@ -103,7 +103,7 @@ class AnthropicClient:
 
 
 class GeminiClient:
-    def __init__(self, session: CaptureSession, wire: Wire) -> None:
+    def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
         retry = gtypes.HttpRetryOptions(attempts=4, initial_delay=0.3, max_delay=2.0, jitter=0.2)
         options = gtypes.HttpOptions(base_url=session.base_url, api_version="v1beta", retry_options=retry,
                                      httpx_client=wire.http)
@@ -117,7 +117,7 @@ class GeminiClient:
         self.contents.append(gtypes.Content(role="model", parts=reply.candidates[0].content.parts or []))
 
 
-CLIENTS: dict[str, Callable[[CaptureSession, Wire], Any]] = {
+CLIENTS: dict[str, Callable[[SyncCaptureSession, Wire], Any]] = {
     "openai_chat": ChatClient,
     "openai_responses": ResponsesClient,
     "anthropic": AnthropicClient,

@@ -17,7 +17,7 @@ from openai import OpenAI
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession
+from openenv.capture.session import SyncCaptureSession
 
 SAMPLING = SamplingParams(max_tokens=12, temperature=1.0)
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
@@ -26,7 +26,7 @@ TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a
 CALL = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>'
 
 
-def sdk(session: CaptureSession) -> OpenAI:
+def sdk(session: SyncCaptureSession) -> OpenAI:
     return OpenAI(base_url=session.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
 
 
@@ -111,7 +111,7 @@ def test_stream_without_include_usage_ends_with_the_finish_chunk(proxy: CaptureS
     assert json.loads(frames[-2][len("data: "):])["choices"][0]["finish_reason"] == "length"
 
 
-def _gated_tool_call(session: CaptureSession, **kwargs: Any) -> Any:
+def _gated_tool_call(session: SyncCaptureSession, **kwargs: Any) -> Any:
     with ThreadPoolExecutor(1) as pool:
         reply = pool.submit(kwargs.pop("call"), model="tiny", messages=MESSAGES, tools=TOOLS, **kwargs)
         pending = session.next_pending(timeout=60)

@@ -24,7 +24,7 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import CaptureSession, PendingTurn
+from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
 from openenv.core.net import free_port
 
 SYSTEM = "You are a coding agent."
@@ -48,7 +48,7 @@ class Conversation(Protocol):
 
 
 class ChatConversation:
-    def __init__(self, session: CaptureSession, stream: bool) -> None:
+    def __init__(self, session: SyncCaptureSession, stream: bool) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
         self.stream = stream
         self.tools = [{"type": "function", "function": {"name": "bash", "parameters": BASH}}]
@@ -73,7 +73,7 @@ class ChatConversation:
 
 
 class ResponsesConversation:
-    def __init__(self, session: CaptureSession, stream: bool) -> None:
+    def __init__(self, session: SyncCaptureSession, stream: bool) -> None:
         self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
         self.stream = stream
         self.tools = [{"type": "function", "name": "bash", "parameters": BASH, "strict": False}]
@@ -97,7 +97,7 @@ class ResponsesConversation:
 
 
 class AnthropicConversation:
-    def __init__(self, session: CaptureSession, stream: bool) -> None:
+    def __init__(self, session: SyncCaptureSession, stream: bool) -> None:
         self.client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0)
         self.stream = stream
         self.tools = [{"name": "bash", "input_schema": BASH}]
@@ -126,7 +126,7 @@ class AnthropicConversation:
 
 
 class GeminiConversation:
-    def __init__(self, session: CaptureSession, stream: bool) -> None:
+    def __init__(self, session: SyncCaptureSession, stream: bool) -> None:
         options = gtypes.HttpOptions(base_url=session.base_url, api_version="v1beta")
         self.client = genai.Client(api_key=session.token, http_options=options)
         self.stream = stream
@@ -165,7 +165,7 @@ class GeminiConversation:
         self.contents.append(gtypes.Content(role="user", parts=[gtypes.Part(function_response=response)]))
 
 
-CONVERSATIONS: dict[str, Callable[[CaptureSession, bool], Conversation]] = {
+CONVERSATIONS: dict[str, Callable[[SyncCaptureSession, bool], Conversation]] = {
     "openai_chat": ChatConversation,
     "openai_responses": ResponsesConversation,
     "anthropic": AnthropicConversation,
@@ -173,11 +173,11 @@ CONVERSATIONS: dict[str, Callable[[CaptureSession, bool], Conversation]] = {
 }
 
 
-def play(session: CaptureSession, conversation: Conversation) -> list[list[int]]:
+def play(session: SyncCaptureSession, conversation: Conversation) -> list[list[int]]:
     """Tool call (controller-supplied) -> tool result -> sampled answer; returns each turn's prompt ids."""
     prompts: list[list[int]] = []
 
-    def turn(answer: Callable[[PendingTurn], object]) -> list[tuple[str, str, dict[str, Any]]]:
+    def turn(answer: Callable[[SyncPendingTurn], object]) -> list[tuple[str, str, dict[str, Any]]]:
         with ThreadPoolExecutor(1) as pool:
             reply = pool.submit(conversation.send)
             pending = session.next_pending(timeout=120)
