@@ -11,11 +11,18 @@ env tokens inserted between turns); anything else starts a new sequence, which r
 - `retry`: the request repeats an earlier turn's messages exactly (the harness asked again);
 - `compaction`: a rewritten history with the same tools and system prompt as the sequence of the
   newest model turn (the harness summarized its history), or as an earlier sequence when the newest
-  model turn called no tool (the summarizer's own request came between); the parent is that sequence;
+  model turn called no tool (the summarizer's own request came between); the parent is the compacted
+  conversation. The summary request itself is relabelled `compaction` (same parent) once the compacted
+  history arrives: a one-turn, text-only sequence begun after the compacted conversation's newest turn,
+  either a fork of it (Claude Code re-sends the history up to an earlier turn plus "summarize") or a
+  tool-less conversation of its own (OpenCode's summarization agent, Codex's checkpoint request);
 - `sub-agent`: any other rewritten history (other tools or another system prompt, e.g. the Task tool
   starting a conversation while the newest model turn waits on its tool call); its parent is the
-  sequence of the newest model turn. Sequences store token ids
-once, so a 30-turn session costs its length in memory, not its length squared.
+  sequence of the newest model turn.
+
+These rules were checked against real Claude Code, OpenCode and Codex episodes
+(tests/harness/long/). Sequences store token ids once, so a 30-turn session costs its length in memory,
+not its length squared.
 """
 
 from __future__ import annotations
@@ -262,11 +269,18 @@ class Trajectory:
         same = [q for q in self.sequences if q.tools == tuple(tools) and _system(q.messages) == _system(messages)]
         latest = max(self.sequences, key=lambda q: q.head.index)  # the sequence of the newest model turn
         if any(q is latest for q in same):
-            return "compaction", latest.index
-        waiting = latest.head.completion is not None and bool(latest.head.completion.tool_calls)
-        if same and not waiting:
-            return "compaction", max(same, key=lambda q: q.head.index).index
-        return "sub-agent", latest.index
+            compacted = latest
+        elif same and not _calls_tools(latest.head):
+            compacted = max(same, key=lambda q: q.head.index)
+        else:
+            return "sub-agent", latest.index
+        while compacted.origin in ("fork", "retry") and compacted.parent is not None and _summary_like(compacted):
+            compacted = self.sequences[compacted.parent]  # the summary request forked it: go to the conversation
+        for q in self.sequences:  # the summary request(s) of this compaction
+            if q.parent == compacted.index and _summary_like(q) and q.head.index > compacted.head.index \
+                    and (q.origin in ("fork", "retry") or (q.origin == "sub-agent" and not q.tools)):
+                q.origin = "compaction"
+        return "compaction", compacted.index
 
     # ---- export ------------------------------------------------------------------------------------
 
@@ -315,6 +329,15 @@ def _append_json(buffer: bytearray, ids: Seq[int]) -> None:
         if buffer:
             buffer += b","
         buffer += _json_items(ids)
+
+
+def _calls_tools(turn: Turn) -> bool:
+    return turn.completion is not None and bool(turn.completion.tool_calls)
+
+
+def _summary_like(seq: TrainingSequence) -> bool:
+    """One turn that answered in text only: the shape of a summary request."""
+    return len(seq.turns) == 1 and not _calls_tools(seq.head)
 
 
 def _system(messages: Seq[Message]) -> tuple[Message, ...]:

@@ -92,7 +92,8 @@ def run(
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
-    policy: Annotated[str, typer.Option(help="sample, run, or oracle (applies the reference solution)")]
+    policy: Annotated[str, typer.Option(help="sample, run, oracle (applies the reference solution), or long (a scripted "
+                                         "episode through a sub-agent and a compaction, then the solution)")]
     = "sample",
     network: Annotated[str, typer.Option(help="loopback (auto): only the proxy is reachable; host: this "
                                          "machine's network (explicit opt-out, warned every episode)")] = "auto",
@@ -119,9 +120,9 @@ def run(
     from openenv.capture.budget import Budget
     from openenv.errors import OpenEnvError
 
-    if policy not in ("sample", "run", "oracle") or backend not in ("local", "vllm") \
+    if policy not in ("sample", "run", "oracle", "long") or backend not in ("local", "vllm") \
             or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
-        _err.print("[red]error:[/] --policy is sample|run|oracle, --backend is local|vllm, "
+        _err.print("[red]error:[/] --policy is sample|run|oracle|long, --backend is local|vllm, "
                    "--sandbox is local|docker, --isolation is bwrap|none")
         raise typer.Exit(2)
     try:
@@ -145,6 +146,11 @@ def run(
                   f"{summary.tokens_trained}/{summary.tokens_sampled} = {summary.trained_ratio:.2f}",
                   f"{summary.aux_turns} ({summary.aux_tokens} tok)", f"{summary.wall_s:.1f}")
     Console().print(table)
+    if len(summary.lineage) > 1:  # a branching episode: every row, where it came from, what it trains
+        Console().print("sequences: " + " · ".join(
+            f"{i} {line.origin}" + (f"<-{line.parent}" if line.parent is not None else "")
+            + f" ({line.turns} turns, {line.tokens_trained} tok)" for i, line in enumerate(summary.lineage)),
+            soft_wrap=True)
     for note in summary.notes:
         Console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
     if summary.budget_hit:

@@ -13,16 +13,29 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from openenv.errors import BadRequest
 from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
 from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.tasks.model import Task
 from openenv.paths import write_atomic
 
-__all__ = ["EpisodeSummary", "Policy", "run_episode", "save_trajectory"]
+__all__ = ["EpisodeSummary", "Policy", "SequenceLine", "run_episode", "save_trajectory"]
 
-Policy = Literal["sample", "oracle", "run"]
+Policy = Literal["sample", "oracle", "run", "long"]
+
+
+class SequenceLine(BaseModel):
+    """One training row of the episode, as `openenv run` lists it: why it began, where from, its size."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    origin: str
+    parent: int | None
+    turns: int
+    tokens_trained: int
 
 
 class EpisodeSummary(BaseModel):
@@ -51,6 +64,7 @@ class EpisodeSummary(BaseModel):
     tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
     aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
     malformed_tool_calls: int = Field(default=0, description="tool-call attempts that did not parse cleanly")
+    lineage: list[SequenceLine] = Field(default_factory=list, description="each training row's origin and parent")
 
     @property
     def trained_ratio(self) -> float:
@@ -58,13 +72,12 @@ class EpisodeSummary(BaseModel):
         return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
 
 
-def _action(env: HarnessEnvironment, obs: HarnessObservation, policy: Policy,
-            oracle: OraclePolicy | None) -> HarnessAction:
+def _action(obs: HarnessObservation, policy: Policy, script: OraclePolicy | LongEpisodePolicy | None) -> HarnessAction:
     if policy == "run":
         return HarnessAction(kind="run")
-    if policy == "sample" or obs.pending is None or oracle is None:
+    if policy == "sample" or obs.pending is None or script is None:
         return HarnessAction(kind="sample")
-    return HarnessAction(kind="complete", text=oracle.reply(obs.pending.request, aux=obs.pending.aux))
+    return HarnessAction(kind="complete", text=script.reply(obs.pending.request, aux=obs.pending.aux))
 
 
 def run_episode(
@@ -75,23 +88,42 @@ def run_episode(
     on_step: Callable[[HarnessObservation], None] | None = None,
     timeout_s: float | None = None,
     look_first: bool = False,
+    solve: bool = True,
 ) -> tuple[HarnessObservation, EpisodeSummary]:
     """Reset on `task`, answer every turn with `policy` until done, and summarize.
 
     `oracle` applies the task's reference solution through the harness's own tools; `sample` lets the
     backend answer each turn; `run` hands the whole episode to the backend in one step. `look_first`
     makes the oracle list the workspace before it edits (one more turn, one more merge to check).
+    `long` starts the harness as its spec's `long_episode` recipe says and drives it through a sub-agent
+    and a compaction before it applies the solution (`solve=False`: gives up instead; see
+    `openenv/harness/long_episode.py`).
+
+    Raises:
+        BadRequest: `long` for a harness whose spec has no `long_episode` recipe.
     """
     start = time.monotonic()
-    options: dict[str, object] = {"task": task, "stage_solution": policy == "oracle"}
+    options: dict[str, object] = {"task": task, "stage_solution": policy in ("oracle", "long")}
     if timeout_s is not None:
         options["timeout_s"] = timeout_s
-    oracle = OraclePolicy(env.spec, task, look_first=look_first) if policy == "oracle" else None
-    obs = env.reset(**options)
-    while not obs.done:
-        if on_step is not None:
-            on_step(obs)
-        obs = env.step(_action(env, obs, policy, oracle))
+    spec = env.spec
+    script: OraclePolicy | LongEpisodePolicy | None = None
+    if policy == "oracle":
+        script = OraclePolicy(spec, task, look_first=look_first)
+    elif policy == "long":
+        if spec.long_episode is None:
+            raise BadRequest(f"--policy long needs a long_episode recipe in {spec.name}'s spec.yaml (harnesses with "
+                             "one: claude-code, opencode, codex)")
+        env.spec = spec.long_variant()  # this episode only: restored below
+        script = LongEpisodePolicy(env.spec, spec.long_episode, task, solve=solve)
+    try:
+        obs = env.reset(**options)
+        while not obs.done:
+            if on_step is not None:
+                on_step(obs)
+            obs = env.step(_action(obs, policy, script))
+    finally:
+        env.spec = spec
     if on_step is not None:
         on_step(obs)
     stats = obs.stats
@@ -106,6 +138,8 @@ def run_episode(
         tokens_trained=sum(sum(row.env_mask) for row in obs.sequences or []),
         aux_tokens=stats.aux_tokens if stats else 0,
         malformed_tool_calls=stats.malformed_tool_calls if stats else 0,
+        lineage=[SequenceLine(origin=row.origin, parent=row.parent, turns=len(row.turn_ids),
+                              tokens_trained=sum(row.env_mask)) for row in obs.sequences or []],
         notes=[str(n) for n in obs.metadata.get("notes", [])],
     )
     return obs, summary

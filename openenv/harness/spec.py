@@ -26,8 +26,10 @@ __all__ = [
     "Dialect",
     "HarnessSpec",
     "InstallSpec",
+    "LongEpisode",
     "SessionContext",
     "ShellTool",
+    "SubAgentTool",
     "load_spec",
     "render",
 ]
@@ -193,6 +195,31 @@ class AuxRule(_Spec):
         return all(checks)
 
 
+class SubAgentTool(_Spec):
+    """The harness's tool that starts a sub-agent (a new conversation through the proxy)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(description="the call's arguments; `${prompt}` is the sub-agent's task")
+
+
+class LongEpisode(_Spec):
+    """How the `long` policy drives this harness into long-episode branches: the launch changes that
+    enable a sub-agent tool and compact the history early, and how the harness's summary request looks.
+
+    Only the `long` policy uses it (`openenv run --policy long`, the long-episode tests): a run with any
+    other policy starts the harness exactly as `command`/`env` say.
+    """
+
+    drop_args: list[str] = Field(default_factory=list, description="items removed from `command`")
+    add_args: list[str] = Field(default_factory=list, description="items appended to `command`; templated")
+    env: dict[str, str] = Field(default_factory=dict, description="env vars added (e.g. a low compaction "
+                                "threshold); templated")
+    sub_agent: SubAgentTool | None = None
+    summarizer: list[str] = Field(
+        min_length=1, description="text that marks the harness's summary request (its system prompt or its "
+        "last user message contains one of these)")
+
+
 class HarnessSpec(_Spec):
     """One harness: what to install, how to configure and start it, and how it talks to the model."""
 
@@ -218,6 +245,8 @@ class HarnessSpec(_Spec):
     aux: list[AuxRule] = Field(default_factory=list)
     stdin_devnull: bool = True
     model: str = Field(default="tiny", description="model name the harness is configured with")
+    long_episode: LongEpisode | None = Field(
+        default=None, description="how the `long` policy forces a sub-agent and a compaction (see LongEpisode)")
 
     @model_validator(mode="after")
     def _command_starts_with_bin(self) -> HarnessSpec:
@@ -231,6 +260,19 @@ class HarnessSpec(_Spec):
     def aux_reason(self, request: CanonicalRequest) -> str | None:
         """Return why a request is auxiliary (kept out of training sequences), or None for a main turn."""
         return next((rule.reason for rule in self.aux if rule.matches(request)), None)
+
+    def long_variant(self) -> HarnessSpec:
+        """This harness as the `long` policy starts it (`long_episode`'s argv and env changes applied);
+        the variant has no `long_episode` of its own, so applying it twice is refused, not doubled.
+
+        Raises:
+            ValueError: the harness has no `long_episode` recipe.
+        """
+        recipe = self.long_episode
+        if recipe is None:
+            raise ValueError(f"{self.name} has no long_episode recipe in its spec.yaml")
+        command = [arg for arg in self.command if arg not in recipe.drop_args] + recipe.add_args
+        return self.model_copy(update={"command": command, "env": {**self.env, **recipe.env}, "long_episode": None})
 
     def argv(self, ctx: SessionContext) -> list[str]:
         return render(self.command, ctx.variables())

@@ -211,14 +211,41 @@ def test_a_task_call_starts_sub_agents_whose_parent_is_the_caller() -> None:
     assert [len(row.turn_ids) for row in traj.rows()] == [2, 2, 1]
 
 
-def test_a_summarizer_call_then_the_compacted_main_history() -> None:
-    """Claude Code compacts with a separate summarizer request (its own system prompt, no tools), then
-    resumes the main conversation from the summary: a sub-agent, then a compaction of the main sequence."""
+def test_a_summarizer_conversation_then_the_compacted_main_history() -> None:
+    """OpenCode and Codex compact with a summary request of their own (another system prompt or the
+    history plus an instruction, and no tools), then resume the main conversation from the summary:
+    the summary request and the resumed history are both compactions of the main sequence."""
     traj = Trajectory()
     answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
     answer(traj, (SUMMARIZER, msg("user", "the whole history")), [40])
+    assert lineage(traj) == [("new", None), ("sub-agent", 0)]  # not yet known to be a summary
     answer(traj, (SYS, msg("user", "summary")), [12], tools=MAIN_TOOLS)
-    assert lineage(traj) == [("new", None), ("sub-agent", 0), ("compaction", 0)]
+    assert lineage(traj) == [("new", None), ("compaction", 0), ("compaction", 0)]
+
+
+def test_a_summary_request_that_forks_the_history_then_the_compacted_history() -> None:
+    """Claude Code asks for the summary by re-sending its history up to an earlier turn plus "summarize"
+    (a fork of the main sequence, same tools), then resumes from the summary: both are compactions of
+    the main sequence, not of the summary fork."""
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SYS, USER, A1, msg("user", "summarize, text only")), [40], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("fork", 0)]
+    answer(traj, (SYS, msg("user", "summary"), A2, TOOL2), [12], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("compaction", 0), ("compaction", 0)]
+
+
+def test_a_sub_agent_that_answered_at_once_stays_a_sub_agent_after_a_compaction() -> None:
+    """A one-turn text-only sub-agent (it has tools) is not a summary request, though it came just
+    before the main conversation was compacted."""
+    traj = Trajectory()
+    answer(traj, (SYS, USER), [10], tools=MAIN_TOOLS, calls=("Task",))
+    answer(traj, (SUB_SYS, msg("user", "look")), [20], tools=SUB_TOOLS)
+    answer(traj, (SYS, USER, A1, TOOL1), [11], tools=MAIN_TOOLS, calls=("Bash",))
+    answer(traj, (SUMMARIZER, msg("user", "the whole history")), [40])
+    answer(traj, (SYS, msg("user", "summary")), [12], tools=MAIN_TOOLS)
+    assert lineage(traj) == [("new", None), ("sub-agent", 0), ("compaction", 0), ("compaction", 0)]
 
 
 def test_a_request_asked_again_is_a_retry_of_its_sequence() -> None:

@@ -131,3 +131,16 @@ def test_gemini_scripts_travel_base64_encoded_and_one_liners_stay_plain():
     assert "`" not in command and command.startswith("echo ") and command.endswith(" | base64 -d | sh")
     assert base64.b64decode(command.split()[1]).decode() == script
     assert tool.call_arguments("ls -la")["command"] == "ls -la"
+
+
+def test_the_long_variant_applies_the_recipe_once_and_a_harness_without_one_is_refused():
+    spec = get_spec("claude-code")
+    recipe = spec.long_episode
+    assert recipe is not None and recipe.sub_agent is not None and recipe.sub_agent.name == "Agent"
+    variant = spec.long_variant()
+    assert "--bare" in spec.command and "--bare" not in variant.command
+    assert variant.command[-len(recipe.add_args):] == recipe.add_args
+    assert variant.env == {**spec.env, **recipe.env} and variant.long_episode is None
+    with pytest.raises(ValueError, match="no long_episode recipe"):
+        variant.long_variant()  # applied once, not twice
+    assert {name for name in harness_names() if get_spec(name).long_episode} == {"claude-code", "opencode", "codex"}
