@@ -4,9 +4,10 @@ backend per test session (each takes seconds; capture and reliability tests shar
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -67,6 +68,30 @@ def local_backend(tiny_model: Path) -> LocalBackend:
     from openenv.capture.backends.local import LocalBackend
 
     return LocalBackend(tiny_model)
+
+
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+
+
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real headless Chromium (selenium), one per session; skipped with the install hint when missing."""
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.skip("chromium/chromedriver not installed; run scripts/install_browser.sh")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+                 "--window-size=1400,1000"):
+        options.add_argument(flag)
+    session = webdriver.Chrome(options=options, service=Service(driver))
+    session.set_page_load_timeout(60)
+    yield session
+    session.quit()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -1,4 +1,5 @@
-"""The viewer in a real headless Chromium (Debian's chromium + chromium-driver, via selenium).
+"""The viewer in a real headless Chromium (Debian's chromium + chromium-driver, via selenium; the
+session's `browser` fixture in tests/conftest.py).
 
 Needs `scripts/install_browser.sh`; skipped with that hint when the browser is missing. The screenshot
 goes to artifacts/viewer/ (ignored by git) for a human to look at.
@@ -6,10 +7,8 @@ goes to artifacts/viewer/ (ignored by git) for a human to look at.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,29 +20,6 @@ from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_deco
 
 FIXTURE = Path(__file__).parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "viewer"
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (chromium and driver):
-        pytest.skip("chromium/chromedriver not installed; run scripts/install_browser.sh")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 "--window-size=1400,1000"):
-        options.add_argument(flag)
-    session = webdriver.Chrome(options=options, service=Service(driver))
-    session.set_page_load_timeout(60)
-    yield session
-    session.quit()
-
-
 @pytest.fixture(scope="module")
 def viewer_url(tiny_model: Path) -> Iterator[str]:
     log = read_episode(FIXTURE)

@@ -83,3 +83,34 @@ def test_a_long_episode_trains_every_policy_token_once_exactly(name, long_run, t
     check_logprobs_match_a_teacher_forced_recompute(run, teacher)
     sampled = sum(len(t.completion.token_ids) for t in log.turns if not t.aux and t.completion)
     assert summary.model_extra["tokens_trained"] == summary.model_extra["tokens_sampled"] == sampled > 0
+
+
+def test_claude_code_with_a_compaction_and_a_sub_agent_trains_every_row_in_openenv_run_and_the_viewer(
+        long_run, browser, tiny_model):
+    """Issue 19's acceptance: >= 3 sequences, all trained, tokens_trained / tokens_sampled = 1.00, shown by
+    `openenv run` (its table and its sequence line) and by the viewer (lineage tree, trained ratio)."""
+    from selenium.webdriver.common.by import By
+
+    from openenv.server import LocalServer
+    from openenv.viewer import create_viewer_app, tokenizer_decode
+
+    run = long_run("claude-code")
+    rows, summary = run.log.sequences, run.log.summary
+    assert summary is not None and len(rows) >= 3 and all(sum(row.env_mask) > 0 for row in rows)
+    sampled = summary.model_extra["tokens_sampled"]
+    assert f"{sampled}/{sampled} = 1.00" in run.stdout, run.stdout
+    shown = [f"{i} {origin}" + (f"<-{parent}" if parent is not None else "") + f" ({len(row.turn_ids)} turns, "
+             f"{sum(row.env_mask)} tok)" for i, (row, (origin, parent)) in enumerate(zip(rows, LINEAGE["claude-code"],
+                                                                                         strict=True))]
+    assert "sequences: " + " · ".join(shown) in run.stdout, run.stdout
+    server = LocalServer(create_viewer_app(lambda: [run.log], tokenizer_decode(tiny_model))).start()
+    try:
+        browser.get(server.base_url + "/")
+        items = browser.find_elements(By.CSS_SELECTOR, "#lineage li")
+        assert [(li.get_attribute("data-origin"), li.get_attribute("data-parent")) for li in items] == [
+            ("new", ""), ("sub-agent", "0"), ("compaction", "0"), ("compaction", "0")]
+        assert browser.find_element(By.ID, "trained-ratio").text == f"{sampled} / {sampled} = 1.00"
+        model = browser.find_elements(By.CSS_SELECTOR, ".tok.model")
+        assert len(model) == sampled, "every trained token is shown as a model token"
+    finally:
+        server.stop()
