@@ -147,7 +147,7 @@ def _real_job_bytes() -> dict[str, float]:
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.trajectory import SequenceRow
     from openenv.harness.tasks import load_task_set
-    from openenv.train.episode import EpisodeResult
+    from openenv.train.episode import TrainingEpisodeResult
     from openenv.train.episode_job import TrainingEpisodeJob
 
     task = load_task_set("builtin")[0]
@@ -156,7 +156,7 @@ def _real_job_bytes() -> dict[str, float]:
     n = 30000
     row = SequenceRow(prompt_ids=list(range(1000, 1000 + n // 10)), completion_ids=list(range(n)),
                       logprobs=[-0.123456789] * n, env_mask=[1] * n, turn_ids=["t"] * 40)
-    result = EpisodeResult(harness="pi", task_id=task.id, policy="sample", row=row)
+    result = TrainingEpisodeResult(harness="pi", task_id=task.id, policy="sample", row=row)
     return {"training": len(cloudpickle.dumps(job)), "row_bytes_per_token": len(pickle.dumps(result)) / n}
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from openenv.eval import EpisodeResult, EvalPlan, Report
+    from openenv.eval import EvalEpisodeResult, EvalPlan, Report
     from openenv.executor import EpisodeExecutor
 
 __all__ = ["eval_", "register"]
@@ -93,7 +93,9 @@ def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExe
     return executor
 
 
-def _run_with_progress(plan: EvalPlan, out: Path, executor: EpisodeExecutor | None = None) -> list[EpisodeResult]:
+def _run_with_progress(
+    plan: EvalPlan, out: Path, executor: EpisodeExecutor | None = None
+) -> list[EvalEpisodeResult]:
     """One bar per harness plus a total, advanced as episodes finish (on stderr: stdout stays clean)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -106,7 +108,7 @@ def _run_with_progress(plan: EvalPlan, out: Path, executor: EpisodeExecutor | No
         total = progress.add_task("all", total=per_harness * len(plan.harnesses), solved=0)
         solved: dict[str, int] = dict.fromkeys(plan.harnesses, 0)
 
-        def advance(result: EpisodeResult) -> None:
+        def advance(result: EvalEpisodeResult) -> None:
             h = result.summary.harness
             solved[h] += (result.summary.reward or 0.0) >= 1.0
             progress.update(bars[h], advance=1, solved=solved[h])

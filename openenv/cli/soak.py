@@ -16,7 +16,7 @@ from openenv.core.validation import validation_message
 
 if TYPE_CHECKING:
     from openenv.executor import EpisodeExecutor
-    from openenv.testing.soak import EpisodeResult, SoakConfig, SoakReport
+    from openenv.testing.soak import SoakConfig, SoakEpisodeResult, SoakReport
 
 __all__ = ["register", "soak"]
 
@@ -117,7 +117,7 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
         bar = progress.add_task("soak", total=config.episodes, harness=config.harness, missed=0)
         missed = 0
 
-        def advance(result: EpisodeResult) -> None:
+        def advance(result: SoakEpisodeResult) -> None:
             nonlocal missed
             missed += not result.ok
             progress.update(bar, advance=1, missed=missed)

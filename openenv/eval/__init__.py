@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from openenv.eval.episodes import EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.eval.report import HarnessScore, Report, summarize, write_report
 from openenv.eval.runner import EvalPlan, run_eval
 
 __all__ = [
     "EpisodeRequest",
-    "EpisodeResult",
+    "EvalEpisodeResult",
     "EvalPlan",
     "HarnessScore",
     "Report",

@@ -16,7 +16,7 @@ from openenv.export.log import append_requests, log_name
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import EpisodeSummary, Policy
 
-__all__ = ["EpisodeRequest", "EpisodeResult", "run_recorded_episode"]
+__all__ = ["EpisodeRequest", "EvalEpisodeResult", "run_recorded_episode"]
 
 
 class EpisodeRequest(BaseModel):
@@ -35,7 +35,7 @@ class EpisodeRequest(BaseModel):
     timeout_s: float | None = None
 
 
-class EpisodeResult(BaseModel):
+class EvalEpisodeResult(BaseModel):
     """An episode's id, its summary, and where its log is."""
 
     model_config = ConfigDict(extra="forbid")
@@ -47,7 +47,9 @@ class EpisodeResult(BaseModel):
     node: str | None = Field(default=None, description="the node that ran it (a Ray node id, or local:<host>)")
 
 
-def run_recorded_episode(request: EpisodeRequest, out_dir: Path, *, server: object | None = None) -> EpisodeResult:
+def run_recorded_episode(
+    request: EpisodeRequest, out_dir: Path, *, server: object | None = None
+) -> EvalEpisodeResult:
     """Run one episode to the end and write `out_dir/<episode_id>.jsonl`.
 
     Args:
@@ -83,5 +85,5 @@ def run_recorded_episode(request: EpisodeRequest, out_dir: Path, *, server: obje
         env.close()
     append_requests(path, requests)
     summary.trajectory = str(path)
-    return EpisodeResult(episode_id=episode_id, summary=summary, trajectory=str(path))
+    return EvalEpisodeResult(episode_id=episode_id, summary=summary, trajectory=str(path))
 

@@ -11,7 +11,7 @@ from statistics import fmean
 
 from pydantic import BaseModel, ConfigDict
 
-from openenv.eval.episodes import EpisodeResult
+from openenv.eval.episodes import EvalEpisodeResult
 
 __all__ = ["HarnessScore", "Report", "summarize", "write_report"]
 
@@ -43,7 +43,7 @@ class Report(BaseModel):
     tasks: list[str]
     repeats: int
     rows: list[HarnessScore]
-    episodes: list[EpisodeResult]
+    episodes: list[EvalEpisodeResult]
 
     def markdown(self) -> str:
         head = (f"Backend `{self.backend}`, policy `{self.policy}`, {len(self.tasks)} task(s) x {self.repeats} "
@@ -54,10 +54,10 @@ class Report(BaseModel):
         return head + "\n".join(lines) + "\n"
 
 
-def summarize(results: Sequence[EpisodeResult], *, backend: str, policy: str, tasks: list[str],
+def summarize(results: Sequence[EvalEpisodeResult], *, backend: str, policy: str, tasks: list[str],
               repeats: int) -> Report:
     """Group episode results by harness (in first-seen order) into table rows."""
-    by_harness: dict[str, list[EpisodeResult]] = {}
+    by_harness: dict[str, list[EvalEpisodeResult]] = {}
     for result in results:
         by_harness.setdefault(result.summary.harness, []).append(result)
     rows = []

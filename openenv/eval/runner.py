@@ -22,13 +22,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.backends.named import BackendName
-from openenv.eval.episodes import EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
 from openenv.harness.rollout import EpisodeSummary, Policy
 
 __all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
 
-Progress = Callable[[EpisodeResult], None]
+Progress = Callable[[EvalEpisodeResult], None]
 LOST_RETRIES = 2
 _LOST = "WorkerLost"
 
@@ -75,7 +75,7 @@ class EvalEpisodeJob:
     def label(self) -> str:
         return f"{self.request.harness}/{self.request.task}"
 
-    def run(self, context: WorkerContext) -> EpisodeResult:
+    def run(self, context: WorkerContext) -> EvalEpisodeResult:
         logs = context.artifacts or Path(self.logs)
         try:
             server = context.capture(self.engine)
@@ -85,17 +85,17 @@ class EvalEpisodeJob:
         result.node = context.node_id
         return result
 
-    def lost(self, reason: str) -> EpisodeResult:
+    def lost(self, reason: str) -> EvalEpisodeResult:
         request = self.request
         summary = EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy, reward=0.0,
                                  status=None, turns=0, tool_calls=0, sequences=0, merge_ratio=0.0, aux_turns=0,
                                  reward_breakdown={}, wall_s=0.0)
-        return EpisodeResult(episode_id=f"{request.harness}-{request.task}-failed", summary=summary,
-                             trajectory="", error=reason)
+        return EvalEpisodeResult(episode_id=f"{request.harness}-{request.task}-failed", summary=summary,
+                                 trajectory="", error=reason)
 
 
 def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None,
-             executor: EpisodeExecutor | None = None) -> list[EpisodeResult]:
+             executor: EpisodeExecutor | None = None) -> list[EvalEpisodeResult]:
     """Run the plan; each episode's log goes to `out_dir/episodes/`. Results come back in plan order.
 
     Args:
@@ -108,7 +108,7 @@ def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None
     own = executor is None
     capture, stop = _engines_server(engine)
     runner = executor or ThreadExecutor(plan.concurrency, capture=capture)
-    results: dict[int, EpisodeResult] = {}
+    results: dict[int, EvalEpisodeResult] = {}
     tries = [1] * len(jobs)
     try:
         pending: dict[Future[Any], int] = {runner.submit(job): i for i, job in enumerate(jobs)}
@@ -116,7 +116,7 @@ def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 i = pending.pop(future)
-                result: EpisodeResult = future.result()
+                result: EvalEpisodeResult = future.result()
                 if (result.error or "").startswith(_LOST) and tries[i] <= LOST_RETRIES:
                     tries[i] += 1
                     pending[runner.submit(jobs[i])] = i
@@ -159,7 +159,7 @@ def _engines_server(engine: EngineSpec) -> tuple[Callable[[EngineSpec], Any], Ca
     return capture, stop
 
 
-def _bring_home(executor: EpisodeExecutor, result: EpisodeResult, logs: Path) -> None:
+def _bring_home(executor: EpisodeExecutor, result: EvalEpisodeResult, logs: Path) -> None:
     """Copy a remote worker's episode log into `logs/` and point the result at the copy."""
     try:
         data = executor.fetch(result.node or "", result.trajectory)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from openenv.capture.backends.named import BackendName
 from openenv.errors import BadRequest, NotFound
-from openenv.eval.episodes import EpisodeRequest, EpisodeResult, run_recorded_episode
+from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
 from openenv.harness.rollout import Policy
 from openenv.harness.tasks.sets import served_task_sets
@@ -81,7 +81,7 @@ class HarnessTools:
 
     async def run_episode(self, task: str, harness: str | None = None, backend: BackendName = "local",
                           policy: Policy = "sample", task_set: str = "builtin",
-                          max_tokens: int | None = None) -> EpisodeResult:
+                          max_tokens: int | None = None) -> EvalEpisodeResult:
         """Run one whole episode of `harness` on `task` and return its reward and trajectory summary.
 
         `policy`: `sample` lets the backend (`local` or `vllm`) answer every turn; `oracle` applies the

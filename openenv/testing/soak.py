@@ -59,11 +59,11 @@ __all__ = [
     "EXPECTED_STATUS",
     "FAULT_KINDS",
     "EpisodePlan",
-    "EpisodeResult",
     "FaultKind",
     "KindSummary",
     "SoakConfig",
     "SoakEpisodeJob",
+    "SoakEpisodeResult",
     "SoakReport",
     "fault_plan",
     "run_episode",
@@ -117,7 +117,7 @@ class EpisodePlan(_Model):
     status_code: int = 0  # the HTTP status of an injected backend error
 
 
-class EpisodeResult(_Model):
+class SoakEpisodeResult(_Model):
     """One episode's outcome and its ledger. `problems` is empty when everything matched."""
 
     index: int
@@ -193,7 +193,7 @@ class SoakReport(_Model):
     threads_end: int
     fds_start: int
     fds_end: int
-    failures: list[EpisodeResult]
+    failures: list[SoakEpisodeResult]
 
 
 def fault_plan(config: SoakConfig) -> list[EpisodePlan]:
@@ -299,7 +299,7 @@ def _inject(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str,
 
 
 def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: SoakConfig,
-           result: EpisodeResult) -> SyncCaptureSession | None:
+           result: SoakEpisodeResult) -> SyncCaptureSession | None:
     """Reset, inject, step until done; the episode's session (None if reset failed before one opened)."""
     before = slot.server.last
     timeout = config.hang_timeout_s if plan.kind == "harness_hung" else config.episode_timeout_s
@@ -330,7 +330,7 @@ def _settled_turns(session: SyncCaptureSession, wait_s: float = 3.0) -> list[Tur
                   wait_s)
 
 
-def _account(result: EpisodeResult, slot: _Slot, session: SyncCaptureSession, env: HarnessEnvironment,
+def _account(result: SoakEpisodeResult, slot: _Slot, session: SyncCaptureSession, env: HarnessEnvironment,
              faults_before: dict[str, int]) -> None:
     turns = _settled_turns(session)
     ledger = slot.relay.settled_ledger(session.token)
@@ -357,7 +357,7 @@ def _account(result: EpisodeResult, slot: _Slot, session: SyncCaptureSession, en
     result.session_left_open = session.token in slot.server.manager.sessions
 
 
-def _check_leaks(result: EpisodeResult, sandbox: LocalSandbox | None) -> None:
+def _check_leaks(result: SoakEpisodeResult, sandbox: LocalSandbox | None) -> None:
     if sandbox is None:
         return
     leaked = sandbox.leftover_pids()
@@ -369,7 +369,7 @@ def _check_leaks(result: EpisodeResult, sandbox: LocalSandbox | None) -> None:
     result.leaked_dir = sandbox.root.exists()
 
 
-def _judge(result: EpisodeResult) -> None:
+def _judge(result: SoakEpisodeResult) -> None:
     """Compare the outcome with what the fault must produce."""
     p = result.problems
     if result.status != result.expected_status:
@@ -390,11 +390,11 @@ def _judge(result: EpisodeResult) -> None:
         p.append(f"leaked: pids {result.leaked_pids}, dir {result.leaked_dir}, session {result.session_left_open}")
 
 
-def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> EpisodeResult:
+def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> SoakEpisodeResult:
     """One episode with its fault, accounted and judged; never raises for the episode's own failures."""
     start = time.monotonic()
-    result = EpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
-                           status=None)
+    result = SoakEpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
+                               status=None)
     slot.sandbox = None
     faults_before = slot.faults.stats
     env = HarnessEnvironment(config.harness, server=slot.server, sampling=SOAK_SAMPLING,
@@ -430,7 +430,7 @@ def _process_figures() -> tuple[float, int, int, set[int]]:
 
 
 def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = None,
-             on_result: Callable[[EpisodeResult], None] | None = None,
+             on_result: Callable[[SoakEpisodeResult], None] | None = None,
              executor: EpisodeExecutor | None = None) -> SoakReport:
     """Run the plan on `config.concurrency` slots against the vLLM at `vllm_url`; the accounted report.
 
@@ -454,7 +454,7 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
     todo: queue.SimpleQueue[EpisodePlan] = queue.SimpleQueue()
     for plan in fault_plan(config):
         todo.put(plan)
-    results: list[EpisodeResult] = []
+    results: list[SoakEpisodeResult] = []
     lock = threading.Lock()
 
     def worker() -> None:
@@ -497,7 +497,7 @@ class SoakEpisodeJob:
     def label(self) -> str:
         return f"soak/{self.plan.index}/{self.plan.kind}"
 
-    def run(self, context: WorkerContext) -> EpisodeResult:
+    def run(self, context: WorkerContext) -> SoakEpisodeResult:
         from openenv.models import tiny_model_path
 
         key = f"soak-slot:{self.vllm_url}:{self.config.model_dump_json()}"
@@ -507,14 +507,14 @@ class SoakEpisodeJob:
             slot = context.cache[key] = _Slot(self.config, self.vllm_url, renderer)
         return run_episode(self.plan, slot, self.config)
 
-    def lost(self, reason: str) -> EpisodeResult:
+    def lost(self, reason: str) -> SoakEpisodeResult:
         plan = self.plan
-        return EpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
-                             status=None, problems=[reason])
+        return SoakEpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
+                                 status=None, problems=[reason])
 
 
 def _run_on(executor: EpisodeExecutor, config: SoakConfig, vllm_url: str, model: str | None,
-            on_result: Callable[[EpisodeResult], None] | None) -> list[EpisodeResult]:
+            on_result: Callable[[SoakEpisodeResult], None] | None) -> list[SoakEpisodeResult]:
     futures = [executor.submit(SoakEpisodeJob(plan, config, vllm_url, model)) for plan in fault_plan(config)]
     results = []
     for future in as_completed(futures):
@@ -532,7 +532,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _per_kind(results: list[EpisodeResult]) -> dict[str, KindSummary]:
+def _per_kind(results: list[SoakEpisodeResult]) -> dict[str, KindSummary]:
     kinds: dict[str, KindSummary] = {}
     for r in results:
         k = kinds.setdefault(r.kind, KindSummary())
@@ -546,7 +546,7 @@ def _per_kind(results: list[EpisodeResult]) -> dict[str, KindSummary]:
     return kinds
 
 
-def summarize(config: SoakConfig, results: list[EpisodeResult], *, wall_s: float,
+def summarize(config: SoakConfig, results: list[SoakEpisodeResult], *, wall_s: float,
               start: tuple[float, int, int], end: tuple[float, int, int], leaked_children: int) -> SoakReport:
     """Totals over the episodes, with the process's RSS, threads and fds at the start and the end."""
     total: Counter[str] = Counter()

@@ -8,7 +8,7 @@ its reward components; a **masked** group trains no token (its episodes failed p
 
 from __future__ import annotations
 
-from openenv.train.episode import EpisodeResult, run_training_episode
+from openenv.train.episode import TrainingEpisodeResult, run_training_episode
 from openenv.train.failures import FailurePolicy, GroupOutcome
 from openenv.train.metrics import rollout_metrics
 from openenv.train.mix import HarnessMix
@@ -19,26 +19,26 @@ from openenv.train.sequences import SequencePolicy, row_weights, select_sequence
 
 __all__ = [
     "EpisodeGRPOTrainer",
-    "EpisodeResult",
     "FailurePolicy",
     "GroupOutcome",
     "GroupPlan",
     "HarnessMix",
     "HarnessRollout",
     "RolloutConfig",
+    "SequencePolicy",
     "TaskPrompt",
+    "TrainingEpisodeResult",
     "default_reward_funcs",
     "parse_prompt",
     "partial_credit",
     "rollout_metrics",
-    "run_training_episode",
-    "SequencePolicy",
     "row_weights",
+    "run_training_episode",
     "select_sequence",
-    "trained_rows",
     "task_dataset",
     "task_success",
     "tool_call_bonus",
+    "trained_rows",
 ]
 
 

@@ -21,7 +21,7 @@ from openenv.harness.rollout import run_episode, save_trajectory
 from openenv.harness.tasks.model import Task
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
-__all__ = ["EnvFactory", "EpisodePolicy", "EpisodeResult", "run_training_episode"]
+__all__ = ["EnvFactory", "EpisodePolicy", "TrainingEpisodeResult", "run_training_episode"]
 
 EpisodePolicy = Literal["sample", "oracle"]
 # Builds a fresh environment for a harness name; each attempt gets its own (fresh sandbox, session).
@@ -29,7 +29,7 @@ EnvFactory = Callable[[str], HarnessEnvironment]
 
 
 @dataclass
-class EpisodeResult:
+class TrainingEpisodeResult:
     """What one attempt at an episode left behind."""
 
     harness: str
@@ -74,7 +74,7 @@ class EpisodeResult:
 
 def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
                          timeout_s: float | None = None, sequences: SequencePolicy = "all",
-                         keep_in: Path | None = None) -> EpisodeResult:
+                         keep_in: Path | None = None) -> TrainingEpisodeResult:
     """Run one episode in a fresh environment; exceptions become a failed result, never escape.
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
@@ -84,7 +84,7 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
     included) there as JSONL, and name it in `result.trajectory`.
     """
     start = time.monotonic()
-    result = EpisodeResult(harness=harness, task_id=task.id, policy=policy)
+    result = TrainingEpisodeResult(harness=harness, task_id=task.id, policy=policy)
     env = None
     try:
         env = make_env(harness)

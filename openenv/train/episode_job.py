@@ -18,7 +18,7 @@ from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.tasks.model import Task
-from openenv.train.episode import EpisodePolicy, EpisodeResult, run_training_episode
+from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult, run_training_episode
 from openenv.train.sequences import SequencePolicy
 
 __all__ = ["EnvBuilder", "TrainingEpisodeJob"]
@@ -57,7 +57,7 @@ class TrainingEpisodeJob:
     def label(self) -> str:
         return f"{self.harness}/{self.task.id}/{self.policy}"
 
-    def run(self, context: WorkerContext) -> EpisodeResult:
+    def run(self, context: WorkerContext) -> TrainingEpisodeResult:
         try:
             server = context.capture(self.engine)
         except Exception as exc:  # noqa: BLE001 - an engine that will not serve is a failed episode
@@ -69,8 +69,9 @@ class TrainingEpisodeJob:
         result.node = context.node_id
         return result
 
-    def lost(self, reason: str) -> EpisodeResult:
-        return EpisodeResult(harness=self.harness, task_id=self.task.id, policy=self.policy, error=reason)
+    def lost(self, reason: str) -> TrainingEpisodeResult:
+        return TrainingEpisodeResult(harness=self.harness, task_id=self.task.id, policy=self.policy,
+                                     error=reason)
 
     def _default_env(self, harness: str, server: CaptureServer | None) -> HarnessEnvironment:
         return HarnessEnvironment(harness, server=server, sampling=self.sampling, network=self.network,

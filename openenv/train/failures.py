@@ -22,15 +22,15 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 
 __all__ = ["FailurePolicy", "GroupOutcome", "Submitter", "run_group"]
 
 
 class Submitter(Protocol):
-    """Runs one episode somewhere and returns the future of its `EpisodeResult`."""
+    """Runs one episode somewhere and returns the future of its `TrainingEpisodeResult`."""
 
-    def submit(self, episode: Any, /) -> Future[EpisodeResult]: ...
+    def submit(self, episode: Any, /) -> Future[TrainingEpisodeResult]: ...
 
 
 class FailurePolicy(BaseModel):
@@ -47,7 +47,7 @@ class FailurePolicy(BaseModel):
 class GroupOutcome:
     """The final attempt of each slot, how many attempts each took, and whether the group is masked."""
 
-    results: list[EpisodeResult]
+    results: list[TrainingEpisodeResult]
     attempts: list[int]
 
     @property
@@ -68,7 +68,7 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
     Returns a future of the group's outcome; it never raises for a failed episode.
     """
     done: Future[GroupOutcome] = Future()
-    results: list[EpisodeResult | None] = [None] * len(episodes)
+    results: list[TrainingEpisodeResult | None] = [None] * len(episodes)
     attempts = [0] * len(episodes)
     lock = threading.Lock()
 
@@ -76,7 +76,7 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
         attempts[slot] += 1
         pool.submit(episodes[slot]).add_done_callback(lambda f: finish(slot, f))
 
-    def finish(slot: int, future: Future[EpisodeResult]) -> None:
+    def finish(slot: int, future: Future[TrainingEpisodeResult]) -> None:
         result = future.result()  # run_training_episode (and a lost worker) give a failed result, never raise
         if result.status == "budget" and policy.on_budget == "retry" and result.error is None:
             result.error = "budget: the episode hit its budget and the failure policy retries such episodes"

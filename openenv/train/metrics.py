@@ -14,7 +14,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from statistics import fmean
 
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 
 __all__ = ["log_rollout_metrics", "rollout_metrics"]
@@ -22,7 +22,7 @@ __all__ = ["log_rollout_metrics", "rollout_metrics"]
 
 def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
     """The batch's metrics as one flat dict."""
-    per_harness: dict[str, list[EpisodeResult]] = defaultdict(list)
+    per_harness: dict[str, list[TrainingEpisodeResult]] = defaultdict(list)
     results = [r for o in outcomes for r in o.results]
     for outcome in outcomes:
         if outcome.masked:
@@ -57,7 +57,7 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
     return metrics
 
 
-def _ratio(results: Sequence[EpisodeResult]) -> float:
+def _ratio(results: Sequence[TrainingEpisodeResult]) -> float:
     """Trained over sampled policy tokens, summed over the episodes (1.0 when nothing was sampled)."""
     sampled = sum(r.tokens_sampled for r in results)
     return sum(r.tokens_trained for r in results) / sampled if sampled else 1.0

@@ -37,7 +37,7 @@ from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_exe
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
-from openenv.train.episode import EpisodePolicy, EpisodeResult
+from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
 from openenv.train.episode_job import TrainingEpisodeJob
 from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
 from openenv.train.metrics import log_rollout_metrics
@@ -292,7 +292,9 @@ def _ids(row: Any, masked: bool) -> dict[str, Any]:
             "logprobs": list(row.logprobs), "env_mask": mask}
 
 
-def training_row(result: EpisodeResult, *, masked: bool, filler: int, loss_type: str = "dapo") -> dict[str, Any]:
+def training_row(
+    result: TrainingEpisodeResult, *, masked: bool, filler: int, loss_type: str = "dapo"
+) -> dict[str, Any]:
     """One TRL row: the primary sequence (masked: no trained token), the episode's other sequences in
     `branch_rows` (each with its `weight`), the primary's `row_weight`, and the reward components."""
     row = result.row

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from openenv.eval.episodes import EpisodeResult
+from openenv.eval.episodes import EvalEpisodeResult
 from openenv.eval.report import Report, summarize, write_report
 from openenv.harness.rollout import EpisodeSummary
 
 
-def _result(harness: str, reward: float, tool_calls: int, turns: int, error: str | None = None) -> EpisodeResult:
+def _result(
+    harness: str, reward: float, tool_calls: int, turns: int, error: str | None = None
+) -> EvalEpisodeResult:
     summary = EpisodeSummary(harness=harness, task="t", policy="sample", reward=reward, status="exited", turns=turns,
                              tool_calls=tool_calls, sequences=1, merge_ratio=1.0, aux_turns=0,
                              reward_breakdown={"reward": reward}, wall_s=1.0)
-    return EpisodeResult(episode_id=f"{harness}-{reward}", summary=summary, trajectory="", error=error)
+    return EvalEpisodeResult(episode_id=f"{harness}-{reward}", summary=summary, trajectory="", error=error)
 
 
 RESULTS = [_result("pi", 1.0, 1, 2), _result("codex", 0.0, 3, 4), _result("pi", 0.0, 2, 3),

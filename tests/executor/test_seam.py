@@ -117,17 +117,17 @@ class _Flaky:
     calls: list[int] = field(default_factory=list)
 
     def run(self, context: WorkerContext):  # type: ignore[no-untyped-def]
-        from openenv.train.episode import EpisodeResult
+        from openenv.train.episode import TrainingEpisodeResult
 
         self.calls.append(1)
         ok = len(self.calls) > self.fails
-        return EpisodeResult(harness="pi", task_id=self.label, policy="sample", error=None if ok else "boom",
-                             row=None if not ok else _row())
+        return TrainingEpisodeResult(harness="pi", task_id=self.label, policy="sample",
+                                     error=None if ok else "boom", row=None if not ok else _row())
 
     def lost(self, reason: str):  # type: ignore[no-untyped-def]
-        from openenv.train.episode import EpisodeResult
+        from openenv.train.episode import TrainingEpisodeResult
 
-        return EpisodeResult(harness="pi", task_id=self.label, policy="sample", error=reason)
+        return TrainingEpisodeResult(harness="pi", task_id=self.label, policy="sample", error=reason)
 
 
 def _row():  # type: ignore[no-untyped-def]
@@ -160,7 +160,7 @@ def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_p
         summary = episodes.EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy,
                                           reward=1.0, status="exited", turns=1, tool_calls=0, sequences=1,
                                           merge_ratio=1.0, aux_turns=0, reward_breakdown={}, wall_s=0.0)
-        return episodes.EpisodeResult(episode_id=request.task, summary=summary, trajectory=str(path))
+        return episodes.EvalEpisodeResult(episode_id=request.task, summary=summary, trajectory=str(path))
 
     monkeypatch.setattr("openenv.eval.runner.run_recorded_episode", fake_episode)
     executor = _LosingExecutor()

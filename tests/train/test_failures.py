@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from openenv.capture.trajectory import SequenceRow
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import FailurePolicy, run_group
 
 ROW = SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[-0.1], env_mask=[1], turn_ids=["t"])
@@ -18,10 +18,10 @@ def _episode(outcomes: list[str]):
     """An episode whose successive attempts fail (`x`) or succeed (`ok`)."""
     attempts = itertools.count()
 
-    def run() -> EpisodeResult:
+    def run() -> TrainingEpisodeResult:
         ok = outcomes[min(next(attempts), len(outcomes) - 1)] == "ok"
-        return EpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW if ok else None,
-                             error=None if ok else "SandboxLost: container vanished")
+        return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW if ok else None,
+                                     error=None if ok else "SandboxLost: container vanished")
 
     return run
 
@@ -49,8 +49,8 @@ def test_zero_retries_masks_on_the_first_failure(pool):
     assert outcome.attempts == [1] and outcome.masked
 
 
-def _budgeted() -> EpisodeResult:
-    return EpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW, status="budget")
+def _budgeted() -> TrainingEpisodeResult:
+    return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW, status="budget")
 
 
 def test_an_episode_ended_by_its_budget_trains_by_default(pool):

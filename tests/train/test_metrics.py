@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.metrics import rollout_metrics
 
 
-def _result(harness: str, reward: float, tool_calls: int, *, error: str | None = None) -> EpisodeResult:
+def _result(
+    harness: str, reward: float, tool_calls: int, *, error: str | None = None
+) -> TrainingEpisodeResult:
     from openenv.capture.trajectory import SequenceRow
 
     row = None if error else SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], env_mask=[1], turn_ids=[])
-    return EpisodeResult(harness=harness, task_id="t", policy="sample", row=row, reward=reward,
-                         breakdown={"solved": reward}, tool_calls=tool_calls, turns=tool_calls + 1, error=error,
-                         dropped_sequences=1 if harness == "codex" else 0, wall_s=2.0)
+    return TrainingEpisodeResult(harness=harness, task_id="t", policy="sample", row=row, reward=reward,
+                                 breakdown={"solved": reward}, tool_calls=tool_calls, turns=tool_calls + 1,
+                                 error=error, dropped_sequences=1 if harness == "codex" else 0, wall_s=2.0)
 
 
 def test_each_harness_gets_its_own_reward_and_tool_call_means():

@@ -20,7 +20,7 @@ import torch
 from openenv.errors import SandboxLost
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.sandbox.local import LocalSandbox
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.mix import HarnessMix
 from openenv.train.rewards import default_reward_funcs
@@ -175,10 +175,10 @@ def test_a_masked_group_trains_no_token_and_is_unscorable(tiny_model):
     """Retries ran out: the rows keep their shape but no token is trained and no reward is given."""
     from openenv.capture.trajectory import SequenceRow
 
-    ok = EpisodeResult(harness="pi", task_id=TASK, policy="sample", breakdown={"solved": 1.0},
-                       row=SequenceRow(prompt_ids=[5, 6], completion_ids=[7, 8, 9], logprobs=[-1.0, 0.0, -2.0],
-                                       env_mask=[1, 0, 1], turn_ids=["a"]))
-    lost = EpisodeResult(harness="pi", task_id=TASK, policy="sample", error="SandboxLost: gone")
+    row = SequenceRow(prompt_ids=[5, 6], completion_ids=[7, 8, 9], logprobs=[-1.0, 0.0, -2.0], env_mask=[1, 0, 1],
+                      turn_ids=["a"])
+    ok = TrainingEpisodeResult(harness="pi", task_id=TASK, policy="sample", breakdown={"solved": 1.0}, row=row)
+    lost = TrainingEpisodeResult(harness="pi", task_id=TASK, policy="sample", error="SandboxLost: gone")
     outcome = GroupOutcome([ok, lost], attempts=[1, 3])
     rows = [training_row(r, masked=outcome.masked, filler=2) for r in outcome.results]
     assert [r["env_mask"] for r in rows] == [[0, 0, 0], [0]]

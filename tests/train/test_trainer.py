@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from openenv.capture.trajectory import SequenceRow
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 from openenv.train.sequences import trained_rows
@@ -30,7 +30,7 @@ class BranchingRollout:
 
     def __init__(self) -> None:
         self.rollout = HarnessRollout(RolloutConfig())
-        self.episodes: list[EpisodeResult] = []
+        self.episodes: list[TrainingEpisodeResult] = []
         self.batches: list[dict[str, list[Any]]] = []
         self.__name__ = "branching_rollout"
 
@@ -39,8 +39,8 @@ class BranchingRollout:
         results = []
         for i, _ in enumerate(prompts):
             rows = [self._sequence(trainer, i, j) for j in range(SEQUENCES_PER_EPISODE[i % 4])]
-            result = EpisodeResult(harness="pi", task_id="t", policy="sample", reward=REWARDS[i % 4],
-                                   breakdown={"solved": REWARDS[i % 4]}, turns=len(rows))
+            result = TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", reward=REWARDS[i % 4],
+                                           breakdown={"solved": REWARDS[i % 4]}, turns=len(rows))
             result.take(trained_rows(rows, policy, sampled=sum(sum(r.env_mask) for r in rows)))
             results.append(result)
         self.episodes = results
