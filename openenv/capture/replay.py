@@ -32,7 +32,7 @@ class ReplayCache:
     def __init__(self, window: int = REPLAY_WINDOW) -> None:
         self.window = window
         self._replies: dict[str, Completion] = {}
-        self.streamed_pieces: dict[str, tuple[str, ...]] = {}
+        self.streamed_pieces: dict[str, tuple[tuple[str, str], ...]] = {}  # (channel, piece)s
         self._inflight: dict[str, asyncio.Future[Completion]] = {}  # body digest -> reply being made
         self._joined: set[str] = set()  # digests of in-flight requests that a resent copy is waiting on
 

@@ -101,7 +101,7 @@ class CaptureSession:
         return self.gate.mode
 
     @property
-    def streamed_pieces(self) -> dict[str, tuple[str, ...]]:
+    def streamed_pieces(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """Body digest -> how its streamed reply was cut into text deltas, so a replay streams the same bytes."""
         return self.replay.streamed_pieces
 

@@ -14,7 +14,7 @@ import pytest
 from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.streaming import TextSoFar
+from openenv.capture.streaming import ReplySoFar
 
 GREEDY = SamplingParams(max_tokens=48, temperature=0.0)
 PROMPT = "Write a long story about a robot."
@@ -81,6 +81,7 @@ class GatedEngine:
 
         self.gate = threading.Event()
         self.posts = 0
+        self.timed_out = False
         engine = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -98,15 +99,24 @@ class GatedEngine:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
-                self.rfile.read(int(self.headers["content-length"]))
+                asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 engine.posts += 1
+                if not asked.get("stream"):  # a non-streamed generation: the whole reply at once
+                    body = json.dumps({"choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop",
+                                                    "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]}).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("transfer-encoding", "chunked")
                 self.end_headers()
                 for i, tok in enumerate(ids):
-                    if i == before:
-                        engine.gate.wait(30)
+                    if i == before and not engine.gate.wait(30):
+                        engine.timed_out = True  # nobody opened the gate: the test saw nothing early
                     if i == die_after:  # the engine dies mid-stream: the connection drops, no end chunk
                         self.close_connection = True
                         self.connection.shutdown(2)
@@ -215,15 +225,40 @@ def test_the_anthropic_sdk_reads_a_kept_alive_stream(local_proxy: CaptureServer,
         assert reply.result(60) == "Hello there."
 
 
-def test_only_surely_visible_text_streams(renderer):
-    text = TextSoFar(renderer.decode)
-    ids = renderer.encode('  Let me look.\n<tool_call>\n{"name": "bash"}\n</tool_call>')
-    streamed = "".join(text.feed([i]) for i in ids)
-    assert streamed == "Let me look." and text.frozen
-    held = TextSoFar(renderer.decode, thinking=True)
-    assert "".join(held.feed([i]) for i in renderer.encode("secret plan</think>Answer")) == ""
-    partial = TextSoFar(renderer.decode)
-    assert partial.feed(renderer.encode("Done <tool_")) == "Done", "a possible tag start waits"
+def _feed_each(so_far: ReplySoFar, ids: list[int]) -> list[tuple[str, str]]:
+    return [delta for i in ids for delta in so_far.feed([i])]
+
+
+def test_only_what_no_later_token_can_change_streams(renderer):
+    text = ReplySoFar(renderer.decode)
+    streamed = _feed_each(text, renderer.encode('  Let me look.\n<tool_call>\n{"name": "bash"}\n</tool_call>'))
+    assert "".join(p for _, p in streamed) == "Let me look." and {c for c, _ in streamed} == {"text"} and text.frozen
+    partial = ReplySoFar(renderer.decode)
+    assert partial.feed(renderer.encode("Done <tool_")) == [("text", "Done")], "a possible tag start waits"
+
+
+def test_reasoning_streams_as_it_comes_when_the_reply_opens_think(renderer):
+    so_far = ReplySoFar(renderer.decode)
+    ids = renderer.encode("<think>\nFirst I plan.  Then I act.\n</think>\n\nThe answer is 4.")
+    deltas = _feed_each(so_far, ids)
+    reasoning = [p for c, p in deltas if c == "reasoning"]
+    assert len(reasoning) > 2, "several reasoning pieces, not one at the end"
+    assert "".join(reasoning) == "First I plan.  Then I act."
+    assert "".join(p for c, p in deltas if c == "text") == "The answer is 4."
+    assert [c for c, _ in deltas] == sorted(c for c, _ in deltas), "all reasoning before any text"
+    cut = ReplySoFar(renderer.decode)
+    assert cut.feed(renderer.encode("<think>plan</thi")) == [("reasoning", "plan")], "a possible close waits"
+
+
+def test_a_template_opened_think_block_goes_out_whole_at_its_close(renderer):
+    """The generation prompt opened `<think>`: without a `</think>` the parser calls it all content, so no
+    reasoning is certain before the close; then it goes out whole, and the content streams after it."""
+    so_far = ReplySoFar(renderer.decode, thinking=True)
+    ids = renderer.encode("secret plan</think>Answer here")
+    deltas = _feed_each(so_far, ids)
+    close = len(renderer.encode("secret plan</think>"))
+    assert _feed_each(ReplySoFar(renderer.decode, thinking=True), ids[:close - 1]) == []
+    assert deltas[0] == ("reasoning", "secret plan") and "".join(p for c, p in deltas[1:]) == "Answer here"
 
 
 @pytest.mark.parametrize("dialect", list(REQUESTS))
@@ -283,3 +318,108 @@ async def test_several_engines_move_a_stream_only_before_its_first_token(rendere
         await early.aclose()
         dying.close()
         healthy.close()
+
+
+THOUGHT = "<think>\nThe user wants a count. I will look at the listing first, then answer briefly.\n</think>\n\n"
+ANSWER = "There are two files here."
+
+
+def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) -> Any:
+    """Ask through the dialect's official SDK; return the reply as that SDK assembles it (a JSON-able dict)."""
+    messages = [{"role": "user", "content": "How many files?"}]
+    if dialect == "openai_chat":
+        import openai
+
+        client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
+        if not stream:
+            message = client.chat.completions.create(model="tiny", messages=messages).choices[0].message
+            return {"content": message.content, "reasoning_content": (message.model_extra or {}).get("reasoning_content")}
+        got = {"content": "", "reasoning_content": ""}
+        for chunk in client.chat.completions.create(model="tiny", messages=messages, stream=True):
+            delta = chunk.choices[0].delta if chunk.choices else None
+            piece = (delta.model_extra or {}).get("reasoning_content") if delta is not None else None
+            if piece:
+                on_reasoning(piece)
+                got["reasoning_content"] += piece
+            if delta is not None and delta.content:
+                got["content"] += delta.content
+        return got
+    if dialect == "openai_responses":
+        import openai
+
+        client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
+        if not stream:
+            return client.responses.create(model="tiny", input="How many files?").model_dump(
+                mode="json", exclude={"created_at"})  # the turn's second
+        with client.responses.stream(model="tiny", input="How many files?") as events:
+            for event in events:
+                if event.type == "response.reasoning_text.delta":
+                    on_reasoning(event.delta)
+            final = events.get_final_response().model_dump(mode="json", exclude={"created_at"})
+            for item in final["output"]:  # a ParsedResponse: its `parsed` (None) is the helper's own field
+                for part in item.get("content") or ():
+                    part.pop("parsed", None)
+            return final
+    if dialect == "anthropic":
+        client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0)
+        if not stream:
+            return client.messages.create(model="tiny", max_tokens=64, messages=messages).model_dump(mode="json")
+        with client.messages.stream(model="tiny", max_tokens=64, messages=messages) as events:
+            for event in events:
+                if event.type == "content_block_delta" and event.delta.type == "thinking_delta":
+                    on_reasoning(event.delta.thinking)
+            return events.get_final_message().model_dump(mode="json")
+    from google import genai
+    from google.genai import types as gtypes
+
+    client = genai.Client(api_key=session.token, http_options=gtypes.HttpOptions(base_url=session.base_url,
+                                                                                 api_version="v1beta"))
+    if not stream:
+        reply = client.models.generate_content(model="tiny", contents="How many files?")
+        return [p.model_dump(mode="json", exclude_none=True) for p in reply.candidates[0].content.parts]
+    parts: list[dict[str, Any]] = []
+    for chunk in client.models.generate_content_stream(model="tiny", contents="How many files?"):
+        for part in chunk.candidates[0].content.parts or []:
+            if part.thought and part.text:
+                on_reasoning(part.text)
+            if parts and part.text is not None and parts[-1].get("thought") == part.thought:
+                parts[-1]["text"] += part.text  # consecutive pieces of one part, as a client joins them
+            else:
+                parts.append(part.model_dump(mode="json", exclude_none=True))
+    return parts
+
+
+@pytest.mark.parametrize("dialect", list(REQUESTS))
+def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstreamed_reply(renderer, dialect: str,
+                                                                                          caplog):
+    """Read through the official SDKs: the thinking text reaches the client as reasoning deltas while the
+    engine still samples (the gate), and what the SDK assembles from the stream equals the non-streamed
+    reply byte for byte (turn ids aside), with the same recorded tokens."""
+    ids = renderer.encode(THOUGHT + ANSWER) + [renderer.tokenizer.eos_token_id]
+    engine = GatedEngine(ids, before=8)
+    try:
+        with CaptureServer(backend=VLLMBackend(engine.url), renderer=renderer) as proxy:
+            replies, turns = [], []
+            for stream in (True, False):
+                session = proxy.open_session(mode="auto")
+                early: list[str] = []
+
+                def seen(piece: str, early: list[str] = early) -> None:
+                    if not engine.gate.is_set():
+                        early.append(piece)
+                        engine.gate.set()  # only now may the engine finish
+
+                reply = _stream_sdk(dialect, session, stream=stream, on_reasoning=seen)
+                [turn] = session.turns()
+                replies.append(json.dumps(reply, sort_keys=True).replace(turn.id, "TURN"))
+                turns.append(turn)
+                if stream:
+                    assert early and not engine.timed_out, "reasoning reached the client while the engine sampled"
+                    assert "The user wants a count.".startswith(early[0]), early
+    finally:
+        engine.close()
+    assert replies[0] == replies[1]
+    assert "The user wants a count." in replies[0] and ANSWER in replies[0]
+    assert turns[0].completion.token_ids == turns[1].completion.token_ids == tuple(ids)
+    assert turns[0].completion.reasoning == turns[1].completion.reasoning != ""
+    assert not [r for r in caplog.records if "not a prefix" in r.getMessage() or "template" in r.getMessage()]

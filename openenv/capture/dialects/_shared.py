@@ -72,15 +72,16 @@ def response_id(prefix: str, turn_id: str) -> str:
     return f"{prefix}{turn_id}"
 
 
-# Text already streamed to the client, piece by piece (`capture/streaming.py`): a text that starts with
-# these pieces is cut at the same places first, so the finished reply's events repeat the streamed ones.
-streamed_pieces: ContextVar[tuple[str, ...]] = ContextVar("streamed_pieces", default=())
+# Text already streamed to the client, piece by piece, per channel (`text`, `reasoning`; see
+# `capture/streaming.py`): a channel's text that starts with its pieces is cut at the same places first, so
+# the finished reply's events repeat the streamed ones.
+streamed_pieces: ContextVar[Mapping[str, tuple[str, ...]]] = ContextVar("streamed_pieces", default={})
 
 
-def chunk_text(text: str, size: int = CHUNK_CHARS) -> Iterator[str]:
+def chunk_text(text: str, size: int = CHUNK_CHARS, *, channel: str = "text") -> Iterator[str]:
     """`text` in consecutive pieces of at most `size` characters (nothing for empty text); a text that
-    begins with the `streamed_pieces` of this context is cut at their boundaries first."""
-    pieces = streamed_pieces.get()
+    begins with the `streamed_pieces` of its `channel` in this context is cut at their boundaries first."""
+    pieces = streamed_pieces.get().get(channel, ())
     start = 0
     if pieces and text.startswith("".join(pieces)):
         yield from pieces

@@ -277,11 +277,11 @@ def _block_events(index: int, block: p.ResponseBlock) -> Iterator[ServerSentEven
             deltas = [p.TextDelta(text=piece) for piece in chunk_text(block.text)]
         case p.ResponseThinkingBlock():
             start = p.ResponseThinkingBlock(thinking="")
-            deltas = [p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking)]
+            deltas = [p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking, channel="reasoning")]
         case p.ResponseToolUseBlock():
             start = p.ResponseToolUseBlock(id=block.id, name=block.name, input={})
             args = json.dumps(block.input, ensure_ascii=False)
-            deltas = [p.InputJSONDelta(partial_json=piece) for piece in chunk_text(args)]
+            deltas = [p.InputJSONDelta(partial_json=piece) for piece in chunk_text(args, channel=f"arguments{index}")]
         case _:
             assert_never(block)
     yield _event(p.ContentBlockStartEvent(index=index, content_block=start))

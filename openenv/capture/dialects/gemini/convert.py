@@ -317,7 +317,7 @@ def sse_events(done: Completion, req: p.GeminiCall) -> Iterator[ServerSentEvent]
             else:
                 chunks.append([part])
             continue
-        pieces = list(chunk_text(part.text or "")) or [""]
+        pieces = list(chunk_text(part.text or "", channel="reasoning" if part.thought else "text")) or [""]
         chunks.extend([part.model_copy(update={"text": piece})] for piece in pieces)
     for index, parts in enumerate(chunks):
         reply = _reply(done, parts, last=index == len(chunks) - 1)

@@ -210,7 +210,7 @@ def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[Serve
         return ServerSentEvent(data=body.model_dump_json(exclude_none=True))
 
     yield chunk(p.Delta(role="assistant", content=""))
-    for piece in chunk_text(done.reasoning):
+    for piece in chunk_text(done.reasoning, channel="reasoning"):
         yield chunk(p.Delta(reasoning_content=piece))
     for piece in chunk_text(done.text):
         yield chunk(p.Delta(content=piece))
@@ -218,7 +218,7 @@ def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[Serve
         start = p.DeltaToolCall(index=index, id=call.id, type="function",
                                 function=p.DeltaFunctionCall(name=call.name, arguments=""))
         yield chunk(p.Delta(tool_calls=[start]))
-        for piece in chunk_text(call.arguments):
+        for piece in chunk_text(call.arguments, channel=f"arguments{index}"):
             args = p.DeltaToolCall(index=index, function=p.DeltaFunctionCall(arguments=piece))
             yield chunk(p.Delta(tool_calls=[args]))
     yield chunk(p.Delta(), finish=done.finish_reason)

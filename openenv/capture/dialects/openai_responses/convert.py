@@ -353,7 +353,7 @@ def _content_events(
                 type="response.content_part.added", part=empty, **where, sequence_number=next(seq)
             )
         )
-        for piece in chunk_text(part.text):
+        for piece in chunk_text(part.text, channel="text" if kind == "output_text" else "reasoning"):
             yield _event(
                 p.TextDeltaEvent(
                     type=f"response.{kind}.delta",
@@ -384,7 +384,7 @@ def _call_events(
 ) -> Iterator[ServerSentEvent]:
     custom = isinstance(item, p.OutputCustomToolCall)
     kind = "response.custom_tool_call_input.delta" if custom else "response.function_call_arguments.delta"
-    for piece in chunk_text(text):
+    for piece in chunk_text(text, channel=f"arguments{index}"):
         yield _event(
             p.CallDeltaEvent(
                 type=kind, item_id=item.id, output_index=index, delta=piece, sequence_number=next(seq)
