@@ -22,6 +22,7 @@ from pathlib import Path
 
 from openenv.capture.canonical import Completion, ToolCallPart, Usage
 from openenv.capture.dialects import ROUTES, RequestContext
+from openenv.capture.dialects.state import DialectState
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "capture" / "fixtures"
 DONE = Completion(
@@ -57,11 +58,12 @@ def endpoint_for(path: str):
 
 def measure(raw: bytes, dialect, ctx: RequestContext, repeat: int) -> list[float]:
     """Median microseconds: json.loads, parse, to_canonical, JSON reply, SSE reply."""
-    req = dialect.parse(raw, ctx)
+    state = DialectState()
+    req = dialect.parse(raw, ctx, state)
     return [
         median_us(lambda: json.loads(raw), repeat),
-        median_us(lambda: dialect.parse(raw, ctx), repeat),
-        median_us(lambda: dialect.to_canonical(dialect.parse(raw, ctx)), repeat),
+        median_us(lambda: dialect.parse(raw, ctx, state), repeat),
+        median_us(lambda: dialect.to_canonical(dialect.parse(raw, ctx, state), state), repeat),
         median_us(lambda: dialect.from_canonical(DONE, req).model_dump_json(), repeat),
         median_us(lambda: b"".join(e.encode() for e in dialect.sse_events(DONE, req)), repeat),
     ]

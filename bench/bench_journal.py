@@ -37,7 +37,8 @@ async def _play(manager: Any, bodies: list[bytes]) -> None:
     session = manager.open(base_url="http://bench")
     ctx = RequestContext(path_params={}, query={}, headers={})
     for body in bodies:
-        await session.handle(dialect.to_canonical(dialect.parse(body, ctx)), dialect.name, digest=None)
+        state = manager.dialect_state
+        await session.handle(dialect.to_canonical(dialect.parse(body, ctx, state), state), dialect.name, digest=None)
     manager.close(session.token)
 
 

@@ -353,12 +353,14 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 600)
 def prompt_tokens_at(turns: int, tool_chars: int = 1900) -> int:
     """Prompt length of the last request of a `turns`-turn conversation, in tiny-model tokens."""
     from openenv.capture.dialects.openai_chat import convert
+    from openenv.capture.dialects.state import DialectState
     from openenv.capture.renderer import Renderer
     from openenv.models import tiny_model_path
 
     renderer = Renderer.from_pretrained(tiny_model_path())
     last = conversation_bodies(turns, chars=tool_chars)[-1]
-    req = convert.to_canonical(convert.parse(last, None))  # type: ignore[arg-type]
+    state = DialectState()
+    req = convert.to_canonical(convert.parse(last, None, state), state)  # type: ignore[arg-type]
     return len(renderer.full_prompt(req.messages, req.tools)[1])
 
 

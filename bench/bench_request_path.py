@@ -49,9 +49,9 @@ async def play(manager: Any, plays: list[list[bytes]], first: dict[str, float], 
         session = manager.open(base_url="http://127.0.0.1")
         for k, body in enumerate(bodies):
             t0 = time.thread_time()
-            req = convert.parse(body, None)  # type: ignore[arg-type]
+            req = convert.parse(body, None, manager.dialect_state)  # type: ignore[arg-type]
             t1 = time.thread_time()
-            canonical = convert.to_canonical(req)
+            canonical = convert.to_canonical(req, manager.dialect_state)
             t2 = time.thread_time()
             digest = xxhash.xxh3_128_hexdigest(body)  # as routes/model.py does
             t3 = time.thread_time()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.dialects.state import DEFAULT_MAX_BYTES, DialectState
 from openenv.capture.journal import Journal
 from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
@@ -36,14 +37,18 @@ class CaptureSessionRegistry:
         limits: per-turn and per-session limits (default output budget, turn timeout, turn cap).
         idle_timeout_s: close a session that has had no request for this long (None: never). A session
             with a request still being answered is never idle.
+        dialect_bytes: what the dialects may remember between requests (validated history items,
+            converted histories), shared by every session, in bytes (`DialectState`).
     """
 
     def __init__(self, *, renderer: Renderer, backend: Backend, parser: str = "hermes",
                  served_model: str = "tiny", sampling: SamplingParams | None = None,
                  max_sessions: int = 4096, journal_dir: str | Path | None = None, journal_fsync: bool = True,
-                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None) -> None:
+                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None,
+                 dialect_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.renderer = renderer
         self.backend = backend
+        self.dialect_state = DialectState(dialect_bytes)
         if parser == "auto":  # the chat template shows how the model was taught to write tool calls
             parser = detect_parser(renderer.tokenizer.get_chat_template(None, [{}])) or "hermes"
         self.parser = get_parser(parser)

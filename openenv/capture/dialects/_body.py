@@ -26,7 +26,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from openenv.capture.dialects._shared import parse_body
 
-__all__ = ["BodyParser", "ItemMemo", "canonical_bytes"]
+__all__ = ["BodyParser", "ItemMemo", "ValueMemo", "canonical_bytes"]
 
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
@@ -34,14 +34,12 @@ V = TypeVar("V")
 _FIELDS = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _ITEMS = msgspec.json.Decoder(list[msgspec.Raw])
 _VALUE = msgspec.json.Decoder()
+# Sizes in bytes come from `DialectState` (one budget for every dialect); the counts below only cap how
+# many small entries a byte budget may hold (each entry costs a few hundred bytes of Python objects).
 _SIZE = 16384  # distinct items kept per parser, shared by all sessions (~30 turns x 2 items x 256 sessions)
 _HISTORIES = 4096  # parsed lists kept to be extended (a conversation keeps only its newest)
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
-# Bounded in bytes as well as in count: one client's 3 MiB messages must not be pinned by the thousands.
-_ITEM_BYTES = 64 << 20  # raw bytes of the distinct items kept (their models hold about as much again)
-_HISTORY_BYTES = 128 << 20  # raw bytes of the remembered lists
 _BIG_ITEM = 1 << 20  # an item with more raw bytes than this is validated each time, never kept
-_MEMO_BYTES = 64 << 20  # estimated text bytes of the canonical values an ItemMemo keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +59,8 @@ class BodyParser(Generic[M]):
         lists: the JSON names of its list fields worth remembering (the history and the tools).
         size: how many distinct items to keep (least recently used go first).
         histories: how many parsed lists to keep for later requests to extend.
+        item_bytes: raw bytes of the distinct items kept (their models hold about as much again).
+        history_bytes: raw bytes of the remembered lists.
 
     Attributes:
         hits: items served from memory; `misses`: items validated; `lookups`: items looked up one by
@@ -68,10 +68,12 @@ class BodyParser(Generic[M]):
     """
 
     def __init__(self, model: type[M], *, lists: tuple[str, ...], size: int = _SIZE,
-                 histories: int = _HISTORIES) -> None:
+                 histories: int = _HISTORIES, item_bytes: int = 64 << 20, history_bytes: int = 128 << 20) -> None:
         self.model = model
         self.size = size
         self.histories = histories
+        self.item_bytes = item_bytes
+        self.history_bytes = history_bytes
         self._adapters = {name: TypeAdapter(_item_type(model, name)) for name in lists}
         self._keys = _keys(model)
         self._trusted = _trusted_lists(model, lists)  # JSON name -> field name
@@ -167,12 +169,12 @@ class BodyParser(Generic[M]):
         else:
             history = _History(known.raws + own, known.items + items, known.size + added)
             self._forget(name, known)  # superseded: one list per conversation, not one per turn (O(n), not n^2)
-        if history.raws and history.size <= _HISTORY_BYTES // 8:
+        if history.raws and history.size <= self.history_bytes // 8:
             key = (name, bytes(history.raws[-1]))
             replaced = self._ends.pop(key, None)
             self._history_bytes += history.size - (replaced.size if replaced is not None else 0)
             self._ends[key] = history
-            while len(self._ends) > self.histories or self._history_bytes > _HISTORY_BYTES:
+            while len(self._ends) > self.histories or self._history_bytes > self.history_bytes:
                 self._history_bytes -= self._ends.popitem(last=False)[1].size
         return history
 
@@ -196,7 +198,7 @@ class BodyParser(Generic[M]):
         if len(raw) <= _BIG_ITEM:
             self._items[key] = item
             self._item_bytes += len(raw)
-            while len(self._items) > self.size or self._item_bytes > _ITEM_BYTES:
+            while len(self._items) > self.size or self._item_bytes > self.item_bytes:
                 self._item_bytes -= len(self._items.popitem(last=False)[0][1])
         return item
 
@@ -208,7 +210,7 @@ class ItemMemo(Generic[V]):
     cost of a dict lookup per item. An entry holds its item, so no other object can take its id.
     """
 
-    def __init__(self, size: int = 2 * _SIZE, max_bytes: int = _MEMO_BYTES) -> None:
+    def __init__(self, size: int = 2 * _SIZE, max_bytes: int = 64 << 20) -> None:
         self.size = size
         self.max_bytes = max_bytes
         self._values: dict[tuple[int, Hashable], tuple[object, V]] = {}
@@ -219,20 +221,52 @@ class ItemMemo(Generic[V]):
         """`make()` for this item (and `extra`, what else the value depends on), made once. A value
         estimated over an eighth of `max_bytes` is made each time, not kept."""
         key = (id(item), extra)
-        hit = self._values.get(key)
+        with self._lock:  # the proxies of several threads may share one `DialectState`
+            hit = self._values.get(key)
         if hit is not None and hit[0] is item:
             return hit[1]
         value = make()
         cost = canonical_bytes(value)
         if cost > self.max_bytes // 8:
             return value
-        with self._lock:  # proxies in several threads of one process share a dialect's memo
+        with self._lock:
             old = self._values.pop(key, None)
             self._bytes += cost - (canonical_bytes(old[1]) if old is not None else 0)
             self._values[key] = (item, value)
             while len(self._values) > self.size or self._bytes > self.max_bytes:
                 self._bytes -= canonical_bytes(self._values.pop(next(iter(self._values)))[1])
         return value
+
+
+class ValueMemo:
+    """Canonical values made once per distinct key (their inputs, by value), so the same text gives the
+    same message object every turn, whichever item it came from; least recently used go first.
+    """
+
+    def __init__(self, max_bytes: int = 32 << 20, size: int = _SIZE) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], V]) -> V:
+        """`make()` for `key`, made once while it is remembered."""
+        with self._lock:
+            if key in self._values:
+                self._values.move_to_end(key)
+                return self._values[key]  # type: ignore[no-any-return]
+        value = make()
+        cost = canonical_bytes(value)
+        if cost > self.max_bytes // 8:
+            return value
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = value
+                self._bytes += cost
+            while len(self._values) > self.size or self._bytes > self.max_bytes:
+                self._bytes -= canonical_bytes(self._values.popitem(last=False)[1])
+            return self._values.get(key, value)  # type: ignore[no-any-return]
 
 
 def canonical_bytes(value: Any) -> int:

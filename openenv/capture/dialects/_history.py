@@ -25,7 +25,6 @@ S = TypeVar("S")
 V = TypeVar("V")
 
 _SIZE = 4096  # converted lists kept per dialect (a conversation keeps only its newest)
-_BYTES = 128 << 20  # estimated text bytes of the converted lists kept per dialect
 _PROBES = 16  # how far from a list's end its known prefix may stop (the items one turn adds)
 
 
@@ -47,17 +46,20 @@ class HistoryMemo(Generic[S, V]):
         finish: the values still pending in the state after the last item (an assistant turn not
             yet closed by a later item); they end this list's values but are not remembered.
         size: how many converted lists to keep (least recently used go first).
+        max_bytes: estimated text bytes of the converted lists kept (`DialectState` sets it).
 
     Attributes:
         folded: items folded, not served from a remembered list (for tests and benchmarks).
     """
 
     def __init__(self, fold: Callable[[S, Any], tuple[S, Sequence[V]]], start: S, *,
-                 finish: Callable[[S], Sequence[V]] | None = None, size: int = _SIZE) -> None:
+                 finish: Callable[[S], Sequence[V]] | None = None, size: int = _SIZE,
+                 max_bytes: int = 128 << 20) -> None:
         self._fold = fold
         self._start = start
         self._finish = finish
         self.size = size
+        self.max_bytes = max_bytes
         self._lists: OrderedDict[int, _Converted[S, V]] = OrderedDict()  # keyed by id(last item)
         self._bytes = 0
         self._lock = threading.Lock()
@@ -65,7 +67,7 @@ class HistoryMemo(Generic[S, V]):
 
     def convert(self, items: Sequence[Any]) -> tuple[V, ...]:
         """The values of every item, in order (the fold's outputs concatenated)."""
-        with self._lock:  # proxies in several threads of one process share a dialect's memo
+        with self._lock:  # the proxies of several threads may share one `DialectState`
             converted = self._converted(items)
         if converted is None:
             return ()
@@ -90,12 +92,12 @@ class HistoryMemo(Generic[S, V]):
             # that forks from it later (a sub-agent, a lagging rollout of a group) folds from the start once.
             del self._lists[id(known.items[-1])]
             self._bytes -= known.size
-        if size > _BYTES // 8:
+        if size > self.max_bytes // 8:
             return converted  # one huge conversation is converted each time rather than pin an eighth
         replaced = self._lists.pop(id(items[-1]), None)
         self._bytes += size - (replaced.size if replaced is not None else 0)
         self._lists[id(items[-1])] = converted
-        while len(self._lists) > self.size or self._bytes > _BYTES:
+        while len(self._lists) > self.size or self._bytes > self.max_bytes:
             self._bytes -= self._lists.popitem(last=False)[1].size
         return converted
 

@@ -1,9 +1,11 @@
 """The `Dialect` seam: what one wire format (OpenAI Chat, Anthropic, ...) must provide.
 
 A dialect is pure mapping: wire request -> `CanonicalRequest`, `Completion` -> wire reply or SSE
-events, `OpenEnvError` -> wire error. The app does all I/O and calls these in a fixed order:
+events, `OpenEnvError` -> wire error. What it remembers between requests (validated history items,
+converted histories) lives in a `DialectState` the caller owns and passes in. The app does all I/O and
+calls these in a fixed order:
 
-    parse(body, ctx) -> to_canonical(req) -> [session renders, samples, records] ->
+    parse(body, ctx, state) -> to_canonical(req, state) -> [session renders, samples, records] ->
     from_canonical(done, req) | sse_events(done, req);   any OpenEnvError -> error_body(err)
 
 Endpoints that are not generation (Anthropic `count_tokens`, `GET /v1/models`) are named by the
@@ -19,6 +21,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel
 
 from openenv.capture.canonical import CanonicalRequest, Completion
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import OpenEnvError
 
 __all__ = [
@@ -69,8 +72,9 @@ class Dialect(Protocol[Req]):
 
     name: str
 
-    def parse(self, body: bytes, ctx: RequestContext) -> Req:
-        """Validate the raw body into the dialect's wire request model.
+    def parse(self, body: bytes, ctx: RequestContext, state: DialectState) -> Req:
+        """Validate the raw body into the dialect's wire request model (`state` remembers the history
+        items already validated).
 
         Raises:
             BadRequest: the body is not JSON or does not fit the wire model; the message says which
@@ -78,9 +82,10 @@ class Dialect(Protocol[Req]):
         """
         ...
 
-    def to_canonical(self, req: Req) -> CanonicalRequest:
+    def to_canonical(self, req: Req, state: DialectState) -> CanonicalRequest:
         """Map a validated wire request to the canonical request (system -> messages -> params ->
-        tools -> tool_choice). Raises `Unsupported` for what we refuse (e.g. `n>1`)."""
+        tools -> tool_choice; `state` remembers converted histories). Raises `Unsupported` for what we
+        refuse (e.g. `n>1`)."""
         ...
 
     def from_canonical(self, done: Completion, req: Req) -> BaseModel:

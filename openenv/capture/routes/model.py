@@ -27,6 +27,7 @@ from fastapi.responses import StreamingResponse
 from openenv.capture.canonical import CanonicalRequest, Completion
 from openenv.capture.dialects import ROUTES, Dialect, Endpoint, RequestContext
 from openenv.capture.dialects.base import CountsTokens, ListsModels
+from openenv.capture.dialects.state import DialectState
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
@@ -87,9 +88,10 @@ async def _read_body(request: Request, cap: int) -> bytes:
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
-def _parse(dialect: Dialect[Any], body: bytes, ctx: RequestContext) -> tuple[Any, CanonicalRequest]:
-    req = dialect.parse(body, ctx)
-    return req, dialect.to_canonical(req)
+def _parse(dialect: Dialect[Any], body: bytes, ctx: RequestContext,
+           state: DialectState) -> tuple[Any, CanonicalRequest]:
+    req = dialect.parse(body, ctx, state)
+    return req, dialect.to_canonical(req, state)
 
 
 class _Disconnect:
@@ -158,7 +160,9 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             return Response(body.model_dump_json(), media_type=JSON)
         body = await _read_body(request, request.app.state.max_body_bytes)
         big = len(body) > OFFLOAD_BYTES  # parse + render + tokenize off the loop: others keep being served
-        req, canonical = await asyncio.to_thread(_parse, dialect, body, ctx) if big else _parse(dialect, body, ctx)
+        state = manager.dialect_state
+        req, canonical = (await asyncio.to_thread(_parse, dialect, body, ctx, state) if big
+                          else _parse(dialect, body, ctx, state))
         if endpoint.operation == "count_tokens":
             if not isinstance(dialect, CountsTokens):
                 raise NotFound(f"{dialect.name} does not count tokens")

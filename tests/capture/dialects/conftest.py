@@ -21,7 +21,10 @@ from starlette.routing import compile_path
 
 from openenv.capture.canonical import Completion, ToolCallPart, Usage
 from openenv.capture.dialects import ROUTES, Endpoint, RequestContext
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import OpenEnvError, UnknownSession
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 TOKEN = "tok"
 
@@ -60,8 +63,8 @@ def respond(request: httpx2.Request, done: Completion) -> httpx2.Response:
     try:
         if dialect.session_token(ctx) != TOKEN:
             raise UnknownSession("unknown session token; use the key the session was opened with")
-        req = dialect.parse(request.content, ctx)
-        canonical = dialect.to_canonical(req)
+        req = dialect.parse(request.content, ctx, STATE)
+        canonical = dialect.to_canonical(req, STATE)
     except OpenEnvError as err:
         status, body = dialect.error_body(err)
         return httpx2.Response(
@@ -103,7 +106,7 @@ def parse_as() -> Callable[[str, dict[str, Any]], Any]:
 
     def parse(path: str, body: dict[str, Any]) -> Any:
         endpoint, params = route("POST", path.split("?")[0])
-        return endpoint.dialect.parse(json.dumps(body).encode(), RequestContext(path_params=params))
+        return endpoint.dialect.parse(json.dumps(body).encode(), RequestContext(path_params=params), STATE)
 
     return parse
 

@@ -18,14 +18,17 @@ from openenv.capture.canonical import (
 )
 from openenv.capture.dialects import RequestContext
 from openenv.capture.dialects.anthropic import AnthropicDialect
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import BackendUnavailable, Unsupported
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 D = AnthropicDialect()
 CLAUDE_CODE = ["claude_code", "claude_code_after_tool", "claude_code_bare", "claude_code_bare_after_tool"]
 
 
 def canonical(body: dict):
-    return D.to_canonical(D.parse(json.dumps(body).encode(), RequestContext()))
+    return D.to_canonical(D.parse(json.dumps(body).encode(), RequestContext(), STATE), STATE)
 
 
 def client(http: httpx2.Client, key: str = "tok") -> anthropic.Anthropic:
@@ -233,7 +236,7 @@ def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
     req = D.parse(
         b'{"model": "tiny", "max_tokens": 64, "stream": true, "messages": [{"role": "user", '
         b'"content": "hi"}]}',
-        RequestContext(),
+        RequestContext(), STATE,
     )
     golden("anthropic/tool_use.sse", "".join(e.encode().decode() for e in D.sse_events(done, req)))
 
@@ -242,7 +245,7 @@ def test_max_tokens_finish_is_reported_as_max_tokens(done: Completion):
     cut = done.model_copy(update={"tool_calls": (), "finish_reason": "length"})
     req = D.parse(
         b'{"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}',
-        RequestContext(),
+        RequestContext(), STATE,
     )
     assert D.from_canonical(cut, req).stop_reason == "max_tokens"
 

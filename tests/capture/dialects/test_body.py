@@ -18,8 +18,11 @@ from openenv.capture.dialects.gemini import protocol as gemini
 from openenv.capture.dialects.openai_chat import convert as chat_convert
 from openenv.capture.dialects.openai_chat import protocol as chat
 from openenv.capture.dialects.openai_responses import protocol as responses
+from openenv.capture.dialects.state import DialectState
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 MODELS = {"anthropic": (anthropic.MessagesRequest, ("messages", "tools")),
@@ -77,8 +80,8 @@ def test_an_edited_earlier_message_is_validated_anew_and_compares_unequal() -> N
 
 
 def test_history_converts_once_and_to_the_same_canonical_messages() -> None:
-    first = chat_convert.to_canonical(chat_convert.parse(chat_body(2), None))  # type: ignore[arg-type]
-    second = chat_convert.to_canonical(chat_convert.parse(chat_body(3), None))  # type: ignore[arg-type]
+    first = chat_convert.to_canonical(chat_convert.parse(chat_body(2), None, STATE), STATE)  # type: ignore[arg-type]
+    second = chat_convert.to_canonical(chat_convert.parse(chat_body(3), None, STATE), STATE)  # type: ignore[arg-type]
     assert all(a is b for a, b in zip(first.messages, second.messages[:len(first.messages)], strict=True))
     # The tool result without a name still gets the name of the call it answers.
     assert second.messages[3].parts[0].name == "bash"  # type: ignore[union-attr]
@@ -223,9 +226,9 @@ def test_a_resent_claude_code_history_converts_to_the_same_canonical_messages() 
     from openenv.capture.dialects.anthropic import convert
 
     body = json.dumps(json.loads((FIXTURES / "anthropic" / "claude_code_after_tool.json").read_text())["body"]).encode()
-    first = convert.to_canonical(convert.parse(body, None))  # type: ignore[arg-type]
-    again = convert.to_canonical(convert.parse(body, None))  # type: ignore[arg-type]
-    fresh = convert.to_canonical(_shared.parse_body(anthropic.MessagesRequest, body))
+    first = convert.to_canonical(convert.parse(body, None, STATE), STATE)  # type: ignore[arg-type]
+    again = convert.to_canonical(convert.parse(body, None, STATE), STATE)  # type: ignore[arg-type]
+    fresh = convert.to_canonical(_shared.parse_body(anthropic.MessagesRequest, body), STATE)
     assert all(a is b for a, b in zip(first.messages, again.messages, strict=True))
     assert first == fresh
     assert any(m.role == "tool" and m.parts[0].name for m in first.messages)  # type: ignore[union-attr]

@@ -32,7 +32,10 @@ from openenv.capture.canonical import (
     ToolResultPart,
 )
 from openenv.capture.dialects import RequestContext
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import BackendUnavailable, OpenEnvError
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 SYSTEM = "You are terse."
 USER = "List the files."
@@ -312,7 +315,7 @@ IDS = [c.name for c in CASES]
 
 @pytest.fixture
 def canonical(parse_as, dialect_for) -> Callable[[Case, dict[str, Any]], CanonicalRequest]:
-    return lambda case, body: dialect_for(case.path).to_canonical(parse_as(case.path, body))
+    return lambda case, body: dialect_for(case.path).to_canonical(parse_as(case.path, body), STATE)
 
 
 # ---- the contract ----------------------------------------------------------------------------------
@@ -425,7 +428,7 @@ def test_fuzzed_bodies_never_get_a_5xx(case: Case, dialect_for):
     @given(_mutations(case))
     def check(body: bytes) -> None:
         try:
-            dialect.to_canonical(dialect.parse(body, RequestContext(path_params=params)))
+            dialect.to_canonical(dialect.parse(body, RequestContext(path_params=params), STATE), STATE)
         except OpenEnvError as err:
             status, rendered = dialect.error_body(err)
             assert 400 <= status < 500, (status, rendered)

@@ -19,7 +19,10 @@ from openenv.capture.canonical import (
 )
 from openenv.capture.dialects import RequestContext
 from openenv.capture.dialects.gemini import GeminiDialect
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import BackendUnavailable, Unsupported
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 D = GeminiDialect()
 CTX = RequestContext(path_params={"model": "gemini-2.5-pro"})
@@ -27,7 +30,7 @@ CTX = RequestContext(path_params={"model": "gemini-2.5-pro"})
 
 def canonical(body: dict, stream: bool = False):
     return GeminiDialect(stream=stream).to_canonical(
-        GeminiDialect(stream=stream).parse(json.dumps(body).encode(), CTX)
+        GeminiDialect(stream=stream).parse(json.dumps(body).encode(), CTX, STATE), STATE,
     )
 
 
@@ -264,7 +267,7 @@ def test_count_tokens_accepts_a_wrapped_generate_content_request(sdk_http):
 def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
     done = done.model_copy(update={"text": "Reading the file now. " * 4})
     req = GeminiDialect(stream=True).parse(
-        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}', CTX
+        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}', CTX, STATE,
     )
     events = list(D.sse_events(done, req))
     assert all(e.event is None for e in events)

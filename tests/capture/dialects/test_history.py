@@ -13,6 +13,9 @@ import pytest
 
 from openenv.capture.dialects import ROUTES, Dialect, RequestContext
 from openenv.capture.dialects._history import HistoryMemo
+from openenv.capture.dialects.state import DialectState
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 CTX = RequestContext(path_params={"model": "tiny"})
 
@@ -154,9 +157,9 @@ def test_a_growing_conversation_converts_as_a_fresh_conversion_does(name: str) -
     d = dialect(name)
     before: tuple[Any, ...] = ()
     for body in CONVERSATIONS[name](12):
-        req = d.parse(json.dumps(body).encode(), CTX)
-        got = d.to_canonical(req)
-        fresh = d.to_canonical(copy.deepcopy(req))  # other item objects: converted from scratch
+        req = d.parse(json.dumps(body).encode(), CTX, STATE)
+        got = d.to_canonical(req, STATE)
+        fresh = d.to_canonical(copy.deepcopy(req), STATE)  # other item objects: converted from scratch
         assert got == fresh
         # The history the previous turn sent is the same objects now (what the session links by).
         assert all(a is b for a, b in zip(before, got.messages, strict=False))

@@ -11,7 +11,10 @@ import pytest
 from openenv.capture.canonical import Completion, Message, ThinkingPart, ToolCallPart, ToolResultPart
 from openenv.capture.dialects import RequestContext
 from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect
+from openenv.capture.dialects.state import DialectState
 from openenv.errors import BackendUnavailable
+
+STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 D = OpenAIResponsesDialect()
 CODEX = ["codex", "codex_after_tool", "codex_gpt55", "codex_gpt55_after_tool"]
@@ -19,11 +22,11 @@ PATCH = "*** Begin Patch\n*** Add File: hi.txt\n+hi\n*** End Patch\n"
 
 
 def parse(body: dict):
-    return D.parse(json.dumps(body).encode(), RequestContext())
+    return D.parse(json.dumps(body).encode(), RequestContext(), STATE)
 
 
 def canonical(body: dict):
-    return D.to_canonical(parse(body))
+    return D.to_canonical(parse(body), STATE)
 
 
 def client(http: httpx2.Client) -> openai.OpenAI:
@@ -224,7 +227,7 @@ def test_bad_body_is_an_openai_invalid_request_error():
     from openenv.errors import BadRequest
 
     with pytest.raises(BadRequest) as info:
-        D.parse(b'{"model": "m", "input": [{"type": "function_call", "name": "f"}]}', RequestContext())
+        D.parse(b'{"model": "m", "input": [{"type": "function_call", "name": "f"}]}', RequestContext(), STATE)
     status, body = D.error_body(info.value)
     assert status == 400
     assert body.model_dump()["error"]["type"] == "invalid_request_error"

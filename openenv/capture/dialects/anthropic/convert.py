@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel
 
@@ -22,8 +21,7 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._body import BodyParser, ItemMemo
-from openenv.capture.dialects._history import HistoryMemo
+from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
@@ -32,6 +30,7 @@ from openenv.capture.dialects._shared import (
 )
 from openenv.capture.dialects.anthropic import protocol as p
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.state import DialectCaches, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
@@ -46,12 +45,14 @@ __all__ = [
 ]
 
 NAME = "anthropic"
-_BODY = BodyParser(p.MessagesRequest, lists=("messages", "tools"))
-_CONVERTED: ItemMemo[tuple[Message, ...]] = ItemMemo()
 
 
-def parse(body: bytes, ctx: RequestContext) -> p.MessagesRequest:
-    return _BODY.parse(body)
+def _caches(state: DialectState) -> DialectCaches[p.MessagesRequest, Mapping[str, str], Message]:
+    return state.caches(NAME, p.MessagesRequest, lists=("messages", "tools"), fold=_fold, start={})
+
+
+def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.MessagesRequest:
+    return _caches(state).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -61,10 +62,11 @@ def session_token(ctx: RequestContext) -> str | None:
 # ---- request -> canonical ------------------------------------------------------------------------
 
 
-def to_canonical(req: p.MessagesRequest) -> CanonicalRequest:
+def to_canonical(req: p.MessagesRequest, state: DialectState) -> CanonicalRequest:
+    caches = _caches(state)
     return CanonicalRequest(
         model=req.model,
-        messages=_system(req.system) + _messages(req.messages),
+        messages=_system(req.system, caches.values) + caches.history.convert(req.messages),
         sampling=_sampling(req),
         tools=_tools(req.tools),
         tool_choice=_tool_choice(req.tool_choice),
@@ -72,32 +74,27 @@ def to_canonical(req: p.MessagesRequest) -> CanonicalRequest:
     )
 
 
-def _system(system: str | list[p.TextBlock] | None) -> tuple[Message, ...]:
+def _system(system: str | list[p.TextBlock] | None, values: ValueMemo) -> tuple[Message, ...]:
+    """The system message, the same object every turn (one or two system prompts per harness)."""
     texts = [system] if isinstance(system, str) else [b.text for b in system or []]
-    return _system_message(tuple(t for t in texts if t))
+    key = tuple(t for t in texts if t)
+    return values.get(("system", key), lambda: _system_message(key))
 
 
-@lru_cache(maxsize=256)  # one or two system prompts per harness: the same object every turn
 def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
     return (Message(role="system", parts=tuple(TextPart(text=t) for t in texts)),) if texts else ()
 
 
-def _messages(messages: list[p.Message]) -> tuple[Message, ...]:
-    return _HISTORY.convert(messages)
-
-
-def _fold(names: Mapping[str, str], msg: p.Message) -> tuple[Mapping[str, str], tuple[Message, ...]]:
-    """One message's canonical messages. `names` (tool_use id -> tool name, for templates that print
-    it) carries to later tool results; it is copied, never changed, when a message adds calls."""
+def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
+          msg: p.Message) -> tuple[Mapping[str, str], tuple[Message, ...]]:
+    """One message's canonical messages (`DialectState` continues a resent history from the converted
+    list it extends). `names` (tool_use id -> tool name, for templates that print it) carries to later
+    tool results; it is copied, never changed, when a message adds calls."""
     # A message converts once (by identity, see ItemMemo); its tool results also depend on names.
     known = _result_names(msg, names)
-    converted = _CONVERTED.get(msg, lambda: _message(msg, names), known)
+    converted: tuple[Message, ...] = items.get(msg, lambda: _message(msg, names), known)
     calls = {c.id: c.name for m in converted if m.role == "assistant" for c in m.parts if isinstance(c, ToolCallPart)}
     return ({**names, **calls} if calls else names), converted
-
-
-# A resent history continues from the converted list it extends: a turn converts its new messages.
-_HISTORY: HistoryMemo[Mapping[str, str], Message] = HistoryMemo(_fold, {})
 
 
 def _message(msg: p.Message, names: Mapping[str, str]) -> tuple[Message, ...]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -29,11 +28,11 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._body import BodyParser
-from openenv.capture.dialects._history import HistoryMemo
+from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import protocol as p
+from openenv.capture.dialects.state import DialectCaches, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
@@ -48,7 +47,10 @@ __all__ = [
 ]
 
 NAME = "gemini"
-_BODY = BodyParser(p.GenerateContentRequest, lists=("contents", "tools"))
+
+
+def _caches(state: DialectState) -> DialectCaches[p.GenerateContentRequest, _CallIds, Message]:
+    return state.caches(NAME, p.GenerateContentRequest, lists=("contents", "tools"), fold=_fold, start=_CallIds())
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -59,8 +61,9 @@ def session_token(ctx: RequestContext) -> str | None:
 # ---- request -> canonical ------------------------------------------------------------------------
 
 
-def to_canonical(req: p.GeminiCall) -> CanonicalRequest:
+def to_canonical(req: p.GeminiCall, state: DialectState) -> CanonicalRequest:
     body = req.body
+    caches = _caches(state)
     config = body.generation_config or p.GenerationConfig()
     if config.candidate_count is not None and config.candidate_count > 1:
         raise Unsupported(
@@ -70,7 +73,7 @@ def to_canonical(req: p.GeminiCall) -> CanonicalRequest:
         )
     return CanonicalRequest(
         model=req.model,
-        messages=_system(body.system_instruction) + _messages(body.contents),
+        messages=_system(body.system_instruction, caches.values) + caches.history.convert(body.contents),
         sampling=_sampling(config),
         tools=_tools(body.tools),
         tool_choice=_tool_choice(body.tool_config),
@@ -78,13 +81,13 @@ def to_canonical(req: p.GeminiCall) -> CanonicalRequest:
     )
 
 
-def _system(instruction: p.Content | None) -> tuple[Message, ...]:
-    return _system_message(tuple(x.text for x in (instruction.parts if instruction else []) if x.text))
-
-
-@lru_cache(maxsize=64)
-def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
+def _system(instruction: p.Content | None, values: ValueMemo) -> tuple[Message, ...]:
     """The system message, the same object every turn (the session compares history by identity)."""
+    texts = tuple(x.text for x in (instruction.parts if instruction else []) if x.text)
+    return values.get(("system", texts), lambda: _system_message(texts))
+
+
+def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
     return (Message(role="system", parts=tuple(TextPart(text=t) for t in texts)),) if texts else ()
 
 
@@ -115,8 +118,10 @@ class _CallIds:
         return _CallIds(self.count, {**self.open, name: pending})
 
 
-def _fold(ids: _CallIds, content: p.Content) -> tuple[_CallIds, list[Message]]:
-    """One content's canonical messages, and the call ids after it."""
+def _fold(items: ItemMemo[Any], values: ValueMemo, ids: _CallIds,
+          content: p.Content) -> tuple[_CallIds, list[Message]]:
+    """One content's canonical messages, and the call ids after it (`DialectState` continues resent
+    contents from the converted list they extend, so a turn converts its new contents)."""
     if content.role != "model":
         return _user_messages(content.parts, ids)
     parts: list[Part] = []
@@ -125,14 +130,6 @@ def _fold(ids: _CallIds, content: p.Content) -> tuple[_CallIds, list[Message]]:
             ids, part = _model_part(x, ids)
             parts.append(part)
     return ids, [Message(role="assistant", parts=_joined(parts))]
-
-
-# Resent contents continue from the converted list they extend: a turn converts its new contents.
-_HISTORY: HistoryMemo[_CallIds, Message] = HistoryMemo(_fold, _CallIds())
-
-
-def _messages(contents: list[p.Content]) -> tuple[Message, ...]:
-    return _HISTORY.convert(contents)
 
 
 def _has_model_part(part: p.Part) -> bool:
@@ -357,9 +354,9 @@ class GeminiDialect:
     def __init__(self, *, stream: bool = False) -> None:
         self.stream = stream
 
-    def parse(self, body: bytes, ctx: RequestContext) -> p.GeminiCall:
+    def parse(self, body: bytes, ctx: RequestContext, state: DialectState) -> p.GeminiCall:
         model = ctx.path_params.get("model", "")
-        return p.GeminiCall(model=model, stream=self.stream, body=_BODY.parse(body))
+        return p.GeminiCall(model=model, stream=self.stream, body=_caches(state).body.parse(body))
 
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
-from typing import Literal, assert_never
+from typing import Any, Literal, assert_never
 
 from pydantic import BaseModel
 
@@ -21,11 +20,11 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._body import BodyParser, ItemMemo
-from openenv.capture.dialects._history import HistoryMemo
+from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import bearer_token, chunk_text, openai_error_body, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat import protocol as p
+from openenv.capture.dialects.state import DialectCaches, DialectState
 from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
@@ -40,15 +39,14 @@ __all__ = [
 ]
 
 NAME = "openai_chat"
-_BODY = BodyParser(p.ChatCompletionRequest, lists=("messages", "tools"))
-# Each parsed message and tool converts once: a resent history costs a lookup per item.
-_CONVERTED: ItemMemo[Message] = ItemMemo()
-_CONVERTED_TOOLS: ItemMemo[Tool] = ItemMemo()
-_CACHE = 16384  # converted messages kept, shared by all sessions (they are immutable values)
 
 
-def parse(body: bytes, ctx: RequestContext) -> p.ChatCompletionRequest:
-    return _BODY.parse(body)
+def _caches(state: DialectState) -> DialectCaches[p.ChatCompletionRequest, Mapping[str, str], Message]:
+    return state.caches(NAME, p.ChatCompletionRequest, lists=("messages", "tools"), fold=_fold, start={})
+
+
+def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.ChatCompletionRequest:
+    return _caches(state).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -58,63 +56,59 @@ def session_token(ctx: RequestContext) -> str | None:
 # ---- request -> canonical ------------------------------------------------------------------------
 
 
-def to_canonical(req: p.ChatCompletionRequest) -> CanonicalRequest:
+def to_canonical(req: p.ChatCompletionRequest, state: DialectState) -> CanonicalRequest:
     if req.n is not None and req.n > 1:
         raise Unsupported(f"n={req.n} is not supported; the proxy samples one choice per request (n=1)",
                           param="n")
+    caches = _caches(state)
     return CanonicalRequest(
         model=req.model,
-        messages=_messages(req.messages),
+        messages=caches.history.convert(req.messages),
         sampling=_sampling(req),
-        tools=_tools(req.tools),
+        tools=_tools(req.tools, caches.items),
         tool_choice=_tool_choice(req.tool_choice),
         stream=bool(req.stream),
     )
 
 
-def _messages(messages: list[p.ChatMessage]) -> tuple[Message, ...]:
-    return _HISTORY.convert(messages)
-
-
-def _fold(names: Mapping[str, str], msg: p.ChatMessage) -> tuple[Mapping[str, str], tuple[Message]]:
-    """One message's canonical form. `names` (tool_call_id -> function name, for templates that print
-    it) carries to later tool messages; it is copied, never changed, when a message adds calls."""
+def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
+          msg: p.ChatMessage) -> tuple[Mapping[str, str], tuple[Message]]:
+    """One message's canonical form (`DialectState` continues a resent history from the converted list
+    it extends, so a turn converts its new messages). `names` (tool_call_id -> function name, for
+    templates that print it) carries to later tool messages; it is copied, never changed."""
     name = names.get(msg.tool_call_id) if isinstance(msg, p.ToolMessage) and not msg.name else None
-    converted = _CONVERTED.get(msg, lambda: _message(msg, name), name)
+    converted: Message = items.get(msg, lambda: _message(msg, name, values), name)
     calls = {c.id: c.name for c in converted.parts if isinstance(c, ToolCallPart)}
     return ({**names, **calls} if calls else names), (converted,)
 
 
-# A resent history continues from the converted list it extends: a turn converts its new messages.
-_HISTORY: HistoryMemo[Mapping[str, str], Message] = HistoryMemo(_fold, {})
-
-
-def _message(msg: p.ChatMessage, known_name: str | None) -> Message:
+# Harnesses resend the whole history every turn; converting each message once (by value, `values`)
+# keeps a turn's cost flat in conversation length and lets the session compare history by identity.
+def _message(msg: p.ChatMessage, known_name: str | None, values: ValueMemo) -> Message:
     match msg.role:
         case "system" | "developer":
-            return _text_message("system", _text(msg.content))
+            text = _text(msg.content)
+            return values.get(("system", text), lambda: _text_message("system", text))
         case "user":
-            return _text_message("user", _text(msg.content))
+            text = _text(msg.content)
+            return values.get(("user", text), lambda: _text_message("user", text))
         case "assistant":
             assert isinstance(msg, p.AssistantMessage)
             calls = tuple((c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or ())
-            reasoning = msg.reasoning_content or msg.reasoning or ""
-            return _assistant_message(_text(msg.content), reasoning, calls)
+            key = ("assistant", _text(msg.content), msg.reasoning_content or msg.reasoning or "", calls)
+            return values.get(key, lambda: _assistant_message(*key[1:]))  # type: ignore[arg-type]
         case "tool":
             assert isinstance(msg, p.ToolMessage)
-            return _tool_message(msg.tool_call_id, _text(msg.content), msg.name or known_name)
+            key = ("tool", msg.tool_call_id, _text(msg.content), msg.name or known_name)
+            return values.get(key, lambda: _tool_message(*key[1:]))  # type: ignore[arg-type]
         case _:
             assert_never(msg.role)
 
 
-# Harnesses resend the whole history every turn; converting each message once (by value) keeps a
-# turn's cost flat in conversation length and lets the session compare history by identity.
-@lru_cache(maxsize=_CACHE)
 def _text_message(role: Literal["system", "user"], text: str) -> Message:
     return Message(role=role, parts=(TextPart(text=text),) if text else ())
 
 
-@lru_cache(maxsize=_CACHE)
 def _assistant_message(text: str, reasoning: str, calls: tuple[tuple[str, str, str], ...]) -> Message:
     parts: list[Part] = [ThinkingPart(text=reasoning)] if reasoning else []
     if text:
@@ -123,7 +117,6 @@ def _assistant_message(text: str, reasoning: str, calls: tuple[tuple[str, str, s
     return Message(role="assistant", parts=tuple(parts))
 
 
-@lru_cache(maxsize=_CACHE)
 def _tool_message(call_id: str, content: str, name: str | None) -> Message:
     return Message(role="tool", parts=(ToolResultPart(tool_call_id=call_id, content=content, name=name),))
 
@@ -157,8 +150,9 @@ def _sampling(req: p.ChatCompletionRequest) -> SamplingParams:
     )
 
 
-def _tools(tools: list[p.FunctionTool] | None) -> tuple[Tool, ...]:
-    return tuple(_CONVERTED_TOOLS.get(tool, lambda: _tool(tool)) for tool in tools or [])  # noqa: B023
+def _tools(tools: list[p.FunctionTool] | None, items: ItemMemo[Any]) -> tuple[Tool, ...]:
+    """Each parsed tool converts once: a resent tool list costs a lookup per tool."""
+    return tuple(items.get(tool, lambda: _tool(tool)) for tool in tools or [])  # noqa: B023
 
 
 def _tool(tool: p.FunctionTool) -> Tool:

@@ -11,8 +11,7 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import assert_never
+from typing import Any, assert_never
 
 from pydantic import BaseModel
 
@@ -29,8 +28,7 @@ from openenv.capture.canonical import (
     ToolChoice,
     ToolResultPart,
 )
-from openenv.capture.dialects._body import BodyParser
-from openenv.capture.dialects._history import HistoryMemo
+from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import (
     bearer_token,
     chunk_text,
@@ -40,6 +38,7 @@ from openenv.capture.dialects._shared import (
 )
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_responses import protocol as p
+from openenv.capture.dialects.state import DialectCaches, DialectState
 from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
@@ -53,14 +52,18 @@ __all__ = [
 ]
 
 NAME = "openai_responses"
-_BODY = BodyParser(p.ResponsesRequest, lists=("input", "tools"))
 CUSTOM_INPUT = "input"  # the one parameter a freeform tool is offered with
 
 log = logging.getLogger(__name__)
 
 
-def parse(body: bytes, ctx: RequestContext) -> p.ResponsesRequest:
-    return _BODY.parse(body)
+def _caches(state: DialectState) -> DialectCaches[p.ResponsesRequest, _Fold, Message]:
+    return state.caches(NAME, p.ResponsesRequest, lists=("input", "tools"), fold=_fold, start=_Fold(),
+                        finish=_Fold.closed)
+
+
+def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.ResponsesRequest:
+    return _caches(state).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -70,16 +73,17 @@ def session_token(ctx: RequestContext) -> str | None:
 # ---- request -> canonical ------------------------------------------------------------------------
 
 
-def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
+def to_canonical(req: p.ResponsesRequest, state: DialectState) -> CanonicalRequest:
     if req.previous_response_id:
         raise Unsupported(
             "previous_response_id is not supported: the proxy stores no responses; send the whole "
             "conversation in `input` (as Codex does with store: false)",
             param="previous_response_id",
         )
+    caches = _caches(state)
     return CanonicalRequest(
         model=req.model,
-        messages=_instructions(req.instructions) + _messages(req.input),
+        messages=_instructions(req.instructions, caches.values) + _messages(req.input, caches),
         sampling=SamplingParams(
             max_tokens=req.max_output_tokens,
             temperature=req.temperature,
@@ -92,10 +96,11 @@ def to_canonical(req: p.ResponsesRequest) -> CanonicalRequest:
     )
 
 
-@lru_cache(maxsize=64)
-def _instructions(instructions: str | None) -> tuple[Message, ...]:
+def _instructions(instructions: str | None, values: ValueMemo) -> tuple[Message, ...]:
     """The system message, the same object every turn (the session compares history by identity)."""
-    return (Message(role="system", parts=(TextPart(text=instructions),)),) if instructions else ()
+    if not instructions:
+        return ()
+    return values.get(("system", instructions), lambda: (Message(role="system", parts=(TextPart(text=instructions),)),))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +127,10 @@ class _Fold:
         return (Message(role="assistant", parts=self.turn),) if self.turn else ()
 
 
-def _fold(state: _Fold, item: p.InputItem) -> tuple[_Fold, tuple[Message, ...]]:
+def _fold(items: ItemMemo[Any], values: ValueMemo, state: _Fold,
+          item: p.InputItem) -> tuple[_Fold, tuple[Message, ...]]:
+    """One input item's canonical messages (`DialectState` continues a resent input list from the
+    converted list it extends, so a turn converts its new items)."""
     match item:
         case p.MessageItem(role="assistant"):
             text = _text(item.content)
@@ -147,14 +155,10 @@ def _fold(state: _Fold, item: p.InputItem) -> tuple[_Fold, tuple[Message, ...]]:
             assert_never(item)
 
 
-# A resent input list continues from the converted list it extends: a turn converts its new items.
-_HISTORY: HistoryMemo[_Fold, Message] = HistoryMemo(_fold, _Fold(), finish=_Fold.closed)
-
-
-def _messages(items: str | list[p.InputItem]) -> tuple[Message, ...]:
+def _messages(items: str | list[p.InputItem], caches: DialectCaches[Any, _Fold, Message]) -> tuple[Message, ...]:
     if isinstance(items, str):
         return (Message(role="user", parts=(TextPart(text=items),)),)
-    return _HISTORY.convert(items)
+    return caches.history.convert(items)
 
 
 def _text(content: str | list[p.InputText]) -> str:
