@@ -32,7 +32,7 @@ from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
-from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingRequest
+from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingTurnView
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
@@ -428,7 +428,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         turns, tool_calls = self._counts(episode.session.turns())
         self._state.harness_status = episode.process.status()
         return HarnessObservation(
-            pending=PendingRequest(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
+            pending=PendingTurnView(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
                                    prompt_ids=list(pending.prompt_ids), aux=pending.aux,
                                    text=self._ensure_server().manager.renderer.decode(pending.prompt_ids)),
             last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,

@@ -11,7 +11,14 @@ from openenv.capture.trajectory import SequenceRow, SequenceStats
 from openenv.core.types import Action, Observation, State
 from openenv.harness.sandbox.base import ProcessStatus
 
-__all__ = ["EpisodeStatus", "HarnessAction", "HarnessObservation", "HarnessState", "LastTurn", "PendingRequest"]
+__all__ = [
+    "EpisodeStatus",
+    "HarnessAction",
+    "HarnessObservation",
+    "HarnessState",
+    "LastTurn",
+    "PendingTurnView",
+]
 
 EpisodeStatus = Literal["idle", "waiting", "done"]
 
@@ -41,8 +48,8 @@ class _View(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class PendingRequest(_View):
-    """The model request the harness is waiting on."""
+class PendingTurnView(_View):
+    """The model request the harness is waiting on: the observation's view of capture's `PendingTurn`."""
 
     turn_id: str
     dialect: str
@@ -71,7 +78,7 @@ class HarnessObservation(Observation):
     verifier produced no reward, `reward` is None and `reward_status` / `no_reward_reason` say why.
     """
 
-    pending: PendingRequest | None = None
+    pending: PendingTurnView | None = None
     last_turn: LastTurn | None = None
     turns: int = 0
     tool_calls: int = 0

@@ -23,7 +23,7 @@ from openenv.server.mcp import mount_mcp
 from openenv.server.openapi import document_env
 from openenv.server.routes import http, info, ws
 from openenv.server.security import SecurityMiddleware, ServerSecurity
-from openenv.server.sessions import EnvFactory, EnvTypes, SessionRegistry
+from openenv.server.sessions import EnvFactory, EnvSessionRegistry, EnvTypes
 
 __all__ = ["DEFAULT_HTTP_EVICT_AFTER_S", "DEFAULT_IDLE_TIMEOUT_S", "DEFAULT_MAX_SESSIONS", "create_app"]
 
@@ -80,7 +80,7 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor = ThreadPoolExecutor(max_workers or min(max_sessions, 32), thread_name_prefix="openenv-env")
-        registry = SessionRegistry(
+        registry = EnvSessionRegistry(
             env_factory, types, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, executor=executor,
             allow_inline_tasks=security.allow_inline_tasks, http_evict_after_s=http_evict_after_s,
         )

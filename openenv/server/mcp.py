@@ -24,7 +24,7 @@ from openenv.core.environment import EnvMetadata
 from openenv.errors import OpenEnvError
 from openenv.manifest import import_object
 from openenv.server.security import ServerSecurity
-from openenv.server.sessions import SessionRegistry
+from openenv.server.sessions import EnvSessionRegistry
 
 __all__ = ["MCP_PATH", "build_mcp_server", "env_tools", "mount_mcp"]
 
@@ -49,7 +49,7 @@ def env_tools(env_factory: object) -> list[Tool]:
 
 
 def build_mcp_server(metadata: EnvMetadata, tools: list[Tool],
-                     registry: Callable[[], SessionRegistry] | None = None) -> Any:
+                     registry: Callable[[], EnvSessionRegistry] | None = None) -> Any:
     """An `MCPServer` named after the env, with `tools` registered.
 
     With `registry`, every tool call in flight holds one of the server's `max_sessions` slots (an
@@ -65,7 +65,7 @@ def build_mcp_server(metadata: EnvMetadata, tools: list[Tool],
     return server
 
 
-def _reporting_errors(tool: Tool, registry: Callable[[], SessionRegistry] | None = None) -> Tool:
+def _reporting_errors(tool: Tool, registry: Callable[[], EnvSessionRegistry] | None = None) -> Tool:
     """Let an `OpenEnvError` reach the MCP client as a tool error with its message (the SDK hides the
     text of any other exception as a crash). `wraps` keeps the signature the SDK builds the schema from."""
     from anyio import to_thread
@@ -89,7 +89,7 @@ class _McpEndpoint:
     built each time the app starts (tests and `LocalServer` may start the same app more than once)."""
 
     def __init__(self, metadata: EnvMetadata, env_factory: object, security: ServerSecurity,
-                 registry: Callable[[], SessionRegistry]) -> None:
+                 registry: Callable[[], EnvSessionRegistry]) -> None:
         self._metadata = metadata
         self._env_factory = env_factory
         self._security = security

@@ -26,7 +26,7 @@ from openenv.core.validation import field_errors, validation_message
 from openenv.core.wire import ResetRequest
 from openenv.errors import BadRequest, CapacityError, EnvError, InvalidAction, OpenEnvError, UnknownSession
 
-__all__ = ["EnvFactory", "EnvTypes", "Session", "SessionRegistry"]
+__all__ = ["EnvFactory", "EnvSession", "EnvSessionRegistry", "EnvTypes"]
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class EnvTypes:
 
 
 @dataclass(eq=False)
-class Session:
+class EnvSession:
     """One client's env instance. Every operation holds the session's lock, so calls never interleave."""
 
     id: str
@@ -138,7 +138,7 @@ class Session:
             self.last_used = time.monotonic()
 
 
-class SessionRegistry:
+class EnvSessionRegistry:
     """Live sessions by id, bounded by `max_sessions`, with idle ones closed by `run_reaper`, and idle
     HTTP sessions given up to new clients when the server is full (`http_evict_after_s`)."""
 
@@ -162,7 +162,7 @@ class SessionRegistry:
         self.executor = executor
         self.allow_inline_tasks = allow_inline_tasks
         self.http_evict_after_s = http_evict_after_s
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, EnvSession] = {}
         self._opening = 0  # slots taken by sessions being built and by MCP calls in flight
 
     @property
@@ -187,7 +187,7 @@ class SessionRegistry:
 
     async def open(
         self, transport: Transport, on_reap: Callable[[], Awaitable[None]] | None = None
-    ) -> Session:
+    ) -> EnvSession:
         """Build a fresh env for a new session.
 
         Raises:
@@ -207,7 +207,7 @@ class SessionRegistry:
         finally:
             self._opening -= 1
         sid = secrets.token_urlsafe(16)
-        session = Session(sid, env, self.types, transport, self.executor, on_reap, self.allow_inline_tasks)
+        session = EnvSession(sid, env, self.types, transport, self.executor, on_reap, self.allow_inline_tasks)
         self._sessions[sid] = session
         return session
 
@@ -229,7 +229,7 @@ class SessionRegistry:
             log.info("at capacity: closing HTTP session %s, idle %.0f s", oldest.id, time.monotonic() - oldest.last_used)
             await self.close(oldest.id)
 
-    def get(self, session_id: str | None) -> Session:
+    def get(self, session_id: str | None) -> EnvSession:
         """The live session with this id.
 
         Raises:

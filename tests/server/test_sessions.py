@@ -1,4 +1,4 @@
-"""SessionRegistry: capacity, per-session locking, thread offloading for sync envs, the reaper."""
+"""EnvSessionRegistry: capacity, per-session locking, thread offloading for sync envs, the reaper."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from echo_env import EchoAction, EchoEnvironment, EchoObservation
 
 from openenv.core.wire import ResetRequest
 from openenv.errors import CapacityError, EnvError, UnknownSession
-from openenv.server.sessions import EnvTypes, SessionRegistry
+from openenv.server.sessions import EnvSessionRegistry, EnvTypes
 
 
 class SlowEnv(EchoEnvironment):
@@ -45,11 +45,13 @@ class BrokenFactoryEnv(EchoEnvironment):
 @pytest.fixture
 async def make_registry() -> AsyncIterator[object]:
     executor = ThreadPoolExecutor(8, thread_name_prefix="env-test")
-    made: list[SessionRegistry] = []
+    made: list[EnvSessionRegistry] = []
 
-    def _make(factory: type = EchoEnvironment, **kwargs: object) -> SessionRegistry:
+    def _make(factory: type = EchoEnvironment, **kwargs: object) -> EnvSessionRegistry:
         opts = {"max_sessions": 4, "idle_timeout_s": None} | kwargs
-        reg = SessionRegistry(factory, EnvTypes.infer(factory), executor=executor, **opts)  # type: ignore[arg-type]
+        reg = EnvSessionRegistry(
+            factory, EnvTypes.infer(factory), executor=executor, **opts  # type: ignore[arg-type]
+        )
         made.append(reg)
         return reg
 
@@ -159,7 +161,7 @@ async def _record(sink: list[str], value: str) -> None:
 
 def test_max_sessions_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
-        SessionRegistry(
+        EnvSessionRegistry(
             EchoEnvironment,
             EnvTypes.infer(EchoEnvironment),
             max_sessions=0,

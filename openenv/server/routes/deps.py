@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from starlette.requests import HTTPConnection
 
-from openenv.server.sessions import EnvTypes, SessionRegistry
+from openenv.server.sessions import EnvSessionRegistry, EnvTypes
 
 __all__ = ["env_types", "registry"]
 
 
-async def registry(conn: HTTPConnection) -> SessionRegistry:
+async def registry(conn: HTTPConnection) -> EnvSessionRegistry:
     """The live registry (created in the app's lifespan). Async so FastAPI does not run it in a thread."""
     return conn.app.state.registry  # type: ignore[no-any-return]
 

@@ -22,7 +22,7 @@ from openenv.core.wire import (
 )
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
 from openenv.server.routes.deps import registry
-from openenv.server.sessions import SessionRegistry
+from openenv.server.sessions import EnvSessionRegistry
 
 __all__ = ["BareRoute", "close", "reset", "router", "state", "step"]
 
@@ -47,7 +47,7 @@ class BareRoute(APIRoute):
         return self.endpoint
 
 
-Registry = Annotated[SessionRegistry, Depends(registry)]
+Registry = Annotated[EnvSessionRegistry, Depends(registry)]
 SessionHeader = Annotated[str | None, Header(alias=SESSION_HEADER)]
 
 
@@ -75,7 +75,7 @@ async def step(request: Request) -> Response:
     FastAPI's parameter machinery, which costs more than the echo env's whole step.
     """
     req = _parse_body(StepRequest, await request.body())
-    reg: SessionRegistry = request.app.state.registry
+    reg: EnvSessionRegistry = request.app.state.registry
     session = reg.get(request.headers.get(SESSION_HEADER) or req.session_id)
     obs = await session.step(req.action)
     return _session_reply(session.id, obs.model_dump_json())

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 
 from openenv.core.environment import EnvMetadata
 from openenv.server.routes.deps import env_types, registry
-from openenv.server.sessions import EnvTypes, SessionRegistry
+from openenv.server.sessions import EnvSessionRegistry, EnvTypes
 
 __all__ = ["Health", "Metadata", "Schemas", "health", "metadata", "router", "schema"]
 
@@ -41,13 +41,13 @@ class Schemas(BaseModel):
 
 
 @router.get("/health")
-async def health(reg: Annotated[SessionRegistry, Depends(registry)]) -> Health:
+async def health(reg: Annotated[EnvSessionRegistry, Depends(registry)]) -> Health:
     return Health(active_sessions=reg.active, max_sessions=reg.max_sessions)
 
 
 @router.get("/metadata")
 async def metadata(
-    types: Annotated[EnvTypes, Depends(env_types)], reg: Annotated[SessionRegistry, Depends(registry)]
+    types: Annotated[EnvTypes, Depends(env_types)], reg: Annotated[EnvSessionRegistry, Depends(registry)]
 ) -> Metadata:
     return Metadata(
         **types.metadata.model_dump(),

@@ -28,7 +28,7 @@ from openenv.core.wire import (
 )
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMessageType
 from openenv.server.routes.deps import registry
-from openenv.server.sessions import Session
+from openenv.server.sessions import EnvSession
 
 __all__ = ["FRAME_TOO_BIG_CODE", "IDLE_CLOSE_CODE", "handle_frame", "router", "session_socket"]
 
@@ -63,7 +63,7 @@ async def session_socket(websocket: WebSocket) -> None:
         await reg.close(session.id)
 
 
-async def _serve(websocket: WebSocket, session: Session) -> None:
+async def _serve(websocket: WebSocket, session: EnvSession) -> None:
     frames: asyncio.Queue[str | bytes | None] = asyncio.Queue()
     reader = asyncio.create_task(_read(websocket, frames), name=f"openenv-ws-reader-{session.id[:8]}")
     try:
@@ -98,7 +98,9 @@ async def _read(websocket: WebSocket, frames: asyncio.Queue[str | bytes | None])
         frames.put_nowait(None)
 
 
-async def _answer_while_connected(session: Session, raw: str | bytes, reader: asyncio.Task[None]) -> tuple[str, bool]:
+async def _answer_while_connected(
+    session: EnvSession, raw: str | bytes, reader: asyncio.Task[None]
+) -> tuple[str, bool]:
     """Handle one frame, unless the client vanishes first: then the call is abandoned (cancelled) so the
     session can be closed now, not when a step that may run for minutes returns to nobody."""
     work = asyncio.ensure_future(_reply(session, raw))
@@ -120,14 +122,14 @@ async def _answer_while_connected(session: Session, raw: str | bytes, reader: as
         reader.remove_done_callback(abandon)
 
 
-async def _reply(session: Session, raw: str | bytes) -> tuple[str, bool]:
+async def _reply(session: EnvSession, raw: str | bytes) -> tuple[str, bool]:
     try:
         return await handle_frame(session, raw)
     except OpenEnvError as err:
         return _error_frame(err), False
 
 
-async def handle_frame(session: Session, raw: str | bytes) -> tuple[str, bool]:
+async def handle_frame(session: EnvSession, raw: str | bytes) -> tuple[str, bool]:
     """Apply one client frame to the session; returns the reply frame and whether to hang up."""
     try:
         msg = client_message_adapter.validate_json(raw)
