@@ -38,6 +38,8 @@ def eval_(
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="cap on each sampled reply")] = None,
     timeout: Annotated[float | None, typer.Option(help="per-episode harness budget in seconds")] = None,
+    sandbox: Annotated[str, typer.Option(help="local (bubblewrap here) or docker (a container of the task's "
+                                              "image, no network but the proxy)")] = "local",
     out: Annotated[Path, typer.Option(help="results folder")] = Path("artifacts/eval"),
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
@@ -61,7 +63,7 @@ def eval_(
         plan = EvalPlan(harnesses=_csv(harness), tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
                         policy=policy, repeats=n, concurrency=concurrency or 2,  # type: ignore[arg-type]
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
-                        timeout_s=timeout)
+                        timeout_s=timeout, sandbox=sandbox)  # type: ignore[arg-type]
         executor = _ray_executor(plan, ray, concurrency) if ray else None
     except (OpenEnvError, ValidationError) as exc:
         _err.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")

@@ -33,6 +33,8 @@ class EpisodeRequest(BaseModel):
     vllm_url: str | None = None
     max_tokens: int | None = Field(default=None, description="cap on each sampled reply (default 256)")
     timeout_s: float | None = None
+    sandbox: Literal["local", "docker"] = Field(default="local", description="where the harness runs: a "
+                                                "bubblewrap sandbox here, or a Docker container of the task's image")
 
 
 class EvalEpisodeResult(BaseModel):
@@ -71,7 +73,7 @@ def run_recorded_episode(
                 else DEFAULT_SAMPLING.model_copy(update={"max_tokens": request.max_tokens}))
     env = HarnessEnvironment(request.harness, server=server,  # type: ignore[arg-type]
                              backend=request.backend, model=request.model, vllm_url=request.vllm_url,
-                             sampling=sampling)
+                             sampling=sampling, sandbox=request.sandbox)
     requests: dict[str, CanonicalRequest] = {}
 
     def remember(obs: HarnessObservation) -> None:

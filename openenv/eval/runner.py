@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,10 +49,12 @@ class EvalPlan(BaseModel):
     vllm_url: str | None = None
     max_tokens: int | None = None
     timeout_s: float | None = None
+    sandbox: Literal["local", "docker"] = "local"
 
     def requests(self) -> list[EpisodeRequest]:
         common = {"task_set": self.task_set, "backend": self.backend, "policy": self.policy, "model": self.model,
-                  "vllm_url": self.vllm_url, "max_tokens": self.max_tokens, "timeout_s": self.timeout_s}
+                  "vllm_url": self.vllm_url, "max_tokens": self.max_tokens, "timeout_s": self.timeout_s,
+                  "sandbox": self.sandbox}
         return [EpisodeRequest(harness=h, task=t, **common)  # type: ignore[arg-type]
                 for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.sandbox.sweeper import is_orphan
 
-__all__ = ["OrphanSweep", "end_processes", "sweep_dead_workers"]
+__all__ = ["OrphanSweep", "end_processes", "sweep_dead_workers", "sweep_run_containers"]
 
 
 class OrphanSweep(BaseModel):
@@ -31,16 +31,22 @@ class OrphanSweep(BaseModel):
     host: str
     processes: list[int] = Field(default_factory=list)
     folders: list[str] = Field(default_factory=list)
+    containers: list[str] = Field(default_factory=list, description="Docker sandboxes of the run removed")
 
 
-def sweep_dead_workers(owners: Sequence[tuple[str, str]], *, grace_s: float = 1.0) -> OrphanSweep:
-    """Kill the sandbox processes and remove the temp folders of dead workers on this host.
+def sweep_dead_workers(owners: Sequence[tuple[str, str]], *, grace_s: float = 1.0,
+                       run: str | None = None) -> OrphanSweep:
+    """Kill the sandbox processes and remove the temp folders of dead workers on this host; with `run`,
+    also the run's Docker sandboxes whose owner is dead (a dead worker's, wherever its episode was).
 
     Args:
         owners: `(owner label, temp folder)` of workers; those on other hosts or still alive are skipped.
         grace_s: how long SIGTERM gets before SIGKILL.
+        run: the run id its Docker sandboxes are labelled with.
     """
     report = OrphanSweep(host=socket.gethostname())
+    if run is not None:
+        report.containers = sweep_run_containers(run)
     doomed: list[psutil.Process] = []
     for owner, folder in owners:
         host, _, rest = owner.partition("/")
@@ -69,3 +75,27 @@ def end_processes(procs: Sequence[psutil.Process], *, grace_s: float = 1.0) -> N
             proc.kill()
         except psutil.NoSuchProcess:
             continue
+
+
+def sweep_run_containers(run: str, owners: Sequence[str] = ()) -> list[str]:
+    """Remove run `run`'s Docker sandboxes on this host's engine whose owner is dead or in `owners`.
+
+    Returns the container ids removed; nothing (and no error) where Docker is not installed or no engine
+    answers: a run on local sandboxes has nothing there to sweep.
+    """
+    try:
+        import docker
+    except ImportError:
+        return []
+    from openenv.harness.sandbox.sweeper import sweep
+
+    try:
+        client = docker.from_env()
+    except docker.errors.DockerException:
+        return []
+    try:
+        return sweep(client, run=run, owners=owners).containers
+    except docker.errors.DockerException:
+        return []
+    finally:
+        client.close()

@@ -25,7 +25,8 @@ from typing import Any
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, EpisodeJob, WorkerContext
 from openenv.executor.preflight import NodeNotReady, node_problems
-from openenv.executor.sweep import OrphanSweep, end_processes, sweep_dead_workers
+from openenv.executor.sweep import OrphanSweep, end_processes, sweep_dead_workers, sweep_run_containers
+from openenv.harness.sandbox.sweeper import RUN_ENV
 
 __all__ = ["EpisodeWorker", "start_capture_server"]
 
@@ -71,6 +72,9 @@ class EpisodeWorker:
         # removes exactly these (tempfile.mkdtemp reads tempfile.tempdir first).
         os.environ["TMPDIR"] = str(self.tmp)
         tempfile.tempdir = str(self.tmp)
+        # Docker sandboxes this worker makes carry the run id (`openenv.run`): swept with the run.
+        os.environ[RUN_ENV] = run_id
+        self.run_id = run_id
         self._servers: dict[EngineSpec, CaptureServer] = {}
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
@@ -94,15 +98,17 @@ class EpisodeWorker:
         return target.read_bytes()
 
     def sweep(self, owners: list[tuple[str, str]]) -> OrphanSweep:
-        """Remove what dead workers of the run left on this host (see `sweep.py`)."""
-        return sweep_dead_workers(owners)
+        """Remove what dead workers of the run left on this host (see `sweep.py`): their sandboxes'
+        processes and folders, and the run's Docker sandboxes whose owner is dead."""
+        return sweep_dead_workers(owners, run=self.run_id)
 
     def shutdown(self) -> None:
-        """End this worker's sandboxes (an episode still running is cut short: the run is closing), stop
-        its proxies and remove its sandbox temp folder (trajectories stay)."""
+        """End this worker's sandboxes, local and Docker (an episode still running is cut short: the run
+        is closing), stop its proxies and remove its sandbox temp folder (trajectories stay)."""
         from openenv.harness.sandbox.local import sandboxed_processes
 
         end_processes(sandboxed_processes())
+        sweep_run_containers(self.run_id, owners=[self.owner])
         with self._lock:
             servers, self._servers = list(self._servers.values()), {}
             kept, self._cache = list(self._cache.values()), {}

@@ -7,8 +7,10 @@ through `cluster.run(...)`.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
@@ -30,3 +32,15 @@ def ray_cluster(vllm_url: str) -> Iterator[LoopbackRayCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def docker_base_image() -> str:
+    """A live Docker engine with the offline sandbox image built (scripts/build_base_image.sh, cached)."""
+    from openenv.harness.sandbox.docker import DEFAULT_IMAGE, engine_available
+
+    reason = engine_available()
+    if reason is not None:
+        pytest.skip(reason)
+    subprocess.run(["bash", str(Path(__file__).resolve().parents[2] / "scripts" / "build_base_image.sh")], check=True)
+    return DEFAULT_IMAGE

@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
 from openenv.testing.ray_cluster import LoopbackRayCluster
@@ -142,6 +144,61 @@ def test_a_driver_stopped_with_sigterm_mid_run_leaves_no_sandbox_and_no_worker(r
     assert [p.pid for w in workers for p in sandboxed_processes(w)] == []
     left = [d for w in workers for d in Path("/tmp/openenv-ray").glob(f"*/worker-{w}-*/tmp/*")]
     assert left == []
+
+
+def _next_json(stream: Any) -> dict:  # type: ignore[type-arg]
+    """The driver's next JSON line (Ray's own messages, e.g. about a worker killed on purpose, may come between)."""
+    for line in stream:
+        if line.startswith("{"):
+            return json.loads(line)
+    return {}
+
+
+def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_dies_and_on_sigterm(
+        ray_cluster: LoopbackRayCluster, vllm_url: str, docker_base_image: str, tmp_path: Path):
+    import signal
+    import subprocess
+    import uuid
+
+    import docker
+
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, RUN_LABEL
+
+    run = f"test-{uuid.uuid4().hex[:8]}"
+    client = docker.from_env()
+
+    def left() -> list[str]:
+        return [c.id for c in client.containers.list(all=True, sparse=True,
+                                                     filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]})]
+
+    driver = ray_cluster.popen([sys.executable, str(DRIVERS / "docker_on_ray.py"), vllm_url, run, str(tmp_path / "out")],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert driver.stdout is not None
+        evaluated = _next_json(driver.stdout)
+        assert evaluated.get("phase") == "eval", driver.stderr.read()[-3000:] if driver.poll() is not None else ""
+        # both episodes solved in containers, one per node
+        assert evaluated["rewards"] == [1.0, 1.0] and evaluated["errors"] == [None, None], evaluated
+        assert len(evaluated["nodes"]) == 2
+        # every container the workers made carries the run id, and they made some
+        made = evaluated["workers_containers"]
+        assert made and all(labels.get(RUN_LABEL) == run for labels in made), made
+        assert {labels[OWNER_LABEL].split("/")[1] for labels in made} == set(evaluated["worker_pids"])
+        assert evaluated["left_after_eval"] == 0
+        held = _next_json(driver.stdout)
+        assert held.get("phase") == "held", held
+        assert len(held["up"]) == 2 and held["victim"] in held["up"]
+        # the dead worker's container was swept by the live worker; the live worker's is still up
+        assert held["lost"] == 1 and list(held["left"]) == [o for o in held["up"] if o != held["victim"]], held
+        assert "docker_on_ray.py" in " ".join(psutil.Process(driver.pid).cmdline())
+        driver.send_signal(signal.SIGTERM)
+        driver.wait(timeout=120)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        client.close()
+    assert driver.returncode != 0
+    assert left() == []  # RayExecutor.close() on SIGTERM: every worker removed its own containers
 
 
 # Last: it kills the worker node's raylet, which the session's cluster does not get back.

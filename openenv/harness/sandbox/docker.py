@@ -313,6 +313,7 @@ class DockerSandbox:
             sweeper.OWNER_LABEL: sweeper.owner_label(),
             sweeper.EPISODE_LABEL: self.id,
             sweeper.ROOT_LABEL: str(self.root),
+            **sweeper.run_labels(),
         }
         with _engine_errors(f"start a container from {self.image!r}"):
             try:  # never `containers.run`: it pulls a missing image, and no registry is reachable

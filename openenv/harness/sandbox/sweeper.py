@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,13 +21,20 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     import docker
 
-__all__ = ["EPISODE_LABEL", "KIND_LABEL", "OWNER_LABEL", "ROOT_LABEL", "SweepReport", "is_orphan", "owner_label", "sweep"]
+__all__ = [
+    "EPISODE_LABEL", "KIND_LABEL", "OWNER_LABEL", "ROOT_LABEL", "RUN_ENV", "RUN_LABEL", "SweepReport", "is_orphan",
+    "owner_label", "run_labels", "sweep",
+]
 
 KIND_LABEL = "openenv.sandbox"
 OWNER_LABEL = "openenv.owner"
 EPISODE_LABEL = "openenv.episode"
 ROOT_LABEL = "openenv.root"  # the episode folder on the owner's host, removed with an orphan
 ROOT_PREFIX = "openenv-docker-"
+# The run a sandbox belongs to (a Ray run's id: `EpisodeWorker` sets the variable), so a run's sandboxes
+# are found across its workers and removed with them, and never another run's.
+RUN_LABEL = "openenv.run"
+RUN_ENV = "OPENENV_RUN_ID"
 
 
 class SweepReport(BaseModel):
@@ -75,16 +83,27 @@ def is_orphan(owner: str | None) -> bool:
         return True
 
 
-def _doomed(labels: dict[str, str], everything: bool) -> bool:
-    return everything or is_orphan(labels.get(OWNER_LABEL))
+def run_labels() -> dict[str, str]:
+    """The run label for a new sandbox: `{RUN_LABEL: $OPENENV_RUN_ID}`, or none outside a run."""
+    run = os.environ.get(RUN_ENV)
+    return {RUN_LABEL: run} if run else {}
 
 
-def sweep(client: docker.DockerClient, *, everything: bool = False) -> SweepReport:
+def _doomed(labels: dict[str, str], everything: bool, owners: frozenset[str] = frozenset()) -> bool:
+    owner = labels.get(OWNER_LABEL)
+    return everything or owner in owners or is_orphan(owner)
+
+
+def sweep(client: docker.DockerClient, *, everything: bool = False, run: str | None = None,
+          owners: Collection[str] = ()) -> SweepReport:
     """Remove orphaned openenv containers, then volumes and networks; `everything` removes all of ours.
 
     Args:
         client: a Docker SDK client.
         everything: remove every object labelled `openenv.sandbox`, live owners included.
+        run: only objects of this run (`openenv.run`); others are not even looked at.
+        owners: owner labels whose objects go although the owner lives (a Ray worker shutting down
+            removes its own sandboxes; its episodes are being cut short).
 
     Returns:
         The ids removed. Objects that vanish mid-sweep (another sweeper, auto-remove) are skipped.
@@ -92,12 +111,13 @@ def sweep(client: docker.DockerClient, *, everything: bool = False) -> SweepRepo
     import docker.errors
 
     report = SweepReport()
-    label = {"label": KIND_LABEL}
+    label = {"label": [KIND_LABEL, f"{RUN_LABEL}={run}"] if run else KIND_LABEL}
+    mine = frozenset(owners)
     # sparse: the labels come with the listing itself. A full listing inspects each container after
     # listing it, and one that exits and auto-removes in between (a live episode elsewhere) raised.
     for container in client.containers.list(all=True, filters=label, sparse=True):
         labels = container.attrs.get("Labels") or {}
-        if _doomed(labels, everything):
+        if _doomed(labels, everything, mine):
             try:
                 container.remove(force=True, v=True)
                 report.containers.append(container.short_id)
@@ -108,14 +128,14 @@ def sweep(client: docker.DockerClient, *, everything: bool = False) -> SweepRepo
                 if exc.status_code != 409:  # 409: removal already in progress (auto-remove)
                     raise
     for volume in client.volumes.list(filters=label):
-        if _doomed(volume.attrs.get("Labels") or {}, everything):
+        if _doomed(volume.attrs.get("Labels") or {}, everything, mine):
             try:
                 volume.remove(force=True)
                 report.volumes.append(volume.short_id)
             except docker.errors.NotFound:
                 continue
     for network in client.networks.list(filters=label):
-        if _doomed(network.attrs.get("Labels") or {}, everything):
+        if _doomed(network.attrs.get("Labels") or {}, everything, mine):
             try:
                 network.remove()
                 report.networks.append(network.short_id)

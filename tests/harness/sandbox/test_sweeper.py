@@ -91,3 +91,35 @@ def test_a_sweep_survives_containers_vanishing_while_it_lists_them(client: docke
     left = client.containers.list(all=True, sparse=True, filters={"label": "openenv.test=vanishing"})
     assert left == []
     assert set(removed) <= {cid[:12] for cid in made}
+
+
+def test_a_run_sweep_takes_that_runs_dead_owners_and_named_live_owners_and_nothing_else(
+    client: docker.DockerClient, monkeypatch: object
+) -> None:
+    """What a Ray worker does at shutdown (`owners=[itself]`) and for a dead worker of its run."""
+    import uuid
+
+    from openenv.harness.sandbox.docker import DEFAULT_IMAGE
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, RUN_ENV, RUN_LABEL, run_labels
+
+    run, other = f"run-{uuid.uuid4().hex[:8]}", f"run-{uuid.uuid4().hex[:8]}"
+    dead, live = f"{socket.gethostname()}/{2**22 + 9}/0.00", owner_label()
+    named = owner_label(psutil.Process().ppid())  # alive too, but the sweep is told to take its containers
+
+    def make(run_id: str, owner: str) -> str:
+        labels = {KIND_LABEL: "docker", OWNER_LABEL: owner, RUN_LABEL: run_id}
+        return client.containers.create(DEFAULT_IMAGE, ["true"], labels=labels).id[:12]
+
+    dead_mine, named_mine, live_mine, dead_other = make(run, dead), make(run, named), make(run, live), make(other, dead)
+    try:
+        report = sweep(client, run=run, owners=[named])
+        assert sorted(report.containers) == sorted([dead_mine, named_mine])
+        left = {c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})}
+        assert {live_mine, dead_other} <= left
+    finally:
+        for cid in (live_mine, dead_other):
+            client.api.remove_container(cid, force=True)
+    monkeypatch.setenv(RUN_ENV, run)  # type: ignore[attr-defined]
+    assert run_labels() == {RUN_LABEL: run}
+    monkeypatch.delenv(RUN_ENV)  # type: ignore[attr-defined]
+    assert run_labels() == {}

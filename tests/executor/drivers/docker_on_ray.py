@@ -1,0 +1,106 @@
+"""Driver (inside the cluster's namespace): Docker sandboxes on the Ray workers, labelled and swept.
+
+argv: vLLM URL, run id, results folder. Prints JSON lines on stdout:
+
+1. `eval`: two oracle pi episodes with `sandbox="docker"` on `RayExecutor(run_id=RUN)` (one per node):
+   the rewards, the nodes, and the labels of every openenv container seen while they ran (polled).
+2. `held`: one job per worker opens a Docker sandbox and holds it. One worker is then SIGKILLed; the
+   line says which containers were up, and which were left once the executor noticed the death (the
+   live worker sweeps the dead one's). Then the driver waits: the test sends it SIGTERM, and
+   `RayExecutor.close()` (installed on SIGTERM) must leave no container of the run.
+
+The harness in a container reaches its worker's proxy through a unix socket mounted into the container
+(`--network none`); the Docker daemon lives outside the namespace but shares the filesystem, so nothing
+leaves loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from openenv.eval import EvalPlan, run_eval
+from openenv.executor import EngineSpec, WorkerContext
+from openenv.executor.cluster import RayExecutor
+from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, RUN_LABEL
+
+url, run, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+client = docker.from_env()
+
+
+def containers() -> list[Any]:
+    return client.containers.list(all=True, sparse=True, filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]})
+
+
+@dataclass(frozen=True)
+class HoldASandbox:
+    """Opens a Docker sandbox on its worker and keeps it until the worker goes."""
+
+    label: str = "hold"
+
+    def run(self, context: WorkerContext) -> str:
+        from openenv.harness.sandbox.docker import DockerSandbox
+
+        box = DockerSandbox()
+        box.start(["sleep", "600"], env={}, timeout_s=600)
+        time.sleep(600)
+        return "held"
+
+    def lost(self, reason: str) -> str:
+        return reason
+
+
+plan = EvalPlan(harnesses=["pi"], tasks=["fix-temperature-conversion"], policy="oracle", repeats=2, backend="vllm",
+                vllm_url=url, sandbox="docker")
+executor = RayExecutor("auto", engine=plan.engine(), harnesses=plan.harnesses, run_id=run)
+seen: dict[str, dict[str, str]] = {}
+everyone: dict[str, dict[str, str]] = {}  # every openenv container the workers made, labelled or not
+running = True
+
+
+def watch() -> None:
+    while running:
+        pids = {w["pid"] for w in executor.workers()}
+        for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL}):
+            labels = c.attrs.get("Labels") or {}
+            if labels.get(OWNER_LABEL, "").split("/")[1] in pids:
+                everyone[c.id] = labels
+        for c in containers():
+            seen[c.id] = c.attrs.get("Labels") or {}
+        time.sleep(0.2)
+
+
+watcher = threading.Thread(target=watch, daemon=True)
+watcher.start()
+results = run_eval(plan, out, executor=executor)
+running = False
+watcher.join()
+print(json.dumps({"phase": "eval", "rewards": [r.summary.reward for r in results],
+                  "errors": [r.error for r in results], "nodes": sorted({r.node or "" for r in results}),
+                  "worker_pids": sorted(w["pid"] for w in executor.workers()),
+                  "labels": list(seen.values()), "workers_containers": list(everyone.values()),
+                  "left_after_eval": len(containers())}), flush=True)
+
+holds = [executor.submit(HoldASandbox()) for _ in range(executor.slots)]
+deadline = time.monotonic() + 120
+while len([c for c in containers() if c.status == "running"]) < executor.slots and time.monotonic() < deadline:
+    time.sleep(0.2)
+up = {c.attrs["Labels"][OWNER_LABEL]: c.id for c in containers()}
+victim = next(w for w in executor.workers() if w["node_ip"] == "127.0.0.2")
+os.kill(int(victim["pid"]), signal.SIGKILL)
+deadline = time.monotonic() + 60
+while any(c.attrs["Labels"][OWNER_LABEL] == victim["owner"] for c in containers()) and time.monotonic() < deadline:
+    time.sleep(0.2)
+left = {c.attrs["Labels"][OWNER_LABEL]: c.id for c in containers()}
+print(json.dumps({"phase": "held", "up": up, "victim": victim["owner"], "left": left,
+                  "lost": executor.lost}), flush=True)
+time.sleep(600)  # the test sends SIGTERM
