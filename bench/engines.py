@@ -8,7 +8,8 @@ Both proxies reach them the way they reach vLLM: ours posts token ids to `/v1/co
 `prompt_token_ids`, `choices[0].token_ids` and `logprobs.content`. Only the proxy process is measured,
 so the engine answers as fast as it can:
 
-- **instant** always samples the same tool call. A chat prompt is "rendered" by concatenating cached
+- **instant** always samples the same tool call, and scores any forced reply (`prompt_logprobs`, what
+  the proxy asks when a controller such as the oracle policy writes the reply) at a constant logprob. A chat prompt is "rendered" by concatenating cached
   per-message ids, with every assistant message rendered as exactly the sampled ids, so a
   conversation's next prompt extends the last prompt + completion token-exactly (the reference's best
   case: every turn links). Its CPU stands in for vLLM's front end: a chat request is also rendered
@@ -49,6 +50,13 @@ def _completion_reply(ids: list[int]) -> dict[str, Any]:
             "choices": [{"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop",
                          "logprobs": {"token_logprobs": [LOGPROB] * len(ids), "tokens": [], "top_logprobs": []}}],
             "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}
+
+
+def _score_reply(prompt: list[int]) -> dict[str, Any]:
+    """A score request's reply (`prompt_logprobs`, teacher-forced, nothing sampled), as vLLM gives it."""
+    rows = [None] + [{str(t): {"logprob": LOGPROB}} for t in prompt[1:]]
+    return {"choices": [{"index": 0, "text": "", "token_ids": [], "prompt_logprobs": rows,
+                         "finish_reason": "length", "logprobs": {"token_logprobs": []}}]}
 
 
 def _chat_reply(prompt_ids: list[int], ids: list[int], message: dict[str, Any]) -> dict[str, Any]:
@@ -101,6 +109,8 @@ class InstantEngine:
         return ids + self.start
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        if body.get("prompt_logprobs") is not None:  # the proxy scoring a forced (oracle) reply
+            return _score_reply(body["prompt"])
         return _completion_reply(list(self.completion))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -133,10 +143,8 @@ class ReplayEngine:
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["prompt"]
-        if body.get("prompt_logprobs") is not None:  # a score request: teacher-forced, no sampling
-            rows = [None] + [{str(t): {"logprob": LOGPROB}} for t in prompt[1:]]
-            return {"choices": [{"index": 0, "text": "", "token_ids": [], "prompt_logprobs": rows,
-                                 "finish_reason": "length", "logprobs": {"token_logprobs": []}}]}
+        if body.get("prompt_logprobs") is not None:
+            return _score_reply(prompt)
         return _completion_reply(self._next(list(prompt)))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:

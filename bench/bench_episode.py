@@ -1,0 +1,588 @@
+"""What one machine sustains: real harness episodes through openenv vs the same harness CLI on its own.
+
+    .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code] [--concurrency 1,2,4]
+                                            [--rounds 2] [--task fix-temperature-conversion] [--json]
+
+For each harness and each concurrency `c`, side by side in the same run (the two alternate, so load
+drifts hit both):
+
+- **openenv**: batches of `c` concurrent oracle episodes, each run the way `openenv eval` does
+  (`run_recorded_episode`: a bubblewrap `LocalSandbox` on a loopback-only network, the gated capture
+  proxy, the oracle's replies scored by the engine, the verifier, the JSONL log). The engine is
+  `bench/engines.py instant` (answers at once), so what is measured is the harness plus us.
+- **floor**: the same harness CLI, same config, same task files, started directly (no sandbox, no
+  proxy, no verifier) against a stand-in model server that answers each request with the oracle's
+  reply at once, in the harness's own wire format (OpenAI Chat or Anthropic Messages, streamed). That
+  is the harness's own cost: what we cannot go below.
+
+Reported per harness and concurrency: episodes per minute, wall seconds per episode, CPU seconds per
+episode (this process and every process it started, counted by a `cpuacct` cgroup; the stand-in
+engines are outside it, on both sides), and peak RSS per concurrent episode (sampled every 0.25 s: the harness process trees, plus
+for openenv what this process, i.e. the proxy and the env, grew above its idle size). The overhead is
+openenv / floor (goal <= 1.15x). Where openenv's time goes (per episode, exclusive wall seconds):
+sandbox set-up, harness start (config, setup commands, spawn), waiting on the harness (its own work and
+the proxy's request parsing), answering turns (the proxy: the oracle's reply tokenized, scored, encoded),
+the verifier, tear-down, and the rest (session open, log writing). The 1-minute load average is recorded
+with every row: on a shared machine read the CPU columns before the wall ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+TASK = "fix-temperature-conversion"
+PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
+
+
+# ---- the floor's stand-in model server ----------------------------------------------------------------
+
+def _plan(harness: str, task_id: str) -> tuple[Any, list[str]]:
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.oracle import solution_command
+    from openenv.harness.tasks import find_task
+
+    spec = get_spec(harness)
+    plan = [solution_command(find_task(task_id)), *([spec.finish_command] if spec.finish_command else [])]
+    return spec, plan
+
+
+def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
+    out = []
+    for name, data in events:
+        payload = data if isinstance(data, str) else json.dumps(data)
+        out.append((f"event: {name}\n" if name else "") + f"data: {payload}\n\n")
+    return "".join(out).encode()
+
+
+def _openai_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
+    """An OpenAI Chat reply (a chunk stream when `stream`) carrying one tool call or a text answer."""
+    base = {"id": "chatcmpl-floor", "created": 0, "model": "tiny"}
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    tool_calls = [{"index": 0, "id": "call_floor", "type": "function",
+                   "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}] if call else None
+    finish = "tool_calls" if call else "stop"
+    if not stream:
+        message = {"role": "assistant", "content": None if call else text}
+        if tool_calls:
+            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in tool_calls]
+        body = {**base, "object": "chat.completion", "usage": usage,
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        return json.dumps(body).encode(), "application/json"
+    delta: dict[str, Any] = {"role": "assistant", "content": None if call else text}
+    if tool_calls:
+        delta["tool_calls"] = tool_calls
+    chunk = {**base, "object": "chat.completion.chunk"}
+    return _sse([(None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
+                 (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
+                 (None, {**chunk, "choices": [], "usage": usage}),
+                 (None, "[DONE]")]), "text/event-stream"
+
+
+def _anthropic_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
+    """An Anthropic Messages reply (an event stream when `stream`) with one tool_use or a text block."""
+    block = ({"type": "tool_use", "id": "toolu_floor", "name": call["name"], "input": call["arguments"]} if call
+             else {"type": "text", "text": text})
+    stop = "tool_use" if call else "end_turn"
+    usage = {"input_tokens": 1, "output_tokens": 1}
+    message = {"id": "msg_floor", "type": "message", "role": "assistant", "model": "tiny",
+               "stop_sequence": None}
+    if not stream:
+        return json.dumps({**message, "content": [block], "stop_reason": stop, "usage": usage}).encode(), "application/json"
+    start = {**block, "input": {}} if call else {"type": "text", "text": ""}
+    delta = ({"type": "input_json_delta", "partial_json": json.dumps(call["arguments"])} if call
+             else {"type": "text_delta", "text": text})
+    return _sse([("message_start", {"type": "message_start",
+                                    "message": {**message, "content": [], "stop_reason": None, "usage": usage}}),
+                 ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
+                 ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                 ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+                                    "usage": {"output_tokens": 1}}),
+                 ("message_stop", {"type": "message_stop"})]), "text/event-stream"
+
+
+def _tool_results(body: dict[str, Any], anthropic: bool) -> int:
+    if not anthropic:
+        return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
+    return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
+               for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_result")
+
+
+def oracle_app() -> Any:
+    """The floor's model: `/<harness>/<task>/v1/...` answers as the oracle policy would, instantly and
+    statelessly (the plan's next call is read off the number of tool results in the conversation)."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
+    from starlette.routing import Route
+
+    from openenv.harness.oracle import FINAL_TEXT
+
+    plans: dict[tuple[str, str], tuple[Any, list[str]]] = {}
+
+    async def answer(request: Request) -> Response:
+        key = (request.path_params["harness"], request.path_params["task"])
+        if key not in plans:
+            plans[key] = _plan(*key)
+        spec, plan = plans[key]
+        body = await request.json()
+        anthropic = request.url.path.endswith("/messages")
+        if not body.get("tools"):  # an aux request (a title, a summary): a short text
+            call = None
+        else:
+            done = _tool_results(body, anthropic)
+            call = ({"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
+                    if done < len(plan) else None)
+        encode = _anthropic_reply if anthropic else _openai_reply
+        data, media = encode(call, FINAL_TEXT, bool(body.get("stream")))
+        return Response(data, media_type=media)
+
+    async def count_tokens(request: Request) -> JSONResponse:
+        return JSONResponse({"input_tokens": 1})
+
+    async def models(request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model"}]})
+
+    prefix = "/{harness}/{task}/v1"
+    return Starlette(routes=[Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
+                             Route(f"{prefix}/messages", answer, methods=["POST"]),
+                             Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
+                             Route(f"{prefix}/models", models), Route("/health", models)])
+
+
+# ---- measuring ----------------------------------------------------------------------------------------
+
+class Phases:
+    """Exclusive wall seconds per phase, per thread (nested sections subtract from their parent), and the
+    CPU seconds the whole run spent meanwhile (the episode's own only when one episode runs at a time)."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def reset(self) -> None:
+        self._local.totals = defaultdict(float)
+        self._local.cpu = defaultdict(float)
+        self._local.stack = []
+
+    def totals(self) -> dict[str, float]:
+        return dict(getattr(self._local, "totals", {}))
+
+    def cpu(self) -> dict[str, float]:
+        return dict(getattr(self._local, "cpu", {}))
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:  # a thread we do not measure
+            yield
+            return
+        stack.append([0.0, 0.0])
+        start, cpu0 = time.perf_counter(), _cpu()[1]
+        try:
+            yield
+        finally:
+            elapsed, cpu = time.perf_counter() - start, _cpu()[1] - cpu0
+            child_wall, child_cpu = stack.pop()
+            self._local.totals[name] += elapsed - child_wall
+            self._local.cpu[name] += cpu - child_cpu
+            if stack:
+                stack[-1][0] += elapsed
+                stack[-1][1] += cpu
+
+    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self.section(name):
+                return fn(*args, **kwargs)
+        return timed
+
+
+def instrument(phases: Phases) -> None:
+    """Time the env's phases by wrapping its module-level helpers and methods (this process only)."""
+    from openenv.harness import environment as env_mod
+
+    cls = env_mod.HarnessEnvironment
+    cls._local_sandbox = phases.wrap("sandbox", cls._local_sandbox)
+    env_mod.stage_workspace = phases.wrap("sandbox", env_mod.stage_workspace)
+    env_mod._stage_solution = phases.wrap("sandbox", env_mod._stage_solution)
+    env_mod.launch = phases.wrap("harness_start", env_mod.launch)
+    env_mod.verify = phases.wrap("verifier", env_mod.verify)
+    cls._advance = phases.wrap("harness_wait", cls._advance)
+    cls._answer = phases.wrap("proxy_answer", cls._answer)
+    cls._release = phases.wrap("teardown", cls._release)
+
+
+class Sampler:
+    """Peak summed RSS of this process's descendants (minus `exclude`) and of this process's growth."""
+
+    def __init__(self, exclude: set[int], interval: float = 0.25) -> None:
+        import psutil
+
+        self._me = psutil.Process()
+        self._exclude = exclude
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.idle_rss = self._me.memory_info().rss
+        self.peak_children = 0
+        self.peak_self_growth = 0
+        self.cpu_s = 0.0
+
+    def _tick(self) -> None:
+        import psutil
+
+        total = 0
+        for child in self._me.children(recursive=True):
+            if child.pid in self._exclude:
+                continue
+            with contextlib.suppress(psutil.Error):
+                total += child.memory_info().rss
+        self.peak_children = max(self.peak_children, total)
+        self.peak_self_growth = max(self.peak_self_growth, self._me.memory_info().rss - self.idle_rss)
+
+    def _run(self) -> None:
+        start = time.thread_time()
+        while not self._stop.wait(self._interval):
+            self._tick()
+        self.cpu_s = time.thread_time() - start
+
+    def __enter__(self) -> Sampler:
+        self.idle_rss = self._me.memory_info().rss
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+
+
+class CpuGroup:
+    """A cgroup-v1 `cpuacct` group this process moves into, so every process it starts from now on is
+    counted, wherever it runs and however it ends: a sandbox's processes killed by `cgroup.kill` are
+    never reaped by us, so `os.times()` loses them. Without a writable `cpuacct` hierarchy, falls back
+    to `os.times()` (this process + reaped children; says so)."""
+
+    def __init__(self) -> None:
+        mount = next((Path(line.split()[1]) for line in Path("/proc/mounts").read_text().splitlines()
+                      if line.split()[2] == "cgroup" and "cpuacct" in line.split()[3].split(",")), None)
+        self.path: Path | None = None
+        self._home: Path | None = None
+        if mount is None:
+            return
+        own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                    if "cpuacct" in line.split(":", 2)[1].split(",")), "/")
+        home, path = mount / own.lstrip("/"), mount / own.lstrip("/") / f"openenv-bench-{os.getpid()}"
+        try:
+            path.mkdir()
+            (path / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            with contextlib.suppress(OSError):
+                path.rmdir()
+            return
+        self.path, self._home = path, home
+
+    @property
+    def kind(self) -> str:
+        return "cpuacct cgroup" if self.path else "os.times (this process + reaped children only)"
+
+    def seconds(self) -> float:
+        if self.path is not None:
+            return int((self.path / "cpuacct.usage").read_text()) / 1e9
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def close(self) -> None:
+        if self.path is None or self._home is None:
+            return
+        (self._home / "cgroup.procs").write_text(str(os.getpid()))
+        for _ in range(100):  # children still exiting keep it busy a moment
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+
+
+CPU: CpuGroup | None = None
+
+
+def _cpu() -> tuple[float, float]:
+    t = os.times()
+    total = CPU.seconds() if CPU is not None else t.user + t.system + t.children_user + t.children_system
+    return t.user + t.system, total
+
+
+def _batch(run_one: Callable[[], dict[str, Any]], concurrency: int, exclude: set[int],
+           *, count_self: bool) -> dict[str, Any]:
+    """`concurrency` episodes at once: their results, the batch's wall, CPU and peak memory."""
+    load = os.getloadavg()[0]
+    self0, all0 = _cpu()
+    start = time.perf_counter()
+    with Sampler(exclude) as sampler, ThreadPoolExecutor(concurrency) as pool:
+        episodes = [f.result() for f in [pool.submit(run_one) for _ in range(concurrency)]]
+    wall = time.perf_counter() - start
+    self1, all1 = _cpu()
+    peak = sampler.peak_children + (max(0, sampler.peak_self_growth) if count_self else 0)
+    return {"episodes": episodes, "wall_s": wall, "cpu_s": all1 - all0 - sampler.cpu_s,
+            "self_cpu_s": self1 - self0 - sampler.cpu_s, "peak_mb": peak / 1e6, "load_1m": load,
+            "self_growth_mb": sampler.peak_self_growth / 1e6}
+
+
+def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+    """One side's batches at one concurrency, per episode."""
+    episodes = [e for b in batches for e in b["episodes"]]
+    n, wall = len(episodes), sum(b["wall_s"] for b in batches)
+    return {"episodes": n, "wall_s": wall, "episodes_per_min": 60 * n / wall,
+            "wall_per_episode_s": sum(e["wall_s"] for e in episodes) / n,
+            "cpu_per_episode_s": sum(b["cpu_s"] for b in batches) / n,
+            "self_cpu_per_episode_s": sum(b["self_cpu_s"] for b in batches) / n,
+            "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,
+            "ok": sum(1 for e in episodes if e["ok"]), "load_1m": sum(b["load_1m"] for b in batches) / len(batches),
+            "phases": {p: sum(e.get("phases", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
+            "phase_cpu": {p: sum(e.get("phase_cpu", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
+            "self_growth_mb": max(b["self_growth_mb"] for b in batches),
+            "errors": [e["error"] for e in episodes if e.get("error")][:3]}
+
+
+# ---- the two sides -------------------------------------------------------------------------------------
+
+def floor_episode(harness: str, task_id: str, url: str) -> dict[str, Any]:
+    """The harness CLI on its own: task files in a temp folder, its config, the stand-in model."""
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.launch import harness_path
+    from openenv.harness.spec import SessionContext
+    from openenv.harness.tasks import find_task
+
+    spec, task = get_spec(harness), find_task(task_id)
+    start = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="openenv-floor-"))
+    try:
+        workspace, home = root / "workspace", root / "home"
+        for relative, data in task.workspace.items():
+            path = workspace / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data if isinstance(data, bytes) else data.encode())
+        home.mkdir()
+        ctx = SessionContext(base_url=f"{url}/{harness}/{task_id}", api_key="floor", model=spec.model,
+                             workspace=workspace, home=home, instruction=task.instruction)
+        spec.write_config(ctx)
+        env = {"PATH": harness_path(spec), "HOME": str(home), "TMPDIR": str(root), "LANG": "C.UTF-8",
+               **task.env, **spec.environment(ctx)}
+        for argv in spec.setup_argvs(ctx):
+            subprocess.run(argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
+        # A session of its own, as the sandbox gives the harness: with the kernel's autogroup scheduling
+        # a session is a scheduling group, and sharing ours would starve it on a loaded machine.
+        done = subprocess.run(spec.argv(ctx), env=env, cwd=workspace, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=300, check=False, start_new_session=True)
+        changed = any((workspace / rel).read_bytes() != (data if isinstance(data, bytes) else data.encode())
+                      for rel, data in task.workspace.items())
+        error = None if done.returncode == 0 and changed else (
+            f"exit {done.returncode}, workspace {'changed' if changed else 'unchanged'}: "
+            f"{(done.stdout + done.stderr).decode(errors='replace')[-400:]}")
+        return {"ok": error is None, "error": error, "wall_s": time.perf_counter() - start}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def openenv_episode(harness: str, task_id: str, server: Any, engine_url: str, logs: Path, phases: Phases) -> dict[str, Any]:
+    """One `openenv eval` episode (oracle policy) on this thread, with its phases timed."""
+    from openenv.eval.episodes import EpisodeRequest, run_recorded_episode
+
+    phases.reset()
+    start, cpu0 = time.perf_counter(), _cpu()[1]
+    request = EpisodeRequest(harness=harness, task=task_id, backend="vllm", policy="oracle",
+                             vllm_url=engine_url)
+    try:
+        result = run_recorded_episode(request, logs, server=server)
+        error = None if result.summary.reward == 1.0 else f"reward {result.summary.reward}: {result.summary}"
+    except Exception as exc:  # noqa: BLE001 - shown in the table, the run goes on
+        error = f"{type(exc).__name__}: {exc}"
+    wall = time.perf_counter() - start
+    times = phases.totals()
+    times["other"] = max(0.0, wall - sum(times.values()))
+    cpu = phases.cpu()
+    cpu["other"] = max(0.0, _cpu()[1] - cpu0 - sum(cpu.values()))
+    return {"ok": error is None, "error": error, "wall_s": wall, "phases": times, "phase_cpu": cpu}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    import httpx
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, *argv, "--port", str(port)], stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
+                return proc, url
+        if proc.poll() is not None:
+            raise SystemExit(f"{argv} exited with {proc.returncode}")
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit(f"{argv} did not answer /health in 60 s")
+
+
+def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
+        on_row: Callable[[dict[str, Any]], None] = lambda row: None) -> dict[str, Any]:
+    from openenv.capture.backends.vllm import VLLMBackend
+    from openenv.capture.server import CaptureServer
+    from openenv.models import tiny_model_path
+
+    phases = Phases()
+    instrument(phases)
+    engine, engine_url = _serve([str(REPO / "bench" / "engines.py"), "instant"])
+    oracle, oracle_url = _serve([__file__, "--serve-oracle"])
+    logs = Path(tempfile.mkdtemp(prefix="openenv-bench-episode-"))
+    rows: list[dict[str, Any]] = []
+    load_before = os.getloadavg()
+    global CPU  # noqa: PLW0603 - one per run, read by _cpu()
+    CPU = CpuGroup()  # after the stand-in engines started: they stay outside it
+    try:
+        server = CaptureServer(backend=VLLMBackend(engine_url), model=tiny_model_path()).start()
+        exclude = {engine.pid, oracle.pid}
+        try:
+            for harness in harnesses:
+                ours = lambda h=harness: openenv_episode(h, task, server, engine_url, logs, phases)  # noqa: E731
+                floor = lambda h=harness: floor_episode(h, task, oracle_url)  # noqa: E731
+                warm = [ours(), floor()]  # tokenizer, first sandbox, Node's compile cache
+                if not all(w["ok"] for w in warm):
+                    raise SystemExit(f"{harness}: the warm-up episode failed: {[w['error'] for w in warm]}")
+                for c in concurrency:
+                    # Paired batches, the order alternating: a load swing on this shared machine hits both.
+                    sides = {"floor": (floor, False), "openenv": (ours, True)}
+                    batches: dict[str, list[dict[str, Any]]] = {"floor": [], "openenv": []}
+                    for r in range(rounds):
+                        for side in (("floor", "openenv") if r % 2 == 0 else ("openenv", "floor")):
+                            fn, count_self = sides[side]
+                            batches[side].append(_batch(fn, c, exclude, count_self=count_self))
+                    for side in ("floor", "openenv"):
+                        row = {"harness": harness, "concurrency": c, "side": side, **_summary(batches[side], c)}
+                        rows.append(row)
+                        on_row(row)
+        finally:
+            server.stop()
+    finally:
+        CPU.close()
+        for proc in (engine, oracle):
+            proc.terminate()
+            proc.wait(10)
+        shutil.rmtree(logs, ignore_errors=True)
+    return {"task": task, "rounds": rounds, "rows": rows, "ratios": ratios(rows), "cpu_counted_by": CPU.kind,
+            "load_before": load_before, "load_after": os.getloadavg()}
+
+
+def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """openenv / floor per harness and concurrency: wall per episode, CPU per episode, episodes/min."""
+    by = {(r["harness"], r["concurrency"], r["side"]): r for r in rows}
+    out = []
+    for (harness, c, side), ours in by.items():
+        floor = by.get((harness, c, "floor"))
+        if side != "openenv" or floor is None:
+            continue
+        out.append({"harness": harness, "concurrency": c,
+                    "wall": ours["wall_per_episode_s"] / floor["wall_per_episode_s"],
+                    "cpu": ours["cpu_per_episode_s"] / floor["cpu_per_episode_s"],
+                    "throughput": floor["episodes_per_min"] / ours["episodes_per_min"],
+                    "memory": ours["peak_mb_per_episode"] / max(floor["peak_mb_per_episode"], 1e-9)})
+    return out
+
+
+def render(report: dict[str, Any]) -> str:
+    """The tables, as markdown."""
+    head = ("| harness | c | side | episodes/min | wall/episode (s) | CPU/episode (s) | of which proxy+env (s) "
+            "| peak MB per episode | ok | load 1m |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for r in report["rows"]:
+        lines.append(f"| {r['harness']} | {r['concurrency']} | {r['side']} | {r['episodes_per_min']:.1f} "
+                     f"| {r['wall_per_episode_s']:.2f} | {r['cpu_per_episode_s']:.2f} "
+                     f"| {r['self_cpu_per_episode_s']:.2f} | {r['peak_mb_per_episode']:.0f} "
+                     f"| {r['ok']}/{r['episodes']} | {r['load_1m']:.1f} |")
+    lines += ["", "| harness | c | wall ratio | CPU ratio | throughput ratio (floor/openenv) | memory ratio |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for r in report["ratios"]:
+        lines.append(f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x | {r['cpu']:.2f}x "
+                     f"| {r['throughput']:.2f}x | {r['memory']:.2f}x |")
+    lines += ["", "where openenv's wall time goes, seconds per episode:", "",
+              "| harness | c | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
+    for r in report["rows"]:
+        if r["side"] == "openenv":
+            lines.append(f"| {r['harness']} | {r['concurrency']} | "
+                         + " | ".join(f"{r['phases'][p]:.2f}" for p in PHASES) + " |")
+    lines += ["", "where openenv's CPU goes at c=1 (one episode at a time, so the run's CPU is the episode's), "
+              "CPU seconds per episode; the floor's whole episode beside it:", "",
+              "| harness | floor | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
+    by = {(r["harness"], r["concurrency"], r["side"]): r for r in report["rows"]}
+    for r in report["rows"]:
+        if r["side"] == "openenv" and r["concurrency"] == 1 and "phase_cpu" in r:
+            floor = by.get((r["harness"], 1, "floor"))
+            lines.append(f"| {r['harness']} | {floor['cpu_per_episode_s'] if floor else float('nan'):.2f} | "
+                         + " | ".join(f"{r['phase_cpu'][p]:.2f}" for p in PHASES) + " |")
+    lines.append(f"\nload average before {tuple(round(x, 1) for x in report['load_before'])}, "
+                 f"after {tuple(round(x, 1) for x in report['load_after'])}; task {report['task']}, "
+                 f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--harnesses", default="pi,claude-code")
+    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="paired batches (c episodes each side, the order alternating) per concurrency")
+    parser.add_argument("--render", nargs="+", type=Path, metavar="JSON",
+                        help="print the markdown of earlier --json reports (one per harness), merged")
+    parser.add_argument("--task", default=TASK)
+    parser.add_argument("--json", action="store_true", help="print the raw report as JSON")
+    parser.add_argument("--serve-oracle", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_oracle:
+        import uvicorn
+
+        uvicorn.run(oracle_app(), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        return
+
+    if args.render:
+        parts = [json.loads(path.read_text()) for path in args.render]
+        rows = [r for part in parts for r in part["rows"]]
+        print(render({**parts[0], "rows": rows, "ratios": ratios(rows), "load_after": parts[-1]["load_after"]}))
+        return
+
+    def show(row: dict[str, Any]) -> None:
+        print(f"  {row['harness']:12} c={row['concurrency']} {row['side']:8} {row['episodes_per_min']:6.1f}/min "
+              f"{row['wall_per_episode_s']:6.2f} s/ep {row['cpu_per_episode_s']:6.2f} CPU-s/ep "
+              f"{row['peak_mb_per_episode']:5.0f} MB/ep ok {row['ok']}/{row['episodes']} "
+              f"load {row['load_1m']:.1f} {row['errors'] or ''}", file=sys.stderr)
+
+    report = run(args.harnesses.split(","), [int(c) for c in args.concurrency.split(",")], args.rounds,
+                 args.task, on_row=show)
+    print(json.dumps(report, indent=1) if args.json else render(report))
+
+
+if __name__ == "__main__":
+    main()
