@@ -1,5 +1,5 @@
-"""Hidden-test runner of the built-in tasks (each task's tests/run_tests.py links here): unittest
-discovery -> /logs/verifier/reward.json.
+"""Hidden-test runner of the built-in tasks, staged as each one's tests/run_tests.py by `builtin_task`:
+unittest discovery -> /logs/verifier/reward.json.
 
 Stdlib only, because it runs inside the sandbox with whatever Python is there. Started as
 `python3 -I -S` from the workdir: the workspace is searched for the modules under test only *after*

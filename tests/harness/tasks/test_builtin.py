@@ -7,7 +7,7 @@ import pytest
 from openenv.errors import NotFound
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.tasks import builtin_task, builtin_task_ids
-from openenv.harness.tasks.builtin import BUILTIN_DIR
+from openenv.harness.tasks.builtin import BUILTIN_DIR, RUNNER
 from openenv.harness.verifier import verify
 
 
@@ -44,9 +44,11 @@ def test_unknown_task_id_names_the_known_ones():
         builtin_task("no-such-task")
 
 
-def test_every_builtin_ships_the_same_runner_as_a_real_file():
-    """Harbor refuses links leaving a task folder, so each task carries its own copy of the runner."""
-    canonical = (BUILTIN_DIR.parent / "run_tests.py").read_text()
+def test_every_builtin_gets_the_one_runner_staged_with_its_hidden_tests():
+    """Harbor refuses links leaving a task folder; the runner lives once and is staged at load, not copied."""
+    canonical = RUNNER.read_text()
+    assert "reward.json" in canonical
     for task_id in builtin_task_ids():
-        runner = BUILTIN_DIR / task_id / "tests" / "run_tests.py"
-        assert not runner.is_symlink() and runner.read_text() == canonical, task_id
+        assert not (BUILTIN_DIR / task_id / "tests" / "run_tests.py").exists(), f"{task_id}: a copy crept back"
+        assert "run_tests.py" in (BUILTIN_DIR / task_id / "tests" / "test.sh").read_text(), task_id
+        assert builtin_task(task_id).tests["run_tests.py"] == canonical, task_id
