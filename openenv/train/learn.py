@@ -1,0 +1,223 @@
+"""Learning, shown on a laptop CPU (issue 21): the stages of `examples/learn_cpu.py`.
+
+1. `make_tasks`: the `fileops` task family (`openenv.harness.tasks.fileops`) from a seed, as Harbor
+   folders, with a held-out split.
+2. `record_oracle`: `openenv eval --policy oracle` through the real harness on training tasks, then
+   `openenv export --shape tokens`: the demonstrations, token-exact, with `env_mask`.
+3. `openenv.train.sft.train_sft`: TRL's `SFTTrainer` on the sampled tokens of those rows only.
+4. `train_grpo_run`: GRPO through the real harness (`HarnessRollout`, `EpisodeGRPOTrainer`) from the SFT
+   model, with the held-out solve rate measured every few steps.
+5. `heldout_solve_rate`: `openenv eval` of a model folder on the held-out split (a subprocess, so the
+   numbers are the CLI's own).
+
+The harness is pi, unmodified, configured with its own flags (`lean_pi_envs`): only its `bash` tool and a
+one-line system prompt. Pi's default prompt (a 2.4k-character system prompt and 4 tool schemas) is ~1,940
+tokens with the project's tokenizer and makes every training sequence ~2,000 tokens; the lean one is
+~370 tokens, which makes a training step ~5x cheaper and an SFT run minutes instead of an hour on 2 cores.
+The shipped `envs/pi` is untouched: the lean spec is written into the run's folder and put first on
+`$OPENENV_ENVS_PATH` for this run only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.resources import ENVS_PATH_VAR
+
+__all__ = ["LEAN_PI_FLAGS", "LearnConfig", "heldout_ids", "heldout_solve_rate", "lean_pi_envs", "make_tasks",
+           "record_oracle", "train_grpo_run", "use_lean_pi"]
+
+LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
+LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
+                 "--system-prompt", LEAN_PI_SYSTEM_PROMPT]
+
+Log = Callable[[str], None]
+
+
+class LearnConfig(BaseModel):
+    """One learning run's settings (defaults: the run in `docs/learning.md`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    out: Path = Path(".cache/learn")
+    task_seed: int = 0
+    kinds: tuple[str, ...] = Field(default=("create", "append"), description="the fileops kinds trained and "
+                                   "measured (the family is generated with all four; see docs/learning.md)")
+    train_tasks: int = 400
+    heldout_tasks: int = 64
+    oracle_episodes: int = Field(default=128, ge=1, description="training tasks recorded with the oracle")
+    eval_tasks: int = Field(default=24, ge=1, description="held-out tasks per solve-rate measurement")
+    sft_epochs: float = 5
+    sft_lr: float = 6e-3
+    sft_batch: int = 2
+    grpo_steps: int = 6
+    num_generations: int = 4
+    groups_per_step: int = 2
+    grpo_lr: float = 5e-4
+    eval_every: int = 3
+    max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
+    concurrency: int = 3
+    tokens: Literal["exact", "retokenize"] = "exact"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.out / "tasks"
+
+
+def _env(cfg: LearnConfig) -> dict[str, str]:
+    envs = lean_pi_envs(cfg.out)
+    return {**os.environ, ENVS_PATH_VAR: os.pathsep.join([str(envs), os.environ.get(ENVS_PATH_VAR, "")]).rstrip(
+        os.pathsep), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+
+
+def use_lean_pi(cfg: LearnConfig) -> None:
+    """Put the lean pi spec first on `$OPENENV_ENVS_PATH` in this process (GRPO runs episodes here)."""
+    os.environ[ENVS_PATH_VAR] = _env(cfg)[ENVS_PATH_VAR]
+
+
+def lean_pi_envs(out: Path) -> Path:
+    """Write `out/envs/pi/spec.yaml`: the shipped pi spec with `LEAN_PI_FLAGS` after `-p`; returns `out/envs`."""
+    from openenv.resources import shipped_envs_dir
+
+    spec = yaml.safe_load((shipped_envs_dir() / "pi" / "spec.yaml").read_text())
+    command = list(spec["command"])
+    at = command.index("-p") + 1
+    spec["command"] = [*command[:at], *LEAN_PI_FLAGS, *command[at:]]
+    spec["description"] = f"{spec['description']} Lean: only the bash tool and a one-line system prompt."
+    folder = out / "envs" / "pi"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return out / "envs"
+
+
+def make_tasks(cfg: LearnConfig) -> dict[str, list[str]]:
+    """The fileops family from `task_seed` (reused when the same split is already there): the ids of each
+    split whose kind is in `kinds`."""
+    from openenv.harness.tasks.fileops import generate
+
+    split = cfg.tasks_dir / "split.json"
+    data = json.loads(split.read_text()) if split.is_file() else {}
+    if not (data.get("seed") == cfg.task_seed and len(data.get("train", [])) == cfg.train_tasks
+            and len(data.get("heldout", [])) == cfg.heldout_tasks):
+        data = generate(cfg.tasks_dir, cfg.task_seed, train=cfg.train_tasks, heldout=cfg.heldout_tasks)
+    return {name: [i for i in data[name] if i.split("-", 1)[0] in cfg.kinds] for name in ("train", "heldout")}
+
+
+def _pick(ids: list[str], count: int, seed: int) -> list[str]:
+    chosen = sorted(ids)
+    random.Random(seed).shuffle(chosen)
+    return sorted(chosen[:count])
+
+
+def heldout_ids(cfg: LearnConfig) -> list[str]:
+    """The held-out tasks every solve rate of a run is measured on (the same ones for every model)."""
+    return _pick(make_tasks(cfg)["heldout"], cfg.eval_tasks, cfg.task_seed)
+
+
+def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
+    command = [sys.executable, "-m", "openenv.cli.main", *args]
+    if log:
+        log("$ openenv " + " ".join(a if len(a) < 80 else a[:77] + "..." for a in args))
+    done = subprocess.run(command, env=_env(cfg), capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"openenv {args[0]} failed ({done.returncode}): {done.stderr[-2000:]}")
+    return done.stdout
+
+
+def record_oracle(cfg: LearnConfig, log: Log | None = None) -> Path:
+    """Oracle episodes on `oracle_episodes` training tasks through the harness, exported as token rows;
+    returns the export folder's `tokens/` (reused when it is there)."""
+    export = cfg.out / "oracle" / "dataset"
+    if (export / "tokens").is_dir():
+        return export / "tokens"
+    ids = _pick(make_tasks(cfg)["train"], cfg.oracle_episodes, cfg.task_seed)
+    episodes = cfg.out / "oracle" / "eval"
+    _openenv(["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "train"), "--only", ",".join(ids),
+              "--policy", "oracle", "--concurrency", str(cfg.concurrency), "--out", str(episodes), "--json"], cfg, log)
+    _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
+    return export / "tokens"
+
+
+def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None) -> dict[str, Any]:
+    """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks; the CLI's JSON
+    report's pi row (solved, episodes, solve_rate) plus the wall time."""
+    start = time.monotonic()
+    args = ["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(heldout_ids(cfg)),
+            "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json"]
+    if model is not None:
+        args += ["--model", str(model)]
+    report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
+    row = next(r for r in report["rows"] if r["harness"] == "pi")
+    return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
+            "wall_s": round(time.monotonic() - start, 1)}
+
+
+def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None) -> dict[str, Any]:
+    """GRPO through pi from `start` (the SFT model) for `grpo_steps` steps on the training tasks; the
+    held-out solve rate is measured every `eval_every` steps and at the end. Returns the curve
+    (`[{step, solve_rate, ...}]`), TRL's per-step log and the wall time; the final model is in `out/model`."""
+    from transformers import AutoTokenizer, TrainerCallback
+    from trl import GRPOConfig
+
+    from openenv.train.prompts import task_dataset
+    from openenv.train.rewards import task_success
+    from openenv.train.rollout import HarnessRollout, RolloutConfig
+    from openenv.train.trainer import EpisodeGRPOTrainer
+
+    use_lean_pi(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    train_ids = make_tasks(cfg)["train"]
+    rollout_config = RolloutConfig(harness="pi", task_set=str(cfg.tasks_dir / "train"), backend="local",
+                                   max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency)
+    if cfg.tokens == "retokenize":
+        from openenv.train.retokenize import RetokenizedRollout
+
+        rollout: HarnessRollout = RetokenizedRollout(rollout_config)
+    else:
+        rollout = HarnessRollout(rollout_config)
+    args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
+                      per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
+                      learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
+                      logging_steps=1, report_to="none", save_strategy="no", seed=seed)
+    curve: list[dict[str, Any]] = []
+
+    class HeldOut(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, _args: Any, state: Any, _control: Any, **_kw: Any) -> None:
+            step = int(state.global_step)
+            if step % cfg.eval_every and step != cfg.grpo_steps:
+                return
+            folder = out / f"step-{step}"
+            trainer.save_model(str(folder))
+            rate = heldout_solve_rate(folder, cfg, out / f"eval-step-{step}", log)
+            curve.append({"step": step, **rate})
+            if log:
+                log(f"  GRPO step {step}: held-out {rate['solved']}/{rate['episodes']}")
+
+    tokenizer = AutoTokenizer.from_pretrained(start)
+    trainer = EpisodeGRPOTrainer(model=str(start), processing_class=tokenizer, args=args,
+                                 train_dataset=task_dataset(train_ids), reward_funcs=[task_success],
+                                 rollout_func=rollout, callbacks=[HeldOut()])
+    began = time.monotonic()
+    try:
+        trainer.train()
+    finally:
+        rollout.close()
+    trainer.save_model(str(out / "model"))
+    tokenizer.save_pretrained(str(out / "model"))
+    history = [h for h in trainer.state.log_history if "reward" in h]
+    result = {"seed": seed, "tokens": cfg.tokens, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
+              "train_reward": [h["reward"] for h in history]}
+    (out / "grpo.json").write_text(json.dumps({**result, "log": history}, indent=1))
+    return result
+
