@@ -6,4 +6,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # The model scripts/install.sh --all built (tests/conftest.py sets the same default).
 export OPENENV_TINY_MODEL="${OPENENV_TINY_MODEL:-$PWD/.cache/tiny-model}"
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
+.venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
+# The whole suite (no arguments) also reruns the equivalence suites with every hand-written fast path
+# off (OPENENV_FAST_PATHS=0: plain pydantic, tokenizer.encode, httpx; see openenv/capture/fast_paths.py),
+# so both ways stay token-exact (about 2 minutes on 2 cores).
+if [ "$#" -eq 0 ]; then
+    OPENENV_FAST_PATHS=0 .venv/bin/python -m pytest -q -p no:cacheprovider \
+        tests/capture/test_session.py tests/capture/test_renderer.py tests/capture/test_fast_paths.py \
+        tests/capture/backends/test_vllm.py tests/capture/dialects/test_contract.py \
+        tests/capture/dialects/test_sdk_round_trip.py tests/capture/dialects/test_openai_chat.py
+fi

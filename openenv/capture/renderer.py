@@ -25,6 +25,7 @@ from jinja2 import TemplateError
 from transformers.utils.chat_template_utils import render_jinja_template
 
 from openenv.capture.canonical import Message, TextPart, ThinkingPart, Tool, ToolCallPart, ToolResultPart
+from openenv.capture.fast_paths import fast_paths
 from openenv.capture.word_encoder import WordEncoder
 from openenv.errors import BadRequest
 
@@ -105,8 +106,11 @@ class Renderer:
         self.template_kwargs = {**tokenizer.special_tokens_map, **(template_kwargs or {})}
         self._templates = {False: tokenizer.get_chat_template(None, None),
                            True: tokenizer.get_chat_template(None, [{}])}
-        exact = _fast_encoder(tokenizer) or (lambda text: tokenizer.encode(text, add_special_tokens=False))
-        words = WordEncoder.for_tokenizer(tokenizer, exact)
+        # OPENENV_FAST_PATHS=0 (`fast_paths.py`): the tokenizer's own `encode`, no word encoder.
+        fast = fast_paths()
+        exact = (_fast_encoder(tokenizer) if fast else None) or (
+            lambda text: tokenizer.encode(text, add_special_tokens=False))
+        words = WordEncoder.for_tokenizer(tokenizer, exact) if fast else None
         self._encode = words.encode if words is not None else exact
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")

@@ -16,11 +16,15 @@ import asyncio
 import ssl
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import httptools
 
-__all__ = ["ConnectTimeout", "EngineHTTP", "ReadTimeout", "ServerDisconnected"]
+from openenv.capture.fast_paths import fast_paths
+
+__all__ = ["ConnectTimeout", "EngineClient", "EngineHTTP", "HttpxEngine", "ReadTimeout", "ServerDisconnected",
+           "engine_client"]
 
 
 class ConnectTimeout(TimeoutError):
@@ -235,3 +239,68 @@ class EngineHTTP:
         except TimeoutError:
             raise ConnectTimeout(f"no connection to {self._host}:{self._port} within {timeout:g} s") from None
         return conn
+
+
+class EngineClient(Protocol):
+    """What a backend needs of an HTTP client: `EngineHTTP`, or `HttpxEngine` with the fast paths off."""
+
+    async def request(self, method: str, path: str, body: bytes | None = None, *,
+                      timeout: float | None = None,
+                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]: ...
+
+    def close(self) -> None: ...
+
+
+def engine_client(base_url: str, *, timeout: float, keepalive_s: float = 4.0) -> EngineClient:
+    """`EngineHTTP`, or httpx (`HttpxEngine`) when `OPENENV_FAST_PATHS=0` (see `capture/fast_paths.py`)."""
+    if fast_paths():
+        return EngineHTTP(base_url, timeout=timeout, keepalive_s=keepalive_s)
+    return HttpxEngine(base_url, timeout=timeout, keepalive_s=keepalive_s)
+
+
+class HttpxEngine:
+    """`EngineHTTP`'s interface over httpx's `AsyncClient`, the maintained client: slower per call, kept as
+    the way back from our own client. Raises the same errors (`ConnectTimeout`, `ReadTimeout`,
+    `ServerDisconnected`, `OSError`), so the backend translates them the same way."""
+
+    def __init__(self, base_url: str, *, timeout: float, keepalive_s: float = 4.0) -> None:
+        import httpx
+
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise ValueError(f"not an http(s) URL: {base_url!r}")
+        self._httpx = httpx
+        self._timeout = timeout
+        limits = httpx.Limits(keepalive_expiry=keepalive_s or None, max_keepalive_connections=None if keepalive_s else 0)
+        self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, limits=limits)
+
+    async def request(self, method: str, path: str, body: bytes | None = None, *,
+                      timeout: float | None = None,
+                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
+        """As `EngineHTTP.request`."""
+        httpx = self._httpx
+        headers = {"content-type": "application/json"} if body is not None else None
+        wait = self._timeout if timeout is None else timeout
+        try:
+            async with self._client.stream(method, path, content=body, headers=headers,
+                                           timeout=httpx.Timeout(wait)) as reply:
+                if sink is not None and reply.status_code == 200:
+                    async for piece in reply.aiter_raw():
+                        sink(piece)
+                    return reply.status_code, b""
+                return reply.status_code, await reply.aread()
+        except httpx.ConnectTimeout:
+            raise ConnectTimeout(f"no connection to {self._client.base_url} within {wait:g} s") from None
+        except httpx.TimeoutException:
+            raise ReadTimeout(f"no reply byte within {wait:g} s") from None
+        except httpx.ConnectError as exc:
+            raise ConnectionRefusedError(str(exc)) from None
+        except httpx.TransportError as exc:
+            raise ServerDisconnected(f"{type(exc).__name__}: {exc}") from None
+
+    def close(self) -> None:
+        """Close the pooled connections (on the loop the client was used on, when it still runs)."""
+        try:
+            asyncio.get_running_loop().create_task(self._client.aclose())
+        except RuntimeError:  # no loop here: the connections close with the process or the loop
+            pass
+

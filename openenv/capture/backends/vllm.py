@@ -7,7 +7,7 @@ reads the completion positions. Nothing is detokenized or re-tokenized on the wa
 The HTTP client is `EngineHTTP`, a small keep-alive client of our own: on the proxy's hot path (one
 engine call per turn) httpx's `AsyncClient` cost 1.9-3.5 CPU-ms per call and aiohttp's 0.4-0.9 for
 1k-31k-token prompts (bench/bench_backend_client.py), and that CPU is what bounds a proxy's turns/s per
-core.
+core. `OPENENV_FAST_PATHS=0` selects httpx instead (`engine_client`, `capture/fast_paths.py`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from openenv.capture.backends.base import Generation, TokenIds
-from openenv.capture.backends.engine_http import EngineHTTP
+from openenv.capture.backends.engine_http import EngineClient, engine_client
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 
@@ -104,7 +104,7 @@ class VLLMBackend:
         self._on_chunk = on_chunk
         # One client per event loop: connections are bound to the loop they were made on, and the
         # backend is built before the proxy's loop exists (tests also drive it from their own loops).
-        self._http: EngineHTTP | None = None
+        self._http: EngineClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self._discovery: asyncio.Future[None] | None = None
 
@@ -245,12 +245,12 @@ class VLLMBackend:
     async def aclose(self) -> None:
         self._drop_client()
 
-    def _client(self) -> EngineHTTP:
+    def _client(self) -> EngineClient:
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:
             self._drop_client()
             self._http_loop = loop
-            self._http = EngineHTTP(self.base_url, timeout=self._timeout, keepalive_s=_KEEPALIVE_S)
+            self._http = engine_client(self.base_url, timeout=self._timeout, keepalive_s=_KEEPALIVE_S)
         return self._http
 
     def _drop_client(self) -> None:

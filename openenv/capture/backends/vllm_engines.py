@@ -144,9 +144,9 @@ class VLLMEngines:
         engine.recheck_at = time.monotonic() + self.recheck_s
 
     async def _recheck(self, engine: EngineState) -> None:
-        from openenv.capture.backends.engine_http import EngineHTTP
+        from openenv.capture.backends.engine_http import engine_client
 
-        http = EngineHTTP(engine.url, timeout=2.0, keepalive_s=0.0)
+        http = engine_client(engine.url, timeout=2.0, keepalive_s=0.0)
         try:
             status, _ = await http.request("GET", "/health", timeout=2.0)
             ok = status == 200

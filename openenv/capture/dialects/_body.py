@@ -25,6 +25,7 @@ from annotated_types import MinLen
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from openenv.capture.dialects._shared import parse_body
+from openenv.capture.fast_paths import fast_paths
 
 __all__ = ["BodyParser", "ItemMemo", "ValueMemo", "canonical_bytes"]
 
@@ -74,9 +75,11 @@ class BodyParser(Generic[M]):
         self.histories = histories
         self.item_bytes = item_bytes
         self.history_bytes = history_bytes
+        # OPENENV_FAST_PATHS=0: every body is validated by plain pydantic (`parse_body`), nothing kept.
+        self.fast = fast_paths()
         self._adapters = {name: TypeAdapter(_item_type(model, name)) for name in lists}
         self._keys = _keys(model)
-        self._trusted = _trusted_lists(model, lists)  # JSON name -> field name
+        self._trusted = _trusted_lists(model, lists) if self.fast else {}  # JSON name -> field name
         self._split = _splitter(self._keys, lists)
         self._items: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
         self._ends: OrderedDict[tuple[str, bytes], _History] = OrderedDict()  # keyed by the last item
@@ -93,7 +96,7 @@ class BodyParser(Generic[M]):
         Raises:
             BadRequest: as `parse_body` (the body is empty, not JSON, or does not fit the model).
         """
-        fast = self._fast(body)
+        fast = self._fast(body) if self.fast else None
         return fast if fast is not None else parse_body(self.model, body)
 
     def _fast(self, body: bytes) -> M | None:
