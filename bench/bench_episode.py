@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -47,6 +46,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from openenv.core.net import free_port  # noqa: E402
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
@@ -424,16 +425,11 @@ def openenv_episode(harness: str, task_id: str, server: Any, engine_url: str, lo
     return {"ok": error is None, "error": error, "wall_s": wall, "phases": times, "phase_cpu": cpu}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     import httpx
 
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, *argv, "--port", str(port)], stdout=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):

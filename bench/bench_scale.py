@@ -24,7 +24,6 @@ import argparse
 import json
 import os
 import pickle
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from openenv.core.net import free_port  # noqa: E402
 
 from openenv.executor import EngineSpec, WorkerContext
 
@@ -160,11 +161,6 @@ def _real_job_bytes() -> dict[str, float]:
     return {"training": len(cloudpickle.dumps(job)), "row_bytes_per_token": len(pickle.dumps(result)) / n}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -183,7 +179,7 @@ def main() -> None:
     from openenv.models import tiny_model_path
     from openenv.testing.ray_cluster import LoopbackRayCluster
 
-    port = _free_port()
+    port = free_port()
     engine_proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)])
     url = f"http://127.0.0.1:{port}"
     try:
