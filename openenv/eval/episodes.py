@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.capture.backends.named import BackendName
 from openenv.capture.canonical import CanonicalRequest
 from openenv.export.log import append_requests, log_name
+from openenv.harness.environment import SandboxKind
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import EpisodeSummary, Policy
 
@@ -33,7 +34,7 @@ class EpisodeRequest(BaseModel):
     vllm_url: str | None = None
     max_tokens: int | None = Field(default=None, description="cap on each sampled reply (default 256)")
     timeout_s: float | None = None
-    sandbox: Literal["local", "docker"] = Field(default="local", description="where the harness runs: a "
+    sandbox: SandboxKind = Field(default="local", description="where the harness runs: a "
                                                 "bubblewrap sandbox here, or a Docker container of the task's image")
 
 

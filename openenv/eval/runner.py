@@ -17,13 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.backends.named import BackendName
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
+from openenv.harness.environment import SandboxKind
 from openenv.harness.rollout import EpisodeSummary, Policy
 
 __all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
@@ -49,7 +50,7 @@ class EvalPlan(BaseModel):
     vllm_url: str | None = None
     max_tokens: int | None = None
     timeout_s: float | None = None
-    sandbox: Literal["local", "docker"] = "local"
+    sandbox: SandboxKind = "local"
 
     def requests(self) -> list[EpisodeRequest]:
         common = {"task_set": self.task_set, "backend": self.backend, "policy": self.policy, "model": self.model,
