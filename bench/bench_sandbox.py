@@ -26,7 +26,8 @@ from typing import Any
 
 from openenv.core.net import free_port
 from openenv.harness.sandbox.base import Sandbox
-from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.sandbox.pool import WarmPool
 

@@ -355,7 +355,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if self._sandbox_factory is not None:
             return self._sandbox_factory, self._verifier or verify
         if kind == "docker":
-            from openenv.harness.sandbox.docker import sandbox_factory, verify_isolated
+            from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 
             grader = verify_isolated if task.verifier_mode == "separate" else verify
             return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes),

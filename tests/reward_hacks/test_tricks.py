@@ -29,7 +29,8 @@ import pytest
 
 from openenv.harness.environment import stage_workspace
 from openenv.harness.sandbox import LocalSandbox
-from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 from openenv.harness.tasks import Task, builtin_task, load_harbor_task
 from openenv.harness.verifier import Verdict, verify
 

@@ -28,8 +28,8 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterator
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Self
 
 import docker
@@ -37,19 +37,23 @@ import docker.errors
 from docker.types import Mount, Ulimit
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.errors import BadRequest, EnvError, SandboxLost
+from openenv.errors import EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
-from openenv.harness.sandbox.base import CommandResult, Limits
-from openenv.harness.sandbox.docker_process import KILL_SNIPPET, LIST_SNIPPET, MARKER, POLL_S, DockerProcess
-from openenv.harness.tasks.model import FileData, Task
-from openenv.harness.verifier import RewardRule, Verdict, verify
-from openenv.paths import safe_join
+from openenv.harness.sandbox.base import CommandResult, Limits, container_relpath
+from openenv.harness.sandbox.docker_process import (
+    END_AGENT_SNIPPET,
+    KILL_SNIPPET,
+    LIST_SNIPPET,
+    MAIN_PID_SNIPPET,
+    MARKER,
+    POLL_S,
+    DockerProcess,
+)
+from openenv.harness.sandbox.files import drop_links, empty_folder, write_tree
+from openenv.harness.tasks.model import FileData
 
-__all__ = [
-    "DEFAULT_IMAGE", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available",
-    "sandbox_factory", "verify_isolated",
-]
+__all__ = ["DEFAULT_IMAGE", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available"]
 
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -61,40 +65,6 @@ HARBOR_MOUNTS = {
     "/logs/verifier": ("harbor/verifier", True),
     "/logs/agent": ("harbor/agent", True),
 }
-# Kills every process in the container but PID 1 (docker-init), the main process and itself, until none
-# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all,
-# and always as `python3 -I -S`: the agent shares HOME with us, and a usercustomize.py or .pth file it
-# planted in ~/.local would otherwise run first (the red-team suite found that one).
-END_AGENT_SNIPPET = """
-import os, signal, sys, time
-keep = {1, os.getpid(), int(sys.argv[1])}
-def alive():
-    for p in os.listdir('/proc'):
-        if p.isdigit() and int(p) not in keep:
-            try:
-                if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[0] != 'Z':
-                    yield int(p)
-            except OSError:
-                pass
-for _ in range(200):
-    pids = list(alive())
-    if not pids:
-        break
-    for pid in pids:
-        try: os.kill(pid, signal.SIGKILL)
-        except OSError: pass
-    time.sleep(0.01)
-else:
-    sys.exit('processes survived: %s' % pids)
-"""
-MAIN_PID_SNIPPET = """
-import os
-for p in os.listdir('/proc'):
-    if p.isdigit() and p != '1' and int(p) != os.getpid():
-        try:
-            if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1] == '1': print(p)
-        except OSError: pass
-"""
 class ContainerLimits(BaseModel):
     """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
 
@@ -145,25 +115,6 @@ def _inside(base: Path, relative: str) -> Path:
     if not path.resolve().is_relative_to(base.resolve()):
         raise EnvError(f"{relative!r} points outside {base} (a symlink or '..'); refusing to follow it on the host")
     return path
-
-
-def _drop_links(root: Path) -> None:
-    """Delete symlinks and special files under `root`, leaving plain files and folders."""
-    for folder, dirs, files in os.walk(root, followlinks=False):
-        for name in [*dirs, *files]:
-            path = Path(folder) / name
-            if path.is_symlink() or not (path.is_dir() or path.is_file()):
-                path.unlink(missing_ok=True)
-
-
-def _copy_plain(src: Path, dst: Path) -> None:
-    """Copy a tree keeping symlinks as links and skipping fifos, sockets and devices (a fifo blocks a copy)."""
-
-    def specials(folder: str, names: list[str]) -> set[str]:
-        paths = {name: Path(folder) / name for name in names}
-        return {n for n, p in paths.items() if not (p.is_symlink() or p.is_dir() or p.is_file())}
-
-    shutil.copytree(src, dst, symlinks=True, ignore=specials, dirs_exist_ok=True)
 
 
 _OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
@@ -261,11 +212,11 @@ class DockerSandbox:
     def _prepare(self, ports: tuple[int, ...]) -> None:
         for sub in ("workspace", "home", "tmp", "logs", "sock", "private"):
             (self.root / sub).mkdir()
-            self._hand_over(self.root / sub)
+            self.hand_over(self.root / sub)
         for sub, writable in HARBOR_MOUNTS.values():
             (self.root / sub).mkdir(parents=True)
             if writable:
-                self._hand_over(self.root / sub)
+                self.hand_over(self.root / sub)
         self._bridges = [
             forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
             for port in ports
@@ -273,7 +224,7 @@ class DockerSandbox:
         for bridge in self._bridges:
             bridge.socket_path.chmod(0o666)  # the container's non-root forwarder must connect to it
 
-    def _hand_over(self, path: Path) -> None:
+    def hand_over(self, path: Path) -> None:
         """Give the container user ownership of `path` (and below), so it can write what we wrote.
 
         Never follows a symlink: the agent controls these folders, and a link to `/` must not make us
@@ -382,27 +333,15 @@ class DockerSandbox:
             BadRequest: the path is not under one of them, or has a `..` part.
         """
         roots = {self._workdir: self.workspace, **{t: self.root / sub for t, (sub, _) in HARBOR_MOUNTS.items()}}
-        path = PurePosixPath(container_path)
-        if not path.is_absolute() or ".." in path.parts:
-            raise BadRequest(f"container path must be absolute without '..': {container_path!r}")
-        for target in sorted(roots, key=len, reverse=True):
-            if path == PurePosixPath(target) or PurePosixPath(target) in path.parents:
-                return roots[target] / path.relative_to(target)
-        raise BadRequest(f"{container_path!r} is not under a sandbox folder ({', '.join(sorted(roots))})")
+        root, below = container_relpath(container_path, tuple(roots))
+        return roots[root] / below
 
     def fresh_dir(self, container_path: str) -> Path:
         """Empty `container_path`'s host folder in place (its bind mount keeps pointing at it) and hand it to
         the container user; nothing planted there survives, links are removed, never followed."""
         folder = self.host_path(container_path)
-        if folder.is_symlink() or not folder.is_dir():
-            raise EnvError(f"{container_path} is not a folder of this sandbox")
-        for entry in os.scandir(folder):
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
-        os.chmod(folder, 0o755)
-        self._hand_over(folder)
+        empty_folder(folder)
+        self.hand_over(folder)
         return folder
 
     def stage(self, container_path: str, files: dict[str, FileData], *, readonly: bool = True) -> None:
@@ -410,17 +349,9 @@ class DockerSandbox:
         so the container's non-root user cannot change them (the mounts of /tests and /solution are
         read-only besides)."""
         base = self.host_path(container_path)
-        base.mkdir(parents=True, exist_ok=True)
-        for relative, data in files.items():
-            path = safe_join(base, relative)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(data, bytes):
-                path.write_bytes(data)
-            else:
-                path.write_text(data)
-            path.chmod(0o555 if readonly else 0o755)
+        write_tree(base, files, mode=0o555 if readonly else 0o755)
         if not readonly:
-            self._hand_over(base)
+            self.hand_over(base)
 
     def end_agent(self) -> None:
         """Kill every process in the container except its main one (setsid daemons, double forks and
@@ -439,7 +370,7 @@ class DockerSandbox:
     def private_dir(self, name: str) -> Path:
         path = self.root / "private" / name
         path.mkdir(parents=True, exist_ok=True)
-        self._hand_over(path)
+        self.hand_over(path)
         return path
 
     def write_files(self, files: dict[str, FileData], *, under: Path | None = None) -> None:
@@ -452,7 +383,7 @@ class DockerSandbox:
                 path.write_bytes(data)
             else:
                 path.write_text(data)
-        self._hand_over(base)
+        self.hand_over(base)
 
     def read_file(self, relative: str) -> str:
         return _inside(self.workspace, relative).read_text()
@@ -474,9 +405,9 @@ class DockerSandbox:
         private = str(self.root / "private")
         if not self._expose_private and any(private in v for v in [*argv, *env.values(), str(cwd)]):
             raise EnvError("this command needs a private_dir (hidden tests), which the episode container "
-                           "never sees; grade with verify_isolated(sandbox, task) instead of verify()")
-        self._hand_over(self.workspace)
-        self._hand_over(self.home)
+                           "never sees; grade with docker_episode.verify_isolated(sandbox, task) instead of verify()")
+        self.hand_over(self.workspace)
+        self.hand_over(self.home)
         tag = f"{MARKER}={self.id}:{len(self._processes)}"
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         wrapped = ["/bin/sh", "-c", f'{self._await_proxy()}exec "$@" >>"$0" 2>&1', str(log), *argv]
@@ -499,8 +430,8 @@ class DockerSandbox:
         status = process.wait(timeout_s + 10)
         process.kill()
         if self._expose_private:
-            _drop_links(self.root / "private")  # the host reads these next (rewards): never through a link
-        _drop_links(self.root / HARBOR_MOUNTS["/logs/verifier"][0])
+            drop_links(self.root / "private")  # the host reads these next (rewards): never through a link
+        drop_links(self.root / HARBOR_MOUNTS["/logs/verifier"][0])
         if process.lost:
             raise SandboxLost(self.lost_reason() or f"sandbox lost while running {argv[0]!r}")
         return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
@@ -586,67 +517,3 @@ class DockerSandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def verify_isolated(
-    sandbox: DockerSandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
-) -> Verdict:
-    """Grade a copy of the post-episode workspace in a fresh container.
-
-    The episode container is removed first, so nothing the agent left running can touch the grading,
-    and the hidden tests only ever exist in the grader's container.
-    """
-    sandbox.stop()
-    with sandbox.fresh(expose_private=True) as grader:
-        _copy_plain(sandbox.workspace, grader.workspace)
-        return verify(grader, task, tool_calls=tool_calls, rule=rule)
-
-
-def sandbox_factory(
-    task: Task | None = None, *, substitutes: dict[str, str] | None = None, notes: list[str] | None = None,
-    **options: Any,
-) -> Callable[[tuple[int, ...]], DockerSandbox]:
-    """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
-
-    The host's pinned harness installs (`.cache/harnesses`, Node 22 included) are mounted read-only at
-    the same path, so the offline base image runs any npm harness with no per-harness build. With a
-    `task`, the image is the task's (`task_image`: its `docker_image`, its Dockerfile built, or its
-    FROM image, after `substitutes`), the workspace is mounted at its workdir, and a built image's
-    workdir contents become the starting workspace. What was substituted is appended to `notes`.
-
-    By default the agent and the tests run as uid 1000 on a read-only root filesystem (only the workdir,
-    /tmp, HOME and Harbor's folders are writable). Harbor runs them as root on a writable one; with
-    `OPENENV_DOCKER_HARBOR_ROOT=1` so do we (every capability still dropped, no network), for tasks that
-    must write elsewhere (/etc, /usr, /data). That also lets the agent change the image's Python in
-    shared mode, which the tests then run: prefer `environment_mode = "separate"` for such tasks.
-    """
-    from openenv.harness.install import cache_root
-    from openenv.harness.sandbox.images import extract_workdir, task_image
-
-    mounts = (cache_root(), *options.pop("mounts", ()))
-    if task is None:
-        return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)
-    client = options.get("client") or docker.from_env()
-    options["client"] = client
-    image, built, said = task_image(client, task, substitutes or {})
-    if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
-        options.setdefault("user", None)
-        options.setdefault("read_only", False)
-        said.append("Docker sandbox as root on a writable root filesystem (OPENENV_DOCKER_HARBOR_ROOT=1)")
-    if notes is not None:
-        notes.extend(said)
-    options.setdefault("image", image)
-
-    def make(ports: tuple[int, ...]) -> DockerSandbox:
-        box = DockerSandbox(forward_ports=ports, mounts=mounts, workdir=task.workdir, **options)
-        if built:  # the image's workdir, as its build left it (RUN steps included), is the workspace
-            try:
-                extract_workdir(client, image, task.workdir, box.workspace)
-                box._hand_over(box.workspace)
-                box.workspace_ready = True
-            except BaseException:
-                box.close()
-                raise
-        return box
-
-    return make

@@ -18,10 +18,54 @@ import docker.errors
 
 from openenv.harness.sandbox.base import ProcessStatus
 
-__all__ = ["KILL_SNIPPET", "LIST_SNIPPET", "MARKER", "POLL_S", "DockerProcess", "ExecHost"]
+__all__ = [
+    "END_AGENT_SNIPPET",
+    "KILL_SNIPPET",
+    "LIST_SNIPPET",
+    "MAIN_PID_SNIPPET",
+    "MARKER",
+    "POLL_S",
+    "DockerProcess",
+    "ExecHost",
+]
 
 MARKER = "OPENENV_PROC"
 POLL_S = 0.05
+
+# Kills every process in the container but PID 1 (docker-init), the main process and itself, until none
+# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all,
+# and always as `python3 -I -S`: the agent shares HOME with us, and a usercustomize.py or .pth file it
+# planted in ~/.local would otherwise run first (the red-team suite found that one).
+END_AGENT_SNIPPET = """
+import os, signal, sys, time
+keep = {1, os.getpid(), int(sys.argv[1])}
+def alive():
+    for p in os.listdir('/proc'):
+        if p.isdigit() and int(p) not in keep:
+            try:
+                if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[0] != 'Z':
+                    yield int(p)
+            except OSError:
+                pass
+for _ in range(200):
+    pids = list(alive())
+    if not pids:
+        break
+    for pid in pids:
+        try: os.kill(pid, signal.SIGKILL)
+        except OSError: pass
+    time.sleep(0.01)
+else:
+    sys.exit('processes survived: %s' % pids)
+"""
+MAIN_PID_SNIPPET = """
+import os
+for p in os.listdir('/proc'):
+    if p.isdigit() and p != '1' and int(p) != os.getpid():
+        try:
+            if open('/proc/%s/stat' % p).read().rsplit(')', 1)[1].split()[1] == '1': print(p)
+        except OSError: pass
+"""
 
 # Signals every process carrying MARKER=<tag> (descendants inherit it, `setsid` daemons too), then kills.
 KILL_SNIPPET = """

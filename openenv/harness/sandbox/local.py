@@ -27,8 +27,9 @@ import psutil
 from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox import isolation as isolation_mod
-from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
 from openenv.harness.sandbox.base import HARBOR_DIRS, CommandResult, Limits, ProcessStatus, container_relpath
+from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
+from openenv.harness.sandbox.files import empty_folder, write_tree
 from openenv.paths import safe_join
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
@@ -345,25 +346,15 @@ class LocalSandbox:
 
     def stage(self, container_path: str, files: dict[str, bytes | str], *, readonly: bool = True) -> None:
         base = self.host_path(container_path)
-        base.mkdir(parents=True, exist_ok=True)
         if container_path in self._roots():
             self._readonly[container_path] = readonly
-        for relative, content in files.items():
-            path = safe_join(base, relative)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, bytes):
-                path.write_bytes(content)
-            else:
-                path.write_text(content)
+        write_tree(base, files)
         if not readonly:
             self._hand_over(base)
 
     def fresh_dir(self, container_path: str) -> Path:
         path = self.host_path(container_path)
-        if path.is_symlink():
-            path.unlink()
-        shutil.rmtree(path, ignore_errors=True)
-        path.mkdir(parents=True)
+        empty_folder(path)
         self._hand_over(path)
         return path
 
@@ -376,10 +367,7 @@ class LocalSandbox:
 
     def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
         base = under or self.workspace
-        for relative, text in files.items():
-            path = safe_join(base, relative)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+        write_tree(base, files)
         self._hand_over(base)
 
     def read_file(self, relative: str) -> str:

@@ -16,13 +16,8 @@ import docker
 import pytest
 
 from openenv.core.net import free_port
-from openenv.harness.sandbox.docker import (
-    ContainerLimits,
-    DockerSandbox,
-    engine_available,
-    sandbox_factory,
-    verify_isolated,
-)
+from openenv.harness.sandbox.docker import ContainerLimits, DockerSandbox, engine_available
+from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 from openenv.harness.sandbox.sweeper import KIND_LABEL
 
 REPO = Path(__file__).resolve().parents[3]

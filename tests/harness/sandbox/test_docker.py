@@ -17,7 +17,8 @@ import pytest
 
 from openenv.errors import EnvError, SandboxLost
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
-from openenv.harness.sandbox.docker import DockerSandbox, verify_isolated
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker_episode import verify_isolated
 from openenv.harness.sandbox.sweeper import KIND_LABEL
 from openenv.harness.tasks.model import Task
 

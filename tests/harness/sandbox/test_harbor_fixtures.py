@@ -25,7 +25,8 @@ from openenv.errors import BadRequest, EnvError
 from openenv.harness.environment import HarnessEnvironment, stage_workspace
 from openenv.harness.oracle import apply_solution
 from openenv.harness.sandbox import LocalSandbox
-from openenv.harness.sandbox.docker import DockerSandbox, sandbox_factory, verify_isolated
+from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 from openenv.harness.sandbox.images import PYTHON_IMAGE, build_python_image
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set
 from openenv.harness.verifier import Verdict, verify
