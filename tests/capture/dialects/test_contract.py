@@ -312,6 +312,23 @@ CASES = [
 ]
 IDS = [c.name for c in CASES]
 
+# The golden SSE transcripts (tests/capture/fixtures/<dialect>/tool_use.sse): a reply long enough that its
+# text and tool input arrive in several deltas, to a streamed request at this path.
+_TOOL_REPLY = {
+    "text": "Reading the file now. " * 4,
+    "tool_calls": (ToolCallPart(id="call_2", name="bash",
+                                arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"})),),
+}
+GOLDEN: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {  # dialect -> (path, request, reply update)
+    "openai_chat": ("/v1/chat/completions", {"model": "tiny", "stream": True, "stream_options": {"include_usage": True},
+                                             "messages": [{"role": "user", "content": "hi"}]}, _TOOL_REPLY),
+    "openai_responses": ("/v1/responses", {"model": "tiny", "input": "hi", "stream": True}, _TOOL_REPLY),
+    "anthropic": ("/v1/messages", {"model": "tiny", "max_tokens": 64, "stream": True,
+                                   "messages": [{"role": "user", "content": "hi"}]}, _TOOL_REPLY),
+    "gemini": ("/v1beta/models/tiny:streamGenerateContent", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+               {"text": "Reading the file now. " * 4}),
+}
+
 
 @pytest.fixture
 def canonical(parse_as, dialect_for) -> Callable[[Case, dict[str, Any]], CanonicalRequest]:
@@ -368,6 +385,13 @@ def test_every_sse_event_is_one_json_object(case: Case, parse_as, dialect_for, d
         if event.data != "[DONE]":
             assert isinstance(json.loads(event.data), dict)
         assert "\n" not in event.data
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_sse_transcript_matches_the_golden_file(case: Case, parse_as, dialect_for, done, golden):
+    path, body, update = GOLDEN[case.name]
+    events = dialect_for(path).sse_events(done.model_copy(update=update), parse_as(path, body))
+    golden(f"{case.name}/tool_use.sse", "".join(e.encode().decode() for e in events))
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -264,14 +264,13 @@ def test_count_tokens_accepts_a_wrapped_generate_content_request(sdk_http):
     assert client(sdk_http).models.count_tokens(model="m", contents="hi").total_tokens == 1
 
 
-def test_sse_transcript_matches_the_golden_file(done: Completion, golden):
-    done = done.model_copy(update={"text": "Reading the file now. " * 4})
+def test_sse_frames_carry_no_event_names(done: Completion):
+    """Gemini's SSE is `data:` lines only (the golden transcript of every dialect is in test_contract.py)."""
     req = GeminiDialect(stream=True).parse(
         b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}', CTX, STATE,
     )
     events = list(D.sse_events(done, req))
-    assert all(e.event is None for e in events)
-    golden("gemini/tool_use.sse", "".join(e.encode().decode() for e in events))
+    assert events and all(e.event is None for e in events)
 
 
 @pytest.mark.parametrize(
