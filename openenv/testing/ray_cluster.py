@@ -34,6 +34,9 @@ from openenv.harness.forwarder import UnixToTcpBridge
 
 __all__ = ["LoopbackRayCluster", "cluster_unavailable"]
 
+# Mounts an empty read-only tmpfs over each folder before `--`, then runs what follows.
+_HIDE_SCRIPT = ('while [ "$1" != "--" ]; do mount -t tmpfs -o size=1m,mode=755,ro openenv-hidden "$1" || exit 1; '
+                'shift; done; shift; exec "$@"')
 GCS_PORT = 6390  # outside Ray's worker-port range (10002-19999), private to the namespace anyway
 
 
@@ -60,10 +63,14 @@ class LoopbackRayCluster:
         object_store_mb: each node's object store (small: the machine is shared).
         env: extra environment for the nodes and the drivers (PYTHONPATH, caches).
         forward: `{port: outside port}` engines to carry into the namespace on 127.0.0.1.
+        hide: `{node ip: [folders]}` hidden from that node only (an empty tmpfs mounted over each, in a
+            mount namespace of the node's own), e.g. one harness install, for a node that lacks what the
+            others have. The nodes share this machine's filesystem otherwise.
     """
 
     def __init__(self, *, workers: int = 1, slots: int = 1, object_store_mb: int = 80,
-                 env: dict[str, str] | None = None, forward: dict[int, int] | None = None) -> None:
+                 env: dict[str, str] | None = None, forward: dict[int, int] | None = None,
+                 hide: dict[str, list[str]] | None = None) -> None:
         self.workers, self.slots, self.object_store_mb = workers, slots, object_store_mb
         self.root = Path(tempfile.mkdtemp(prefix="oe-ray-"))  # short: Ray's unix socket paths must fit
         self.env = {**os.environ, **(env or {}), "RAY_TMPDIR": str(self.root), "RAY_ADDRESS": self.address,
@@ -71,6 +78,7 @@ class LoopbackRayCluster:
                     "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
                     "RAY_health_check_initial_delay_ms": "1000", "RAY_USAGE_STATS_ENABLED": "0"}
         self._forward = forward or {}
+        self._hide = hide or {}
         self._holder: subprocess.Popen[bytes] | None = None
         self._bridges: list[UnixToTcpBridge] = []
         self.started_s = 0.0
@@ -99,9 +107,9 @@ class LoopbackRayCluster:
             for inside, outside in self._forward.items():
                 self._carry(inside, outside)
             self._ray_start(["--head", "--node-ip-address", "127.0.0.1", "--port", str(GCS_PORT),
-                             "--include-dashboard=false", "--temp-dir", str(self.root)])
+                             "--include-dashboard=false", "--temp-dir", str(self.root)], "127.0.0.1")
             for ip in self.node_ips()[1:]:
-                self._ray_start(["--address", self.address, "--node-ip-address", ip])
+                self._ray_start(["--address", self.address, "--node-ip-address", ip], ip)
             self._wait_for_nodes(len(self.node_ips()))
         except BaseException:
             self.stop()
@@ -186,11 +194,14 @@ class LoopbackRayCluster:
 
     # ---- internals ----------------------------------------------------------------------------------
 
-    def _ray_start(self, args: list[str]) -> None:
+    def _ray_start(self, args: list[str], ip: str) -> None:
         ray_bin = str(Path(sys.executable).with_name("ray"))
         argv = [ray_bin, "start", *args, "--num-cpus", "1", "--object-store-memory",
                 str(self.object_store_mb * 1_000_000), "--resources", json.dumps({"openenv_episode_slot": self.slots}),
                 "--disable-usage-stats"]
+        if self._hide.get(ip):  # the node's processes (raylet, workers) inherit the mount namespace
+            argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _HIDE_SCRIPT, "sh",
+                    *self._hide[ip], "--", *argv]
         done = self.run(argv, timeout=120)
         if done.returncode != 0:
             raise RuntimeError(f"`ray start {' '.join(args[:2])}` failed ({done.returncode}): "

@@ -2,7 +2,7 @@
 
 Head on 127.0.0.1, worker node on 127.0.0.2, one episode slot each; the session's vLLM server is carried
 into the namespace on the same port (a forwarder, not a second 1.8 GB server). Drivers run inside
-through `cluster.run(...)`.
+through `cluster.run(...)`. The worker node does not see one harness install (`MISSING_ON_ONE_NODE`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from urllib.parse import urlparse
 
 import pytest
 
+from openenv.harness.catalog import get_spec
+from openenv.harness.install import prefix
 from openenv.testing.ray_cluster import LoopbackRayCluster, cluster_unavailable
+
+
+# Installed here, hidden from the worker node only (no cluster test runs it): a node that lacks one CLI.
+MISSING_ON_ONE_NODE = "opencode"
 
 
 @pytest.fixture(scope="session")
@@ -26,7 +32,8 @@ def ray_cluster(vllm_url: str) -> Iterator[LoopbackRayCluster]:
     port = urlparse(vllm_url).port
     assert port is not None
     begin = time.monotonic()
-    cluster = LoopbackRayCluster(workers=1, slots=1, forward={port: port}).start()
+    cluster = LoopbackRayCluster(workers=1, slots=1, forward={port: port},
+                                 hide={"127.0.0.2": [str(prefix(get_spec(MISSING_ON_ONE_NODE)))]}).start()
     print(f"\n[ray cluster] 2 nodes up in {time.monotonic() - begin:.1f} s, {cluster.memory_mb()} MB RSS")
     try:
         yield cluster

@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from openenv.testing.ray_cluster import LoopbackRayCluster
+from tests.executor.conftest import MISSING_ON_ONE_NODE
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
@@ -79,8 +80,8 @@ def test_two_grpo_steps_train_with_their_episodes_on_ray_workers(ray_cluster: Lo
 
 def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ray_cluster: LoopbackRayCluster,
                                                                               vllm_url: str, tmp_path: Path):
-    done = ray_cluster.run([sys.executable, str(DRIVERS / "bad_cluster.py"), vllm_url, str(tmp_path / "absent")],
-                           timeout=300)
+    done = ray_cluster.run([sys.executable, str(DRIVERS / "bad_cluster.py"), vllm_url, str(tmp_path / "absent"),
+                            MISSING_ON_ONE_NODE], timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     refused = json.loads(done.stdout.strip().splitlines()[-1])
     model = refused["missing_model"]
@@ -88,6 +89,10 @@ def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ra
     assert "engine at http://127.0.0.1:9 is unreachable" in refused["unreachable_engine"]
     assert "--resources" in refused["no_slot_resource"]
     assert "cannot use it" in refused["local_backend"]
+    # a CLI installed on the head only: the worker node is named with it, the head is not
+    one = refused["cli_missing_on_one_node"]
+    assert f"the {MISSING_ON_ONE_NODE} CLI is not installed" in one and "127.0.0.2" in one, one
+    assert "127.0.0.1" not in one and "the pi CLI" not in one, one
 
 
 def test_a_soak_runs_on_the_ray_workers_with_nothing_lost_or_leaked(ray_cluster: LoopbackRayCluster, vllm_url: str):
@@ -176,7 +181,9 @@ def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_di
     try:
         assert driver.stdout is not None
         evaluated = _next_json(driver.stdout)
-        assert evaluated.get("phase") == "eval", driver.stderr.read()[-3000:] if driver.poll() is not None else ""
+        if evaluated.get("phase") != "eval":
+            driver.wait(timeout=30)
+            raise AssertionError(f"the driver ended ({driver.returncode}): {driver.stderr.read()[-3000:]}")
         # both episodes solved in containers, one per node
         assert evaluated["rewards"] == [1.0, 1.0] and evaluated["errors"] == [None, None], evaluated
         assert len(evaluated["nodes"]) == 2
