@@ -13,18 +13,15 @@ Installed envs and folders are served in-process by a `LocalServer` that the cli
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
-
 from openenv.client import EnvClient
 from openenv.core.auth import TOKEN_ENV, forget_token, generate_token, remember_token
 from openenv.core.environment import Environment, EnvMetadata
-from openenv.core.net import free_port
+from openenv.core.net import free_port, wait_for_health
 from openenv.errors import NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest, import_object
 from openenv.resources import env_dirs
@@ -40,7 +37,6 @@ __all__ = [
     "load_env",
     "resolve",
     "start_container",
-    "wait_for_health",
 ]
 
 ENTRY_POINT_GROUP = "openenv.envs"
@@ -204,21 +200,3 @@ def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
             f"container {image} did not become healthy on {url}; last log lines:\n{logs}"
         ) from None
     return url, stop
-
-
-def wait_for_health(url: str, *, timeout_s: float) -> None:
-    """Poll `GET url/health` until it answers 200.
-
-    Raises:
-        TransportError: it did not within `timeout_s`.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise TransportError(f"{url}/health did not answer 200 within {timeout_s:g} s")
-        time.sleep(0.2)

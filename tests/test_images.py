@@ -17,18 +17,17 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from openenv.client.env_client import EnvClient
-from openenv.core.net import free_port
+from openenv.core.net import free_port, wait_for_health
+from openenv.errors import TransportError
 from openenv.harness.catalog import get_spec
 from openenv.harness.env_image import env_image_tag
 from openenv.harness.forwarder import UnixToTcpBridge
@@ -80,17 +79,14 @@ def _build(client: Any, context: Path, tag: str) -> None:
 
 
 def _wait_healthy(url: str, container: Any, timeout_s: float = 120) -> None:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
+    def gone() -> str | None:
         container.reload()
-        assert container.status in ("created", "running"), container.logs(tail=30).decode(errors="replace")
-        assert time.monotonic() < deadline, container.logs(tail=30).decode(errors="replace")
-        time.sleep(0.3)
+        return None if container.status in ("created", "running") else f"the container is {container.status}"
+
+    try:
+        wait_for_health(url, timeout_s=timeout_s, gone=gone, interval_s=0.3)
+    except TransportError as exc:
+        pytest.fail(f"{exc}\n{container.logs(tail=30).decode(errors='replace')}")
 
 
 def _validate(url: str, token: str) -> str:

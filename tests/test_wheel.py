@@ -18,16 +18,15 @@ import subprocess
 import sys
 import sysconfig
 import textwrap
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-from openenv.core.net import free_port
+from openenv.core.net import free_port, wait_for_health
+from openenv.errors import TransportError
 from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.install import install_status
 from openenv.harness.tasks import builtin_task_ids
@@ -166,16 +165,10 @@ def served_pi(wheel_env: WheelEnv) -> Iterator[tuple[str, str]]:
                             stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-            assert time.monotonic() < deadline, "openenv serve pi did not answer /health in 60 s"
-            time.sleep(0.2)
+        try:
+            wait_for_health(url, timeout_s=60, gone=lambda: None if proc.poll() is None else "it exited")
+        except TransportError as exc:
+            pytest.fail(f"openenv serve pi: {exc}\n{proc.stderr.read() if proc.poll() is not None else ''}")
         yield url, token
     finally:
         proc.terminate()

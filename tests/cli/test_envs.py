@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +14,8 @@ from typer.testing import CliRunner
 
 from openenv.cli.main import app
 from openenv.core.auth import auth_headers, token_file
-from openenv.core.net import free_port
+from openenv.core.net import free_port, wait_for_health
+from openenv.errors import TransportError
 
 REPO = Path(__file__).resolve().parents[2]
 OPENENV = [sys.executable, "-m", "openenv.cli.main"]
@@ -33,17 +33,12 @@ def serve_subprocess(env: str, cwd: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120  # a cold interpreter on a busy 2-core box
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                out = proc.stdout.read().decode() if proc.stdout else ""
-                raise AssertionError(f"`openenv serve {env}` did not come up:\n{out}")
-            time.sleep(0.1)
+        try:  # 120 s: a cold interpreter on a busy 2-core box
+            wait_for_health(url, timeout_s=120, gone=lambda: None if proc.poll() is None else "it exited",
+                            interval_s=0.1)
+        except TransportError as exc:
+            out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
+            raise AssertionError(f"`openenv serve {env}` did not come up: {exc}\n{out}") from None
         yield url
     finally:
         proc.terminate()

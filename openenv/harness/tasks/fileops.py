@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["KINDS", "FileOpsTask", "Kind", "generate", "instances", "write_task"]
+__all__ = ["KINDS", "FileOpsTask", "Kind", "generate", "instances", "main", "write_task"]
 
 Kind = Literal["create", "append", "rename", "typo"]
 KINDS: tuple[Kind, ...] = ("create", "append", "rename", "typo")
