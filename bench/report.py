@@ -1,9 +1,11 @@
 """Regenerate docs/benchmarks.md: every benchmark against the reference, side by side, in one run.
 
     .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox]
+    .venv/bin/python bench/report.py --only ttft [--vllm-url URL]   # re-measure one section in place
 
 Sections (each measured in this run, ratios against a baseline measured in the same run):
 1. proxy latency added per turn, non-streamed and streamed: vLLM direct vs ours vs the reference;
+1b. streamed time to first byte, several runs with their load average (bench/bench_ttft.py);
 2. proxy throughput and CPU per turn as conversations grow, on an instant engine;
 3. trajectory fidelity on recorded harness sessions (bench/sessions/) replayed through both proxies;
 4. env server steps/s, ours vs the reference's echo env (bench/bench_server.py --json);
@@ -36,7 +38,8 @@ sys.path.insert(0, str(REPO))
 
 import bench_fidelity
 import bench_proxy
-from report_format import render
+import bench_ttft
+from report_format import render, ttft_section
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -47,9 +50,10 @@ def plan(quick: bool) -> dict[str, Any]:
     """How much of each benchmark to run."""
     if quick:
         return {"requests": 6, "turns": [1, 30], "sessions": 8, "min_turns": 120, "max_seconds": 4.0,
-                "server_args": ["--rounds", "1", "--seconds", "1", "--clients", "16"]}
+                "server_args": ["--rounds", "1", "--seconds", "1", "--clients", "16"], "ttft_runs": 1,
+                "ttft_requests": 8}
     return {"requests": 24, "turns": [1, 10, 30, 60], "sessions": 16, "min_turns": 480, "max_seconds": 12.0,
-            "server_args": []}
+            "server_args": [], "ttft_runs": 3, "ttft_requests": 20}
 
 
 def machine() -> dict[str, Any]:
@@ -83,6 +87,41 @@ def run_latency(progress: Progress, url: str, cfg: dict[str, Any]) -> list[dict[
                                on_progress=lambda done, total: progress.update(task, completed=done))
     progress.update(task, completed=cfg["requests"] + 2)
     return rows
+
+
+def run_ttft(progress: Progress, url: str, cfg: dict[str, Any]) -> dict[str, Any]:
+    task = progress.add_task("1b. streamed TTFB (vLLM direct / ours / reference)", total=cfg["ttft_runs"])
+    runs = []
+    for _ in range(cfg["ttft_runs"]):
+        runs += bench_ttft.runs(url, cfg["ttft_requests"], 1)
+        progress.advance(task)
+        ours = next(r for r in runs[-1]["rows"] if r["target"] == "openenv proxy")
+        progress.console.log(f"  run {len(runs)}: ours {ours['ttfb_ratio']:.2f}x vLLM direct (load {runs[-1]['load'][0]:.1f})")
+    return {"runs": runs}
+
+
+def replace_section(doc: str, heading: str, text: str) -> str:
+    """`doc` with the section that starts with `heading` (up to the next `## `) replaced by `text`."""
+    start = doc.find(heading)
+    if start < 0:
+        raise SystemExit(f"no section {heading!r} in the report; run the whole report once")
+    end = doc.find("\n## ", start + len(heading))
+    return doc[:start] + text.rstrip() + "\n" + (doc[end:] if end >= 0 else "")
+
+
+def replace_target(doc: str, line: str) -> str:
+    """`doc` with its Targets line for the same figure (its text up to the first colon) set to `line`."""
+    key = "- " + line.split(":", 1)[0] + ":"
+    lines = doc.split("\n")
+    at = next((i for i, old in enumerate(lines) if old.startswith(key)), None)
+    if at is None:  # after the streamed-latency line, else at the end of the Targets list
+        at = next((i + 1 for i, old in enumerate(lines) if old.startswith("- Proxy latency, streamed")), None)
+        if at is None:
+            return doc
+        lines.insert(at, "- " + line)
+    else:
+        lines[at] = "- " + line
+    return "\n".join(lines)
 
 
 def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, Any]]:
@@ -136,6 +175,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--vllm-url", help="an already running vLLM on the tiny model (default: start one)")
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
+    parser.add_argument("--only", choices=["ttft"], help="re-measure one section and replace it in --out")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cfg = plan(args.quick)
@@ -157,7 +197,14 @@ def main() -> None:
             url = server.base_url
         progress.update(setup, total=1, completed=1)
         try:
+            if args.only == "ttft":
+                text, lines = ttft_section(run_ttft(progress, url.rstrip("/"), cfg))
+                doc = replace_target(replace_section(args.out.read_text(), "## 1b.", text), lines[0])
+                args.out.write_text(doc)
+                console.print(f"replaced section 1b of {args.out}")
+                return
             results["latency"] = run_latency(progress, url.rstrip("/"), cfg)
+            results["ttft"] = run_ttft(progress, url.rstrip("/"), cfg)
             results["fidelity"] = run_fidelity(progress, url.rstrip("/"))
         finally:
             if server is not None:

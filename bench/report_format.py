@@ -12,6 +12,7 @@ LATENCY_TARGET = 1.05  # "the proxy adds <= 5% latency over calling vLLM directl
 RATE_TARGET = 300.0  # turns/s per process
 FLAT_TARGET = 1.25  # CPU-ms/turn at any length over the 1-turn row
 REFERENCE_TARGET = 2.0  # x the reference
+TTFB_TARGET = 1.5  # issue 19: streamed time to first byte through the proxy <= 1.5x vLLM direct
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -91,6 +92,55 @@ warm-up rounds. Streamed requests are timed to the last SSE byte.
 {table}
 """
     return text, targets
+
+
+def ttft_section(data: dict[str, Any]) -> tuple[str, list[str]]:
+    """Streamed time to first byte (bench/bench_ttft.py): several runs, each with its load average."""
+    runs = data["runs"]
+    keepalive = runs[0]["keepalive_s"] if runs else 10.0
+
+    def row(run: dict[str, Any], name: str) -> dict[str, Any] | None:
+        return next((r for r in run["rows"] if r["target"] == name or r["target"].startswith(name)), None)
+
+    cells = []
+    for i, run in enumerate(runs, 1):
+        for r in run["rows"]:
+            cells.append([str(i), f"{run['load'][0]:.1f} -> {run['load'][1]:.1f}", r["target"], str(r["n"]),
+                          f"{r['ttfb_ms']:.1f}", _x(r["ttfb_ratio"]), _x(r["ttfb_paired"]), f"{r['ttft_ms']:.1f}",
+                          _x(r["ttft_ratio"]), f"{r['total_ms']:.1f}", _x(r["total_ratio"])])
+    ours = [row(run, "openenv proxy") for run in runs]
+    ratios = [r["ttfb_ratio"] for r in ours if r]
+    met = sum(x <= TTFB_TARGET for x in ratios)
+    refs = [r["ttfb_ratio"] for run in runs if (r := row(run, "reference"))]
+    loads = [x for run in runs for x in run["load"]]
+    line = (f"Streamed TTFB through the proxy: {', '.join(_x(x) for x in ratios)} vLLM direct in {len(ratios)} runs "
+            f"(load average {min(loads):.0f} to {max(loads):.0f}; target <= {TTFB_TARGET}x in every run)"
+            + (f"; reference {', '.join(_x(x) for x in refs)}" if refs else "")
+            + f": {_verdict(bool(ratios) and met == len(ratios))} ({met} of {len(ratios)})")
+    table = _table(["run", "load avg", "target", "n", "TTFB ms", "x direct", "paired", "first text ms",
+                    "x direct", "whole reply ms", "x direct"], cells)
+    n = runs[0]["rows"][0]["n"] if runs else 0
+    text = f"""## 1b. Streamed time to first byte (real streaming)
+
+`bench/bench_ttft.py` (`bench/report.py --only ttft` re-measures just this section): one streamed chat
+request (greedy, `max_tokens=64`, no tools, so the reply is text) straight to vLLM's
+`/v1/chat/completions`; straight to vLLM's `/v1/completions` asked exactly what the proxy asks it (the
+prompt's token ids, `logprobs: 0`, `return_token_ids`), vLLM's own cost of capturing; through `openenv
+proxy`, which streams vLLM's chunks on as they arrive (`capture/streaming.py`: the dialect's head at the
+first sampled token, then text and reasoning deltas as they become certain); and through the reference,
+which replays one chunk when the reply is done. One run = {n} requests per target after two warm-up
+rounds, targets alternating order every round. TTFB = first body byte, first text = first event
+carrying reply text. "x direct" is a ratio of medians; "paired" is the median of each round's own ratio
+(the request against vLLM direct's sent just before or after it), which cancels load drifting between
+rounds. The machine is shared with other work (the load average column), so read the ratios, not the ms.
+
+Keep-alive: while no event is due (a slow engine, or a gated turn waiting on its controller) the stream
+sends an SSE comment (`: keep-alive`) every **{keepalive:g} s** (`OPENENV_SSE_KEEPALIVE_S`; the reference
+also waits 10 s), and Anthropic's `ping` event once `message_start` has gone out.
+
+{table}
+"""
+    return text, [line]
 
 
 def throughput_section(rows: list[dict[str, Any]]) -> tuple[str, list[str]]:
@@ -299,7 +349,7 @@ The throughput rows above run `openenv proxy --no-journal`, so they measure the 
 
 def render(results: dict[str, Any]) -> str:
     sections, targets = [], []
-    for key, fn in (("latency", latency_section), ("throughput", throughput_section),
+    for key, fn in (("latency", latency_section), ("ttft", ttft_section), ("throughput", throughput_section),
                     ("fidelity", fidelity_section)):
         if results.get(key):
             text, lines = fn(results[key])
