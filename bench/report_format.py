@@ -133,6 +133,9 @@ rounds, targets alternating order every round. TTFB = first body byte, first tex
 carrying reply text. "x direct" is a ratio of medians; "paired" is the median of each round's own ratio
 (the request against vLLM direct's sent just before or after it), which cancels load drifting between
 rounds. The machine is shared with other work (the load average column), so read the ratios, not the ms.
+Under such load the TTFB is bimodal for every target: when vLLM's API server process gets no CPU while
+the engine samples, the reply reaches its client whole (TTFB = whole reply), so a pair can straddle the
+two modes and the paired ratios scatter widely; the target is stated on the ratio of medians.
 
 Keep-alive: while no event is due (a slow engine, or a gated turn waiting on its controller) the stream
 sends an SSE comment (`: keep-alive`) every **{keepalive:g} s** (`OPENENV_SSE_KEEPALIVE_S`; the reference

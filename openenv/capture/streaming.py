@@ -2,8 +2,9 @@
 
 The session hears of each sampled token (`CaptureSession.handle(on_tokens=)`, from `VLLMBackend.generate_stream`).
 `ReplySoFar` decodes what was sampled and keeps only what no later token can change: the reasoning of a
-reply that opened `<think>`, and the visible content before any tool-call or special-token markup (and
-before a possible start of one at the end), with the whitespace the parser would strip held back. Those
+reply that opened `<think>`, and the visible content before any tool-call markup (and before a possible
+start of one at the end), with the whitespace the parser would strip and a trailing end-of-turn token held
+back. Those
 pieces go out as the dialect's reasoning and text deltas (Chat `reasoning_content`/`content`, Anthropic
 `thinking_delta`/`text_delta`, Responses `reasoning_text`/`output_text` deltas, Gemini `thought` and text
 parts). When the turn is done, the finished `Completion` (parsed as always) is rendered by the dialect's
@@ -55,6 +56,10 @@ OPEN, CLOSE = "<think>", "</think>"
 # Where visible content stops being certain: tool-call and reasoning markup of the supported formats, and
 # special tokens (`<|...|>`, e.g. the end-of-turn token the parser drops).
 OPENERS = ("<tool_call>", OPEN, CLOSE, "<|", "<function=")
+# Parsers whose markup never starts with `<|`: for them a special token other than the trailing end-of-turn
+# (which `Renderer.completion_text` drops, and which is held back here until another token follows it) is
+# content like any other text, and the text after it keeps streaming.
+_PLAIN_SPECIALS = frozenset({"hermes", "qwen3_coder"})
 _SEQUENCE = re.compile(rb'"sequence_number":\d+')
 # A delta event is rendered once per reply and channel with this character as its piece; each piece is then
 # put in its place as JSON (a private-use character: no model text is ever mistaken for it in a template).
@@ -119,13 +124,18 @@ class ReplySoFar:
         parser: the session's parser name; `llama3_json` replies that open with `{` are calls: none of their
             content streams.
         thinking: the template's generation prompt opens a reasoning block.
+        eos_ids: the end-of-turn ids the renderer drops from the end of a completion. Given, and with a
+            parser whose markup never starts with `<|` (hermes, qwen3_coder), other special tokens stream
+            as the content they are; without them any `<|` stops the content.
     """
 
     def __init__(self, decode: Callable[[Sequence[int]], str], *, parser: str = "hermes",
-                 thinking: bool = False) -> None:
+                 thinking: bool = False, eos_ids: frozenset[int] | None = None) -> None:
         self._decode = decode
         self._llama = parser == "llama3_json"
         self._thinking = thinking
+        self._eos = eos_ids or frozenset()
+        self._openers = tuple(o for o in OPENERS if o != "<|") if eos_ids and parser in _PLAIN_SPECIALS else OPENERS
         self.ids: list[int] = []
         self.streamed = {"reasoning": "", "text": ""}
         self.phase = "start"  # start | reasoning | text | frozen
@@ -141,7 +151,10 @@ class ReplySoFar:
         self.ids.extend(new)
         if self.phase == "frozen":
             return []
-        raw = self._decode(self.ids).rstrip("\ufffd")  # a partial UTF-8 character decodes to U+FFFD
+        end = len(self.ids)
+        while end and self.ids[end - 1] in self._eos:  # dropped if it stays the last: held until it is not
+            end -= 1
+        raw = self._decode(self.ids[:end]).rstrip("\ufffd")  # a partial UTF-8 character decodes to U+FFFD
         out: list[Delta] = []
         if self.phase == "start":
             head = raw.lstrip()
@@ -168,12 +181,12 @@ class ReplySoFar:
             self.phase = "frozen"
             return out
         cut = len(body)
-        for opener in OPENERS:
+        for opener in self._openers:
             at = body.find(opener)
             if at >= 0:
                 cut = min(cut, at)
                 self.phase = "frozen"
-        safe = body[:cut] if self.phase == "frozen" else _held_back(body, OPENERS)
+        safe = body[:cut] if self.phase == "frozen" else _held_back(body, self._openers)
         grown = self._grow("text", safe.rstrip())  # the parser strips the content; trailing space waits
         return out + grown
 
@@ -290,6 +303,7 @@ def _common(a: Sequence[bytes], b: Sequence[bytes]) -> int:
 
 async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *, decode: Callable[[Sequence[int]], str],
                        model: str, parser: str = "hermes", thinking: bool = False,
+                       eos_ids: frozenset[int] | None = None,
                        keepalive_s: float | None = None,
                        pieces: MutableMapping[str, tuple[Delta, ...]] | None = None,
                        key: str | None = None) -> tuple[bytes | None, AsyncIterator[bytes]]:
@@ -306,7 +320,7 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
     interval = keepalive_interval() if keepalive_s is None else keepalive_s
     queue: asyncio.Queue[tuple[str, int, int, list[int]]] = asyncio.Queue()
     task = asyncio.ensure_future(handle(on_tokens=lambda *item: queue.put_nowait(item)))
-    so_far = ReplySoFar(decode, parser=parser, thinking=thinking)
+    so_far = ReplySoFar(decode, parser=parser, thinking=thinking, eos_ids=eos_ids)
     state: dict[str, Any] = {"events": None}
 
     async def next_item() -> tuple[str, Any]:

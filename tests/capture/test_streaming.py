@@ -237,6 +237,25 @@ def test_only_what_no_later_token_can_change_streams(renderer):
     assert partial.feed(renderer.encode("Done <tool_")) == [("text", "Done")], "a possible tag start waits"
 
 
+def test_text_after_a_special_token_keeps_streaming_and_the_end_of_turn_waits(renderer):
+    """The hermes parser keeps `<|im_start|>` mid-reply as content, so the text after it is certain too;
+    the end-of-turn token is dropped from the reply's end, so it waits until a token follows it."""
+    from openenv.capture.parsers import get_parser
+
+    [eos] = renderer.eos_ids
+    ids = renderer.encode("Hi <|im_start|> there") + [eos]
+    so_far = ReplySoFar(renderer.decode, eos_ids=renderer.eos_ids)
+    streamed = "".join(p for _, p in _feed_each(so_far, ids))
+    assert streamed == get_parser("hermes").parse(renderer.completion_text(ids)).content == "Hi <|im_start|> there"
+    mid = ReplySoFar(renderer.decode, eos_ids=renderer.eos_ids)
+    assert "".join(p for _, p in _feed_each(mid, [*renderer.encode("Hi"), eos])) == "Hi"
+    assert "".join(p for _, p in mid.feed(renderer.encode(" more"))) == renderer.decode([eos]) + " more"
+    unknown = ReplySoFar(renderer.decode)  # no end-of-turn ids known: any `<|` stops the content
+    assert "".join(p for _, p in _feed_each(unknown, ids)) == "Hi"
+    lfm2 = ReplySoFar(renderer.decode, parser="lfm2", eos_ids=renderer.eos_ids)  # its calls open with `<|`
+    assert "".join(p for _, p in _feed_each(lfm2, ids)) == "Hi"
+
+
 def test_reasoning_streams_as_it_comes_when_the_reply_opens_think(renderer):
     so_far = ReplySoFar(renderer.decode)
     ids = renderer.encode("<think>\nFirst I plan.  Then I act.\n</think>\n\nThe answer is 4.")

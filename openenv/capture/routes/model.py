@@ -179,6 +179,7 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             _, events = await stream_reply(dialect, req, handle, decode=manager.renderer.decode,
                                            model=canonical.model or manager.served_model,
                                            parser=manager.parser.name, thinking=opens_reasoning(manager.renderer),
+                                           eos_ids=manager.renderer.eos_ids,
                                            pieces=session.streamed_pieces, key=digest)
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         done = await _answer(session, canonical, dialect, request, digest=digest, retry=retry, offload=big)
