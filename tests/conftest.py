@@ -75,6 +75,20 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 
 
 @pytest.fixture(scope="session")
+def capture_server(tiny_model: Path) -> Iterator[object]:
+    """A real capture proxy on 127.0.0.1 whose backend is the tiny model in-process (it samples and scores
+    the oracle's replies); the harness and reward-hack suites share it."""
+    from openenv.capture.backends.local import LocalBackend
+    from openenv.capture.server import CaptureServer
+
+    server = CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real headless Chromium (selenium), one per session; skipped with the install hint when missing."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")

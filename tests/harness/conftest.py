@@ -1,26 +1,12 @@
-"""Harness-test fixtures: one in-process capture server on the local backend, and a leftover-process check."""
+"""Harness-test fixtures: a leftover-process check (the capture server is the suite-wide `capture_server`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from openenv.harness.sandbox.local import sandboxed_processes
-
-
-@pytest.fixture(scope="session")
-def capture_server(tiny_model: Path) -> Iterator[object]:
-    """A real capture proxy on 127.0.0.1 whose backend is the tiny model in-process (scores and samples)."""
-    from openenv.capture.backends.local import LocalBackend
-    from openenv.capture.server import CaptureServer
-
-    server = CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

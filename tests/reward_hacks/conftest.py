@@ -71,16 +71,3 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{sandbox}: tricks tried {side['tried']}, blocked {side['blocked']}{missed}")
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"totals": summary, "rows": _ROWS}, indent=2) + "\n")
-
-
-@pytest.fixture(scope="session")
-def capture_server(tiny_model: Path) -> Iterator[object]:
-    """A real capture proxy on 127.0.0.1 with the tiny model in-process (it scores the oracle's replies)."""
-    from openenv.capture.backends.local import LocalBackend
-    from openenv.capture.server import CaptureServer
-
-    server = CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model).start()
-    try:
-        yield server
-    finally:
-        server.stop()
