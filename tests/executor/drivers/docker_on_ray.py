@@ -4,10 +4,11 @@ argv: vLLM URL, run id, results folder. Prints JSON lines on stdout:
 
 1. `eval`: two oracle pi episodes with `sandbox="docker"` on `RayExecutor(run_id=RUN)` (one per node):
    the rewards, the nodes, and the labels of every openenv container seen while they ran (polled).
-2. `held`: one job per worker opens a Docker sandbox and holds it. One worker is then SIGKILLed; the
-   line says which containers were up, and which were left once the executor noticed the death (the
-   live worker sweeps the dead one's). Then the driver waits: the test sends it SIGTERM, and
-   `RayExecutor.close()` (installed on SIGTERM) must leave no container of the run.
+2. `held`: one job per worker opens a Docker sandbox and a local one, each running a process, and holds
+   them. One worker is then SIGKILLed; the line says which containers were up, which were left once the
+   executor noticed the death (the live worker sweeps the dead one's), and the local sandbox processes
+   left. Then the driver waits: the test sends it SIGTERM, and `RayExecutor.close()` (installed on
+   SIGTERM) must leave no container of the run, no sandbox process or folder, and no worker.
 
 The harness in a container reaches its worker's proxy through a unix socket mounted into the container
 (`--network none`); the Docker daemon lives outside the namespace but shares the filesystem, so nothing
@@ -31,6 +32,7 @@ import docker
 from openenv.eval import EvalPlan, run_eval
 from openenv.executor import EngineSpec, WorkerContext
 from openenv.executor.cluster import RayExecutor
+from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, RUN_LABEL
 
 url, run, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])
@@ -42,18 +44,22 @@ def containers() -> list[Any]:
 
 
 @dataclass(frozen=True)
-class HoldASandbox:
-    """Opens a Docker sandbox on its worker and keeps it until the worker goes."""
+class HoldSandboxes:
+    """Opens a Docker sandbox and a local one on its worker, each running a process, and keeps them
+    until the worker goes."""
 
     label: str = "hold"
 
     def run(self, context: WorkerContext) -> str:
         from openenv.harness.sandbox.docker import DockerSandbox
+        from openenv.harness.sandbox.local import LocalSandbox
 
-        box = DockerSandbox()
-        box.start(["sleep", "600"], env={}, timeout_s=600)
+        local, docker_box = LocalSandbox(), None
+        held = [local, local.start(["sleep", "600"], env={}, timeout_s=600)]  # first: up once the container is
+        docker_box = DockerSandbox()
+        held += [docker_box, docker_box.start(["sleep", "600"], env={}, timeout_s=600)]
         time.sleep(600)
-        return "held"
+        return f"held {len(held)}"
 
     def lost(self, reason: str) -> str:
         return reason
@@ -90,7 +96,7 @@ print(json.dumps({"phase": "eval", "rewards": [r.summary.reward for r in results
                   "labels": list(seen.values()), "workers_containers": list(everyone.values()),
                   "left_after_eval": len(containers())}), flush=True)
 
-holds = [executor.submit(HoldASandbox()) for _ in range(executor.slots)]
+holds = [executor.submit(HoldSandboxes()) for _ in range(executor.slots)]
 deadline = time.monotonic() + 120
 while len([c for c in containers() if c.status == "running"]) < executor.slots and time.monotonic() < deadline:
     time.sleep(0.2)
@@ -101,6 +107,9 @@ deadline = time.monotonic() + 60
 while any(c.attrs["Labels"][OWNER_LABEL] == victim["owner"] for c in containers()) and time.monotonic() < deadline:
     time.sleep(0.2)
 left = {c.attrs["Labels"][OWNER_LABEL]: c.id for c in containers()}
-print(json.dumps({"phase": "held", "up": up, "victim": victim["owner"], "left": left,
-                  "lost": executor.lost}), flush=True)
+local_up = {w["pid"]: len(sandboxed_processes(int(w["pid"]))) for w in executor.workers()
+            if w["owner"] in up and w["owner"] != victim["owner"]}
+print(json.dumps({"phase": "held", "up": up, "victim": victim["owner"], "left": left, "lost": executor.lost,
+                  "victim_local_left": [p.pid for p in sandboxed_processes(int(victim["pid"]))],
+                  "live_local": local_up, "workers": [w["pid"] for w in executor.workers()]}), flush=True)
 time.sleep(600)  # the test sends SIGTERM
