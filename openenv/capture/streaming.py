@@ -60,6 +60,7 @@ OPENERS = ("<tool_call>", OPEN, CLOSE, "<|", "<function=")
 # (which `Renderer.completion_text` drops, and which is held back here until another token follows it) is
 # content like any other text, and the text after it keeps streaming.
 _PLAIN_SPECIALS = frozenset({"hermes", "qwen3_coder"})
+_CONTEXT, _STEP = 4, 32  # incremental decoding: ids of context, ids between checks against a full decode
 _SEQUENCE = re.compile(rb'"sequence_number":\d+')
 # A delta event is rendered once per reply and channel with this character as its piece; each piece is then
 # put in its place as JSON (a private-use character: no model text is ever mistaken for it in a template).
@@ -135,6 +136,8 @@ class ReplySoFar:
         self._llama = parser == "llama3_json"
         self._thinking = thinking
         self._eos = eos_ids or frozenset()
+        # Incremental decoding (see `_text`): the text of ids[:_stable_n], checked against a full decode.
+        self._stable, self._stable_n, self._whole = "", 0, False
         self._openers = tuple(o for o in OPENERS if o != "<|") if eos_ids and parser in _PLAIN_SPECIALS else OPENERS
         self.ids: list[int] = []
         self.streamed = {"reasoning": "", "text": ""}
@@ -154,7 +157,7 @@ class ReplySoFar:
         end = len(self.ids)
         while end and self.ids[end - 1] in self._eos:  # dropped if it stays the last: held until it is not
             end -= 1
-        raw = self._decode(self.ids[:end]).rstrip("\ufffd")  # a partial UTF-8 character decodes to U+FFFD
+        raw = self._text(end).rstrip("\ufffd")  # a partial UTF-8 character decodes to U+FFFD
         out: list[Delta] = []
         if self.phase == "start":
             head = raw.lstrip()
@@ -189,6 +192,29 @@ class ReplySoFar:
         safe = body[:cut] if self.phase == "frozen" else _held_back(body, self._openers)
         grown = self._grow("text", safe.rstrip())  # the parser strips the content; trailing space waits
         return out + grown
+
+    def _text(self, end: int) -> str:
+        """`decode(ids[:end])` without decoding all of them every token (a 4k-token reasoning decoded whole
+        per token cost seconds of CPU): the text of a checked prefix plus the newer ids decoded with a few
+        ids of context before them, as vLLM's incremental detokenizer does. The prefix moves on every
+        `_STEP` ids, only where a full decode agrees with it; a tokenizer that ever disagrees is decoded
+        whole from then on."""
+        if self._whole:
+            return self._decode(self.ids[:end])
+        start = max(self._stable_n - _CONTEXT, 0)
+        context = self._decode(self.ids[start:self._stable_n]) if self._stable_n else ""
+        tail = self._decode(self.ids[start:end])
+        if not tail.startswith(context):
+            self._whole = True
+            return self._decode(self.ids[:end])
+        text = self._stable + tail[len(context):]
+        if end - self._stable_n >= _STEP and not text.endswith("\ufffd"):
+            full = self._decode(self.ids[:end])
+            if full != text:
+                self._whole = True
+                return full
+            self._stable, self._stable_n = text, end
+        return text
 
     def _grow(self, channel: str, value: str) -> list[Delta]:
         before = self.streamed[channel]

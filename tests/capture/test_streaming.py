@@ -442,3 +442,25 @@ def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstrea
     assert turns[0].completion.token_ids == turns[1].completion.token_ids == tuple(ids)
     assert turns[0].completion.reasoning == turns[1].completion.reasoning != ""
     assert not [r for r in caplog.records if "not a prefix" in r.getMessage() or "template" in r.getMessage()]
+
+
+def test_a_long_reply_is_decoded_incrementally_and_exactly(renderer):
+    """Each token decodes only the newest ids (with a few of context), checked against a full decode every
+    few dozen ids: the pieces join to exactly what a whole decode gives, multi-byte characters included."""
+    from openenv.capture.parsers import get_parser
+
+    text = "<think>\n" + "Schön — ünïcödé 🙂 and plain words, " * 40 + "\n</think>\n\nDone: 東京 🙂."
+    ids = renderer.encode(text)
+    calls: list[int] = []
+
+    def counting(part: Any) -> str:
+        calls.append(len(part))
+        return renderer.decode(part)
+
+    so_far = ReplySoFar(counting)
+    deltas = _feed_each(so_far, ids)
+    parsed = get_parser("hermes").parse(renderer.decode(ids))
+    assert "".join(p for c, p in deltas if c == "reasoning") == parsed.reasoning
+    assert "".join(p for c, p in deltas if c == "text") == parsed.content == "Done: 東京 🙂."
+    assert not so_far._whole and len(ids) > 300
+    assert sum(calls) < len(ids) ** 2 / 8, "not a full decode per token (that is len(ids)**2 / 2 ids)"
