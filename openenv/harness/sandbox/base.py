@@ -13,7 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.errors import BadRequest
 
-__all__ = ["CommandResult", "HARBOR_DIRS", "HarnessProcess", "Limits", "ProcessStatus", "Sandbox", "container_relpath"]
+__all__ = [
+    "HARBOR_DIRS",
+    "CommandResult",
+    "HarnessProcess",
+    "Limits",
+    "ProcessStatus",
+    "Sandbox",
+    "container_relpath",
+    "run_to_end",
+]
 
 # The folders a Harbor task's scripts expect at these absolute paths, besides the workdir (`/app` by
 # default, or the task's WORKDIR). Sandboxes show them there: Docker as real paths, local through
@@ -172,3 +181,12 @@ def container_relpath(container_path: str, roots: tuple[str, ...]) -> tuple[str,
         if path == PurePosixPath(root) or PurePosixPath(root) in path.parents:
             return root, path.relative_to(root)
     raise BadRequest(f"{container_path!r} is not under a sandbox folder ({', '.join(sorted(roots))})")
+
+
+def run_to_end(process: HarnessProcess, argv: list[str], timeout_s: float) -> CommandResult:
+    """What `Sandbox.run` reports: wait for `process` (10 s of grace past its own deadline, at which the
+    sandbox kills it), kill whatever is left, and collect the exit code and the output's tail."""
+    status = process.wait(timeout_s + 10)
+    process.kill()
+    return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
+                         timed_out=status == "timeout")

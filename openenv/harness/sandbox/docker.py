@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.errors import EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
-from openenv.harness.sandbox.base import CommandResult, Limits, container_relpath
+from openenv.harness.sandbox.base import CommandResult, Limits, container_relpath, run_to_end
 from openenv.harness.sandbox.docker_process import (
     END_AGENT_SNIPPET,
     KILL_SNIPPET,
@@ -427,15 +427,13 @@ class DockerSandbox:
         cwd: str | Path | None = None,
     ) -> CommandResult:
         process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
-        status = process.wait(timeout_s + 10)
-        process.kill()
+        result = run_to_end(process, argv, timeout_s)
         if self._expose_private:
             drop_links(self.root / "private")  # the host reads these next (rewards): never through a link
         drop_links(self.root / HARBOR_MOUNTS["/logs/verifier"][0])
         if process.lost:
             raise SandboxLost(self.lost_reason() or f"sandbox lost while running {argv[0]!r}")
-        return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
-                             timed_out=status == "timeout")
+        return result
 
     def _exec_snippet(self, snippet: str, arg: str) -> str:
         if self._stopped or self.lost_reason() is not None:

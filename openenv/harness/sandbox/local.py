@@ -27,7 +27,14 @@ import psutil
 from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox import isolation as isolation_mod
-from openenv.harness.sandbox.base import HARBOR_DIRS, CommandResult, Limits, ProcessStatus, container_relpath
+from openenv.harness.sandbox.base import (
+    HARBOR_DIRS,
+    CommandResult,
+    Limits,
+    ProcessStatus,
+    container_relpath,
+    run_to_end,
+)
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
 from openenv.harness.sandbox.files import empty_folder, write_tree
 from openenv.paths import safe_join
@@ -483,15 +490,7 @@ class LocalSandbox:
         self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
         cwd: str | Path | None = None,
     ) -> CommandResult:
-        process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
-        status = process.wait(timeout_s + 10)
-        process.kill()
-        return CommandResult(
-            argv=argv,
-            exit_code=process.exit_code(),
-            output=process.output_tail(200_000),
-            timed_out=status == "timeout",
-        )
+        return run_to_end(self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd), argv, timeout_s)
 
     def leftover_pids(self) -> list[int]:
         found = {p.pid for p in _marked(lambda value: value == self.id)}
