@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from openenv.capture.dialects._body import BodyParser, ItemMemo, ValueMemo
 from openenv.capture.dialects._history import HistoryMemo
 
-__all__ = ["DEFAULT_MAX_BYTES", "DialectCaches", "DialectState"]
+__all__ = ["DEFAULT_MAX_BYTES", "CacheSpec", "DialectCaches", "DialectState"]
 
 M = TypeVar("M", bound=BaseModel)
 S = TypeVar("S")
@@ -29,6 +29,26 @@ V = TypeVar("V")
 
 DEFAULT_MAX_BYTES = 1536 << 20  # 384 MiB per dialect, what the separate module caches added up to
 _DIALECTS = 4  # the budget is split evenly between the dialects of the route registry
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSpec(Generic[M, S, V]):
+    """What a dialect's caches are made of (one module constant per dialect).
+
+    Attributes:
+        dialect: the dialect's name (one set of caches each).
+        model: its request model; `lists`: the JSON names of the list fields worth remembering.
+        fold: `(items, values, state, item) -> (state, values)`, the history fold (`HistoryMemo`), given
+            this dialect's item and value memos.
+        start: the fold's state before the first item; `finish`: values pending after the last.
+    """
+
+    dialect: str
+    model: type[M]
+    lists: tuple[str, ...]
+    fold: Callable[[ItemMemo[Any], ValueMemo, S, Any], tuple[S, Sequence[V]]]
+    start: S
+    finish: Callable[[S], Sequence[V]] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -61,31 +81,21 @@ class DialectState:
         self._caches: dict[str, DialectCaches[Any, Any, Any]] = {}
         self._lock = threading.Lock()
 
-    def caches(self, dialect: str, model: type[M], *, lists: tuple[str, ...],
-               fold: Callable[[ItemMemo[Any], ValueMemo, S, Any], tuple[S, Sequence[V]]], start: S,
-               finish: Callable[[S], Sequence[V]] | None = None) -> DialectCaches[M, S, V]:
-        """The caches of `dialect`, made on first use.
-
-        Args:
-            dialect: the dialect's name (one set of caches each).
-            model: its request model; `lists`: the JSON names of the list fields worth remembering.
-            fold: `(items, values, state, item) -> (state, values)`, the history fold (`HistoryMemo`),
-                given this dialect's item and value memos.
-            start: the fold's state before the first item; `finish`: values pending after the last.
-        """
-        found = self._caches.get(dialect)
+    def caches(self, spec: CacheSpec[M, S, V]) -> DialectCaches[M, S, V]:
+        """The caches `spec` describes, made on first use."""
+        found = self._caches.get(spec.dialect)
         if found is not None:
             return found
         with self._lock:
-            if dialect not in self._caches:
-                self._caches[dialect] = self._make(model, lists, fold, start, finish)
-            return self._caches[dialect]
+            if spec.dialect not in self._caches:
+                self._caches[spec.dialect] = self._make(spec)
+            return self._caches[spec.dialect]
 
-    def _make(self, model: type[M], lists: tuple[str, ...], fold: Any, start: Any, finish: Any,
-              ) -> DialectCaches[M, Any, Any]:
+    def _make(self, spec: CacheSpec[M, S, V]) -> DialectCaches[M, S, V]:
         share = self.max_bytes // _DIALECTS  # split 1/6 items, 1/3 lists, 1/6 item memo, 1/4 history, 1/12 values
-        body = BodyParser(model, lists=lists, item_bytes=share // 6, history_bytes=share // 3)
+        body = BodyParser(spec.model, lists=spec.lists, item_bytes=share // 6, history_bytes=share // 3)
         items: ItemMemo[Any] = ItemMemo(max_bytes=share // 6)
         values = ValueMemo(max_bytes=share // 12)
-        history = HistoryMemo(functools.partial(fold, items, values), start, finish=finish, max_bytes=share // 4)
+        history = HistoryMemo(functools.partial(spec.fold, items, values), spec.start, finish=spec.finish,
+                              max_bytes=share // 4)
         return DialectCaches(body, items, values, history)

@@ -30,7 +30,7 @@ from openenv.capture.dialects._shared import (
 )
 from openenv.capture.dialects.anthropic import protocol as p
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
-from openenv.capture.dialects.state import DialectCaches, DialectState
+from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
@@ -47,12 +47,8 @@ __all__ = [
 NAME = "anthropic"
 
 
-def _caches(state: DialectState) -> DialectCaches[p.MessagesRequest, Mapping[str, str], Message]:
-    return state.caches(NAME, p.MessagesRequest, lists=("messages", "tools"), fold=_fold, start={})
-
-
 def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.MessagesRequest:
-    return _caches(state).body.parse(body)
+    return state.caches(_SPEC).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -63,7 +59,7 @@ def session_token(ctx: RequestContext) -> str | None:
 
 
 def to_canonical(req: p.MessagesRequest, state: DialectState) -> CanonicalRequest:
-    caches = _caches(state)
+    caches = state.caches(_SPEC)
     return CanonicalRequest(
         model=req.model,
         messages=_system(req.system, caches.values) + caches.history.convert(req.messages),
@@ -95,6 +91,10 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
     converted: tuple[Message, ...] = items.get(msg, lambda: _message(msg, names), known)
     calls = {c.id: c.name for m in converted if m.role == "assistant" for c in m.parts if isinstance(c, ToolCallPart)}
     return ({**names, **calls} if calls else names), converted
+
+
+_SPEC: CacheSpec[p.MessagesRequest, Mapping[str, str], Message] = CacheSpec(
+    NAME, p.MessagesRequest, ("messages", "tools"), _fold, {})
 
 
 def _message(msg: p.Message, names: Mapping[str, str]) -> tuple[Message, ...]:

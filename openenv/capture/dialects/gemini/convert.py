@@ -32,7 +32,7 @@ from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import chunk_text, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.gemini import protocol as p
-from openenv.capture.dialects.state import DialectCaches, DialectState
+from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
 __all__ = [
@@ -49,8 +49,6 @@ __all__ = [
 NAME = "gemini"
 
 
-def _caches(state: DialectState) -> DialectCaches[p.GenerateContentRequest, _CallIds, Message]:
-    return state.caches(NAME, p.GenerateContentRequest, lists=("contents", "tools"), fold=_fold, start=_CallIds())
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -63,7 +61,7 @@ def session_token(ctx: RequestContext) -> str | None:
 
 def to_canonical(req: p.GeminiCall, state: DialectState) -> CanonicalRequest:
     body = req.body
-    caches = _caches(state)
+    caches = state.caches(_SPEC)
     config = body.generation_config or p.GenerationConfig()
     if config.candidate_count is not None and config.candidate_count > 1:
         raise Unsupported(
@@ -130,6 +128,10 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, ids: _CallIds,
             ids, part = _model_part(x, ids)
             parts.append(part)
     return ids, [Message(role="assistant", parts=_joined(parts))]
+
+
+_SPEC: CacheSpec[p.GenerateContentRequest, _CallIds, Message] = CacheSpec(
+    NAME, p.GenerateContentRequest, ("contents", "tools"), _fold, _CallIds())
 
 
 def _has_model_part(part: p.Part) -> bool:
@@ -356,7 +358,7 @@ class GeminiDialect:
 
     def parse(self, body: bytes, ctx: RequestContext, state: DialectState) -> p.GeminiCall:
         model = ctx.path_params.get("model", "")
-        return p.GeminiCall(model=model, stream=self.stream, body=_caches(state).body.parse(body))
+        return p.GeminiCall(model=model, stream=self.stream, body=state.caches(_SPEC).body.parse(body))
 
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

@@ -24,7 +24,7 @@ from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import bearer_token, chunk_text, openai_error_body, response_id
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_chat import protocol as p
-from openenv.capture.dialects.state import DialectCaches, DialectState
+from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
@@ -41,12 +41,8 @@ __all__ = [
 NAME = "openai_chat"
 
 
-def _caches(state: DialectState) -> DialectCaches[p.ChatCompletionRequest, Mapping[str, str], Message]:
-    return state.caches(NAME, p.ChatCompletionRequest, lists=("messages", "tools"), fold=_fold, start={})
-
-
 def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.ChatCompletionRequest:
-    return _caches(state).body.parse(body)
+    return state.caches(_SPEC).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -60,7 +56,7 @@ def to_canonical(req: p.ChatCompletionRequest, state: DialectState) -> Canonical
     if req.n is not None and req.n > 1:
         raise Unsupported(f"n={req.n} is not supported; the proxy samples one choice per request (n=1)",
                           param="n")
-    caches = _caches(state)
+    caches = state.caches(_SPEC)
     return CanonicalRequest(
         model=req.model,
         messages=caches.history.convert(req.messages),
@@ -80,6 +76,10 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
     converted: Message = items.get(msg, lambda: _message(msg, name, values), name)
     calls = {c.id: c.name for c in converted.parts if isinstance(c, ToolCallPart)}
     return ({**names, **calls} if calls else names), (converted,)
+
+
+_SPEC: CacheSpec[p.ChatCompletionRequest, Mapping[str, str], Message] = CacheSpec(
+    NAME, p.ChatCompletionRequest, ("messages", "tools"), _fold, {})
 
 
 # Harnesses resend the whole history every turn; converting each message once (by value, `values`)

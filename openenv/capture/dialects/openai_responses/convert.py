@@ -38,7 +38,7 @@ from openenv.capture.dialects._shared import (
 )
 from openenv.capture.dialects.base import RequestContext, ServerSentEvent
 from openenv.capture.dialects.openai_responses import protocol as p
-from openenv.capture.dialects.state import DialectCaches, DialectState
+from openenv.capture.dialects.state import CacheSpec, DialectCaches, DialectState
 from openenv.errors import OpenEnvError, Unsupported
 
 __all__ = [
@@ -57,13 +57,8 @@ CUSTOM_INPUT = "input"  # the one parameter a freeform tool is offered with
 log = logging.getLogger(__name__)
 
 
-def _caches(state: DialectState) -> DialectCaches[p.ResponsesRequest, _Fold, Message]:
-    return state.caches(NAME, p.ResponsesRequest, lists=("input", "tools"), fold=_fold, start=_Fold(),
-                        finish=_Fold.closed)
-
-
 def parse(body: bytes, ctx: RequestContext, state: DialectState) -> p.ResponsesRequest:
-    return _caches(state).body.parse(body)
+    return state.caches(_SPEC).body.parse(body)
 
 
 def session_token(ctx: RequestContext) -> str | None:
@@ -80,7 +75,7 @@ def to_canonical(req: p.ResponsesRequest, state: DialectState) -> CanonicalReque
             "conversation in `input` (as Codex does with store: false)",
             param="previous_response_id",
         )
-    caches = _caches(state)
+    caches = state.caches(_SPEC)
     return CanonicalRequest(
         model=req.model,
         messages=_instructions(req.instructions, caches.values) + _messages(req.input, caches),
@@ -153,6 +148,10 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, state: _Fold,
             return state, ()
         case _:
             assert_never(item)
+
+
+_SPEC: CacheSpec[p.ResponsesRequest, _Fold, Message] = CacheSpec(
+    NAME, p.ResponsesRequest, ("input", "tools"), _fold, _Fold(), _Fold.closed)
 
 
 def _messages(items: str | list[p.InputItem], caches: DialectCaches[Any, _Fold, Message]) -> tuple[Message, ...]:
