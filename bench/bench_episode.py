@@ -16,14 +16,17 @@ drifts hit both):
   is the harness's own cost: what we cannot go below.
 
 Reported per harness and concurrency: episodes per minute, wall seconds per episode, CPU seconds per
-episode (this process and every process it started, counted by a `cpuacct` cgroup; the stand-in
-engines are outside it, on both sides), and peak RSS per concurrent episode (sampled every 0.25 s: the harness process trees, plus
-for openenv what this process, i.e. the proxy and the env, grew above its idle size). The overhead is
-openenv / floor (goal <= 1.15x). Where openenv's time goes (per episode, exclusive wall seconds):
+episode (this process and every process it started, counted by a `cpuacct` cgroup this process moves
+into: a sandbox's processes end by `cgroup.kill` and are never reaped, so `os.times()` would lose
+them; the stand-in engines are started before and stay outside, on both sides), and peak RSS per
+concurrent episode (sampled every 0.25 s: the harness process trees, plus for openenv what this
+process, i.e. the proxy and the env, grew above its idle size). The overhead is openenv / floor (goal
+<= 1.15x). Where openenv's time goes (per episode, exclusive wall seconds, and CPU seconds at c=1):
 sandbox set-up, harness start (config, setup commands, spawn), waiting on the harness (its own work and
-the proxy's request parsing), answering turns (the proxy: the oracle's reply tokenized, scored, encoded),
-the verifier, tear-down, and the rest (session open, log writing). The 1-minute load average is recorded
-with every row: on a shared machine read the CPU columns before the wall ones.
+the proxy's request parsing), answering turns (the proxy: the oracle's reply tokenized, scored,
+encoded), the verifier, tear-down, and the rest (session open, log writing). The 1-minute load average
+is recorded with every row: on a shared machine read the CPU columns before the wall ones. Needs root
+(bubblewrap sandboxes as root, the cgroup) and the harness CLIs installed.
 """
 
 from __future__ import annotations
@@ -42,12 +45,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.core.net import free_port  # noqa: E402
+from openenv.core.net import free_port
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
@@ -264,7 +267,7 @@ class Sampler:
             self._tick()
         self.cpu_s = time.thread_time() - start
 
-    def __enter__(self) -> Sampler:
+    def __enter__(self) -> Self:
         self.idle_rss = self._me.memory_info().rss
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -456,15 +459,15 @@ def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
     logs = Path(tempfile.mkdtemp(prefix="openenv-bench-episode-"))
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
-    global CPU  # noqa: PLW0603 - one per run, read by _cpu()
+    global CPU
     CPU = CpuGroup()  # after the stand-in engines started: they stay outside it
     try:
         server = CaptureServer(backend=VLLMBackend(engine_url), model=tiny_model_path()).start()
         exclude = {engine.pid, oracle.pid}
         try:
             for harness in harnesses:
-                ours = lambda h=harness: openenv_episode(h, task, server, engine_url, logs, phases)  # noqa: E731
-                floor = lambda h=harness: floor_episode(h, task, oracle_url)  # noqa: E731
+                ours = lambda h=harness: openenv_episode(h, task, server, engine_url, logs, phases)
+                floor = lambda h=harness: floor_episode(h, task, oracle_url)
                 warm = [ours(), floor()]  # tokenizer, first sandbox, Node's compile cache
                 if not all(w["ok"] for w in warm):
                     raise SystemExit(f"{harness}: the warm-up episode failed: {[w['error'] for w in warm]}")
@@ -529,8 +532,8 @@ def render(report: dict[str, Any]) -> str:
         if r["side"] == "openenv":
             lines.append(f"| {r['harness']} | {r['concurrency']} | "
                          + " | ".join(f"{r['phases'][p]:.2f}" for p in PHASES) + " |")
-    lines += ["", "where openenv's CPU goes at c=1 (one episode at a time, so the run's CPU is the episode's), "
-              "CPU seconds per episode; the floor's whole episode beside it:", "",
+    lines += ["", ("where openenv's CPU goes at c=1 (one episode at a time, so the run's CPU is the episode's), "
+                   "CPU seconds per episode; the floor's whole episode beside it:"), "",
               "| harness | floor | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
     by = {(r["harness"], r["concurrency"], r["side"]): r for r in report["rows"]}
     for r in report["rows"]:

@@ -34,8 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.core.net import free_port  # noqa: E402
-
+from openenv.core.net import free_port
 from openenv.executor import EngineSpec, WorkerContext
 
 TOOLS = [{"type": "function", "function": {"name": "tool_0", "description": "run a shell command",

@@ -19,7 +19,6 @@ from openenv.harness.catalog import get_spec
 from openenv.harness.install import prefix
 from openenv.testing.ray_cluster import LoopbackRayCluster, cluster_unavailable
 
-
 # Installed here, hidden from the worker node only (no cluster test runs it): a node that lacks one CLI.
 MISSING_ON_ONE_NODE = "opencode"
 

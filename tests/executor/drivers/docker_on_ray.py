@@ -30,7 +30,7 @@ from typing import Any
 import docker
 
 from openenv.eval import EvalPlan, run_eval
-from openenv.executor import EngineSpec, WorkerContext
+from openenv.executor import WorkerContext
 from openenv.executor.cluster import RayExecutor
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, RUN_LABEL
