@@ -23,19 +23,18 @@ PACKAGES="python3,ca-certificates,procps"
 SANDBOX_UID=1000
 
 log() { printf '[build_base_image] %s\n' "$*" >&2; }
+# shellcheck source=scripts/image_lib.sh
+source "$ROOT/scripts/image_lib.sh"
 
 # Bump ROOTFS_VERSION when build_rootfs changes; the image recipe also covers the import options below.
 ROOTFS_VERSION=1
 ROOTFS_RECIPE="$(echo "$ROOTFS_VERSION $PACKAGES $NODE_VERSION $MIRROR $SANDBOX_UID" | sha256sum | cut -c1-16)"
-RECIPE="$( (cat "${BASH_SOURCE[0]}"; echo "$ROOTFS_RECIPE") | sha256sum | cut -c1-16)"
+RECIPE="$( (cat "${BASH_SOURCE[0]}" "$ROOT/scripts/image_lib.sh"; echo "$ROOTFS_RECIPE") | sha256sum | cut -c1-16)"
 TARBALL="$CACHE/base-$ROOTFS_RECIPE.tar"
 
-if [[ "${1:-}" != "--force" ]]; then
-  have="$(docker image inspect "$IMAGE" --format '{{ index .Config.Labels "openenv.recipe" }}' 2>/dev/null || true)"
-  if [[ "$have" == "$RECIPE" ]]; then
-    log "$IMAGE is up to date (recipe $RECIPE)"
-    exit 0
-  fi
+if image_is_current "$IMAGE" "$RECIPE" "${1:-}"; then
+  log "$IMAGE is up to date (recipe $RECIPE)"
+  exit 0
 fi
 
 node_binary() {  # prints the path of a Node $NODE_VERSION binary, installing npm's node package if needed
@@ -90,5 +89,4 @@ docker import \
   --change "WORKDIR /home/openenv" \
   --change 'CMD ["/bin/sh"]' \
   "$TARBALL" "$IMAGE" >/dev/null
-docker run --rm --network none "$IMAGE" sh -c 'python3 --version && node --version' | sed 's/^/[build_base_image] /' >&2
-log "built $IMAGE ($(docker image inspect "$IMAGE" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
+report_built "$IMAGE" build_base_image 'python3 --version && node --version'

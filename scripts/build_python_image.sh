@@ -23,6 +23,8 @@ PY="${OPENENV_PYTHON:-$ROOT/.venv/bin/python}"
 CACHE="$ROOT/.cache/docker"
 
 log() { printf '[build_python_image] %s\n' "$*" >&2; }
+# shellcheck source=scripts/image_lib.sh
+source "$ROOT/scripts/image_lib.sh"
 
 docker image inspect "$BASE" >/dev/null 2>&1 || bash "$ROOT/scripts/build_base_image.sh"
 
@@ -36,14 +38,11 @@ print("\n".join(sorted(r for r in reqs if re.split(r"[<>=!~;\[ ]", r)[0] != "tor
 EOF
 )"
 BASE_ID="$(docker image inspect "$BASE" --format '{{.Id}}')"
-RECIPE="$( (cat "${BASH_SOURCE[0]}"; echo "$BASE_ID"; echo "$REQS"; cat "$ROOT/constraints.txt") | sha256sum | cut -c1-16)"
+RECIPE="$( (cat "${BASH_SOURCE[0]}" "$ROOT/scripts/image_lib.sh"; echo "$BASE_ID"; echo "$REQS"; cat "$ROOT/constraints.txt") | sha256sum | cut -c1-16)"
 
-if [[ "${1:-}" != "--force" ]]; then
-  have="$(docker image inspect "$IMAGE" --format '{{ index .Config.Labels "openenv.recipe" }}' 2>/dev/null || true)"
-  if [[ "$have" == "$RECIPE" ]]; then
-    log "$IMAGE is up to date (recipe $RECIPE)"
-    exit 0
-  fi
+if image_is_current "$IMAGE" "$RECIPE" "${1:-}"; then
+  log "$IMAGE is up to date (recipe $RECIPE)"
+  exit 0
 fi
 
 DEBS="$CACHE/debs"
@@ -85,5 +84,4 @@ LABEL openenv.recipe=$RECIPE
 EOF
 log "docker build -> $IMAGE (offline: --network none)"
 docker build -q --network none -t "$IMAGE" "$context" >/dev/null
-docker run --rm --network none "$IMAGE" sh -c 'python --version && pip --version' | sed 's/^/[build_python_image] /' >&2
-log "built $IMAGE ($(docker image inspect "$IMAGE" --format '{{.Size}}' | awk '{printf "%.0f MB", $1/1e6}'))"
+report_built "$IMAGE" build_python_image 'python --version && pip --version'
