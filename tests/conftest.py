@@ -89,6 +89,14 @@ def capture_server(tiny_model: Path) -> Iterator[object]:
 
 
 @pytest.fixture(scope="session")
+def teacher(tiny_model: Path) -> Any:
+    """The tiny model in float32 transformers: an independent teacher-forced scorer for sampled logprobs."""
+    from openenv.testing.teacher import load_teacher
+
+    return load_teacher(tiny_model)
+
+
+@pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real headless Chromium (selenium), one per session; skipped with the install hint when missing."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 from openai import OpenAI
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession
+from openenv.testing.teacher import teacher_logprobs
 
 SAMPLING = SamplingParams(max_tokens=12, temperature=1.0)
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Say hello."}]
@@ -28,22 +27,6 @@ CALL = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</too
 
 def sdk(session: SyncCaptureSession) -> OpenAI:
     return OpenAI(base_url=session.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
-
-
-@pytest.fixture(scope="module")
-def teacher(tiny_model: Path) -> Any:
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype="float32").eval()
-
-
-def teacher_logprobs(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
-    import torch
-
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-    picked = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion).unsqueeze(1))
-    return picked.squeeze(1).tolist()  # type: ignore[no-any-return]
 
 
 def test_non_stream_records_exactly_what_vllm_sampled(proxy: CaptureServer, replies: list[dict[str, Any]],

@@ -10,7 +10,6 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -49,20 +48,3 @@ def long_run(vllm_url: str, tiny_model: Path, tmp_path_factory: pytest.TempPathF
         return runs[name]
 
     return run
-
-
-@pytest.fixture(scope="session")
-def teacher(tiny_model: Path) -> Any:
-    """The tiny model in float32 transformers: an independent teacher-forced scorer for vLLM's logprobs."""
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(str(tiny_model), dtype="float32").eval()
-
-
-def teacher_logprobs(model: Any, prompt: list[int], completion: list[int]) -> list[float]:
-    import torch
-
-    with torch.no_grad():
-        logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-    picked = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(completion).unsqueeze(1))
-    return picked.squeeze(1).tolist()  # type: ignore[no-any-return]

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness.long.conftest import LongRun, teacher_logprobs
+from openenv.testing.teacher import teacher_logprobs
+from tests.harness.long.conftest import LongRun
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
