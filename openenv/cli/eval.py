@@ -88,7 +88,8 @@ def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExe
     from openenv.executor.cluster import RayExecutor
 
     _err.print(f"connecting to the Ray cluster at {address} and starting the episode workers")
-    executor = RayExecutor(address, engine=plan.engine(), harnesses=plan.harnesses, slots=slots)
+    executor = RayExecutor(address, engine=plan.engine(), harnesses=plan.harnesses, slots=slots,
+                           sandbox=plan.sandbox)
     nodes = executor.nodes()
     _err.print(f"{executor.slots} episode workers on {len(set(nodes.values()))} node(s): "
                f"{', '.join(sorted(set(nodes.values())))}")

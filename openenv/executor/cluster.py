@@ -74,6 +74,7 @@ class RayExecutor:
         run_id: names the run's folders (default: random).
         start_timeout_s: how long the actors may take to start and pass their checks.
         max_replacements: how many dead actors are replaced over the run (default: `slots`).
+        sandbox: the run's sandbox kind; with `docker` every node must have a Docker engine (checked at start).
 
     Raises:
         BadRequest: Ray is missing, or the `local` backend (it cannot cross processes).
@@ -85,7 +86,7 @@ class RayExecutor:
     def __init__(self, address: str | None = "auto", *, engine: EngineSpec, harnesses: Sequence[str],
                  slots: int | None = None, slot_resource: str | None = SLOT_RESOURCE,
                  artifacts: str | Path | None = None, run_id: str | None = None, start_timeout_s: float = 180.0,
-                 max_replacements: int | None = None) -> None:
+                 max_replacements: int | None = None, sandbox: str = "local") -> None:
         engine.check_remote()
         ray = self._ray = _import_ray()
         self._owns_ray = not ray.is_initialized()
@@ -95,7 +96,7 @@ class RayExecutor:
             except ConnectionError as exc:
                 raise ClusterNotReady(f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
                                       "or pass its address (--ray HOST:PORT)") from None
-        self.engine, self.harnesses = engine, list(harnesses)
+        self.engine, self.harnesses, self.sandbox = engine, list(harnesses), sandbox
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.artifacts = str(artifacts or "/tmp/openenv-ray")
         self.slot_resource = slot_resource
@@ -203,7 +204,7 @@ class RayExecutor:
         return self._ray.remote(EpisodeWorker).options(**options)
 
     def _new_actor(self) -> Any:
-        return self._actor_class().remote(self.run_id, self.engine, self.harnesses, self.artifacts)
+        return self._actor_class().remote(self.run_id, self.engine, self.harnesses, self.artifacts, self.sandbox)
 
     def _start_actors(self, timeout_s: float) -> None:
         ray = self._ray

@@ -20,10 +20,13 @@ class NodeNotReady(EnvError):
     """This node cannot run the run's episodes; the message lists every missing piece."""
 
 
-def node_problems(engine: EngineSpec, harnesses: Sequence[str]) -> list[str]:
-    """Everything missing on this machine for `engine` and `harnesses`, as sentences (empty: ready)."""
+def node_problems(engine: EngineSpec, harnesses: Sequence[str], sandbox: str = "local") -> list[str]:
+    """Everything missing on this machine for `engine`, `harnesses` and `sandbox` (`docker`: an engine
+    must answer here), as sentences (empty: ready)."""
     problems = _tokenizer_problems(engine.model)
     problems += _harness_problems(harnesses)
+    if sandbox == "docker":
+        problems += _docker_problems()
     for url in engine.vllm_urls if engine.backend == "vllm" else ():
         error = probe_engine(url)
         if error:
@@ -65,6 +68,15 @@ def _harness_problems(harnesses: Sequence[str]) -> list[str]:
             problems.append(f"the {name} CLI is not installed here (run `openenv harness install {name}` on "
                             "this node, or share $OPENENV_HARNESS_CACHE)")
     return problems
+
+
+def _docker_problems() -> list[str]:
+    try:
+        from openenv.harness.sandbox.docker import engine_available
+    except ImportError as exc:
+        return [f"the run uses Docker sandboxes, but the Docker SDK does not import here ({exc})"]
+    reason = engine_available()
+    return [] if reason is None else [f"the run uses Docker sandboxes, but {reason}"]
 
 
 def probe_engine(url: str, timeout_s: float = 5.0) -> str | None:

@@ -51,16 +51,19 @@ class EpisodeWorker:
         engine: the engine every job of the run samples from (checked here, served per job spec).
         harnesses: the harness names the run uses (their CLIs are checked here).
         artifacts: the root folder for trajectories and sandboxes on this node.
+        sandbox: the run's sandbox kind (`docker`: a Docker engine must answer on this node).
 
     Raises:
-        NodeNotReady: the node lacks the tokenizer folder or a harness CLI, or cannot reach the engine.
+        NodeNotReady: the node lacks the tokenizer folder or a harness CLI, cannot reach the engine, or
+            has no Docker engine for a Docker run.
     """
 
-    def __init__(self, run_id: str, engine: EngineSpec, harnesses: Sequence[str], artifacts: str) -> None:
+    def __init__(self, run_id: str, engine: EngineSpec, harnesses: Sequence[str], artifacts: str,
+                 sandbox: str = "local") -> None:
         from openenv.harness.sandbox.sweeper import owner_label
 
         self.node_id, self.node_ip = _node()
-        problems = node_problems(engine, harnesses)
+        problems = node_problems(engine, harnesses, sandbox)
         if problems:
             raise NodeNotReady(f"node {self.node_ip} ({self.node_id[:12]}) cannot run this run's episodes: "
                                + "; ".join(problems))

@@ -82,6 +82,13 @@ def test_node_checks_name_each_missing_piece(tmp_path: Path):
     assert probe_engine("http://127.0.0.1:9", timeout_s=2) is not None
 
 
+def test_a_docker_run_needs_a_docker_engine_on_the_node(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    [problem] = node_problems(EngineSpec(), ["pi"], sandbox="docker")
+    assert problem.startswith("the run uses Docker sandboxes, but no Docker engine answers"), problem
+    assert node_problems(EngineSpec(), ["pi"]) == []  # a local-sandbox run does not ask for Docker
+
+
 class _LosingExecutor:
     """Loses the first attempt of every job the way a dead Ray worker does, then runs it on a thread."""
 
