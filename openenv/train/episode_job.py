@@ -16,7 +16,7 @@ from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, WorkerContext
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import HarnessEnvironment, SandboxKind
 from openenv.harness.tasks.model import Task
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult, run_training_episode
 from openenv.train.sequences import SequencePolicy
@@ -36,6 +36,7 @@ class TrainingEpisodeJob:
         engine: the engine the episode samples from (a Ray worker serves it with its own proxy).
         sampling: the per-turn sampling settings.
         network: the sandbox network.
+        sandbox: `local` (bubblewrap) or `docker` (a container of the task's image).
         timeout_s: the harness's wall-clock budget (default: the task's).
         sequences: which of the episode's sequences train (`sequences.py`).
         env_builder: a custom environment builder (default: `HarnessEnvironment` with the above).
@@ -48,6 +49,7 @@ class TrainingEpisodeJob:
     engine: EngineSpec
     sampling: SamplingParams
     network: Literal["auto", "host", "loopback"] = "auto"
+    sandbox: SandboxKind = "local"
     timeout_s: float | None = None
     sequences: SequencePolicy = "all"
     env_builder: EnvBuilder | None = None
@@ -75,4 +77,4 @@ class TrainingEpisodeJob:
 
     def _default_env(self, harness: str, server: CaptureServer | None) -> HarnessEnvironment:
         return HarnessEnvironment(harness, server=server, sampling=self.sampling, network=self.network,
-                                  budget=self.budget)
+                                  budget=self.budget, sandbox=self.sandbox)

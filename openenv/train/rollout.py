@@ -34,7 +34,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_executor
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import HarnessEnvironment, SandboxKind
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
@@ -70,6 +70,8 @@ class RolloutConfig(BaseModel):
         max_concurrency: episodes running at once, across the batch's groups.
         episode_timeout_s: the harness's wall-clock budget per episode (default: the task's).
         network: the sandbox network (`auto`, `host` or `loopback`).
+        sandbox: `local` (bubblewrap) or `docker` (each episode in a container of its task's image; on
+            Ray every node must have a Docker engine, checked at start).
         failure: the retry/mask policy for failed episodes.
         policy: `sample` (on-policy) or `oracle` (reference solutions scored by the policy) for every episode.
         sequences: `all` trains every sequence of an episode (compaction, sub-agents, forks) with the
@@ -95,6 +97,7 @@ class RolloutConfig(BaseModel):
     max_concurrency: int = Field(default=4, gt=0)
     episode_timeout_s: float | None = Field(default=None, gt=0)
     network: Literal["auto", "host", "loopback"] = "auto"
+    sandbox: SandboxKind = "local"
     failure: FailurePolicy = FailurePolicy()
     policy: EpisodePolicy = "sample"
     sequences: SequencePolicy = "all"
@@ -190,7 +193,7 @@ class HarnessRollout:
         sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
         builder = self._custom_env  # None: the job builds the default env wherever it runs (picklable)
         jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
-                                   sampling=sampling, network=self.config.network,
+                                   sampling=sampling, network=self.config.network, sandbox=self.config.sandbox,
                                    timeout_s=self.config.episode_timeout_s,
                                    sequences=self.sequence_policy(trainer), env_builder=builder,
                                    budget=self.config.budget)
@@ -207,7 +210,8 @@ class HarnessRollout:
                                                capture=lambda _spec: self._server)
             else:
                 self._executor = make_executor("ray", slots=self.config.ray_slots, engine=self._engine(trainer),
-                                               harnesses=sorted(self.mix.weights), address=self.config.ray_address)
+                                               harnesses=sorted(self.mix.weights), address=self.config.ray_address,
+                                               sandbox=self.config.sandbox)
         return self._executor
 
     def to_batch(self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any) -> dict[str, list[Any]]:
@@ -273,7 +277,7 @@ class HarnessRollout:
     def _default_env(self, harness: str, server: CaptureServer) -> HarnessEnvironment:
         sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
         return HarnessEnvironment(harness, server=server, sampling=sampling, network=self.config.network,
-                                  budget=self.config.budget)
+                                  budget=self.config.budget, sandbox=self.config.sandbox)
 
 
 def _filler_id(trainer: Any) -> int:

@@ -179,3 +179,42 @@ def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_p
     assert sorted(ran) == ["t1", "t2"]  # each ran once, after its lost first attempt
     assert [r.error for r in results] == [None, None] and executor.attempts == {"pi/t1": 2, "pi/t2": 2}
     assert all(Path(r.trajectory).parent == tmp_path / "episodes" for r in results)  # fetched home
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_url: str, docker_base_image: str):
+    """`RolloutConfig(sandbox="docker")` reaches the job: the same job a Ray worker runs, here on a thread."""
+    import time
+
+    import docker
+
+    from openenv.capture.canonical import SamplingParams
+    from openenv.executor.worker import start_capture_server
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, owner_label
+    from openenv.harness.tasks import builtin_task
+    from openenv.train.episode_job import TrainingEpisodeJob
+
+    engine = EngineSpec(vllm_urls=(vllm_url,))
+    server = start_capture_server(engine)
+    client, mine, seen = docker.from_env(), owner_label(), set()
+    job = TrainingEpisodeJob(harness="pi", task=builtin_task("fix-temperature-conversion"), policy="oracle",
+                             engine=engine, sampling=SamplingParams(max_tokens=64), sandbox="docker")
+    executor = ThreadExecutor(1, capture=lambda _spec: server)
+    try:
+        future = executor.submit(job)
+        while not future.done():
+            seen |= {c.id for c in client.containers.list(sparse=True, filters={"label": KIND_LABEL})
+                     if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine}
+            time.sleep(0.2)
+        result = future.result()
+    finally:
+        executor.close()
+        server.stop()
+    assert (result.error, result.reward) == (None, 1.0), result
+    assert result.row is not None and sum(result.row.env_mask) > 0
+    assert seen  # it ran in a container of ours
+    left = [c for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})
+            if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine]
+    client.close()
+    assert left == []
