@@ -1,6 +1,6 @@
 """Regenerate docs/benchmarks.md: every benchmark against the reference, side by side, in one run.
 
-    .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox]
+    .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox] [--episode]
     .venv/bin/python bench/report.py --only ttft [--vllm-url URL]   # re-measure one section in place
 
 Sections (each measured in this run, ratios against a baseline measured in the same run):
@@ -11,7 +11,8 @@ Sections (each measured in this run, ratios against a baseline measured in the s
 4. env server steps/s, ours vs the reference's echo env (bench/bench_server.py --json);
 5. dialect mapping cost on recorded harness bodies (bench/bench_dialects.py);
 5b. the capture journal's cost per turn, off / no fsync / fsync (bench/bench_journal.py);
-6. with `--sandbox` (needs Docker): sandbox start-up (bench/bench_sandbox.py).
+6. with `--sandbox` (needs Docker): sandbox start-up (bench/bench_sandbox.py);
+6b. with `--episode` (root, harness CLIs): real episodes vs the bare harness CLI (bench/bench_episode.py).
 
 The reference (`openenv==0.10.0`) is installed into .cache/bench/ref-venv on first use. A vLLM CPU
 server on the tiny model is started unless `--vllm-url` is given. `--quick` is a ~3 min smoke run with
@@ -175,6 +176,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
     parser.add_argument("--vllm-url", help="an already running vLLM on the tiny model (default: start one)")
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
+    parser.add_argument("--episode", action="store_true",
+                        help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
     parser.add_argument("--only", choices=["ttft"], help="re-measure one section and replace it in --out")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -223,6 +226,9 @@ def main() -> None:
         if args.sandbox:
             results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
                                             ["bench/bench_sandbox.py"], as_json=False)
+        if args.episode:
+            results["episode"] = run_script(progress, "6b. real episodes vs the bare CLI (bench_episode.py)",
+                                            ["bench/bench_episode.py", "--json"], as_json=True)
     reliability = REPO / "artifacts" / "reliability.json"  # the reliability suite's last figures
     if reliability.is_file():
         results["reliability"] = json.loads(reliability.read_text())

@@ -350,6 +350,20 @@ The throughput rows above run `openenv proxy --no-journal`, so they measure the 
 """
 
 
+def episode_section(data: dict[str, Any] | None) -> tuple[str, list[str]]:
+    """Real harness episodes through openenv vs the bare CLI (bench_episode.py --json)."""
+    head = ("## 6b. Real episodes: openenv vs the bare harness CLI\n\nFrom `bench/bench_episode.py --json`: pi and "
+            "claude-code oracle episodes as `openenv eval` runs them (sandbox, proxy, verifier) vs the same CLI "
+            "against an instant stand-in model, paired batches at 1, 2 and 4 at once (docs/scaling.md reads them).\n\n")
+    if not data:
+        return head + "Not measured in this run (the script failed; see .cache/bench/bench_episode.log).\n", []
+    from bench_episode import render as render_episode
+
+    worst = max(r["cpu"] for r in data["ratios"])
+    target = f"CPU per real episode over the bare harness CLI <= 1.15x: {_verdict(worst <= 1.15)} (worst {_x(worst)})"
+    return head + render_episode(data) + "\n", [target]
+
+
 def render(results: dict[str, Any]) -> str:
     sections, targets = [], []
     for key, fn in (("latency", latency_section), ("ttft", ttft_section), ("throughput", throughput_section),
@@ -367,6 +381,10 @@ def render(results: dict[str, Any]) -> str:
     sections.append(journal_section(results.get("journal")))
     if results.get("sandbox"):
         sections.append(f"## 6. Sandbox start-up\n\n```\n{results['sandbox'].strip()}\n```\n")
+    if "episode" in results:
+        text, lines = episode_section(results.get("episode"))
+        sections.append(text)
+        targets += lines
     if "reliability" in results:
         sections.append(reliability_section(results.get("reliability"), results.get("reliability_when", "")))
     summary = "## Targets\n\n" + "\n".join(f"- {line}" for line in targets) + "\n"
