@@ -179,9 +179,11 @@ def main() -> None:
     parser.add_argument("--episode", action="store_true",
                         help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
     parser.add_argument("--only", choices=["ttft"], help="re-measure one section and replace it in --out")
+    parser.add_argument("--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cfg = plan(args.quick)
+    cfg["ttft_runs"] = args.ttft_runs or cfg["ttft_runs"]
     t0 = time.monotonic()
     info = machine()
     results: dict[str, Any] = {"machine": info, "quick": args.quick}
