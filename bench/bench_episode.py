@@ -492,6 +492,7 @@ def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
             proc.wait(10)
         shutil.rmtree(logs, ignore_errors=True)
     return {"task": task, "rounds": rounds, "rows": rows, "ratios": ratios(rows), "cpu_counted_by": CPU.kind,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_before": load_before, "load_after": os.getloadavg()}
 
 

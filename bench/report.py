@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox] [--episode]
     .venv/bin/python bench/report.py --only ttft [--vllm-url URL]   # re-measure one section in place
+    .venv/bin/python bench/report.py --only episode [--episode-json pi.json claude-code.json]
 
 Sections (each measured in this run, ratios against a baseline measured in the same run):
 1. proxy latency added per turn, non-streamed and streamed: vLLM direct vs ours vs the reference;
@@ -101,6 +102,37 @@ def run_ttft(progress: Progress, url: str, cfg: dict[str, Any]) -> dict[str, Any
     return {"runs": runs}
 
 
+def only_episode(out: Path, saved: list[Path] | None) -> None:
+    """Section 6b (real episodes vs the bare CLI) and its Targets line, replaced or added in `out`: measured
+    now (bench_episode.py, ~5 min), or rendered from saved runs, which carry their own date and load."""
+    from bench_episode import ratios
+    from report_format import episode_section
+
+    if saved:
+        parts = [json.loads(path.read_text()) for path in saved]
+    else:
+        done = subprocess.run([sys.executable, "bench/bench_episode.py", "--json"], check=True, cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+        parts = [json.loads(done.stdout)]
+    rows = [row for part in parts for row in part["rows"]]
+    data = {**parts[0], "rows": rows, "ratios": ratios(rows), "load_after": parts[-1]["load_after"]}
+    text, lines = episode_section(data)
+    doc = out.read_text()
+    if "## 6b." not in doc:  # first time: before the reliability figures (7.), else at the end
+        at = doc.find("\n## 7.")
+        doc = doc + "\n" + text if at < 0 else doc[:at + 1] + text.rstrip() + "\n\n" + doc[at + 1:]
+    else:
+        doc = replace_section(doc, "## 6b.", text)
+    key = "- " + lines[0].split(":", 1)[0] + ":"
+    if key in doc:
+        doc = replace_target(doc, lines[0])
+    else:  # at the end of the Targets list
+        at = doc.find("\n\n", doc.find("## Targets") + len("## Targets\n\n"))
+        doc = doc[:at] + "\n- " + lines[0] + doc[at:]
+    out.write_text(doc)
+    console.print(f"wrote section 6b of {out}")
+
+
 def replace_section(doc: str, heading: str, text: str) -> str:
     """`doc` with the section that starts with `heading` (up to the next `## `) replaced by `text`."""
     start = doc.find(heading)
@@ -178,12 +210,18 @@ def main() -> None:
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
     parser.add_argument("--episode", action="store_true",
                         help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
-    parser.add_argument("--only", choices=["ttft"], help="re-measure one section and replace it in --out")
+    parser.add_argument("--only", choices=["ttft", "episode"], help="re-measure one section and replace it in --out")
+    parser.add_argument("--episode-json", nargs="+", type=Path, metavar="JSON",
+                        help="with --only episode: render these saved `bench_episode.py --json` runs (one per "
+                             "harness) instead of measuring again")
     parser.add_argument("--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cfg = plan(args.quick)
     cfg["ttft_runs"] = args.ttft_runs or cfg["ttft_runs"]
+    if args.only == "episode":
+        only_episode(args.out, args.episode_json)
+        return
     t0 = time.monotonic()
     info = machine()
     results: dict[str, Any] = {"machine": info, "quick": args.quick}

@@ -360,6 +360,8 @@ def episode_section(data: dict[str, Any] | None) -> tuple[str, list[str]]:
     from bench_episode import render as render_episode
 
     worst = max(r["cpu"] for r in data["ratios"])
+    if data.get("date"):
+        head += f"Measured {data['date']}. Read the CPU columns: the wall ones move with the load (per row).\n\n"
     target = f"CPU per real episode over the bare harness CLI <= 1.15x: {_verdict(worst <= 1.15)} (worst {_x(worst)})"
     return head + render_episode(data) + "\n", [target]
 
