@@ -352,8 +352,11 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
         client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
         if not stream:
             message = client.chat.completions.create(model="tiny", messages=messages).choices[0].message
-            return {"content": message.content, "reasoning_content": (message.model_extra or {}).get("reasoning_content")}
-        got = {"content": "", "reasoning_content": ""}
+            calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                     for c in message.tool_calls or ()]
+            return {"content": message.content, "reasoning_content": (message.model_extra or {}).get("reasoning_content"),
+                    "tool_calls": calls}
+        got: dict[str, Any] = {"content": None, "reasoning_content": "", "tool_calls": []}
         for chunk in client.chat.completions.create(model="tiny", messages=messages, stream=True):
             delta = chunk.choices[0].delta if chunk.choices else None
             piece = (delta.model_extra or {}).get("reasoning_content") if delta is not None else None
@@ -361,7 +364,11 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
                 on_reasoning(piece)
                 got["reasoning_content"] += piece
             if delta is not None and delta.content:
-                got["content"] += delta.content
+                got["content"] = (got["content"] or "") + delta.content
+            for call in (delta.tool_calls or ()) if delta is not None else ():
+                if call.index == len(got["tool_calls"]):
+                    got["tool_calls"].append({"id": call.id, "name": call.function.name, "arguments": ""})
+                got["tool_calls"][call.index]["arguments"] += call.function.arguments or ""
         return got
     if dialect == "openai_responses":
         import openai
@@ -375,7 +382,8 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
                 if event.type == "response.reasoning_text.delta":
                     on_reasoning(event.delta)
             final = events.get_final_response().model_dump(mode="json", exclude={"created_at"})
-            for item in final["output"]:  # a ParsedResponse: its `parsed` (None) is the helper's own field
+            for item in final["output"]:  # a ParsedResponse: `parsed`, `parsed_arguments` are the helper's own
+                item.pop("parsed_arguments", None)
                 for part in item.get("content") or ():
                     part.pop("parsed", None)
             return final
@@ -408,12 +416,17 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
     return parts
 
 
+CALLING = 'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -1 | wc -l"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("reply", ["answer", "tool_call"])
 @pytest.mark.parametrize("dialect", list(REQUESTS))
 def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstreamed_reply(renderer, dialect: str,
-                                                                                          caplog):
+                                                                                          reply: str, caplog):
     """Read through the official SDKs: the thinking text reaches the client as reasoning deltas while the
-    engine still samples (the gate), and what the SDK assembles from the stream equals the non-streamed
-    reply byte for byte (turn ids aside), with the same recorded tokens."""
+    engine still samples (the gate), and what the SDK assembles from the stream (reasoning, text and a
+    tool call) equals the non-streamed reply byte for byte (turn ids aside), with the same recorded tokens."""
+    ANSWER = globals()["ANSWER"] if reply == "answer" else CALLING  # noqa: N806
     ids = renderer.encode(THOUGHT + ANSWER) + [renderer.tokenizer.eos_token_id]
     engine = GatedEngine(ids, before=8)
     try:
@@ -428,9 +441,9 @@ def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstrea
                         early.append(piece)
                         engine.gate.set()  # only now may the engine finish
 
-                reply = _stream_sdk(dialect, session, stream=stream, on_reasoning=seen)
+                got = _stream_sdk(dialect, session, stream=stream, on_reasoning=seen)
                 [turn] = session.turns()
-                replies.append(json.dumps(reply, sort_keys=True).replace(turn.id, "TURN"))
+                replies.append(json.dumps(got, sort_keys=True).replace(turn.id, "TURN"))
                 turns.append(turn)
                 if stream:
                     assert early and not engine.timed_out, "reasoning reached the client while the engine sampled"
@@ -438,7 +451,12 @@ def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstrea
     finally:
         engine.close()
     assert replies[0] == replies[1]
-    assert "The user wants a count." in replies[0] and ANSWER in replies[0]
+    assert "The user wants a count." in replies[0]
+    if reply == "answer":
+        assert ANSWER in replies[0]
+    else:
+        assert "Let me look." in replies[0] and "wc -l" in replies[0] and "bash" in replies[0]
+        assert len(turns[0].completion.tool_calls) == 1
     assert turns[0].completion.token_ids == turns[1].completion.token_ids == tuple(ids)
     assert turns[0].completion.reasoning == turns[1].completion.reasoning != ""
     assert not [r for r in caplog.records if "not a prefix" in r.getMessage() or "template" in r.getMessage()]
