@@ -142,7 +142,8 @@ def main() -> None:
         return
     for run in done:
         print(f"run at {run['when']}, load average {run['load'][0]:.1f} -> {run['load'][1]:.1f}")
-        print("| target | n | TTFB ms | x direct | paired | first text ms | x direct | paired | whole reply ms | x direct |")
+        print("| target | n | TTFB ms | x direct | paired | first text ms | x direct | paired | whole reply ms "
+              "| x direct |")
         print("|---|---|---|---|---|---|---|---|---|---|")
         for r in run["rows"]:
             print(f"| {r['target']} | {r['n']} | {r['ttfb_ms']:.1f} | {r['ttfb_ratio']:.2f} | {r['ttfb_paired']:.2f} | "

@@ -98,7 +98,8 @@ def run_ttft(progress: Progress, url: str, cfg: dict[str, Any]) -> dict[str, Any
         runs += bench_ttft.runs(url, cfg["ttft_requests"], 1)
         progress.advance(task)
         ours = next(r for r in runs[-1]["rows"] if r["target"] == "openenv proxy")
-        progress.console.log(f"  run {len(runs)}: ours {ours['ttfb_ratio']:.2f}x vLLM direct (load {runs[-1]['load'][0]:.1f})")
+        load = runs[-1]["load"][0]
+        progress.console.log(f"  run {len(runs)}: ours {ours['ttfb_ratio']:.2f}x vLLM direct (load {load:.1f})")
     return {"runs": runs}
 
 

@@ -304,7 +304,8 @@ class _Events:
             _log.warning("the events made so far are not a prefix of the %s channel's (%r...)", channel, piece[:40])
         self.channel = channel
         template = self._render({**self._base, channel: (_MARK, "z")})[self._at]
-        ok = template.count(_MARK_JSON) == 1 and template.replace(_MARK_JSON, to_json(piece)[1:-1], 1) == first[self._at]
+        filled = template.replace(_MARK_JSON, to_json(piece)[1:-1], 1)
+        ok = template.count(_MARK_JSON) == 1 and filled == first[self._at]
         self.template = template if ok else b""
         return first[len(self.made):self._at]
 
@@ -327,7 +328,8 @@ def _common(a: Sequence[bytes], b: Sequence[bytes]) -> int:
     return n
 
 
-async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *, decode: Callable[[Sequence[int]], str],
+async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *,
+                       decode: Callable[[Sequence[int]], str],
                        model: str, parser: str = "hermes", thinking: bool = False,
                        eos_ids: frozenset[int] | None = None,
                        keepalive_s: float | None = None,

@@ -354,8 +354,8 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
             message = client.chat.completions.create(model="tiny", messages=messages).choices[0].message
             calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
                      for c in message.tool_calls or ()]
-            return {"content": message.content, "reasoning_content": (message.model_extra or {}).get("reasoning_content"),
-                    "tool_calls": calls}
+            reasoning = (message.model_extra or {}).get("reasoning_content")
+            return {"content": message.content, "reasoning_content": reasoning, "tool_calls": calls}
         got: dict[str, Any] = {"content": None, "reasoning_content": "", "tool_calls": []}
         for chunk in client.chat.completions.create(model="tiny", messages=messages, stream=True):
             delta = chunk.choices[0].delta if chunk.choices else None
