@@ -4,6 +4,10 @@ Glossary (one word per concept):
     dialect   a wire format a harness speaks (OpenAI Chat, OpenAI Responses, Anthropic, Gemini).
     backend   what generates tokens: a vLLM server, in-process transformers, or a policy's reply.
     session   one harness run's routing scope: its own base URL `/s/<token>` and its own turns.
+    registry  the table of live sessions (`CaptureSessionRegistry`); it owns what they share: renderer,
+              backend, parser and the `DialectState` (what the dialects remember between requests).
+    gate      where a gated session's request waits until a controller decides who answers it
+              (`PendingTurn`: sample, complete or fail).
     turn      one model request and its completion (prompt ids, completion ids, logprobs).
     aux turn  a turn answered but kept out of training (title generators, probes, count_tokens).
     sequence  consecutive turns joined token-exactly into one training row; a history rewrite
