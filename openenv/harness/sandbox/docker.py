@@ -375,14 +375,7 @@ class DockerSandbox:
 
     def write_files(self, files: dict[str, FileData], *, under: Path | None = None) -> None:
         base = under or self.workspace
-        for relative, data in files.items():
-            path = _inside(base, relative)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path = _inside(base, relative)  # checked again: mkdir may have met a link
-            if isinstance(data, bytes):
-                path.write_bytes(data)
-            else:
-                path.write_text(data)
+        write_tree(base, files)
         self.hand_over(base)
 
     def read_file(self, relative: str) -> str:

@@ -25,6 +25,7 @@ def write_tree(base: Path, files: Mapping[str, FileData], *, mode: int | None = 
     for relative, data in files.items():
         path = safe_join(base, relative)
         path.parent.mkdir(parents=True, exist_ok=True)
+        path = safe_join(base, relative)  # checked again: mkdir may have met a link
         if isinstance(data, bytes):
             path.write_bytes(data)
         else:
