@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,21 @@ def long_run(vllm_url: str, tiny_model: Path, tmp_path_factory: pytest.TempPathF
         return runs[name]
 
     return run
+
+
+@pytest.fixture(scope="session")
+def claude_gives_up(vllm_url: str, tiny_model: Path) -> Any:
+    """A second real Claude Code long episode whose policy gives up after the compaction (reward 0): the
+    GRPO group's other member. In-process (`run_episode(policy="long", solve=False)`), same vLLM."""
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.rollout import run_episode
+    from openenv.harness.tasks import builtin_task
+
+    require_installed("claude-code")
+    env = HarnessEnvironment("claude-code", backend="vllm", vllm_url=vllm_url, model=tiny_model)
+    try:
+        obs, summary = run_episode(env, builtin_task(TASK), policy="long", solve=False, timeout_s=400)
+    finally:
+        env.close()
+    assert summary.reward == 0.0 and summary.status == "exited", f"{summary}\n{obs.output_tail}"
+    return obs, summary
