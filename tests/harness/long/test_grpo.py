@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from openenv.capture.trajectory import SequenceRow
-from openenv.train.episode import EpisodeResult
+from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 from openenv.train.sequences import trained_rows
@@ -26,8 +26,8 @@ def episode_reward(prompts, completions, episode_reward, **kwargs):
     return list(episode_reward)
 
 
-def _result(rows: list[SequenceRow], reward: float, policy: Any) -> EpisodeResult:
-    result = EpisodeResult(harness="claude-code", task_id="fix-deep-merge", policy=policy, reward=reward,
+def _result(rows: list[SequenceRow], reward: float, policy: Any) -> TrainingEpisodeResult:
+    result = TrainingEpisodeResult(harness="claude-code", task_id="fix-deep-merge", policy=policy, reward=reward,
                            breakdown={"solved": reward}, turns=sum(len(r.turn_ids) for r in rows))
     result.take(trained_rows(rows, policy, sampled=sum(sum(r.env_mask) for r in rows)))
     return result
