@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.errors import BadRequest
+from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
@@ -112,8 +113,9 @@ def run_episode(
         script = OraclePolicy(spec, task, look_first=look_first)
     elif policy == "long":
         if spec.long_episode is None:
+            having = ", ".join(n for n in harness_names() if get_spec(n).long_episode is not None)
             raise BadRequest(f"--policy long needs a long_episode recipe in {spec.name}'s spec.yaml (harnesses with "
-                             "one: claude-code, opencode, codex)")
+                             f"one: {having})")
         env.spec = spec.long_variant()  # this episode only: restored below
         script = LongEpisodePolicy(env.spec, spec.long_episode, task, solve=solve)
     try:

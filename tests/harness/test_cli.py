@@ -79,6 +79,13 @@ def test_run_oracle_json_summary_and_trajectory_file(tmp_path):
     assert kinds == ["turn"] * summary["turns"] + ["sequence"] * summary["sequences"] + ["summary"]
 
 
+def test_run_long_names_the_harnesses_with_a_long_episode_recipe():
+    result = runner.invoke(app, ["run", "--harness", "pi", "--policy", "long"], env={"COLUMNS": "200"})
+    assert result.exit_code == 1, result.output
+    assert "--policy long needs a long_episode recipe in pi's spec.yaml" in result.output
+    assert "one: claude-code, codex, opencode)" in result.output
+
+
 def test_run_rejects_an_unknown_sandbox():
     result = runner.invoke(app, ["run", "--harness", "pi", "--sandbox", "vm"], env={"COLUMNS": "200"})
     assert result.exit_code == 2 and "--sandbox is local|docker" in result.output
