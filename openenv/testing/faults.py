@@ -2,8 +2,9 @@
 
 Reliability tests put it between the capture proxy and vLLM (`VLLMBackend(fault_proxy.url)`) and, mid
 episode, make the backend go down (connection reset, no HTTP reply), slow (the reply waits `delay_s`, past
-the client's timeout) or failing (an HTTP error with a JSON body), for the next N requests or until told
-otherwise. It is raw asyncio rather than an ASGI app because "down" must drop the TCP connection with no
+the client's timeout), held (the reply waits until the test calls `release()`: a stall whose end the test
+decides, so what happens during it does not race a clock) or failing (an HTTP error with a JSON body), for
+the next N requests or until told otherwise. It is raw asyncio rather than an ASGI app because "down" must drop the TCP connection with no
 reply at all, which ASGI servers cannot express; bytes are piped as they arrive, so streams stay unbuffered.
 
 Each client connection carries one request: the proxy asks the backend for `Connection: close` and tells
@@ -25,8 +26,8 @@ from openenv.core.loop_thread import LoopThread
 
 __all__ = ["FaultMode", "FaultProxy"]
 
-FaultMode = Literal["pass", "down", "slow", "error"]
-_MODES: tuple[FaultMode, ...] = ("pass", "down", "slow", "error")
+FaultMode = Literal["pass", "down", "slow", "hold", "error"]
+_MODES: tuple[FaultMode, ...] = ("pass", "down", "slow", "hold", "error")
 _HOP_HEADERS = {b"connection", b"keep-alive", b"proxy-connection"}
 _MAX_HEAD = 64 * 1024
 _REASONS = {429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
@@ -47,13 +48,17 @@ class _Plan:
 class FaultProxy:
     """A reverse proxy to `upstream` on `host:port` (0 picks a free port), served in a daemon thread.
 
-    `set()` is thread-safe: call it from the test thread while requests flow. `stats` counts requests
-    seen (`requests`) and requests handled per mode (`pass`, `down`, `slow`, `error`).
+    `set()`, `held()` and `release()` are thread-safe: call them from the test thread while requests flow.
+    `stats` counts requests seen (`requests`) and requests handled per mode (`pass`, `down`, `slow`, `hold`,
+    `error`).
 
     Example:
         with FaultProxy(vllm_url) as faults:
             backend = VLLMBackend(faults.url, model="tiny")
             faults.set("down", count=2)   # the next two backend requests get a connection reset
+            faults.set("hold", count=1)   # the next one waits, however long the client does...
+            assert faults.held(timeout=30)  # ...and it is waiting now
+            faults.release()              # forwarded now (unless its client hung up meanwhile)
     """
 
     def __init__(self, upstream: str, *, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -72,6 +77,8 @@ class FaultProxy:
         self._loop: LoopThread | None = None
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._release = asyncio.Event()  # set on the proxy's loop (by `release()`); a new one per `set()`
+        self._holding = threading.Event()  # a request of the current `set("hold")` is being held
 
     @property
     def url(self) -> str:
@@ -92,6 +99,19 @@ class FaultProxy:
         with self._lock:
             self._plan = _Plan(mode, delay_s, status)
             self._left = count
+            self._release = asyncio.Event()
+            self._holding.clear()
+
+    def held(self, timeout: float | None = None) -> bool:
+        """Wait until a request is being held (`set("hold")`); False if none is after `timeout` seconds."""
+        return self._holding.wait(timeout)
+
+    def release(self) -> None:
+        """Let the held requests (and any later ones of this `set("hold")`) through to the backend."""
+        with self._lock:
+            release = self._release
+        if self._loop is not None:
+            self._loop.loop.call_soon_threadsafe(release.set)
 
     def _next_plan(self) -> _Plan:
         with self._lock:
@@ -174,6 +194,12 @@ class FaultProxy:
             return
         if plan.mode == "slow" and await _client_left_within(reader, plan.delay_s):
             return  # the client timed out and hung up; the backend never sees the request
+        if plan.mode == "hold":
+            with self._lock:
+                release = self._release
+            self._holding.set()
+            if await _client_left_before(reader, release):
+                return  # as for "slow"
         await self._forward(head, body, writer)
 
     async def _forward(self, head: list[bytes], body: bytes, writer: asyncio.StreamWriter) -> None:
@@ -252,3 +278,15 @@ async def _client_left_within(reader: asyncio.StreamReader, delay_s: float) -> b
         return await asyncio.wait_for(reader.read(1), delay_s) == b""
     except TimeoutError:
         return False
+
+
+async def _client_left_before(reader: asyncio.StreamReader, release: asyncio.Event) -> bool:
+    """Wait until `release` is set; True as soon as the client hangs up (EOF) before that."""
+    eof = asyncio.ensure_future(reader.read(1))
+    released = asyncio.ensure_future(release.wait())
+    try:
+        done, _ = await asyncio.wait({eof, released}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (eof, released):
+            task.cancel()
+    return eof in done and (eof.exception() is not None or eof.result() == b"")

@@ -10,7 +10,6 @@ whose model tokens are the ones vLLM sampled.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -279,66 +278,3 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
     assert summary.merge_ratio == 1.0
     assert sum(row.env_mask) == sum(len(r.completion.token_ids) for r in answered if r.completion)
     assert leftover == [] and open_sessions == 0
-
-
-@pytest.mark.slow
-def test_a_client_timeout_shorter_than_a_slow_backend_still_records_the_turn_once(
-    fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]], figures: Any,
-) -> None:
-    """The SDK gives up on a slow turn (its 3 s timeout < the backend's 60 s) and retries while the first
-    attempt is still waiting on the backend. The turn must still be recorded once, and the next turn must
-    extend the reply the SDK actually got."""
-    backend = VLLMBackend(fault_proxy.url, timeout=60, on_reply=replies.append)
-    with CaptureServer(backend=backend, renderer=renderer) as server:
-        session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=1.0))
-        wire = Wire()
-        client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=2,
-                               timeout=3.0, http_client=wire.http2)
-        messages: list[Any] = []
-        for i, text in enumerate(USER_TURNS):
-            if i == 1:
-                fault_proxy.set("slow", count=1, delay_s=4.5)  # past the SDK's timeout, within the backend's
-            messages.append({"role": "user", "content": text})
-            message = client.chat.completions.create(model="tiny", messages=messages).choices[0].message
-            messages.append(message.model_dump(exclude_none=True, exclude={"annotations", "parsed"}))
-        time.sleep(4.0)  # let the abandoned first attempt land, if it was going to
-        records, stats, [row] = session.turns(), session.stats(), session.sequences()
-    figures.record(sdk_saw=wire.attempts, backend_generations=len(replies), recorded_turns=stats.turns,
-                   gaps=stats.gaps, sequences=stats.sequences, merge_ratio=stats.merge_ratio,
-                   turns=[(r.index, r.kind, (r.gap or "")[:40]) for r in records])
-    assert [n for n, _ in wire.attempts] == ["0", "1", "0"], "the SDK timed out once and retried"
-    assert stats.turns == len(USER_TURNS) == len({r.id for r in records if r.sequence is not None})
-    assert (stats.sequences, stats.merge_ratio) == (1, 1.0)
-    answered = [r for r in records if r.sequence is not None]
-    sdk_replies = [m.get("content") or "" for m in messages if m["role"] == "assistant"]
-    assert [r.completion.text if r.completion else None for r in answered] == sdk_replies
-    assert row.turn_ids == [r.id for r in answered]
-
-
-@pytest.mark.slow
-def test_an_unnumbered_retry_of_a_request_still_being_answered_shares_it(
-    fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]], figures: Any,
-) -> None:
-    """google-genai and codex number no retries. A client that times out on a slow turn and sends the same
-    bytes again, unmarked, while the first attempt is still being answered gets that answer: one backend
-    call, one recorded turn, and the reply it reads is the recorded one."""
-    backend = VLLMBackend(fault_proxy.url, timeout=60, on_reply=replies.append)
-    with CaptureServer(backend=backend, renderer=renderer) as server:
-        session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=1.0))
-        url = f"{session.base_url}/v1beta/models/tiny:generateContent"
-        body = json.dumps({"contents": [{"role": "user", "parts": [{"text": "Hello there."}]}]}).encode()
-        headers = {"content-type": "application/json"}
-        fault_proxy.set("slow", count=1, delay_s=4.0)  # past the client's 1.5 s, within the backend's 60 s
-        with pytest.raises(httpx.ReadTimeout):
-            httpx.post(url, content=body, headers=headers, timeout=1.5)
-        started = time.monotonic()
-        retried = httpx.post(url, content=body, headers=headers, timeout=60)
-        waited = time.monotonic() - started
-        time.sleep(1.0)  # a second backend call, had one been made, would land by now
-        [record], stats = session.turns(), session.stats()
-    figures.record(backend_generations=len(replies), recorded_turns=stats.turns, gaps=stats.gaps,
-                   retry_waited_s=round(waited, 2))
-    assert retried.status_code == 200
-    assert len(replies) == 1 and stats.turns == 1 and stats.gaps == 0
-    [part] = retried.json()["candidates"][0]["content"]["parts"]
-    assert record.completion is not None and part["text"] == record.completion.text

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
@@ -79,7 +80,7 @@ def test_pass_forwards_path_body_and_reply_and_points_host_upstream(faults: Faul
     assert replies[0].json()["path"] == "/v1/completions?x=1"
     assert replies[0].json()["host"] == upstream.removeprefix("http://")
     assert replies[0].headers["connection"] == "close"
-    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "error": 0}
+    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "hold": 0, "error": 0}
 
 
 def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: FaultProxy) -> None:
@@ -89,7 +90,7 @@ def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: 
             _post(faults)
     assert _post(faults).status_code == 200
     assert _Upstream.seen == ["/v1/completions"]  # the dropped requests never reached the backend
-    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "error": 0}
+    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "hold": 0, "error": 0}
 
 
 def test_error_replies_the_status_with_a_json_body_until_set_again(faults: FaultProxy) -> None:
@@ -111,6 +112,28 @@ def test_slow_past_the_client_timeout_is_a_timeout_and_never_reaches_the_backend
     time.sleep(2.0)  # past the delay: the proxy saw the client leave and dropped the request
     assert _Upstream.seen == []
     assert _post(faults).status_code == 200
+
+
+def test_hold_keeps_the_request_from_the_backend_until_released(faults: FaultProxy) -> None:
+    faults.set("hold", count=1)
+    with httpx.Client(timeout=30) as client, ThreadPoolExecutor(1) as pool:
+        reply = pool.submit(client.post, f"{faults.url}/v1/completions", json={"n": 7})
+        assert faults.held(timeout=30)
+        assert _Upstream.seen == [] and not reply.done()  # held: the backend has not seen it
+        faults.release()
+        assert reply.result(30).json()["echo"] == {"n": 7}
+    assert _Upstream.seen == ["/v1/completions"] and faults.stats["hold"] == 1
+    assert _post(faults).status_code == 200  # count=1: the next request passes
+
+
+def test_a_held_request_outlasts_any_client_timeout_and_a_new_set_does_not_release_it(faults: FaultProxy) -> None:
+    faults.set("hold")
+    with pytest.raises(httpx.ReadTimeout):
+        _post(faults, timeout=0.4)  # held until released, and it is not: the timeout must fire
+    assert faults.held(timeout=30)
+    faults.set("pass")
+    assert _post(faults).status_code == 200
+    assert _Upstream.seen == ["/v1/completions"]  # only the request after the held one
 
 
 def test_slow_within_the_client_timeout_answers_late(faults: FaultProxy) -> None:
@@ -149,7 +172,7 @@ def test_set_from_another_thread_faults_exactly_count_requests(faults: FaultProx
     for t in threads:
         t.join()
     assert sorted(codes).count(500) == 5 and codes.count(200) == 15
-    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "error": 5}
+    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "hold": 0, "error": 5}
 
 
 def test_a_dead_upstream_looks_down_and_bad_arguments_are_refused() -> None:
