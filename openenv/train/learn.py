@@ -57,14 +57,14 @@ class LearnConfig(BaseModel):
     train_tasks: int = 400
     heldout_tasks: int = 64
     oracle_episodes: int = Field(default=128, ge=1, description="training tasks recorded with the oracle")
-    eval_tasks: int = Field(default=24, ge=1, description="held-out tasks per solve-rate measurement")
-    sft_epochs: float = 5
-    sft_lr: float = 6e-3
+    eval_tasks: int = Field(default=16, ge=1, description="held-out tasks per solve-rate measurement")
+    sft_rounds: list[tuple[float, float]] = Field(default=[(5, 6e-3), (6, 3e-3)], description="SFT as (epochs, "
+                                                  "peak learning rate) rounds, each a cosine schedule from the last")
     sft_batch: int = 2
-    grpo_steps: int = 6
+    grpo_steps: int = 3
     num_generations: int = 4
     groups_per_step: int = 2
-    grpo_lr: float = 5e-4
+    grpo_lr: float = 1e-3
     eval_every: int = 3
     max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
     concurrency: int = 3
@@ -73,6 +73,11 @@ class LearnConfig(BaseModel):
     @property
     def tasks_dir(self) -> Path:
         return self.out / "tasks"
+
+    @property
+    def sft_dir(self) -> Path:
+        """The SFT model: the last round's output."""
+        return self.out / f"sft-round{len(self.sft_rounds)}"
 
 
 def _env(cfg: LearnConfig) -> dict[str, str]:
@@ -153,13 +158,18 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks; the CLI's JSON
     report's pi row (solved, episodes, solve_rate) plus the wall time."""
     start = time.monotonic()
-    args = ["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(heldout_ids(cfg)),
-            "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json"]
-    if model is not None:
-        args += ["--model", str(model)]
-    report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
+    ids = heldout_ids(cfg)
+    done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
+    report = json.loads(done.read_text()) if done.is_file() else {}
+    if report.get("tasks") != ids:
+        args = ["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
+                "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json"]
+        if model is not None:
+            args += ["--model", str(model)]
+        report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
     row = next(r for r in report["rows"] if r["harness"] == "pi")
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
+            "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
             "wall_s": round(time.monotonic() - start, 1)}
 
 
@@ -189,7 +199,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
                       per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
                       learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
-                      logging_steps=1, report_to="none", save_strategy="no", seed=seed)
+                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=seed)
     curve: list[dict[str, Any]] = []
 
     class HeldOut(TrainerCallback):  # type: ignore[misc]
@@ -217,7 +227,9 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     tokenizer.save_pretrained(str(out / "model"))
     history = [h for h in trainer.state.log_history if "reward" in h]
     result = {"seed": seed, "tokens": cfg.tokens, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
-              "train_reward": [h["reward"] for h in history]}
+              "train_reward": [h["reward"] for h in history],
+              "retokenized_changed": [h["rollout/retokenized_changed"] for h in history
+                                      if "rollout/retokenized_changed" in h]}
     (out / "grpo.json").write_text(json.dumps({**result, "log": history}, indent=1))
     return result
 
