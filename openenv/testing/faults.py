@@ -4,8 +4,9 @@ Reliability tests put it between the capture proxy and vLLM (`VLLMBackend(fault_
 episode, make the backend go down (connection reset, no HTTP reply), slow (the reply waits `delay_s`, past
 the client's timeout), held (the reply waits until the test calls `release()`: a stall whose end the test
 decides, so what happens during it does not race a clock) or failing (an HTTP error with a JSON body), for
-the next N requests or until told otherwise. It is raw asyncio rather than an ASGI app because "down" must drop the TCP connection with no
-reply at all, which ASGI servers cannot express; bytes are piped as they arrive, so streams stay unbuffered.
+the next N requests or until told otherwise. It is raw asyncio rather than an ASGI app because "down" must
+drop the TCP connection with no reply at all, which ASGI servers cannot express; bytes are piped as they
+arrive, so streams stay unbuffered.
 
 Each client connection carries one request: the proxy asks the backend for `Connection: close` and tells
 the client the same, so every request is a fresh decision and no pooled connection outlives a fault.
@@ -49,8 +50,8 @@ class FaultProxy:
     """A reverse proxy to `upstream` on `host:port` (0 picks a free port), served in a daemon thread.
 
     `set()`, `held()` and `release()` are thread-safe: call them from the test thread while requests flow.
-    `stats` counts requests seen (`requests`) and requests handled per mode (`pass`, `down`, `slow`, `hold`,
-    `error`).
+    `stats` counts requests seen (`requests`), requests handled per mode (`pass`, `down`, `slow`, `hold`,
+    `error`), and slow or held ones whose client hung up first, so they never reached the backend (`dropped`).
 
     Example:
         with FaultProxy(vllm_url) as faults:
@@ -88,7 +89,8 @@ class FaultProxy:
     @property
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"requests": self._counts["requests"], **{m: self._counts[m] for m in _MODES}}
+            return {"requests": self._counts["requests"], **{m: self._counts[m] for m in _MODES},
+                    "dropped": self._counts["dropped"]}
 
     def set(self, mode: FaultMode, *, count: int | None = None, delay_s: float = 5.0, status: int = 500) -> None:
         """Handle the next `count` requests (all of them when None) with `mode`, then go back to `pass`."""
@@ -192,14 +194,18 @@ class FaultProxy:
         if plan.mode == "error":
             await _reply_error(writer, plan.status)
             return
-        if plan.mode == "slow" and await _client_left_within(reader, plan.delay_s):
-            return  # the client timed out and hung up; the backend never sees the request
-        if plan.mode == "hold":
-            with self._lock:
-                release = self._release
-            self._holding.set()
-            if await _client_left_before(reader, release):
-                return  # as for "slow"
+        if plan.mode in ("slow", "hold"):
+            if plan.mode == "slow":
+                left = await _client_left_within(reader, plan.delay_s)
+            else:
+                with self._lock:
+                    release = self._release
+                self._holding.set()
+                left = await _client_left_before(reader, release)
+            if left:  # the client timed out and hung up; the backend never sees the request
+                with self._lock:
+                    self._counts["dropped"] += 1
+                return
         await self._forward(head, body, writer)
 
     async def _forward(self, head: list[bytes], body: bytes, writer: asyncio.StreamWriter) -> None:

@@ -18,13 +18,16 @@ import pytest
 
 from openenv.core.net import free_port
 from openenv.testing.faults import FaultProxy
+from openenv.testing.polling import settle
 
 
 class _Upstream(BaseHTTPRequestHandler):
-    """Echoes POST bodies; `/stream` sends two chunks 0.6 s apart (chunked)."""
+    """Echoes POST bodies; GET sends two chunks (chunked), the second once `go_on` is set (or after 30 s)."""
 
     protocol_version = "HTTP/1.1"
     seen: ClassVar[list[str]] = []
+    go_on: ClassVar[threading.Event] = threading.Event()
+    second_sent: ClassVar[threading.Event] = threading.Event()
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
@@ -42,10 +45,12 @@ class _Upstream(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        for part in (b"data: one\n\n", b"data: two\n\n"):
+        for i, part in enumerate((b"data: one\n\n", b"data: two\n\n")):
+            if i == 1:
+                self.go_on.wait(30)
+                self.second_sent.set()
             self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.flush()
-            time.sleep(0.6)
         self.wfile.write(b"0\r\n\r\n")
 
     def log_message(self, *args: object) -> None:
@@ -80,7 +85,7 @@ def test_pass_forwards_path_body_and_reply_and_points_host_upstream(faults: Faul
     assert replies[0].json()["path"] == "/v1/completions?x=1"
     assert replies[0].json()["host"] == upstream.removeprefix("http://")
     assert replies[0].headers["connection"] == "close"
-    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "hold": 0, "error": 0}
+    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "hold": 0, "error": 0, "dropped": 0}
 
 
 def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: FaultProxy) -> None:
@@ -90,7 +95,7 @@ def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: 
             _post(faults)
     assert _post(faults).status_code == 200
     assert _Upstream.seen == ["/v1/completions"]  # the dropped requests never reached the backend
-    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "hold": 0, "error": 0}
+    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "hold": 0, "error": 0, "dropped": 0}
 
 
 def test_error_replies_the_status_with_a_json_body_until_set_again(faults: FaultProxy) -> None:
@@ -105,11 +110,10 @@ def test_error_replies_the_status_with_a_json_body_until_set_again(faults: Fault
 
 def test_slow_past_the_client_timeout_is_a_timeout_and_never_reaches_the_backend(faults: FaultProxy) -> None:
     faults.set("slow", count=1, delay_s=2.0)
-    start = time.monotonic()
     with pytest.raises(httpx.ReadTimeout):
         _post(faults, timeout=0.4)
-    assert time.monotonic() - start < 1.5
-    time.sleep(2.0)  # past the delay: the proxy saw the client leave and dropped the request
+    # the proxy saw the client leave and dropped the request (without it, it is forwarded after 2 s)
+    assert settle(lambda: faults.stats["dropped"], lambda n: n == 1, wait_s=30) == 1
     assert _Upstream.seen == []
     assert _post(faults).status_code == 200
 
@@ -131,6 +135,7 @@ def test_a_held_request_outlasts_any_client_timeout_and_a_new_set_does_not_relea
     with pytest.raises(httpx.ReadTimeout):
         _post(faults, timeout=0.4)  # held until released, and it is not: the timeout must fire
     assert faults.held(timeout=30)
+    assert settle(lambda: faults.stats["dropped"], lambda n: n == 1, wait_s=30) == 1  # it saw the client leave
     faults.set("pass")
     assert _post(faults).status_code == 200
     assert _Upstream.seen == ["/v1/completions"]  # only the request after the held one
@@ -145,14 +150,17 @@ def test_slow_within_the_client_timeout_answers_late(faults: FaultProxy) -> None
 
 
 def test_streams_pass_through_unbuffered(faults: FaultProxy) -> None:
-    start = time.monotonic()
-    arrivals: list[tuple[float, str]] = []
-    with httpx.stream("GET", f"{faults.url}/stream", timeout=5) as response:
+    """The upstream sends its second event only when the test has read the first (or after 30 s): a proxy
+    that buffered would deliver the first only after the second was sent."""
+    _Upstream.go_on.clear()
+    _Upstream.second_sent.clear()
+    arrivals: list[tuple[str, bool]] = []  # (line, whether the upstream had sent the second event by then)
+    with httpx.stream("GET", f"{faults.url}/stream", timeout=60) as response:
         for line in response.iter_lines():
             if line:
-                arrivals.append((time.monotonic() - start, line))
-    assert [line for _, line in arrivals] == ["data: one", "data: two"]
-    assert arrivals[0][0] < 0.5 <= arrivals[1][0]  # the first event arrived before the second was sent
+                arrivals.append((line, _Upstream.second_sent.is_set()))
+                _Upstream.go_on.set()
+    assert arrivals == [("data: one", False), ("data: two", True)]
 
 
 def test_set_from_another_thread_faults_exactly_count_requests(faults: FaultProxy) -> None:
@@ -172,7 +180,7 @@ def test_set_from_another_thread_faults_exactly_count_requests(faults: FaultProx
     for t in threads:
         t.join()
     assert sorted(codes).count(500) == 5 and codes.count(200) == 15
-    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "hold": 0, "error": 5}
+    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "hold": 0, "error": 5, "dropped": 0}
 
 
 def test_a_dead_upstream_looks_down_and_bad_arguments_are_refused() -> None:
