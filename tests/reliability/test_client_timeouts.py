@@ -47,7 +47,7 @@ def replies() -> list[dict[str, Any]]:
 
 @pytest.fixture(autouse=True)
 def rejoin_grace_past_the_test(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The proxy keeps a disconnected request's generation `REJOIN_GRACE_S` (0.5 s) for a resent copy to
+    """The proxy keeps a disconnected request's generation `REJOIN_GRACE_S` (3 s) for a resent copy to
     join. The OpenAI SDK resends after 0.375-0.5 s of backoff, so whether its retry lands inside that
     window is up to the scheduler; here it always does, so the test is about what happens then."""
     monkeypatch.setattr(model_routes, "REJOIN_GRACE_S", 600.0)

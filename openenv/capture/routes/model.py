@@ -43,7 +43,10 @@ JSON = "application/json"
 RETRY_HEADERS = ("x-stainless-retry-count",)
 MAX_BODY_BYTES = 32 * 1024 * 1024  # a 131k-token conversation is ~1 MB of JSON; images can add a few MB
 OFFLOAD_BYTES = 256 * 1024  # bodies above this are parsed and rendered on a worker thread (~10+ ms of work)
-REJOIN_GRACE_S = 0.5  # how long a disconnected request's generation waits for a resent copy to join it
+# How long a disconnected request's generation waits for a resent copy to join it. It must outlast the
+# official SDKs' first retry delay (openai and anthropic: up to 0.5 s; google-genai: 1 s plus up to 1 s of
+# jitter), or a timed-out request's retry misses the join and samples the turn a second time.
+REJOIN_GRACE_S = 3.0
 
 
 class BodyTooLarge(BadRequest):
