@@ -38,6 +38,11 @@ from openenv.testing.faults import FaultMode, FaultProxy
 pytestmark = [pytest.mark.vllm]
 
 BACKEND_TIMEOUT_S = 3.0  # the capture proxy's read timeout on vLLM: a `slow` backend becomes a gap
+# The read timeout where no fault needs one (down, error). A short one there would make every *healthy* vLLM
+# call race it too: at load 13-24 on 2 shared cores a healthy call took up to 0.9 s (median 0.05 s), and one
+# that ever took 3 s (a stalled process: the fault proxy and the capture proxy share the test's GIL) became
+# an unplanned gap, an extra 503 and a wrong attempt list.
+UNHURRIED_TIMEOUT_S = 120.0
 FAULTS: dict[str, dict[str, Any]] = {
     "down": {"mode": "down"},
     "slow": {"mode": "slow", "delay_s": BACKEND_TIMEOUT_S + 3},
@@ -134,18 +139,36 @@ def replies() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def server(fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]]) -> Iterator[CaptureServer]:
-    backend = VLLMBackend(fault_proxy.url, timeout=BACKEND_TIMEOUT_S, on_reply=replies.append)
-    with CaptureServer(backend=backend, renderer=renderer) as capture:
-        yield capture
+def serve(fault_proxy: FaultProxy, renderer: Renderer,
+          replies: list[dict[str, Any]]) -> Iterator[Callable[[float], CaptureServer]]:
+    """`serve(timeout)`: a started capture proxy on vLLM through the fault proxy, with that backend read
+    timeout; stopped when the test ends."""
+    started: list[CaptureServer] = []
+
+    def start(timeout: float) -> CaptureServer:
+        backend = VLLMBackend(fault_proxy.url, timeout=timeout, on_reply=replies.append)
+        started.append(CaptureServer(backend=backend, renderer=renderer).start())
+        return started[-1]
+
+    yield start
+    for capture in started:
+        capture.stop()
+
+
+@pytest.fixture
+def server(serve: Callable[[float], CaptureServer]) -> CaptureServer:
+    """A capture proxy whose backend read timeout is `BACKEND_TIMEOUT_S`."""
+    return serve(BACKEND_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("fault", [pytest.param(f, marks=[pytest.mark.slow] if f == "slow" else []) for f in FAULTS])
 @pytest.mark.parametrize("dialect", list(CLIENTS))
 def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
-    dialect: str, fault: str, server: CaptureServer, fault_proxy: FaultProxy, replies: list[dict[str, Any]],
-    figures: Any,
+    dialect: str, fault: str, serve: Callable[[float], CaptureServer], fault_proxy: FaultProxy,
+    replies: list[dict[str, Any]], figures: Any,
 ) -> None:
+    # Only the slow fault needs a short read timeout; elsewhere one would put every healthy call on a clock.
+    server = serve(BACKEND_TIMEOUT_S if fault == "slow" else UNHURRIED_TIMEOUT_S)
     session = server.open_session(mode="auto", sampling=GREEDY)
     wire = Wire()
     client = CLIENTS[dialect](session, wire)
