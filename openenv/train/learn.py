@@ -69,6 +69,8 @@ class LearnConfig(BaseModel):
     max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
     concurrency: int = 3
     tokens: Literal["exact", "retokenize"] = "exact"
+    expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
+                                  "(the reference solution, scored by the live policy): one success per group")
 
     @property
     def tasks_dir(self) -> Path:
@@ -190,12 +192,13 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     train_ids = make_tasks(cfg)["train"]
     rollout_config = RolloutConfig(harness="pi", task_set=str(cfg.tasks_dir / "train"), backend="local",
                                    max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency)
+    expert = (lambda i: "oracle" if i == 0 else "sample") if cfg.expert_in_group else None
     if cfg.tokens == "retokenize":
         from openenv.train.retokenize import RetokenizedRollout
 
-        rollout: HarnessRollout = RetokenizedRollout(rollout_config)
+        rollout: HarnessRollout = RetokenizedRollout(rollout_config, policy_for=expert)
     else:
-        rollout = HarnessRollout(rollout_config)
+        rollout = HarnessRollout(rollout_config, policy_for=expert)
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
                       per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
                       learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
@@ -226,7 +229,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
     history = [h for h in trainer.state.log_history if "reward" in h]
-    result = {"seed": seed, "tokens": cfg.tokens, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
+    result = {"seed": seed, "tokens": cfg.tokens, "expert_in_group": cfg.expert_in_group, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
               "train_reward": [h["reward"] for h in history],
               "retokenized_changed": [h["rollout/retokenized_changed"] for h in history
                                       if "rollout/retokenized_changed" in h]}
