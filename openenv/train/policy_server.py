@@ -37,8 +37,15 @@ def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | Non
     """Start a capture server whose backend samples the trainer's current policy.
 
     Raises:
-        BadRequest: `vllm` without a URL, or no tokenizer folder could be found.
+        BadRequest: `vllm` without a URL, `local` with gradient checkpointing on, or no tokenizer folder
+            could be found.
     """
+    if backend == "local" and getattr(getattr(trainer, "args", None), "gradient_checkpointing", False):
+        # TRL's GRPOConfig turns it on by default. The local backend samples the very model being trained,
+        # and with checkpointing on that model runs without its KV cache while it samples: replies came out
+        # cut short with malformed tool calls, silently (found by the issue-21 learning run).
+        raise BadRequest("backend='local' samples the trainer's own model, which gradient checkpointing breaks "
+                         "for generation: pass GRPOConfig(gradient_checkpointing=False), or use backend='vllm'")
     folder = model_folder(trainer, model)
     if backend == "local":
         live = trainer.accelerator.unwrap_model(trainer.model)
