@@ -15,6 +15,7 @@ from openenv.capture.journal import Journal
 from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
 from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
+from openenv.core.reaper import reap_periodically
 from openenv.errors import CapacityError, UnknownSession
 
 __all__ = ["CaptureSessionRegistry"]
@@ -135,12 +136,7 @@ class CaptureSessionRegistry:
 
     async def reap_forever(self) -> None:
         """The idle reaper: runs for the app's lifetime (a no-op without `idle_timeout_s`)."""
-        if self.idle_timeout_s is None:
-            return
-        period = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
-        while True:
-            await asyncio.sleep(period)
-            self.reap()
+        await reap_periodically(self.idle_timeout_s, self.reap)
 
     def close_all(self, reason: str = "shutdown") -> None:
         for token in list(self.sessions):

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from openenv.core.environment import Environment, EnvMetadata
+from openenv.core.reaper import reap_periodically
 from openenv.core.types import Action, Observation, State
 from openenv.core.validation import field_errors, validation_message
 from openenv.core.wire import ResetRequest
@@ -275,15 +276,7 @@ class EnvSessionRegistry:
 
     async def run_reaper(self) -> None:
         """Reap forever, checking a few times per timeout; cancelled by the app's lifespan."""
-        if self.idle_timeout_s is None:
-            return
-        interval = min(max(self.idle_timeout_s / 4, 0.05), 30.0)
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.reap_idle()
-            except Exception:  # one bad session must not end reaping for everyone (sessions never expired)
-                log.exception("the session reaper failed this round; it keeps running")
+        await reap_periodically(self.idle_timeout_s, self.reap_idle)
 
     async def close_all(self) -> None:
         for sid in list(self._sessions):
