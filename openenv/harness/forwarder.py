@@ -35,18 +35,29 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 def _splice(
     connect: Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]],
 ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    # The loop keeps only weak references to tasks, and while both sockets have reading paused (flow
+    # control) nothing else reaches a connection's task: the garbage collector then destroys it mid-copy,
+    # closing both ends ("Task was destroyed but it is pending!"; the harness sees its reply cut off).
+    live: set[asyncio.Task[None]] = set()
+
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        live.add(task)  # type: ignore[arg-type]
         try:
-            up_reader, up_writer = await connect()
-        except OSError:
-            writer.close()
-            return
-        try:
-            await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            try:
+                up_reader, up_writer = await connect()
+            except OSError:
+                writer.close()
+                return
+            try:
+                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+            finally:
+                for end in (writer, up_writer):
+                    with contextlib.suppress(Exception):
+                        end.close()
         finally:
-            for end in (writer, up_writer):
-                with contextlib.suppress(Exception):
-                    end.close()
+            live.discard(task)  # type: ignore[arg-type]
 
     return handle
 
