@@ -35,8 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.resources import ENVS_PATH_VAR
 
-__all__ = ["LEAN_PI_FLAGS", "LearnConfig", "heldout_ids", "heldout_solve_rate", "lean_pi_envs", "make_tasks",
-           "record_oracle", "train_grpo_run", "use_lean_pi"]
+__all__ = ["LEAN_PI_FLAGS", "LearnConfig", "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_pi_envs",
+           "make_tasks", "oracle_ids", "record_oracle", "train_grpo_run", "use_lean_pi"]
 
 LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
 LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
@@ -52,22 +52,25 @@ class LearnConfig(BaseModel):
 
     out: Path = Path(".cache/learn")
     task_seed: int = 0
-    kinds: tuple[str, ...] = Field(default=("create", "append"), description="the fileops kinds trained and "
-                                   "measured (the family is generated with all four; see docs/learning.md)")
-    train_tasks: int = 400
+    kinds: tuple[str, ...] = Field(default=("create", "append"), description="the fileops kinds generated, "
+                                   "trained and measured")
+    train_tasks: int = 480
     heldout_tasks: int = 64
-    oracle_episodes: int = Field(default=128, ge=1, description="training tasks recorded with the oracle")
-    eval_tasks: int = Field(default=16, ge=1, description="held-out tasks per solve-rate measurement")
-    sft_rounds: list[tuple[float, float]] = Field(default=[(5, 6e-3), (6, 3e-3)], description="SFT as (epochs, "
-                                                  "peak learning rate) rounds, each a cosine schedule from the last")
-    sft_batch: int = 2
-    grpo_steps: int = 3
+    oracle_episodes: int = Field(default=360, ge=1, description="training tasks recorded with the oracle (the "
+                                 "SFT rows); GRPO samples the others")
+    eval_tasks: int = Field(default=64, ge=1, description="held-out tasks per solve-rate measurement")
+    sft_rounds: list[tuple[float, float]] = Field(default=[(27, 1e-2)], description="SFT as (epochs, peak "
+                                                  "learning rate) rounds, each a cosine schedule from the last")
+    sft_batch: int = 8
+    grpo_steps: int = 12
     num_generations: int = 4
-    groups_per_step: int = 2
-    grpo_lr: float = 1e-3
-    eval_every: int = 3
+    groups_per_step: int = 4
+    grpo_lr: float = 5e-4
+    grpo_warmup_steps: int = Field(default=4, ge=0, description="linear warmup of the GRPO learning rate: a "
+                                   "fresh Adam's first steps move every weight by about the learning rate")
+    eval_every: int = 6
     max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
-    concurrency: int = 3
+    concurrency: int = 6
     tokens: Literal["exact", "retokenize"] = "exact"
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
                                   "(the reference solution, scored by the live policy): one success per group")
@@ -109,22 +112,39 @@ def lean_pi_envs(out: Path) -> Path:
 
 
 def make_tasks(cfg: LearnConfig) -> dict[str, list[str]]:
-    """The fileops family from `task_seed` (reused when the same split is already there): the ids of each
-    split whose kind is in `kinds`."""
+    """The fileops family of `kinds` from `task_seed` (reused when the same split is already there): the
+    ids of each split."""
     from openenv.harness.tasks.fileops import generate
 
     split = cfg.tasks_dir / "split.json"
     data = json.loads(split.read_text()) if split.is_file() else {}
     if not (data.get("seed") == cfg.task_seed and len(data.get("train", [])) == cfg.train_tasks
-            and len(data.get("heldout", [])) == cfg.heldout_tasks):
-        data = generate(cfg.tasks_dir, cfg.task_seed, train=cfg.train_tasks, heldout=cfg.heldout_tasks)
-    return {name: [i for i in data[name] if i.split("-", 1)[0] in cfg.kinds] for name in ("train", "heldout")}
+            and len(data.get("heldout", [])) == cfg.heldout_tasks and data.get("kinds") == list(cfg.kinds)):
+        data = generate(cfg.tasks_dir, cfg.task_seed, train=cfg.train_tasks, heldout=cfg.heldout_tasks,
+                        kinds=cfg.kinds)  # type: ignore[arg-type]
+    return {name: list(data[name]) for name in ("train", "heldout")}
 
 
 def _pick(ids: list[str], count: int, seed: int) -> list[str]:
     chosen = sorted(ids)
     random.Random(seed).shuffle(chosen)
     return sorted(chosen[:count])
+
+
+def oracle_ids(cfg: LearnConfig) -> list[str]:
+    """The training tasks the oracle demonstrates (the SFT rows)."""
+    return _pick(make_tasks(cfg)["train"], cfg.oracle_episodes, cfg.task_seed)
+
+
+def grpo_ids(cfg: LearnConfig) -> list[str]:
+    """The training tasks GRPO samples: those the oracle did not demonstrate, when there are any.
+
+    Why: after many SFT epochs the model has partly memorized its demonstrations, so their rewards say
+    little about what it does on an instruction it has not seen, which is what the held-out rate measures.
+    """
+    shown = set(oracle_ids(cfg))
+    rest = [i for i in make_tasks(cfg)["train"] if i not in shown]
+    return rest or sorted(shown)
 
 
 def heldout_ids(cfg: LearnConfig) -> list[str]:
@@ -142,16 +162,18 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
     return done.stdout
 
 
-def record_oracle(cfg: LearnConfig, log: Log | None = None) -> Path:
+def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None) -> Path:
     """Oracle episodes on `oracle_episodes` training tasks through the harness, exported as token rows;
-    returns the export folder's `tokens/` (reused when it is there)."""
+    returns the export folder's `tokens/` (reused when it is there). `model` is the model to be trained:
+    its tokenizer and chat template render the prompts, so the rows are the sequences it will see."""
     export = cfg.out / "oracle" / "dataset"
     if (export / "tokens").is_dir():
         return export / "tokens"
-    ids = _pick(make_tasks(cfg)["train"], cfg.oracle_episodes, cfg.task_seed)
+    ids = oracle_ids(cfg)
     episodes = cfg.out / "oracle" / "eval"
     _openenv(["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "train"), "--only", ",".join(ids),
-              "--policy", "oracle", "--concurrency", str(cfg.concurrency), "--out", str(episodes), "--json"], cfg, log)
+              "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency), "--out", str(episodes),
+              "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
@@ -189,7 +211,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
 
     use_lean_pi(cfg)
     out.mkdir(parents=True, exist_ok=True)
-    train_ids = make_tasks(cfg)["train"]
+    train_ids = grpo_ids(cfg)
     rollout_config = RolloutConfig(harness="pi", task_set=str(cfg.tasks_dir / "train"), backend="local",
                                    max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency)
     expert = (lambda i: "oracle" if i == 0 else "sample") if cfg.expert_in_group else None
@@ -201,7 +223,8 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
         rollout = HarnessRollout(rollout_config, policy_for=expert)
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
                       per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
-                      learning_rate=cfg.grpo_lr, lr_scheduler_type="constant", beta=0.0, temperature=1.0,
+                      learning_rate=cfg.grpo_lr, lr_scheduler_type="constant_with_warmup",
+                      warmup_steps=cfg.grpo_warmup_steps, adam_beta2=0.99, beta=0.0, temperature=1.0,
                       logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=seed)
     curve: list[dict[str, Any]] = []
 
