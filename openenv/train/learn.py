@@ -131,9 +131,17 @@ def _pick(ids: list[str], count: int, seed: int) -> list[str]:
     return sorted(chosen[:count])
 
 
+def _train_split(cfg: LearnConfig) -> tuple[list[str], list[str]]:
+    """The training tasks as (demonstrated by the oracle, not demonstrated), from one read of the split."""
+    train = make_tasks(cfg)["train"]
+    shown = _pick(train, cfg.oracle_episodes, cfg.task_seed)
+    chosen = set(shown)
+    return shown, [i for i in train if i not in chosen]
+
+
 def oracle_ids(cfg: LearnConfig) -> list[str]:
     """The training tasks the oracle demonstrates (the SFT rows)."""
-    return _pick(make_tasks(cfg)["train"], cfg.oracle_episodes, cfg.task_seed)
+    return _train_split(cfg)[0]
 
 
 def grpo_ids(cfg: LearnConfig) -> list[str]:
@@ -142,9 +150,8 @@ def grpo_ids(cfg: LearnConfig) -> list[str]:
     Why: after many SFT epochs the model has partly memorized its demonstrations, so their rewards say
     little about what it does on an instruction it has not seen, which is what the held-out rate measures.
     """
-    shown = set(oracle_ids(cfg))
-    rest = [i for i in make_tasks(cfg)["train"] if i not in shown]
-    return rest or sorted(shown)
+    shown, rest = _train_split(cfg)
+    return rest or shown
 
 
 def heldout_ids(cfg: LearnConfig) -> list[str]:

@@ -8,6 +8,8 @@ import gc
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 from openenv.core.net import free_port
 from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
@@ -30,7 +32,10 @@ def _echo_server() -> tuple[socket.socket, int]:
     return server, server.getsockname()[1]
 
 
-def test_bytes_round_trip_through_both_halves(tmp_path):
+@contextlib.contextmanager
+def _forwarding(tmp_path: Path) -> Iterator[tuple[int, UnixToTcpBridge]]:
+    """Both halves in front of an upper-casing echo server: yields the inner half's TCP port and the bridge
+    (the outer half), and stops everything on exit."""
     echo, echo_port = _echo_server()
     bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
     inner_port, ready = free_port(), tmp_path / "ready"
@@ -46,20 +51,30 @@ def test_bytes_round_trip_through_both_halves(tmp_path):
     try:
         while not ready.exists():
             time.sleep(0.01)
-        payload = b"x" * 200_000
-        with socket.create_connection(("127.0.0.1", inner_port), timeout=5) as client:
-            client.sendall(payload)
-            client.shutdown(socket.SHUT_WR)
-            received = b""
-            while chunk := client.recv(65536):
-                received += chunk
-        assert received == payload.upper()
+        yield inner_port, bridge
     finally:
         loop.call_soon_threadsafe(task.cancel)
         thread.join(5)
         loop.close()
         bridge.close()
         echo.close()
+
+
+def _round_trip(port: int, payload: bytes, timeout: float) -> bytes:
+    """Send `payload`, close the sending side, and read until the other end closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as client:
+        client.sendall(payload)
+        client.shutdown(socket.SHUT_WR)
+        received = b""
+        while chunk := client.recv(65536):
+            received += chunk
+    return received
+
+
+def test_bytes_round_trip_through_both_halves(tmp_path):
+    with _forwarding(tmp_path) as (inner_port, bridge):
+        payload = b"x" * 200_000
+        assert _round_trip(inner_port, payload, timeout=5) == payload.upper()
     assert not bridge.socket_path.exists()
 
 
@@ -67,38 +82,12 @@ def test_a_connection_survives_the_garbage_collector_while_both_sides_are_paused
     """Hundreds of 200 KB round trips, each long enough for flow control to pause reading on both of its
     sockets: a connection task kept only by the loop's weak reference was collected mid-copy in about 2%
     of them (the client got b"" and "Task was destroyed but it is pending!" was logged)."""
-    echo, echo_port = _echo_server()
-    bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
-    inner_port, ready = free_port(), tmp_path / "ready"
-    loop = asyncio.new_event_loop()
-
-    async def inner_half() -> None:
-        with contextlib.suppress(asyncio.CancelledError):
-            await serve_tcp_to_unix("127.0.0.1", inner_port, str(bridge.socket_path), ready)
-
-    task = loop.create_task(inner_half())
-    thread = threading.Thread(target=loop.run_until_complete, args=(task,), daemon=True)
-    thread.start()
     thresholds = gc.get_threshold()
     gc.set_threshold(50)  # collect often, so also while a copy is paused
     try:
-        while not ready.exists():
-            time.sleep(0.01)
-        payload = b"x" * 200_000
-        cut = 0
-        for _ in range(300):
-            with socket.create_connection(("127.0.0.1", inner_port), timeout=30) as client:
-                client.sendall(payload)
-                client.shutdown(socket.SHUT_WR)
-                received = b""
-                while chunk := client.recv(65536):
-                    received += chunk
-            cut += received != payload.upper()
+        with _forwarding(tmp_path) as (inner_port, _bridge):
+            payload = b"x" * 200_000
+            cut = sum(_round_trip(inner_port, payload, timeout=30) != payload.upper() for _ in range(300))
         assert cut == 0, f"{cut} of 300 round trips were cut off"
     finally:
         gc.set_threshold(*thresholds)
-        loop.call_soon_threadsafe(task.cancel)
-        thread.join(5)
-        loop.close()
-        bridge.close()
-        echo.close()
