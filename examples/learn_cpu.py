@@ -7,8 +7,10 @@ Stages (openenv.train.learn): fileops tasks from a seed with a held-out split ->
 pi (`openenv eval --policy oracle`) -> `openenv export` token rows -> TRL SFTTrainer on the sampled tokens
 (env_mask) of a random-init model -> GRPO through pi (HarnessRollout, EpisodeGRPOTrainer) from the SFT
 model, one run per seed, plus one run with the token splice off (rows re-tokenized from text) -> held-out
-solve rates by `openenv eval` for the random, SFT and GRPO models. Writes results.json under --out and,
-unless --no-docs, docs/learning.md and docs/learning.png.
+solve rates by `openenv eval` for the random, SFT and GRPO models. Then a second harness (mini-swe-agent):
+its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
+one run per seed. Writes results.json under --out and, unless --no-docs, docs/learning.md and
+docs/learning.png.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
 from openenv.train.learn import (LearnConfig, grpo_ids, heldout_solve_rate, make_tasks, oracle_ids,  # noqa: E402
-                                 record_oracle, train_grpo_run)
+                                 record_oracle, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
 SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
-         "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2}
+         "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
+         "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1}
 
 
 def log(message: str) -> None:
@@ -52,6 +55,9 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         stages = [results.get(k, {}).get("wall_s", 0) for k in ("sft_train", "random", "sft")]
         stages += [r["wall_s"] for r in results.get("grpo", [])]
         stages += [results.get(k, {}).get("wall_s", 0) for k in ("retokenized", "expert")]
+        second = results.get("transfer", {})
+        stages += [second.get(k, {}).get("wall_s", 0) for k in ("sft_train", "pi_sft", "sft")]
+        stages += [r["wall_s"] for r in second.get("grpo", [])]
         results["wall_s"] = round(sum(stages), 1)
         saved.write_text(json.dumps(results, indent=1))
 
@@ -100,7 +106,50 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         else:
             results["grpo"].append(result)
         save()
+    if cfg.transfer_harness:
+        results["transfer"] = run_transfer(cfg, seeds, random_model, tokens, save_partial=lambda t: (
+            results.update(transfer=t), save()))
+        save()
     return results
+
+
+def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path,
+                 save_partial: Any) -> dict[str, Any]:
+    """The second harness: its oracle demonstrates only `transfer_demos` tasks. The SFT model is tuned on
+    those beside pi's rows, then GRPO runs through the second harness, one run per seed; held-out solve
+    rates through the second harness for the pi SFT model, the tuned one and each GRPO run."""
+    from datasets import concatenate_datasets
+
+    harness = cfg.transfer_harness
+    assert harness is not None
+    folder = cfg.transfer_dir
+    tokens = record_oracle(cfg, random_model, log, harness=harness, ids=transfer_ids(cfg))
+    demos = sft_dataset(tokens)
+    data = concatenate_datasets([sft_dataset(pi_tokens, tasks=set(oracle_ids(cfg))), demos]).shuffle(seed=0)
+    tuned = folder / "sft"
+    if not (tuned / "sft_metrics.json").is_file():
+        log(f"{harness}: SFT from the pi SFT model on {len(data)} rows ({len(demos)} of them {harness}'s)")
+        train_sft(cfg.sft_dir, data, tuned, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
+                  batch_size=cfg.sft_batch)
+    out: dict[str, Any] = {"harness": harness, "demos": len(demos), "rows": len(data),
+                           "sft_train": json.loads((tuned / "sft_metrics.json").read_text())}
+    out["sft_train"].pop("log", None)
+    for name, model in (("pi_sft", cfg.sft_dir), ("sft", tuned)):
+        out[name] = heldout_solve_rate(model, cfg, folder / f"eval-{name}", log, harness=harness)
+        log(f"{harness}: {name} model held-out {out[name]['solved']}/{out[name]['episodes']}")
+        save_partial(out)
+    out["grpo"] = []
+    for seed in seeds:
+        done = folder / f"grpo-seed{seed}" / "grpo.json"
+        if done.is_file():
+            result = json.loads(done.read_text())
+        else:
+            log(f"{harness}: GRPO seed {seed}")
+            result = train_grpo_run(cfg.transfer_grpo(), tuned, folder / f"grpo-seed{seed}", seed=seed, log=log,
+                                    harness=harness)
+        out["grpo"].append(result)
+        save_partial(out)
+    return out
 
 
 def _final(run: dict[str, Any]) -> float:
@@ -118,7 +167,9 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     finals = [_final(r) for r in results["grpo"]]
     mean = statistics.mean(finals)
     spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
-    fig, (ax, tr) = plt.subplots(1, 2, figsize=(11, 4))
+    second = results.get("transfer")
+    fig, axes = plt.subplots(2 if second else 1, 2, figsize=(11, 8 if second else 4), squeeze=False)
+    (ax, tr) = axes[0]
     runs = [(f"GRPO seed {r['seed']}", r, "o", "-") for r in results["grpo"]]
     if "retokenized" in results:
         runs.append(("GRPO, no splice (re-tokenized)", results["retokenized"], "x", "--"))
@@ -134,10 +185,25 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     ax.set_ylabel(f"held-out solve rate ({results['sft']['episodes']} tasks)")
     tr.set_xlabel("GRPO step")
     tr.set_ylabel("solve rate of the step's training episodes")
-    for axis in (ax, tr):
+    ax.set_title("pi", fontsize=10)
+    if second:
+        sax, stra = axes[1]
+        for run in second["grpo"]:
+            steps = [0] + [p["step"] for p in run["curve"]]
+            sax.plot(steps, [second["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker="o",
+                     label=f"GRPO seed {run['seed']}")
+            stra.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker="o",
+                      label=f"GRPO seed {run['seed']}")
+        sax.axhline(second["pi_sft"]["solve_rate"], color="grey", linestyle=":", label="pi's SFT model")
+        sax.set_title(f"{second['harness']} (SFT: pi's rows + {second['demos']} of its own)", fontsize=10)
+        sax.set_xlabel("GRPO step (0 = the SFT model)")
+        sax.set_ylabel(f"held-out solve rate ({second['sft']['episodes']} tasks)")
+        stra.set_xlabel("GRPO step")
+        stra.set_ylabel("solve rate of the step's training episodes")
+    for axis in axes.flat:
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+        axis.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(docs / "learning.png", dpi=100)
     plt.close(fig)
@@ -207,15 +273,77 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         "",
         *[f"- {f}" for f in findings],
         "",
+        *(transfer_section(second) if second else []),
         GRPO_SWEEP,
         "",
         "![held-out solve rate per GRPO step, and the training episodes' solve rate per step](learning.png)",
         "",
-        "Left: held-out solve rate (measured every `eval_every` steps by `openenv eval`; step 0 is the SFT "
-        "model). Right: the solve rate of each GRPO step's own training episodes (sampled, on training tasks).",
+        "Left: held-out solve rate (measured by `openenv eval`; step 0 is the SFT model). Right: the solve rate "
+        "of each GRPO step's own training episodes (sampled, on training tasks). Top: pi; bottom: the second "
+        "harness.",
         "",
     ]
     (docs / "learning.md").write_text("\n".join(lines) + "\n" + RECIPE)
+
+
+def transfer_section(second: dict[str, Any]) -> list[str]:
+    """The second harness's table and verdict, from `results["transfer"]`."""
+    harness, sft = second["harness"], second["sft"]
+    finals = [_final(r) for r in second["grpo"]]
+    mean = statistics.mean(finals)
+    spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    verdict = "above" if mean - sft["solve_rate"] > spread and mean > sft["solve_rate"] else "not above"
+    lines = [
+        f"## A second harness: {harness}, from a few of its own demonstrations",
+        "",
+        f"pi's oracle demonstrated {second['rows'] - second['demos']} training tasks; {harness}'s demonstrates "
+        f"{second['demos']}. The pi SFT model, tuned for {second['sft_train']['epochs']:g} epochs on both sets "
+        f"({second['rows']} rows), then GRPO through {harness} (unmodified, with its own `-c` overrides: a one-line "
+        f"system template and the instruction alone as the instance template), each held-out solve rate by "
+        f"`openenv eval --harness {harness}` on the same {sft['episodes']} held-out tasks.",
+        "",
+        "| model | solved | solve rate | note |",
+        "|---|---:|---:|---|",
+        f"| pi's SFT model | {second['pi_sft']['solved']}/{second['pi_sft']['episodes']} | "
+        f"{second['pi_sft']['solve_rate']:.0%} | never saw {harness}'s prompt |",
+        f"| SFT + {second['demos']} {harness} demonstrations | {sft['solved']}/{sft['episodes']} | "
+        f"{sft['solve_rate']:.0%} | {second['sft_train']['wall_s']:.0f} s |",
+    ]
+    for run in second["grpo"]:
+        last = run["curve"][-1]
+        lines.append(f"| GRPO seed {run['seed']} | {last['solved']}/{last['episodes']} | {last['solve_rate']:.0%} | "
+                     f"{len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+    lines += [
+        "",
+        f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT {sft['solve_rate']:.1%}. "
+        f"GRPO is **{verdict}** SFT by more than the seed spread.",
+        "",
+        SECOND_HARNESS,
+        "",
+    ]
+    return lines
+
+
+SECOND_HARNESS = """Why GRPO moves the model here and not through pi: what it has to learn differs. Through pi, the
+SFT model's failures are instance-level (which of 16 words, which of 24 file names), and an episode carries
+at most one bit about one instance. Through a harness whose prompt the model has seen in a handful of
+demonstrations, much of the failure is one shared behaviour (answering this prompt the way it answers
+pi's), which every episode of every task informs.
+
+Measured before the run with `examples/learn_proxy.py`, a harness-free proxy of the same GRPO loss on the
+same prompts (the first turn only, sampled with `generate`; 64 held-out tasks x 8 samples, and the mean
+probability of the reference reply, which has no sampling noise):
+
+| proxy run (from the SFT model) | reference probability on held-out |
+|---|---|
+| pi's prompt, lr 3e-4, 16 episodes a step, 480 episodes | 0.452 -> 0.444 |
+| pi's prompt, lr 3e-4, 64 episodes a step, 3,840 episodes | 0.452 -> 0.477 (training tasks 0.49 -> 0.57) |
+| pi's prompt, lr 1e-3, 4 training tasks only, 960 episodes | training tasks -> 0.88-1.0; held-out 0.452 -> 0.124 |
+| mini-swe-agent's prompt, 4-demonstration model, lr 5e-4, 320 episodes, seeds 0/1/2 | 0.109 -> 0.280 / 0.213 / 0.179 |
+
+GRPO fits what it samples (4 tasks, to 100%), but on pi's prompt what it fits is those instances: it
+memorizes instead of copying better, and held-out falls. Moving pi's held-out rate would take thousands of
+episodes, hours of pi on two cores."""
 
 
 GRPO_SWEEP = """## GRPO at this scale: what was tried
@@ -260,8 +388,9 @@ RECIPE = """
   held-out file name and word appears in training, never in that combination and kind). The verifier
   (`tests/check.py`, run as `python3 -I -S` after every agent process is dead) reads the workspace as data
   and wants regular files with exactly the expected lines.
-- **Harness**: pi, unmodified, configured with its own flags: `--tools bash --system-prompt "..."`
-  (`openenv.train.learn.lean_pi_envs`).
+- **Harnesses**: pi and mini-swe-agent, unmodified, each configured with its own flags: pi's `--tools bash
+  --system-prompt "..."`, mini-swe-agent's `-c agent.system_template=... -c agent.instance_template={{task}}
+  -c agent.step_limit=4` (`openenv.train.learn.LEAN`, `lean_envs`).
 - **Model** (`openenv.models.learner`): a random-init Qwen2 (hidden 64, 2 layers, 4 heads) with the
   project's tokenizer and a chat template that lists each tool on one line (`Tools: bash(command,
   timeout)`) instead of its JSON schema: the prompt is ~110 tokens instead of ~370. Measured before the
@@ -295,6 +424,7 @@ def main() -> None:
     parser.add_argument("--eval-tasks", type=int, default=None)
     parser.add_argument("--no-baseline", action="store_true", help="skip the no-splice GRPO run")
     parser.add_argument("--expert", action="store_true", help="add a GRPO run with an oracle episode in each group")
+    parser.add_argument("--no-second-harness", action="store_true", help="skip the mini-swe-agent stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
@@ -307,14 +437,18 @@ def main() -> None:
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
         if getattr(args, key) is not None:
             settings[key] = getattr(args, key)
+    if args.no_second_harness:
+        settings["transfer_harness"] = None
     cfg = LearnConfig(**settings)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke)
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    print(json.dumps({k: results[k] for k in ("random", "sft")} | {
-        "grpo": [r["curve"][-1] for r in results["grpo"]]}, indent=1))
+    second = results.get("transfer")
+    print(json.dumps({k: results[k] for k in ("random", "sft")} | {"grpo": [r["curve"][-1] for r in results["grpo"]]} | (
+        {"second_harness": {"sft": second["sft"], "grpo": [r["curve"][-1] for r in second["grpo"]]}} if second else {}),
+        indent=1))
 
 
 if __name__ == "__main__":

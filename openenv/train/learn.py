@@ -10,11 +10,12 @@
 5. `heldout_solve_rate`: `openenv eval` of a model folder on the held-out split (a subprocess, so the
    numbers are the CLI's own).
 
-The harness is pi, unmodified, configured with its own flags (`lean_pi_envs`): only its `bash` tool and a
+The harnesses run unmodified, each configured with its own flags (`LEAN`): only a `bash` tool and a
 one-line system prompt. Pi's default prompt (a 2.4k-character system prompt and 4 tool schemas) is ~1,940
-tokens with the project's tokenizer and makes every training sequence ~2,000 tokens; the lean one is
-~370 tokens, which makes a training step ~5x cheaper and an SFT run minutes instead of an hour on 2 cores.
-The shipped `envs/pi` is untouched: the lean spec is written into the run's folder and put first on
+tokens with the project's tokenizer and makes every training sequence ~2,000 tokens; mini-swe-agent's
+default instance template alone is ~1,000. The lean ones are ~110 tokens with the learner's template, which
+makes a training step ~20x cheaper and an SFT run minutes instead of hours on 2 cores. The shipped
+`envs/<harness>` specs are untouched: the lean specs are written into the run's folder and put first on
 `$OPENENV_ENVS_PATH` for this run only.
 """
 
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,12 +37,28 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.resources import ENVS_PATH_VAR
 
-__all__ = ["LEAN_PI_FLAGS", "LearnConfig", "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_pi_envs",
-           "make_tasks", "oracle_ids", "record_oracle", "train_grpo_run", "use_lean_pi"]
+__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "grpo_ids", "heldout_ids",
+           "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle", "train_grpo_run",
+           "transfer_ids", "use_lean_envs"]
 
 LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
 LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
                  "--system-prompt", LEAN_PI_SYSTEM_PROMPT]
+LEAN_MINI_SYSTEM_PROMPT = "Use the bash tool to do the task, then run: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+LEAN_MINI_FLAGS = ["-c", f"agent.system_template={LEAN_MINI_SYSTEM_PROMPT}", "-c", "agent.instance_template={{task}}",
+                   "-c", "agent.step_limit=4"]
+
+
+@dataclass(frozen=True)
+class Lean:
+    """A harness's own flags that make it lean, and where they go in its spec's command."""
+
+    flags: tuple[str, ...]
+    after: str | None = None  # the argument they follow (None: the end of the command)
+
+
+LEAN: dict[str, Lean] = {"pi": Lean(tuple(LEAN_PI_FLAGS), after="-p"), "mini-swe-agent": Lean(tuple(LEAN_MINI_FLAGS))}
+HarnessName = Literal["pi", "mini-swe-agent"]
 
 Log = Callable[[str], None]
 
@@ -74,6 +92,16 @@ class LearnConfig(BaseModel):
     tokens: Literal["exact", "retokenize"] = "exact"
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
                                   "(the reference solution, scored by the live policy): one success per group")
+    transfer_harness: HarnessName | None = Field(default="mini-swe-agent", description="a second harness "
+                                                 "whose oracle demonstrates only `transfer_demos` tasks; the SFT "
+                                                 "model is tuned on them beside pi's rows, then GRPO runs through it")
+    transfer_demos: int = Field(default=4, ge=1, description="the second harness's oracle demonstrations")
+    transfer_sft_epochs: float = Field(default=2, description="epochs over pi's rows and the second harness's "
+                                       "demonstrations, from the SFT model (cosine from transfer_sft_lr)")
+    transfer_sft_lr: float = 3e-3
+    transfer_grpo_steps: int = Field(default=12, description="GRPO steps through the second harness (a step of "
+                                     "16 mini-swe-agent episodes takes ~70 s on 2 cores, 4x pi's)")
+    transfer_grpo_lr: float = 1e-3
 
     @property
     def tasks_dir(self) -> Path:
@@ -84,30 +112,43 @@ class LearnConfig(BaseModel):
         """The SFT model: the last round's output."""
         return self.out / f"sft-round{len(self.sft_rounds)}"
 
+    @property
+    def transfer_dir(self) -> Path:
+        """The second harness's stages: its SFT model, evals and GRPO runs."""
+        return self.out / f"transfer-{self.transfer_harness}"
+
+    def transfer_grpo(self) -> LearnConfig:
+        """This config with the second harness's GRPO settings (held-out measured at the end: a 64-task eval through
+        mini-swe-agent takes ~4 minutes on 2 cores)."""
+        return self.model_copy(update={"grpo_steps": self.transfer_grpo_steps, "grpo_lr": self.transfer_grpo_lr,
+                                       "eval_every": self.transfer_grpo_steps})
+
 
 def _env(cfg: LearnConfig) -> dict[str, str]:
-    envs = lean_pi_envs(cfg.out)
+    envs = lean_envs(cfg.out)
     return {**os.environ, ENVS_PATH_VAR: os.pathsep.join([str(envs), os.environ.get(ENVS_PATH_VAR, "")]).rstrip(
         os.pathsep), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
 
 
-def use_lean_pi(cfg: LearnConfig) -> None:
-    """Put the lean pi spec first on `$OPENENV_ENVS_PATH` in this process (GRPO runs episodes here)."""
+def use_lean_envs(cfg: LearnConfig) -> None:
+    """Put the lean specs first on `$OPENENV_ENVS_PATH` in this process (GRPO runs episodes here)."""
     os.environ[ENVS_PATH_VAR] = _env(cfg)[ENVS_PATH_VAR]
 
 
-def lean_pi_envs(out: Path) -> Path:
-    """Write `out/envs/pi/spec.yaml`: the shipped pi spec with `LEAN_PI_FLAGS` after `-p`; returns `out/envs`."""
+def lean_envs(out: Path) -> Path:
+    """Write `out/envs/<harness>/spec.yaml` for every harness in `LEAN`: the shipped spec with its lean flags
+    added to its command; returns `out/envs`."""
     from openenv.resources import shipped_envs_dir
 
-    spec = yaml.safe_load((shipped_envs_dir() / "pi" / "spec.yaml").read_text())
-    command = list(spec["command"])
-    at = command.index("-p") + 1
-    spec["command"] = [*command[:at], *LEAN_PI_FLAGS, *command[at:]]
-    spec["description"] = f"{spec['description']} Lean: only the bash tool and a one-line system prompt."
-    folder = out / "envs" / "pi"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    for harness, lean in LEAN.items():
+        spec = yaml.safe_load((shipped_envs_dir() / harness / "spec.yaml").read_text())
+        command = list(spec["command"])
+        at = command.index(lean.after) + 1 if lean.after else len(command)
+        spec["command"] = [*command[:at], *lean.flags, *command[at:]]
+        spec["description"] = f"{spec['description']} Lean: only the bash tool and a one-line system prompt."
+        folder = out / "envs" / harness
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     return out / "envs"
 
 
@@ -154,6 +195,11 @@ def grpo_ids(cfg: LearnConfig) -> list[str]:
     return rest or shown
 
 
+def transfer_ids(cfg: LearnConfig) -> list[str]:
+    """The few training tasks the second harness's oracle demonstrates (some of those pi's oracle did)."""
+    return _pick(oracle_ids(cfg), cfg.transfer_demos, cfg.task_seed + 1)
+
+
 def heldout_ids(cfg: LearnConfig) -> list[str]:
     """The held-out tasks every solve rate of a run is measured on (the same ones for every model)."""
     return _pick(make_tasks(cfg)["heldout"], cfg.eval_tasks, cfg.task_seed)
@@ -169,43 +215,48 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
     return done.stdout
 
 
-def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None) -> Path:
-    """Oracle episodes on `oracle_episodes` training tasks through the harness, exported as token rows;
-    returns the export folder's `tokens/` (reused when it is there). `model` is the model to be trained:
-    its tokenizer and chat template render the prompts, so the rows are the sequences it will see."""
-    export = cfg.out / "oracle" / "dataset"
+def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: HarnessName = "pi",
+                  ids: list[str] | None = None) -> Path:
+    """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
+    `oracle_ids`), exported as token rows; returns the export folder's `tokens/` (reused when it is there).
+    `model` is the model to be trained: its tokenizer and chat template render the prompts, so the rows are
+    the sequences it will see."""
+    folder = cfg.out / ("oracle" if harness == "pi" else f"oracle-{harness}")
+    export = folder / "dataset"
     if (export / "tokens").is_dir():
         return export / "tokens"
-    ids = oracle_ids(cfg)
-    episodes = cfg.out / "oracle" / "eval"
-    _openenv(["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "train"), "--only", ",".join(ids),
+    ids = ids if ids is not None else oracle_ids(cfg)
+    episodes = folder / "eval"
+    _openenv(["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "train"), "--only", ",".join(ids),
               "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency), "--out", str(episodes),
               "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
 
-def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None) -> dict[str, Any]:
-    """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks; the CLI's JSON
-    report's pi row (solved, episodes, solve_rate) plus the wall time."""
+def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,
+                       harness: HarnessName = "pi") -> dict[str, Any]:
+    """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
+    the CLI's JSON report's row (solved, episodes, solve_rate) plus the wall time."""
     start = time.monotonic()
     ids = heldout_ids(cfg)
     done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
     report = json.loads(done.read_text()) if done.is_file() else {}
     if report.get("tasks") != ids:
-        args = ["eval", "--harness", "pi", "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
+        args = ["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
                 "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json"]
         if model is not None:
             args += ["--model", str(model)]
         report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
-    row = next(r for r in report["rows"] if r["harness"] == "pi")
+    row = next(r for r in report["rows"] if r["harness"] == harness)
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
             "wall_s": round(time.monotonic() - start, 1)}
 
 
-def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None) -> dict[str, Any]:
-    """GRPO through pi from `start` (the SFT model) for `grpo_steps` steps on the training tasks; the
+def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,
+                   harness: HarnessName = "pi") -> dict[str, Any]:
+    """GRPO through `harness` from `start` (the SFT model) for `grpo_steps` steps on the training tasks; the
     held-out solve rate is measured every `eval_every` steps and at the end. Returns the curve
     (`[{step, solve_rate, ...}]`), TRL's per-step log and the wall time; the final model is in `out/model`."""
     from transformers import AutoTokenizer, TrainerCallback
@@ -216,10 +267,10 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     from openenv.train.rollout import HarnessRollout, RolloutConfig
     from openenv.train.trainer import EpisodeGRPOTrainer
 
-    use_lean_pi(cfg)
+    use_lean_envs(cfg)
     out.mkdir(parents=True, exist_ok=True)
     train_ids = grpo_ids(cfg)
-    rollout_config = RolloutConfig(harness="pi", task_set=str(cfg.tasks_dir / "train"), backend="local",
+    rollout_config = RolloutConfig(harness=harness, task_set=str(cfg.tasks_dir / "train"), backend="local",
                                    max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency)
     expert = (lambda i: "oracle" if i == 0 else "sample") if cfg.expert_in_group else None
     if cfg.tokens == "retokenize":
@@ -242,7 +293,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
                 return
             folder = out / f"step-{step}"
             trainer.save_model(str(folder))
-            rate = heldout_solve_rate(folder, cfg, out / f"eval-step-{step}", log)
+            rate = heldout_solve_rate(folder, cfg, out / f"eval-step-{step}", log, harness=harness)
             curve.append({"step": step, **rate})
             if log:
                 log(f"  GRPO step {step}: held-out {rate['solved']}/{rate['episodes']}")
@@ -259,7 +310,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
     history = [h for h in trainer.state.log_history if "reward" in h]
-    result = {"seed": seed, "tokens": cfg.tokens, "expert_in_group": cfg.expert_in_group, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
+    result = {"seed": seed, "harness": harness, "tokens": cfg.tokens, "expert_in_group": cfg.expert_in_group, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
               "train_reward": [h["reward"] for h in history],
               "retokenized_changed": [h["rollout/retokenized_changed"] for h in history
                                       if "rollout/retokenized_changed" in h]}

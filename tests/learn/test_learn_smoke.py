@@ -1,7 +1,8 @@
 """The CI smoke of the learning recipe (`examples/learn_cpu.py --smoke`, docs/learning.md): the whole chain
 at toy sizes, through the real pi harness in local sandboxes, in one command. Oracle episodes -> token
 export -> TRL SFT on the sampled tokens -> one GRPO step per mode (exact tokens, and rows re-tokenized
-from text) -> held-out `openenv eval` of every model. The full run is a benchmark, not a test: learning is
+from text) -> held-out `openenv eval` of every model; then the second harness (mini-swe-agent): its oracle's
+one demonstration, SFT from the pi model, one GRPO step through it, its held-out evals. The full run is a benchmark, not a test: learning is
 not asserted here, only that every stage ran on what the previous one produced."""
 
 from __future__ import annotations
@@ -41,3 +42,15 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
         assert len(run["train_reward"]) == 1
     assert results["retokenized"]["tokens"] == "retokenize"
     assert (out / "grpo-seed0" / "model" / "config.json").is_file()
+    # The second harness: one demonstration recorded through mini-swe-agent, tuned into the SFT model
+    # beside pi's rows, then GRPO and the held-out evals through mini-swe-agent.
+    second = results["transfer"]
+    assert (second["harness"], second["demos"]) == ("mini-swe-agent", 1)
+    assert second["rows"] == results["sft_train"]["rows"] + 1
+    mini_oracle = json.loads((out / "oracle-mini-swe-agent" / "eval" / "results.json").read_text())
+    assert mini_oracle["rows"][0]["harness"] == "mini-swe-agent" and mini_oracle["rows"][0]["solved"] == 1
+    for name in ("pi_sft", "sft"):
+        assert second[name]["episodes"] == 2
+    [run] = second["grpo"]
+    assert run["harness"] == "mini-swe-agent" and [p["step"] for p in run["curve"]] == [1]
+    assert len(run["train_reward"]) == 1
