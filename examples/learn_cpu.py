@@ -324,26 +324,31 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
     return lines
 
 
-SECOND_HARNESS = """Why GRPO moves the model here and not through pi: what it has to learn differs. Through pi, the
-SFT model's failures are instance-level (which of 16 words, which of 24 file names), and an episode carries
-at most one bit about one instance. Through a harness whose prompt the model has seen in a handful of
-demonstrations, much of the failure is one shared behaviour (answering this prompt the way it answers
-pi's), which every episode of every task informs.
+SECOND_HARNESS = """What GRPO has to learn differs between the two harnesses. Through pi, the SFT model's failures
+are instance-level (which of 16 words, which of 24 file names), and an episode carries at most one bit about
+one instance. Through a harness whose prompt the model has seen in only a handful of demonstrations, part
+of the failure is one shared behaviour (answering this prompt as it answers pi's), which every episode of
+every task informs. The mini-swe-agent episodes are capped at one step (`agent.step_limit=1`): the task is
+one command, and in a first run with a limit of 4 the tuned model's later turns were replies without a tool
+call, which mini-swe-agent answers with its format-error template; each became a training row carrying the
+episode's advantage (2.75 rows and ~80 sampled tokens per episode instead of 1 and ~36), and after 12 GRPO
+steps the held-out rate was the SFT model's (10/64 and 10/64, seed 0).
 
-Measured before the run with `examples/learn_proxy.py`, a harness-free proxy of the same GRPO loss on the
-same prompts (the first turn only, sampled with `generate`; 64 held-out tasks x 8 samples, and the mean
-probability of the reference reply, which has no sampling noise):
+Measured with `examples/learn_proxy.py`, a harness-free proxy of the same GRPO loss on the same prompts
+(the first turn only, sampled with `generate`; held-out: 64 tasks x 8 samples, and the mean probability of
+the reference reply, which has no sampling noise):
 
-| proxy run (from the SFT model) | reference probability on held-out |
-|---|---|
-| pi's prompt, lr 3e-4, 16 episodes a step, 480 episodes | 0.452 -> 0.444 |
-| pi's prompt, lr 3e-4, 64 episodes a step, 3,840 episodes | 0.452 -> 0.477 (training tasks 0.49 -> 0.57) |
-| pi's prompt, lr 1e-3, 4 training tasks only, 960 episodes | training tasks -> 0.88-1.0; held-out 0.452 -> 0.124 |
-| mini-swe-agent's prompt, 4-demonstration model, lr 5e-4, 320 episodes, seeds 0/1/2 | 0.109 -> 0.280 / 0.213 / 0.179 |
+| proxy run (from the SFT model) | held-out reference probability | held-out sampled | training tasks sampled |
+|---|---|---|---|
+| pi, lr 3e-4, 16 episodes a step, 480 episodes | 0.452 -> 0.457 | 0.438 -> 0.459 | 0.485 -> 0.504 |
+| pi, lr 3e-4, 64 episodes a step, 3,840 episodes | 0.452 -> 0.469 | 0.438 -> 0.453 | 0.485 -> 0.546 |
+| pi, lr 1e-3, 4 training tasks only, 960 episodes | 0.452 -> 0.400 | 0.438 -> 0.408 | those 4: 0.688 -> 0.938 |
+| mini-swe-agent, the recipe's settings (lr 1e-3, 192 episodes), seeds 0 / 1 | 0.182 -> 0.202 / 0.206 | 0.17 -> 0.19 / 0.22 | 0.24 -> 0.30 / 0.33 |
 
-GRPO fits what it samples (4 tasks, to 100%), but on pi's prompt what it fits is those instances: it
-memorizes instead of copying better, and held-out falls. Moving pi's held-out rate would take thousands of
-episodes, hours of pi on two cores."""
+GRPO fits what it samples (4 tasks, to 94%), but what it fits through pi's prompt is those instances, and
+held-out falls; 3,840 episodes (an hour of pi on these two cores) move pi's held-out rate by 1.5 points.
+Through mini-swe-agent's prompt, 192 episodes move it by 2-5 points in the proxy: a direction that
+generalizes, but small next to the 6-point sampling noise of a 64-episode eval."""
 
 
 GRPO_SWEEP = """## GRPO at this scale: what was tried
@@ -390,7 +395,7 @@ RECIPE = """
   and wants regular files with exactly the expected lines.
 - **Harnesses**: pi and mini-swe-agent, unmodified, each configured with its own flags: pi's `--tools bash
   --system-prompt "..."`, mini-swe-agent's `-c agent.system_template=... -c agent.instance_template={{task}}
-  -c agent.step_limit=4` (`openenv.train.learn.LEAN`, `lean_envs`).
+  -c agent.step_limit=1` (`openenv.train.learn.LEAN`, `lean_envs`).
 - **Model** (`openenv.models.learner`): a random-init Qwen2 (hidden 64, 2 layers, 4 heads) with the
   project's tokenizer and a chat template that lists each tool on one line (`Tools: bash(command,
   timeout)`) instead of its JSON schema: the prompt is ~110 tokens instead of ~370. Measured before the

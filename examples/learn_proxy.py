@@ -47,7 +47,9 @@ def command(tok: AutoTokenizer, ids: list[int]) -> str | None:
 def prompts(tok: AutoTokenizer, rows: Path, tasks: Path, split: str, ids: list[str]) -> list[Row]:
     """Each task's first turn under the harness prompt of the first recorded row of `rows`."""
     row = load_from_disk(str(rows))[0]
-    prompt, first = tok.decode(row["prompt_ids"]), tok.decode(row["completion_ids"][:row["env_mask"].index(0)])
+    mask = row["env_mask"]
+    end = mask.index(0) if 0 in mask else len(mask)  # the first turn: up to the first tool result, if any
+    prompt, first = tok.decode(row["prompt_ids"]), tok.decode(row["completion_ids"][:end])
     if tok.encode(prompt, add_special_tokens=False) != row["prompt_ids"]:
         raise SystemExit(f"{rows}: the recorded prompt does not re-encode to its own ids; the proxy needs it to")
     own = row["task"].split("/")[-1]

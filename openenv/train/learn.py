@@ -46,7 +46,7 @@ LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--n
                  "--system-prompt", LEAN_PI_SYSTEM_PROMPT]
 LEAN_MINI_SYSTEM_PROMPT = "Use the bash tool to do the task, then run: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
 LEAN_MINI_FLAGS = ["-c", f"agent.system_template={LEAN_MINI_SYSTEM_PROMPT}", "-c", "agent.instance_template={{task}}",
-                   "-c", "agent.step_limit=4"]
+                   "-c", "agent.step_limit=1"]
 
 
 @dataclass(frozen=True)
