@@ -26,7 +26,7 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (LearnConfig, grpo_ids, heldout_solve_rate, make_tasks, oracle_ids,  # noqa: E402
+from openenv.train.learn import (HarnessName, LearnConfig, grpo_ids, heldout_solve_rate, make_tasks, oracle_ids,  # noqa: E402
                                  record_oracle, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
@@ -93,12 +93,7 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
     if expert:
         runs.append(("grpo-expert", cfg.model_copy(update={"expert_in_group": True}), seeds[0]))
     for folder, run_cfg, seed in runs:
-        done = cfg.out / folder / "grpo.json"
-        if done.is_file():
-            result = json.loads(done.read_text())
-        else:
-            log(f"GRPO seed {seed}, tokens {run_cfg.tokens}")
-            result = train_grpo_run(run_cfg, sft, cfg.out / folder, seed=seed, log=log)
+        result = grpo_run(run_cfg, sft, cfg.out / folder, seed, f"GRPO seed {seed}, tokens {run_cfg.tokens}")
         if run_cfg.expert_in_group:
             results["expert"] = result
         elif run_cfg.tokens == "retokenize":
@@ -140,20 +135,32 @@ def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_toke
         save_partial(out)
     out["grpo"] = []
     for seed in seeds:
-        done = folder / f"grpo-seed{seed}" / "grpo.json"
-        if done.is_file():
-            result = json.loads(done.read_text())
-        else:
-            log(f"{harness}: GRPO seed {seed}")
-            result = train_grpo_run(cfg.transfer_grpo(), tuned, folder / f"grpo-seed{seed}", seed=seed, log=log,
-                                    harness=harness)
-        out["grpo"].append(result)
+        out["grpo"].append(grpo_run(cfg.transfer_grpo(), tuned, folder / f"grpo-seed{seed}", seed,
+                                    f"{harness}: GRPO seed {seed}", harness=harness))
         save_partial(out)
     return out
 
 
+def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
+             harness: HarnessName = "pi") -> dict[str, Any]:
+    """`train_grpo_run` into `out`, or the result a finished run left there (an interrupted run resumes)."""
+    done = out / "grpo.json"
+    if done.is_file():
+        return dict(json.loads(done.read_text()))
+    log(title)
+    return train_grpo_run(cfg, start, out, seed=seed, log=log, harness=harness)
+
+
 def _final(run: dict[str, Any]) -> float:
     return run["curve"][-1]["solve_rate"]
+
+
+def _verdict(finals: list[float], sft_rate: float) -> tuple[float, float, str]:
+    """Mean and standard deviation of the GRPO runs' final rates, and whether the mean is above SFT's by
+    more than that spread."""
+    mean = statistics.mean(finals)
+    spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    return mean, spread, "above" if mean - sft_rate > spread and mean > sft_rate else "not above"
 
 
 def write_docs(results: dict[str, Any], docs: Path) -> None:
@@ -165,8 +172,7 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     cfg = results["config"]
     sft_rate = results["sft"]["solve_rate"]
     finals = [_final(r) for r in results["grpo"]]
-    mean = statistics.mean(finals)
-    spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
+    mean, spread, verdict = _verdict(finals, sft_rate)
     second = results.get("transfer")
     fig, axes = plt.subplots(2 if second else 1, 2, figsize=(11, 8 if second else 4), squeeze=False)
     (ax, tr) = axes[0]
@@ -243,7 +249,6 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         lines.append(row("GRPO, expert in group", run["curve"][-1], f"seed {run['seed']}: episode 0 of each group "
                          "is the oracle's, scored by the live policy (one success per group); training solve rate "
                          "per step " + ", ".join(f"{r:.2f}" for r in run["train_reward"])))
-    verdict = ("above" if mean - sft_rate > spread and mean > sft_rate else "not above")
     findings = [f"**SFT vs random**: {results['sft']['solved']}/{results['sft']['episodes']} held-out tasks solved "
                 f"after SFT, {results['random']['solved']}/{results['random']['episodes']} by the random model "
                 f"({results['random'].get('mean_tool_calls', 0):.2f} tool calls per episode vs "
@@ -290,9 +295,7 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
     """The second harness's table and verdict, from `results["transfer"]`."""
     harness, sft = second["harness"], second["sft"]
     finals = [_final(r) for r in second["grpo"]]
-    mean = statistics.mean(finals)
-    spread = statistics.stdev(finals) if len(finals) > 1 else 0.0
-    verdict = "above" if mean - sft["solve_rate"] > spread and mean > sft["solve_rate"] else "not above"
+    mean, spread, verdict = _verdict(finals, sft["solve_rate"])
     lines = [
         f"## A second harness: {harness}, from a few of its own demonstrations",
         "",
