@@ -7,7 +7,9 @@ Stages (openenv.train.learn): fileops tasks from a seed with a held-out split ->
 pi (`openenv eval --policy oracle`) -> `openenv export` token rows -> TRL SFTTrainer on the sampled tokens
 (env_mask) of a random-init model -> GRPO through pi (HarnessRollout, EpisodeGRPOTrainer) from the SFT
 model, one run per seed, plus one run with the token splice off (rows re-tokenized from text) -> held-out
-solve rates by `openenv eval` for the random, SFT and GRPO models. Then a second harness (mini-swe-agent):
+solve rates by `openenv eval` for the random, SFT and GRPO models. Then an imperfect teacher: the same
+recipe on demonstrations that overwrite the file in most `append` tasks, SFT on them as logged, GRPO through
+pi from that model (one run per seed), and SFT on the verified ones beside it. Then a second harness (mini-swe-agent):
 its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
 one run per seed. Writes results.json under --out and, unless --no-docs, docs/learning.md and
 docs/learning.png.
@@ -27,12 +29,13 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
 from openenv.train.learn import (HarnessName, LearnConfig, grpo_ids, heldout_solve_rate, make_tasks, oracle_ids,  # noqa: E402
-                                 record_oracle, train_grpo_run, transfer_ids)
+                                 record_oracle, slipped_ids, teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
 SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
-         "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1}
+         "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
+         "teacher_grpo_steps": 1}
 
 
 def log(message: str) -> None:
@@ -55,9 +58,11 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         stages = [results.get(k, {}).get("wall_s", 0) for k in ("sft_train", "random", "sft")]
         stages += [r["wall_s"] for r in results.get("grpo", [])]
         stages += [results.get(k, {}).get("wall_s", 0) for k in ("retokenized", "expert")]
-        second = results.get("transfer", {})
+        second, teacher = results.get("transfer", {}), results.get("teacher", {})
         stages += [second.get(k, {}).get("wall_s", 0) for k in ("sft_train", "pi_sft", "sft")]
-        stages += [r["wall_s"] for r in second.get("grpo", [])]
+        stages += [r["wall_s"] for r in second.get("grpo", []) + teacher.get("grpo", [])]
+        stages += [teacher.get(k, {}).get("wall_s", 0) for k in ("sft_train", "verified_sft_train", "sft",
+                                                                  "verified_sft")]
         results["wall_s"] = round(sum(stages), 1)
         saved.write_text(json.dumps(results, indent=1))
 
@@ -69,18 +74,8 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
     tokens = record_oracle(cfg, random_model, log)
     data = sft_dataset(tokens, tasks=set(oracle_ids(cfg)))
     log(f"oracle rows: {len(data)}; GRPO samples the {len(grpo_ids(cfg))} training tasks not demonstrated")
-    start, rounds = random_model, []
-    for i, (epochs, lr) in enumerate(cfg.sft_rounds, 1):
-        sft = cfg.out / f"sft-round{i}"
-        if not (sft / "sft_metrics.json").is_file():
-            log(f"SFT round {i}: {len(data)} rows x {epochs} epochs, peak lr {lr} (cosine)")
-            train_sft(start, data, sft, epochs=epochs, learning_rate=lr, batch_size=cfg.sft_batch)
-        rounds.append(json.loads((sft / "sft_metrics.json").read_text()))
-        start = sft
+    sft, results["sft_train"] = sft_rounds(cfg, random_model, data, cfg.out, "SFT")
     assert sft == cfg.sft_dir
-    results["sft_train"] = {"rows": rounds[0]["rows"], "epochs": sum(r["epochs"] for r in rounds),
-                            "wall_s": round(sum(r["wall_s"] for r in rounds), 1), "rounds": rounds,
-                            "log": [h for r in rounds for h in r["log"]]}
     for name, model in (("random", random_model), ("sft", sft)):
         if name not in results:
             results[name] = heldout_solve_rate(model, cfg, cfg.out / f"eval-{name}", log)
@@ -101,11 +96,58 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         else:
             results["grpo"].append(result)
         save()
+    if cfg.teacher_slip is not None:
+        results["teacher"] = run_teacher(cfg, seeds, random_model, save_partial=lambda t: (
+            results.update(teacher=t), save()))
+        save()
     if cfg.transfer_harness:
         results["transfer"] = run_transfer(cfg, seeds, random_model, tokens, save_partial=lambda t: (
             results.update(transfer=t), save()))
         save()
     return results
+
+
+def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: str) -> tuple[Path, dict[str, Any]]:
+    """`cfg.sft_rounds` of SFT on `data` from `start` into `folder/sft-round<i>` (a finished round is reused);
+    returns the last round's model and a summary of the rounds."""
+    rounds = []
+    for i, (epochs, lr) in enumerate(cfg.sft_rounds, 1):
+        model = folder / f"sft-round{i}"
+        if not (model / "sft_metrics.json").is_file():
+            log(f"{title} round {i}: {len(data)} rows x {epochs} epochs, peak lr {lr} (cosine)")
+            train_sft(start, data, model, epochs=epochs, learning_rate=lr, batch_size=cfg.sft_batch)
+        rounds.append(json.loads((model / "sft_metrics.json").read_text()))
+        start = model
+    return start, {"rows": rounds[0]["rows"], "epochs": sum(r["epochs"] for r in rounds),
+                   "wall_s": round(sum(r["wall_s"] for r in rounds), 1), "rounds": rounds,
+                   "log": [h for r in rounds for h in r["log"]]}
+
+
+def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
+    """The imperfect teacher: its demonstrations are the oracle's, except that on `teacher_slip` of the `append`
+    tasks it overwrites the file (`slipped_ids`). SFT on every episode it recorded, as logged (unverified);
+    GRPO through pi from that model, one run per seed, reward from the tasks' own verifier. Beside it, SFT on
+    the teacher's verified episodes only (what filtering the demonstrations with the same verifier gives)."""
+    folder = cfg.teacher_dir
+    tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=folder / "oracle")
+    logged, verified = sft_dataset(tokens, min_reward=0.0), sft_dataset(tokens)
+    out: dict[str, Any] = {"slip": cfg.teacher_slip, "slipped": len(slipped_ids(cfg)), "rows": len(logged),
+                           "verified_rows": len(verified)}
+    sft, out["sft_train"] = sft_rounds(cfg, random_model, logged, folder / "sft", "teacher SFT")
+    checked, out["verified_sft_train"] = sft_rounds(cfg, random_model, verified, folder / "sft-verified",
+                                                    "teacher SFT, verified rows only")
+    for name in ("sft_train", "verified_sft_train"):
+        out[name].pop("log", None)
+    for name, model in (("sft", sft), ("verified_sft", checked)):
+        out[name] = heldout_solve_rate(model, cfg, folder / f"eval-{name}", log)
+        log(f"teacher: {name} model held-out {out[name]['solved']}/{out[name]['episodes']} {out[name]['by_kind']}")
+        save_partial(out)
+    out["grpo"] = []
+    for seed in seeds:
+        out["grpo"].append(grpo_run(cfg.teacher_grpo(), sft, folder / f"grpo-seed{seed}", seed,
+                                    f"teacher: GRPO seed {seed}"))
+        save_partial(out)
+    return out
 
 
 def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path,
@@ -174,7 +216,9 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     finals = [_final(r) for r in results["grpo"]]
     mean, spread, verdict = _verdict(finals, sft_rate)
     second = results.get("transfer")
-    fig, axes = plt.subplots(2 if second else 1, 2, figsize=(11, 8 if second else 4), squeeze=False)
+    teacher = results.get("teacher") if results.get("teacher", {}).get("grpo") else None
+    extra = [(name, part) for name, part in (("teacher", teacher), ("second", second)) if part]
+    fig, axes = plt.subplots(1 + len(extra), 2, figsize=(11, 4 * (1 + len(extra))), squeeze=False)
     (ax, tr) = axes[0]
     runs = [(f"GRPO seed {r['seed']}", r, "o", "-") for r in results["grpo"]]
     if "retokenized" in results:
@@ -192,18 +236,23 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     tr.set_xlabel("GRPO step")
     tr.set_ylabel("solve rate of the step's training episodes")
     ax.set_title("pi", fontsize=10)
-    if second:
-        sax, stra = axes[1]
-        for run in second["grpo"]:
+    for (name, part), (sax, stra) in zip(extra, axes[1:], strict=True):
+        for run in part["grpo"]:
             steps = [0] + [p["step"] for p in run["curve"]]
-            sax.plot(steps, [second["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker="o",
+            sax.plot(steps, [part["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker="o",
                      label=f"GRPO seed {run['seed']}")
             stra.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker="o",
                       label=f"GRPO seed {run['seed']}")
-        sax.axhline(second["pi_sft"]["solve_rate"], color="grey", linestyle=":", label="pi's SFT model")
-        sax.set_title(f"{second['harness']} (SFT: pi's rows + {second['demos']} of its own)", fontsize=10)
+        if name == "teacher":
+            sax.axhline(part["verified_sft"]["solve_rate"], color="grey", linestyle=":",
+                        label="SFT on the verified episodes")
+            sax.set_title(f"pi, imperfect teacher (SFT on its episodes; {part['slip']:.0%} of appends overwrite)",
+                          fontsize=10)
+        else:
+            sax.axhline(part["pi_sft"]["solve_rate"], color="grey", linestyle=":", label="pi's SFT model")
+            sax.set_title(f"{part['harness']} (SFT: pi's rows + {part['demos']} of its own)", fontsize=10)
         sax.set_xlabel("GRPO step (0 = the SFT model)")
-        sax.set_ylabel(f"held-out solve rate ({second['sft']['episodes']} tasks)")
+        sax.set_ylabel(f"held-out solve rate ({part['sft']['episodes']} tasks)")
         stra.set_xlabel("GRPO step")
         stra.set_ylabel("solve rate of the step's training episodes")
     for axis in axes.flat:
@@ -278,17 +327,62 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         "",
         *[f"- {f}" for f in findings],
         "",
+        *(teacher_section(results["teacher"], cfg) if results.get("teacher", {}).get("grpo") else []),
         *(transfer_section(second) if second else []),
         GRPO_SWEEP,
         "",
         "![held-out solve rate per GRPO step, and the training episodes' solve rate per step](learning.png)",
         "",
         "Left: held-out solve rate (measured by `openenv eval`; step 0 is the SFT model). Right: the solve rate "
-        "of each GRPO step's own training episodes (sampled, on training tasks). Top: pi; bottom: the second "
-        "harness.",
+        "of each GRPO step's own training episodes (sampled, on training tasks). Rows: pi; pi from the "
+        "imperfect teacher's demonstrations; the second harness.",
         "",
     ]
     (docs / "learning.md").write_text("\n".join(lines) + "\n" + RECIPE)
+
+
+def _kinds(rate: dict[str, Any]) -> str:
+    return ", ".join(f"{kind} {solved}/{n}" for kind, (solved, n) in rate.get("by_kind", {}).items()) or "-"
+
+
+def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+    """The imperfect teacher's table and verdict, from `results["teacher"]`."""
+    sft = teacher["sft"]
+    finals = [_final(r) for r in teacher["grpo"]]
+    mean, spread, verdict = _verdict(finals, sft["solve_rate"])
+    lines = [
+        "## An imperfect teacher: GRPO through pi fixes what its demonstrations got wrong",
+        "",
+        f"The same recipe, but the demonstrations come from a teacher that errs: on {teacher['slipped']} of its "
+        f"`append` demonstrations ({teacher['slip']:.0%}) it writes `echo WORD > NAME`, losing the file's earlier "
+        "lines, where the task wants `echo WORD >> NAME` (`openenv.train.learn.teacher_tasks`: the oracle policy "
+        "runs the teacher's script through pi; the verifier is the task's own, so those episodes score 0). SFT "
+        f"from the random model on all {teacher['rows']} of its episodes as logged, then GRPO through pi "
+        f"({cfg['teacher_grpo_steps']} steps x {cfg['groups_per_step']} tasks x {cfg['num_generations']} episodes, "
+        "reward = the verifier's) from that model, one run per seed. Held-out tasks and evals as above.",
+        "",
+        "| model | solved | solve rate | by kind | note |",
+        "|---|---:|---:|---|---|",
+        f"| SFT on the teacher's episodes | {sft['solved']}/{sft['episodes']} | {sft['solve_rate']:.0%} | "
+        f"{_kinds(sft)} | {teacher['rows']} rows, {teacher['sft_train']['epochs']:g} epochs |",
+    ]
+    for run in teacher["grpo"]:
+        last = run["curve"][-1]
+        lines.append(f"| GRPO seed {run['seed']} | {last['solved']}/{last['episodes']} | {last['solve_rate']:.0%} | "
+                     f"{_kinds(last)} | {len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+    checked = teacher["verified_sft"]
+    lines += [
+        f"| SFT on the teacher's verified episodes only | {checked['solved']}/{checked['episodes']} | "
+        f"{checked['solve_rate']:.0%} | {_kinds(checked)} | {teacher['verified_rows']} rows: the same verifier, "
+        "applied to the demonstrations instead |",
+        "",
+        f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT on the teacher's "
+        f"episodes {sft['solve_rate']:.1%}. GRPO is **{verdict}** SFT by more than the seed spread.",
+        "",
+        TEACHER,
+        "",
+    ]
+    return lines
 
 
 def transfer_section(second: dict[str, Any]) -> list[str]:
@@ -327,6 +421,16 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
+
+
+TEACHER = """Why GRPO moves this and not the clean recipe's rate: the teacher's error is one decision shared by
+every `append` instance (the token ` >>` or ` >` after the word), not a fact about one instance. The SFT model
+learned the teacher's mixture; each GRPO group on an `append` task that samples both contrasts them, and the
+update on that one token carries over to every held-out `append` instruction. The clean recipe's remaining
+failures are instance-level (which word, which file name), where an episode carries one bit about one
+instance. Filtering the demonstrations with the verifier fixes the same error when every demonstration can be
+verified; GRPO fixes it from the model's own samples, which is what it is for when demonstrations come as
+logged (human traces, another model's runs, tasks whose verifier is only in the environment)."""
 
 
 SECOND_HARNESS = """What GRPO has to learn differs between the two harnesses. Through pi, the SFT model's failures
@@ -436,6 +540,7 @@ def main() -> None:
     parser.add_argument("--no-baseline", action="store_true", help="skip the no-splice GRPO run")
     parser.add_argument("--expert", action="store_true", help="add a GRPO run with an oracle episode in each group")
     parser.add_argument("--no-second-harness", action="store_true", help="skip the mini-swe-agent stage")
+    parser.add_argument("--no-teacher", action="store_true", help="skip the imperfect-teacher stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
@@ -450,15 +555,18 @@ def main() -> None:
             settings[key] = getattr(args, key)
     if args.no_second_harness:
         settings["transfer_harness"] = None
+    if args.no_teacher:
+        settings["teacher_slip"] = None
     cfg = LearnConfig(**settings)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke)
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    second = results.get("transfer")
+    second, teacher = results.get("transfer"), results.get("teacher")
     print(json.dumps({k: results[k] for k in ("random", "sft")} | {"grpo": [r["curve"][-1] for r in results["grpo"]]} | (
-        {"second_harness": {"sft": second["sft"], "grpo": [r["curve"][-1] for r in second["grpo"]]}} if second else {}),
+        {"second_harness": {"sft": second["sft"], "grpo": [r["curve"][-1] for r in second["grpo"]]}} if second else {}) | (
+        {"teacher": {"sft": teacher["sft"], "grpo": [r["curve"][-1] for r in teacher["grpo"]]}} if teacher else {}),
         indent=1))
 
 

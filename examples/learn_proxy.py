@@ -3,6 +3,10 @@
     .venv/bin/python examples/learn_proxy.py --start .cache/learn/sft-round1 --rows .cache/learn/oracle/dataset/tokens
     .venv/bin/python examples/learn_proxy.py --start .cache/learn/transfer-mini-swe-agent/sft \\
         --rows .cache/learn/oracle-mini-swe-agent/dataset/tokens
+    .venv/bin/python examples/learn_proxy.py --start .cache/learn/teacher/sft/sft-round1 \\
+        --rows .cache/learn/oracle/dataset/tokens --steps 24 --every 12
+
+(`--rows` gives the harness's prompt and the reference reply; take the oracle's, not the imperfect teacher's.)
 
 It is not the recipe: no harness runs and only the first turn (the tool call that does the work) is sampled,
 with `generate`, and scored by exact match of its command. What it keeps is what decides whether GRPO helps:
@@ -11,7 +15,7 @@ put in its place), the training and held-out tasks of `LearnConfig`, and the los
 advantages times the sampled tokens' log-probabilities, Adam, warmup, clipping). A step of 16 episodes takes
 ~1 s instead of ~17 s through pi (~40 s through mini-swe-agent).
 
-It prints, every `--every` steps, the held-out sampled solve rate, the mean probability of the reference
+It prints, every `--every` steps, the held-out sampled solve rate (overall and by task kind), the mean probability of the reference
 reply on the held-out tasks (no sampling noise: the number to compare settings by), and the sampled solve
 rate on the training tasks. docs/learning.md reports what it measured.
 """
@@ -24,6 +28,7 @@ import math
 import os
 import random
 import re
+import statistics
 import time
 from pathlib import Path
 
@@ -97,9 +102,14 @@ class Proxy:
         logp = torch.log_softmax(self.model(ids).logits[0, len(prompt) - 1:-1].float(), -1)
         return logp[torch.arange(len(reply)), torch.tensor(reply)].sum()
 
-    def solve_rate(self, rows: list[Row], n: int) -> float:
+    def solved(self, rows: list[Row], n: int) -> list[float]:
+        """Each row's sampled solve rate over `n` samples."""
         _, replies = self.sample([r[0] for r in rows], n)
-        return sum(command(self.tok, c) == rows[i // n][2] for i, c in enumerate(replies)) / len(replies)
+        hits = [float(command(self.tok, c) == rows[i // n][2]) for i, c in enumerate(replies)]
+        return [sum(hits[i * n:(i + 1) * n]) / n for i in range(len(rows))]
+
+    def solve_rate(self, rows: list[Row], n: int) -> float:
+        return sum(self.solved(rows, n)) / len(rows)
 
     def reference(self, rows: list[Row]) -> float:
         self.model.eval()
@@ -130,10 +140,16 @@ def main() -> None:
     params = [p for p in proxy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
 
+    kinds = [task.split("-")[0] for task in heldout_ids(cfg)]
+
     def measure(step: int, episodes: int, began: float) -> None:
-        print(json.dumps({"step": step, "episodes": episodes, "heldout_sampled": round(proxy.solve_rate(
-            held, args.samples), 3), "heldout_reference": round(proxy.reference(held), 3), "train_sampled": round(
-            proxy.solve_rate(train, 4), 3), "wall_s": round(time.monotonic() - began, 1)}), flush=True)
+        rates = proxy.solved(held, args.samples)
+        by_kind = {kind: round(statistics.mean(r for r, k in zip(rates, kinds, strict=True) if k == kind), 3)
+                   for kind in sorted(set(kinds))}
+        print(json.dumps({"step": step, "episodes": episodes, "heldout_sampled": round(statistics.mean(rates), 3),
+                          "heldout_by_kind": by_kind, "heldout_reference": round(proxy.reference(held), 3),
+                          "train_sampled": round(proxy.solve_rate(train, 4), 3),
+                          "wall_s": round(time.monotonic() - began, 1)}), flush=True)
 
     began = time.monotonic()
     measure(0, 0, began)

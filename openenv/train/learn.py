@@ -38,8 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from openenv.resources import ENVS_PATH_VAR
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "grpo_ids", "heldout_ids",
-           "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle", "train_grpo_run",
-           "transfer_ids", "use_lean_envs"]
+           "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle", "slipped_ids",
+           "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
 LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
 LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
@@ -102,6 +102,11 @@ class LearnConfig(BaseModel):
     transfer_grpo_steps: int = Field(default=12, description="GRPO steps through the second harness (a step of "
                                      "16 mini-swe-agent episodes takes ~70 s on 2 cores, 4x pi's)")
     transfer_grpo_lr: float = 1e-3
+    teacher_slip: float | None = Field(default=0.75, ge=0, le=1, description="the imperfect-teacher stage: the "
+                                       "share of its `append` demonstrations in which the teacher overwrites "
+                                       "(`echo WORD > NAME`) instead of appending; None skips the stage")
+    teacher_grpo_steps: int = Field(default=24, description="GRPO steps from the imperfect teacher's SFT model "
+                                    "(held-out measured every `eval_every`)")
 
     @property
     def tasks_dir(self) -> Path:
@@ -116,6 +121,15 @@ class LearnConfig(BaseModel):
     def transfer_dir(self) -> Path:
         """The second harness's stages: its SFT model, evals and GRPO runs."""
         return self.out / f"transfer-{self.transfer_harness}"
+
+    @property
+    def teacher_dir(self) -> Path:
+        """The imperfect-teacher stage: its task copies, recordings, SFT models, evals and GRPO runs."""
+        return self.out / "teacher"
+
+    def teacher_grpo(self) -> LearnConfig:
+        """This config with the imperfect-teacher stage's GRPO steps."""
+        return self.model_copy(update={"grpo_steps": self.teacher_grpo_steps})
 
     def transfer_grpo(self) -> LearnConfig:
         """This config with the second harness's GRPO settings (held-out measured at the end: a 64-task eval through
@@ -200,6 +214,35 @@ def transfer_ids(cfg: LearnConfig) -> list[str]:
     return _pick(oracle_ids(cfg), cfg.transfer_demos, cfg.task_seed + 1)
 
 
+def slipped_ids(cfg: LearnConfig) -> list[str]:
+    """The demonstrated `append` tasks on which the imperfect teacher overwrites the file: `teacher_slip` of them,
+    drawn from the task seed."""
+    appends = [i for i in oracle_ids(cfg) if i.startswith("append-")]
+    return _pick(appends, round((cfg.teacher_slip or 0.0) * len(appends)), cfg.task_seed + 2)
+
+
+def teacher_tasks(cfg: LearnConfig) -> Path:
+    """Copies of the demonstrated training tasks whose `solution/solve.sh` is the imperfect teacher's: on
+    `slipped_ids` it writes `echo WORD > NAME` (the file's earlier lines are lost) where the task wants
+    `echo WORD >> NAME`. Everything else, the verifier included, is the task's own, so the teacher's episodes
+    are scored by the real verifier. Returns the folder holding `train/` (rewritten each call)."""
+    import shutil
+
+    root = cfg.teacher_dir / "tasks"
+    shutil.rmtree(root, ignore_errors=True)
+    slipped = set(slipped_ids(cfg))
+    for task in oracle_ids(cfg):
+        copy = shutil.copytree(cfg.tasks_dir / "train" / task, root / "train" / task)
+        if task in slipped:
+            solve = copy / "solution" / "solve.sh"
+            right = solve.read_text()
+            wrong = right.replace(" >> ", " > ", 1)
+            if wrong == right:
+                raise ValueError(f"{task}: the oracle's solution has no ' >> ' for the teacher to get wrong")
+            solve.write_text(wrong)
+    return root
+
+
 def heldout_ids(cfg: LearnConfig) -> list[str]:
     """The held-out tasks every solve rate of a run is measured on (the same ones for every model)."""
     return _pick(make_tasks(cfg)["heldout"], cfg.eval_tasks, cfg.task_seed)
@@ -216,19 +259,19 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
 
 
 def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: HarnessName = "pi",
-                  ids: list[str] | None = None) -> Path:
+                  ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None) -> Path:
     """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
-    `oracle_ids`), exported as token rows; returns the export folder's `tokens/` (reused when it is there).
-    `model` is the model to be trained: its tokenizer and chat template render the prompts, so the rows are
-    the sequences it will see."""
-    folder = cfg.out / ("oracle" if harness == "pi" else f"oracle-{harness}")
+    `oracle_ids`; from `tasks`, default: the run's, a folder holding `train/`), exported as token rows into
+    `folder`; returns the export's `tokens/` (reused when it is there). `model` is the model to be trained: its
+    tokenizer and chat template render the prompts, so the rows are the sequences it will see."""
+    folder = folder or cfg.out / ("oracle" if harness == "pi" else f"oracle-{harness}")
     export = folder / "dataset"
     if (export / "tokens").is_dir():
         return export / "tokens"
     ids = ids if ids is not None else oracle_ids(cfg)
     episodes = folder / "eval"
-    _openenv(["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "train"), "--only", ",".join(ids),
-              "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency), "--out", str(episodes),
+    _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
+              ",".join(ids), "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency), "--out", str(episodes),
               "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
@@ -237,7 +280,8 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
 def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,
                        harness: HarnessName = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
-    the CLI's JSON report's row (solved, episodes, solve_rate) plus the wall time."""
+    the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
+    episodes' task ids) and the wall time."""
     start = time.monotonic()
     ids = heldout_ids(cfg)
     done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
@@ -249,9 +293,15 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
             args += ["--model", str(model)]
         report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
     row = next(r for r in report["rows"] if r["harness"] == harness)
+    by_kind: dict[str, list[int]] = {}  # kind -> [solved, episodes]
+    for episode in report.get("episodes", []):
+        summary = episode.get("summary") or {}
+        counts = by_kind.setdefault(str(summary.get("task", "?")).split("-")[0], [0, 0])
+        counts[0] += int((summary.get("reward") or 0.0) >= 1.0)
+        counts[1] += 1
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
-            "wall_s": round(time.monotonic() - start, 1)}
+            "by_kind": dict(sorted(by_kind.items())), "wall_s": round(time.monotonic() - start, 1)}
 
 
 def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,

@@ -1,15 +1,19 @@
-"""The recipe's configuration (`openenv.train.learn`): the lean harness specs and which training tasks each
-stage sees. The stages themselves run in the smoke (`test_learn_smoke.py`)."""
+"""The recipe's configuration (`openenv.train.learn`): the lean harness specs, which training tasks each
+stage sees, and the imperfect teacher's demonstrations. The stages themselves run in the smoke (`test_learn_smoke.py`)."""
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import yaml
 
 from openenv.resources import shipped_envs_dir
 from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, grpo_ids, heldout_ids, lean_envs,
-                                 oracle_ids, transfer_ids)
+                                 oracle_ids, slipped_ids, teacher_tasks, transfer_ids)
 
 
 def _command(folder: Path, harness: str) -> list[str]:
@@ -46,3 +50,36 @@ def test_the_second_harness_grpo_has_its_own_steps_and_rate_and_measures_at_the_
     assert (second.num_generations, second.groups_per_step, second.max_tokens) == (cfg.num_generations,
                                                                                   cfg.groups_per_step, cfg.max_tokens)
     assert cfg.transfer_dir == cfg.out / "transfer-mini-swe-agent"
+
+
+def _verify(task: Path, script: Path, work: Path) -> float:
+    """Run `script` in a copy of the task's starting files, then the task's own verifier; its reward."""
+    shutil.copytree(task / "environment" / "app", work)
+    subprocess.run(["bash", str(script)], cwd=work, check=True)
+    env = {"PATH": os.environ["PATH"], "WORKSPACE": str(work), "REWARD_DIR": str(work.parent),
+           "TESTS_DIR": str(task / "tests")}
+    subprocess.run(["sh", str(task / "tests" / "test.sh")], env=env, capture_output=True, check=False)
+    return float(json.loads((work.parent / "reward.json").read_text())["reward"])
+
+
+def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_verifier_fails_it(
+        tmp_path: Path) -> None:
+    cfg = LearnConfig(out=tmp_path / "run", train_tasks=40, heldout_tasks=8, oracle_episodes=30, teacher_slip=0.5)
+    root = teacher_tasks(cfg)
+    shown = oracle_ids(cfg)
+    appends = [i for i in shown if i.startswith("append-")]
+    slipped = slipped_ids(cfg)
+    assert sorted(p.name for p in (root / "train").iterdir()) == shown
+    assert set(slipped) <= set(appends) and len(slipped) == round(0.5 * len(appends)) > 0
+    for task in shown:
+        original, copy = cfg.tasks_dir / "train" / task, root / "train" / task
+        assert (copy / "tests" / "check.py").read_text() == (original / "tests" / "check.py").read_text()
+        right, taught = ((f / "solution" / "solve.sh").read_text() for f in (original, copy))
+        assert taught == (right.replace(" >> ", " > ") if task in slipped else right)
+    task = slipped[0]
+    # The oracle's script solves it; the teacher's loses the file's first lines, and the verifier sees it.
+    assert _verify(cfg.tasks_dir / "train" / task, cfg.tasks_dir / "train" / task / "solution" / "solve.sh",
+                   tmp_path / "oracle" / "app") == 1.0
+    assert _verify(root / "train" / task, root / "train" / task / "solution" / "solve.sh",
+                   tmp_path / "teacher" / "app") == 0.0
+    assert LearnConfig(teacher_slip=None).teacher_slip is None  # the stage can be skipped

@@ -1,9 +1,11 @@
 """The CI smoke of the learning recipe (`examples/learn_cpu.py --smoke`, docs/learning.md): the whole chain
 at toy sizes, through the real pi harness in local sandboxes, in one command. Oracle episodes -> token
 export -> TRL SFT on the sampled tokens -> one GRPO step per mode (exact tokens, and rows re-tokenized
-from text) -> held-out `openenv eval` of every model; then the second harness (mini-swe-agent): its oracle's
-one demonstration, SFT from the pi model, one GRPO step through it, its held-out evals. The full run is a benchmark, not a test: learning is
-not asserted here, only that every stage ran on what the previous one produced."""
+from text) -> held-out `openenv eval` of every model; then the imperfect teacher (its episodes recorded
+through pi, scored by the real verifier, SFT on them as logged and on the verified ones, one GRPO step);
+then the second harness (mini-swe-agent): its oracle's one demonstration, SFT from the pi model, one GRPO
+step through it, its held-out evals. The full run is a benchmark, not a test: learning is not asserted
+here, only that every stage ran on what the previous one produced."""
 
 from __future__ import annotations
 
@@ -42,6 +44,18 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
         assert len(run["train_reward"]) == 1
     assert results["retokenized"]["tokens"] == "retokenize"
     assert (out / "grpo-seed0" / "model" / "config.json").is_file()
+    # The imperfect teacher: both smoke `append` demonstrations overwrite the file, so the real verifier
+    # scores them 0; SFT on its episodes keeps them, SFT on the verified ones drops them.
+    teacher = results["teacher"]
+    assert teacher["slipped"] == 2
+    recorded = json.loads((out / "teacher" / "oracle" / "eval" / "results.json").read_text())
+    assert (recorded["rows"][0]["episodes"], recorded["rows"][0]["solved"]) == (4, 2)
+    assert (teacher["rows"], teacher["verified_rows"]) == (4, 2)
+    for name in ("sft", "verified_sft"):
+        assert teacher[name]["episodes"] == 2 and sum(n for _, n in teacher[name]["by_kind"].values()) == 2
+    [run] = teacher["grpo"]
+    assert [p["step"] for p in run["curve"]] == [1] and len(run["train_reward"]) == 1
+    assert (out / "teacher" / "grpo-seed0" / "model" / "config.json").is_file()
     # The second harness: one demonstration recorded through mini-swe-agent, tuned into the SFT model
     # beside pi's rows, then GRPO and the held-out evals through mini-swe-agent.
     second = results["transfer"]
