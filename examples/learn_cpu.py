@@ -61,6 +61,7 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         second, teacher = results.get("transfer", {}), results.get("teacher", {})
         stages += [second.get(k, {}).get("wall_s", 0) for k in ("sft_train", "pi_sft", "sft")]
         stages += [r["wall_s"] for r in second.get("grpo", []) + teacher.get("grpo", [])]
+        stages += [teacher["retokenized"]["wall_s"]] if "retokenized" in teacher else []
         stages += [teacher.get(k, {}).get("wall_s", 0) for k in ("sft_train", "verified_sft_train", "sft",
                                                                   "verified_sft")]
         results["wall_s"] = round(sum(stages), 1)
@@ -98,7 +99,7 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         save()
     if cfg.teacher_slip is not None:
         results["teacher"] = run_teacher(cfg, seeds, random_model, save_partial=lambda t: (
-            results.update(teacher=t), save()))
+            results.update(teacher=t), save()), baseline=baseline)
         save()
     if cfg.transfer_harness:
         results["transfer"] = run_transfer(cfg, seeds, random_model, tokens, save_partial=lambda t: (
@@ -123,11 +124,13 @@ def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: st
                    "log": [h for r in rounds for h in r["log"]]}
 
 
-def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
+def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any, *,
+                baseline: bool) -> dict[str, Any]:
     """The imperfect teacher: its demonstrations are the oracle's, except that on `teacher_slip` of the `append`
     tasks it overwrites the file (`slipped_ids`). SFT on every episode it recorded, as logged (unverified);
     GRPO through pi from that model, one run per seed, reward from the tasks' own verifier. Beside it, SFT on
-    the teacher's verified episodes only (what filtering the demonstrations with the same verifier gives)."""
+    the teacher's verified episodes only (what filtering the demonstrations with the same verifier gives), and,
+    with `baseline`, one GRPO run with the token splice off (rows re-tokenized from text)."""
     folder = cfg.teacher_dir
     tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=folder / "oracle")
     logged, verified = sft_dataset(tokens, min_reward=0.0), sft_dataset(tokens)
@@ -146,6 +149,10 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     for seed in seeds:
         out["grpo"].append(grpo_run(cfg.teacher_grpo(), sft, folder / f"grpo-seed{seed}", seed,
                                     f"teacher: GRPO seed {seed}"))
+        save_partial(out)
+    if baseline:
+        out["retokenized"] = grpo_run(cfg.teacher_grpo().model_copy(update={"tokens": "retokenize"}), sft,
+                                      folder / "grpo-retokenized", seeds[0], f"teacher: GRPO seed {seeds[0]}, no splice")
         save_partial(out)
     return out
 
@@ -237,12 +244,15 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     tr.set_ylabel("solve rate of the step's training episodes")
     ax.set_title("pi", fontsize=10)
     for (name, part), (sax, stra) in zip(extra, axes[1:], strict=True):
-        for run in part["grpo"]:
+        part_runs = [(f"GRPO seed {r['seed']}", r, "o", "-") for r in part["grpo"]]
+        if "retokenized" in part:
+            part_runs.append(("GRPO, no splice (re-tokenized)", part["retokenized"], "x", "--"))
+        for label, run, marker, style in part_runs:
             steps = [0] + [p["step"] for p in run["curve"]]
-            sax.plot(steps, [part["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker="o",
-                     label=f"GRPO seed {run['seed']}")
-            stra.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker="o",
-                      label=f"GRPO seed {run['seed']}")
+            sax.plot(steps, [part["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker=marker,
+                     linestyle=style, label=label)
+            stra.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker=marker, linestyle=style,
+                      label=label)
         if name == "teacher":
             sax.axhline(part["verified_sft"]["solve_rate"], color="grey", linestyle=":",
                         label="SFT on the verified episodes")
@@ -370,6 +380,12 @@ def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
         last = run["curve"][-1]
         lines.append(f"| GRPO seed {run['seed']} | {last['solved']}/{last['episodes']} | {last['solve_rate']:.0%} | "
                      f"{_kinds(last)} | {len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+    if "retokenized" in teacher:
+        run = teacher["retokenized"]
+        last, changed = run["curve"][-1], run.get("retokenized_changed") or [0.0]
+        lines.append(f"| GRPO, no splice (seed {run['seed']}) | {last['solved']}/{last['episodes']} | "
+                     f"{last['solve_rate']:.0%} | {_kinds(last)} | rows re-tokenized from text: "
+                     f"{statistics.mean(changed):.0%} of sampled tokens in replies whose ids changed |")
     checked = teacher["verified_sft"]
     lines += [
         f"| SFT on the teacher's verified episodes only | {checked['solved']}/{checked['episodes']} | "

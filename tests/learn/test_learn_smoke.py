@@ -53,8 +53,9 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert (teacher["rows"], teacher["verified_rows"]) == (4, 2)
     for name in ("sft", "verified_sft"):
         assert teacher[name]["episodes"] == 2 and sum(n for _, n in teacher[name]["by_kind"].values()) == 2
-    [run] = teacher["grpo"]
-    assert [p["step"] for p in run["curve"]] == [1] and len(run["train_reward"]) == 1
+    for run in (*teacher["grpo"], teacher["retokenized"]):
+        assert [p["step"] for p in run["curve"]] == [1] and len(run["train_reward"]) == 1
+    assert len(teacher["grpo"]) == 1 and teacher["retokenized"]["tokens"] == "retokenize"
     assert (out / "teacher" / "grpo-seed0" / "model" / "config.json").is_file()
     # The second harness: one demonstration recorded through mini-swe-agent, tuned into the SFT model
     # beside pi's rows, then GRPO and the held-out evals through mini-swe-agent.
