@@ -37,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.resources import ENVS_PATH_VAR
 
-__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "grpo_ids", "heldout_ids",
+__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
+           "grpo_ids", "heldout_ids",
            "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle", "slipped_ids",
            "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
@@ -275,6 +276,33 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
               "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
+
+
+def append_commands(eval_folder: Path) -> dict[str, int]:
+    """How the `append` episodes of an `openenv eval` folder wrote: the first command each episode ran, counted
+    as `append` (`>>`), `overwrite` (`>` alone) or `other` (neither, or no tool call). The imperfect teacher's error
+    is the second, so this is what GRPO from its SFT model has to change."""
+    import re
+
+    report = json.loads((eval_folder / "results.json").read_text())
+    counts = {"append": 0, "overwrite": 0, "other": 0}
+    for episode in report["episodes"]:
+        if not str(episode["summary"]["task"]).startswith("append-"):
+            continue
+        command = ""
+        trajectory = eval_folder / "episodes" / Path(episode["trajectory"]).name  # the folder may have moved
+        for line in trajectory.read_text().splitlines():
+            turn = json.loads(line)
+            calls = (turn.get("completion") or {}).get("tool_calls") or [] if turn.get("type") == "turn" else []
+            if calls:
+                try:
+                    command = str(json.loads(calls[0]["arguments"]).get("command", ""))
+                except (ValueError, AttributeError):
+                    command = ""
+                break
+        kind = "append" if ">>" in command else "overwrite" if re.search(r"(^|[^>])>([^>]|$)", command) else "other"
+        counts[kind] += 1
+    return counts
 
 
 def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,

@@ -12,7 +12,7 @@ from pathlib import Path
 import yaml
 
 from openenv.resources import shipped_envs_dir
-from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, grpo_ids, heldout_ids, lean_envs,
+from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, append_commands, grpo_ids, heldout_ids, lean_envs,
                                  oracle_ids, slipped_ids, teacher_tasks, transfer_ids)
 
 
@@ -83,3 +83,24 @@ def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_v
     assert _verify(root / "train" / task, root / "train" / task / "solution" / "solve.sh",
                    tmp_path / "teacher" / "app") == 0.0
     assert LearnConfig(teacher_slip=None).teacher_slip is None  # the stage can be skipped
+
+
+def test_append_commands_reads_each_append_episodes_first_command_from_its_trajectory(tmp_path: Path) -> None:
+    episodes = tmp_path / "eval" / "episodes"
+    episodes.mkdir(parents=True)
+
+    def turn(command: str | None) -> dict[str, object]:
+        calls = [] if command is None else [{"name": "bash", "arguments": json.dumps({"command": command})}]
+        return {"type": "turn", "completion": {"tool_calls": calls}}
+
+    report = []
+    for name, turns in (("append-a", ["echo x >> notes.txt\n", "echo y > notes.txt"]),
+                        ("append-b", ["echo x > notes.txt\n", "echo y >> notes.txt"]),
+                        ("append-c", [None, "echo x >> notes.txt"]),  # replied in text first, then ran it
+                        ("append-d", [None, None]), ("append-e", ["cat notes.txt"]),
+                        ("create-f", ["echo x > notes.txt\n"])):
+        (episodes / f"{name}.jsonl").write_text("".join(json.dumps(turn(t)) + "\n" for t in turns))
+        report.append({"summary": {"task": name}, "trajectory": f"moved/episodes/{name}.jsonl"})
+    (tmp_path / "eval" / "results.json").write_text(json.dumps({"episodes": report}))
+    # The first command each append episode ran decides; create tasks are not counted.
+    assert append_commands(tmp_path / "eval") == {"append": 2, "overwrite": 1, "other": 2}

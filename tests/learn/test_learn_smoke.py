@@ -53,8 +53,11 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert (teacher["rows"], teacher["verified_rows"]) == (4, 2)
     for name in ("sft", "verified_sft"):
         assert teacher[name]["episodes"] == 2 and sum(n for _, n in teacher[name]["by_kind"].values()) == 2
+        appends = teacher[name]["by_kind"].get("append", [0, 0])[1]
+        assert sum(teacher[name]["commands"].values()) == appends  # each append episode's command, classified
     for run in (*teacher["grpo"], teacher["retokenized"]):
         assert [p["step"] for p in run["curve"]] == [1] and len(run["train_reward"]) == 1
+        assert sum(run["commands"].values()) == run["curve"][0]["by_kind"].get("append", [0, 0])[1]
     assert len(teacher["grpo"]) == 1 and teacher["retokenized"]["tokens"] == "retokenize"
     assert (out / "teacher" / "grpo-seed0" / "model" / "config.json").is_file()
     # The second harness: one demonstration recorded through mini-swe-agent, tuned into the SFT model
