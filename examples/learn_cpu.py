@@ -352,7 +352,7 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         "",
         *[f"- {f}" for f in findings],
         "",
-        *(teacher_section(results["teacher"], cfg) if results.get("teacher", {}).get("grpo") else []),
+        *(teacher_section(results["teacher"], cfg, results["sft"]) if results.get("teacher", {}).get("grpo") else []),
         *(transfer_section(second) if second else []),
         GRPO_SWEEP,
         "",
@@ -401,7 +401,7 @@ def _kinds(rate: dict[str, Any]) -> str:
     return ", ".join(f"{kind} {solved}/{n}" for kind, (solved, n) in rate.get("by_kind", {}).items()) or "-"
 
 
-def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
+def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any], clean_sft: dict[str, Any]) -> list[str]:
     """The imperfect teacher's table and verdict, from `results["teacher"]`."""
     sft = teacher["sft"]
     finals = [_final(r) for r in teacher["grpo"]]
@@ -442,9 +442,46 @@ def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any]) -> list[str]:
         f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT on the teacher's "
         f"episodes {sft['solve_rate']:.1%}. GRPO is **{verdict}** SFT by more than the seed spread.",
         "",
-        TEACHER,
+        *teacher_findings(teacher, clean_sft),
         "",
     ]
+    return lines
+
+
+def teacher_findings(teacher: dict[str, Any], clean_sft: dict[str, Any]) -> list[str]:
+    """What the imperfect-teacher stage shows, in the numbers of `results["teacher"]`."""
+    sft, checked = teacher["sft"], teacher["verified_sft"]
+    after = " and ".join(_ops(r) for r in teacher["grpo"])
+    lines = [
+        "- **Why GRPO moves this and not the clean recipe's rate**: the teacher's error is one decision shared by "
+        "every `append` instance (the token ` >>` or ` >` after the word, one token each with this tokenizer), "
+        "not a fact about one instance. The SFT model learned the teacher's mixture: the first command of its "
+        f"held-out `append` episodes appended / overwrote {_ops(sft)} times. A GRPO group on an `append` task "
+        "that samples both contrasts them, and the update on that token carries over to every held-out `append` "
+        f"instruction: after GRPO, {after} (seeds in order). The clean recipe's remaining failures are "
+        "instance-level (which word, which file name), where an episode carries one bit about one instance.",
+        f"- **Filtering the demonstrations with the same verifier** (SFT on the {teacher['verified_rows']} "
+        f"episodes that scored 1, as many optimizer steps): {checked['solved']}/{checked['episodes']}, its "
+        f"`append` episodes {_ops(checked)}: "
+        + ("better than GRPO here" if checked["solve_rate"] > statistics.mean(_final(r) for r in teacher["grpo"])
+           else "not better than GRPO here")
+        + ". Where every demonstration can be verified, filtering removes the error before training; GRPO removes "
+        "it from the model's own samples, with the verifier only in the environment (demonstrations as logged: "
+        "human traces, another model's runs). The SFT models' spread is wide at this size: the same 1,215 steps "
+        f"gave {clean_sft['solved']}, {sft['solved']} and {checked['solved']} of {sft['episodes']} held-out on three "
+        "demonstration sets (the oracle's, the teacher's, its verified part), so each GRPO run is compared "
+        "with the SFT model it started from.",
+    ]
+    if "retokenized" in teacher:
+        run = teacher["retokenized"]
+        changed = statistics.mean(run.get("retokenized_changed") or [0.0])
+        lines.append(f"- **No splice**: the same GRPO with rows re-tokenized from text reached "
+                     f"{run['curve'][-1]['solved']}/{run['curve'][-1]['episodes']} (seed {run['seed']}); "
+                     f"{changed:.0%} of sampled tokens were in replies whose ids changed when re-tokenized"
+                     + (", so here too the exact and re-tokenized rows are the same rows: where the model samples "
+                        "canonical tokenizations, exact tokens change nothing, and the difference is measured where "
+                        "they do not (`docs/benchmarks.md`, section 3: non-canonical completions)."
+                        if changed == 0 else "."))
     return lines
 
 
@@ -484,16 +521,6 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
         "",
     ]
     return lines
-
-
-TEACHER = """Why GRPO moves this and not the clean recipe's rate: the teacher's error is one decision shared by
-every `append` instance (the token ` >>` or ` >` after the word), not a fact about one instance. The SFT model
-learned the teacher's mixture; each GRPO group on an `append` task that samples both contrasts them, and the
-update on that one token carries over to every held-out `append` instruction. The clean recipe's remaining
-failures are instance-level (which word, which file name), where an episode carries one bit about one
-instance. Filtering the demonstrations with the verifier fixes the same error when every demonstration can be
-verified; GRPO fixes it from the model's own samples, which is what it is for when demonstrations come as
-logged (human traces, another model's runs, tasks whose verifier is only in the environment)."""
 
 
 SECOND_HARNESS = """What GRPO has to learn differs between the two harnesses. Through pi, the SFT model's failures
