@@ -91,7 +91,7 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     def row(name: str, rate: dict[str, Any], note: str = "") -> str:
         calls = rate.get("mean_tool_calls")
         calls_text = f"{calls:.2f}" if calls is not None else "-"
-        return f"| {name} | {rate['solved']}/{rate['episodes']} | {rate['solve_rate']:.0%} | {calls_text} | {note} |"
+        return f"| {name} | {_solved(rate)} | {calls_text} | {note} |"
 
     lines = [
         "# Learning through an unmodified harness on a 2-core CPU: what the recipe reaches",
@@ -169,28 +169,30 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
 
 def summary(results: dict[str, Any]) -> list[str]:
     """The page's opening: each stage's held-out numbers and verdict in one line."""
-    def rates(runs: list[dict[str, Any]]) -> str:
-        return " / ".join(f"{r['curve'][-1]['solved']}" for r in runs) + f" of {runs[0]['curve'][-1]['episodes']}"
+    def outcome(runs: list[dict[str, Any]], sft: dict[str, Any]) -> str:
+        solved = " / ".join(f"{r['curve'][-1]['solved']}" for r in runs) + f" of {runs[0]['curve'][-1]['episodes']}"
+        return f"{solved}: GRPO **{_verdict([_final(r) for r in runs], sft['solve_rate'])[2]}** SFT"
 
     sft, lines = results["sft"], ["In short (held-out tasks solved, one sampled episode each):", ""]
     lines.append(f"- **SFT on the oracle's demonstrations**: random model {results['random']['solved']}, SFT "
                  f"{sft['solved']}, GRPO through pi (seeds {', '.join(str(r['seed']) for r in results['grpo'])}) "
-                 f"{rates(results['grpo'])}: GRPO **{_verdict([_final(r) for r in results['grpo']], sft['solve_rate'])[2]}"
-                 "** SFT by more than the seed spread.")
+                 f"{outcome(results['grpo'], sft)} by more than the seed spread.")
     teacher = results.get("teacher", {})
     if teacher.get("grpo"):
         lines.append(f"- **SFT on an imperfect teacher's demonstrations** (it overwrites instead of appending in "
                      f"{teacher['slip']:.0%} of its `append` demonstrations): SFT {teacher['sft']['solved']}, GRPO "
-                     f"through pi {rates(teacher['grpo'])}: GRPO **"
-                     f"{_verdict([_final(r) for r in teacher['grpo']], teacher['sft']['solve_rate'])[2]}** SFT by "
-                     "more than the seed spread.")
+                     f"through pi {outcome(teacher['grpo'], teacher['sft'])} by more than the seed spread.")
     second = results.get("transfer", {})
     if second.get("grpo"):
         lines.append(f"- **A second harness, {second['harness']}**: pi's SFT model {second['pi_sft']['solved']}, "
                      f"tuned on {second['demos']} of its demonstrations {second['sft']['solved']}, GRPO through it "
-                     f"{rates(second['grpo'])}: GRPO **"
-                     f"{_verdict([_final(r) for r in second['grpo']], second['sft']['solve_rate'])[2]}** SFT.")
+                     f"{outcome(second['grpo'], second['sft'])}.")
     return [*lines, ""]
+
+
+def _solved(rate: dict[str, Any]) -> str:
+    """A table's `solved | solve rate` cells."""
+    return f"{rate['solved']}/{rate['episodes']} | {rate['solve_rate']:.0%}"
 
 
 def _ops(found: dict[str, Any]) -> str:
@@ -220,23 +222,23 @@ def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any], clean_sft: dic
         "",
         "| model | solved | solve rate | by kind | `append` episodes: `>>` / `>` | note |",
         "|---|---:|---:|---|---|---|",
-        f"| SFT on the teacher's episodes | {sft['solved']}/{sft['episodes']} | {sft['solve_rate']:.0%} | "
+        f"| SFT on the teacher's episodes | {_solved(sft)} | "
         f"{_kinds(sft)} | {_ops(sft)} | {teacher['rows']} rows, {teacher['sft_train']['epochs']:g} epochs |",
     ]
     for run in teacher["grpo"]:
         last = run["curve"][-1]
-        lines.append(f"| GRPO seed {run['seed']} | {last['solved']}/{last['episodes']} | {last['solve_rate']:.0%} | "
-                     f"{_kinds(last)} | {_ops(run)} | {len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+        lines.append(f"| GRPO seed {run['seed']} | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
+                     f"{len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
     if "retokenized" in teacher:
         run = teacher["retokenized"]
         last, changed = run["curve"][-1], run.get("retokenized_changed") or [0.0]
-        lines.append(f"| GRPO, no splice (seed {run['seed']}) | {last['solved']}/{last['episodes']} | "
-                     f"{last['solve_rate']:.0%} | {_kinds(last)} | {_ops(run)} | rows re-tokenized from text: "
+        lines.append(f"| GRPO, no splice (seed {run['seed']}) | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
+                     "rows re-tokenized from text: "
                      f"{statistics.mean(changed):.0%} of sampled tokens in replies whose ids changed |")
     checked = teacher["verified_sft"]
     lines += [
-        f"| SFT on the teacher's verified episodes only | {checked['solved']}/{checked['episodes']} | "
-        f"{checked['solve_rate']:.0%} | {_kinds(checked)} | {_ops(checked)} | {teacher['verified_rows']} rows x "
+        f"| SFT on the teacher's verified episodes only | {_solved(checked)} | {_kinds(checked)} | {_ops(checked)} | "
+        f"{teacher['verified_rows']} rows x "
         f"{teacher['verified_sft_train']['epochs']:.1f} epochs (as many steps): the same verifier, applied to the "
         "demonstrations instead |",
         "",
@@ -302,15 +304,13 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
         "",
         "| model | solved | solve rate | note |",
         "|---|---:|---:|---|",
-        f"| pi's SFT model | {second['pi_sft']['solved']}/{second['pi_sft']['episodes']} | "
-        f"{second['pi_sft']['solve_rate']:.0%} | never saw {harness}'s prompt |",
-        f"| SFT + {second['demos']} {harness} demonstrations | {sft['solved']}/{sft['episodes']} | "
-        f"{sft['solve_rate']:.0%} | {second['sft_train']['wall_s']:.0f} s |",
+        f"| pi's SFT model | {_solved(second['pi_sft'])} | never saw {harness}'s prompt |",
+        f"| SFT + {second['demos']} {harness} demonstrations | {_solved(sft)} | {second['sft_train']['wall_s']:.0f} s |",
     ]
     for run in second["grpo"]:
         last = run["curve"][-1]
-        lines.append(f"| GRPO seed {run['seed']} | {last['solved']}/{last['episodes']} | {last['solve_rate']:.0%} | "
-                     f"{len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+        lines.append(f"| GRPO seed {run['seed']} | {_solved(last)} | {len(run['train_reward'])} steps, "
+                     f"{run['wall_s']:.0f} s |")
     lines += [
         "",
         (f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT {sft['solve_rate']:.1%}. "
