@@ -27,8 +27,9 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (HarnessName, LearnConfig, append_commands, grpo_ids, heldout_solve_rate, make_tasks, oracle_ids,  # noqa: E402
-                                 record_oracle, slipped_ids, teacher_tasks, train_grpo_run, transfer_ids)
+from openenv.train.learn import (HarnessName, LearnConfig, append_commands, grpo_ids,  # noqa: E402
+                                 heldout_solve_rate, make_tasks, oracle_ids, record_oracle, slipped_ids,
+                                 teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
 from learn_docs import write_docs  # noqa: E402  (this folder: a script's own directory is on sys.path)
@@ -207,10 +208,13 @@ def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_toke
 
 def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
              harness: HarnessName = "pi") -> dict[str, Any]:
-    """`train_grpo_run` into `out`, or the result a finished run left there (an interrupted run resumes)."""
+    """`train_grpo_run` into `out`, or the result a finished run left there (an interrupted run resumes): the
+    same dict either way (grpo.json also holds TRL's per-step log, which the result leaves out)."""
     done = out / "grpo.json"
     if done.is_file():
-        return dict(json.loads(done.read_text()))
+        result = dict(json.loads(done.read_text()))
+        result.pop("log", None)
+        return result
     log(title)
     return train_grpo_run(cfg, start, out, seed=seed, log=log, harness=harness)
 
@@ -248,11 +252,12 @@ def main() -> None:
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    second, teacher = results.get("transfer"), results.get("teacher")
-    print(json.dumps({k: results[k] for k in ("random", "sft")} | {"grpo": [r["curve"][-1] for r in results["grpo"]]} | (
-        {"second_harness": {"sft": second["sft"], "grpo": [r["curve"][-1] for r in second["grpo"]]}} if second else {}) | (
-        {"teacher": {"sft": teacher["sft"], "grpo": [r["curve"][-1] for r in teacher["grpo"]]}} if teacher else {}),
-        indent=1))
+    printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
+                               "grpo": [r["curve"][-1] for r in results["grpo"]]}
+    for stage, name in (("transfer", "second_harness"), ("teacher", "teacher")):
+        if results.get(stage):
+            printed[name] = {"sft": results[stage]["sft"], "grpo": [r["curve"][-1] for r in results[stage]["grpo"]]}
+    print(json.dumps(printed, indent=1))
 
 
 if __name__ == "__main__":

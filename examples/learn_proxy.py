@@ -15,9 +15,9 @@ put in its place), the training and held-out tasks of `LearnConfig`, and the los
 advantages times the sampled tokens' log-probabilities, Adam, warmup, clipping). A step of 16 episodes takes
 ~1 s instead of ~17 s through pi (~40 s through mini-swe-agent).
 
-It prints, every `--every` steps, the held-out sampled solve rate (overall and by task kind), the mean probability of the reference
-reply on the held-out tasks (no sampling noise: the number to compare settings by), and the sampled solve
-rate on the training tasks. docs/learning.md reports what it measured.
+It prints, every `--every` steps, the held-out sampled solve rate (overall and by task kind), the mean
+probability of the reference reply on the held-out tasks (no sampling noise: the number to compare settings
+by), and the sampled solve rate on the training tasks. docs/learning.md reports what it measured.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import torch  # noqa: E402
 from datasets import load_from_disk  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from openenv.harness.tasks.fileops import kind_of  # noqa: E402
 from openenv.train.learn import LearnConfig, grpo_ids, heldout_ids  # noqa: E402
 
 COMMAND = re.compile(r'"command": "([^"]*)"')
@@ -140,7 +141,7 @@ def main() -> None:
     params = [p for p in proxy.model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.lr, betas=(0.9, 0.99), weight_decay=0.0)
 
-    kinds = [task.split("-")[0] for task in heldout_ids(cfg)]
+    kinds = [kind_of(task) for task in heldout_ids(cfg)]
 
     def measure(step: int, episodes: int, began: float) -> None:
         rates = proxy.solved(held, args.samples)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -35,12 +36,12 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
-           "grpo_ids", "heldout_ids",
-           "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle", "slipped_ids",
-           "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
+           "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
+           "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
 LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
 LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
@@ -170,8 +171,6 @@ def lean_envs(out: Path) -> Path:
 def make_tasks(cfg: LearnConfig) -> dict[str, list[str]]:
     """The fileops family of `kinds` from `task_seed` (reused when the same split is already there): the
     ids of each split."""
-    from openenv.harness.tasks.fileops import generate
-
     split = cfg.tasks_dir / "split.json"
     data = json.loads(split.read_text()) if split.is_file() else {}
     if not (data.get("seed") == cfg.task_seed and len(data.get("train", [])) == cfg.train_tasks
@@ -218,7 +217,7 @@ def transfer_ids(cfg: LearnConfig) -> list[str]:
 def slipped_ids(cfg: LearnConfig) -> list[str]:
     """The demonstrated `append` tasks on which the imperfect teacher overwrites the file: `teacher_slip` of them,
     drawn from the task seed."""
-    appends = [i for i in oracle_ids(cfg) if i.startswith("append-")]
+    appends = [i for i in oracle_ids(cfg) if kind_of(i) == "append"]
     return _pick(appends, round((cfg.teacher_slip or 0.0) * len(appends)), cfg.task_seed + 2)
 
 
@@ -272,8 +271,8 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
     ids = ids if ids is not None else oracle_ids(cfg)
     episodes = folder / "eval"
     _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
-              ",".join(ids), "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency), "--out", str(episodes),
-              "--json"], cfg, log)
+              ",".join(ids), "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency),
+              "--out", str(episodes), "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
@@ -282,24 +281,16 @@ def append_commands(eval_folder: Path) -> dict[str, int]:
     """How the `append` episodes of an `openenv eval` folder wrote: the first command each episode ran, counted
     as `append` (`>>`), `overwrite` (`>` alone) or `other` (neither, or no tool call). The imperfect teacher's error
     is the second, so this is what GRPO from its SFT model has to change."""
-    import re
+    from openenv.export.log import read_episode
 
     report = json.loads((eval_folder / "results.json").read_text())
     counts = {"append": 0, "overwrite": 0, "other": 0}
     for episode in report["episodes"]:
-        if not str(episode["summary"]["task"]).startswith("append-"):
+        if kind_of(str(episode["summary"]["task"])) != "append":
             continue
-        command = ""
-        trajectory = eval_folder / "episodes" / Path(episode["trajectory"]).name  # the folder may have moved
-        for line in trajectory.read_text().splitlines():
-            turn = json.loads(line)
-            calls = (turn.get("completion") or {}).get("tool_calls") or [] if turn.get("type") == "turn" else []
-            if calls:
-                try:
-                    command = str(json.loads(calls[0]["arguments"]).get("command", ""))
-                except (ValueError, AttributeError):
-                    command = ""
-                break
+        log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
+        calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
+        command = str(calls[0].parsed_arguments().get("command", "")) if calls else ""
         kind = "append" if ">>" in command else "overwrite" if re.search(r"(^|[^>])>([^>]|$)", command) else "other"
         counts[kind] += 1
     return counts
@@ -309,10 +300,11 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
                        harness: HarnessName = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
     the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
-    episodes' task ids) and the wall time."""
+    episodes' task ids) and the eval's wall time (the first run's, when a finished eval is reused)."""
     start = time.monotonic()
     ids = heldout_ids(cfg)
     done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
+    timing = out / "wall_s.json"  # its wall time, so that a resumed run reports what the eval took
     report = json.loads(done.read_text()) if done.is_file() else {}
     if report.get("tasks") != ids:
         args = ["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
@@ -320,16 +312,18 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
         if model is not None:
             args += ["--model", str(model)]
         report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
+        timing.write_text(json.dumps({"wall_s": round(time.monotonic() - start, 1)}))
+    wall = json.loads(timing.read_text())["wall_s"] if timing.is_file() else round(time.monotonic() - start, 1)
     row = next(r for r in report["rows"] if r["harness"] == harness)
     by_kind: dict[str, list[int]] = {}  # kind -> [solved, episodes]
     for episode in report.get("episodes", []):
         summary = episode.get("summary") or {}
-        counts = by_kind.setdefault(str(summary.get("task", "?")).split("-")[0], [0, 0])
+        counts = by_kind.setdefault(kind_of(str(summary.get("task", "?"))), [0, 0])
         counts[0] += int((summary.get("reward") or 0.0) >= 1.0)
         counts[1] += 1
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
-            "by_kind": dict(sorted(by_kind.items())), "wall_s": round(time.monotonic() - start, 1)}
+            "by_kind": dict(sorted(by_kind.items())), "wall_s": wall}
 
 
 def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,

@@ -12,25 +12,7 @@ import pytest
 
 from openenv.harness.tasks import load_task_set
 from openenv.harness.tasks.fileops import KINDS, generate, instances
-
-
-def _grade(task_dir: Path, workspace: Path, tmp_path: Path) -> float:
-    """Run the task's test.sh from the workspace as the verifier does; the reward it wrote."""
-    reward_dir = tmp_path / "verifier"
-    reward_dir.mkdir(exist_ok=True)
-    (reward_dir / "reward.json").unlink(missing_ok=True)
-    env = {"PATH": os.environ["PATH"], "TESTS_DIR": str(task_dir / "tests"), "REWARD_DIR": str(reward_dir)}
-    subprocess.run(["sh", str(task_dir / "tests" / "test.sh")], cwd=workspace, env=env, check=False,
-                   capture_output=True, timeout=30)
-    return json.loads((reward_dir / "reward.json").read_text())["reward"]
-
-
-def _workspace(task_dir: Path, tmp_path: Path) -> Path:
-    workspace = tmp_path / "app"
-    workspace.mkdir(parents=True)
-    for path in (task_dir / "environment" / "app").iterdir():
-        (workspace / path.name).write_bytes(path.read_bytes())
-    return workspace
+from tests.learn.conftest import grade, starting_workspace
 
 
 def test_the_same_seed_gives_the_same_tasks_and_another_seed_others() -> None:
@@ -61,11 +43,11 @@ def test_the_oracle_scores_1_and_an_untouched_workspace_0(kind: str, tmp_path: P
     ids = generate(tmp_path / "tasks", 1, train=8, heldout=4)
     task_id = next(i for i in ids["train"] + ids["heldout"] if i.startswith(kind))
     task_dir = next((tmp_path / "tasks").glob(f"*/{task_id}"))
-    untouched = _workspace(task_dir, tmp_path / "untouched")
-    assert _grade(task_dir, untouched, tmp_path) == 0.0
-    solved = _workspace(task_dir, tmp_path / "solved")
+    untouched = starting_workspace(task_dir, tmp_path / "untouched")
+    assert grade(task_dir, untouched, tmp_path) == 0.0
+    solved = starting_workspace(task_dir, tmp_path / "solved")
     subprocess.run(["bash", str(task_dir / "solution" / "solve.sh")], cwd=solved, check=True)
-    assert _grade(task_dir, solved, tmp_path) == 1.0
+    assert grade(task_dir, solved, tmp_path) == 1.0
 
 
 def test_forgeries_score_0(tmp_path: Path) -> None:
@@ -74,18 +56,18 @@ def test_forgeries_score_0(tmp_path: Path) -> None:
     create = next((tmp_path / "tasks" / "train").glob("create-*"))
     expected = json.loads((create / "tests" / "expected.json").read_text())
     (name, lines), = expected["files"].items()
-    link = _workspace(create, tmp_path / "link")
+    link = starting_workspace(create, tmp_path / "link")
     (link / "elsewhere").write_text(lines[0] + "\n")
     (link / name).symlink_to(link / "elsewhere")
-    assert _grade(create, link, tmp_path) == 0.0
-    fifo = _workspace(create, tmp_path / "fifo")
+    assert grade(create, link, tmp_path) == 0.0
+    fifo = starting_workspace(create, tmp_path / "fifo")
     os.mkfifo(fifo / name)
-    assert _grade(create, fifo, tmp_path) == 0.0
-    extra = _workspace(create, tmp_path / "extra")
+    assert grade(create, fifo, tmp_path) == 0.0
+    extra = starting_workspace(create, tmp_path / "extra")
     (extra / name).write_text(lines[0] + "\nreward 1\n")
-    assert _grade(create, extra, tmp_path) == 0.0
+    assert grade(create, extra, tmp_path) == 0.0
     rename = next(p for i in ids["train"] if i.startswith("rename-") for p in [tmp_path / "tasks" / "train" / i])
-    copied = _workspace(rename, tmp_path / "copied")
+    copied = starting_workspace(rename, tmp_path / "copied")
     subprocess.run(["bash", "-c", (rename / "solution" / "solve.sh").read_text().replace("mv ", "cp ")],
                    cwd=copied, check=True)
-    assert _grade(rename, copied, tmp_path) == 0.0
+    assert grade(rename, copied, tmp_path) == 0.0

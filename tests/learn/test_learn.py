@@ -1,19 +1,23 @@
 """The recipe's configuration (`openenv.train.learn`): the lean harness specs, which training tasks each
-stage sees, and the imperfect teacher's demonstrations. The stages themselves run in the smoke (`test_learn_smoke.py`)."""
+stage sees, and the imperfect teacher's demonstrations. The stages themselves run in the smoke
+(`test_learn_smoke.py`)."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import yaml
 
+from openenv.capture.canonical import Completion, ToolCallPart
+from openenv.capture.trajectory import TurnRecord
+from openenv.harness.tasks.fileops import kind_of
 from openenv.resources import shipped_envs_dir
-from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, append_commands, grpo_ids, heldout_ids, lean_envs,
-                                 oracle_ids, slipped_ids, teacher_tasks, transfer_ids)
+from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, append_commands, grpo_ids,
+                                 heldout_ids, heldout_solve_rate, lean_envs, oracle_ids, slipped_ids, teacher_tasks,
+                                 transfer_ids)
+from tests.learn.conftest import grade, starting_workspace
 
 
 def _command(folder: Path, harness: str) -> list[str]:
@@ -52,14 +56,11 @@ def test_the_second_harness_grpo_has_its_own_steps_and_rate_and_measures_at_the_
     assert cfg.transfer_dir == cfg.out / "transfer-mini-swe-agent"
 
 
-def _verify(task: Path, script: Path, work: Path) -> float:
-    """Run `script` in a copy of the task's starting files, then the task's own verifier; its reward."""
-    shutil.copytree(task / "environment" / "app", work)
-    subprocess.run(["bash", str(script)], cwd=work, check=True)
-    env = {"PATH": os.environ["PATH"], "WORKSPACE": str(work), "REWARD_DIR": str(work.parent),
-           "TESTS_DIR": str(task / "tests")}
-    subprocess.run(["sh", str(task / "tests" / "test.sh")], env=env, capture_output=True, check=False)
-    return float(json.loads((work.parent / "reward.json").read_text())["reward"])
+def _solve_and_grade(task: Path, tmp_path: Path) -> float:
+    """Run the task's `solution/solve.sh` in a copy of its starting files, then its own verifier; the reward."""
+    workspace = starting_workspace(task, tmp_path)
+    subprocess.run(["bash", str(task / "solution" / "solve.sh")], cwd=workspace, check=True)
+    return grade(task, workspace, tmp_path)
 
 
 def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_verifier_fails_it(
@@ -67,7 +68,7 @@ def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_v
     cfg = LearnConfig(out=tmp_path / "run", train_tasks=40, heldout_tasks=8, oracle_episodes=30, teacher_slip=0.5)
     root = teacher_tasks(cfg)
     shown = oracle_ids(cfg)
-    appends = [i for i in shown if i.startswith("append-")]
+    appends = [i for i in shown if kind_of(i) == "append"]
     slipped = slipped_ids(cfg)
     assert sorted(p.name for p in (root / "train").iterdir()) == shown
     assert set(slipped) <= set(appends) and len(slipped) == round(0.5 * len(appends)) > 0
@@ -78,10 +79,8 @@ def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_v
         assert taught == (right.replace(" >> ", " > ") if task in slipped else right)
     task = slipped[0]
     # The oracle's script solves it; the teacher's loses the file's first lines, and the verifier sees it.
-    assert _verify(cfg.tasks_dir / "train" / task, cfg.tasks_dir / "train" / task / "solution" / "solve.sh",
-                   tmp_path / "oracle" / "app") == 1.0
-    assert _verify(root / "train" / task, root / "train" / task / "solution" / "solve.sh",
-                   tmp_path / "teacher" / "app") == 0.0
+    assert _solve_and_grade(cfg.tasks_dir / "train" / task, tmp_path / "oracle") == 1.0
+    assert _solve_and_grade(root / "train" / task, tmp_path / "teacher") == 0.0
     assert LearnConfig(teacher_slip=None).teacher_slip is None  # the stage can be skipped
 
 
@@ -89,9 +88,13 @@ def test_append_commands_reads_each_append_episodes_first_command_from_its_traje
     episodes = tmp_path / "eval" / "episodes"
     episodes.mkdir(parents=True)
 
-    def turn(command: str | None) -> dict[str, object]:
-        calls = [] if command is None else [{"name": "bash", "arguments": json.dumps({"command": command})}]
-        return {"type": "turn", "completion": {"tool_calls": calls}}
+    def turn(index: int, command: str | None) -> dict[str, object]:
+        calls = () if command is None else (ToolCallPart(id=f"call_{index}", name="bash",
+                                                         arguments=json.dumps({"command": command})),)
+        record = TurnRecord(id=f"t{index}", index=index, dialect="openai_chat", aux=False, source="sample", gap=None,
+                            sequence=0, parent=None, kind="new" if index == 0 else "merged", prompt_len=10,
+                            completion=Completion(id=f"t{index}", model="tiny", created=0, tool_calls=calls))
+        return {"type": "turn", **record.model_dump(mode="json")}
 
     report = []
     for name, turns in (("append-a", ["echo x >> notes.txt\n", "echo y > notes.txt"]),
@@ -99,8 +102,26 @@ def test_append_commands_reads_each_append_episodes_first_command_from_its_traje
                         ("append-c", [None, "echo x >> notes.txt"]),  # replied in text first, then ran it
                         ("append-d", [None, None]), ("append-e", ["cat notes.txt"]),
                         ("create-f", ["echo x > notes.txt\n"])):
-        (episodes / f"{name}.jsonl").write_text("".join(json.dumps(turn(t)) + "\n" for t in turns))
+        (episodes / f"{name}.jsonl").write_text("".join(json.dumps(turn(i, t)) + "\n" for i, t in enumerate(turns)))
         report.append({"summary": {"task": name}, "trajectory": f"moved/episodes/{name}.jsonl"})
     (tmp_path / "eval" / "results.json").write_text(json.dumps({"episodes": report}))
     # The first command each append episode ran decides; create tasks are not counted.
     assert append_commands(tmp_path / "eval") == {"append": 2, "overwrite": 1, "other": 2}
+
+
+def test_a_finished_held_out_eval_is_reused_with_its_own_wall_time_and_counted_by_kind(tmp_path: Path) -> None:
+    cfg = LearnConfig(out=tmp_path / "run", train_tasks=20, heldout_tasks=6, oracle_episodes=10, eval_tasks=4)
+    ids = heldout_ids(cfg)
+    out = tmp_path / "eval"
+    out.mkdir()
+    episodes = [{"summary": {"task": task, "reward": float(i % 2 == 0)}} for i, task in enumerate(ids)]
+    (out / "results.json").write_text(json.dumps({
+        "tasks": ids, "episodes": episodes,
+        "rows": [{"harness": "pi", "solved": 2, "episodes": 4, "solve_rate": 0.5, "mean_tool_calls": 1.0,
+                  "mean_turns": 2.0}]}))
+    (out / "wall_s.json").write_text(json.dumps({"wall_s": 81.5}))
+    rate = heldout_solve_rate(Path("no-such-model"), cfg, out)  # no eval runs: the model is never loaded
+    kinds = [kind_of(task) for task in ids]
+    assert rate["wall_s"] == 81.5 and (rate["solved"], rate["episodes"]) == (2, 4)
+    assert rate["by_kind"] == {kind: [sum(kinds[i] == kind and i % 2 == 0 for i in range(4)), kinds.count(kind)]
+                               for kind in sorted(set(kinds))}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["KINDS", "FileOpsTask", "Kind", "generate", "instances", "main", "write_task"]
+__all__ = ["KINDS", "FileOpsTask", "Kind", "generate", "instances", "kind_of", "main", "write_task"]
 
 Kind = Literal["create", "append", "rename", "typo"]
 KINDS: tuple[Kind, ...] = ("create", "append", "rename", "typo")
@@ -133,6 +133,11 @@ class FileOpsTask:
     workspace: dict[str, str]
     expected: dict[str, list[str]]
     absent: list[str] = field(default_factory=list)
+
+
+def kind_of(task_id: str) -> str:
+    """The kind of a fileops task, read from its id (`_make` starts every id with it: `append-notes-txt-...`)."""
+    return task_id.split("-", 1)[0]
 
 
 def _typo(word: str, rng: random.Random) -> str:
