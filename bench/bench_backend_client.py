@@ -90,7 +90,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds; the best of each is kept")
     args = parser.parse_args()
-    engine, url = start_engine()
+    engine = start_engine()
+    url = engine.base
     rows = []
     try:
         for n in (int(p) for p in args.prompts.split(",")):
@@ -106,8 +107,7 @@ def main() -> None:
             rows.append({"prompt": n, **best, "aiohttp_ratio": best["aiohttp"] / best["ours"],
                          "httpx_ratio": best["httpx"] / best["ours"]})
     finally:
-        engine.terminate()
-        engine.wait(20)
+        engine.stop()
     print(f"\nCPU-ms per engine call (best of {args.rounds} rounds x {args.calls} calls), instant engine")
     print(_table(rows, [("prompt", "prompt tokens", "d"), ("ours", "VLLMBackend (EngineHTTP)", ".3f"),
                         ("aiohttp", "aiohttp", ".3f"), ("httpx", "httpx.AsyncClient", ".3f"),

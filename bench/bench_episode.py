@@ -64,7 +64,8 @@ def _plan(harness: str, task_id: str) -> tuple[Any, list[str]]:
     from openenv.harness.tasks import find_task
 
     spec = get_spec(harness)
-    plan = [solution_command(find_task(task_id)), *([spec.finish_command] if spec.finish_command else [])]
+    # The floor runs the CLI on the host, with no /solution and no /app: the inline (unstaged) form.
+    plan = [solution_command(find_task(task_id), staged=False), *([spec.finish_command] if spec.finish_command else [])]
     return spec, plan
 
 
@@ -430,20 +431,16 @@ def openenv_episode(harness: str, task_id: str, server: Any, engine_url: str, lo
 
 
 def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    import httpx
+    """A stand-in (`argv` under our interpreter) on a free port, once its /health answers."""
+    import servers
 
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, *argv, "--port", str(port)], stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{url}/health", timeout=1, trust_env=False).status_code == 200:
-                return proc, url
-        if proc.poll() is not None:
-            raise SystemExit(f"{argv} exited with {proc.returncode}")
-        time.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"{argv} did not answer /health in 60 s")
+    from openenv.errors import TransportError
+
+    try:
+        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=60)
+    except TransportError as exc:
+        raise SystemExit(f"{argv}: {exc}") from exc
+    return server.proc, server.base
 
 
 def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,

@@ -31,7 +31,6 @@ import argparse
 import itertools
 import json
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -43,7 +42,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
-from bench_proxy import REF_PYTHON, REF_VERSION, _wait_healthy
+import servers
+from servers import REF_PYTHON, REF_VERSION, Spawned
 
 SESSIONS = REPO / "bench" / "sessions"
 VARIANTS = ("canonical", "non-canonical")
@@ -52,30 +52,18 @@ VARIANTS = ("canonical", "non-canonical")
 # ---- the servers ---------------------------------------------------------------------------------
 
 
-def _spawn(cmd: list[str], health: str, cwd: Path | str = REPO) -> tuple[subprocess.Popen[bytes], str]:
-    from openenv.core.net import free_port
-
-    port = free_port()
-    proc = subprocess.Popen([*cmd, "--port", str(port)], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    _wait_healthy(base + health, proc)
-    return proc, base
-
-
-def start_servers(vllm_url: str | None) -> dict[str, tuple[subprocess.Popen[bytes], str]]:
+def start_servers(vllm_url: str | None) -> dict[str, Spawned]:
     """The replay engine, our proxy and (when installed) the reference, both in front of the engine."""
-    from openenv.models import tiny_model_path
-
-    engine = _spawn([sys.executable, str(REPO / "bench" / "engines.py"), "replay",
-                     *(["--vllm-url", vllm_url] if vllm_url else [])], "/health")
-    servers = {"engine": engine}
-    servers["ours"] = _spawn([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
-                              engine[1], "--model", str(tiny_model_path())], "/docs")
-    if REF_PYTHON.exists():
-        servers[f"reference {REF_VERSION}"] = _spawn(
-            [str(REF_PYTHON), "-m", "openenv.core.harness.capture.server", "--llm-url", engine[1], "--model", "tiny",
-             "--host", "127.0.0.1", "--capture-level", "tokens"], "/health", cwd="/tmp")
-    return servers
+    started = {"engine": servers.engine("replay", *(["--vllm-url", vllm_url] if vllm_url else []))}
+    try:
+        started["ours"] = servers.ours(started["engine"].base)
+        if REF_PYTHON.exists():
+            started[f"reference {REF_VERSION}"] = servers.reference(started["engine"].base, capture_level="tokens")
+    except BaseException:
+        for server in started.values():
+            server.stop()
+        raise
+    return started
 
 
 # ---- replay --------------------------------------------------------------------------------------
@@ -110,7 +98,7 @@ def replay(lines: list[dict[str, Any]], proxy: str, base: str, engine: str, vari
     with httpx.Client(timeout=120) as http:
         http.post(f"{engine}/replay/log")  # clears the log and the queue
         reference = proxy.startswith("reference")
-        opened = http.post(f"{base}/sessions", json={}).json()
+        opened = http.post(f"{base}/sessions", json={}).raise_for_status().json()
         token = opened["session_id"] if reference else opened["token"]
         prefix = base if reference else f"{base}/s/{token}"
         headers = {"authorization": f"Bearer {token}"}
@@ -191,32 +179,32 @@ def _extends(prev: dict[str, Any], cur: dict[str, Any]) -> bool:
 # ---- the benchmark -------------------------------------------------------------------------------
 
 
-def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None) -> list[dict[str, Any]]:
-    """Every session x variant x proxy; one row each."""
+def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None,
+        limit: int | None = None) -> list[dict[str, Any]]:
+    """Every session (the first `limit` by name, if given) x variant x proxy; one row each."""
     from transformers import AutoTokenizer
 
     from openenv.models import tiny_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_model_path()))
-    servers = start_servers(vllm_url)
-    engine = servers["engine"][1]
+    started = start_servers(vllm_url)
+    engine = started["engine"].base
     results = []
     try:
-        for path in sorted(folder.glob("*.jsonl")):
+        for path in sorted(folder.glob("*.jsonl"))[:limit]:
             lines = load(path)
             for variant in VARIANTS:
-                for proxy, (_, base) in servers.items():
+                for proxy, server in started.items():
                     if proxy == "engine":
                         continue
-                    got = replay(lines, proxy, base, engine, variant, tokenizer)
+                    got = replay(lines, proxy, server.base, engine, variant, tokenizer)
                     results.append({"session": path.stem, "dialect": _dialect(lines), "variant": variant,
                                     "proxy": proxy, **score(got["log"], got["rows"])})
                     if on_session is not None:
                         on_session(results[-1])
     finally:
-        for proc, _ in servers.values():
-            proc.terminate()
-            proc.wait(20)
+        for server in started.values():
+            server.stop()
     return results
 
 

@@ -30,25 +30,25 @@ MODES = {"off": None, "on, no fsync": False, "on, fsync": True}
 FOLDER = Path("/var/tmp") / f"openenv-bench-journal-{os.getpid()}"  # a real disk, not a tmpfs
 
 
-async def _play(manager: Any, bodies: list[bytes]) -> None:
+async def _play(registry: Any, bodies: list[bytes]) -> None:
     from openenv.capture.dialects import ROUTES, RequestContext
 
     dialect = ROUTES["POST /v1/chat/completions"].dialect
-    session = manager.open(base_url="http://bench")
+    session = registry.open(base_url="http://bench")
     ctx = RequestContext(path_params={}, query={}, headers={})
     for body in bodies:
-        state = manager.dialect_state
+        state = registry.dialect_state
         await session.handle(dialect.to_canonical(dialect.parse(body, ctx, state), state), dialect.name, digest=None)
-    manager.close(session.token)
+    registry.close(session.token)
 
 
 async def _round(renderer: Any, backend: Any, fsync: bool | None, conversations: list[list[bytes]]) -> tuple[float, float]:
     from openenv.capture.registry import CaptureSessionRegistry
 
-    manager = CaptureSessionRegistry(renderer=renderer, backend=backend, journal_dir=FOLDER if fsync is not None else None,
+    registry = CaptureSessionRegistry(renderer=renderer, backend=backend, journal_dir=FOLDER if fsync is not None else None,
                              journal_fsync=bool(fsync))
     cpu, wall = time.process_time(), time.perf_counter()
-    await asyncio.gather(*(_play(manager, c) for c in conversations))
+    await asyncio.gather(*(_play(registry, c) for c in conversations))
     return time.process_time() - cpu, time.perf_counter() - wall
 
 

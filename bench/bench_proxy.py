@@ -6,7 +6,7 @@
 
 (1) Latency: the same chat request (greedy, fixed max_tokens), non-streamed and streamed, sent in
     alternating order straight to vLLM's `/v1/chat/completions`, through the proxy (which renders,
-    splices and calls vLLM's `/v1/completions` by token ids) and, when `.cache/bench/ref-venv` holds
+    splices and calls vLLM's `/v1/completions` by token ids) and, when `.cache/reference-venv` holds
     `openenv==0.10.0`, through the reference capture server; medians, p90s, ratios to vLLM direct and
     the proxies' CPU-ms per request. A vLLM server is started unless `--vllm-url` is given.
 (2) Throughput: concurrent sessions each playing a tool-loop conversation of 1, 10 or 30 turns
@@ -48,10 +48,14 @@ import httpx
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-REF_VENV = REPO / ".cache" / "bench" / "ref-venv"
-REF_PYTHON = REF_VENV / "bin" / "python"
-REF_VERSION = "0.10.0"
+sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
+
+import servers
+from servers import REF_PYTHON, REF_VENV, REF_VERSION
+
+__all__ = ["REF_PYTHON", "REF_VENV", "REF_VERSION", "Target", "TARGETS", "latency", "start_engine", "throughput",
+           "throughput_table"]
 
 TOOLS = [{"type": "function", "function": {
     "name": f"tool_{i}", "description": "Run a shell command in the workspace and return its output. " * 4,
@@ -100,8 +104,8 @@ def serve_instant(port: int) -> None:
 
     renderer = Renderer.from_pretrained(tiny_model_path())
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
-    manager = CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids))
-    uvicorn.run(create_app(manager, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    registry = CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids))
+    uvicorn.run(create_app(registry, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 # ---- conversations -----------------------------------------------------------------------------------
@@ -173,29 +177,27 @@ class Target:
 
     def __init__(self, engine_url: str | None = None) -> None:
         self.engine_url = engine_url
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.server: servers.Spawned | None = None
         self.base = ""
+
+    @property
+    def proc(self) -> subprocess.Popen[bytes] | None:
+        return None if self.server is None else self.server.proc
 
     def command(self, port: int) -> list[str]:
         raise NotImplementedError
 
     def start(self) -> Target:
-        from openenv.core.net import free_port
-
-        port = free_port()
-        cwd = "/tmp" if self.command(port)[0] == str(REF_PYTHON) else REPO  # away from our egg-info
-        self.proc = subprocess.Popen(self.command(port), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.base = f"http://127.0.0.1:{port}"
-        _wait_healthy(f"{self.base}{self.health}", self.proc)
+        self.server = servers.spawn(self.command, self.health)
+        self.base = self.server.base
         return self
 
     health = "/docs"
 
     def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(20)
-            self.proc = None
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
 
     async def open(self, http: Any) -> tuple[str, dict[str, str], str]:
         async with http.post(f"{self.base}/sessions", json={}) as r:
@@ -228,24 +230,19 @@ class OursHTTP(Target):
     name = "ours"
 
     def command(self, port: int) -> list[str]:
-        from openenv.models import tiny_model_path
-
-        # One port, no key (the bench opens sessions where it sends turns), no journal: these rows measure
-        # the request path; bench_journal.py measures what the journal adds per turn.
-        return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
-                str(self.engine_url), "--model", str(tiny_model_path()), "--port", str(port),
-                "--admin-on-model-port", "--no-admin-key", "--no-journal"]
+        # No journal: these rows measure the request path; bench_journal.py measures what it adds per turn.
+        return servers.ours_command(str(self.engine_url), port)
 
 
 class Reference(Target):
     """The reference `CaptureServer` (its own venv) in front of the same instant HTTP engine."""
 
     name = f"reference {REF_VERSION}"
-    health = "/health"
 
-    def command(self, port: int) -> list[str]:
-        return [str(REF_PYTHON), "-m", "openenv.core.harness.capture.server", "--llm-url", str(self.engine_url),
-                "--model", "tiny", "--host", "127.0.0.1", "--port", str(port), "--capture-level", "tokens"]
+    def start(self) -> Target:
+        self.server = servers.reference(str(self.engine_url), capture_level="tokens")
+        self.base = self.server.base
+        return self
 
     async def open(self, http: Any) -> tuple[str, dict[str, str], str]:
         async with http.post(f"{self.base}/sessions", json={}) as r:
@@ -261,16 +258,9 @@ class Reference(Target):
 TARGETS = {"ours-inproc": OursInProcess, "ours": OursHTTP, "reference": Reference}
 
 
-def start_engine() -> tuple[subprocess.Popen[bytes], str]:
+def start_engine() -> servers.Spawned:
     """The instant HTTP engine (bench/engines.py) both HTTP targets call."""
-    from openenv.core.net import free_port
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
-    _wait_healthy(f"{url}/health", proc)
-    return proc, url
+    return servers.engine("instant")
 
 
 async def _play(http: Any, url: str, headers: dict[str, str], bodies: list[bytes]) -> None:
@@ -336,20 +326,6 @@ def _cpu(proc: psutil.Process) -> float:
     return float(t.user + t.system)
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise TimeoutError(f"{url} not up after {timeout}s")
-
-
 def prompt_tokens_at(turns: int, tool_chars: int = 1900) -> int:
     """Prompt length of the last request of a `turns`-turn conversation, in tiny-model tokens."""
     from openenv.capture.dialects.openai_chat import convert
@@ -369,7 +345,8 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
                      max_seconds: float = 20.0, on_row: Any = None) -> list[dict[str, Any]]:
     """Every target at every conversation length (and sharing mode); ratios vs the target's own 1-turn
     row and vs the reference in the same mode and length. Starts the instant engine and each proxy once."""
-    engine, engine_url = start_engine() if set(targets) - {"ours-inproc"} else (None, None)
+    engine = start_engine() if set(targets) - {"ours-inproc"} else None
+    engine_url = engine.base if engine is not None else None
     rows: list[dict[str, Any]] = []
     try:
         for key in targets:
@@ -392,8 +369,7 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
                 target.stop()
     finally:
         if engine is not None:
-            engine.terminate()
-            engine.wait(20)
+            engine.stop()
     tokens = {t: prompt_tokens_at(t, tool_chars) for t in turn_counts}
     for row in rows:
         if "error" in row:
@@ -482,17 +458,8 @@ def _one_request(client: httpx.Client, url: str, headers: dict[str, str], body: 
 
 def _start_ours(vllm_url: str) -> tuple[subprocess.Popen[bytes], str]:
     """`openenv proxy` in front of vLLM, with one auto session named `bench`."""
-    from openenv.core.net import free_port
-    from openenv.models import tiny_model_path
-
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url",
-                             vllm_url, "--model", str(tiny_model_path()), "--port", str(port),
-                             "--session-token", "bench", "--no-journal"], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    _wait_healthy(f"{base}/s/bench/v1/models", proc)
-    return proc, f"{base}/s/bench/v1/chat/completions"
+    ours = servers.ours(vllm_url, session_token="bench")
+    return ours.proc, f"{ours.base}/s/bench/v1/chat/completions"
 
 
 def _p90(values: list[float]) -> float:
@@ -501,26 +468,22 @@ def _p90(values: list[float]) -> float:
 
 def _start_reference(vllm_url: str) -> tuple[subprocess.Popen[bytes], tuple[str, dict[str, str]]] | None:
     """The reference capture server from its own venv, with one session; None when not installed."""
-    python = REF_VENV / "bin" / "python"
-    if not python.exists():
+    if not REF_PYTHON.exists():
         return None
-    from openenv.core.net import free_port
+    from openenv.errors import TransportError
 
-    port = free_port()
-    proc = subprocess.Popen([str(python), "-m", "openenv.core.harness.capture.server", "--llm-url", vllm_url,
-                             "--model", "tiny", "--host", "127.0.0.1", "--port", str(port)],
-                            cwd="/tmp", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            # its import name is ours too: a PYTHONPATH pointing at this tree would shadow it
-                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
-    base = f"http://127.0.0.1:{port}"
     try:
-        _wait_healthy(f"{base}/health", proc, timeout=240)
-        token = _reference_session(base)
-    except (RuntimeError, TimeoutError, httpx.HTTPError, KeyError) as exc:
+        ref = servers.reference(vllm_url, timeout=240)
+    except TransportError as exc:
         print(f"(reference server not measured: {exc})", file=sys.stderr)
-        proc.terminate()
         return None
-    return proc, (f"{base}/v1/chat/completions", {"authorization": f"Bearer {token}"})  # key = session id
+    try:
+        token = _reference_session(ref.base)
+    except (httpx.HTTPError, KeyError) as exc:
+        print(f"(reference server not measured: {exc})", file=sys.stderr)
+        ref.stop()
+        return None
+    return ref.proc, (f"{ref.base}/v1/chat/completions", {"authorization": f"Bearer {token}"})  # key = session id
 
 
 def _reference_session(base: str) -> str:

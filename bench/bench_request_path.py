@@ -39,19 +39,19 @@ PHASES = ("parse", "canonical", "digest", "handle", "reply")
 KEYS = (*PHASES, "whole")
 
 
-async def play(manager: Any, plays: list[list[bytes]], first: dict[str, float], later: dict[str, float]) -> None:
+async def play(registry: Any, plays: list[list[bytes]], first: dict[str, float], later: dict[str, float]) -> None:
     """Play each conversation in its own session; a phase's CPU seconds go to `first` for a
     conversation's first turn (system prompt and task, no tool result) and to `later` for the rest."""
     from openenv.capture.dialects._shared import parse_body
     from openenv.capture.dialects.openai_chat import convert, protocol
 
     for bodies in plays:
-        session = manager.open(base_url="http://127.0.0.1")
+        session = registry.open(base_url="http://127.0.0.1")
         for k, body in enumerate(bodies):
             t0 = time.thread_time()
-            req = convert.parse(body, None, manager.dialect_state)  # type: ignore[arg-type]
+            req = convert.parse(body, None, registry.dialect_state)  # type: ignore[arg-type]
             t1 = time.thread_time()
-            canonical = convert.to_canonical(req, manager.dialect_state)
+            canonical = convert.to_canonical(req, registry.dialect_state)
             t2 = time.thread_time()
             digest = xxhash.xxh3_128_hexdigest(body)  # as routes/model.py does
             t3 = time.thread_time()
@@ -68,15 +68,15 @@ async def play(manager: Any, plays: list[list[bytes]], first: dict[str, float], 
         stats = session.trajectory.stats()
         if stats.sequences != 1:
             raise RuntimeError(f"conversation did not merge: {stats}")
-        manager.close(session.token)
+        registry.close(session.token)
 
 
-def measure(renderer: Any, turns: int, sessions: int, same: bool, rnd: int, manager: Any) -> dict[str, float]:
+def measure(renderer: Any, turns: int, sessions: int, same: bool, rnd: int, registry: Any) -> dict[str, float]:
     """CPU-ms of each phase per turn after the first, of the first turn, and of all turns, in one round."""
     plays = [conversation_bodies(turns) if same else conversation_bodies(turns, f"[{turns}.{rnd}.{i}]\n", start=fresh(turns))
              for i in range(sessions)]
     first, later = dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)
-    asyncio.run(play(manager, plays, first, later))
+    asyncio.run(play(registry, plays, first, later))
     n_later = sessions * (turns - 1)
     got = {k: 1000 * v / n_later if n_later else math.nan for k, v in later.items()}
     got["total"] = sum(got[p] for p in PHASES)
@@ -91,13 +91,13 @@ def rows(renderer: Any, lengths: list[int], sessions: int, same: bool, rounds: i
     from openenv.capture.registry import CaptureSessionRegistry
 
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
-    managers = {n: CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids)) for n in lengths}
-    for n, manager in managers.items():
-        asyncio.run(play(manager, [conversation_bodies(n, "warm\n")], dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)))
+    registries = {n: CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids)) for n in lengths}
+    for n, registry in registries.items():
+        asyncio.run(play(registry, [conversation_bodies(n, "warm\n")], dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)))
     best: dict[int, dict[str, float]] = {}
     for rnd in range(rounds):
         for n in lengths:
-            got = measure(renderer, n, sessions, same, rnd, managers[n])
+            got = measure(renderer, n, sessions, same, rnd, registries[n])
             if n not in best or got["all"] < best[n]["all"]:
                 best[n] = got
     return [best[n] for n in lengths]

@@ -15,7 +15,7 @@ executor, and for Ray the object store, the actor calls and the worker processes
 Per episode it reports: wall time seen by the driver with one episode in flight (the added latency),
 episodes/s with both slots busy, driver CPU, the whole cluster's CPU (raylets, GCS and workers
 included), and the bytes that cross the object store (the job out, the result back). Needs root
-(network namespaces) and `pip install 'openenv[ray]'`.
+(network namespaces) and `pip install 'openenv-harness[ray]'`.
 """
 
 from __future__ import annotations

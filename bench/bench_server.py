@@ -15,7 +15,7 @@ refuses a second client). Rows:
                      (`blocking = True`), as the reference runs every sync env
   ours               ours as shipped: uvloop + httptools (core dependencies), echo inline
 
-The reference lives in its own venv under `.cache/bench/ref-venv` (its import name clashes with ours);
+The reference lives in its own venv under `.cache/reference-venv` (its import name clashes with ours);
 its echo env is its own `openenv init` template. Load: `--client-procs` uvloop processes sharing the
 clients, identical frames for every server. HTTP clients are one keep-alive connection each, writing
 pre-built request bytes and parsing replies with httptools: aiohttp spent 0.3-0.6 ms of client CPU per
@@ -62,8 +62,9 @@ from websockets.asyncio.client import connect
 from openenv.core.net import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-REF_VENV = REPO / ".cache" / "bench" / "ref-venv"
-REF_VERSION = "0.10.0"
+sys.path.insert(0, str(REPO / "bench"))
+
+from servers import REF_VENV, REF_VERSION, reference_env  # noqa: E402 - bench/ on the path first
 STEP_ACTION = {"message": "hello"}
 # Our server checks a bearer token on every request (docs/security.md); every client sends it, the
 # reference ignores it. Set here so that servers and client processes inherit it.
@@ -150,6 +151,8 @@ class Server:
             stderr=subprocess.STDOUT,
             cwd=tempfile.gettempdir(),
             start_new_session=True,
+            # a PYTHONPATH naming our tree would shadow the reference's package (same import name)
+            env=None if self.python == Path(sys.executable) else reference_env(),
         )
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 240  # cold starts on a busy shared box

@@ -1,7 +1,7 @@
 """Streamed time to first byte and to first text, through the proxy vs vLLM direct (and the reference).
 
 The same streamed chat request (greedy, fixed max_tokens, no tools so the reply is text) goes straight to
-vLLM's `/v1/chat/completions`, through `openenv proxy` and, when `.cache/bench/ref-venv` holds it, through
+vLLM's `/v1/chat/completions`, through `openenv proxy` and, when `.cache/reference-venv` holds it, through
 the reference capture server. Targets alternate order every round so load drift hits all alike. Per
 request: TTFB (first body byte), TTFT (first event carrying reply text) and the whole reply. Besides the
 ratio of medians, each round's own ratio (this target's request / vLLM direct's, sent back to back) is

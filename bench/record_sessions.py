@@ -27,8 +27,8 @@ TASK = "fix-temperature-conversion"
 class Recorder:
     """ASGI middleware: per model request, the body in and the turns the session recorded for it."""
 
-    def __init__(self, app: Any, manager: Any, lines: list[dict[str, Any]]) -> None:
-        self.app, self.manager, self.lines = app, manager, lines
+    def __init__(self, app: Any, registry: Any, lines: list[dict[str, Any]]) -> None:
+        self.app, self.registry, self.lines = app, registry, lines
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith("/s/"):
@@ -41,7 +41,7 @@ class Recorder:
             chunks.append(message.get("body", b""))
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        before = {token: len(s.trajectory.turns) for token, s in self.manager.sessions.items()}
+        before = {token: len(s.trajectory.turns) for token, s in self.registry.sessions.items()}
         status: list[int] = []
 
         replayed = False
@@ -60,7 +60,7 @@ class Recorder:
 
         await self.app(scope, replay_receive, capture_send)
         turns = []
-        for token, session in self.manager.sessions.items():
+        for token, session in self.registry.sessions.items():
             for turn in session.trajectory.turns[before.get(token, 0):]:
                 done = turn.completion
                 turns.append({"aux": turn.aux, "gap": turn.gap, "completion_ids": list(done.token_ids) if done else None})
@@ -80,8 +80,8 @@ def record(harness: str, out: Path) -> dict[str, Any]:
     lines: list[dict[str, Any]] = []
     original = capture_server.create_app
 
-    def recording_app(manager: Any, **kwargs: Any) -> Any:
-        return Recorder(original(manager, **kwargs), manager, lines)
+    def recording_app(registry: Any, **kwargs: Any) -> Any:
+        return Recorder(original(registry, **kwargs), registry, lines)
 
     capture_server.create_app = recording_app  # type: ignore[assignment]
     try:

@@ -15,9 +15,11 @@ Sections (each measured in this run, ratios against a baseline measured in the s
 6. with `--sandbox` (needs Docker): sandbox start-up (bench/bench_sandbox.py);
 6b. with `--episode` (root, harness CLIs): real episodes vs the bare harness CLI (bench/bench_episode.py).
 
-The reference (`openenv==0.10.0`) is installed into .cache/bench/ref-venv on first use. A vLLM CPU
-server on the tiny model is started unless `--vllm-url` is given. `--quick` is a ~3 min smoke run with
-fewer requests, lengths and rounds; a full run takes ~12 min on an idle 2-core machine.
+The reference (`openenv==0.10.0`) is installed into .cache/reference-venv on first use. A vLLM CPU
+server on the tiny model is started unless `--vllm-url` is given. `--quick` runs every section small (fewer
+requests, lengths, rounds and sessions; one harness at one concurrency for 6 and 6b): a smoke run that
+tests/bench/test_report.py runs in CI; a full run takes ~12 min on an idle 2-core machine. The run exits
+non-zero, after writing the report, when any section failed.
 """
 
 from __future__ import annotations
@@ -51,11 +53,14 @@ console = Console(stderr=True)
 def plan(quick: bool) -> dict[str, Any]:
     """How much of each benchmark to run."""
     if quick:
-        return {"requests": 6, "turns": [1, 30], "sessions": 8, "min_turns": 120, "max_seconds": 4.0,
-                "server_args": ["--rounds", "1", "--seconds", "1", "--clients", "16"], "ttft_runs": 1,
-                "ttft_requests": 8}
+        return {"requests": 4, "turns": [1, 10], "sessions": 4, "min_turns": 40, "max_seconds": 2.0,
+                "server_args": ["--rounds", "1", "--seconds", "0.5", "--clients", "16"], "ttft_runs": 1,
+                "ttft_requests": 4, "fidelity_sessions": 1, "dialect_repeat": "10", "journal_rounds": "1",
+                "sandbox_args": ["--reps", "1", "--episode-reps", "1", "--harnesses", "pi"],
+                "episode_args": ["--harnesses", "pi", "--concurrency", "1", "--rounds", "1"]}
     return {"requests": 24, "turns": [1, 10, 30, 60], "sessions": 16, "min_turns": 480, "max_seconds": 12.0,
-            "server_args": [], "ttft_runs": 3, "ttft_requests": 20}
+            "server_args": [], "ttft_runs": 3, "ttft_requests": 20, "fidelity_sessions": None,
+            "dialect_repeat": "200", "journal_rounds": "3", "sandbox_args": [], "episode_args": []}
 
 
 def machine() -> dict[str, Any]:
@@ -177,8 +182,8 @@ def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, An
                                         max_seconds=cfg["max_seconds"], on_row=on_row)
 
 
-def run_fidelity(progress: Progress, url: str) -> list[dict[str, Any]]:
-    sessions = sorted(bench_fidelity.SESSIONS.glob("*.jsonl"))
+def run_fidelity(progress: Progress, url: str, limit: int | None) -> list[dict[str, Any]]:
+    sessions = sorted(bench_fidelity.SESSIONS.glob("*.jsonl"))[:limit]
     task = progress.add_task("3. fidelity (replayed harness sessions)", total=len(sessions) * 4)
     progress.console.log(f"3. fidelity: replaying {len(sessions)} recorded sessions through both proxies")
 
@@ -186,7 +191,7 @@ def run_fidelity(progress: Progress, url: str) -> list[dict[str, Any]]:
         progress.advance(task)
         progress.console.log(f"  {row['session']:12} {row['variant']:14} {row['proxy']:18} {row['sequences']} sequence(s)")
 
-    return bench_fidelity.run(url, on_session=on_session)
+    return bench_fidelity.run(url, on_session=on_session, limit=limit)
 
 
 def run_script(progress: Progress, label: str, args: list[str], *, as_json: bool) -> Any:
@@ -194,6 +199,7 @@ def run_script(progress: Progress, label: str, args: list[str], *, as_json: bool
     task = progress.add_task(label, total=None)
     progress.console.log(f"{label}: running")
     log = REPO / ".cache" / "bench" / f"{Path(args[0]).stem}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as err:
         done = subprocess.run([sys.executable, *args], check=False, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
     progress.update(task, total=1, completed=1)
@@ -207,6 +213,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a ~3 min smoke run")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
+    parser.add_argument("--json", type=Path, default=REPO / ".cache" / "bench" / "report.json",
+                        help="where the raw numbers go")
     parser.add_argument("--vllm-url", help="an already running vLLM on the tiny model (default: start one)")
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
     parser.add_argument("--episode", action="store_true",
@@ -249,7 +257,7 @@ def main() -> None:
                 return
             results["latency"] = run_latency(progress, url.rstrip("/"), cfg)
             results["ttft"] = run_ttft(progress, url.rstrip("/"), cfg)
-            results["fidelity"] = run_fidelity(progress, url.rstrip("/"))
+            results["fidelity"] = run_fidelity(progress, url.rstrip("/"), cfg["fidelity_sessions"])
         finally:
             if server is not None:
                 server.stop()
@@ -260,16 +268,17 @@ def main() -> None:
                                       ["bench/bench_server_guard.py", "--json", *cfg["server_args"]], as_json=True)
         results["dialects"] = run_script(progress, "5. dialect mapping (bench_dialects.py)",
                                          ["bench/bench_dialects.py", "--json",
-                                          "--repeat", "30" if args.quick else "200"], as_json=True)
+                                          "--repeat", cfg["dialect_repeat"]], as_json=True)
         results["journal"] = run_script(progress, "5b. journal cost (bench_journal.py)",
-                                        ["bench/bench_journal.py", "--rounds", "1" if args.quick else "3"],
+                                        ["bench/bench_journal.py", "--rounds", cfg["journal_rounds"]],
                                         as_json=False)
         if args.sandbox:
             results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
-                                            ["bench/bench_sandbox.py"], as_json=False)
+                                            ["bench/bench_sandbox.py", *cfg["sandbox_args"]], as_json=False)
         if args.episode:
             results["episode"] = run_script(progress, "6b. real episodes vs the bare CLI (bench_episode.py)",
-                                            ["bench/bench_episode.py", "--json"], as_json=True)
+                                            ["bench/bench_episode.py", "--json", *cfg["episode_args"]],
+                                            as_json=True)
     reliability = REPO / "artifacts" / "reliability.json"  # the reliability suite's last figures
     if reliability.is_file():
         results["reliability"] = json.loads(reliability.read_text())
@@ -278,8 +287,20 @@ def main() -> None:
     info["runtime_s"] = time.monotonic() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(render(results))
-    (REPO / ".cache" / "bench" / "report.json").write_text(json.dumps(results, indent=1, default=str))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(results, indent=1, default=str))
     console.print(f"wrote {args.out} in {info['runtime_s'] / 60:.1f} min")
+    if failed := failures(results):
+        raise SystemExit(f"{len(failed)} section(s) failed: {', '.join(failed)}")
+
+
+def failures(results: dict[str, Any]) -> list[str]:
+    """The sections of a run that failed: a script that exited non-zero (None), a throughput row's error."""
+    scripts = ("server", "guard", "dialects", "journal", "sandbox", "episode")
+    failed = [name for name in scripts if name in results and results[name] is None]
+    failed += [f"throughput {row['target']} {row['turns']} turns" for row in results.get("throughput", [])
+               if "error" in row]
+    return failed
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ Do not edit by hand; re-run the command.
 | load average (1/5/15 min) | before {before}, after {after} |
 | python | {m['python']} |
 | versions | {versions} |
-| reference | `{m['reference']}` from PyPI, in its own venv (`.cache/bench/ref-venv`) |
+| reference | `{m['reference']}` from PyPI, in its own venv (`.cache/reference-venv`) |
 
 Every figure below was measured in this run, side by side, and every ratio is against a baseline from
 the same run. On a shared, loaded machine the wall-clock rates fall with the load; the **CPU-ms per

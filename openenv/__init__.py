@@ -2,11 +2,20 @@
 
 `from openenv import AutoEnv` is the short way to `openenv.auto.AutoEnv` (imported on first use, so
 `import openenv` and `openenv --help` stay light).
+
+The distribution is `openenv-harness`; Hugging Face's OpenEnv also imports as `openenv`. Before anything
+else, this folder is checked for files of another distribution (`openenv/distribution.py`): a mixed
+package fails here with one line that says which and what to do.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+from openenv.distribution import check_no_clash
+
+check_no_clash(os.path.dirname(__file__))
 
 __version__ = "0.1.0"
 __all__ = ["AutoEnv", "__version__"]

@@ -6,12 +6,17 @@ A name resolves, first match wins, to:
      folders shipped with openenv (`openenv.resources.env_dirs`), holding an `openenv.yaml`;
   3. an `http://` or `https://` URL of a running env server;
   4. `docker:IMAGE`: a container started from IMAGE, its port 8000 published on 127.0.0.1;
-  5. a Hugging Face Space id `owner/name`, served at `https://owner-name.hf.space`.
-Installed envs and folders are served in-process by a `LocalServer` that the client stops on close.
+  5. a Hugging Face Space id `owner/name`: the Hub (`$HF_ENDPOINT`, default huggingface.co) is asked
+     where the Space is served (its `host`, normally `https://owner-name.hf.space`) and whether it runs.
+Installed envs and folders are served in-process by a `LocalServer` that the client stops on close; a
+folder whose manifest names an ASGI `app` (made by the reference OpenEnv's `openenv init`) runs in a
+child interpreter instead (`openenv.app_runner`). Either way the client reads the server's protocol,
+ours or the reference's.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -36,6 +41,7 @@ __all__ = [
     "hf_space_url",
     "load_env",
     "resolve",
+    "space_url",
     "start_container",
 ]
 
@@ -61,6 +67,47 @@ def hf_space_url(space_id: str) -> str:
     owner, name = space_id.split("/")
     subdomain = re.sub(r"[_.]", "-", f"{owner}-{name}").lower()
     return f"https://{subdomain}.hf.space"
+
+
+def space_url(space_id: str, *, endpoint: str | None = None) -> str:
+    """Where the Hub says Space `space_id` is served; refuses a Space that cannot answer.
+
+    Args:
+        space_id: `owner/name`.
+        endpoint: the Hub's URL; default `$HF_ENDPOINT` (read now, not at import), else huggingface.co.
+            Without `huggingface_hub`, or in its offline mode (`HF_HUB_OFFLINE=1`), the Hub is not asked
+            and the URL is derived from the id (`hf_space_url`).
+
+    Raises:
+        NotFound: the Hub has no such Space (or it is private to someone else).
+        TransportError: the Hub cannot be reached, or the Space is stopped or broken (a build or runtime
+            error); a sleeping or starting Space is returned, since a request wakes it.
+    """
+    try:
+        import huggingface_hub.constants
+        from huggingface_hub import HfApi
+        from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    except ImportError:
+        return hf_space_url(space_id)
+    if huggingface_hub.constants.HF_HUB_OFFLINE:
+        return hf_space_url(space_id)
+    api = HfApi(endpoint=endpoint or os.environ.get("HF_ENDPOINT") or None)
+    try:
+        info = api.space_info(space_id)
+    except RepositoryNotFoundError:
+        raise NotFound(f"the Hub at {api.endpoint} has no Space {space_id!r}", name=space_id) from None
+    except (HfHubHTTPError, OSError, ValueError) as exc:
+        raise TransportError(f"cannot look up Space {space_id!r} on the Hub at {api.endpoint}: {exc}") from None
+    stage = info.runtime.stage if info.runtime is not None else None
+    if stage in _DEAD_STAGES:
+        raise TransportError(f"Space {space_id!r} is {stage} on the Hub; it will not answer until it is "
+                             "fixed or restarted there", stage=stage)
+    return (info.host or hf_space_url(space_id)).rstrip("/")
+
+
+# Space runtime stages in which no request reaches the app (SLEEPING, BUILDING, APP_STARTING will).
+_DEAD_STAGES = frozenset({"NO_APP_FILE", "CONFIG_ERROR", "BUILD_ERROR", "RUNTIME_ERROR", "STOPPED", "PAUSED",
+                          "DELETING"})
 
 
 def discover_envs(search_paths: list[Path] | None = None) -> list[EnvSource]:
@@ -147,18 +194,27 @@ class AutoEnv:
     """Entry point for "give me env X": `AutoEnv.from_env("echo")`, a URL, `docker:IMAGE` or a Space."""
 
     @staticmethod
-    def from_env(name: str, **client_kwargs: Any) -> EnvClient[Any, Any, Any]:
+    def from_env(name: str, *, python: str | None = None, **client_kwargs: Any) -> EnvClient[Any, Any, Any]:
         """Resolve `name` and return an (unconnected) client; closing the client stops what it started.
 
         Args:
             name: An env name, env folder, URL, `docker:IMAGE` or Space id (see the module docstring).
+            python: For a folder that names an ASGI `app` (a reference env): the interpreter to run it
+                with (default: see `openenv.app_runner.find_python`).
             **client_kwargs: Passed to the `EnvClient` constructor (timeouts).
 
         Raises:
-            NotFound: the name does not resolve.
-            TransportError: a container did not become healthy.
+            NotFound: the name does not resolve (or the Hub has no such Space).
+            TransportError: a container, app or Space did not become reachable.
         """
         source = resolve(name)
+        if source.kind == "folder":
+            manifest, folder = Manifest.load(source.target)
+            if manifest.is_app:
+                from openenv.app_runner import AppProcess, find_python
+
+                app = AppProcess(folder, manifest, find_python(folder, python)).start()
+                return EnvClient(app.base_url, on_close=app.stop, **client_kwargs)
         if source.kind in ("entry_point", "folder"):
             from openenv.server import LocalServer, create_app
 
@@ -168,6 +224,8 @@ class AutoEnv:
         if source.kind == "docker":
             url, stop = start_container(source.target)
             return EnvClient(url, on_close=stop, **client_kwargs)
+        if source.kind == "hf_space":
+            return EnvClient(space_url(name), **client_kwargs)
         return EnvClient(source.target, **client_kwargs)
 
 

@@ -17,6 +17,7 @@
     ├── EnvError                an environment failed while handling a valid request
     │   └── SandboxLost         a sandbox's container vanished or stopped under a live episode
     └── TransportError          a client lost (or never got) its connection to an env server
+        └── UnexpectedReply     a server answered something the client cannot read (not a frame, wrong model)
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "SandboxLost",
     "TransportError",
     "Unauthorized",
+    "UnexpectedReply",
     "UnknownMessageType",
     "UnknownSession",
     "Unsupported",
@@ -170,3 +172,10 @@ class TransportError(OpenEnvError):
 
     status_code = 502
     code = "transport_error"
+
+
+class UnexpectedReply(TransportError):
+    """Raised on the client side when a server's reply does not decode: not a frame in any protocol the
+    client speaks, or an observation/state its typed models reject (a client typed for another env)."""
+
+    code = "unexpected_reply"

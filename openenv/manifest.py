@@ -1,4 +1,6 @@
-"""`openenv.yaml`: the manifest that names an env folder's environment class and typed client.
+"""`openenv.yaml`: the manifest of an env folder, ours or the reference OpenEnv's.
+
+Ours names the environment class (served in this process) and a typed client:
 
     spec_version: 1
     name: echo
@@ -6,6 +8,19 @@
     description: Echoes each message back.
     environment: echo_env.environment:EchoEnvironment   # module:attribute, importable from the folder
     client: echo_env.client:EchoClient                  # optional
+
+The reference's (`openenv init` of `openenv==0.10.0`) names an ASGI app instead, which its own server
+code builds; such a folder is served by running that app in an interpreter that has the reference
+installed (`openenv.app_runner`), never imported here:
+
+    spec_version: 1
+    name: my_env
+    version: 0.1.0
+    type: space            # what the folder deploys as (the reference writes `space`)
+    runtime: fastapi
+    app: server.app:app    # module:attribute of the ASGI app, importable from the folder
+    port: 8000             # the port the app listens on in its container
+    validation: {...}      # the reference validator's block; kept, not interpreted here
 
 The folder itself goes on `sys.path` when its objects are loaded, so an env folder needs no install.
 """
@@ -18,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, NotFound
@@ -40,10 +55,34 @@ class Manifest(BaseModel):
     )
     version: str = "0.1.0"
     description: str = ""
-    environment: str = Field(pattern=_REF, description="`module:Class` of the Environment subclass.")
+    environment: str | None = Field(
+        default=None, pattern=_REF, description="`module:Class` of the Environment subclass (ours)."
+    )
     client: str | None = Field(
         default=None, pattern=_REF, description="`module:Class` of the typed EnvClient."
     )
+    app: str | None = Field(
+        default=None, pattern=_REF,
+        description="`module:attr` of an ASGI app serving the env (the reference's), run by its own interpreter.",
+    )
+    type: str | None = Field(default=None, description="The reference's deployment kind, e.g. `space`.")
+    runtime: str | None = Field(default=None, description="The reference's app runtime, e.g. `fastapi`.")
+    port: int = Field(default=8000, ge=1, le=65535, description="The port the app listens on when deployed.")
+    validation: dict[str, Any] | None = Field(
+        default=None, description="The reference validator's block (reward range, resources...); not read here."
+    )
+
+    @model_validator(mode="after")
+    def _serves_something(self) -> Manifest:
+        if self.environment is None and self.app is None:
+            raise ValueError("name the env to serve: `environment: module:Class` (ours) or `app: module:attr` "
+                             "(an ASGI app, as the reference's `openenv init` writes)")
+        return self
+
+    @property
+    def is_app(self) -> bool:
+        """True for a folder served by running its ASGI `app` (a reference env), not by our server."""
+        return self.environment is None
 
     @classmethod
     def load(cls, path: str | Path) -> tuple[Manifest, Path]:
@@ -70,7 +109,16 @@ class Manifest(BaseModel):
             raise BadRequest(f"{file}: {validation_message(exc, 'manifest')}", path=str(file)) from None
 
     def load_environment(self, folder: Path) -> Any:
-        """Import the environment class named by `environment`, with `folder` importable."""
+        """Import the environment class named by `environment`, with `folder` importable.
+
+        Raises:
+            BadRequest: the manifest names an ASGI `app`, which runs in its own interpreter instead.
+        """
+        if self.environment is None:
+            raise BadRequest(
+                f"{self.name} names an ASGI app ({self.app}), not an environment class; it is served by "
+                "running the app (`openenv serve FOLDER`), not imported", app=self.app,
+            )
         return import_object(self.environment, folder)
 
     def load_client(self, folder: Path) -> Any | None:

@@ -23,13 +23,14 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from importlib.metadata import distribution
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from openenv.auto import hf_space_url
+from openenv.distribution import NAME as DISTRIBUTION
+from openenv.distribution import installed
 from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
 from openenv.resources import env_dirs, package_path
@@ -50,6 +51,8 @@ COPY --chown=user openenv-src/ /app/openenv-src/
 RUN pip install --no-cache-dir /app/openenv-src
 COPY --chown=user env/ /app/env/
 USER user
+# The Hub runs the container with a read-only root: the server's files (its token file) go under /tmp.
+ENV HOME=/tmp/home
 EXPOSE {port}
 # The server requires a bearer token: set the Space secret OPENENV_TOKEN (else one is made and printed to
 # the Space's logs); clients send it (`export OPENENV_TOKEN=...`).
@@ -114,7 +117,8 @@ def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -
     if dest.exists():
         dest.rmdir()  # checked empty above; write_env_context makes it
     allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
-    write_env_context(get_spec(manifest.name), dest, model=tiny_model_path(), port=SPACE_PORT, allowed_host=allowed)
+    write_env_context(get_spec(manifest.name), dest, model=tiny_model_path(), port=SPACE_PORT, allowed_host=allowed,
+                      space=True)
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
     return dest
 
@@ -195,13 +199,14 @@ def write_source_tree(dest: Path) -> Path:
     dest.mkdir(parents=True)
     shutil.copytree(package_path(), dest / "openenv", ignore=_IGNORE)
     shutil.copytree(str(files("echo_env")), dest / "echo_env", ignore=_IGNORE)
-    dist = distribution("openenv")
+    dist = installed()
     core = [req for req in dist.requires or [] if "extra ==" not in req]
     groups: dict[str, list[str]] = {}
     for ep in dist.entry_points:
         groups.setdefault(ep.group, []).append(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}")
     lines = ["[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
-             "[project]", 'name = "openenv"', f"version = {json.dumps(dist.version)}", 'requires-python = ">=3.11"',
+             "[project]", f"name = {json.dumps(DISTRIBUTION)}", f"version = {json.dumps(dist.version)}",
+             'requires-python = ">=3.11"',
              "dependencies = [", *(f"  {json.dumps(req)}," for req in core), "]", ""]
     for group, entries in groups.items():
         table = "[project.scripts]" if group == "console_scripts" else f'[project.entry-points."{group}"]'

@@ -1,8 +1,14 @@
 """`openenv validate`: a flat list of named checks for an env folder and for a running env server.
 
-Static checks read the folder: manifest, env class, models, client. Live checks talk to a server: health,
-schema, then a real reset -> step -> state round trip over HTTP and over WebSocket, each payload
-validated against the JSON Schemas the server itself serves. Every failed check names what was wrong.
+Static checks read the folder: manifest, env class, models, client; for a folder whose manifest names an
+ASGI `app` (the reference OpenEnv's), the app's module and that it imports under the interpreter that would
+serve it. Live checks talk to a server, ours or the reference's: health, schema, then a real
+reset -> step -> state round trip over HTTP and over WebSocket, each payload validated against the JSON
+Schemas the server itself serves. Every failed check names what was wrong.
+
+HTTP differs between the two: ours keeps a session across requests (`session_id`), the reference runs
+each request on a fresh env (no `session_id`, so `/state` cannot reflect the step). The HTTP check follows
+whichever the server's reset answer shows, and says which it was.
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +27,7 @@ import jsonschema
 from pydantic import BaseModel
 
 from openenv.client import EnvClient
+from openenv.client.replies import observation_fields
 from openenv.core.auth import auth_headers
 from openenv.core.environment import Environment
 from openenv.core.types import Action, Observation, State
@@ -51,14 +59,23 @@ def _run(name: str, body: Callable[[], str]) -> Check:
         return Check(name, False, f"{type(exc).__name__}: {exc}")
 
 
-def validate_folder(path: str | Path) -> list[Check]:
-    """Static checks of an env folder; stops at the first check the others depend on."""
+def validate_folder(path: str | Path, *, python: str | None = None) -> list[Check]:
+    """Static checks of an env folder; stops at the first check the others depend on.
+
+    Args:
+        path: the env folder (or its openenv.yaml).
+        python: for an `app` folder, the interpreter that serves it (see `openenv.app_runner.find_python`).
+    """
     checks: list[Check] = []
     loaded: dict[str, Any] = {}
 
     def manifest() -> str:
         loaded["manifest"], loaded["folder"] = Manifest.load(path)
         return f"{loaded['manifest'].name} {loaded['manifest'].version}"
+
+    checks.append(_run("manifest", manifest))
+    if checks[-1].ok and loaded["manifest"].is_app:
+        return checks + _app_checks(loaded["manifest"], loaded["folder"], python)
 
     def env_class() -> str:
         env_cls = loaded["manifest"].load_environment(loaded["folder"])
@@ -72,7 +89,6 @@ def validate_folder(path: str | Path) -> list[Check]:
         loaded["env"] = env_cls
         return env_cls.__name__
 
-    checks.append(_run("manifest", manifest))
     if checks[-1].ok:
         checks.append(_run("env.class", env_class))
     if "env" in loaded:
@@ -82,6 +98,51 @@ def validate_folder(path: str | Path) -> list[Check]:
             checks.append(_run(f"models.{role}", functools.partial(_check_model, model, base)))
     if checks[0].ok and loaded["manifest"].client:
         checks.append(_run("client.class", lambda: _check_client(loaded["manifest"], loaded["folder"])))
+    return checks
+
+
+_IMPORT_APP = """
+import importlib, sys
+module, _, attr = sys.argv[1].partition(":")
+obj = importlib.import_module(module)
+for part in attr.split("."):
+    obj = getattr(obj, part)
+if not callable(obj):
+    sys.exit(f"{sys.argv[1]} is {obj!r}, not an ASGI app")
+print(type(obj).__module__ + "." + type(obj).__name__)
+"""
+
+
+def _app_checks(manifest: Manifest, folder: Path, python: str | None) -> list[Check]:
+    """An `app` folder: its module is in the folder, and it imports under the interpreter that serves it."""
+    from openenv.app_runner import app_environ, find_python
+
+    def module() -> str:
+        assert manifest.app is not None
+        rel = Path(*manifest.app.partition(":")[0].split("."))
+        found = [p for p in (folder / rel.with_suffix(".py"), folder / rel / "__init__.py") if p.is_file()]
+        if not found:
+            raise _Failed(f"{manifest.app}: neither {rel}.py nor {rel}/__init__.py is in {folder}")
+        return str(found[0].relative_to(folder))
+
+    def imports() -> str:
+        assert manifest.app is not None
+        interpreter = find_python(folder, python)
+        proc = subprocess.run(
+            [str(interpreter), "-c", _IMPORT_APP, manifest.app], cwd=folder, env=app_environ(),
+            capture_output=True, text=True, timeout=300,
+        )
+        if proc.returncode != 0:
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise _Failed(
+                f"{manifest.app} does not import under {interpreter}: {last} (an app built on the reference "
+                "OpenEnv needs an interpreter that has it: --python, $OPENENV_APP_PYTHON or FOLDER/.venv)"
+            )
+        return f"{manifest.app} is a {proc.stdout.strip()} under {interpreter}"
+
+    checks = [_run("app.module", module)]
+    if checks[-1].ok:
+        checks.append(_run("app.import", imports))
     return checks
 
 
@@ -128,7 +189,10 @@ def _health(http: httpx.Client) -> str:
         raise _Failed(
             f"GET /health answered {r.status_code} {r.text[:200]!r}; expected 200 with status 'healthy'"
         )
-    return f"{r.json().get('active_sessions')} of {r.json().get('max_sessions')} sessions live"
+    body = r.json()
+    if "active_sessions" not in body:  # the reference's /health says only that it is healthy
+        return "healthy"
+    return f"{body.get('active_sessions')} of {body.get('max_sessions')} sessions live"
 
 
 def _schemas(http: httpx.Client, ctx: dict[str, Any]) -> str:
@@ -159,28 +223,44 @@ def _conforms(kind: str, payload: Any, schema: dict[str, Any], where: str) -> No
 def _http_round_trip(http: httpx.Client, ctx: dict[str, Any]) -> str:
     schemas, action = ctx["schemas"], ctx["action"]
     r = http.post("/reset", json={})
-    if r.status_code != 200 or "session_id" not in r.json():
+    body = r.json() if r.status_code == 200 and "json" in r.headers.get("content-type", "") else None
+    if not isinstance(body, dict) or not isinstance(body.get("observation"), dict):
         raise _Failed(
-            f"POST /reset answered {r.status_code} {r.text[:300]!r}; expected 200 with a session_id"
+            f"POST /reset answered {r.status_code} {r.text[:300]!r}; expected 200 with an observation"
         )
-    sid = r.json()["session_id"]
-    _conforms("observation", r.json()["observation"], schemas["observation"], "POST /reset")
+    sid = body.get("session_id")
+    _conforms("observation", _http_observation(body, schemas), schemas["observation"], "POST /reset")
+    headers = {SESSION_HEADER: sid} if sid else {}
     try:
-        r = http.post("/step", json={"action": action}, headers={SESSION_HEADER: sid})
+        r = http.post("/step", json={"action": action}, headers=headers)
         if r.status_code != 200:
             raise _Failed(f"POST /step with {action} answered {r.status_code} {r.text[:300]!r}")
-        _conforms("observation", r.json()["observation"], schemas["observation"], "POST /step")
-        r = http.get("/state", headers={SESSION_HEADER: sid})
+        _conforms("observation", _http_observation(r.json(), schemas), schemas["observation"], "POST /step")
+        r = http.get("/state", headers=headers)
         if r.status_code != 200:
             raise _Failed(f"GET /state answered {r.status_code} {r.text[:300]!r}")
         _conforms("state", r.json(), schemas["state"], "GET /state")
-        if r.json().get("step_count") != 1:
+        if sid and r.json().get("step_count") != 1:
             raise _Failed(
                 f"GET /state after one step reports step_count={r.json().get('step_count')!r}, not 1"
             )
     finally:
-        http.delete("/session", headers={SESSION_HEADER: sid})
+        if sid:
+            http.delete("/session", headers=headers)
+    if not sid:
+        return (f"reset -> step {action} -> state conform to the schemas (stateless HTTP, as the reference "
+                "serves it: each request ran on a fresh env)")
     return f"reset -> step {action} -> state conform to the schemas"
+
+
+def _http_observation(body: dict[str, Any], schemas: dict[str, Any]) -> Any:
+    """The observation in an HTTP answer, flat: nested under `observation` with `reward`/`done` beside it
+    (the reference's shape), or flat under `observation` (ours before the reference's wire)."""
+    envelope = {k: v for k, v in body.items() if k != "session_id"}
+    declared = schemas["observation"].get("properties", {})
+    if set(envelope) == {"observation"}:
+        return envelope["observation"]
+    return observation_fields(envelope, declared)
 
 
 async def _ws_round_trip(base: str, ctx: dict[str, Any], timeout_s: float) -> str:

@@ -60,9 +60,15 @@ fi
 # The local sandbox runs every harness under bubblewrap (a real boundary, Harbor's absolute paths).
 bash "$here/scripts/install_sandbox.sh"
 
-say "installing openenv (editable) with extras"
+# The distribution is openenv-harness (PyPI's `openenv` is Hugging Face's OpenEnv): an editable install
+# made under the old name would map the same package a second time, so it goes first.
+if "$py" -c "import importlib.metadata as m; assert any(e.value == 'openenv.cli.main:main' for e in m.distribution('openenv').entry_points)" 2>/dev/null; then
+  say "removing this checkout's install under its old distribution name (openenv)"
+  "$py" -m pip uninstall -y -q openenv
+fi
+say "installing openenv-harness (editable; import name openenv) with extras"
 quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,ray,dev]"
-say "done: $("$py" -c 'import openenv, sys; print("openenv", openenv.__version__, "python", sys.version.split()[0])')"
+say "done: $("$py" -c 'import openenv, sys; print("openenv-harness", openenv.__version__, "python", sys.version.split()[0])')"
 
 # --all: one entry point for every prerequisite of the suite; each script is idempotent on its own.
 if [[ $want_all == 1 ]]; then
@@ -78,6 +84,8 @@ if [[ $want_all == 1 ]]; then
   bash "$here/scripts/build_python_image.sh"
   part "harbor==0.25.0 (Python 3.12) for the Harbor cross-check"
   bash "$here/scripts/install_harbor.sh"
+  part "openenv==0.10.0, the reference OpenEnv (own venv) for the interop tests and the benchmark"
+  bash "$here/scripts/install_reference.sh"
   part "headless Chromium for the viewer tests"
   bash "$here/scripts/install_browser.sh"
   part "everything installed"

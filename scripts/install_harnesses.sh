@@ -97,14 +97,83 @@ find_python() {  # find_python VERSION -> the path of a python of that minor ver
   return 1
 }
 
+# A pip harness runs in Docker sandboxes too, where the harness cache is mounted (at its own path) and
+# nothing else of this machine is: a venv whose interpreter lives elsewhere (pyenv under /root, the
+# official image's /usr/local) cannot start there ("exec: no such file"). So every venv runs on a copy of
+# its interpreter under $CACHE/python/VERSION: the executable (its library path made relative with
+# patchelf, `$ORIGIN/../lib`), libpython and the standard library, without site-packages, the test suite
+# or static libraries. Debian's own /usr/bin/python3.X (which the offline base image has too) is used as is.
+ensure_patchelf() {
+  command -v patchelf >/dev/null 2>&1 && return 0
+  if [[ $(id -u) -ne 0 ]]; then
+    log "patchelf is needed to copy a Python into $CACHE/python: install it (apt-get install patchelf)"
+    return 1
+  fi
+  log "installing patchelf (apt-get)"
+  apt-get install -y -q patchelf >&2 || { apt-get update -q >&2 && apt-get install -y -q patchelf >&2; }
+}
+
+portable_python() {  # portable_python PYTHON -> an executable of the same Python that Docker sandboxes can run
+  local info base ver full exe libdir ldlib runtime part
+  info="$("$1" -c 'import os, sys, sysconfig as s; print(sys.base_prefix, "%d.%d" % sys.version_info[:2], sys.version.split()[0], os.path.realpath(sys._base_executable), s.get_config_var("LIBDIR") or "-", s.get_config_var("LDLIBRARY") or "-")')" || return 1
+  read -r base ver full exe libdir ldlib <<<"$info"
+  if [[ "$base" == /usr && -x "/usr/bin/python$ver" ]]; then echo "/usr/bin/python$ver"; return 0; fi
+  runtime="$CACHE/python/$full"
+  if [[ -x "$runtime/bin/python$ver" ]] && "$runtime/bin/python$ver" -c pass 2>/dev/null; then
+    echo "$runtime/bin/python$ver"; return 0
+  fi
+  ensure_patchelf || return 1
+  log "python $full ($base) -> $runtime (a copy Docker sandboxes can run)"
+  part="$runtime.part.$$"
+  rm -rf "$part"
+  mkdir -p "$part/bin" "$part/lib"
+  install -m 0755 "$exe" "$part/bin/python$ver"
+  ln -s "python$ver" "$part/bin/python3"
+  ln -s "python$ver" "$part/bin/python"
+  tar -C "$base/lib" --exclude="python$ver/site-packages/*" --exclude="python$ver/test" --exclude='*.a' \
+    -cf - "python$ver" | tar -C "$part/lib" -xf -
+  if [[ "$ldlib" == *.so* && -e "$libdir/$ldlib" ]]; then
+    cp -a "$libdir"/"${ldlib%%.so*}".so* "$part/lib/"
+    patchelf --set-rpath '$ORIGIN/../lib' "$part/bin/python$ver"
+  fi
+  chmod -R a+rX "$part"
+  # The copy must find its own prefix and load its own libpython (sys.prefix is found from the executable).
+  if ! "$part/bin/python$ver" -c "import sys, ssl, sqlite3, ctypes, venv; assert sys.prefix == '$part', sys.prefix" >&2; then
+    log "the copy of python $full at $part does not run on its own"
+    return 1
+  fi
+  rm -rf "$runtime"
+  mv "$part" "$runtime"
+  echo "$runtime/bin/python$ver"
+}
+
+venv_home() { sed -n 's/^home = //p' "$1/pyvenv.cfg" 2>/dev/null; }
+
+repoint_venv() {  # repoint_venv PREFIX: make an existing venv run on its interpreter's portable copy
+  local prefix="$1" home python ver
+  home="$(venv_home "$prefix")"
+  [[ -n "$home" ]] || return 0
+  [[ "$home" == "$CACHE"/python/* || "$home" == /usr/bin ]] && return 0
+  python="$(portable_python "$home/python3")" || return 1
+  ver="$(basename "$python")"; ver="${ver#python}"
+  log "$(basename "$prefix"): venv re-pointed from $home to $(dirname "$python")"
+  local link
+  for link in python python3 "python$ver"; do ln -sfn "$python" "$prefix/bin/$link"; done
+  sed -i -e "s|^home = .*|home = $(dirname "$python")|" -e "s|^executable = .*|executable = $python|" \
+    -e "s|^command = .*|command = $python -m venv $prefix|" "$prefix/pyvenv.cfg"
+  "$prefix/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix' || return 1
+}
+
 install_pip() {  # install_pip NAME PACKAGE VERSION PYTHON
   local prefix="$CACHE/$1" python
   # The dist-info folder names the installed version (much faster than `pip show`).
   if [[ -x "$prefix/bin/python" ]] && compgen -G "$prefix/lib/python*/site-packages/${2//-/_}-$3.dist-info" >/dev/null; then
+    repoint_venv "$prefix" || return 1
     log "$1 $3 already installed"
     return 0
   fi
   python="$(find_python "${4:--}")" || return 1
+  python="$(portable_python "$python")" || return 1
   log "$1: pip $2==$3 -> $prefix ($("$python" --version))"
   "$python" -m venv "$prefix"
   "$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "$2==$3" >&2
@@ -129,6 +198,36 @@ ensure_debs() {  # ensure_debs NAME
   apt-get install -y -q "${missing[@]}" >&2 || { apt-get update -q >&2 && apt-get install -y -q "${missing[@]}" >&2; }
 }
 
+# Debian packages a harness runs inside Docker sandboxes, where only the harness cache is mounted: they
+# are unpacked under $CACHE/NAME/debs and linked into $CACHE/NAME/bin (first on the harness's PATH), their
+# library path made relative with patchelf. The offline base image and Harbor task images lack them.
+# "name:command=package,library-package,..."
+# (openhands falls back to a plain subprocess terminal without tmux: given one, it works as on the host.)
+PORTABLE_DEBS="terminus-2:tmux=tmux,libevent-core-2.1-7,libutempter0 openhands:tmux=tmux,libevent-core-2.1-7,libutempter0"
+
+portable_debs() {  # portable_debs NAME
+  local entry command packages root bin pkg
+  entry="$(tr ' ' '\n' <<<"$PORTABLE_DEBS" | awk -F: -v n="$1" '$1 == n { print $2 }')"
+  [[ -n "$entry" ]] || return 0
+  command="${entry%%=*}"; packages="${entry#*=}"
+  root="$CACHE/$1/debs"
+  bin="$root/usr/bin/$command"
+  if [[ -x "$bin" ]] && "$bin" -V >/dev/null 2>&1 && [[ -L "$CACHE/$1/bin/$command" ]]; then return 0; fi
+  ensure_patchelf || return 1
+  log "$1: $command for Docker sandboxes (apt-get download ${packages//,/ }) -> $root"
+  local work; work="$(mktemp -d)"
+  ( cd "$work" && apt-get download ${packages//,/ } >&2 ) \
+    || ( apt-get update -q >&2 && cd "$work" && apt-get download ${packages//,/ } >&2 ) || { rm -rf "$work"; return 1; }
+  rm -rf "$root"; mkdir -p "$root"
+  for pkg in "$work"/*.deb; do dpkg-deb -x "$pkg" "$root"; done
+  rm -rf "$work"
+  local libs; libs="$(cd "$root/usr/lib" && ls -d ./*-linux-gnu* 2>/dev/null | head -n1)"
+  patchelf --set-rpath "\$ORIGIN/../lib/${libs#./}" "$bin"
+  chmod -R a+rX "$root"
+  ln -sfn "$bin" "$CACHE/$1/bin/$command"
+  "$CACHE/$1/bin/$command" -V >&2
+}
+
 install_one() {
   local row method package version bin node
   row="$(pin_row "$1")"
@@ -142,6 +241,7 @@ install_one() {
     npm) install_npm "$1" "$package" "$version" "$node" ;;
     pip) install_pip "$1" "$package" "$version" "$node" ;;
   esac
+  portable_debs "$1"
 }
 
 main() {

@@ -46,6 +46,18 @@ class HubStandIn:
         self.app.post("/api/validate-yaml")(self.validate_yaml)
         self.app.post("/api/spaces/{owner}/{name}/preupload/{revision}")(self.preupload)
         self.app.post("/api/spaces/{owner}/{name}/commit/{revision}")(self.commit)
+        self.app.get("/api/spaces/{owner}/{name}")(self.space_info)
+
+    async def space_info(self, owner: str, name: str) -> Any:
+        """What `AutoEnv` asks after a push: where the Space is served (the Hub's `host` rule)."""
+        from fastapi.responses import JSONResponse
+
+        repo_id = f"{owner}/{name}"
+        if not any(f"{r['organization']}/{r['name']}" == repo_id for r in self.repos):
+            return JSONResponse({"error": "Repository not found"}, status_code=404,
+                                headers={"X-Error-Code": "RepoNotFound"})
+        host = "https://" + f"{owner}-{name}".replace("_", "-").replace(".", "-").lower() + ".hf.space"
+        return {"id": repo_id, "host": host, "runtime": {"stage": "BUILDING", "hardware": {"current": None}}}
 
     async def create(self, request: Request) -> dict[str, Any]:
         body = await request.json()
@@ -90,6 +102,7 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Any:
     stand_in = HubStandIn()
     server = LocalServer(stand_in.app).start()
     stand_in.url = server.base_url  # type: ignore[attr-defined]
+    monkeypatch.setenv("HF_ENDPOINT", server.base_url)  # AutoEnv asks the stand-in where a Space is served
     yield stand_in
     server.stop()
 
@@ -115,6 +128,7 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
     assert (space / "env" / "openenv.yaml").is_file()
     project = tomllib.loads((space / "openenv-src" / "pyproject.toml").read_text())["project"]
     ours = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["name"] == ours["name"] == "openenv-harness"  # not PyPI's openenv (Hugging Face's)
     assert project["version"] == ours["version"] and project["scripts"] == ours["scripts"]
     assert len(project["dependencies"]) == len(ours["dependencies"])  # the core, no extras
     assert (space / "openenv-src" / "openenv" / "server" / "mcp.py").is_file()

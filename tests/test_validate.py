@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,3 +201,23 @@ def test_nothing_listening_is_a_named_failure() -> None:
 )
 def test_example_actions_come_from_examples_or_required_fields(schema: dict, action: dict) -> None:
     assert example_action(schema) == action
+
+
+def test_a_manifest_that_names_neither_an_environment_nor_an_app_says_so(tmp_path: Path) -> None:
+    (check,) = validate_folder(write_env(tmp_path, "name: empty\n"))
+    assert not check.ok and "name the env to serve: `environment: module:Class` (ours) or `app:" in check.message
+
+
+def test_an_app_folder_is_checked_for_its_module_and_its_import(tmp_path: Path) -> None:
+    """A reference-style manifest (`app:`): the module must be in the folder and import under the interpreter
+    that serves it; here an app that needs nothing but FastAPI, so this interpreter serves it."""
+    mod = module_name(tmp_path)
+    folder = write_env(tmp_path, f"spec_version: 1\nname: plain\ntype: space\nruntime: fastapi\napp: {mod}:app\n"
+                                 "port: 8000\n", "from fastapi import FastAPI\napp = FastAPI()\n")
+    checks = by_name(validate_folder(folder, python=sys.executable))
+    assert list(checks) == ["manifest", "app.module", "app.import"]
+    assert checks["app.module"].message == f"{mod.replace('.', '/')}.py"
+    assert checks["app.import"].ok and "fastapi.applications.FastAPI" in checks["app.import"].message
+    (folder / f"{mod.replace('.', '/')}.py").unlink()
+    checks = by_name(validate_folder(folder, python=sys.executable))
+    assert not checks["app.module"].ok and "app.import" not in checks

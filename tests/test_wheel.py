@@ -6,6 +6,11 @@ the repo virtualenv's site-packages *after* the venv's own, as plain path entrie
 editable install's import hook among them, are not run). So `openenv` and `echo_env` come from the
 wheel, and every command runs with the working directory, HOME and caches outside the repository.
 The tiny model is built by the wheel's own `openenv.models` into the fresh cache.
+
+Two tests use venvs of their own instead: the README's install line, run as written in a venv that has
+only pip (the wheel is found through PIP_FIND_LINKS, its dependencies through pip's usual index and
+cache), and the clash with Hugging Face's OpenEnv (`openenv==0.10.0`, import name `openenv` too)
+installed over ours and under it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 import pytest
 
 from openenv.core.net import free_port, wait_for_health
+from openenv.distribution import NAME
 from openenv.errors import TransportError
 from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.install import install_status
@@ -85,7 +91,7 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(dist), str(src)], check=True, capture_output=True, text=True, cwd=root, env=clean)
-    (wheel,) = dist.glob("openenv-*.whl")
+    (wheel,) = dist.glob("openenv_harness-*.whl")
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
                    check=True)
     purelib = subprocess.run([str(venv / "bin" / "python"), "-c",
@@ -145,7 +151,7 @@ def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> Non
 
         oracle = OraclePolicy(get_spec("pi"), builtin_task("{TASK}"))
         with AutoEnv.from_env("pi").sync() as env:
-            obs = env.reset(task="{TASK}")
+            obs = env.reset(task="{TASK}", stage_solution=True)
             first = len(obs.pending.prompt_ids)
             while not obs.done:
                 obs = env.step({{"kind": "complete", "text": oracle.reply(obs.pending.request)}})
@@ -186,3 +192,89 @@ async def test_openenv_serve_pi_from_the_wheel_lists_its_tools_over_mcp(served_p
     assert sorted(t.name for t in tools.tools) == ["get_trajectory", "list_harnesses", "list_tasks", "run_episode"]
     assert {h["name"] for h in harnesses.structured_content["result"]} == set(harness_names())
     assert [t["id"] for t in tasks.structured_content["result"]] == builtin_task_ids()
+
+
+def _fenced(markdown: str, heading: str, lang: str) -> str:
+    """The first ```lang block under `heading` in `markdown`."""
+    section = markdown.split(f"\n{heading}\n", 1)[1]
+    return section.split(f"```{lang}\n", 1)[1].split("```", 1)[0]
+
+
+def _pip_sources(wheel: Path) -> dict[str, str]:
+    """Where the README's `pip install` finds things: the wheel stands in for the index entry (not published
+    yet); the dependencies come from the offline wheelhouse scripts/build_python_image.sh downloaded (core
+    and proxy dependencies: the same index, fetched once), else from pip's index and cache."""
+    cache = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], check=True, capture_output=True,
+                           text=True).stdout.strip()
+    sources = {"PIP_CACHE_DIR": cache, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    houses = sorted((REPO / ".cache" / "docker").glob("wheels-*/.complete"), key=lambda p: p.stat().st_mtime)
+    if houses:
+        return {**sources, "PIP_FIND_LINKS": f"{wheel.parent} {houses[-1].parent}", "PIP_NO_INDEX": "1"}
+    return {**sources, "PIP_FIND_LINKS": f"{wheel.parent} /opt/wheels"}
+
+
+def test_the_readme_install_line_and_its_python_snippet_work_in_a_fresh_venv(wheel_env: WheelEnv,
+                                                                            tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    line = next(line.split("#", 1)[0].strip() for line in _fenced(readme, "## Install as a package", "bash").splitlines()
+                if line.startswith("pip install"))
+    assert line == f"pip install {NAME}", line  # our own name: PyPI's `openenv` is another project
+    snippet = _fenced(readme, "## Using an environment from Python", "python")
+    venv, home = tmp_path / "venv", tmp_path / "home"
+    home.mkdir()
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True)
+    drop = ("PYTHONPATH", "OPENENV_TINY_MODEL", "OPENENV_ENVS_PATH", "VIRTUAL_ENV")
+    env = {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home),
+           "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+           **_pip_sources(wheel_env.wheel)}
+    installed = subprocess.run(["bash", "-c", line], cwd=home, env=env, capture_output=True, text=True,
+                               timeout=600, check=False)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    script = home / "snippet.py"
+    script.write_text(snippet + "\nprint(repr(obs.echoed_message), obs.reward, openenv_file)\n")
+    script.write_text("import openenv\nopenenv_file = openenv.__file__\n" + script.read_text())
+    ran = subprocess.run([str(venv / "bin" / "python"), str(script)], cwd=home, env=env, capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    message, reward, package = ran.stdout.split()
+    assert message == "'hi'" and float(reward) > 0 and package.startswith(str(venv))
+
+
+@pytest.mark.parametrize("order", ["reference-over-ours", "ours-over-reference"])
+def test_a_reference_openenv_beside_ours_fails_the_import_with_one_line_then_the_fix_works(
+        wheel_env: WheelEnv, tmp_path: Path, order: str) -> None:
+    """Hugging Face's `openenv==0.10.0` writes into the same `site-packages/openenv/`: whichever came last,
+    `import openenv` must refuse the mixed folder with one line (the guard .pth covers their
+    `__init__.py`, ours covers the other order), and the command it names must repair the venv."""
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+                   check=True)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+    def pip(*args: str) -> None:
+        done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args, "-q"],
+                              capture_output=True, text=True, env=clean, cwd=tmp_path, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+
+    ours, reference = str(wheel_env.wheel), "openenv==0.10.0"
+    for requirement in ([ours, reference] if order == "reference-over-ours" else [reference, ours]):
+        pip("install", "--no-deps", requirement)
+
+    def python(code: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
+                              env=clean, cwd="/", check=False)
+
+    for code in ("import openenv", "import openenv.harness"):
+        failed = python(code)
+        assert failed.returncode == 1 and failed.stdout == "", failed
+        lines = failed.stderr.splitlines()
+        assert len(lines) == 1, failed.stderr
+        assert lines[0].startswith(f"{NAME}: ") and "openenv 0.10.0" in lines[0]
+        assert f"pip uninstall -y openenv {NAME} && pip install {NAME}" in lines[0]
+    # the fix it names (the wheel standing in for the index entry) leaves ours alone and whole
+    pip("uninstall", "-y", "openenv", NAME)
+    pip("install", "--no-deps", ours)
+    fixed = python("import openenv, openenv.distribution; print(openenv.__version__, openenv.__file__)")
+    assert fixed.returncode == 0, fixed.stderr
+    version, package = fixed.stdout.split()
+    assert version == "0.1.0" and package.startswith(str(venv))

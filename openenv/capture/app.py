@@ -29,20 +29,20 @@ __all__ = ["Routes", "create_app"]
 Routes = Literal["all", "model", "admin"]
 
 
-def create_app(manager: CaptureSessionRegistry, *, freeze_gc: bool = False, admin_key: str | None = None,
+def create_app(registry: CaptureSessionRegistry, *, freeze_gc: bool = False, admin_key: str | None = None,
                routes: Routes = "all", model_base_url: str | None = None,
                max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
-    """The proxy app over `manager`'s sessions, renderer and backend.
+    """The proxy app over `registry`'s sessions, renderer and backend.
 
     Args:
-        manager: the sessions, renderer and backend to serve.
+        registry: the sessions, renderer and backend to serve.
         freeze_gc: at startup, move every live object out of the collector's view. The ~400k objects of
             the imports, tokenizer and template are permanent, and walking them on every full collection
             cost as much as a request. It is process-wide, so only a process that is just the proxy
             (`openenv proxy`) should ask for it; an embedding trainer keeps its collector as it was.
         admin_key: when set, the admin routes answer 401 unless `Authorization: Bearer <admin_key>`.
             A harness holds only its session token, so it can then read no trajectory, not even its own.
-        routes: `all` (one port), or `model` / `admin` for two apps on two ports sharing `manager`.
+        routes: `all` (one port), or `model` / `admin` for two apps on two ports sharing `registry`.
         model_base_url: where harnesses reach the model routes; sessions opened through an admin-only
             app get base URLs there (set `app.state.model_base_url` later if the port is picked at bind).
         max_body_bytes: larger request bodies get a 413 in the caller's dialect, unread.
@@ -50,19 +50,19 @@ def create_app(manager: CaptureSessionRegistry, *, freeze_gc: bool = False, admi
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.sessions = manager
+        app.state.sessions = registry
         if freeze_gc:
             gc.freeze()
         owner = routes != "admin"  # the model app owns the backend, the reaper and the journals
-        reaper = asyncio.get_running_loop().create_task(manager.reap_forever()) if owner else None
+        reaper = asyncio.get_running_loop().create_task(registry.reap_forever()) if owner else None
         yield
         if reaper is not None:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
         if owner:
-            manager.close_all("shutdown")  # parked turns answered, journals closed with a last line
-            await manager.backend.aclose()
+            registry.close_all("shutdown")  # parked turns answered, journals closed with a last line
+            await registry.backend.aclose()
 
     app = FastAPI(title="openenv capture proxy", lifespan=lifespan)
     app.state.admin_key = admin_key

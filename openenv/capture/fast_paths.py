@@ -11,7 +11,7 @@ httpx, so a mismatch seen in production can be triaged in one command: run again
 
 from __future__ import annotations
 
-import os
+from openenv.settings import flag
 
 __all__ = ["ENV", "fast_paths"]
 
@@ -20,4 +20,4 @@ ENV = "OPENENV_FAST_PATHS"
 
 def fast_paths() -> bool:
     """Whether the fast paths are on (the default); read when a parser, renderer or client is made."""
-    return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+    return flag(ENV)

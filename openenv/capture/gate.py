@@ -12,12 +12,13 @@ any loop (`on_loop` hops to the session's); `SyncPendingTurn` is their blocking 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from openenv.capture.canonical import CanonicalRequest, Completion
 from openenv.capture.trajectory import Turn
+from openenv.core.loop_thread import call_on_loop, on_loop
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
 __all__ = [
@@ -35,7 +36,6 @@ __all__ = [
     "on_loop",
 ]
 
-T = TypeVar("T")
 Mode = Literal["auto", "gated"]
 _TIMEOUT_GRACE_S = 5.0  # a sync caller waits this much past its turn timeout, so the turn's own gap wins
 
@@ -120,6 +120,17 @@ class PendingTurn:
     @property
     def resolved(self) -> bool:
         return self._decision.done()
+
+    def finish(self, done: Completion) -> None:
+        """The session recorded the turn: the controller's `sample()`/`complete()` returns `done`.
+        Loop thread only."""
+        self._done.set_result(done)
+
+    def reject(self, error: BaseException) -> None:
+        """The turn failed: the controller's `sample()`/`complete()` raises `error` (no-op once the turn
+        was finished or abandoned). Loop thread only."""
+        if not self._done.done():
+            self._done.set_exception(error)
 
     def sync(self) -> SyncPendingTurn:
         """The blocking twin, for a controller in a thread."""
@@ -224,8 +235,7 @@ def abandon(pending: PendingTurn) -> None:
     """A parked turn whose harness left: its controller's sample()/complete() gets an error, not a hang."""
     if not pending._decision.done():
         pending._decision.cancel()
-    if not pending._done.done():
-        pending._done.set_exception(BackendUnavailable("the harness disconnected before this turn was answered"))
+    pending.reject(BackendUnavailable("the harness disconnected before this turn was answered"))
 
 
 def mark_retrieved(future: asyncio.Future[Any]) -> None:
@@ -234,27 +244,5 @@ def mark_retrieved(future: asyncio.Future[Any]) -> None:
         future.exception()
 
 
-async def on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
-    """Await `coro` on `loop` from whichever loop we are on."""
-    if _running_loop() is loop:
-        return await coro
-    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
-
-
-def call_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
-    """Run `coro` on `loop` from any other thread and wait for it (at most `timeout` seconds)."""
-    if _running_loop() is loop:
-        coro.close()
-        raise RuntimeError("sync session methods cannot run on the server's own loop; await the async ones")
-    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
-
-
 def _outer(timeout: float | None) -> float | None:
     return None if timeout is None else timeout + _TIMEOUT_GRACE_S
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

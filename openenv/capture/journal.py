@@ -89,6 +89,8 @@ class Journal:
                                 "parent": turn.parent, "kind": turn.kind, "prompt_len": turn.prompt_len}
         if max_tokens is not None:
             line["max_tokens"] = max_tokens
+        if turn.overridden:
+            line["overridden"] = turn.overridden
         done = turn.completion
         if done is not None and turn.sequence is not None:
             if turn.kind == "merged":

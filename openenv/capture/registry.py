@@ -119,7 +119,7 @@ class CaptureSessionRegistry:
 
     def idle_seconds(self, session: CaptureSession, now: float | None = None) -> float:
         """How long the session has waited for a request (0 while one is being answered)."""
-        if session._answering:
+        if session.busy:
             return 0.0
         return (time.monotonic() if now is None else now) - session.last_active
 

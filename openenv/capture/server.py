@@ -70,7 +70,7 @@ class CaptureServer:
             renderer = Renderer.from_pretrained(model)
         if journal_dir is None and os.environ.get("OPENENV_JOURNAL_DIR"):
             journal_dir = os.environ["OPENENV_JOURNAL_DIR"]
-        self.manager = CaptureSessionRegistry(renderer=renderer, backend=backend, parser=parser,
+        self.registry = CaptureSessionRegistry(renderer=renderer, backend=backend, parser=parser,
                                       served_model=served_model, sampling=sampling, journal_dir=journal_dir,
                                       journal_fsync=journal_fsync, limits=limits, idle_timeout_s=idle_timeout_s)
         self.max_body_bytes = max_body_bytes
@@ -94,11 +94,11 @@ class CaptureServer:
     def start(self, timeout: float = 30.0) -> Self:
         """Serve in a background thread; returns once the socket(s) accept connections."""
         split = self.admin_port is not None
-        app = create_app(self.manager, admin_key=self.admin_key, routes="model" if split else "all",
+        app = create_app(self.registry, admin_key=self.admin_key, routes="model" if split else "all",
                          max_body_bytes=self.max_body_bytes)
         self._server = self._uvicorn(app, self.port)
         if split:
-            admin_app = create_app(self.manager, admin_key=self.admin_key, routes="admin",
+            admin_app = create_app(self.registry, admin_key=self.admin_key, routes="admin",
                                    max_body_bytes=self.max_body_bytes)
             self._admin = self._uvicorn(admin_app, self.admin_port or 0)
         servers = [s for s in (self._server, self._admin) if s is not None]
@@ -151,14 +151,14 @@ class CaptureServer:
 
     async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
                     gate_aux: bool, token: str | None) -> CaptureSession:
-        return self.manager.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
+        return self.registry.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
                                  gate_aux=gate_aux, token=token)
 
     async def _close(self, token: str) -> None:
-        self.manager.close(token)
+        self.registry.close(token)
 
     async def _close_all(self) -> None:
-        self.manager.close_all("shutdown")
+        self.registry.close_all("shutdown")
 
     def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
         if self._thread is None:

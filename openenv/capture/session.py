@@ -38,6 +38,7 @@ from openenv.capture.parsers.spans import token_spans
 from openenv.capture.planner import Plan, PromptPlanner
 from openenv.capture.renderer import Renderer
 from openenv.capture.replay import ReplayCache
+from openenv.capture.sampling_policy import SamplingPolicy, effective_params
 from openenv.capture.trajectory import SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
@@ -46,6 +47,7 @@ __all__ = [
     "CaptureSession",
     "Mode",
     "PendingTurn",
+    "SessionBusy",
     "SyncCaptureSession",
     "SyncPendingTurn",
     "TokenSink",
@@ -70,11 +72,14 @@ class CaptureSession:
                  backend: Backend, parser: CompletionParser, mode: Mode = "auto",
                  sampling: SamplingParams | None = None, aux: AuxPredicate | None = None,
                  gate_aux: bool = False, served_model: str = "", budget: Budget | None = None,
-                 journal: Journal | None = None, limits: TurnLimits | None = None) -> None:
+                 journal: Journal | None = None, limits: TurnLimits | None = None,
+                 sampling_policy: SamplingPolicy = "trainer") -> None:
         self.token = token
         self.base_url = base_url
         self.loop = loop
         self.sampling = sampling
+        # `trainer`: a model turn samples with `sampling` only, whatever the request asks (sampling_policy.py).
+        self.sampling_policy: SamplingPolicy = sampling_policy
         self.trajectory = Trajectory()
         self.gate = Gate(loop, mode, gate_aux)
         self.replay = ReplayCache()
@@ -99,6 +104,11 @@ class CaptureSession:
     def mode(self) -> Mode:
         """`gated` parks requests for a controller; `auto` samples them at once."""
         return self.gate.mode
+
+    @property
+    def busy(self) -> bool:
+        """Whether a request is being answered now (the idle reaper must not cut the session off)."""
+        return self._answering > 0
 
     @property
     def streamed_pieces(self) -> dict[str, tuple[tuple[str, str], ...]]:
@@ -170,6 +180,9 @@ class CaptureSession:
         if cap is not None and len(self.trajectory.turns) >= cap:
             raise TurnCapReached(f"this session has stored its cap of {cap} turns; open a new session "
                                  "(the proxy's max_turns setting)")
+        busy = self.limits.max_inflight
+        if busy is not None and self._answering >= busy:  # each one held holds its body, prompt and a thread
+            raise SessionBusy(f"this session is already answering {busy} requests; retry when one is done")
         self._answering += 1
         try:
             if digest is None:
@@ -192,9 +205,24 @@ class CaptureSession:
         plan_for = self.planner.plan
         plan = (await asyncio.to_thread(plan_for, req, self.trajectory, aux=aux) if offload
                 else plan_for(req, self.trajectory, aux=aux))
-        turn = self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
-                                        n_messages=len(req.messages), prompt_len=len(plan.prompt_ids),
-                                        created=int(time.time())))
+        # Before anything is parked, scored or sampled: a prompt that cannot fit is refused at once (a
+        # controller's `complete()` used to score it whole, whatever its length).
+        def new_turn() -> Turn:
+            return self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
+                                            n_messages=len(req.messages), prompt_len=len(plan.prompt_ids),
+                                            created=int(time.time())))
+
+        try:
+            window = await self._context_window()
+        except OpenEnvError as exc:  # the engine is unreachable: the request is a gap like a failed sample
+            turn = new_turn()
+            turn.gap = f"{type(exc).__name__}: {exc.message}"
+            await self._journal_turn(turn, plan)
+            raise
+        if len(plan.prompt_ids) >= window:
+            raise BadRequest(f"the prompt is {len(plan.prompt_ids)} tokens but the context window is {window}; "
+                             "shorten the conversation", param="messages")
+        turn = new_turn()
         over = None if aux or self.budget is None else \
             self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
         if over is not None:
@@ -210,8 +238,8 @@ class CaptureSession:
         except Exception as exc:  # the harness and the controller both hear of any failure
             error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
             turn.gap = f"{type(error).__name__}: {error.message}"
-            if pending is not None and not pending._done.done():
-                pending._done.set_exception(error)
+            if pending is not None:
+                pending.reject(error)
             await self._journal_turn(turn, plan)
             if error is exc:
                 raise
@@ -229,7 +257,7 @@ class CaptureSession:
             self._used_tokens += len(done.token_ids)
         await self._journal_turn(turn, plan)  # on disk before the harness sees the reply
         if pending is not None:
-            pending._done.set_result(done)
+            pending.finish(done)
         return done
 
     def _budget_reply(self, turn: Turn, req: CanonicalRequest, reason: str) -> Completion:
@@ -268,6 +296,10 @@ class CaptureSession:
             case Complete(text, token_ids):
                 turn.source = "complete"
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
+                window = await self._context_window()
+                if len(plan.prompt_ids) + len(ids) > window:
+                    raise BadRequest(f"the prompt ({len(plan.prompt_ids)} tokens) and the supplied reply "
+                                     f"({len(ids)}) exceed the context window of {window}", param="completion")
                 logprobs = await self._backend.score(plan.prompt_ids, ids) if ids else []
                 finish = "stop"
             case _:
@@ -278,7 +310,8 @@ class CaptureSession:
     async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int],
                         turn: Turn | None = None, on_tokens: Callable[[list[int]], None] | None = None,
                         ) -> tuple[list[int], list[float], str]:
-        params = req.sampling.merged(self.sampling)
+        params, overridden = effective_params(req.sampling, self.sampling, policy=self.sampling_policy,
+                                              aux=turn is not None and turn.aux)
         window = await self._context_window()
         room = window - len(prompt_ids)
         if room <= 0:
@@ -291,6 +324,7 @@ class CaptureSession:
         params = params.model_copy(update={"max_tokens": min(asked or room, room)})
         if turn is not None:
             turn.max_tokens = params.max_tokens
+            turn.overridden = overridden
         stream = getattr(self._backend, "generate_stream", None) if on_tokens is not None else None
         if stream is not None:
             gen = await stream(prompt_ids, params, on_tokens)
@@ -392,11 +426,15 @@ class TurnLimits:
             generate up to the whole context window); recorded on the turn as `max_tokens`.
         turn_timeout_s: wall-clock limit of one sampled turn (a gap and the dialect's retryable error past it).
         max_turns: turns one session may store (an error in the dialect past it).
+        max_inflight: requests one session may have in progress at once (parked, sampling or scoring); past
+            it a retryable 429. Harnesses send one at a time, a few with parallel sub-agents; the agent's own
+            flood of big bodies on its session token must not pile up on the host (issue 30, finding 5).
     """
 
     max_new_tokens_default: int | None = 8192
     turn_timeout_s: float | None = 600.0
     max_turns: int | None = 10_000
+    max_inflight: int | None = 16
 
 
 class TurnCapReached(BadRequest):
@@ -404,6 +442,13 @@ class TurnCapReached(BadRequest):
     harness that retried would loop forever."""
 
     code = "turn_cap"
+
+
+class SessionBusy(OpenEnvError):
+    """Raised when a session already has `TurnLimits.max_inflight` requests in progress (retryable)."""
+
+    status_code = 429
+    code = "session_busy"
 
 
 async def _within(answer: Coroutine[Any, Any, Completion], decision: Decision,

@@ -44,7 +44,8 @@ from pydantic_core import to_json
 
 from openenv.capture.canonical import Completion, ToolCallPart, Usage
 from openenv.capture.dialects._shared import streamed_pieces
-from openenv.capture.dialects.base import Dialect, ServerSentEvent
+from openenv.capture.dialects.base import KEEPALIVE, Dialect, ServerSentEvent
+from openenv.capture.gate import mark_retrieved
 from openenv.capture.parsers.base import split_reasoning
 from openenv.errors import EnvError, OpenEnvError
 
@@ -257,7 +258,7 @@ class _Events:
         self._at = 0
         # Gemini's last chunk carries the finish reason and usage, so its newest event waits for the next
         # (or goes out with the finished reply): an event already sent can never turn out to be the last.
-        self.hold = dialect.name == "gemini"
+        self.hold = dialect.stream_style.holds_last
         self.sent_n = 0
 
     def _render(self, pieces: dict[str, tuple[str, ...]], done: Completion | None = None) -> list[bytes]:
@@ -393,9 +394,7 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
         return out + replayed.finish(completion)
 
     def keepalive() -> bytes:
-        if dialect.name == "anthropic" and state["events"] is not None:
-            return b'event: ping\ndata: {"type":"ping"}\n\n'
-        return b": keep-alive\n\n"
+        return dialect.stream_style.ping if state["events"] is not None else KEEPALIVE
 
     # Wait for the first thing to send: a failure before it is a plain error reply.
     first: list[bytes] = []
@@ -438,18 +437,12 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
                     yield keepalive()
         finally:
             if not task.done():  # the client went away: the turn still finishes and is recorded
-                task.add_done_callback(_retrieve)
+                task.add_done_callback(mark_retrieved)
 
     return None, body()
-
-
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 def _error_event(dialect: Dialect, exc: OpenEnvError) -> bytes:
     """An error after the stream began: the dialect's error body as an event (`error` for Anthropic)."""
     _, body = dialect.error_body(exc)
-    event = "error" if dialect.name == "anthropic" else None
-    return ServerSentEvent(data=body.model_dump_json(), event=event).encode()
+    return ServerSentEvent(data=body.model_dump_json(), event=dialect.stream_style.error_event).encode()

@@ -62,6 +62,8 @@ class Turn:
     text_len: int = 0
     budget: str | None = None  # the cap this request hit: answered with the final reply, not sampled
     max_tokens: int | None = None  # the output budget the backend was given (the proxy's default if none asked)
+    # Sampling fields the request set that the trainer's policy overrode (capture/sampling_policy.py).
+    overridden: tuple[str, ...] = ()
     created: int = 0  # unix seconds when the request arrived (the reply's `created`, known before it streams)
 
 
@@ -155,6 +157,8 @@ class TurnRecord(BaseModel):
     completion: Completion | None
     budget: str | None = Field(default=None, description="the budget cap this request hit (answered, not sampled)")
     max_tokens: int | None = None
+    overridden: tuple[str, ...] = Field(default=(), description="sampling fields of the request that the trainer's "
+                                        "policy overrode: the reply was sampled without them")
 
 
 class Trajectory:
@@ -312,7 +316,7 @@ class Trajectory:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
                            completion=t.completion, budget=t.budget,
-                           max_tokens=t.max_tokens) for t in self.turns]
+                           max_tokens=t.max_tokens, overridden=t.overridden) for t in self.turns]
 
 
 def _completion_len(turn: Turn) -> int:

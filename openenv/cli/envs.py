@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-__all__ = ["init", "list_envs", "register", "serve", "validate"]
+__all__ = ["init", "init_next_step", "list_envs", "register", "serve", "validate"]
 
 console = Console()
 
@@ -22,7 +22,15 @@ console = Console()
 def serve(
     env: Annotated[str, typer.Argument(help="Env name (installed or under envs/) or env folder.")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    port: Annotated[
+        int | None, typer.Option(help="TCP port (default: the manifest's `port`, else 8000).", show_default=False)
+    ] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(help="For a folder whose openenv.yaml names an ASGI `app` (a reference OpenEnv env): the "
+                          "interpreter that runs it (default: $OPENENV_APP_PYTHON, else FOLDER/.venv, else this one).",
+                     show_default=False),
+    ] = None,
     max_sessions: Annotated[int, typer.Option(help="Live sessions allowed at once.")] = 64,
     idle_timeout: Annotated[
         float, typer.Option(help="Close sessions idle this many seconds (0: never).")
@@ -66,6 +74,9 @@ def serve(
 
     Every request but GET /health and the API docs needs `Authorization: Bearer <token>`; clients on this machine find the
     token themselves (`EnvClient`, `AutoEnv`), others read $OPENENV_TOKEN. See docs/security.md.
+
+    A folder whose openenv.yaml names an ASGI `app` (made by the reference OpenEnv's `openenv init`) is run as
+    its Dockerfile runs it, `uvicorn APP` from the folder, under --python; see docs/interop.md.
     """
     import os
 
@@ -89,6 +100,9 @@ def serve(
             raise typer.BadParameter(
                 f"{env!r} is a {source.kind}, which is served elsewhere; give an env name"
             )
+        if source.kind == "folder":
+            _serve_app_if_named(Path(source.target), host=host, port=port, python=python, token=token)
+        port = port or 8000
         loaded = load_env(source)
         security = ServerSecurity.for_bind(
             host, token=token or os.environ.get(TOKEN_ENV) or None, no_token=no_token,
@@ -118,6 +132,40 @@ def serve(
         console.print("[yellow]--allow-inline-tasks[/yellow]: clients may send tasks whose commands run here")
     uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
                 ws_max_size=security.max_frame_bytes)
+
+
+def _serve_app_if_named(folder: Path, *, host: str, port: int | None, python: str | None,
+                        token: str | None) -> None:
+    """Become the folder's ASGI app server if its manifest names an `app` (never returns then); else return.
+
+    The process is replaced (`exec`) by `PYTHON -m uvicorn APP`, so signals reach the server itself and
+    nothing of ours stays in between. The app is the reference's: it checks no token of ours.
+    """
+    import os
+    import sys
+
+    from openenv.app_runner import APP_PYTHON_ENV, app_command, app_environ, find_python
+    from openenv.core.auth import is_loopback_host
+    from openenv.manifest import Manifest
+
+    manifest, root = Manifest.load(folder)
+    if not manifest.is_app:
+        return
+    if token:
+        raise typer.BadParameter(f"{manifest.app} is the env's own app, which checks no token; drop --token")
+    interpreter = find_python(root, python)
+    command = app_command(manifest, root, interpreter, host=host, port=port or manifest.port)
+    console.print(f"serving [bold]{manifest.name}[/bold] ({manifest.app} from {root}) on "
+                  f"http://{host}:{port or manifest.port} with {interpreter}", highlight=False, soft_wrap=True)
+    if interpreter == Path(sys.executable):
+        console.print(f"[yellow]note[/yellow]: no --python, ${APP_PYTHON_ENV} or {root}/.venv, so this interpreter "
+                      "runs the app; one built on the reference OpenEnv needs an interpreter that has it")
+    if not is_loopback_host(host):
+        console.print("[yellow]no token[/yellow]: the env's own app has no authentication; anyone who reaches "
+                      f"{host} can drive it")
+    sys.stdout.flush()
+    os.chdir(root)
+    os.execve(interpreter, command, app_environ())
 
 
 def _token_file_while_serving(app: Any, port: int, token: str) -> None:
@@ -164,19 +212,38 @@ def init(
     except OpenEnvError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    console.print(f"created [bold]{root}[/bold]; next: cd {root} && python -m pytest && openenv validate .")
+    console.print(f"created [bold]{escape(str(root))}[/bold]; next: {escape(init_next_step(root))}", soft_wrap=True)
+
+
+def init_next_step(root: Path) -> str:
+    """The command that runs the new env's tests and validates it, with this Python (the one that has
+    openenv), installing pytest first where it is missing (a wheel install does not bring it)."""
+    import importlib.util
+    import shlex
+    import sys
+
+    python = shlex.quote(sys.executable)
+    test = f"{python} -m pytest"
+    if importlib.util.find_spec("pytest") is None:
+        test = f"{python} -m pip install pytest && {test}"
+    return f"cd {shlex.quote(str(root))} && {test} && {python} -m openenv.cli.main validate ."
 
 
 def validate(
     path: Annotated[Path | None, typer.Argument(help="Env folder to check statically.")] = None,
     url: Annotated[str | None, typer.Option(help="Running env server to check live.")] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(help="For a folder that names an ASGI `app`: the interpreter that would serve it.",
+                     show_default=False),
+    ] = None,
 ) -> None:
     """Check an env folder and/or a running server; exits 1 naming every failed check."""
     from openenv.validate import validate_folder, validate_url
 
     if path is None and url is None:
         path = Path(".")
-    checks = (validate_folder(path) if path is not None else []) + (validate_url(url) if url else [])
+    checks = (validate_folder(path, python=python) if path is not None else []) + (validate_url(url) if url else [])
     table = Table("check", "result", "detail")
     for check in checks:
         table.add_row(

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+
+from openenv.cli._errors import fail, one_line
+from openenv.extras import install_hint
 
 if TYPE_CHECKING:
     from openenv.eval import EvalEpisodeResult, EvalPlan, Report
@@ -42,12 +47,18 @@ def eval_(
                                               "image, no network but the proxy)")] = "local",
     out: Annotated[Path, typer.Option(help="results folder")] = Path("artifacts/eval"),
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
+    allow_errors: Annotated[bool, typer.Option("--allow-errors", help="exit 0 even when episodes ended in status "
+                                               "error (they are still counted apart, never scored)")] = False,
     ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
                                             help="run the episodes on a Ray cluster (`auto`: the one this machine "
-                                                 "is part of); needs --backend vllm and pip install "
-                                                 "'openenv[ray]'")] = None,
+                                                 "is part of); needs --backend vllm and "
+                                                 + escape(install_hint("ray")))] = None,
 ) -> None:
-    """Run every harness on every task; write results.md, results.json and solve_rate.png to --out."""
+    """Run every harness on every task; write results.md, results.json and solve_rate.png to --out.
+
+    An episode our side failed (status error: engine, proxy, sandbox, verifier) is counted in the `errors`
+    column and in no other; the command then exits 1 (after writing the report) unless --allow-errors.
+    """
     from pydantic import ValidationError
 
     from openenv.errors import OpenEnvError
@@ -55,19 +66,24 @@ def eval_(
     from openenv.harness.tasks import load_task_set
 
     try:
+        names = _csv(harness)
+        _check_harnesses(names)  # every name before anything runs: a typo is not a 0% row
         ids = [t.id for t in load_task_set(tasks)]
         wanted = _csv(only) if only else ids
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
-            raise typer.BadParameter(f"task set {tasks!r} has no task(s) {unknown}; it has {ids}")
-        plan = EvalPlan(harnesses=_csv(harness), tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
+            fail(f"task set {tasks!r} has no task(s) {', '.join(unknown)}; it has {', '.join(ids)}")
+        plan = EvalPlan(harnesses=names, tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
                         policy=policy, repeats=n, concurrency=concurrency or 2,  # type: ignore[arg-type]
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
                         timeout_s=timeout, sandbox=sandbox)  # type: ignore[arg-type]
+        if not ray:  # a Ray run checks every node the same way (EpisodeWorker)
+            _preflight(plan)
         executor = _ray_executor(plan, ray, concurrency) if ray else None
-    except (OpenEnvError, ValidationError) as exc:
-        _err.print(f"[red]error:[/] {getattr(exc, 'message', exc)}")
-        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        fail(one_line(exc.errors()[0].get("msg", exc)) if exc.errors() else str(exc), code=2)
+    except OpenEnvError as exc:
+        fail(exc.message, code=2)
     try:
         results = _run_with_progress(plan, out, executor)
     finally:
@@ -77,10 +93,35 @@ def eval_(
     paths = write_report(report, out)
     if as_json:
         typer.echo(json.dumps(report.model_dump(mode="json")))
-        return
-    _print_table(report)
-    for kind, path in paths.items():
-        _err.print(f"{kind}: {path}")
+    else:
+        _print_table(report)
+        for kind, path in paths.items():
+            _err.print(f"{kind}: {path}")
+    errors = sum(r.errors for r in report.rows)
+    if errors and not allow_errors:  # the table is still written: the scored episodes are real results
+        typer.echo(f"error: {errors} of {len(results)} episodes ended in status error (our side failed; not in the "
+                   "solve rates); their causes are above and in results.json", err=True)
+        raise typer.Exit(1)
+
+
+def _check_harnesses(names: list[str]) -> None:
+    """Every harness name is known (NotFound lists the known ones), each named once."""
+    from openenv.harness.catalog import get_spec
+
+    if not names:
+        fail("--harness names no harness (comma-separated names, e.g. pi,codex)", code=2)
+    for name in names:
+        get_spec(name)
+
+
+def _preflight(plan: EvalPlan) -> None:
+    """What this machine lacks for the plan (harness CLIs, the engine, Docker): one line, nothing run."""
+    from openenv.executor.preflight import node_problems
+
+    problems = node_problems(plan.engine(), plan.harnesses, plan.sandbox)
+    if problems:
+        fail(problems[0], "nothing was run: fix that, then run the same command again"
+             + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""))
 
 
 def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExecutor:
@@ -103,6 +144,8 @@ def _run_with_progress(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from openenv.eval import run_eval
+    from openenv.eval.report import is_error
+
     per_harness = len(plan.tasks) * plan.repeats
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn())
@@ -113,22 +156,24 @@ def _run_with_progress(
 
         def advance(result: EvalEpisodeResult) -> None:
             h = result.summary.harness
-            solved[h] += (result.summary.reward or 0.0) >= 1.0
+            failed = is_error(result)
+            solved[h] += not failed and (result.summary.reward or 0.0) >= 1.0
             progress.update(bars[h], advance=1, solved=solved[h])
             progress.update(total, advance=1, solved=sum(solved.values()))
-            if result.error:
-                progress.console.print(f"[red]{h} {result.summary.task}: {result.error}[/]")
+            if failed:
+                progress.console.print(f"error (not scored) {h} {result.summary.task}: "
+                                       f"{result.error or result.summary.error}", markup=False, soft_wrap=True)
 
         return run_eval(plan, out, on_result=advance, executor=executor)
 
 
 def _print_table(report: Report) -> None:
-    table = Table("harness", "episodes", "solved", "solve rate", "mean reward", "mean tool calls", "mean turns",
-                  "errors")
+    table = Table("harness", "episodes", "scored", "solved", "solve rate", "mean reward", "mean tool calls",
+                  "mean turns", "errors", caption="solve rate = solved / scored; errors (our side failed) count "
+                  "nowhere else")
     for r in report.rows:
-        table.add_row(r.harness, str(r.episodes), str(r.solved), f"{r.solve_rate:.0%}", f"{r.mean_reward:.3f}",
-                      f"{r.mean_tool_calls:.2f}", f"{r.mean_turns:.2f}", str(r.errors))
-    Console().print(table)
+        table.add_row(*r.cells())
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,14 +12,16 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
+from openenv.cli._errors import fail, one_line
 from openenv.cli._output import stdout_to_stderr
 
 __all__ = ["install_harness", "list_harnesses", "register", "run", "tasks"]
 
 harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, cached in "
-                          "$OPENENV_HARNESS_CACHE, default ~/.cache/openenv/harnesses).",
+                          "$OPENENV_HARNESS_CACHE; default /var/cache/openenv/harnesses for root, "
+                          "~/.cache/openenv/harnesses for anyone else).",
                           no_args_is_help=True)
 _err = Console(stderr=True)
 
@@ -29,15 +31,24 @@ def list_harnesses() -> None:
     """Show every harness with its pinned version, dialect and install status, then those tried that
     cannot run here, with the reason."""
     from openenv.harness.catalog import get_spec, harness_names, unsupported_harnesses
-    from openenv.harness.install import install_status
+    from openenv.harness.install import docker_blocker, install_status
 
-    table = Table("harness", "pinned", "installed", "dialect", "shell tool")
+    table = Table("pinned", "installed", "dialect", "shell tool", "docker")
+    # Names whole at any width (80 columns when piped): the other columns give way.
+    table.columns.insert(0, Column("harness", no_wrap=True, min_width=max(map(len, harness_names()))))
+    blocked: list[str] = []
     for name in harness_names():
         spec = get_spec(name)
         status = install_status(spec)
         mark = f"[green]{status.installed}[/]" if status.ready else f"[red]{status.installed or 'no'}[/]"
-        table.add_row(name, spec.install.version, mark, spec.dialect, spec.shell_tool.name)
+        blocker = docker_blocker(spec) if status.ready else None
+        if blocker is not None:
+            blocked.append(f"{name} cannot run in the Docker sandbox: {blocker}")
+        docker = "-" if not status.ready else "[green]ok[/]" if blocker is None else "[red]no[/] (below)"
+        table.add_row(name, spec.install.version, mark, spec.dialect, spec.shell_tool.name, docker)
     Console().print(table)
+    for line in blocked:
+        Console(soft_wrap=True).print(line, markup=False)
     unsupported = Table("not supported", "package", "why", title="tried, cannot run here")
     for row in unsupported_harnesses():
         unsupported.add_row(row.name, row.package, row.reason)
@@ -116,51 +127,120 @@ def run(
         "instead (nothing can be pulled here), e.g. python:3.11-slim=openenv/base:latest, or '*=IMAGE' for "
         "any missing image; repeatable; each use is printed")] = None,
 ) -> None:
-    """Run one harness episode on one task and print the reward and the trajectory summary."""
+    """Run one harness episode on one task and print the reward and the trajectory summary.
+
+    Exit code 0: the episode was played and graded (any reward). 1: it ended in status `error` (our side:
+    engine, proxy, sandbox, harness start, verifier; the cause is printed) or could not start. 2: bad usage.
+    """
     from openenv.capture.budget import Budget
     from openenv.errors import OpenEnvError
 
     if policy not in ("sample", "run", "oracle", "long") or backend not in ("local", "vllm") \
             or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
-        _err.print("[red]error:[/] --policy is sample|run|oracle|long, --backend is local|vllm, "
-                   "--sandbox is local|docker, --isolation is bwrap|none")
-        raise typer.Exit(2)
+        fail("--policy is sample|run|oracle|long, --backend is local|vllm, --sandbox is local|docker, "
+             "--isolation is bwrap|none", code=2)
+    the_task = _checked(harness, task, tasks_from, backend, model, vllm_url, sandbox)
+    # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
     try:
-        # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
         with stdout_to_stderr():
             budget = Budget(max_turns=max_turns, max_sampled_tokens=max_sampled_tokens,
                             max_context_tokens=max_context_tokens)
-            summary = _run_one(harness, task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
+            summary = _run_one(harness, the_task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
                                timeout, out, image_substitute or [], budget, isolation)
-    except OpenEnvError as exc:
-        _err.print(f"[red]error:[/] {exc.message}")
-        raise typer.Exit(1) from None
+    except OpenEnvError as exc:  # a request the episode refused (a task this sandbox cannot run, ...)
+        fail(exc.message)
     if as_json:
         typer.echo(json.dumps(summary.model_dump(mode="json")))
-        return
-    table = Table("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "trained/sampled", "aux",
-                  "wall s")
+    else:
+        _print_summary(summary)
+    if summary.status == "error":
+        typer.echo(f"error: the episode ended in status error, with no reward: {one_line(summary.error)}", err=True)
+        raise typer.Exit(1)
+
+
+def _checked(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
+             sandbox: str) -> Any:
+    """The task, once every name is known and this machine has what the episode needs; else one line
+    and exit (nothing started, no engine waited on)."""
+    import os
+
+    from openenv.errors import OpenEnvError
+    from openenv.executor.base import EngineSpec
+    from openenv.executor.preflight import node_problems
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.tasks import find_task
+
+    try:
+        get_spec(harness)
+        the_task = find_task(task, tasks_from)
+    except OpenEnvError as exc:
+        fail(exc.message)
+    url = vllm_url or os.environ.get("OPENENV_VLLM_URL") if backend == "vllm" else None
+    if backend == "vllm" and not url:
+        fail("--backend vllm needs an engine: pass --vllm-url http://HOST:PORT (or set OPENENV_VLLM_URL)", code=2)
+    if sandbox == "docker":
+        _check_docker()
+    problems = node_problems(EngineSpec(backend=backend, model=str(model) if model else None,  # type: ignore[arg-type]
+                                        vllm_urls=(url.rstrip("/"),) if url else ()), [harness])
+    if problems:
+        fail(problems[0], "nothing was run: fix that, then run the same command again"
+             + (f" ({len(problems) - 1} more problem(s): {'; '.join(problems[1:])})" if len(problems) > 1 else ""))
+    return the_task
+
+
+def _check_docker() -> None:
+    """`--sandbox docker` needs the Docker SDK and an engine that answers."""
+    try:
+        from openenv.harness.sandbox.docker import engine_available
+    except ModuleNotFoundError as exc:
+        from openenv.extras import install_hint
+
+        fail(f"--sandbox docker needs the Python package {exc.name!r}", f"install it with: {install_hint('docker')}")
+    reason = engine_available()
+    if reason is not None:
+        fail(f"--sandbox docker needs a running Docker engine, and none answers here ({reason.split(';')[0]})",
+             "start Docker (e.g. `sudo systemctl start docker`, or `sudo dockerd &`) or run with --sandbox local")
+
+
+_FIELDS = ("reward", "status", "turns", "tool_calls", "sequences", "merge_ratio", "trained/sampled", "aux", "wall s")
+
+
+def _summary_cells(summary: Any) -> list[str]:
     reward = "none" if summary.reward is None else f"{summary.reward:g}"
-    table.add_row(reward, str(summary.status), str(summary.turns), str(summary.tool_calls),
-                  str(summary.sequences), f"{summary.merge_ratio:.2f}",
-                  f"{summary.tokens_trained}/{summary.tokens_sampled} = {summary.trained_ratio:.2f}",
-                  f"{summary.aux_turns} ({summary.aux_tokens} tok)", f"{summary.wall_s:.1f}")
-    Console().print(table)
+    return [reward, str(summary.status), str(summary.turns), str(summary.tool_calls), str(summary.sequences),
+            f"{summary.merge_ratio:.2f}",
+            f"{summary.tokens_trained}/{summary.tokens_sampled} = {summary.trained_ratio:.2f}",
+            f"{summary.aux_turns} ({summary.aux_tokens} tok)", f"{summary.wall_s:.1f}"]
+
+
+def _print_summary(summary: Any) -> None:
+    """The summary table on a terminal; piped, the same fields one per line, whole (no 80-column cut)."""
+    import sys
+
+    if sys.stdout.isatty():
+        table = Table(*_FIELDS)
+        table.add_row(*_summary_cells(summary))
+        Console().print(table)
+        say = Console(soft_wrap=True).print
+    else:
+        for name, cell in zip(_FIELDS, _summary_cells(summary), strict=True):
+            typer.echo(f"{name}: {cell}")
+        say = Console(soft_wrap=True, no_color=True, highlight=False, width=10_000).print
     if len(summary.lineage) > 1:  # a branching episode: every row, where it came from, what it trains
-        Console().print("sequences: " + " · ".join(
+        say("sequences: " + " · ".join(
             f"{i} {line.origin}" + (f"<-{line.parent}" if line.parent is not None else "")
             + f" ({line.turns} turns, {line.tokens_trained} tok)" for i, line in enumerate(summary.lineage)),
-            soft_wrap=True)
+            markup=False)
     for note in summary.notes:
-        Console().print(f"[yellow]note:[/] {note}", soft_wrap=True)
+        say(f"note: {note}", markup=False)
     if summary.budget_hit:
-        Console().print(f"[yellow]budget[/]: the episode hit {summary.budget_hit}; the harness got a final reply")
-    if summary.reward is None:
-        Console().print(f"[yellow]no reward[/] ({summary.reward_status}): {summary.no_reward_reason}", soft_wrap=True)
-    Console().print(f"trajectory: {summary.trajectory}")
+        say(f"budget: the episode hit {summary.budget_hit}; the harness got a final reply", markup=False)
+    if summary.reward is None and summary.status != "error":
+        say(f"no reward ({summary.reward_status}): {summary.no_reward_reason}", markup=False)
+    say(f"trajectory: {summary.trajectory}", markup=False)
 
 
-def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
+def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
              policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
              substitutes: list[str] | None = None, budget: Any = None,
              isolation: str = "bwrap") -> Any:
@@ -168,18 +248,22 @@ def _run_one(harness: str, task: str, tasks_from: str, backend: str, model: Path
     from openenv.export.log import log_name
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
-    from openenv.harness.sandbox.images import parse_substitutes
-    from openenv.harness.tasks import find_task
+    from openenv.harness.tasks import Task, find_task
 
-    the_task = find_task(task, tasks_from)
+    the_task = task if isinstance(task, Task) else find_task(task, tasks_from)
+    substituted: dict[str, str] = {}
+    if substitutes:  # the Docker SDK only when a Docker option is used: the local sandbox needs no `docker`
+        from openenv.harness.sandbox.images import parse_substitutes
+
+        substituted = parse_substitutes(substitutes)
     env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
                              network=network, sandbox=sandbox, budget=budget,  # type: ignore[arg-type]
                              isolation=isolation,  # type: ignore[arg-type]
-                             image_substitutes=parse_substitutes(substitutes or []))
+                             image_substitutes=substituted)
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
                                    timeout_s=timeout)
-        path = out or Path("artifacts/runs") / f"{log_name(harness, task)}.jsonl"  # unique per run
+        path = out or Path("artifacts/runs") / f"{log_name(harness, the_task.id)}.jsonl"  # unique per run
         summary.trajectory = str(save_trajectory(path, env, obs, summary))
     finally:
         env.close()

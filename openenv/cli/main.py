@@ -6,6 +6,8 @@ import importlib
 
 import typer
 
+from openenv.cli._errors import guard
+
 __all__ = ["app", "main"]
 
 app = typer.Typer(
@@ -30,8 +32,8 @@ for _name in _COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: a failure is one line and an exit code, never a traceback."""
+    guard(app)
 
 
 if __name__ == "__main__":

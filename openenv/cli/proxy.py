@@ -116,16 +116,16 @@ def proxy(
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)
     folder = (journal_dir or default_journal_dir()) if journal else None
-    manager = CaptureSessionRegistry(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
+    registry = CaptureSessionRegistry(renderer=Renderer.from_pretrained(model), backend=chosen, parser=parser,
                              served_model=served_model, sampling=sampling, max_sessions=max_sessions,
                              journal_dir=folder, journal_fsync=journal_fsync, limits=limits,
                              idle_timeout_s=idle_timeout or None)
     split = not admin_on_model_port
     cap = int(max_body_mb * 1024 * 1024)
-    app = create_app(manager, freeze_gc=True, admin_key=key, routes="model" if split else "all", max_body_bytes=cap)
+    app = create_app(registry, freeze_gc=True, admin_key=key, routes="model" if split else "all", max_body_bytes=cap)
     servers = [uvicorn.Server(_config(app, host, port, access_log, shutdown_timeout))]
     if split:
-        admin_app = create_app(manager, admin_key=key, routes="admin", max_body_bytes=cap)
+        admin_app = create_app(registry, admin_key=key, routes="admin", max_body_bytes=cap)
         servers.append(uvicorn.Server(_config(admin_app, host, admin_port or 0, access_log, shutdown_timeout)))
 
     async def main() -> None:
@@ -143,7 +143,7 @@ def proxy(
             typer.echo(f"journal: {folder} (fsync {'on' if journal_fsync else 'off'})" if folder is not None
                        else "journal: off (turns live in memory only)")
             if session_token:
-                session = manager.open(base_url=base, token=session_token)
+                session = registry.open(base_url=base, token=session_token)
                 typer.echo(f"session base_url: {session.base_url}")
         await serving
 

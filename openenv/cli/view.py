@@ -35,7 +35,7 @@ def view(
     from openenv.export import find_logs, read_episode
     from openenv.server import LocalServer
     from openenv.models import tiny_model_path
-    from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode
+    from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode, viewer_url
 
     if (proxy is None) == (not trajectory):
         _err.print("[red]error:[/] give trajectory files, or --proxy URL --session TOKEN (not both)")
@@ -56,12 +56,14 @@ def view(
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None
-    server = LocalServer(create_viewer_app(source, decode), port=port).start()
-    typer.echo(f"viewer at {server.base_url}/ (Ctrl-C to stop)")
+    app = create_viewer_app(source, decode)
+    server = LocalServer(app, port=port).start()
+    url = viewer_url(server.base_url, app.state.security)
+    typer.echo(f"viewer at {url} (Ctrl-C to stop; the token in it is the only way in)")
     if open_browser:
         import webbrowser
 
-        webbrowser.open(server.base_url)
+        webbrowser.open(url)
     try:
         while True:
             time.sleep(3600)

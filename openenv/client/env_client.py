@@ -17,17 +17,18 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
+import pydantic_core
 import websockets.exceptions
 from pydantic import ConfigDict, ValidationError
 from websockets.asyncio.client import ClientConnection, connect
 
-from openenv.client.errors import error_from_body, map_transport_errors
+from openenv.client.errors import error_from_data, map_transport_errors
+from openenv.client.replies import ReplyFrame, decode_model, observation_fields, parse_frame
 from openenv.core.auth import auth_headers, token_for
 from openenv.core.loop_thread import LoopThread
 from openenv.core.types import Action, Observation, State
 from openenv.core.validation import validation_message
-from openenv.core.wire import ErrorBody, ResetRequest, ServerFrame
-from openenv.errors import InvalidAction, TransportError
+from openenv.errors import BadRequest, InvalidAction, TransportError, UnexpectedReply
 
 __all__ = ["AnyAction", "AnyObservation", "AnyState", "EnvClient", "SyncEnvClient"]
 
@@ -101,6 +102,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         self._token = token
         self._ws: ClientConnection | None = None
         self._lock = asyncio.Lock()
+        self._nest_reset_options = False  # learnt from a server that wants reset keywords under `options`
 
     @property
     def token(self) -> str | None:
@@ -127,10 +129,24 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         return self
 
     async def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ObsT:
-        """Start a new episode; see `Environment.reset`."""
-        req = ResetRequest(seed=seed, episode_id=episode_id, options=options)
-        frame = await self._request("reset", req.model_dump_json(exclude_defaults=True))
-        return self.observation_type.model_validate(frame.data)  # type: ignore[return-value]
+        """Start a new episode; see `Environment.reset`.
+
+        The keywords go to the server as the reference OpenEnv sends them, beside `seed` and
+        `episode_id` in the frame's `data`, and reach the env's `reset(seed, episode_id, **options)`.
+        """
+        data: dict[str, Any] = {k: v for k, v in (("seed", seed), ("episode_id", episode_id)) if v is not None}
+        if self._nest_reset_options:
+            frame = await self._request("reset", _json({**data, "options": options}))
+        else:
+            try:
+                frame = await self._request("reset", _json({**data, **options}))
+            except BadRequest as err:
+                if not (options and _refuses_reset_keywords(err)):
+                    raise
+                # A server of this package from before the reference's wire: keywords nested in `options`.
+                self._nest_reset_options = True
+                frame = await self._request("reset", _json({**data, "options": options}))
+        return self._observation(frame, "reset")
 
     async def step(self, action: ActT | Mapping[str, Any]) -> ObsT:
         """Apply one action (a model instance, or a mapping validated into `action_type` first)."""
@@ -140,11 +156,17 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             except ValidationError as exc:
                 raise InvalidAction(validation_message(exc, "action")) from None
         frame = await self._request("step", action.model_dump_json())  # type: ignore[union-attr]
-        return self.observation_type.model_validate(frame.data)  # type: ignore[return-value]
+        return self._observation(frame, "step")
 
     async def state(self) -> StateT:
-        frame = await self._request("state", "{}")
-        return self.state_type.model_validate(frame.data)  # type: ignore[return-value]
+        frame = await self._request("state")
+        _expect(frame, "state", "state")
+        return decode_model(self.state_type, frame.data, what="state")  # type: ignore[return-value]
+
+    def _observation(self, frame: ReplyFrame, during: str) -> ObsT:
+        _expect(frame, "observation", during)
+        fields = observation_fields(frame.data, self.observation_type.model_fields)
+        return decode_model(self.observation_type, fields, what=f"{during} observation")  # type: ignore[return-value]
 
     async def close(self) -> None:
         """Say goodbye (the server frees the session at once) and close the socket. Idempotent."""
@@ -152,7 +174,7 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         if ws is not None:
             try:
                 with map_transport_errors(self.ws_url):
-                    await ws.send('{"type":"close","data":{}}')
+                    await ws.send('{"type":"close"}')
                     await ws.close()
             except TransportError:
                 pass  # the server is gone already; nothing left to free
@@ -166,13 +188,17 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             raise RuntimeError("sync() wraps an unconnected client; call it before connect()/async with")
         return SyncEnvClient(self)
 
-    async def _request(self, kind: str, data_json: str) -> ServerFrame:
+    async def _request(self, kind: str, data_json: str | None = None) -> ReplyFrame:
+        """Send one `{"type": kind, "data": ...}` frame (no `data` when None: the reference refuses one
+        on `state` and `close`) and read its reply; an error reply is raised as our error."""
         await self.connect()
         assert self._ws is not None
         async with self._lock:  # the protocol has no request ids: one frame in flight per connection
             try:
                 with map_transport_errors(self.ws_url):
-                    await self._ws.send(f'{{"type":"{kind}","data":{data_json}}}')
+                    await self._ws.send(
+                        f'{{"type":"{kind}"}}' if data_json is None else f'{{"type":"{kind}","data":{data_json}}}'
+                    )
                     raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
             except TransportError as exc:
                 if isinstance(exc.__cause__, TimeoutError):
@@ -185,9 +211,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
                 if last is None:
                     raise
                 raw = last
-        frame = ServerFrame.model_validate_json(raw)
+        frame = parse_frame(raw, during=kind)
         if frame.type == "error":
-            raise error_from_body(ErrorBody.model_validate(frame.data))
+            raise error_from_data(frame.data, during=kind)
         return frame
 
     async def _abandon(self) -> None:
@@ -266,6 +292,21 @@ def _background_loop() -> LoopThread:
         if _loop is None or not _loop.running:
             _loop = LoopThread("openenv-sync-client").start()
         return _loop
+
+
+def _json(data: dict[str, Any]) -> str:
+    """JSON for a frame's `data`; pydantic's encoder, so models, paths and datetimes in options travel."""
+    return pydantic_core.to_json(data).decode()
+
+
+def _refuses_reset_keywords(err: BadRequest) -> bool:
+    """Whether `err` is an older server of ours refusing reset keywords it wanted under `options`."""
+    return err.code == "bad_request" and "reset" in err.message and "Extra inputs are not permitted" in err.message
+
+
+def _expect(frame: ReplyFrame, kind: str, during: str) -> None:
+    if frame.type != kind:
+        raise UnexpectedReply(f"the server answered {during} with a {frame.type!r} frame, not {kind!r}")
 
 
 def _ws_url(base_url: str) -> str:

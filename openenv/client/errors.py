@@ -1,18 +1,49 @@
-"""Turn what goes wrong on the wire into `openenv.errors`: server error bodies and transport failures."""
+"""Turn what goes wrong on the wire into `openenv.errors`: server error bodies and transport failures.
+
+Two error shapes arrive in a WebSocket `{"type": "error", "data": ...}` frame:
+  - ours: `{"code": "invalid_action", "message": ..., "details": {...}}`, the `code` of an `openenv.errors`
+    class;
+  - the reference OpenEnv's: `{"code": "VALIDATION_ERROR", "message": "Invalid message", "errors": [pydantic
+    errors], ...}` with the codes of its `WSErrorCode`, mapped below onto our classes.
+Either way the caller catches one hierarchy; no shape ever surfaces as a raw pydantic `ValidationError`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import websockets.exceptions
 from pydantic import ValidationError
 
+from openenv.core.validation import validation_message
 from openenv.core.wire import ErrorBody
-from openenv.errors import OpenEnvError, TransportError
+from openenv.errors import (
+    BadRequest,
+    CapacityError,
+    EnvError,
+    InvalidAction,
+    MalformedMessage,
+    OpenEnvError,
+    TransportError,
+    UnexpectedReply,
+    UnknownMessageType,
+)
 
-__all__ = ["error_from_body", "map_transport_errors"]
+__all__ = ["error_from_body", "error_from_data", "map_transport_errors"]
+
+# The reference's `WSErrorCode` values, by the class of ours that means the same.
+_REFERENCE_CODES: dict[str, type[OpenEnvError]] = {
+    "INVALID_JSON": MalformedMessage,
+    "UNKNOWN_TYPE": UnknownMessageType,
+    "VALIDATION_ERROR": BadRequest,  # InvalidAction when the frame was a step (see error_from_data)
+    "EXECUTION_ERROR": EnvError,
+    "CAPACITY_REACHED": CapacityError,
+    "FACTORY_ERROR": EnvError,
+    "SESSION_ERROR": EnvError,
+}
 
 
 def _by_code() -> dict[str, type[OpenEnvError]]:
@@ -33,6 +64,57 @@ def error_from_body(body: ErrorBody) -> OpenEnvError:
     if cls is OpenEnvError:
         err.code = body.code
     return err
+
+
+def error_from_data(data: object, *, during: str) -> OpenEnvError:
+    """The error a server's error frame `data` stands for, in either shape (see the module docstring).
+
+    Args:
+        data: the frame's `data`, as decoded JSON.
+        during: the message type that was answered (`reset`, `step`, `state`): a reference
+            `VALIDATION_ERROR` on a step is an `InvalidAction`, elsewhere a `BadRequest`.
+    """
+    if not isinstance(data, dict):
+        return UnexpectedReply(f"the server answered {during} with an error frame whose data is {data!r}")
+    if data.get("code") not in _REFERENCE_CODES:
+        try:
+            return error_from_body(ErrorBody.model_validate(data))
+        except ValidationError:
+            pass
+    code, message = data.get("code"), data.get("message")
+    if not isinstance(code, str) or not isinstance(message, str):
+        return UnexpectedReply(f"the server answered {during} with an unreadable error: {data!r}"[:500])
+    cls = _REFERENCE_CODES.get(code, OpenEnvError)
+    if cls is BadRequest and during == "step":
+        cls = InvalidAction
+    details = {k: v for k, v in data.items() if k not in ("code", "message")}
+    problems = _pydantic_problems(details.get("errors"), "action" if cls is InvalidAction else "message")
+    if problems:
+        message = f"{message}: {problems}"
+    err = cls.__new__(cls)
+    OpenEnvError.__init__(err, message, server_code=code, **details)
+    if cls is OpenEnvError:
+        err.code = code.lower()
+    return err
+
+
+def _pydantic_problems(errors: object, what: str) -> str:
+    """The one-line field message (`openenv.core.validation`) for the pydantic error list a reference
+    server sends with VALIDATION_ERROR; empty when there is none."""
+    if not isinstance(errors, list):
+        return ""
+    listed = [e for e in errors if isinstance(e, dict) and isinstance(e.get("loc"), list) and "msg" in e]
+    return validation_message(_Listed(listed), what) if listed else ""
+
+
+class _Listed:
+    """Already-listed pydantic errors, in the shape `validation_message` reads."""
+
+    def __init__(self, errors: list[dict[str, Any]]) -> None:
+        self._errors = errors
+
+    def errors(self) -> list[dict[str, Any]]:
+        return self._errors
 
 
 @contextlib.contextmanager

@@ -9,17 +9,20 @@ as our errors, so no response escapes in FastAPI's `{"detail": ...}` shape.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 
-from openenv.core.validation import field_errors, json_error, validation_message
+from openenv.core.validation import HasErrors, field_errors, json_error, validation_message
 from openenv.errors import BadRequest, MalformedMessage, NotFound, OpenEnvError
 
-__all__ = ["ErrorRenderer", "install_error_handlers", "starlette_error", "validation_error"]
+__all__ = ["ErrorRenderer", "install_error_handlers", "parse_body", "starlette_error", "validation_error"]
 
 ErrorRenderer = Callable[[Request, OpenEnvError], Awaitable[Response]]
+M = TypeVar("M", bound=BaseModel)
 
 
 def install_error_handlers(app: FastAPI, render: ErrorRenderer, *, unknown_route_hint: str = "") -> None:
@@ -53,8 +56,19 @@ def starlette_error(request: Request, exc: HTTPException, unknown_route_hint: st
     return err
 
 
-def validation_error(exc: RequestValidationError) -> OpenEnvError:
-    """A body that is not JSON, or fields that do not validate (FastAPI's locs start with "body", "query")."""
+def validation_error(exc: HasErrors) -> OpenEnvError:
+    """A body that is not JSON, or fields that do not validate (FastAPI's locs start with "body", "query";
+    a pydantic `ValidationError` of a body validated by hand is taken too)."""
     if json_error(exc) is not None:
         return MalformedMessage("the request body is not valid JSON")
     return BadRequest(validation_message(exc, "request"), errors=field_errors(exc))
+
+
+def parse_body(model: type[M], body: bytes) -> M:
+    """`body` validated into `model` by hand (a route that reads its body itself), failing as a body FastAPI
+    validated would: `validation_error`'s `MalformedMessage` or `BadRequest`. (The capture proxy's dialects
+    have their own, `dialects._shared.parse_body`: their errors name the field as OpenAI's `param`.)"""
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as exc:
+        raise validation_error(exc) from None

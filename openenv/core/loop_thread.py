@@ -2,6 +2,8 @@
 
 The sync env client, the embedded capture proxy, `LocalServer`, the fault-injecting proxy and the unix
 socket bridge each need one: `LoopThread` is the loop, `ServerThread` is uvicorn servers on one.
+`on_loop` and `call_on_loop` are the two cross-loop hops for any loop (a capture session's, which may
+belong to no `LoopThread`); this module is the one place that crosses loops.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["LoopThread", "ServerThread"]
+__all__ = ["LoopThread", "ServerThread", "call_on_loop", "on_loop"]
 
 T = TypeVar("T")
 
@@ -95,9 +97,10 @@ class LoopThread:
 
     async def arun(self, coro: Coroutine[Any, Any, T]) -> T:
         """Await `coro` on this loop from whichever loop the caller is on."""
-        if _running_loop() is self._loop:
-            return await coro
-        return await asyncio.wrap_future(self.submit(coro))
+        if self._loop is None or not self.running:
+            coro.close()
+            raise RuntimeError(f"loop thread {self.name!r} is not running; call start() first")
+        return await on_loop(self._loop, coro)
 
     def stop(self, timeout: float = 10.0) -> None:
         """End the loop (tasks still on it are cancelled) and wait for the thread. Idempotent."""
@@ -155,6 +158,27 @@ class ServerThread:
             with contextlib.suppress(Exception):  # a server that failed to start has nothing left to stop
                 self._serving.result(timeout)
         self.loop_thread.stop(timeout)
+
+
+async def on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` on `loop` from whichever loop we are on (at once when it is ours)."""
+    if _running_loop() is loop:
+        return await coro
+    return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+def call_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:
+    """Run `coro` on `loop` from any other thread and wait for it (at most `timeout` seconds).
+
+    Raises:
+        RuntimeError: called on `loop` itself, where waiting would deadlock.
+        TimeoutError: no result within `timeout` seconds.
+    """
+    if _running_loop() is loop:
+        coro.close()
+        raise RuntimeError("a blocking call cannot wait on its own event loop (a sync session method on the "
+                           "server's loop); await the async one instead")
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
 
 async def _serve_all(servers: Sequence[uvicorn.Server]) -> None:

@@ -21,11 +21,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def wait_for_health(url: str, *, timeout_s: float, gone: Callable[[], str | None] | None = None,
-                    interval_s: float = 0.2) -> None:
-    """Poll `GET url/health` until it answers 200.
+                    interval_s: float = 0.2, path: str = "/health") -> None:
+    """Poll `GET url/health` (or `url` + `path`) until it answers 200.
 
     Args:
         url: the server's base URL.
+        path: the route that answers 200 once the server is up (a server with no `/health`).
         timeout_s: how long to wait in all.
         gone: says why the server can no longer come up (its process or container ended), else None;
             checked between polls, so a dead server fails the wait at once instead of at the deadline.
@@ -37,12 +38,12 @@ def wait_for_health(url: str, *, timeout_s: float, gone: Callable[[], str | None
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            if httpx.get(f"{url}/health", timeout=2.0).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=2.0).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         if gone is not None and (reason := gone()) is not None:
-            raise TransportError(f"{url} will not answer /health: {reason}")
+            raise TransportError(f"{url} will not answer {path}: {reason}")
         if time.monotonic() > deadline:
-            raise TransportError(f"{url}/health did not answer 200 within {timeout_s:g} s")
+            raise TransportError(f"{url}{path} did not answer 200 within {timeout_s:g} s")
         time.sleep(interval_s)

@@ -88,5 +88,5 @@ def run_recorded_episode(
         env.close()
     append_requests(path, requests)
     summary.trajectory = str(path)
-    return EvalEpisodeResult(episode_id=episode_id, summary=summary, trajectory=str(path))
+    return EvalEpisodeResult(episode_id=episode_id, summary=summary, trajectory=str(path), error=summary.error)
 

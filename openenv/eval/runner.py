@@ -5,9 +5,11 @@ capture server (one model load) per backend; with `executor=RayExecutor(...)` (`
 `EpisodeWorker` actors across a cluster, each next to its own proxy. Either way the logs end up in
 `out_dir/episodes/` (a Ray worker writes its log on its node; the driver fetches it when the episode ends).
 
-A failed episode is kept as a result with its error and reward 0, never dropped: a harness that
-crashes must show up in the table as unsolved, not vanish from it. An episode whose *worker* died
-(a lost node) says nothing about the harness, so it is run again elsewhere, up to `LOST_RETRIES` times.
+An episode our side failed (status `error`: the engine, proxy, sandbox or verifier; or the episode raised)
+is kept as a result with its cause and no reward, never dropped and never scored: the table counts it in
+its own `errors` column. A harness that crashes on its own after playing is the harness's outcome and is
+scored. An episode whose *worker* died (a lost node) says nothing about the harness, so it is run again
+elsewhere, up to `LOST_RETRIES` times.
 """
 
 from __future__ import annotations
@@ -90,8 +92,9 @@ class EvalEpisodeJob:
 
     def lost(self, reason: str) -> EvalEpisodeResult:
         request = self.request
-        summary = EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy, reward=0.0,
-                                 status=None, turns=0, tool_calls=0, sequences=0, merge_ratio=0.0, aux_turns=0,
+        summary = EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy, reward=None,
+                                 reward_status="error", no_reward_reason=reason, status="error", error=reason,
+                                 turns=0, tool_calls=0, sequences=0, merge_ratio=0.0, aux_turns=0,
                                  reward_breakdown={}, wall_s=0.0)
         return EvalEpisodeResult(episode_id=f"{request.harness}-{request.task}-failed", summary=summary,
                                  trajectory="", error=reason)

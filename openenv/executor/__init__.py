@@ -3,7 +3,7 @@
     from openenv.executor import make_executor
     executor = make_executor("ray", address="auto", engine=EngineSpec(vllm_urls=(url,)), harnesses=["pi"])
 
-See `base.py` for the seam and `cluster.py` for Ray (`pip install openenv[ray]`).
+See `base.py` for the seam and `cluster.py` for Ray (`pip install 'openenv-harness[ray]'`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`RayExecutor`: episodes on `EpisodeWorker` actors across a Ray cluster (`pip install openenv[ray]`).
+"""`RayExecutor`: episodes on `EpisodeWorker` actors across a Ray cluster (`pip install 'openenv-harness[ray]'`).
 
 One actor per episode slot. Each node says how many slots it offers with a custom resource
 (`ray start ... --resources '{"openenv_episode_slot": 8}'`), so a node never runs more harnesses than
@@ -56,7 +56,9 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise BadRequest("the Ray executor needs Ray: pip install 'openenv[ray]'") from None
+        from openenv.extras import install_hint
+
+        raise BadRequest(f"the Ray executor needs Ray: {install_hint('ray')}") from None
     return ray
 
 

@@ -12,6 +12,9 @@ Each export is written twice, as `save_to_disk` (Arrow) and as one parquet file.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,6 +143,26 @@ def export_episodes(logs: Sequence[EpisodeLog], out: Path, *, shape: Shape) -> E
     dataset = Dataset.from_list(rows, features=features)
     out.mkdir(parents=True, exist_ok=True)
     disk, parquet = out / shape, out / f"{shape}.parquet"
-    dataset.save_to_disk(str(disk))
-    dataset.to_parquet(str(parquet))
+    # Trajectories are written 0600 (whole episodes: prompts, tool output, the task's code), and an export
+    # keeps that: it is written in a 0700 staging folder, made owner-only, then moved into place, so no
+    # other local user can read it at any moment (the red-team found 0600 logs exported 0644).
+    staging = Path(tempfile.mkdtemp(prefix=f".{shape}-", dir=out))
+    try:
+        dataset.save_to_disk(str(staging / shape))
+        dataset.to_parquet(str(staging / parquet.name))
+        _owner_only(staging)
+        for final in (disk, parquet):
+            if final.is_dir() and not final.is_symlink():
+                shutil.rmtree(final)
+            (staging / final.name).replace(final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return ExportResult(shape=shape, rows=len(rows), disk_path=disk, parquet_path=parquet)
+
+
+def _owner_only(root: Path) -> None:
+    """Folders 0700 and files 0600 below `root`."""
+    for folder, _, files in os.walk(root):
+        os.chmod(folder, 0o700)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o600)

@@ -2,7 +2,8 @@
 and the model's tokenizer, served by `openenv serve <harness>`. The engine stays outside.
 
 `write_env_context` writes the build context; `openenv build HARNESS` builds it, and `openenv push`
-writes the same folder (plus the Space card) as a harness env's Space:
+writes the same folder (plus the Space card) as a harness env's Space, with `space_dockerfile` instead
+(public base images, and the Space runtime: see its docstring):
 
     Dockerfile     FROM $BASE_IMAGE: a Python 3.11 venv whose `pip` can install openenv's dependencies,
                    and Node 22 (offline: openenv/python from scripts/build_python_image.sh)
@@ -22,7 +23,9 @@ The image is configured at `docker run` by environment variables:
                                namespaces (NET_ADMIN: bwrap brings up the loopback of its own). `none` runs
                                it without (a platform that grants no capability), but then the Harbor
                                paths (/app, /tests, /logs/verifier) do not exist and Harbor tasks,
-                               the built-in ones included, cannot be graded.
+                               the built-in ones included, cannot be graded. `container` (the Space's
+                               Dockerfile sets it): a plain subprocess with the container as the boundary
+                               and the Harbor paths linked into /tmp (`sandbox/container.py`).
     OPENENV_SANDBOX_CGROUP     `none` (set in the image): Docker mounts /sys/fs/cgroup read-only, so the
                                sandbox makes no cgroup of its own; the container bounds its resources.
 """
@@ -35,15 +38,16 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable
-from importlib.metadata import distribution
 from pathlib import Path
 from typing import Any
 
+from openenv.distribution import requirements
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.install import cache_root, install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 
-__all__ = ["ENV_PORT", "MODEL_DIR", "build_env_image", "env_dockerfile", "env_image_tag", "write_env_context"]
+__all__ = ["ENV_PORT", "MODEL_DIR", "SPACE_BASES", "build_args", "build_env_image", "env_dockerfile", "env_image_tag",
+           "space_dockerfile", "write_env_context"]
 
 ENV_PORT = 8000
 MODEL_DIR = "/opt/openenv/model"
@@ -51,12 +55,16 @@ MODEL_DIR = "/opt/openenv/model"
 _PROXY_DEPS = ("transformers", "tokenizers", "safetensors", "msgspec", "xxhash", "regex", "jinja2")
 _MODEL_FILES = ("*.json", "*.jinja", "*.txt", "*.model", "*.tiktoken")
 Progress = Callable[[str], None]
+# The Space's public base images (build args): Python 3.11 with pip, and Node 22's binary from its image.
+# Offline, scripts/build_python_image.sh's openenv/python and build_base_image.sh's openenv/base stand in.
+SPACE_BASES = {"BASE_IMAGE": "python:3.11-slim-bookworm", "NODE_IMAGE": "node:22-bookworm-slim"}
+# The Harbor paths task scripts use, linked into /tmp: at run time only /tmp and /data are writable.
+_HARBOR_LINKS = ("app", "tests", "solution", "logs")
 
 
 def _dependencies() -> list[str]:
     """openenv's core requirements (from the installed distribution) and the proxy's."""
-    core = [req for req in distribution("openenv").requires or [] if "extra ==" not in req]
-    return [*core, *_PROXY_DEPS]
+    return [*requirements(), *_PROXY_DEPS]
 
 
 def env_image_tag(spec: HarnessSpec) -> str:
@@ -99,6 +107,63 @@ CMD ["openenv", "serve", "{spec.name}", "--host", "0.0.0.0", "--port", "{port}"{
 """
 
 
+def space_dockerfile(spec: HarnessSpec, *, port: int, allowed_host: str | None = None) -> str:
+    """The Dockerfile of a harness env's Space: it builds `FROM` public images only, and runs as Spaces run
+    containers: uid 1000, no added capability, the default seccomp profile, a read-only root with `/tmp`
+    and `/data` writable. Bubblewrap cannot start there, so the harness runs as a plain subprocess with
+    the container as its boundary (`OPENENV_SANDBOX_ISOLATION=container`, `sandbox/container.py`)."""
+    from openenv.harness.sandbox.container import CONTAINER_MARKER, harbor_root
+
+    extra = f', "--allowed-host", "{allowed_host}"' if allowed_host else ""
+    cache = str(cache_root())
+    node22 = f" PATH={cache}/node22/bin:$PATH" if spec.install.node == "22" else ""
+    harbor = harbor_root()
+    links = " && ".join(f"ln -s {harbor}/{name} /{name}" for name in _HARBOR_LINKS)
+    return f"""\
+# Built by `openenv push`: the {spec.name} harness ({spec.install.package} {spec.install.version}) as an
+# openenv env server on port {port}: reset/step/state over HTTP and WebSocket, tools over MCP at /mcp, the
+# capture proxy inside. The engine stays outside: set the Space secret OPENENV_VLLM_URL (an
+# OpenAI-compatible vLLM, base URL without /v1) and OPENENV_TOKEN (the bearer token clients send).
+# It runs as a Space runs it: uid 1000, no added capability, the default seccomp profile, only /tmp and
+# /data writable. The harness runs as a plain subprocess: the container is its boundary
+# (OPENENV_SANDBOX_ISOLATION=container; what that gives up: openenv's docs/security.md).
+ARG BASE_IMAGE={SPACE_BASES["BASE_IMAGE"]}
+ARG NODE_IMAGE={SPACE_BASES["NODE_IMAGE"]}
+FROM ${{NODE_IMAGE}} AS node
+FROM ${{BASE_IMAGE}}
+COPY --from=node /usr/local/bin/node /usr/local/bin/node
+# Dependencies first: this layer stays cached while openenv itself changes.
+RUN pip install --no-cache-dir -q {' '.join(shlex.quote(req) for req in _dependencies())}
+# Then what changes seldom (the pinned CLI, the tokenizer, the Harbor links), openenv itself last.
+COPY model/ {MODEL_DIR}/
+COPY harness/ {cache}/
+RUN rm -rf {' '.join('/' + name for name in _HARBOR_LINKS)} && {links} && touch {CONTAINER_MARKER}
+COPY openenv-src/ /opt/openenv/src/
+RUN pip install --no-cache-dir -q --no-deps /opt/openenv/src
+ENV HOME=/tmp/home OPENENV_HARNESS_CACHE={cache} OPENENV_MODEL={MODEL_DIR} OPENENV_BACKEND=vllm \\
+    OPENENV_SANDBOX_ISOLATION=container OPENENV_SANDBOX_CGROUP=none PYTHONDONTWRITEBYTECODE=1{node22}
+RUN python -c "from openenv.harness.catalog import get_spec; from openenv.harness.install import \\
+install_status; s = install_status(get_spec('{spec.name}')); assert s.ready, s"
+LABEL openenv.harness="{spec.name}" openenv.harness.version="{spec.install.version}" openenv.kind="space"
+USER 1000
+EXPOSE {port}
+CMD ["openenv", "serve", "{spec.name}", "--host", "0.0.0.0", "--port", "{port}"{extra}]
+"""
+
+
+def build_args(dockerfile: str, substitutes: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Build args that replace the Dockerfile's `ARG NAME=IMAGE` base images found in `substitutes`
+    (`{public image: local image}`, for a machine with no registry), and one line per substitution."""
+    args: dict[str, str] = {}
+    said: list[str] = []
+    for match in re.finditer(r"^ARG (\w+)=(\S+)$", dockerfile, flags=re.MULTILINE):
+        name, image = match.groups()
+        if image in substitutes:
+            args[name] = substitutes[image]
+            said.append(f"substituting {image} -> {substitutes[image]} ({name})")
+    return args, said
+
+
 def _copy_tree(src: Path, dest: Path) -> None:
     """Hard links where the filesystem allows (a 200 MB CLI in milliseconds), else copies; links kept."""
     def link_or_copy(a: str, b: str) -> Any:
@@ -112,8 +177,9 @@ def _copy_tree(src: Path, dest: Path) -> None:
 
 def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int = ENV_PORT,
                       base: str = "openenv/python:latest", allowed_host: str | None = None,
-                      progress: Progress = print) -> Path:
-    """Write the build context of `spec`'s env image into `dest` (which must not exist yet).
+                      progress: Progress = print, space: bool = False) -> Path:
+    """Write the build context of `spec`'s env image into `dest` (which must not exist yet); `space`:
+    with the Space's Dockerfile (`space_dockerfile`) instead of the env image's.
 
     Raises:
         BadRequest: the harness is installed with pip (its virtualenv points at this host's Python),
@@ -139,7 +205,8 @@ def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int =
     for pattern in _MODEL_FILES:
         for file in model.glob(pattern):
             shutil.copy2(file, dest / "model" / file.name)
-    (dest / "Dockerfile").write_text(env_dockerfile(spec, port=port, base=base, allowed_host=allowed_host))
+    (dest / "Dockerfile").write_text(space_dockerfile(spec, port=port, allowed_host=allowed_host) if space else
+                                     env_dockerfile(spec, port=port, base=base, allowed_host=allowed_host))
     (dest / "openenv-env.json").write_text(json.dumps({"harness": spec.name, "version": spec.install.version,
                                                          "port": port}, indent=2) + "\n")
     return dest

@@ -33,12 +33,14 @@ from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
 from openenv.harness.launch import launch
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingTurnView
+from openenv.harness.outcome import episode_error
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.harness.tasks import Task, builtin_task, builtin_task_ids, find_task, load_task_set
 from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
+from openenv.settings import flag
 
 __all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server", "stage_workspace"]
 
@@ -109,6 +111,9 @@ class ResetOptions(BaseModel):
     # The oracle's episode: the task's solution/ folder is staged read-only at /solution before the
     # harness starts (Harbor's oracle agent uploads it the same way). Never set for a policy being trained.
     stage_solution: bool = False
+    # Who will answer this episode's turns, as a trainer or a reference client names it beside the task:
+    # `oracle` stages the solution (as `stage_solution`); the others change nothing in the episode.
+    policy: Literal["sample", "complete", "run", "oracle"] | None = None
     budget: Budget | None = None
 
     @field_validator("sandbox", mode="before")
@@ -176,7 +181,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         sampling: sampling settings that override the harness's.
         network: `loopback` (or `auto`, the same) runs the harness in a network namespace with only the
             proxy reachable; `host` (explicit, warned on every episode) shares this machine's network.
-        isolation: `bwrap` walls a local sandbox in (unprivileged uid, namespaces, cgroup); `none` runs
+        isolation: `bwrap` walls a local sandbox in (unprivileged uid, namespaces, cgroup); `container`
+            runs the harness as a plain subprocess where the container is the boundary (a Space: no
+            capability, default seccomp; `sandbox/container.py`, refused outside a container); `none` runs
             the harness on the host (explicit, warned on every episode); default:
             `$OPENENV_SANDBOX_ISOLATION`, else `bwrap`. A machine that cannot isolate
             is refused with the missing piece named; nothing falls back silently.
@@ -212,7 +219,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         vllm_url: str | None = None,
         sampling: SamplingParams | None = DEFAULT_SAMPLING,
         network: Network = "auto",
-        isolation: Literal["bwrap", "none"] | None = None,
+        isolation: Literal["bwrap", "container", "none"] | None = None,
         reward_rule: RewardRule | None = None,
         turn_timeout_s: float = 300.0,
         sandbox: SandboxKind = "local",
@@ -231,7 +238,8 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         # environment configures it (see openenv/harness/env_image.py).
         self._backend_kind = backend or _env_choice("OPENENV_BACKEND", BACKEND_NAMES, "local")
         self._model = model or os.environ.get("OPENENV_MODEL") or None
-        self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "none"), "bwrap")
+        self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"),
+                                                     "bwrap")
         self._vllm_url = vllm_url
         self._sampling = sampling
         self._network = "loopback" if network == "auto" else network
@@ -241,7 +249,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._sandbox_factory = sandbox_factory
         self._verifier = verifier
         self._image_substitutes = dict(image_substitutes or {})
-        self._local_without_build = (os.environ.get("OPENENV_LOCAL_WITHOUT_BUILD") == "1"
+        self._local_without_build = (flag("OPENENV_LOCAL_WITHOUT_BUILD")
                                      if local_without_build is None else local_without_build)
         self._budget = budget
         self._episode: _Episode | None = None
@@ -252,8 +260,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> HarnessObservation:
         """Start an episode and return at the harness's first model request.
 
-        Options:
+        Options (keyword arguments, as the reference OpenEnv's clients pass them over the wire):
             task: a built-in task id, a `Task`, or a Task dict; default: a built-in task picked by `seed`.
+            task_set: where `task` is looked up (`builtin`, or a set the server offers).
+            policy: who answers the turns (`sample`, `complete`, `run`, `oracle`); `oracle` stages the
+                solution at /solution.
             timeout_s: the harness's wall-clock budget (default: the task's).
             sandbox: `local` or `docker` for this episode (default: the constructor's).
             budget: caps for this episode, combined with the constructor's and the task's.
@@ -272,7 +283,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         try:
             if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
                 stage_workspace(sandbox, task)
-            if opts.stage_solution:
+            if opts.stage_solution or opts.policy == "oracle":
                 _stage_solution(sandbox, task)
             ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
                                  workspace=Path(sandbox.workdir), home=sandbox.home, instruction=task.instruction)
@@ -341,6 +352,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     # ---- internals ----------------------------------------------------------------------------------
 
     def _local_sandbox(self, ports: tuple[int, ...], workdir: str = "/app") -> Sandbox:
+        if self._isolation == "container":
+            from openenv.harness.sandbox.container import ContainerSandbox
+
+            return ContainerSandbox(forward_ports=ports, workdir=workdir)
         return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir,
                             isolation=self._isolation)
 
@@ -430,7 +445,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         return HarnessObservation(
             pending=PendingTurnView(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
                                    prompt_ids=list(pending.prompt_ids), aux=pending.aux,
-                                   text=self._ensure_server().manager.renderer.decode(pending.prompt_ids)),
+                                   text=self._ensure_server().registry.renderer.decode(pending.prompt_ids)),
             last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
             harness_status=self._state.harness_status, output_tail=episode.process.output_tail(1000),
             metadata={"errors": list(episode.errors)} if episode.errors else {},
@@ -446,18 +461,29 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         tail = episode.process.output_tail(2000)
         records = episode.session.turns()
         turns, tool_calls = self._counts(records)
-        verdict: Verdict = episode.verifier(episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule)
+        try:
+            verdict: Verdict = episode.verifier(episode.sandbox, episode.task, tool_calls=tool_calls,
+                                                rule=self._rule)
+        except Exception as exc:  # noqa: BLE001 - a grader that crashed is an episode error, not a step crash
+            verdict = Verdict(reward=None, status="verifier_error", reason=f"the verifier crashed: "
+                              f"{type(exc).__name__}: {getattr(exc, 'message', exc)}", tool_calls=tool_calls)
         rows, stats = episode.session.sequences(), episode.session.stats()
         episode.records = records
         self._release(episode)
         self._state.status, self._state.harness_status = "done", status
+        # Only a verdict on an episode the policy really played is a reward (openenv/harness/outcome.py).
+        error = episode_error(status, records, tail, verdict.status, verdict.reason)
+        metadata: dict[str, Any] = {"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors,
+                                    "notes": episode.notes}
+        if error is not None:
+            metadata["error"] = error
+        breakdown = {k: v for k, v in verdict.breakdown().items() if error is None or k != "reward"}
         return HarnessObservation(
-            done=True, reward=verdict.reward, last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
-            harness_status=status, output_tail=tail, reward_breakdown=verdict.breakdown(), sequences=rows,
-            reward_status=verdict.status, no_reward_reason=verdict.reason or None,
-            stats=stats, metadata={"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors,
-                                   "notes": episode.notes},
-            budget_hit=episode.session.budget_hit,
+            done=True, reward=verdict.reward if error is None else None, last_turn=episode.last_turn, turns=turns,
+            tool_calls=tool_calls, harness_status=status, output_tail=tail, reward_breakdown=breakdown,
+            sequences=rows, reward_status=verdict.status if error is None or verdict.status != "scored" else "error",
+            no_reward_reason=error if error is not None else (verdict.reason or None),
+            stats=stats, metadata=metadata, budget_hit=episode.session.budget_hit,
         )
 
     def _release(self, episode: _Episode) -> None:

@@ -18,7 +18,23 @@ from openenv.errors import EnvError
 from openenv.harness.spec import HarnessSpec
 from openenv.resources import cache_dir, harness_installer
 
-__all__ = ["InstallStatus", "cache_root", "install", "install_status", "node_bin_dir", "prefix", "resolve_bin"]
+__all__ = [
+    "DOCKER_COMMANDS",
+    "InstallStatus",
+    "cache_root",
+    "docker_blocker",
+    "install",
+    "install_status",
+    "node_bin_dir",
+    "prefix",
+    "resolve_bin",
+]
+
+# Commands a harness runs beside its own install that a Docker sandbox's image may lack; the install
+# script unpacks them into the harness's prefix (its PORTABLE_DEBS table, which a test keeps in step).
+DOCKER_COMMANDS: dict[str, tuple[str, ...]] = {"terminus-2": ("tmux",), "openhands": ("tmux",)}
+# Interpreters a venv may run on that every sandbox image has at the same path (Debian's python3).
+_IMAGE_PYTHON_HOMES = ("/usr/bin",)
 
 
 class InstallStatus(BaseModel):
@@ -81,6 +97,38 @@ def install_status(spec: HarnessSpec) -> InstallStatus:
         installed=_installed_version(spec),
         executable=resolve_bin(spec),
     )
+
+
+def _venv_home(spec: HarnessSpec) -> Path | None:
+    """The `home` of a pip harness's venv (the folder of the interpreter it runs on), from pyvenv.cfg."""
+    config = prefix(spec) / "pyvenv.cfg"
+    if not config.is_file():
+        return None
+    for line in config.read_text().splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return Path(value.strip())
+    return None
+
+
+def docker_blocker(spec: HarnessSpec) -> str | None:
+    """Why this install cannot run in a Docker sandbox, or None when it can.
+
+    A Docker sandbox mounts the harness cache (at its own path) and nothing else of this machine. A pip
+    harness whose venv runs on an interpreter outside the cache (a venv made by an older install script,
+    on pyenv's Python under /root) would end at once in the container; so would terminus-2 without its
+    own tmux. `openenv harness install NAME` fixes both in place (no reinstall).
+    """
+    fix = f"run `openenv harness install {spec.name}` to make it runnable there"
+    if spec.install.method == "pip":
+        home = _venv_home(spec)
+        root = cache_root().resolve()
+        if home is not None and str(home) not in _IMAGE_PYTHON_HOMES and not home.resolve().is_relative_to(root):
+            return f"its venv runs on {home}, which Docker sandboxes do not mount; {fix}"
+    for command in DOCKER_COMMANDS.get(spec.name, ()):
+        if not (prefix(spec) / "bin" / command).exists():
+            return f"it needs {command}, which sandbox images lack and its install has not unpacked; {fix}"
+    return None
 
 
 def install(names: list[str], *, quiet: bool = False) -> None:

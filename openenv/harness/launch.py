@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from openenv.errors import EnvError
-from openenv.harness.install import install_status, node_bin_dir, prefix
+from openenv.harness.install import docker_blocker, install_status, node_bin_dir, prefix
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
 
@@ -29,8 +29,9 @@ def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_
     variables, so the agent's commands see what they would see in the task's image.
 
     Raises:
-        EnvError: the pinned harness is not installed (the message says how to install it), or a setup
-            command failed.
+        EnvError: the pinned harness is not installed (the message says how to install it), its install
+            cannot run in this Docker sandbox (`install.docker_blocker`: the reason and the fix), or a
+            setup command failed.
     """
     status = install_status(spec)
     if not status.ready:
@@ -38,6 +39,8 @@ def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_
             f"harness {spec.name} {spec.install.version} is not installed (found {status.installed}); "
             f"run `openenv harness install {spec.name}`"
         )
+    if getattr(sandbox, "kind", "local") == "docker" and (reason := docker_blocker(spec)) is not None:
+        raise EnvError(f"harness {spec.name} cannot run in the Docker sandbox: {reason}")
     spec.write_config(ctx)
     env = {**(task_env or {}), **spec.environment(ctx), "PATH": harness_path(spec)}
     for argv in spec.setup_argvs(ctx):

@@ -5,7 +5,16 @@ harness's own shell tool, so the harness parses and runs the call exactly as it 
 plan is read off the conversation itself, which makes it stateless and safe to retry:
 
 1. with `look_first`, the first call lists the workspace, as an agent would look before it edits;
-2. then the shell tool runs the solution script;
+2. then the shell tool runs the solution as Harbor's oracle agent does: `bash /solution/solve.sh` (with
+   `[solution].env` as `env K=V ...` in front) from the workdir, the solution/ folder staged read-only
+   at /solution by the environment for this episode only (`reset(stage_solution=True)`, which
+   `run_episode` sets for the oracle and nothing else). One short line, never the script's text: a
+   harness runs its shell tool with /bin/sh (no `pipefail`, `[[ ]]`, arrays), filters what it accepts
+   (qwen-code's command-root parser, gemini-cli's `$()` ban, grok-cli's `cd ` prefix, which it takes
+   as a bare directory change) or keeps one shell for the episode (openhands, terminus-2: the script's
+   `exit` would end it), and every one of them runs `bash FILE` alike. No `cd`: the sandbox starts every
+   harness in the workdir and every shell tool runs there (the bash fixtures write relative paths, so
+   an episode that ran elsewhere would score 0);
 3. a harness that needs a finish command (mini-swe-agent) gets it next, or a call of its finish tool
    (gptme's `complete`);
 4. once every planned call has a tool result: a short final text answer.
@@ -16,6 +25,8 @@ gets the same plan written in its own format (`shell_tool.reply`), one step per 
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import shlex
 from typing import Any
@@ -60,21 +71,38 @@ def fill_required(arguments: dict[str, Any], tool: Tool | None) -> dict[str, Any
     return filled
 
 
-def solution_command(task: Task) -> str:
-    """The shell command that applies `task`'s solution from the workdir, with `[solution].env`.
+def _env_prefix(task: Task) -> str:
+    """`env K=V ... ` for `[solution].env` (empty without one): `env` is the command's one root, which a
+    harness's permission parser names (qwen-code refuses a command it cannot find the root of)."""
+    if not task.solution_env:
+        return ""
+    return "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in task.solution_env.items()) + " "
 
-    A lone solve.sh is sent as it is; a solution folder with more files runs from /solution, where the
-    environment stages it for the oracle (`reset(stage_solution=True)`), as Harbor's oracle does.
+
+def solution_command(task: Task, *, staged: bool = True) -> str:
+    """The one-line shell command that applies `task`'s solution from the workdir, with `[solution].env`.
+
+    `staged` (the environment put solution/ at /solution for this episode, `reset(stage_solution=True)`):
+    `bash /solution/solve.sh`, as Harbor's oracle runs it, in the shell tool's working directory (the
+    workdir; see the module docstring for why no `cd`). Unstaged (a remote oracle whose
+    server does not stage, or a local sandbox without isolation, which has no Harbor paths): solve.sh is
+    written to /tmp from a base64 line and run with bash from the harness's working directory; that
+    needs a solution that is solve.sh alone.
 
     Raises:
-        BadRequest: the task has no solution (Harbor allows that; the oracle cannot run it).
+        BadRequest: the task has no solution (Harbor allows that; the oracle cannot run it), or an unstaged
+            solution has more files than solve.sh.
     """
     if task.solution is None:
         raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
-    exports = "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items())
+    if staged:
+        return f"{_env_prefix(task)}bash /solution/solve.sh"
     if set(task.solution_files) - {"solve.sh"}:
-        return f"{exports}bash /solution/solve.sh"
-    return exports + task.solution
+        raise BadRequest(f"task {task.id!r}'s solution/ has more files than solve.sh: the oracle needs it staged "
+                         "at /solution (reset option stage_solution=True)")
+    script = base64.b64encode(task.solution.encode()).decode()
+    path = f"/tmp/openenv-solve-{hashlib.sha256(task.solution.encode()).hexdigest()[:12]}.sh"
+    return f"echo {script} | base64 -d > {path} && {_env_prefix(task)}bash {path}"
 
 
 def apply_solution(sandbox: Sandbox, task: Task, *, timeout_s: float = 600) -> CommandResult:
@@ -92,14 +120,19 @@ def apply_solution(sandbox: Sandbox, task: Task, *, timeout_s: float = 600) -> C
 
 
 class OraclePolicy:
-    """Replies that make `spec`'s harness run `task.solution` through its own shell tool."""
+    """Replies that make `spec`'s harness run `task.solution` through its own shell tool.
 
-    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False) -> None:
+    `staged=True` (default) expects the episode to have been reset with `stage_solution=True` (what
+    `run_episode(policy="oracle")` does); a remote client driving a served env passes that reset option
+    too, or `staged=False` for the inline form (see `solution_command`).
+    """
+
+    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False, staged: bool = True) -> None:
         self.spec = spec
         self.task = task
         self.plan = [
             *([LOOK_COMMAND] if look_first else []),
-            solution_command(task),
+            solution_command(task, staged=staged),
             *([spec.finish_command] if spec.finish_command else []),
         ]
 

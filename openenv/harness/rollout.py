@@ -13,12 +13,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from openenv.errors import BadRequest
+from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
+from openenv.harness.outcome import EpisodeStatus
 from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.tasks.model import Task
 from openenv.paths import write_atomic
@@ -40,7 +41,8 @@ class SequenceLine(BaseModel):
 
 
 class EpisodeSummary(BaseModel):
-    """What `openenv run --json` prints."""
+    """What `openenv run --json` prints. `status` is one of `EpisodeStatus` (openenv/harness/outcome.py):
+    `error` means our side ended the episode; then `reward` is None and `error` says why."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -51,7 +53,9 @@ class EpisodeSummary(BaseModel):
     reward_status: str = "scored"
     no_reward_reason: str | None = None
     notes: list[str] = Field(default_factory=list, description="e.g. which image was substituted")
-    status: ProcessStatus | Literal["budget"] | None
+    status: EpisodeStatus | None
+    error: str | None = Field(default=None, description="status `error`: what on our side ended the episode")
+    harness_status: ProcessStatus | None = Field(default=None, description="how the harness process ended")
     turns: int
     tool_calls: int
     sequences: int
@@ -119,19 +123,22 @@ def run_episode(
         env.spec = spec.long_variant()  # this episode only: restored below
         script = LongEpisodePolicy(env.spec, spec.long_episode, task, solve=solve)
     try:
-        obs = env.reset(**options)
+        obs = _guarded(env, lambda: env.reset(**options), started=False)
         while not obs.done:
-            if on_step is not None:
+            if on_step is not None:  # outside the guard: the caller's own exception is not an episode's
                 on_step(obs)
-            obs = env.step(_action(obs, policy, script))
+            current = obs
+            obs = _guarded(env, lambda: env.step(_action(current, policy, script)), started=True)
     finally:
         env.spec = spec
     if on_step is not None:
         on_step(obs)
     stats = obs.stats
+    error = obs.metadata.get("error")
     summary = EpisodeSummary(
         harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward,
-        status="budget" if obs.budget_hit else obs.harness_status, budget_hit=obs.budget_hit,
+        status="error" if error else "budget" if obs.budget_hit else obs.harness_status,
+        error=error, harness_status=obs.harness_status, budget_hit=obs.budget_hit,
         reward_status=obs.reward_status or "scored", no_reward_reason=obs.no_reward_reason,
         turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
         merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,
@@ -145,6 +152,27 @@ def run_episode(
         notes=[str(n) for n in obs.metadata.get("notes", [])],
     )
     return obs, summary
+
+
+def _guarded(env: HarnessEnvironment, call: Callable[[], HarnessObservation], *, started: bool) -> HarnessObservation:
+    """`call()`, or, when our side fails under it (sandbox, harness start, proxy), the final observation of
+    an `error` episode. The caller's mistakes (an unknown task, one this sandbox cannot run) still raise."""
+    try:
+        return call()
+    except (BadRequest, NotFound):
+        raise
+    except Exception as exc:  # noqa: BLE001 - becomes status `error` with its cause, never a crash or a 0
+        return _aborted(env, exc, started=started)
+
+
+def _aborted(env: HarnessEnvironment, exc: Exception, *, started: bool) -> HarnessObservation:
+    """The final observation of an episode our side could not start or finish (`exc` says why)."""
+    reason = exc.message if isinstance(exc, OpenEnvError) else str(exc) or "(no message)"
+    where = "the episode stopped" if started else "the episode could not start"
+    env.close()  # kills whatever is left of the harness; the turns so far stay readable
+    return HarnessObservation(done=True, reward=None, harness_status=env.state.harness_status,
+                              reward_status="error", no_reward_reason=f"{where}: {type(exc).__name__}: {reason}",
+                              metadata={"error": f"{where}: {type(exc).__name__}: {reason}"})
 
 
 def save_trajectory(path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary) -> Path:

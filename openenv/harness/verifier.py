@@ -132,14 +132,18 @@ def verify(
         reward_dir = sandbox.fresh_dir(REWARD_PATH)
         sandbox.fresh_dir(TESTS_PATH)
         sandbox.stage(TESTS_PATH, dict(task.tests), readonly=True)
+        home = sandbox.fresh_home()
     except (OSError, OpenEnvError) as exc:  # e.g. something of the agent's still writes there: no grading
         reason = exc.message if isinstance(exc, OpenEnvError) else f"{type(exc).__name__}: {exc}"
         return Verdict(reward=None, status="verifier_error", reason=f"could not prepare grading: {reason}",
                        tool_calls=tool_calls)
-    # PYTHONNOUSERSITE: the verifier shares HOME with the agent; a usercustomize.py or .pth file planted
-    # in ~/.local must not run inside the tests' Python.
+    # The agent's HOME and TMPDIR are its own: a ~/.gitconfig with core.fsmonitor, a usercustomize.py or a
+    # .pth file planted there must not run inside the tests. So the tests get a fresh HOME and TMPDIR, no
+    # global or system git config, and no user site-packages; the task's own env comes before, ours wins.
+    isolation = {"HOME": home, "TMPDIR": f"{home}/tmp", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+                 "PYTHONNOUSERSITE": "1"}
     env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
-           "WORKSPACE": sandbox.workdir, **task.env, "PYTHONNOUSERSITE": "1", **task.verifier_env}
+           "WORKSPACE": sandbox.workdir, **task.env, **task.verifier_env, **isolation}
     result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s,
                          cwd=sandbox.workdir)
     sandbox.end_agent()  # the tests' own leftovers must not write the reward while it is read

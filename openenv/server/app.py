@@ -99,7 +99,8 @@ def create_app(
     app.include_router(info.router)
     app.include_router(http.router)
     app.include_router(ws.router)
-    mount_mcp(app, env_factory, types.metadata, security)  # MCP tools at /mcp (ecosystem issue 8)
+    # MCP tools at /mcp (ecosystem issue 8); the reference's JSON-RPC flow also rides the WebSocket.
+    app.state.mcp_rpc = mount_mcp(app, env_factory, types.metadata, security)
     document_env(app, types)  # the env's own models and the real error answers in /openapi.json
     install_error_handlers(app, _render_error)
     app.add_middleware(SecurityMiddleware, security=security)  # token, Host/Origin, JSON only, size cap

@@ -1,5 +1,8 @@
 """MCP at `/mcp`: an env's agent-facing tools over streamable HTTP, on the official `mcp` SDK.
 
+The same tools answer the reference OpenEnv's plain JSON-RPC (a POST that does not accept an event
+stream, and the WebSocket's `mcp` message): `openenv.server.mcp_rpc`.
+
 The control plane (reset/step/state over HTTP and WebSocket) is for trainers; MCP is for agents and
 IDEs that want an env's *tools*. An env class names its tools with a `mcp_tools()` classmethod that
 returns plain (sync or async) functions: their names, docstrings and type hints become the MCP tool
@@ -12,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -23,6 +28,7 @@ from starlette.types import Receive, Scope, Send
 from openenv.core.environment import EnvMetadata
 from openenv.errors import OpenEnvError
 from openenv.manifest import import_object
+from openenv.server.mcp_rpc import JsonRpcCode, McpRpc, rpc_error
 from openenv.server.security import ServerSecurity
 from openenv.server.sessions import EnvSessionRegistry
 
@@ -95,6 +101,8 @@ class _McpEndpoint:
         self._security = security
         self._registry = registry
         self._handler: Any = None
+        self.server: Any = None  # the running MCPServer; the reference's plain JSON-RPC uses it too
+        self.rpc = McpRpc(lambda: self.server, registry)
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
@@ -106,10 +114,11 @@ class _McpEndpoint:
                                    transport_security=self._security.mcp_transport_security())
         async with server.session_manager.run():
             self._handler = StreamableHTTPASGIApp(server.session_manager)
+            self.server = server
             try:
                 yield
             finally:
-                self._handler = None
+                self._handler = self.server = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._handler is None:
@@ -117,11 +126,35 @@ class _McpEndpoint:
                                                "app's lifespan has not started)", "details": {}}}, status_code=503)
             await response(scope, receive, send)
             return
+        request = Request(scope, receive)
+        if request.method == "POST" and not _streamable_http(request):
+            response = await self._plain_rpc(request)
+            await response(scope, receive, send)
+            return
         await self._handler(scope, receive, send)
 
+    async def _plain_rpc(self, request: Request) -> JSONResponse:
+        """The reference's MCP over HTTP: one bare JSON-RPC request per POST, always answered 200 with a
+        JSON-RPC response (its `validate --url` checks exactly that with a POST of `{}`)."""
+        try:
+            payload = json.loads(await request.body())
+        except ValueError:
+            return JSONResponse(rpc_error(JsonRpcCode.PARSE_ERROR, "Parse error: the body is not JSON"))
+        return JSONResponse(await self.rpc.handle(payload))
 
-def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata, security: ServerSecurity) -> None:
-    """Serve the env's MCP tools at `/mcp` of `app`, beside its control plane and sharing its session cap."""
+
+def _streamable_http(request: Request) -> bool:
+    """True for MCP's streamable-HTTP clients (the official SDK): the spec makes them accept both JSON and
+    an event stream. A POST that does not is the reference OpenEnv's plain JSON-RPC."""
+    return "text/event-stream" in request.headers.get("accept", "")
+
+
+def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata, security: ServerSecurity) -> McpRpc:
+    """Serve the env's MCP tools at `/mcp` of `app`, beside its control plane and sharing its session cap.
+
+    Returns:
+        The reference-style JSON-RPC handler over the same tools, for the WebSocket's `mcp` message.
+    """
     endpoint = _McpEndpoint(metadata, env_factory, security, lambda: app.state.registry)
     app.router.routes.append(Route(MCP_PATH, endpoint, include_in_schema=False))  # an ASGI app: every method
     inner = app.router.lifespan_context
@@ -132,3 +165,4 @@ def mount_mcp(app: FastAPI, env_factory: object, metadata: EnvMetadata, security
             yield state
 
     app.router.lifespan_context = lifespan
+    return endpoint.rpc

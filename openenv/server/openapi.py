@@ -74,10 +74,23 @@ def _add_env_models(schema: dict[str, Any], types: EnvTypes) -> None:
         step.setdefault("parameters", []).append(_session_header())
     reply = components.get("SessionReply")
     if reply is not None:
-        reply["properties"]["observation"] = observation
+        reply["properties"]["observation"] = _nested_fields(components, observation)
     get_state = paths.get("/state", {}).get("get")
     if get_state is not None:
         get_state["responses"]["200"]["content"]["application/json"]["schema"] = state
+
+
+def _nested_fields(components: dict[str, Any], observation: dict[str, Any]) -> dict[str, Any]:
+    """The observation as a reply nests it: its fields without `reward` and `done`, which travel beside
+    it (the reference's shape, `openenv.core.wire.observation_json`); a component of its own."""
+    name = observation["$ref"].rsplit("/", 1)[-1]
+    fields = {k: v for k, v in components[name].items() if k not in ("properties", "required")}
+    fields["properties"] = {k: v for k, v in components[name].get("properties", {}).items()
+                            if k not in ("reward", "done")}
+    fields["required"] = [k for k in components[name].get("required", []) if k not in ("reward", "done")]
+    fields["title"] = f"{name}Fields"
+    components[f"{name}Fields"] = fields
+    return {"$ref": _REF.format(model=f"{name}Fields")}
 
 
 def _add_errors(schema: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from openenv.errors import (
     Unauthorized,
     UnsupportedMediaType,
 )
+from openenv.settings import flag
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -124,11 +125,11 @@ class ServerSecurity:
         return cls.for_bind(
             host,
             token=environ.get(TOKEN_ENV) or None,
-            no_token=environ.get("OPENENV_NO_TOKEN", "") in ("1", "true", "yes"),
+            no_token=flag("OPENENV_NO_TOKEN", environ),
             allowed_hosts=listed("OPENENV_ALLOWED_HOSTS"),
             allowed_origins=listed("OPENENV_ALLOWED_ORIGINS"),
             max_body_bytes=int(environ.get("OPENENV_MAX_BODY_BYTES") or DEFAULT_MAX_BODY_BYTES),
-            allow_inline_tasks=environ.get("OPENENV_ALLOW_INLINE_TASKS", "") in ("1", "true", "yes"),
+            allow_inline_tasks=flag("OPENENV_ALLOW_INLINE_TASKS", environ),
         )
 
     def host_allowed(self, host_header: str | None) -> bool:

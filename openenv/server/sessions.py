@@ -89,13 +89,18 @@ class EnvSession:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     last_used: float = field(default_factory=time.monotonic)
     started: bool = False
+    # A session opened over MCP (`openenv/session/create`) that a WebSocket attached to (`/ws?session_id=`):
+    # while attached, `openenv/session/close` only marks it, and the WebSocket closes it when it hangs up.
+    attached: bool = False
+    close_on_detach: bool = False
 
     async def reset(self, req: ResetRequest) -> Observation:
         """Reset on behalf of a network client: the env first refuses options such a client may not set."""
-        self.env.check_wire_reset(req.options, allow_inline_tasks=self.allow_inline_tasks)
+        options = req.env_options()
+        self.env.check_wire_reset(options, allow_inline_tasks=self.allow_inline_tasks)
         async with self.lock:
             obs: Observation = await self._call(
-                "reset_async", self.env.reset, req.seed, req.episode_id, **req.options
+                "reset_async", self.env.reset, req.seed, req.episode_id, **options
             )
             self.started = True
             return obs
@@ -218,13 +223,14 @@ class EnvSessionRegistry:
         An HTTP session has no connection that ends with its client: one that crashed (or 64 `POST
         /reset` sent to fill the server) holds its slot until the reaper's timeout. Under pressure
         such a slot goes to a new client; a WebSocket session, whose client is still connected, is never
-        evicted.
+        evicted. Neither is a session made by MCP's `openenv/session/create` while a WebSocket is attached
+        to it; without one it is like an HTTP session and gives way too.
         """
         if self.http_evict_after_s is None:
             return
         cutoff = time.monotonic() - self.http_evict_after_s
-        idle = [s for s in self._sessions.values()
-                if s.transport == "http" and s.last_used < cutoff and not s.lock.locked()]
+        idle = [s for s in self._sessions.values() if s.transport in ("http", "mcp") and not s.attached
+                and s.last_used < cutoff and not s.lock.locked()]
         if idle:
             oldest = min(idle, key=lambda s: s.last_used)
             log.info("at capacity: closing HTTP session %s, idle %.0f s", oldest.id, time.monotonic() - oldest.last_used)
@@ -259,11 +265,15 @@ class EnvSessionRegistry:
             pass  # already logged by the session; the slot is free either way
 
     async def reap_idle(self) -> list[str]:
-        """Close every session idle for longer than `idle_timeout_s` and not mid-call; return their ids."""
+        """Close every session idle for longer than `idle_timeout_s` and not mid-call; return their ids.
+
+        A session with a WebSocket attached (`/ws?session_id=`) is kept, as the reference keeps it: its
+        client is still connected, and it closes the session with `openenv/session/close`."""
         if self.idle_timeout_s is None:
             return []
         deadline = time.monotonic() - self.idle_timeout_s
-        idle = [s for s in self._sessions.values() if s.last_used < deadline and not s.lock.locked()]
+        idle = [s for s in self._sessions.values()
+                if s.last_used < deadline and not s.lock.locked() and not s.attached]
         for session in idle:
             log.info("reaping session %s after %.0f s idle", session.id, self.idle_timeout_s)
             await self.close(session.id)

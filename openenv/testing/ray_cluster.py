@@ -50,7 +50,9 @@ def cluster_unavailable() -> str | None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        return "Ray is not installed: pip install 'openenv[ray]'"
+        from openenv.extras import install_hint
+
+        return f"Ray is not installed: {install_hint('ray')}"
     return None
 
 

@@ -354,7 +354,7 @@ def _account(result: SoakEpisodeResult, slot: _Slot, session: SyncCaptureSession
                                f"({'; '.join(ledger.relay_error_reasons)})")
     if slot.relay.disarm(session.token):
         result.problems.append("the injected client retry never fired")
-    result.session_left_open = session.token in slot.server.manager.sessions
+    result.session_left_open = session.token in slot.server.registry.sessions
 
 
 def _check_leaks(result: SoakEpisodeResult, sandbox: LocalSandbox | None) -> None:

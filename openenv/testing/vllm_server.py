@@ -12,13 +12,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Self
 
-import httpx
-
-from openenv.core.net import free_port
+from openenv.core.net import free_port, wait_for_health
+from openenv.errors import TransportError
 from openenv.testing.guard import guarded
 
 __all__ = ["VLLMServer"]
@@ -86,18 +84,16 @@ class VLLMServer:
             start_new_session=True,
         )
         atexit.register(self.stop)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {self.proc.returncode}; log tail:\n{self.log_tail()}")
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        raise TimeoutError(f"vLLM not healthy after {timeout:.0f}s; log tail:\n{self.log_tail()}")
+        proc = self.proc
+        try:
+            wait_for_health(self.base_url, timeout_s=timeout, interval_s=0.5,
+                            gone=lambda: None if proc.poll() is None else f"it exited with {proc.returncode}")
+        except TransportError:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {proc.returncode}; log tail:\n{self.log_tail()}") from None
+            self.stop()
+            raise TimeoutError(f"vLLM not healthy after {timeout:.0f}s; log tail:\n{self.log_tail()}") from None
+        return self
 
     def log_tail(self, chars: int = 4000) -> str:
         try:

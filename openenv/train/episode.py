@@ -1,8 +1,8 @@
 """One training episode: a harness on a task, start to end, reduced to what GRPO needs.
 
-A failure is an episode that produced nothing to learn from for reasons outside the policy: the
-environment raised (sandbox lost, harness failed to start), the harness crashed, or no model turn
-was recorded. A harness that exits non-zero after the model's replies is *not* a failure: that is
+A failure is an episode that produced nothing to learn from for reasons outside the policy: it ended
+in status `error` (the engine, proxy, sandbox or verifier failed; openenv/harness/outcome.py), the
+environment raised, the harness crashed, or no model turn was recorded. A harness that exits non-zero after the model's replies is *not* a failure: that is
 the policy's outcome, and it gets the verifier's reward like any other.
 """
 
@@ -94,7 +94,9 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         result.aux_tokens = stats.aux_tokens if stats else 0
         result.malformed_tool_calls = stats.malformed_tool_calls if stats else 0
         result.reward, result.breakdown = summary.reward or 0.0, dict(summary.reward_breakdown)
-        if summary.reward is None:  # no verdict is not a score of 0: the failure policy retries or masks it
+        if summary.status == "error":  # our side failed: not a score of 0; the failure policy retries or masks it
+            result.error = f"error: {summary.error}"
+        elif summary.reward is None:
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"
         result.tool_calls, result.turns, result.status = summary.tool_calls, summary.turns, summary.status
         if keep_in is not None:

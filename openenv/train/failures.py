@@ -1,5 +1,9 @@
 """The failure policy of a GRPO group: retry failed episodes in a fresh sandbox, else mask the group.
 
+An episode in status `error` (openenv/harness/outcome.py: the engine, proxy, sandbox or verifier failed,
+so it has no reward) is a failed episode: it is never trained as a 0. The `rollout/error_episodes` metric
+counts such attempts, retried ones included.
+
 A failed episode (see `episode.py`) is rerun from scratch, in a new environment, up to `max_retries`
 times. When a slot of the group is still failed after that, the whole group is masked: its rows get
 `env_mask` all zeros (no token is trained) and every reward function returns None for them, which
@@ -45,10 +49,12 @@ class FailurePolicy(BaseModel):
 
 @dataclass
 class GroupOutcome:
-    """The final attempt of each slot, how many attempts each took, and whether the group is masked."""
+    """The final attempt of each slot, how many attempts each took, whether the group is masked, and how
+    many attempts (retried ones included) ended in status `error` (our side failed: no reward to learn)."""
 
     results: list[TrainingEpisodeResult]
     attempts: list[int]
+    errored: int = 0
 
     @property
     def masked(self) -> bool:
@@ -70,6 +76,7 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
     done: Future[GroupOutcome] = Future()
     results: list[TrainingEpisodeResult | None] = [None] * len(episodes)
     attempts = [0] * len(episodes)
+    errored = [0]
     lock = threading.Lock()
 
     def start(slot: int) -> None:
@@ -78,6 +85,9 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
 
     def finish(slot: int, future: Future[TrainingEpisodeResult]) -> None:
         result = future.result()  # run_training_episode (and a lost worker) give a failed result, never raise
+        if result.status == "error":
+            with lock:
+                errored[0] += 1
         if result.status == "budget" and policy.on_budget == "retry" and result.error is None:
             result.error = "budget: the episode hit its budget and the failure policy retries such episodes"
         if result.failed and attempts[slot] <= policy.max_retries:
@@ -87,7 +97,8 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
             results[slot] = result
             complete = all(r is not None for r in results) and not done.done()
         if complete:
-            done.set_result(GroupOutcome(results=[r for r in results if r is not None], attempts=attempts))
+            done.set_result(GroupOutcome(results=[r for r in results if r is not None], attempts=attempts,
+                                         errored=errored[0]))
 
     for slot in range(len(episodes)):
         start(slot)

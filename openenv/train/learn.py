@@ -308,7 +308,8 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
     report = json.loads(done.read_text()) if done.is_file() else {}
     if report.get("tasks") != ids:
         args = ["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
-                "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json"]
+                "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json",
+                "--allow-errors"]  # an errored episode is counted apart in the report, not a failed run
         if model is not None:
             args += ["--model", str(model)]
         report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])

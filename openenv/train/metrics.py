@@ -2,7 +2,7 @@
 
 Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens,
 malformed_tool_calls}` (means per episode except the counts)
-over the unmasked episodes of the batch, and `rollout/{failed_episodes,retries,masked_groups,dropped_sequences,
+over the unmasked episodes of the batch, and `rollout/{failed_episodes,error_episodes,retries,masked_groups,dropped_sequences,
 trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s}`.
 `tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
 trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`.
@@ -43,6 +43,7 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
     trained = [r for o in outcomes if not o.masked for r in o.results]
     metrics |= {
         "rollout/failed_episodes": float(sum(r.failed for r in results)),
+        "rollout/error_episodes": float(sum(o.errored for o in outcomes)),
         "rollout/retries": float(sum(o.retries for o in outcomes)),
         "rollout/masked_groups": float(sum(o.masked for o in outcomes)),
         "rollout/dropped_sequences": float(sum(r.dropped_sequences for r in results)),

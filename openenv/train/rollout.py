@@ -149,7 +149,6 @@ class HarnessRollout:
                  policy_for: PolicyChooser | None = None) -> None:
         self.config = config or RolloutConfig()
         self.mix = HarnessMix.of(self.config.harness)
-        self._env_factory = env_factory or self._default_env
         self._custom_env = env_factory
         self._policy_for = policy_for or (lambda _i: self.config.policy)
         self._executor: EpisodeExecutor | None = None
@@ -273,11 +272,6 @@ class HarnessRollout:
         urls = tuple(u.rstrip("/") for u in ([url] if isinstance(url, str) else url or []))
         folder = str(model_folder(trainer, self.config.model)) if self.config.executor == "ray" else self.config.model
         return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=urls)
-
-    def _default_env(self, harness: str, server: CaptureServer) -> HarnessEnvironment:
-        sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
-        return HarnessEnvironment(harness, server=server, sampling=sampling, network=self.config.network,
-                                  budget=self.config.budget, sandbox=self.config.sandbox)
 
 
 def _filler_id(trainer: Any) -> int:

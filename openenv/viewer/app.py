@@ -1,6 +1,7 @@
 """The viewer's web app: one page per episode, rendered on the server (no JavaScript needed).
 
-Serve it with `openenv.server.LocalServer` (127.0.0.1, a free port). Episodes come from trajectory
+Serve it with `openenv.server.LocalServer` (127.0.0.1, a free port), behind the env server's token, Host
+and Origin checks (`guard.py`; open `viewer_url(server)` in a browser). Episodes come from trajectory
 files, or live from a capture proxy's admin API; each request re-reads its source, so reloading the page
 shows a running session's newest turns.
 """
@@ -16,9 +17,11 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import HTMLResponse
 
 from openenv.export.log import EpisodeLog
+from openenv.server.security import ServerSecurity
+from openenv.viewer.guard import ViewerGuard
 from openenv.viewer.model import Decode, EpisodeView, build_view
 
-__all__ = ["EpisodeSource", "create_viewer_app", "tokenizer_decode"]
+__all__ = ["EpisodeSource", "create_viewer_app", "tokenizer_decode", "viewer_url"]
 
 EpisodeSource = Callable[[], list[EpisodeLog]]
 _TEMPLATES = jinja2.Environment(
@@ -40,9 +43,15 @@ def tokenizer_decode(model: str | Path) -> Decode:
     return decode
 
 
-def create_viewer_app(source: EpisodeSource, decode: Decode) -> FastAPI:
-    """The viewer app: `/` lists the episodes, `/episodes/{i}` shows one, `/api/episodes/{i}` as JSON."""
-    app = FastAPI(title="openenv trajectory viewer")
+def create_viewer_app(source: EpisodeSource, decode: Decode, *, security: ServerSecurity | None = None) -> FastAPI:
+    """The viewer app: `/` lists the episodes, `/episodes/{i}` shows one, `/api/episodes/{i}` as JSON.
+
+    `security`: its token, Host and Origin rules guard every route (default: a fresh random token and
+    the loopback names); `app.state.security` holds it, so `LocalServer` knows the token.
+    """
+    app = FastAPI(title="openenv trajectory viewer", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.security = security or ServerSecurity()
+    app.add_middleware(ViewerGuard, security=app.state.security)
 
     def views() -> list[EpisodeView]:
         return [build_view(log, decode) for log in source()]
@@ -70,6 +79,11 @@ def create_viewer_app(source: EpisodeSource, decode: Decode) -> FastAPI:
         return pick(index)[1]
 
     return app
+
+
+def viewer_url(base_url: str, security: ServerSecurity) -> str:
+    """The address to open in a browser: the first visit carries the token, a cookie keeps it."""
+    return f"{base_url}/?token={security.token}" if security.token else f"{base_url}/"
 
 
 def _render(episodes: list[EpisodeView], view: EpisodeView, index: int) -> str:

@@ -76,7 +76,7 @@ def test_thousands_of_sessions_later_the_proxy_still_opens_them(renderer: Render
                                                                 tmp_path: Path) -> None:
     """Sessions that are never closed expire when idle; when all slots are busy the error says so."""
     with _server(renderer, local_backend, idle_timeout_s=0.5, journal_dir=tmp_path, admin_key="k") as proxy:
-        proxy.manager.max_sessions = 50
+        proxy.registry.max_sessions = 50
         opened, refused = 0, []
         with httpx.Client(timeout=30, headers={"Authorization": "Bearer k"}) as http:
             while opened < 2000:

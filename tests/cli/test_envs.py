@@ -140,3 +140,32 @@ def test_validate_exits_1_naming_every_failed_check(tmp_path: Path) -> None:
     result = runner.invoke(app, ["validate", str(tmp_path), "--url", dead])
     assert result.exit_code == 1
     assert "3 check(s) failed: env.class, live.health, live.schema" in result.output
+
+
+@pytest.fixture
+def app_folder(tmp_path: Path) -> Path:
+    """An env folder as the reference's `openenv init` lays one out (`app:` in openenv.yaml), whose app needs
+    nothing of the reference, so this interpreter can serve it (the last resort of `find_python`)."""
+    folder = tmp_path / "plain_env"
+    (folder / "server").mkdir(parents=True)
+    (folder / "openenv.yaml").write_text("spec_version: 1\nname: plain_env\nversion: 0.1.0\ntype: space\n"
+                                         "runtime: fastapi\napp: server.app:app\nport: 8000\n")
+    (folder / "server" / "__init__.py").write_text("")
+    (folder / "server" / "app.py").write_text(
+        "import os\nfrom fastapi import FastAPI\napp = FastAPI()\n"
+        "@app.get('/health')\ndef health():\n    return {'status': 'healthy'}\n"
+        "@app.get('/where')\ndef where():\n    return {'cwd': os.getcwd(), 'pythonpath': os.environ.get('PYTHONPATH')}\n"
+    )
+    return folder
+
+
+def test_serve_runs_the_asgi_app_a_folder_names_from_inside_the_folder(app_folder: Path) -> None:
+    for url in serve_subprocess(str(app_folder), cwd=REPO):
+        where = httpx.get(f"{url}/where").json()
+    # run as the reference's Dockerfile runs it: from the folder, and without our PYTHONPATH in its way
+    assert where == {"cwd": str(app_folder.resolve()), "pythonpath": None}
+
+
+def test_serve_refuses_a_token_for_an_app_that_checks_none(app_folder: Path) -> None:
+    result = runner.invoke(app, ["serve", str(app_folder), "--token", "t"])
+    assert result.exit_code == 2 and "checks no token" in result.output

@@ -31,7 +31,7 @@ def test_oracle_solves_the_task_under_both_harnesses_and_the_report_files_agree(
         assert (row.episodes, row.solved, row.solve_rate, row.errors) == (1, 1, 1.0, 0)
         assert row.mean_tool_calls >= 1 and row.mean_turns >= 2
     assert Report.model_validate_json((tmp_path / "results.json").read_text()) == report
-    assert "| pi | 1 | 1 | 100% |" in (tmp_path / "results.md").read_text()
+    assert "| pi | 1 | 1 | 1 | 100% |" in (tmp_path / "results.md").read_text()
     assert (tmp_path / "solve_rate.png").read_bytes()[:4] == b"\x89PNG"
     for episode in report.episodes:
         log = read_episode(episode.trajectory)
@@ -52,5 +52,13 @@ def test_local_backend_random_model_runs_every_episode_to_a_scored_end(tmp_path)
 def test_unknown_task_ids_are_refused_before_anything_runs(tmp_path):
     result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--only", "no-such-task", "--out", str(tmp_path)])
     assert result.exit_code != 0
-    assert "no task(s) ['no-such-task']" in result.output
+    assert "has no task(s) no-such-task" in result.output
     assert not (tmp_path / "results.md").exists()
+
+
+def test_an_unknown_harness_is_refused_before_anything_runs(tmp_path):
+    """`--harness pi,codx` used to run pi, then put a 0% `codx` row in the table and exit 0."""
+    result = CliRunner().invoke(cli, ["eval", "--harness", "pi,codx", "--out", str(tmp_path)])
+    assert result.exit_code == 2 and "unknown harness 'codx'" in result.output, result.output
+    assert len(result.output.strip().splitlines()) <= 3 and "Traceback" not in result.output
+    assert not (tmp_path / "results.md").exists() and not (tmp_path / "episodes").exists()

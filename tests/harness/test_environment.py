@@ -92,6 +92,20 @@ def test_unknown_reset_option_is_named(env):
         env.reset(task=_task("crash"), taks="x")
 
 
+def test_policy_is_a_reset_keyword_and_the_oracle_gets_its_solution_staged(env, monkeypatch):
+    """A reference client names who plays beside the task (`reset(task=..., policy="oracle")`): the
+    oracle's episode has the solution staged at /solution; the others do not; a bad value is named."""
+    import openenv.harness.environment as environment
+
+    staged: list[str] = []
+    monkeypatch.setattr(environment, "_stage_solution", lambda sandbox, task: staged.append(task.id))
+    env.reset(task=_task("exit-early"), policy="oracle")
+    env.reset(task=_task("exit-early"), policy="sample")
+    assert staged == ["fake-exit-early"]
+    with pytest.raises(BadRequest, match="policy"):
+        env.reset(task=_task("exit-early"), policy="teacher")
+
+
 def test_an_unknown_sandbox_kind_is_refused_before_anything_starts(env, fake_harness):
     with pytest.raises(BadRequest, match="sandbox must be 'local' or 'docker', got 'vm'"):
         env.reset(task=_task("crash"), sandbox="vm")

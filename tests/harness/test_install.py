@@ -51,3 +51,72 @@ def test_unknown_name_fails_and_lists_the_known_ones():
     proc = subprocess.run(["bash", str(harness_installer()), "notepad"],
                           check=False, capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0 and "unknown harness 'notepad'" in proc.stderr and "claude-code" in proc.stderr
+
+
+def _pip_venv(cache, name: str, home: str) -> None:
+    """A pip harness's prefix at its pin whose venv runs on the interpreter in `home`."""
+    spec = get_spec(name)
+    site = cache / name / "lib" / "python3.12" / "site-packages"
+    (site / f"{spec.install.package.replace('-', '_')}-{spec.install.version}.dist-info").mkdir(parents=True)
+    (cache / name / "bin").mkdir()
+    (cache / name / "bin" / spec.install.bin).touch()
+    (cache / name / "pyvenv.cfg").write_text(f"home = {home}\ninclude-system-site-packages = false\n")
+
+
+def test_a_venv_on_an_interpreter_outside_the_cache_cannot_run_in_docker(tmp_path, monkeypatch):
+    from openenv.harness.install import docker_blocker
+
+    monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path))
+    _pip_venv(tmp_path, "kimi-cli", "/opt/host-python/3.12.1/bin")
+    reason = docker_blocker(get_spec("kimi-cli"))
+    assert reason is not None and "/opt/host-python/3.12.1/bin" in reason
+    assert "openenv harness install kimi-cli" in reason
+    (tmp_path / "kimi-cli" / "pyvenv.cfg").write_text(f"home = {tmp_path}/python/3.12.1/bin\n")
+    assert docker_blocker(get_spec("kimi-cli")) is None, "an interpreter under the cache is mounted"
+    (tmp_path / "kimi-cli" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    assert docker_blocker(get_spec("kimi-cli")) is None, "Debian's python3 is in every sandbox image"
+    assert docker_blocker(get_spec("pi")) is None, "npm installs run on the mounted cache's own node"
+
+
+def test_terminus_needs_its_own_tmux_in_docker(tmp_path, monkeypatch):
+    from openenv.harness.install import docker_blocker
+
+    monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path))
+    _pip_venv(tmp_path, "terminus-2", f"{tmp_path}/python/3.12.1/bin")
+    assert "tmux" in (docker_blocker(get_spec("terminus-2")) or "")
+    (tmp_path / "terminus-2" / "bin" / "tmux").touch()
+    assert docker_blocker(get_spec("terminus-2")) is None
+
+
+def test_the_script_unpacks_the_commands_the_docker_check_expects():
+    from openenv.harness.install import DOCKER_COMMANDS
+
+    text = harness_installer().read_text()
+    table = text.split('PORTABLE_DEBS="', 1)[1].split('"', 1)[0]
+    unpacked = {entry.split(":")[0]: (entry.split(":")[1].split("=")[0],) for entry in table.split()}
+    assert unpacked == DOCKER_COMMANDS
+
+
+def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_the_harness_starts(tmp_path,
+                                                                                                monkeypatch):
+    from openenv.errors import EnvError
+    from openenv.harness.launch import launch
+    from openenv.harness.spec import SessionContext
+
+    monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path))
+    _pip_venv(tmp_path, "kimi-cli", "/opt/host-python/3.13.0/bin")
+
+    class DockerLike:  # what launch sees of a DockerSandbox; nothing may be started in it
+        kind = "docker"
+
+        def start(self, *args, **kwargs):
+            raise AssertionError("the harness was started")
+
+        run = start
+
+    home = tmp_path / "home"
+    ctx = SessionContext(base_url="http://127.0.0.1:1/s/x", api_key="k", model="tiny", workspace=tmp_path,
+                         home=home, instruction="do it")
+    with pytest.raises(EnvError, match="cannot run in the Docker sandbox: its venv runs on /opt/host-python"):
+        launch(get_spec("kimi-cli"), DockerLike(), ctx, timeout_s=10)  # type: ignore[arg-type]
+    assert not home.exists(), "no config was written either"

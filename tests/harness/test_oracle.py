@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool, ToolCallPart, ToolResultPart
 from openenv.capture.parsers.hermes import HermesParser
 from openenv.harness.catalog import get_spec
-from openenv.harness.oracle import FINAL_TEXT, OraclePolicy
+from openenv.harness.oracle import FINAL_TEXT, OraclePolicy, solution_command
 from openenv.harness.tasks import builtin_task
 
 TASK = builtin_task("fix-temperature-conversion")
+# Harbor's oracle: solution/ staged at /solution, solve.sh run by bash (in the workdir, where shell tools run).
+RUN_SOLUTION = "bash /solution/solve.sh"
 USER = Message(role="user", parts=(TextPart(text=TASK.instruction),))
 
 
@@ -27,7 +30,7 @@ def test_first_reply_is_a_hermes_call_of_the_shell_tool_with_the_solution():
     parsed = HermesParser().parse(OraclePolicy(get_spec("pi"), TASK).reply(request))
     [call] = parsed.tool_calls
     assert call.name == "bash"
-    assert json.loads(call.arguments) == {"command": TASK.solution}
+    assert json.loads(call.arguments) == {"command": RUN_SOLUTION}
 
 
 def test_required_arguments_missing_from_the_spec_come_from_the_schema():
@@ -37,7 +40,7 @@ def test_required_arguments_missing_from_the_spec_come_from_the_schema():
     request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash", parameters=schema),))
     text = OraclePolicy(get_spec("pi"), TASK).reply(request)
     args = json.loads(HermesParser().parse(text).tool_calls[0].arguments)
-    assert args == {"command": TASK.solution, "mode": "sync", "wait": 0}
+    assert args == {"command": RUN_SOLUTION, "mode": "sync", "wait": 0}
 
 
 def test_after_the_tool_result_the_oracle_answers_in_text():
@@ -61,7 +64,7 @@ def test_look_first_lists_the_workspace_before_the_solution():
     oracle = OraclePolicy(get_spec("pi"), TASK, look_first=True)
     request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash"),))
     calls = [HermesParser().parse(oracle.reply(_after_tool_call(request, n))).tool_calls for n in range(2)]
-    assert [json.loads(c[0].arguments)["command"] for c in calls] == ["ls -la", TASK.solution]
+    assert [json.loads(c[0].arguments)["command"] for c in calls] == ["ls -la", RUN_SOLUTION]
     assert oracle.reply(_after_tool_call(request, 2)) == FINAL_TEXT
 
 
@@ -81,8 +84,10 @@ def test_terminus_gets_each_step_as_the_keystrokes_of_one_json_reply():
     assert _terminus_keystrokes(oracle.reply(request)) == "ls -la\n"
     after_one = request.model_copy(update={"messages": (USER, Message(role="assistant", parts=(
         TextPart(text="{}"),)), USER)})
-    typed = _terminus_keystrokes(oracle.reply(after_one))
-    assert typed.endswith(" | base64 -d | sh\n") and "\n" not in typed[:-1], "a script is typed as one line"
+    assert _terminus_keystrokes(oracle.reply(after_one)) == RUN_SOLUTION + "\n"
+    unstaged = OraclePolicy(spec, TASK, look_first=True, staged=False)
+    typed = _terminus_keystrokes(unstaged.reply(after_one))
+    assert "\n" not in typed[:-1], "a script is typed as one line"
     assert base64.b64decode(typed.split()[1]).decode() == TASK.solution
 
 
@@ -102,3 +107,52 @@ def test_gptme_gets_its_finish_tool_called_after_the_plan():
     [call] = HermesParser().parse(OraclePolicy(spec, TASK).reply(request)).tool_calls
     assert call.name == "complete" and json.loads(call.arguments) == {}
     assert OraclePolicy(spec, TASK).reply(_after_tool_call(request, 1)) == FINAL_TEXT
+
+
+def test_every_harness_gets_one_short_line_that_runs_bash_on_the_staged_script():
+    """The same command for every harness, whatever its shell tool: no script text, no newline, no `$()` or
+    backticks (gemini-cli), one command root (qwen-code), no leading `cd ` (grok-cli takes the rest as a
+    folder), nothing a persistent shell could `exit` (openhands, terminus-2)."""
+    from openenv.harness.catalog import harness_names
+
+    for name in harness_names():
+        spec = get_spec(name)
+        request = CanonicalRequest(messages=(USER,), tools=(Tool(name=spec.shell_tool.name),))
+        reply = OraclePolicy(spec, TASK).reply(request)
+        if spec.shell_tool.in_text:
+            assert _terminus_keystrokes(reply) == RUN_SOLUTION + "\n", name
+            continue
+        [call] = HermesParser().parse(reply).tool_calls
+        assert call.name == spec.shell_tool.name, name
+        arguments = json.dumps(json.loads(call.arguments))
+        assert json.loads(arguments)[next(iter(spec.shell_tool.arguments))] in (RUN_SOLUTION, [RUN_SOLUTION]), name
+        assert TASK.solution.strip() not in arguments, name
+
+
+def test_solution_env_comes_from_the_task():
+    task = TASK.model_copy(update={"workdir": "/workspace", "solution_env": {"GREETING": "hello world", "N": "3"}})
+    assert solution_command(task) == "env GREETING='hello world' N=3 bash /solution/solve.sh"
+
+
+def test_unstaged_form_writes_solve_sh_from_one_base64_line_and_runs_it_with_bash():
+    import base64
+    import subprocess
+
+    task = TASK.model_copy(update={"solution": "#!/bin/bash\nset -euo pipefail\nx=(a b)\n[[ ${#x[@]} == 2 ]] && echo \"$N ok\"\n",
+                                   "solution_env": {"N": "2"}})
+    command = solution_command(task, staged=False)
+    assert "\n" not in command and base64.b64decode(command.split()[1]).decode() == task.solution
+    ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
+    Path(command.split("> ", 1)[1].split()[0]).unlink()  # the script it wrote under /tmp
+    assert (ran.returncode, ran.stdout) == (0, "2 ok\n"), ran.stderr
+
+
+def test_an_unstaged_solution_with_more_files_than_solve_sh_is_refused():
+    import pytest
+
+    from openenv.errors import BadRequest
+
+    task = TASK.model_copy(update={"solution_files": {"solve.sh": TASK.solution or "", "patch.diff": "x"}})
+    with pytest.raises(BadRequest, match="stage_solution"):
+        solution_command(task, staged=False)
+    assert solution_command(task).endswith("bash /solution/solve.sh")

@@ -136,10 +136,19 @@ def leaks() -> Leaks:
 
 def attack_totals(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Attacks tried and blocked over every test that recorded `attack=..., blocked=...` (the env server's,
-    the proxy's, the sandbox's), with the names of any that got through."""
+    the proxy's, the sandbox's), with the names of any that got through; and the same per attacker and
+    sandbox (`attacker=`: `network` unless the row says `agent` or `local-user`; `sandbox=`: `-` when none
+    is involved), so the agent's and other local users' attacks are counted apart from the network's."""
     attacks = [row for row in rows.values() if "attack" in row]
     through = [str(row["attack"]) for row in attacks if not row.get("blocked")]
-    return {"tried": len(attacks), "blocked": len(attacks) - len(through), "not_blocked": through}
+    by: dict[str, dict[str, Any]] = {}
+    for row in attacks:
+        key = f"{row.get('attacker', 'network')} / {row.get('sandbox', '-')}"
+        tally = by.setdefault(key, {"tried": 0, "blocked": 0})
+        tally["tried"] += 1
+        tally["blocked"] += bool(row.get("blocked"))
+    return {"tried": len(attacks), "blocked": len(attacks) - len(through), "not_blocked": through,
+            "by_attacker": dict(sorted(by.items()))}
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -154,6 +163,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if totals["tried"]:
         terminalreporter.write_line(f"attacks tried / blocked: {totals['tried']} / {totals['blocked']}"
                                     + (f" (not blocked: {', '.join(totals['not_blocked'])})" if totals["not_blocked"] else ""))
+        for key, tally in totals["by_attacker"].items():
+            terminalreporter.write_line(f"  by {key}: {tally['tried']} / {tally['blocked']}")
         rows = {**rows, "attacks": totals}
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps(rows, indent=2, default=str) + "\n")

@@ -120,7 +120,7 @@ def served(capture: CaptureServer) -> Iterator[Callable[..., str]]:
 
 def what_is_held(url: str, capture: CaptureServer, docker: bool = False) -> dict[str, int]:
     sessions = httpx.get(f"{url}/health", timeout=10).json()["active_sessions"]
-    held = {"env_sessions": sessions, "proxy_sessions": len(capture.manager.sessions),
+    held = {"env_sessions": sessions, "proxy_sessions": len(capture.registry.sessions),
             "sandbox_processes": len(sandboxed_processes())}
     if docker:
         held["containers"] = len(our_containers())

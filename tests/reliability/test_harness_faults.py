@@ -24,7 +24,8 @@ from openenv.capture.server import CaptureServer
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
-from openenv.harness.models import HarnessAction
+from openenv.harness.models import HarnessAction, HarnessObservation
+from openenv.harness.rollout import run_episode
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.tasks import builtin_task
 from openenv.testing.faults import FaultProxy
@@ -59,7 +60,7 @@ def harness_process() -> psutil.Process:
 def finish(env: HarnessEnvironment, server: CaptureServer, leaks: Any, pgid: int) -> tuple[list[str], int]:
     """Close the env, then what outlived it: processes (after up to 10 s) and open proxy sessions."""
     env.close()
-    return leaks.settle(groups=[pgid]), len(server.manager.sessions)
+    return leaks.settle(groups=[pgid]), len(server.registry.sessions)
 
 
 def test_killed_while_its_request_is_parked_ends_as_crashed(
@@ -129,3 +130,33 @@ def test_exits_nonzero_when_the_backend_rejects_its_request_and_ends_as_failed(
     assert gaps and all("BadRequest" in (r.gap or "") for r in gaps)
     assert obs.turns == 0 and not obs.sequences, "a rejected turn is never trained on"
     assert leftover == [] and open_sessions == 0
+
+
+def test_an_engine_that_dies_mid_episode_ends_it_as_an_error_with_no_reward(
+    env: HarnessEnvironment, server: CaptureServer, fault_proxy: FaultProxy, leaks: Any, figures: Any,
+) -> None:
+    """Turn 1 is answered, then vLLM stops answering for good (every connection dropped). Pi retries, gives
+    up, and exits: the episode is status `error` (our side), reward None, the cause in the summary; the
+    answered turn is still in the trajectory. It used to be status failed, reward 0, `scored`."""
+    def die_after_turn_one(obs: HarnessObservation) -> None:
+        leaks.snapshot()
+        if obs.turns == 1 and obs.pending is not None:
+            fault_proxy.set("down")  # every later request, until the test ends
+
+    start = time.monotonic()
+    # The oracle (turn 1 looks, then edits): the episode goes on after turn 1 whatever the tiny model would
+    # sample, and each of its replies is scored by the engine, so every later turn needs vLLM.
+    obs, summary = run_episode(env, TASK, policy="oracle", look_first=True, on_step=die_after_turn_one,
+                               timeout_s=180)
+    ended_s = time.monotonic() - start
+    records = env.trajectory()
+    leftover = leaks.settle()
+    figures.record(status=summary.status, harness_status=summary.harness_status, reward=summary.reward,
+                   turns=summary.turns, dropped=fault_proxy.stats["down"], time_to_end_s=round(ended_s, 2),
+                   leaked_processes=len(leftover))
+    detail = summary.model_dump_json(indent=1)
+    assert summary.status == "error" and summary.reward is None and obs.reward is None, detail
+    assert summary.error and "failed on our side" in summary.error and "BackendUnavailable" in summary.error, detail
+    assert summary.turns >= 1 and fault_proxy.stats["down"] >= 1, detail
+    assert records[-1].gap is not None and any(r.gap is None for r in records if not r.aux)
+    assert leftover == [] and len(server.registry.sessions) == 0

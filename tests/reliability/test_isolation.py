@@ -142,7 +142,7 @@ def test_an_admin_key_locks_every_admin_route(renderer: Renderer, local_backend:
         with httpx.Client(timeout=10) as http:
             refused = [http.request(m, base + p, headers=h) for m, p in routes for h in wrong]
             assert {(r.status_code, r.json()["error"]["code"]) for r in refused} == {(401, "unauthorized")}
-            assert token in proxy.manager.sessions, "a refused DELETE must not close the session"
+            assert token in proxy.registry.sessions, "a refused DELETE must not close the session"
             key = {"Authorization": f"Bearer {ADMIN_KEY}"}
             assert len(http.get(f"{base}/sessions/{token}/trajectory", headers=key).json()["turns"]) == 1
             opened = http.post(f"{base}/sessions", headers=key, json={})

@@ -273,7 +273,7 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
             records = env.trajectory()
         finally:
             env.close()
-        open_sessions = len(server.manager.sessions)
+        open_sessions = len(server.registry.sessions)
     leftover = leaks.settle()
     main = [r for r in records if not r.aux]
     gaps = [r for r in main if r.gap is not None]

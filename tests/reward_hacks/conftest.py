@@ -46,18 +46,24 @@ def python_image(client: docker.DockerClient) -> str:
     return build_python_image(client, progress=lambda line: None)
 
 
+# Who attacks: the agent from inside the sandbox (`environment` rows: the sandbox and the verifier must
+# stop it), another user on the same host (`local-user`), or the network (`network`). Counted apart.
+ATTACKERS = {"environment": "agent", "local-user": "local-user", "network": "network"}
+
+
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per sandbox: environment tricks tried / blocked (and which were not), task-design tricks apart."""
+    """Per sandbox and attacker: attacks tried / blocked (and which were not); task-design tricks apart."""
     out: dict[str, Any] = {}
     for row in rows:
-        side = out.setdefault(row["sandbox"], {"tried": 0, "blocked": 0, "not_blocked": [], "task_design": {}})
+        side = out.setdefault(row["sandbox"], {"task_design": {}})
         if row["category"] == "task-design":
             side["task_design"][row["trick"]] = "blocked" if row["blocked"] else "scored (the task's tests must guard)"
             continue
-        side["tried"] += 1
-        side["blocked"] += bool(row["blocked"])
+        tally = side.setdefault(ATTACKERS[row["category"]], {"tried": 0, "blocked": 0, "not_blocked": []})
+        tally["tried"] += 1
+        tally["blocked"] += bool(row["blocked"])
         if not row["blocked"]:
-            side["not_blocked"].append(row["trick"])
+            tally["not_blocked"].append(row["trick"])
     return out
 
 
@@ -67,7 +73,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     summary = totals(_ROWS)
     terminalreporter.section("reward hacks")
     for sandbox, side in summary.items():
-        missed = f" (not blocked: {', '.join(side['not_blocked'])})" if side["not_blocked"] else ""
-        terminalreporter.write_line(f"{sandbox}: tricks tried {side['tried']}, blocked {side['blocked']}{missed}")
+        for attacker in ATTACKERS.values():
+            if (tally := side.get(attacker)) is None:
+                continue
+            missed = f" (not blocked: {', '.join(tally['not_blocked'])})" if tally["not_blocked"] else ""
+            terminalreporter.write_line(f"{sandbox}, by {attacker}: tried {tally['tried']}, "
+                                        f"blocked {tally['blocked']}{missed}")
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"totals": summary, "rows": _ROWS}, indent=2) + "\n")

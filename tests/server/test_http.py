@@ -27,12 +27,11 @@ def test_reset_returns_a_session_id_in_body_and_header(http: httpx.Client, echo_
     r = reset(http, echo_url)
     assert r.status_code == 200
     assert r.json()["session_id"] == r.headers[SID]
-    assert r.json()["observation"] == {
-        "done": False,
+    assert r.json() == {  # the reference's shape, plus ours only: the session id
+        "observation": {"metadata": {}, "echoed_message": "", "message_length": 0},
         "reward": None,
-        "metadata": {},
-        "echoed_message": "",
-        "message_length": 0,
+        "done": False,
+        "session_id": r.headers[SID],
     }
 
 
@@ -42,7 +41,7 @@ def test_steps_accumulate_in_the_named_session(http: httpx.Client, echo_url: str
         r = http.post(f"{echo_url}/step", json={"action": {"message": "hey"}}, headers={SID: sid})
         assert r.status_code == 200
     assert r.json()["observation"]["echoed_message"] == "hey"
-    assert r.json()["observation"]["reward"] == pytest.approx(0.3)
+    assert r.json()["reward"] == pytest.approx(0.3)
     state = http.get(f"{echo_url}/state", headers={SID: sid}).json()
     assert state == {"episode_id": "ep-1", "step_count": 3, "max_steps": None}
 

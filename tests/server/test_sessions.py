@@ -155,6 +155,18 @@ async def test_reaper_closes_only_sessions_idle_past_the_timeout(make_registry) 
     assert reg.get(busy.id) is busy
 
 
+async def test_reaper_keeps_a_session_with_an_attached_websocket(make_registry) -> None:  # type: ignore[no-untyped-def]
+    """A session made by `openenv/session/create` and driven by `/ws?session_id=` has a client still
+    connected; like the reference, the reaper leaves it for `openenv/session/close`."""
+    reg = make_registry(idle_timeout_s=0.1)
+    attached = await reg.open("mcp")
+    attached.attached = True
+    loose = await reg.open("mcp")
+    attached.last_used = loose.last_used = time.monotonic() - 1.0
+    assert await reg.reap_idle() == [loose.id]
+    assert reg.get(attached.id) is attached
+
+
 async def _record(sink: list[str], value: str) -> None:
     sink.append(value)
 
@@ -209,6 +221,19 @@ async def test_at_capacity_the_longest_idle_http_session_gives_way(make_registry
     assert reg.get(ws_session.id) is ws_session and reg.get(newcomer.id) is newcomer  # a WebSocket never gives way
     with pytest.raises(UnknownSession):
         reg.get(idle_http.id)
+
+
+async def test_an_mcp_session_gives_way_like_http_unless_a_websocket_is_attached(make_registry) -> None:
+    """`openenv/session/create` sessions have no connection that ends with their client either."""
+    reg = make_registry(max_sessions=2, http_evict_after_s=0.05)
+    attached = await reg.open("mcp")
+    attached.attached = True
+    loose = await reg.open("mcp")
+    attached.last_used = loose.last_used = time.monotonic() - 1.0
+    newcomer = await reg.open("ws")
+    assert reg.get(attached.id) is attached and reg.get(newcomer.id) is newcomer
+    with pytest.raises(UnknownSession):
+        reg.get(loose.id)
 
 
 async def test_a_held_slot_counts_against_capacity(make_registry) -> None:

@@ -40,18 +40,17 @@ async def ask(ws: ClientConnection, frame: dict[str, Any] | str) -> dict[str, An
 async def test_reset_step_state_round_trip(echo_url: str) -> None:
     async with connect(ws_url(echo_url)) as ws:
         reply = await ask(ws, {"type": "reset", "data": {"episode_id": "ws-1"}})
-        assert reply == {
+        assert reply == {  # the reference's shape: fields nested, reward and done beside them
             "type": "observation",
             "data": {
-                "done": False,
+                "observation": {"metadata": {}, "echoed_message": "", "message_length": 0},
                 "reward": None,
-                "metadata": {},
-                "echoed_message": "",
-                "message_length": 0,
+                "done": False,
             },
         }
         reply = await ask(ws, {"type": "step", "data": {"message": "hello"}})
-        assert reply["data"]["echoed_message"] == "hello" and reply["data"]["reward"] == pytest.approx(0.5)
+        assert reply["data"]["observation"]["echoed_message"] == "hello"
+        assert reply["data"]["reward"] == pytest.approx(0.5)
         reply = await ask(ws, {"type": "state"})
         assert reply == {"type": "state", "data": {"episode_id": "ws-1", "step_count": 1, "max_steps": None}}
         assert await ask(ws, {"type": "close"}) == {"type": "closed", "data": {}}
@@ -84,7 +83,7 @@ async def test_bad_frames_get_their_own_error_code_and_the_socket_stays_usable(
         assert reply["data"]["code"] == code
         assert needle in reply["data"]["message"]
         ok = await ask(ws, {"type": "step", "data": {"message": "still here"}})
-        assert ok["data"]["echoed_message"] == "still here"
+        assert ok["data"]["observation"]["echoed_message"] == "still here"
 
 
 async def test_step_before_reset_is_bad_request(echo_url: str) -> None:
@@ -103,7 +102,7 @@ async def test_fifty_concurrent_sessions_keep_independent_state(serve: Serve) ->
             echoed = []
             for k in range(i % 5 + 1):
                 reply = await ask(ws, {"type": "step", "data": {"message": f"s{i}-{k}"}})
-                echoed.append(reply["data"]["echoed_message"])
+                echoed.append(reply["data"]["observation"]["echoed_message"])
             state = (await ask(ws, {"type": "state"}))["data"]
             return i, echoed, state
 

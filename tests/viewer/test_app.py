@@ -21,17 +21,22 @@ from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_deco
 FIXTURE = Path(__file__).parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "viewer"
 @pytest.fixture(scope="module")
-def viewer_url(tiny_model: Path) -> Iterator[str]:
+def viewer(tiny_model: Path) -> Iterator[LocalServer]:
     log = read_episode(FIXTURE)
     server = LocalServer(create_viewer_app(lambda: [log], tokenizer_decode(tiny_model))).start()
-    yield server.base_url
+    yield server
     server.stop()
 
 
-def test_page_shows_turns_messages_tool_calls_tokens_reward_and_sequences(browser, viewer_url):
+@pytest.fixture(scope="module")
+def viewer_url(viewer: LocalServer) -> str:
+    return viewer.base_url
+
+
+def test_page_shows_turns_messages_tool_calls_tokens_reward_and_sequences(browser, viewer, viewer_url):
     from selenium.webdriver.common.by import By
 
-    browser.get(viewer_url + "/")
+    browser.get(f"{viewer_url}/?token={viewer.token}")  # as the printed URL: the token once, then a cookie
     text = browser.find_element(By.TAG_NAME, "body").text
     log = read_episode(FIXTURE)
     assert "pi-oracle" in browser.find_element(By.TAG_NAME, "h1").text
@@ -62,10 +67,10 @@ def test_page_shows_turns_messages_tool_calls_tokens_reward_and_sequences(browse
     assert browser.save_screenshot(str(ARTIFACTS / "episode.png"))
 
 
-def test_episode_json_and_unknown_episode(viewer_url):
-    view = httpx.get(f"{viewer_url}/api/episodes/0", timeout=30).json()
+def test_episode_json_and_unknown_episode(viewer, viewer_url):
+    view = httpx.get(f"{viewer_url}/api/episodes/0", headers=viewer.headers, timeout=30).json()
     assert view["harness"] == "pi" and len(view["turns"]) == 2
-    missing = httpx.get(f"{viewer_url}/episodes/7", timeout=30)
+    missing = httpx.get(f"{viewer_url}/episodes/7", headers=viewer.headers, timeout=30)
     assert missing.status_code == 404 and "there are 1" in missing.text
 
 
@@ -84,7 +89,7 @@ def test_a_live_capture_session_is_viewed_through_the_proxy_admin_api(tiny_model
         client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hello"}])
         log = load_proxy_session(proxy.base_url, session.token)
         with LocalServer(create_viewer_app(lambda: [log], tokenizer_decode(tiny_model))) as server:
-            view = httpx.get(f"{server.base_url}/api/episodes/0", timeout=30).json()
+            view = httpx.get(f"{server.base_url}/api/episodes/0", headers=server.headers, timeout=30).json()
     assert len(view["turns"]) == 1 and view["turns"][0]["source"] == "sample"
     [seq] = view["sequences"]
     assert seq["model_tokens"] == view["turns"][0]["completion_tokens"] > 0

@@ -32,19 +32,24 @@ def test_a_missing_trajectory_file_is_named():
 def test_view_serves_the_episode_page_on_loopback(tiny_model):
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "view", str(FIXTURE), "--port", str(port),
-                             "--model", str(tiny_model)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             "--model", str(tiny_model)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
-                break
-            except httpx.HTTPError:
-                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-                assert time.monotonic() < deadline, "openenv view did not come up"
-                time.sleep(0.3)
-        assert page.status_code == 200
+        assert proc.stdout is not None
+        line = proc.stdout.readline()  # printed once the server listens: "viewer at URL?token=... (...)"
+        assert "viewer at " in line, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        url = line.split("viewer at ", 1)[1].split()[0]
+        assert url.startswith(f"http://127.0.0.1:{port}/?token=")
+        with httpx.Client(timeout=10) as browser:  # keeps the cookie the first visit sets, as a browser does
+            page = browser.get(url)
+            again = browser.get(f"http://127.0.0.1:{port}/episodes/0")
+        assert page.status_code == 200 and again.status_code == 200
         assert "pi-oracle" in page.text and 'id="merge-ratio">1.00<' in page.text
+        # Another local user, or a page in the browser, without the token; and a DNS-rebinding Host.
+        assert httpx.get(f"http://127.0.0.1:{port}/api/episodes/0", timeout=10).status_code == 401
+        token = url.split("token=", 1)[1]
+        rebound = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": "evil.example",
+                                                                   "Authorization": f"Bearer {token}"}, timeout=10)
+        assert rebound.status_code == 403
     finally:
         proc.terminate()
         proc.wait(10)

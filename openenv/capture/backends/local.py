@@ -83,7 +83,21 @@ class LocalBackend:
             self._running.discard(stop)
 
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
-        return await asyncio.to_thread(self._guarded, self._score, list(prompt_ids), list(completion_ids))
+        stop = threading.Event()
+        self._running.add(stop)
+        try:
+            return await asyncio.to_thread(self._guarded, self._score_unless, list(prompt_ids), list(completion_ids),
+                                           stop)
+        except asyncio.CancelledError:
+            stop.set()  # a call still queued on the lock never runs its forward pass
+            raise
+        finally:
+            self._running.discard(stop)
+
+    def _score_unless(self, prompt_ids: list[int], completion_ids: list[int], stop: threading.Event) -> list[float]:
+        if stop.is_set():
+            raise BackendUnavailable("the scoring was cancelled before it reached the model")
+        return self._score(prompt_ids, completion_ids)
 
     async def aclose(self) -> None:
         """Stop every generation in progress (its server is shutting down); later calls still work, since
@@ -130,10 +144,17 @@ class LocalBackend:
         return Generation(ids, logprobs, "stop" if stopped else "length")
 
     def _score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
+        """Teacher-forced logprobs of `completion_ids`. Only the positions that predict them get logits
+        (`logits_to_keep`): full-vocabulary logits for a whole long prompt cost gigabytes (the red-team's
+        ~127k-token prompt took the host to 9.3 GB), and none of them is read."""
         torch = self._torch
         ids = torch.tensor([prompt_ids + completion_ids], device=self.device)
+        keep = len(completion_ids) + 1
         with torch.no_grad():
-            logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+            try:
+                logits = self.model(ids, logits_to_keep=keep).logits[0, -keep:-1].float()
+            except TypeError:  # a live model whose forward predates `logits_to_keep`
+                logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
         logprobs = torch.log_softmax(logits, dim=-1)
         index = torch.tensor(completion_ids, device=self.device).unsqueeze(1)
         return logprobs.gather(1, index).squeeze(1).tolist()  # type: ignore[no-any-return]

@@ -28,10 +28,12 @@ __all__ = [
     "CountsTokens",
     "Dialect",
     "Endpoint",
+    "KEEPALIVE",
     "ListsModels",
     "Operation",
     "RequestContext",
     "ServerSentEvent",
+    "StreamStyle",
 ]
 
 Operation = Literal["generate", "count_tokens", "models"]
@@ -65,12 +67,33 @@ class ServerSentEvent:
         return f"{head}data: {self.data}\n\n".encode()
 
 
+KEEPALIVE = b": keep-alive\n\n"  # an SSE comment: every client ignores it
+
+
+@dataclass(frozen=True, slots=True)
+class StreamStyle:
+    """How a dialect's live stream differs from the events `sse_events` makes, which the streaming path
+    asks instead of branching on the dialect's name.
+
+    Attributes:
+        error_event: the SSE `event:` of an error sent after the stream began (None: a bare data frame).
+        ping: the keep-alive frame once the reply's first event went out (before it: an SSE comment).
+        holds_last: the last event carries the finish reason and usage, so the newest event waits for
+            the next one (or goes out with the finished reply): an event sent can never turn out last.
+    """
+
+    error_event: str | None = None
+    ping: bytes = KEEPALIVE
+    holds_last: bool = False
+
+
 @runtime_checkable
 class Dialect(Protocol[Req]):
     """One wire format, over its own request type `Req` (what `parse` returns and the other methods
-    take). Set `name` in ALL implementations; keep every method pure."""
+    take). Set `name` and `stream_style` in ALL implementations; keep every method pure."""
 
     name: str
+    stream_style: StreamStyle
 
     def parse(self, body: bytes, ctx: RequestContext, state: DialectState) -> Req:
         """Validate the raw body into the dialect's wire request model (`state` remembers the history

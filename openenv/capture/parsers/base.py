@@ -15,13 +15,14 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 __all__ = [
     "CallAttempt",
     "CompletionParser",
     "ParsedCall",
     "ParsedText",
+    "TagParser",
     "extract_blocks",
     "json_arguments",
     "split_reasoning",
@@ -74,6 +75,27 @@ class CompletionParser(Protocol):
     def parse(self, text: str) -> ParsedText:
         """Split decoded completion text. Malformed calls stay in `content`; never raise."""
         ...
+
+
+class TagParser:
+    """A format whose calls sit in tagged blocks after an optional `<think>` block: a subclass names the
+    block (`block`, its group 1 the body; `close`, its closing tag) and decodes a body (`decode`, to one
+    call, several, or None when malformed). The parse itself is the same for every such format."""
+
+    name: ClassVar[str]
+    block: ClassVar[re.Pattern[str]]
+    close: ClassVar[str]
+
+    @staticmethod
+    def decode(body: str) -> ParsedCall | Iterable[ParsedCall] | None:
+        raise NotImplementedError
+
+    def parse(self, text: str) -> ParsedText:
+        reasoning, rest = split_reasoning(text)
+        attempts: list[CallAttempt] = []
+        content, calls = extract_blocks(rest, self.block, self.decode, close=self.close, attempts=attempts,
+                                        offset=len(text) - len(rest))
+        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</think>") -> tuple[str, str]:

@@ -10,25 +10,12 @@ import ast
 import json
 import re
 
-from openenv.capture.parsers.base import CallAttempt, ParsedCall, ParsedText, extract_blocks, split_reasoning
+from openenv.capture.parsers.base import ParsedCall, TagParser
 
 __all__ = ["Lfm2Parser", "pythonic_calls"]
 
 START, END = "<|tool_call_start|>", "<|tool_call_end|>"
 _BLOCK = re.compile(re.escape(START) + r"(.*?)(?:" + re.escape(END) + r"|$)", re.DOTALL)
-
-
-class Lfm2Parser:
-    """LiquidAI LFM2 / LFM2.5 pythonic tool calls; reasoning inside `<think>`."""
-
-    name = "lfm2"
-
-    def parse(self, text: str) -> ParsedText:
-        reasoning, rest = split_reasoning(text)
-        attempts: list[CallAttempt] = []
-        content, calls = extract_blocks(rest, _BLOCK, pythonic_calls, close=END, attempts=attempts,
-                                        offset=len(text) - len(rest))
-        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def pythonic_calls(source: str) -> list[ParsedCall] | None:
@@ -48,3 +35,11 @@ def pythonic_calls(source: str) -> list[ParsedCall] | None:
             return None
         calls.append(ParsedCall(name=ast.unparse(node.func), arguments=json.dumps(args, ensure_ascii=False)))
     return calls
+
+
+class Lfm2Parser(TagParser):
+    """LiquidAI LFM2 / LFM2.5 pythonic tool calls; reasoning inside `<think>`."""
+
+    name = "lfm2"
+    block, close = _BLOCK, END
+    decode = staticmethod(pythonic_calls)

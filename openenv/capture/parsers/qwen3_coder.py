@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any
 
-from openenv.capture.parsers.base import CallAttempt, ParsedCall, ParsedText, extract_blocks, split_reasoning
+from openenv.capture.parsers.base import ParsedCall, TagParser
 
 __all__ = ["Qwen3CoderParser"]
 
@@ -19,19 +19,6 @@ __all__ = ["Qwen3CoderParser"]
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([^>\n]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([^>\n]+)>(.*?)(?:</parameter>|(?=<parameter=)|$)", re.DOTALL)
-
-
-class Qwen3CoderParser:
-    """Qwen3-Coder (and Qwen3.5) XML tool calls; reasoning inside `<think>`."""
-
-    name = "qwen3_coder"
-
-    def parse(self, text: str) -> ParsedText:
-        reasoning, rest = split_reasoning(text)
-        attempts: list[CallAttempt] = []
-        content, calls = extract_blocks(rest, _CALL, _call, close="</tool_call>", attempts=attempts,
-                                        offset=len(text) - len(rest))
-        return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
 def _call(body: str) -> ParsedCall | None:
@@ -50,3 +37,11 @@ def _value(raw: str) -> Any:
     except ValueError:
         return value
     return value if isinstance(decoded, str) else decoded
+
+
+class Qwen3CoderParser(TagParser):
+    """Qwen3-Coder (and Qwen3.5) XML tool calls; reasoning inside `<think>`."""
+
+    name = "qwen3_coder"
+    block, close = _CALL, "</tool_call>"
+    decode = staticmethod(_call)

@@ -117,7 +117,7 @@ class SequencesOut(BaseModel):
     stats: SequenceStats
 
 
-def _manager(request: Request) -> CaptureSessionRegistry:
+def _registry(request: Request) -> CaptureSessionRegistry:
     return request.app.state.sessions  # type: ignore[no-any-return]
 
 
@@ -126,7 +126,7 @@ async def open_session(request: Request, body: OpenSession | None = None) -> Ses
     body = body or OpenSession()
     # On a separate admin port the harness-facing URL is the model port's, not this request's.
     base_url = request.app.state.model_base_url or str(request.base_url)
-    session = _manager(request).open(base_url=base_url, mode=body.mode, sampling=body.sampling)
+    session = _registry(request).open(base_url=base_url, mode=body.mode, sampling=body.sampling)
     journal = str(session.journal.path) if session.journal is not None else None
     return SessionInfo(token=session.token, base_url=session.base_url, journal=journal)
 
@@ -138,28 +138,28 @@ async def list_sessions(request: Request) -> SessionList:
     if request.app.state.admin_key is None:
         raise NotFound("listing sessions needs an admin key (start the proxy with one); read a session by its "
                        "token at /sessions/{token}/trajectory")
-    manager = _manager(request)
+    registry = _registry(request)
     rows = [SessionSummary(token=s.token, base_url=s.base_url, mode=s.mode, turns=len(s.trajectory.turns),
-                           idle_s=round(manager.idle_seconds(s), 3),
+                           idle_s=round(registry.idle_seconds(s), 3),
                            journal=str(s.journal.path) if s.journal is not None else None)
-            for s in manager.sessions.values()]
+            for s in registry.sessions.values()]
     rows.sort(key=lambda r: -r.idle_s)
-    return SessionList(sessions=rows, max_sessions=manager.max_sessions, idle_timeout_s=manager.idle_timeout_s,
-                       reaped=manager.reaped)
+    return SessionList(sessions=rows, max_sessions=registry.max_sessions, idle_timeout_s=registry.idle_timeout_s,
+                       reaped=registry.reaped)
 
 
 @router.get("/{token}/trajectory")
 async def trajectory(request: Request, token: str) -> TrajectoryOut:
-    session = _manager(request).get(token)
+    session = _registry(request).get(token)
     return TrajectoryOut(token=token, turns=session.trajectory.records())
 
 
 @router.get("/{token}/sequences")
 async def sequences(request: Request, token: str) -> SequencesOut:
-    session = _manager(request).get(token)
+    session = _registry(request).get(token)
     return SequencesOut(token=token, sequences=session.trajectory.rows(), stats=session.trajectory.stats())
 
 
 @router.delete("/{token}", status_code=204)
 async def close_session(request: Request, token: str) -> None:
-    _manager(request).close(token)
+    _registry(request).close(token)

@@ -33,7 +33,7 @@ from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
-__all__ = ["MAX_BODY_BYTES", "OFFLOAD_BYTES", "BodyTooLarge", "InternalError", "internal_error", "router"]
+__all__ = ["MAX_BODY_BYTES", "OFFLOAD_BYTES", "BodyReadTimeout", "BodyTooLarge", "InternalError", "internal_error", "router"]
 
 router = APIRouter()
 log = logging.getLogger("openenv.capture")
@@ -47,6 +47,16 @@ OFFLOAD_BYTES = 256 * 1024  # bodies above this are parsed and rendered on a wor
 # official SDKs' first retry delay (openai and anthropic: up to 0.5 s; google-genai: 1 s plus up to 1 s of
 # jitter), or a timed-out request's retry misses the join and samples the turn a second time.
 REJOIN_GRACE_S = 3.0
+# A body must arrive within this long of its headers: a client that sends half a body and waits held the
+# request (and its slot) open forever (issue 30, finding 10). A 40 MB body over loopback takes well under 1 s.
+BODY_READ_TIMEOUT_S = 60.0
+
+
+class BodyReadTimeout(BadRequest):
+    """Raised when a request body does not arrive within `BODY_READ_TIMEOUT_S` (408 in the caller's dialect)."""
+
+    status_code = 408
+    code = "request_timeout"
 
 
 class BodyTooLarge(BadRequest):
@@ -83,11 +93,16 @@ async def _read_body(request: Request, cap: int) -> bytes:
         raise BodyTooLarge(f"the request body is {int(declared)} bytes; this proxy accepts at most {cap}")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > cap:
-            raise BodyTooLarge(f"the request body is over {cap} bytes, the most this proxy accepts")
-        chunks.append(chunk)
+    try:
+        async with asyncio.timeout(BODY_READ_TIMEOUT_S):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > cap:
+                    raise BodyTooLarge(f"the request body is over {cap} bytes, the most this proxy accepts")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise BodyReadTimeout(f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s "
+                              f"({size} bytes came); send it whole") from None
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
@@ -153,17 +168,17 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
 
     async def _serve(request: Request) -> Response:
         ctx = _context(request)
-        manager: CaptureSessionRegistry = request.app.state.sessions
+        registry: CaptureSessionRegistry = request.app.state.sessions
         token = request.path_params.get("token") or dialect.session_token(ctx)
-        session = manager.get(token)
+        session = registry.get(token)
         if endpoint.operation == "models":
             if not isinstance(dialect, ListsModels):
                 raise NotFound(f"{dialect.name} does not list models")
-            body = dialect.models_body([manager.served_model], ctx)
+            body = dialect.models_body([registry.served_model], ctx)
             return Response(body.model_dump_json(), media_type=JSON)
         body = await _read_body(request, request.app.state.max_body_bytes)
         big = len(body) > OFFLOAD_BYTES  # parse + render + tokenize off the loop: others keep being served
-        state = manager.dialect_state
+        state = registry.dialect_state
         req, canonical = (await asyncio.to_thread(_parse, dialect, body, ctx, state) if big
                           else _parse(dialect, body, ctx, state))
         if endpoint.operation == "count_tokens":
@@ -179,10 +194,10 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         if canonical.stream:  # tokens go out as the engine samples them, with keep-alives (streaming.py)
             handle = functools.partial(_answer, session, canonical, dialect, request, digest=digest, retry=retry,
                                        offload=big)
-            _, events = await stream_reply(dialect, req, handle, decode=manager.renderer.decode,
-                                           model=canonical.model or manager.served_model,
-                                           parser=manager.parser.name, thinking=opens_reasoning(manager.renderer),
-                                           eos_ids=manager.renderer.eos_ids,
+            _, events = await stream_reply(dialect, req, handle, decode=registry.renderer.decode,
+                                           model=canonical.model or registry.served_model,
+                                           parser=registry.parser.name, thinking=opens_reasoning(registry.renderer),
+                                           eos_ids=registry.renderer.eos_ids,
                                            pieces=session.streamed_pieces, key=digest)
             return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
         done = await _answer(session, canonical, dialect, request, digest=digest, retry=retry, offload=big)

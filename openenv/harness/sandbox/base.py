@@ -158,6 +158,11 @@ class Sandbox(Protocol):
         nothing the agent planted there survives; returns its host path."""
         ...
 
+    def fresh_home(self) -> str:
+        """An empty folder (with `tmp/` below it) that no agent process ever saw, for the verifier's HOME and
+        TMPDIR (only after `end_agent()`); returns its path inside the sandbox."""
+        ...
+
     def end_agent(self) -> None:
         """Kill every process started so far (the harness and all it spawned, daemons included) and
         return only when they are gone; idempotent. The sandbox stays usable for grading."""

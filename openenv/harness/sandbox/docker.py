@@ -7,9 +7,18 @@ harness looks for it); the workspace is mounted at the task's workdir (`/app`, o
 Harbor's folders at Harbor's paths: `/tests` and `/solution` read-only (filled from the host only when
 their turn comes), `/logs/verifier` and `/logs/agent` writable. Task scripts run unchanged.
 
-Grading (`verifier.verify`, shared mode): `end_agent()` kills every process in the container but its
-main one, `/logs/verifier` is emptied, the tests are staged, `test.sh` runs. `verify_isolated`
+Grading (`verifier.verify`, shared mode): `end_agent()` removes the agent's container, every process in
+it with it (PID 1 and the main process too, which a same-uid agent could `ptrace` into writing the
+reward), and starts a fresh grading container on the same host folders (from a commit of the old one
+when the root filesystem was writable), with no network and no process of the agent's. Then
+`/logs/verifier` is emptied, the tests are staged, `test.sh` runs with a fresh HOME. `verify_isolated`
 (separate mode) grades a copy of the post-episode workspace in a fresh container instead.
+
+Who is who: the agent and the tests run as `DOCKER_UID` (61001 by default), a uid that no host account
+may have (checked at start: a host user with the agent's uid could write its files and trace its
+processes); the container's init, main process and forwarders run as root with every capability
+dropped (when openenv runs as root), so the agent cannot trace or signal them. The sandbox root is
+`0700`, the proxy's unix sockets `0600`.
 
 The proxy is reached like in `LocalSandbox(network="loopback")`: a unix socket bridged to 127.0.0.1 on
 this host is mounted in, and `forwarder.py` (stdlib only, run by the container's python3) listens on
@@ -30,7 +39,7 @@ import uuid
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import docker
 import docker.errors
@@ -41,6 +50,7 @@ from openenv.errors import EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base import CommandResult, Limits, container_relpath, run_to_end
+from openenv.harness.sandbox.base_image import base_image_hint
 from openenv.harness.sandbox.docker_process import (
     END_AGENT_SNIPPET,
     KILL_SNIPPET,
@@ -51,13 +61,17 @@ from openenv.harness.sandbox.docker_process import (
     DockerProcess,
 )
 from openenv.harness.sandbox.files import drop_links, empty_folder, write_tree
+from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
 from openenv.harness.tasks.model import FileData
 
-__all__ = ["DEFAULT_IMAGE", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available"]
+__all__ = ["DEFAULT_IMAGE", "DEFAULT_USER", "DOCKER_UID", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available"]
 
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FORWARDER_PATH = "/opt/openenv/forwarder.py"
+# The agent's uid in the container: no host account may have it (uid 1000 was a real user here).
+DOCKER_UID = int(os.environ.get("OPENENV_DOCKER_UID", "61001"))
+DEFAULT_USER = f"{DOCKER_UID}:{DOCKER_UID}"
 # Harbor's folders: container path -> (host folder under the sandbox root, writable by the container).
 HARBOR_MOUNTS = {
     "/tests": ("harbor/tests", False),
@@ -139,16 +153,20 @@ class DockerSandbox:
             127.0.0.1 port inside the container.
         mounts: host paths mounted read-only at the same path (harness installs, Node).
         workdir: the container path of the workspace (the task's WORKDIR; `/app` for Harbor tasks).
-        user: `uid:gid` to run as; the episode folders are handed to it. None runs as root (still with
-            every capability dropped).
+        user: `uid:gid` to run the agent and the tests as; the episode folders are handed to it. A uid a
+            host account has is refused. None runs as root (still with every capability dropped).
         read_only: mount the image's root filesystem read-only (/tmp is an in-memory tmpfs).
         expose_private: also mount `private_dir`s (only for verifier containers).
         lifetime_s: the container removes itself after this long, whatever happens to its owner.
+        grading: a container only for grading (no agent ever ran in it): `end_agent()` does not replace it.
         client: a Docker SDK client (default: `docker.from_env()`).
 
     Raises:
         EnvError: no engine, a missing image, or the container did not come up.
     """
+
+    # What `launch` checks a harness install against: only the harness cache is mounted from this host.
+    kind: ClassVar[str] = "docker"
 
     def __init__(
         self,
@@ -158,12 +176,13 @@ class DockerSandbox:
         container_limits: ContainerLimits | None = None,
         forward_ports: tuple[int, ...] = (),
         mounts: tuple[Path, ...] = (),
-        user: str | None = "1000:1000",
+        user: str | None = DEFAULT_USER,
         read_only: bool = True,
         expose_private: bool = False,
         lifetime_s: float = 4 * 3600,
         client: docker.DockerClient | None = None,
         workdir: str = "/app",
+        grading: bool = False,
     ) -> None:
         self.id = uuid.uuid4().hex[:12]
         self.image = image
@@ -178,6 +197,13 @@ class DockerSandbox:
         self._mounts = tuple(Path(m).resolve() for m in mounts)
         self._user = user
         self._uid, self._gid = (int(x) for x in user.split(":")) if user else (0, 0)
+        check_free_uid(self._uid, what="the Docker sandbox's", variable="OPENENV_DOCKER_UID (or user=)")
+        # Init, the main process and the forwarders: root without capabilities when we are root, so the
+        # agent's uid can neither trace nor signal them.
+        self._main_user = "0:0" if os.geteuid() == 0 else (user or "0:0")
+        self._grading = grading
+        self._graded_image: str | None = None
+        self._lifetime_s = lifetime_s
         self._read_only = read_only
         self._expose_private = expose_private
         self._processes: list[DockerProcess] = []
@@ -197,8 +223,7 @@ class DockerSandbox:
             _SWEPT.set()
             with _engine_errors("sweep orphaned sandboxes"):
                 sweeper.sweep(self.client)
-        self.root = Path(tempfile.mkdtemp(prefix=sweeper.ROOT_PREFIX))
-        self.root.chmod(0o755)
+        self.root = private_root(Path(tempfile.mkdtemp(prefix=sweeper.ROOT_PREFIX)))
         _OPEN.add(self)
         try:
             self._prepare(forward_ports)
@@ -210,9 +235,12 @@ class DockerSandbox:
     # -- setup ---------------------------------------------------------------------------------------
 
     def _prepare(self, ports: tuple[int, ...]) -> None:
-        for sub in ("workspace", "home", "tmp", "logs", "sock", "private"):
+        for sub in ("workspace", "home", "tmp", "logs", "private", "grader"):
             (self.root / sub).mkdir()
             self.hand_over(self.root / sub)
+        (self.root / "sock").mkdir()  # ours (the forwarders write their ready files as root): not handed over
+        if self._user:
+            write_identity(self.root / "etc", self._uid, self.home)
         for sub, writable in HARBOR_MOUNTS.values():
             (self.root / sub).mkdir(parents=True)
             if writable:
@@ -221,8 +249,11 @@ class DockerSandbox:
             forwarder.UnixToTcpBridge(self.root / "sock" / f"p{port}.sock", "127.0.0.1", port).start()
             for port in ports
         ]
-        for bridge in self._bridges:
-            bridge.socket_path.chmod(0o666)  # the container's non-root forwarder must connect to it
+        main_uid, main_gid = (int(x) for x in self._main_user.split(":"))
+        for bridge in self._bridges:  # only the container's forwarder (its main user) connects: never 0666
+            if main_uid != os.geteuid():
+                os.chown(bridge.socket_path, main_uid, main_gid)
+            bridge.socket_path.chmod(0o600)
 
     def hand_over(self, path: Path) -> None:
         """Give the container user ownership of `path` (and below), so it can write what we wrote.
@@ -241,12 +272,16 @@ class DockerSandbox:
 
     def _bind_mounts(self) -> list[Mount]:
         writable = ["home", "tmp", "logs", "sock"] + (["private"] if self._expose_private else [])
+        writable += ["grader"] if self._grading else []  # the verifier's HOME: never in an agent's container
         mounts = [Mount(str(self.root / sub), str(self.root / sub), type="bind") for sub in writable]
         mounts.append(Mount(self._workdir, str(self.workspace), type="bind"))
         mounts += [Mount(target, str(self.root / sub), type="bind", read_only=not writable)
                    for target, (sub, writable) in HARBOR_MOUNTS.items()]
         mounts.append(Mount(FORWARDER_PATH, str(Path(forwarder.__file__).resolve()), type="bind", read_only=True))
         mounts += [Mount(str(path), str(path), type="bind", read_only=True) for path in self._mounts]
+        if self._user:  # the agent's uid by name (whoami, Node's os.userInfo()), whatever the image's passwd says
+            mounts += [Mount(f"/etc/{name}", str(self.root / "etc" / name), type="bind", read_only=True)
+                       for name in ("passwd", "group")]
         return mounts
 
     def _main_script(self, ports: tuple[int, ...], lifetime_s: float) -> str:
@@ -257,7 +292,7 @@ class DockerSandbox:
         ]
         return " ".join([*parts, f"exec sleep {int(lifetime_s)}"])
 
-    def _launch(self, ports: tuple[int, ...], lifetime_s: float) -> None:
+    def _launch(self, ports: tuple[int, ...], lifetime_s: float, image: str | None = None) -> None:
         cl = self._container_limits
         labels = {
             sweeper.KIND_LABEL: "docker",
@@ -266,23 +301,24 @@ class DockerSandbox:
             sweeper.ROOT_LABEL: str(self.root),
             **sweeper.run_labels(),
         }
-        with _engine_errors(f"start a container from {self.image!r}"):
+        image = image or self.image
+        with _engine_errors(f"start a container from {image!r}"):
             try:  # never `containers.run`: it pulls a missing image, and no registry is reachable
-                self.client.images.get(self.image)
+                self.client.images.get(image)
             except docker.errors.ImageNotFound as exc:
                 raise EnvError(
-                    f"sandbox image {self.image!r} is not built; run scripts/build_base_image.sh "
-                    "(offline) or `openenv build HARNESS`"
+                    f"sandbox image {image!r} is not built; {base_image_hint()}, or `openenv build "
+                    "HARNESS --sandbox`"
                 ) from exc
             self.container = self.client.containers.create(
-                self.image,
+                image,
                 ["/bin/sh", "-c", self._main_script(ports, lifetime_s)],
                 name=f"openenv-{self.id}",
                 auto_remove=True,
                 init=True,
                 network_mode="none",
                 hostname="sandbox",
-                user=self._user or "0:0",
+                user=self._main_user,
                 labels=labels,
                 mounts=self._bind_mounts(),
                 read_only=self._read_only,
@@ -354,9 +390,13 @@ class DockerSandbox:
             self.hand_over(base)
 
     def end_agent(self) -> None:
-        """Kill every process in the container except its main one (setsid daemons, double forks and
-        processes that dropped their marker included) and return when none is left; idempotent."""
+        """End the agent: the first time, replace its container by a fresh grading one (`_regrade`); after
+        that (the tests' own leftovers), kill every process in the container except init and the main one,
+        and return when none is left. Idempotent."""
         if self._stopped or self.container is None or self.lost_reason() is not None:
+            return
+        if not self._grading:
+            self._regrade()
             return
         for process in self._processes:
             process.mark_killed()
@@ -366,6 +406,36 @@ class DockerSandbox:
             raise EnvError(f"could not end the agent's processes: {result.output.decode(errors='replace')[-300:]}")
         for process in self._processes:
             process.status()
+
+    def _regrade(self) -> None:
+        """Remove the agent's container (every process in it dies, PID 1 and the main one included: no
+        `ptrace`d survivor, no helper run through a PATH the agent changed) and start a grading container
+        on the same host folders. A writable root filesystem is committed first and graded from that
+        image, so what the agent installed is still there; a read-only one had nothing to keep. The
+        in-memory /tmp does not carry over."""
+        image = None
+        if not self._read_only:
+            with _engine_errors("commit the agent's container for grading"):
+                committed = self.container.commit(repository=f"openenv-graded-{self.id}", tag="latest",
+                                                  conf={"Labels": {sweeper.KIND_LABEL: "docker",
+                                                                   sweeper.OWNER_LABEL: sweeper.owner_label()}})
+            image = self._graded_image = committed.id
+        self.stop()
+        self._stopped = False
+        self._grading = True
+        self._bridges = []
+        self._launch((), self._lifetime_s, image=image)
+
+    def fresh_home(self) -> str:
+        """The grader's empty HOME (with `tmp/`), mounted only in grading containers: a `~/.gitconfig` or
+        `~/.local` hook the agent planted in its own HOME never runs in the tests."""
+        if not self._grading:
+            raise EnvError("fresh_home() is for grading: call end_agent() first")
+        path = self.root / "grader"
+        empty_folder(path)
+        (path / "tmp").mkdir()
+        self.hand_over(path)
+        return str(path)
 
     def private_dir(self, name: str) -> Path:
         path = self.root / "private" / name
@@ -498,10 +568,13 @@ class DockerSandbox:
             self._closed = True
             _OPEN.discard(self)
             shutil.rmtree(self.root, ignore_errors=True)
+            if self._graded_image is not None:
+                with contextlib.suppress(docker.errors.DockerException):
+                    self.client.images.remove(self._graded_image, force=True)
 
     def fresh(self, *, expose_private: bool = True) -> DockerSandbox:
         """A new sandbox with this one's image, limits, mounts and user, and no network at all."""
-        return DockerSandbox(**self._fresh_options, expose_private=expose_private, client=self.client)
+        return DockerSandbox(**self._fresh_options, expose_private=expose_private, client=self.client, grading=True)
 
     def __enter__(self) -> Self:
         return self

@@ -47,7 +47,7 @@ def sandbox_factory(
     FROM image, after `substitutes`), the workspace is mounted at its workdir, and a built image's
     workdir contents become the starting workspace. What was substituted is appended to `notes`.
 
-    By default the agent and the tests run as uid 1000 on a read-only root filesystem (only the workdir,
+    By default the agent and the tests run as uid 61001 (DOCKER_UID) on a read-only root filesystem (only the workdir,
     /tmp, HOME and Harbor's folders are writable). Harbor runs them as root on a writable one; with
     `OPENENV_DOCKER_HARBOR_ROOT=1` so do we (every capability still dropped, no network), for tasks that
     must write elsewhere (/etc, /usr, /data). That also lets the agent change the image's Python in

@@ -33,7 +33,8 @@ MARKER = "OPENENV_PROC"
 POLL_S = 0.05
 
 # Kills every process in the container but PID 1 (docker-init), the main process and itself, until none
-# is left: forks racing the kill are caught by the next round. Run as the agent's user, which owns them all,
+# is left: forks racing the kill are caught by the next round. Used in the grading container only (the
+# agent's own container is removed whole by `end_agent`), for the tests' leftovers. Run as the tests' user,
 # and always as `python3 -I -S`: the agent shares HOME with us, and a usercustomize.py or .pth file it
 # planted in ~/.local would otherwise run first (the red-team suite found that one).
 END_AGENT_SNIPPET = """
@@ -53,6 +54,7 @@ for _ in range(200):
         break
     for pid in pids:
         try: os.kill(pid, signal.SIGKILL)
+        except PermissionError: keep.add(pid)  # init, main and forwarders run as root: never ours to end
         except OSError: pass
     time.sleep(0.01)
 else:

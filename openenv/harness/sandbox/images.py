@@ -24,6 +24,7 @@ import docker.errors
 from openenv.errors import EnvError
 from openenv.harness.catalog import harness_dir
 from openenv.harness.install import install, install_status, prefix
+from openenv.harness.sandbox.base_image import base_image_hint
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
@@ -166,8 +167,8 @@ def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str
         raise EnvError(
             f"task {task.id!r} needs image {image!r}, which is not in the Docker engine, and nothing can be "
             f"pulled here. Build or load it, or substitute an image you have: --image-substitute "
-            f"{image}={OFFLINE_BASE} (or OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; "
-            f"scripts/build_base_image.sh builds {OFFLINE_BASE})"
+            f"{image}={OFFLINE_BASE} (or OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; for {OFFLINE_BASE}: "
+            f"{base_image_hint()})"
         )
     if not _has_image(client, instead):
         raise EnvError(f"the substitute {instead!r} for {image!r} is not in the Docker engine either")
@@ -279,7 +280,7 @@ def build_python_image(client: docker.DockerClient, *, base: str = OFFLINE_BASE,
     if _has_image(client, PYTHON_IMAGE):
         return PYTHON_IMAGE
     if not _has_image(client, base):
-        raise EnvError(f"{base} is not built; run scripts/build_base_image.sh first")
+        raise EnvError(f"{base} is not built; {base_image_hint()}")
     spec = importlib.util.find_spec("pip")
     if spec is None or spec.origin is None:
         raise EnvError("pip is not installed in this Python; it is copied into the image")

@@ -37,6 +37,7 @@ from openenv.harness.sandbox.base import (
 )
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
 from openenv.harness.sandbox.files import empty_folder, write_tree
+from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
 from openenv.paths import safe_join
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
@@ -249,6 +250,8 @@ class LocalSandbox:
         self._network = network
         self._isolation = isolation
         self._uid = isolation_mod.SANDBOX_UID if isolation == "bwrap" and os.geteuid() == 0 else None
+        if self._uid is not None:
+            check_free_uid(self._uid, what="the local sandbox's", variable="OPENENV_SANDBOX_UID")
         self._processes: list[LocalProcess] = []
         self._bridges: list[forwarder.UnixToTcpBridge] = []
         self._cgroup: SandboxCgroup | None = None
@@ -266,7 +269,10 @@ class LocalSandbox:
             _log.warning("sandbox %s: %s", self.id, warning)
 
     def _prepare(self, forward_ports: tuple[int, ...], read_only: tuple[Path, ...]) -> None:
-        self.root.chmod(0o755)  # the sandbox's uid must traverse it to reach its folders' host paths
+        # 0700: other local users must not read the session token, the solution, the workspace or the
+        # logs. The sandbox's uid never walks this folder on the host: bubblewrap (root) binds its
+        # subfolders, and inside they hang off bwrap's own directories.
+        private_root(self.root)
         for sub in ("workspace", "home", "tmp", "logs", "sock", "etc"):
             (self.root / sub).mkdir()
         for container in HARBOR_DIRS:
@@ -281,13 +287,16 @@ class LocalSandbox:
 
         self._runtime = isolation_mod.runtime_paths(cache_root(), extra=read_only)
         if self._isolation == "bwrap":
-            _write_identity(self.root / "etc", self._uid, self.home)
+            write_identity(self.root / "etc", os.getuid() if self._uid is None else self._uid, self.home)
         self._cgroup = self._make_cgroup()
         if self._network == "loopback":
             for port in forward_ports:
                 sock = self.root / "sock" / f"p{port}.sock"
                 self._bridges.append(forwarder.UnixToTcpBridge(sock, "127.0.0.1", port).start())
-                sock.chmod(0o666)  # the sandbox's uid connects to it (the folder is mounted read-only)
+                # Only the sandbox's uid connects to it (the folder is mounted read-only); never 0666.
+                if self._uid is not None:
+                    os.chown(sock, self._uid, self._uid)
+                sock.chmod(0o600)
 
     def _make_cgroup(self) -> SandboxCgroup | None:
         pids, memory = self._limits.pids, self._limits.memory_mb
@@ -365,6 +374,15 @@ class LocalSandbox:
         self._hand_over(path)
         return path
 
+    def fresh_home(self) -> str:
+        """An empty HOME (with `tmp/` for TMPDIR) that no agent process ever saw, for the verifier: a
+        `~/.gitconfig` or `~/.local` hook the agent planted in its own HOME must not run in the tests."""
+        path = self.root / "grader"
+        empty_folder(path)
+        (path / "tmp").mkdir()
+        self._hand_over(path)
+        return str(path)
+
     def end_agent(self) -> None:
         for process in self._processes:
             process.kill()
@@ -418,8 +436,9 @@ class LocalSandbox:
                   for container, host in self._roots().items()]
         # Host paths too: harness configs written on the host (HOME) name them.
         mounts += [mount(self.root / sub, str(self.root / sub), writable=True) for sub in ("workspace", "home")]
-        if (self.root / "private").is_dir():  # the pre-Harbor verifier's folders, by host path
-            mounts.append(mount(self.root / "private", str(self.root / "private"), writable=True))
+        for sub in ("private", "grader"):  # the pre-Harbor verifier's folders and the grader's HOME, by host path
+            if (self.root / sub).is_dir():
+                mounts.append(mount(self.root / sub, str(self.root / sub), writable=True))
         mounts += [mount(self.root / "tmp", "/tmp", writable=True),
                    mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
                    mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
@@ -521,15 +540,6 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def _write_identity(etc: Path, uid: int | None, home: Path) -> None:
-    """passwd and group files naming the sandbox's user, so `whoami`, `id -un` and Node's
-    `os.userInfo()` work inside (the host's own accounts are not shown)."""
-    uid = os.getuid() if uid is None else uid
-    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
-                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
-    (etc / "group").write_text(f"root:x:0:\nopenenv:x:{uid}:\nnogroup:x:65534:\n")
 
 
 def _check_workdir(workdir: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from openenv.errors import NotFound
@@ -39,7 +40,29 @@ def load_task_set(name: str = "builtin") -> list[Task]:
         if (path / "task.toml").is_file():
             return [load_harbor_task(path)]
         return [load_harbor_task(p) for p in sorted(path.iterdir()) if (p / "task.toml").is_file()]
+    if path.is_file():
+        return load_dataset_tasks(name)
+    _check_hub_id(name)  # nothing here by that name: only a Hub id, asked for by name, goes to the network
     return load_dataset_tasks(name)
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
+
+
+def _check_hub_id(name: str) -> None:
+    """Refuse, without touching the network, a name that is neither here nor a Hub dataset id to fetch.
+
+    Raises:
+        NotFound: a path that does not exist, a bare word that is no set, or a Hub id while offline.
+    """
+    kinds = "builtin, a Harbor task folder, a .parquet/.jsonl file, or a Hub dataset id (org/name)"
+    if name.startswith(("/", ".", "~")) or Path(name).suffix in (".parquet", ".jsonl", ".json") \
+            or not _HUB_ID.fullmatch(name):
+        what = "no such file or folder" if "/" in name or Path(name).suffix else "no task set by that name"
+        raise NotFound(f"task set {name!r}: {what}; a task set is {kinds}")
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        raise NotFound(f"task set {name!r} is not a local file or folder, and HF_HUB_OFFLINE is set, so the Hub "
+                       "dataset of that name is not fetched")
 
 
 def find_task(task_id: str, task_set: str = "builtin") -> Task:

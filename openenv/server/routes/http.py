@@ -1,7 +1,9 @@
 """Stateful HTTP: `POST /reset` opens (or resets) a session; step, state and close name it.
 
-The session id travels in the `X-Session-Id` header (answered on reset too); POST bodies may carry it
-as `session_id` instead, and `GET /state` / `DELETE /session` also take `?session_id=`.
+Reset and step answer in the reference OpenEnv's shape, `{"observation": {...}, "reward", "done"}`, with
+ours only beside it: the session's id (`session_id` in the body and the `X-Session-Id` header), which
+a reference client ignores. The id comes back in that header; POST bodies may carry it as `session_id`
+instead, and `GET /state` / `DELETE /session` also take `?session_id=`.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 
 from openenv.core.validation import json_error, validation_message
+from openenv.core.types import Observation
 from openenv.core.wire import (
     SESSION_HEADER,
     ResetRequest,
     SessionReply,
     StepRequest,
+    observation_json,
 )
 from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
 from openenv.server.routes.deps import registry
@@ -65,7 +69,7 @@ async def reset(
         if not sid:  # a session that never reset successfully must not hold a slot
             await reg.close(session.id)
         raise
-    return _session_reply(session.id, obs.model_dump_json())
+    return _session_reply(session.id, obs)
 
 
 async def step(request: Request) -> Response:
@@ -78,7 +82,7 @@ async def step(request: Request) -> Response:
     reg: EnvSessionRegistry = request.app.state.registry
     session = reg.get(request.headers.get(SESSION_HEADER) or req.session_id)
     obs = await session.step(req.action)
-    return _session_reply(session.id, obs.model_dump_json())
+    return _session_reply(session.id, obs)
 
 
 router.add_api_route(
@@ -119,7 +123,8 @@ def _parse_body(model: type[M], body: bytes) -> M:
         raise BadRequest(validation_message(exc, "request")) from None
 
 
-def _session_reply(session_id: str, observation_json: str) -> Response:
-    # Dumped by the env's own observation class, so subclass fields are kept without re-validation.
-    body = f'{{"session_id":"{session_id}","observation":{observation_json}}}'
+def _session_reply(session_id: str, obs: Observation) -> Response:
+    # The reference's nested shape, dumped by the env's own observation class (subclass fields kept
+    # without re-validation), with the session id as one more key.
+    body = observation_json(obs)[:-1] + f',"session_id":"{session_id}"}}'
     return Response(body, media_type="application/json", headers={SESSION_HEADER: session_id})

@@ -9,6 +9,7 @@ frame and closes with 1013 (try again later).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import assert_never
 
@@ -20,15 +21,17 @@ from openenv.core.wire import (
     CloseMessage,
     ErrorBody,
     ErrorReply,
+    McpMessage,
     ResetMessage,
     StateMessage,
     StepMessage,
     client_message_adapter,
     encode_frame,
 )
-from openenv.errors import BadRequest, MalformedMessage, OpenEnvError, UnknownMessageType
+from openenv.errors import BadRequest, CapacityError, MalformedMessage, OpenEnvError, UnknownMessageType
+from openenv.server.mcp_rpc import McpRpc
 from openenv.server.routes.deps import registry
-from openenv.server.sessions import EnvSession
+from openenv.server.sessions import EnvSession, EnvSessionRegistry
 
 __all__ = ["FRAME_TOO_BIG_CODE", "IDLE_CLOSE_CODE", "handle_frame", "router", "session_socket"]
 
@@ -37,7 +40,7 @@ router = APIRouter()
 
 IDLE_CLOSE_CODE = 4408  # application range (4000-4999): the reaper closed an idle session
 FRAME_TOO_BIG_CODE = 1009  # RFC 6455 "message too big"
-_MESSAGE_TYPES = "reset, step, state, close"
+_MESSAGE_TYPES = "reset, step, state, close, mcp"
 
 
 @router.websocket("/ws")
@@ -49,26 +52,45 @@ async def session_socket(websocket: WebSocket) -> None:
         reason = f"session closed after {reg.idle_timeout_s:g} s idle"
         await websocket.close(code=IDLE_CLOSE_CODE, reason=reason)
 
+    attach_to = websocket.query_params.get("session_id")
     try:
-        session = await reg.open("ws", on_reap=on_reap)
+        session = _attach(reg, attach_to) if attach_to else await reg.open("ws", on_reap=on_reap)
     except OpenEnvError as err:
         await websocket.send_text(_error_frame(err))
-        await websocket.close(code=1013, reason=err.code)
+        await websocket.close(code=1013 if isinstance(err, CapacityError) else 1008, reason=err.code)
         return
     try:
         await _serve(websocket, session)
     except (WebSocketDisconnect, OSError, RuntimeError):
         pass  # the client went away (or the reaper closed the socket); the session goes below
     finally:
-        await reg.close(session.id)
+        if not attach_to or session.close_on_detach:
+            await reg.close(session.id)
+        session.attached = False
+
+
+def _attach(reg: EnvSessionRegistry, session_id: str) -> EnvSession:
+    """The live session a reference `MCPToolClient` opened with `openenv/session/create`: its WebSocket
+    drives the same env instance. It stays open when the socket ends (closed by `openenv/session/close`).
+
+    Raises:
+        UnknownSession: no such session.
+        BadRequest: a WebSocket is attached to it already.
+    """
+    session = reg.get(session_id)
+    if session.attached:
+        raise BadRequest(f"session {session_id!r} already has an attached WebSocket")
+    session.attached = True
+    return session
 
 
 async def _serve(websocket: WebSocket, session: EnvSession) -> None:
     frames: asyncio.Queue[str | bytes | None] = asyncio.Queue()
     reader = asyncio.create_task(_read(websocket, frames), name=f"openenv-ws-reader-{session.id[:8]}")
+    rpc: McpRpc | None = getattr(websocket.app.state, "mcp_rpc", None)
     try:
         while (raw := await frames.get()) is not None:
-            reply, done = await _answer_while_connected(session, raw, reader)
+            reply, done = await _answer_while_connected(session, raw, reader, rpc)
             await websocket.send_text(reply)
             if done:
                 await websocket.close(code=1000)
@@ -99,11 +121,11 @@ async def _read(websocket: WebSocket, frames: asyncio.Queue[str | bytes | None])
 
 
 async def _answer_while_connected(
-    session: EnvSession, raw: str | bytes, reader: asyncio.Task[None]
+    session: EnvSession, raw: str | bytes, reader: asyncio.Task[None], rpc: McpRpc | None
 ) -> tuple[str, bool]:
     """Handle one frame, unless the client vanishes first: then the call is abandoned (cancelled) so the
     session can be closed now, not when a step that may run for minutes returns to nobody."""
-    work = asyncio.ensure_future(_reply(session, raw))
+    work = asyncio.ensure_future(_reply(session, raw, rpc))
 
     def abandon(_: asyncio.Task[None]) -> None:
         work.cancel()
@@ -122,14 +144,14 @@ async def _answer_while_connected(
         reader.remove_done_callback(abandon)
 
 
-async def _reply(session: EnvSession, raw: str | bytes) -> tuple[str, bool]:
+async def _reply(session: EnvSession, raw: str | bytes, rpc: McpRpc | None) -> tuple[str, bool]:
     try:
-        return await handle_frame(session, raw)
+        return await handle_frame(session, raw, rpc)
     except OpenEnvError as err:
         return _error_frame(err), False
 
 
-async def handle_frame(session: EnvSession, raw: str | bytes) -> tuple[str, bool]:
+async def handle_frame(session: EnvSession, raw: str | bytes, rpc: McpRpc | None = None) -> tuple[str, bool]:
     """Apply one client frame to the session; returns the reply frame and whether to hang up."""
     try:
         msg = client_message_adapter.validate_json(raw)
@@ -144,6 +166,11 @@ async def handle_frame(session: EnvSession, raw: str | bytes) -> tuple[str, bool
             return encode_frame("state", await session.state()), False
         case CloseMessage():
             return encode_frame("closed"), True
+        case McpMessage():
+            if rpc is None:
+                raise UnknownMessageType("this server has no MCP handler", type="mcp")
+            reply = await rpc.handle(msg.data, session=session)
+            return json.dumps({"type": "mcp", "data": reply}), False
         case _:
             assert_never(msg)
 

@@ -294,6 +294,7 @@ def test_gemini_cli_router_reply_is_decoded_under_its_json_schema(proxy: Capture
     body = recorded["body"]
     free = body | {"generationConfig": {"temperature": 0}}
     session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=12, temperature=0.0))
+    session.session.sampling_policy = "request"  # a serving proxy: a training one drops the schema (sampling_policy.py)
 
     def reply_text(payload: dict[str, Any]) -> str:
         reply = httpx.post(session.base_url + recorded["path"], json=payload, timeout=120)

@@ -37,5 +37,5 @@ def test_proxy_with_parser_auto_picks_the_tiny_models_format(renderer):
     from openenv.capture.registry import CaptureSessionRegistry
 
     backend = VLLMBackend("http://127.0.0.1:9")  # never called: only the parser choice is checked
-    manager = CaptureSessionRegistry(renderer=renderer, backend=backend, parser="auto")
-    assert manager.parser is PARSERS["hermes"]
+    registry = CaptureSessionRegistry(renderer=renderer, backend=backend, parser="auto")
+    assert registry.parser is PARSERS["hermes"]

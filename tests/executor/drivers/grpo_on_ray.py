@@ -10,12 +10,12 @@ import json
 import sys
 from typing import Any
 
-import torch
 from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from openenv.train.prompts import task_dataset
 from openenv.train.rewards import default_reward_funcs
+from openenv.testing.training import train_and_compare
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
 model, url, out = sys.argv[1:4]
@@ -38,11 +38,5 @@ args = GRPOConfig(output_dir=out, use_cpu=True, per_device_train_batch_size=2, n
 trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model), args=args,
                       train_dataset=task_dataset(["fix-temperature-conversion"], repeat=8), rollout_func=recorded,
                       reward_funcs=default_reward_funcs(bonus_scale=0.5))
-before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-try:
-    trainer.train()
-finally:
-    rollout.close()
-after = trainer.model.state_dict()
-print(json.dumps({"steps": trainer.state.global_step, "changed": any(not torch.equal(before[k], after[k]) for k in before),
-                  "nodes": nodes}))
+changed = train_and_compare(trainer, rollout.close)
+print(json.dumps({"steps": trainer.state.global_step, "changed": changed, "nodes": nodes}))

@@ -29,7 +29,7 @@ def test_pi_over_websocket_with_a_remote_oracle(capture_server, require_harness,
     oracle = OraclePolicy(get_spec("pi"), builtin_task("fix-paginate-off-by-one"))
     try:
         with HarnessClient.from_url(server.base_url).sync() as client:
-            obs = client.reset(task="fix-paginate-off-by-one")
+            obs = client.reset(task="fix-paginate-off-by-one", stage_solution=True)
             assert obs.pending is not None and obs.pending.prompt_ids
             assert client.state().task_id == "fix-paginate-off-by-one"
             while not obs.done:

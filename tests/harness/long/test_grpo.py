@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from openenv.capture.trajectory import SequenceRow
+from openenv.testing.training import train_and_compare
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
@@ -80,14 +81,9 @@ def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_r
     trainer = Recording(model=str(tiny_model), processing_class=AutoTokenizer.from_pretrained(tiny_model), args=args,
                         train_dataset=task_dataset(["fix-deep-merge"], repeat=4), rollout_func=rollout_func,
                         reward_funcs=[episode_reward])
-    before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-    try:
-        trainer.train()
-    finally:
-        rollout.close()
-    after = trainer.model.state_dict()
+    changed = train_and_compare(trainer, rollout.close)
     assert trainer.state.global_step == 2
-    assert any(not torch.equal(before[k], after[k]) for k in before), "the weights changed"
+    assert changed, "the weights changed"
 
     b, batch = seen[0], batches[0]
     keys = [(tuple(p[pm.bool()].tolist()), tuple(c[cm.bool()].tolist()))

@@ -106,7 +106,7 @@ def test_claude_code_with_a_compaction_and_a_sub_agent_trains_every_row_in_opene
     assert "sequences: " + " · ".join(shown) in run.stdout, run.stdout
     server = LocalServer(create_viewer_app(lambda: [run.log], tokenizer_decode(tiny_model))).start()
     try:
-        browser.get(server.base_url + "/")
+        browser.get(f"{server.base_url}/?token={server.token}")  # as `openenv view` prints it
         items = browser.find_elements(By.CSS_SELECTOR, "#lineage li")
         assert [(li.get_attribute("data-origin"), li.get_attribute("data-parent")) for li in items] == [
             ("new", ""), ("sub-agent", "0"), ("compaction", "0"), ("compaction", "0")]

@@ -17,7 +17,7 @@ import pytest
 
 from openenv.errors import EnvError, SandboxLost
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
-from openenv.harness.sandbox.docker import DockerSandbox
+from openenv.harness.sandbox.docker import DOCKER_UID, DockerSandbox
 from openenv.harness.sandbox.docker_episode import verify_isolated
 from openenv.harness.sandbox.sweeper import KIND_LABEL
 from openenv.harness.tasks.model import Task
@@ -37,7 +37,7 @@ def test_docker_sandbox_implements_the_sandbox_protocol(sandbox: DockerSandbox) 
 def test_commands_run_as_non_root_on_a_read_only_root(sandbox: DockerSandbox) -> None:
     out = sandbox.run(["sh", "-c", "id -u; touch /etc/owned 2>&1; echo HOME=$HOME; pwd"]).output
     uid, touch, home, cwd = out.strip().splitlines()
-    assert uid == "1000"
+    assert uid == str(DOCKER_UID)  # a uid no host account has (issue 30: 1000 was a real user)
     assert "Read-only file system" in touch
     assert home == f"HOME={sandbox.home}"
     assert cwd == sandbox.workdir == "/app"

@@ -29,7 +29,7 @@ from openenv.capture.dialects._shared import (
     response_id,
 )
 from openenv.capture.dialects.anthropic import protocol as p
-from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent, StreamStyle
 from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
 
@@ -322,6 +322,8 @@ class AnthropicDialect:
     """`POST /v1/messages` and `POST /v1/messages/count_tokens`."""
 
     name = NAME
+    # In-stream errors are `event: error`; once the message started, keep-alives are Anthropic's ping events.
+    stream_style = StreamStyle(error_event="error", ping=b'event: ping\ndata: {"type":"ping"}\n\n')
     parse = staticmethod(parse)
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

@@ -30,7 +30,7 @@ from openenv.capture.canonical import (
 )
 from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import chunk_text, response_id
-from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent, StreamStyle
 from openenv.capture.dialects.gemini import protocol as p
 from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import BackendUnavailable, CapacityError, OpenEnvError, Unsupported
@@ -352,6 +352,7 @@ class GeminiDialect:
     """`:generateContent` (stream=False), `:streamGenerateContent` (stream=True) and `:countTokens`."""
 
     name = NAME
+    stream_style = StreamStyle(holds_last=True)  # the last chunk carries the finish reason and usage
 
     def __init__(self, *, stream: bool = False) -> None:
         self.stream = stream

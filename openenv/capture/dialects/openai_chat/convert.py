@@ -22,7 +22,7 @@ from openenv.capture.canonical import (
 )
 from openenv.capture.dialects._body import ItemMemo, ValueMemo
 from openenv.capture.dialects._shared import bearer_token, chunk_text, openai_error_body, response_id
-from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent, StreamStyle
 from openenv.capture.dialects.openai_chat import protocol as p
 from openenv.capture.dialects.state import CacheSpec, DialectState
 from openenv.errors import OpenEnvError, Unsupported
@@ -237,6 +237,7 @@ class OpenAIChatDialect:
     """`POST /v1/chat/completions` and `GET /v1/models`."""
 
     name = NAME
+    stream_style = StreamStyle()
     parse = staticmethod(parse)
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

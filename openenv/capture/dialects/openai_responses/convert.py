@@ -36,7 +36,7 @@ from openenv.capture.dialects._shared import (
     openai_error_body,
     response_id,
 )
-from openenv.capture.dialects.base import RequestContext, ServerSentEvent
+from openenv.capture.dialects.base import RequestContext, ServerSentEvent, StreamStyle
 from openenv.capture.dialects.openai_responses import protocol as p
 from openenv.capture.dialects.state import CacheSpec, DialectCaches, DialectState
 from openenv.errors import OpenEnvError, Unsupported
@@ -421,6 +421,7 @@ class OpenAIResponsesDialect:
     """`POST /v1/responses`."""
 
     name = NAME
+    stream_style = StreamStyle()
     parse = staticmethod(parse)
     to_canonical = staticmethod(to_canonical)
     from_canonical = staticmethod(from_canonical)

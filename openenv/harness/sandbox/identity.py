@@ -1,0 +1,56 @@
+"""Who a sandbox's processes are on this host, and who else may see their folders.
+
+Both sandboxes run the agent under a uid of their own. That uid must belong to **no** host account: a
+real user with the same uid (the red-team found uid 1000 was `cloudsdk` here) could write into the
+workspace and the reward folder, and read or trace the harness's processes, during an episode. So the
+uid is checked against the host's account database when a sandbox starts, and refused when taken.
+
+A sandbox's root folder is `0700` and owned by the user running openenv: other local users cannot
+traverse it, so the session token in the harness config, the solution, the workspace and the logs are
+theirs to read only through the sandbox's own mounts (bubblewrap and Docker make those as root).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+from openenv.errors import EnvError
+
+__all__ = ["ROOT_MODE", "check_free_uid", "private_root", "write_identity"]
+
+ROOT_MODE = 0o700
+
+
+def check_free_uid(uid: int, *, what: str, variable: str) -> None:
+    """Refuse `uid` when a host account has it (root and the caller's own uid are the caller's choice).
+
+    Raises:
+        EnvError: naming the account and the variable that picks another uid.
+    """
+    if uid in (0, os.geteuid()):
+        return
+    try:
+        account = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return
+    raise EnvError(f"{what} uid {uid} belongs to the host account {account!r}: that user could read and write the "
+                   f"sandbox's files and trace its processes; set {variable} to a uid no host account has")
+
+
+def private_root(path: Path) -> Path:
+    """Make `path` (a sandbox root) reachable by its owner only."""
+    path.chmod(ROOT_MODE)
+    return path
+
+
+def write_identity(etc: Path, uid: int, home: Path | str) -> None:
+    """passwd and group files naming the sandbox's user, so `whoami`, `id -un` and Node's
+    `os.userInfo()` work inside (the host's own accounts are not shown)."""
+    etc.mkdir(parents=True, exist_ok=True)
+    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
+                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (etc / "group").write_text(f"root:x:0:\nopenenv:x:{uid}:\nnogroup:x:65534:\n")
+    for name in ("passwd", "group"):
+        (etc / name).chmod(0o644)

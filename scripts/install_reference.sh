@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Idempotent: the reference OpenEnv, openenv==0.10.0 from PyPI (Hugging Face's OpenEnv), in a virtualenv
+# of its own at .cache/reference-venv, for the interop tests (tests/interop/): the reference's own
+# clients drive our servers and our client drives the reference's servers; and for the benchmark
+# (bench/bench_server.py serves it on both asyncio stacks, so uvloop and httptools at the versions in
+# constraints.txt come along). Its import package is also named `openenv`, so it can never share a venv
+# with ours; tests run its interpreter with -I from a folder outside the checkout.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${OPENENV_REFERENCE_VENV:-$here/.cache/reference-venv}"
+version=0.10.0
+say() { printf '\033[1m[install_reference]\033[0m %s\n' "$*"; }
+pins=("openenv==$version" $(grep -E '^(uvloop|httptools)==' "$here/constraints.txt"))
+check() { (cd / && "$venv/bin/python" -I -c "import importlib.metadata as m; assert m.version('openenv') == '$version'; import uvloop, httptools, openenv.core.generic_client, openenv.core.mcp_client") 2>/dev/null; }
+if [[ -x "$venv/bin/python" ]] && check; then
+  say "openenv $version (reference) ready in $venv"
+  exit 0
+fi
+py=""
+for candidate in python3.12 python3.11 python3; do
+  if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+    py="$candidate"; break
+  fi
+done
+[[ -n "$py" ]] || { say "no python >= 3.11 on PATH"; exit 1; }
+say "installing ${pins[*]} (the reference) into $venv (python: $py)"
+[[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
+(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}") 2> >(grep -v "is ignored: it is neither" >&2)
+check || { say "the reference installed but does not import from $venv"; exit 1; }
+say "openenv $version (reference) ready"

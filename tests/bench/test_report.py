@@ -1,0 +1,70 @@
+"""The benchmark's CI smoke: `bench/report.py --quick` runs every section whole, small.
+
+Nothing here asserts a number (a shared 2-core machine cannot hold one still); it asserts that every
+section ran and produced its rows, so a bench that stops working (as section 3 once did, with
+`KeyError: 'token'` from a proxy started without its admin API) fails CI instead of going unnoticed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REF_PYTHON = REPO / ".cache" / "reference-venv" / "bin" / "python"
+
+# ~3 min on an idle 2-core machine, most of it starting proxies; a loaded one can take several times that.
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def quick_report(vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
+    if not REF_PYTHON.exists():
+        pytest.skip("the benchmark's reference venv is missing: run scripts/install_reference.sh")
+    out = tmp_path_factory.mktemp("bench")
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    done = subprocess.run([sys.executable, "bench/report.py", "--quick", "--vllm-url", vllm_url,
+                           "--out", str(out / "benchmarks.md"), "--json", str(out / "report.json")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
+    assert done.returncode == 0, f"bench/report.py --quick failed:\n{done.stderr[-6000:]}"
+    return (out / "benchmarks.md").read_text(), json.loads((out / "report.json").read_text())
+
+
+def test_every_section_is_written(quick_report: tuple[str, dict]) -> None:
+    doc, _ = quick_report
+    for heading in ("## 1. ", "## 1b. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ",
+                    "## Targets"):
+        assert heading in doc, f"{heading!r} missing from the report"
+    assert "failed" not in doc.split("## Targets")[0], "a section reported a failure"
+
+
+def test_proxies_ran_against_the_reference(quick_report: tuple[str, dict]) -> None:
+    _, data = quick_report
+    latency = {row["target"] for row in data["latency"]}
+    assert {"openenv proxy", "reference 0.10.0"} <= latency
+    assert all(row["n"] > 0 for row in data["latency"])
+    throughput = data["throughput"]
+    assert not [row for row in throughput if "error" in row]
+    assert {row["target"] for row in throughput} == {"ours (in-process engine)", "ours", "reference 0.10.0"}
+
+
+def test_fidelity_replays_through_both_proxies(quick_report: tuple[str, dict]) -> None:
+    """Section 3 opened sessions on both proxies (the bench's old KeyError) and exported rows."""
+    _, data = quick_report
+    rows = data["fidelity"]
+    assert {row["proxy"] for row in rows} == {"ours", "reference 0.10.0"}
+    assert {row["variant"] for row in rows} == {"canonical", "non-canonical"}
+    ours = [row for row in rows if row["proxy"] == "ours"]
+    assert all(row["turns"] > 0 and row["sequences"] >= 1 for row in ours)
+    assert all(row["turns_trained"] == 1.0 for row in ours), ours  # every sampled turn lands in a trained row
+
+
+def test_script_sections_returned_results(quick_report: tuple[str, dict]) -> None:
+    _, data = quick_report
+    for section in ("server", "guard", "dialects", "journal"):
+        assert data[section], f"section {section} returned nothing"

@@ -1,0 +1,73 @@
+"""The README's install lines are true: its wheel section's commands run here, with only the extras it
+installs, to a scored episode; every `pip install` line it prints names real extras.
+
+The `pip`/`sudo` lines are not run (they install packages; this machine has them): the test instead makes
+every package of the extras the section does *not* install unimportable (tests/cli/test_errors.py's
+import hook), then runs each `openenv` line of the block as written.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from openenv.extras import DISTRIBUTION, EXTRAS, install_hint
+from openenv.harness.catalog import get_spec, harness_names
+from openenv.harness.install import install_status
+from tests.cli.test_errors import _openenv
+
+REPO = Path(__file__).resolve().parents[2]
+README = (REPO / "README.md").read_text()
+
+
+def _section(title: str) -> str:
+    start = README.index(f"## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end if end != -1 else None]
+
+
+def _bash_blocks(text: str) -> list[list[str]]:
+    return [[line.split("  #")[0].strip() for line in block.strip().splitlines()]
+            for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+
+
+def test_every_pip_line_names_extras_the_distribution_has() -> None:
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert set(EXTRAS) <= set(declared), "openenv/extras.py names an extra pyproject.toml does not declare"
+    named = re.findall(rf"pip install '?{re.escape(DISTRIBUTION)}\[([a-z,]+)\]", README)
+    assert named, "the README names no extra"
+    for extras in named:
+        assert set(extras.split(",")) <= set(declared), extras
+
+
+def test_the_readme_lists_every_harness() -> None:
+    """Its first lines named 10 harnesses while 19 run."""
+    head = " ".join(README[:README.index("## Two commands")].split())
+    listed = re.search(r"(\d+) of them: (.*?) \(`openenv harness list`\)", head)
+    assert listed, head
+    names = re.split(r", | and ", listed.group(2))
+    assert int(listed.group(1)) == len(names) == len(harness_names()), names
+
+
+@pytest.mark.slow
+def test_the_wheel_sections_commands_run_to_a_scored_episode(tmp_path: Path) -> None:
+    [block] = _bash_blocks(_section("Installing from a wheel"))
+    installs, commands = [c for c in block if c.startswith(("pip ", "sudo "))], \
+        [c for c in block if c.startswith("openenv ")]
+    assert installs[0] == install_hint("capture") and len(installs) + len(commands) == len(block), block
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    # huggingface_hub is in `ecosystem`, and also a dependency of transformers: a capture install has it.
+    absent = tuple(sorted({m for extra, mods in EXTRAS.items() if extra != "capture" for m in mods}
+                          - set(EXTRAS["capture"]) - {"huggingface_hub"}))
+    for command in commands:
+        args = shlex.split(command)[1:]
+        if args[0] == "run":
+            args += ["--out", str(tmp_path / "episode.jsonl")]
+        proc = _openenv(*args, without=absent, timeout=900)
+        assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
+    assert "reward: 1" in proc.stdout and "status: exited" in proc.stdout, proc.stdout

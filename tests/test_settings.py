@@ -1,0 +1,75 @@
+"""`openenv/settings.py`: every `OPENENV_*` variable declared once, one boolean parser, the README's table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from openenv.settings import SETTINGS, flag, markdown_table, parse_flag
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_table_is_the_generated_one() -> None:
+    readme = (REPO / "README.md").read_text()
+    copy = readme.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert copy == markdown_table(), "README's table is stale: paste `python -m openenv.settings` into it"
+
+
+def test_every_variable_the_package_reads_is_declared() -> None:
+    declared = {s.name for s in SETTINGS}
+    used: dict[str, str] = {}
+    for path in (REPO / "openenv").rglob("*.py"):
+        for name in re.findall(r"\bOPENENV_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()):
+            used.setdefault(name, str(path.relative_to(REPO)))
+    missing = {name: where for name, where in used.items() if name not in declared}
+    assert not missing, f"declare these in openenv/settings.py: {missing}"
+    assert len(declared) == len(SETTINGS), "a variable is declared twice"
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("1", True), ("true", True), (" YES ", True), ("On", True),
+    ("0", False), ("false", False), ("NO", False), ("off", False),
+    (None, None), ("", None), ("  ", None),
+])
+def test_one_boolean_parser(value: str | None, expected: bool | None) -> None:
+    for default in (False, True):
+        assert parse_flag("OPENENV_X", value, default) is (default if expected is None else expected)
+
+
+def test_a_value_that_is_not_a_boolean_is_an_error_naming_the_variable() -> None:
+    with pytest.raises(ValueError, match="OPENENV_NO_TOKEN='maybe' is not a boolean"):
+        flag("OPENENV_NO_TOKEN", {"OPENENV_NO_TOKEN": "maybe"})
+
+
+def test_only_declared_flags_are_read() -> None:
+    with pytest.raises(KeyError, match="not a declared boolean"):
+        flag("OPENENV_VLLM_URL", {})
+    with pytest.raises(KeyError):
+        flag("OPENENV_UNHEARD_OF", {})
+
+
+def test_the_three_former_parsers_read_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fast_paths (default on), the env server's security flags, and the harness env's local-without-build:
+    each once had its own idea of true (`not in 0/false/no/off`, `in 1/true/yes`, `== "1"`)."""
+    from openenv.capture.fast_paths import fast_paths
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.server.security import ServerSecurity
+
+    monkeypatch.delenv("OPENENV_FAST_PATHS", raising=False)
+    assert fast_paths()
+    monkeypatch.setenv("OPENENV_FAST_PATHS", "Off")
+    assert not fast_paths()
+
+    read = ServerSecurity.from_environ
+    on = read("127.0.0.1", {"OPENENV_NO_TOKEN": "TRUE", "OPENENV_ALLOW_INLINE_TASKS": "on"})
+    assert on.token is None and on.allow_inline_tasks
+    off = read("127.0.0.1", {"OPENENV_NO_TOKEN": "0", "OPENENV_ALLOW_INLINE_TASKS": "no"})
+    assert off.token is not None and not off.allow_inline_tasks
+
+    monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "yes")
+    assert HarnessEnvironment("pi")._local_without_build
+    monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "0")
+    assert not HarnessEnvironment("pi")._local_without_build
