@@ -93,6 +93,13 @@ class EnvSession:
     # while attached, `openenv/session/close` only marks it, and the WebSocket closes it when it hangs up.
     attached: bool = False
     close_on_detach: bool = False
+    # The env's calls run on the event loop to the end without suspending (`blocking = False`, no
+    # coroutine of its own): a WebSocket call on it cannot be abandoned half-way, so needs no watch.
+    inline: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        env = self.env
+        self.inline = not (env.blocking or _overrides(env, "reset_async") or _overrides(env, "step_async"))
 
     async def reset(self, req: ResetRequest) -> Observation:
         """Reset on behalf of a network client: the env first refuses options such a client may not set."""

@@ -127,6 +127,17 @@ async def test_non_blocking_envs_are_called_inline(make_registry) -> None:  # ty
     assert (await session.step({"message": "x"})).metadata["thread"] == threading.current_thread().name
 
 
+async def test_only_a_non_blocking_env_without_coroutines_is_inline(make_registry) -> None:  # type: ignore[no-untyped-def]
+    """`inline` lets the WebSocket route skip its disconnect watch: it must hold only for envs whose calls
+    cannot suspend (a thread-pool call or an env coroutine can run long, and must stay abandonable)."""
+
+    class InlineEnv(EchoEnvironment):
+        blocking = False
+
+    inline = {env: (await make_registry(env).open("ws")).inline for env in (InlineEnv, SlowEnv, NativeAsyncEnv)}
+    assert inline == {InlineEnv: True, SlowEnv: False, NativeAsyncEnv: False}
+
+
 async def test_steps_on_one_session_never_interleave(make_registry) -> None:  # type: ignore[no-untyped-def]
     reg = make_registry(SlowEnv)
     session = await reg.open("http")

@@ -19,8 +19,6 @@ the caller opts in (`allow_outside_container=True`, or `OPENENV_SANDBOX_OUTSIDE_
 
 from __future__ import annotations
 
-from openenv.settings import flag
-
 import contextlib
 import fcntl
 import os
@@ -30,6 +28,7 @@ from pathlib import Path
 from openenv.errors import EnvError
 from openenv.harness.sandbox.base import HARBOR_DIRS, Limits
 from openenv.harness.sandbox.local import DEFAULT_ENV_ALLOW, LocalSandbox
+from openenv.settings import flag
 
 __all__ = ["CONTAINER_MARKER", "HARBOR_ENV", "OUTSIDE_ENV", "ContainerSandbox", "container_evidence", "harbor_root"]
 

@@ -60,7 +60,7 @@ from openenv.harness.sandbox.docker_process import (
     POLL_S,
     DockerProcess,
 )
-from openenv.harness.sandbox.files import drop_links, empty_folder, write_tree
+from openenv.harness.sandbox.files import HostFolders, drop_links, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
 from openenv.harness.tasks.model import FileData
 
@@ -123,14 +123,6 @@ def _ulimits(limits: Limits) -> list[Ulimit]:
     return [Ulimit(name=name, soft=value, hard=value) for name, value in pairs.items() if value is not None]
 
 
-def _inside(base: Path, relative: str) -> Path:
-    """`base / relative`, refusing paths that escape `base` (`..`, or a symlink the agent planted)."""
-    path = base / relative
-    if not path.resolve().is_relative_to(base.resolve()):
-        raise EnvError(f"{relative!r} points outside {base} (a symlink or '..'); refusing to follow it on the host")
-    return path
-
-
 _OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
 _SWEPT = threading.Event()
 
@@ -142,7 +134,7 @@ def _close_all() -> None:
             sandbox.close()
 
 
-class DockerSandbox:
+class DockerSandbox(HostFolders):
     """One episode in one container: no network but the forwarded proxy ports, limits, guaranteed removal.
 
     Args:
@@ -350,14 +342,6 @@ class DockerSandbox:
     # -- the Sandbox protocol -----------------------------------------------------------------------
 
     @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
     def workdir(self) -> str:
         """Where the workspace is inside the container (the task's WORKDIR)."""
         return self._workdir
@@ -371,14 +355,6 @@ class DockerSandbox:
         roots = {self._workdir: self.workspace, **{t: self.root / sub for t, (sub, _) in HARBOR_MOUNTS.items()}}
         root, below = container_relpath(container_path, tuple(roots))
         return roots[root] / below
-
-    def fresh_dir(self, container_path: str) -> Path:
-        """Empty `container_path`'s host folder in place (its bind mount keeps pointing at it) and hand it to
-        the container user; nothing planted there survives, links are removed, never followed."""
-        folder = self.host_path(container_path)
-        empty_folder(folder)
-        self.hand_over(folder)
-        return folder
 
     def stage(self, container_path: str, files: dict[str, FileData], *, readonly: bool = True) -> None:
         """Write `files` under `container_path` from the host. `readonly`: owned by root, mode 0444/0555,
@@ -431,25 +407,7 @@ class DockerSandbox:
         `~/.local` hook the agent planted in its own HOME never runs in the tests."""
         if not self._grading:
             raise EnvError("fresh_home() is for grading: call end_agent() first")
-        path = self.root / "grader"
-        empty_folder(path)
-        (path / "tmp").mkdir()
-        self.hand_over(path)
-        return str(path)
-
-    def private_dir(self, name: str) -> Path:
-        path = self.root / "private" / name
-        path.mkdir(parents=True, exist_ok=True)
-        self.hand_over(path)
-        return path
-
-    def write_files(self, files: dict[str, FileData], *, under: Path | None = None) -> None:
-        base = under or self.workspace
-        write_tree(base, files)
-        self.hand_over(base)
-
-    def read_file(self, relative: str) -> str:
-        return _inside(self.workspace, relative).read_text()
+        return super().fresh_home()
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The container process environment: the image's PATH, the episode's HOME/TMPDIR, plus `extra`."""

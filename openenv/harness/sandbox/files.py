@@ -15,7 +15,7 @@ from pathlib import Path
 from openenv.harness.tasks.model import FileData
 from openenv.paths import safe_join
 
-__all__ = ["copy_plain", "drop_links", "empty_folder", "write_tree"]
+__all__ = ["HostFolders", "copy_plain", "drop_links", "empty_folder", "write_tree"]
 
 
 def write_tree(base: Path, files: Mapping[str, FileData], *, mode: int | None = None) -> None:
@@ -66,3 +66,64 @@ def copy_plain(src: Path, dst: Path) -> None:
         return {n for n, p in paths.items() if not (p.is_symlink() or p.is_dir() or p.is_file())}
 
     shutil.copytree(src, dst, symlinks=True, ignore=specials, dirs_exist_ok=True)
+
+
+class HostFolders:
+    """The host side of a sandbox's folders, the same for both sandboxes: where the workspace, HOME and
+    private folders are under `root`, and the one escape check (`safe_join`: no `..`, no link leading out)
+    on everything the host writes or reads there for the `Sandbox` protocol.
+
+    A sandbox supplies `root` and `hand_over` (giving its uid a folder it must write in); `host_path`
+    maps a container path to its host folder.
+    """
+
+    root: Path
+
+    def hand_over(self, path: Path) -> None:
+        """Give the sandbox's uid `path` and all below it, never following a link the agent planted."""
+        raise NotImplementedError
+
+    def host_path(self, container_path: str) -> Path:
+        raise NotImplementedError
+
+    @property
+    def workspace(self) -> Path:
+        return self.root / "workspace"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    def private_dir(self, name: str) -> Path:
+        """A folder outside everything the agent is shown (hidden tests), owned by the sandbox's uid."""
+        path = self.root / "private" / name
+        path.mkdir(parents=True, exist_ok=True)
+        self.hand_over(path)
+        return path
+
+    def write_files(self, files: Mapping[str, FileData], *, under: Path | None = None) -> None:
+        base = under or self.workspace
+        write_tree(base, files)
+        self.hand_over(base)
+
+    def read_file(self, relative: str) -> str:
+        """A workspace file's text, refused (`BadRequest`) when `relative` or a link the agent planted
+        leads out of the workspace: the host never reads through one."""
+        return safe_join(self.workspace, relative).read_text()
+
+    def fresh_dir(self, container_path: str) -> Path:
+        """Empty `container_path`'s host folder in place (its bind mount keeps pointing at it) and hand it
+        to the sandbox's uid: nothing planted there survives, links are removed, never followed."""
+        folder = self.host_path(container_path)
+        empty_folder(folder)
+        self.hand_over(folder)
+        return folder
+
+    def fresh_home(self) -> str:
+        """An empty HOME (with `tmp/` for TMPDIR) that no agent process ever saw, for the verifier: a
+        `~/.gitconfig` or `~/.local` hook the agent planted in its own HOME must not run in the tests."""
+        path = self.root / "grader"
+        empty_folder(path)
+        (path / "tmp").mkdir()
+        self.hand_over(path)
+        return str(path)

@@ -36,9 +36,8 @@ from openenv.harness.sandbox.base import (
     run_to_end,
 )
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
-from openenv.harness.sandbox.files import empty_folder, write_tree
+from openenv.harness.sandbox.files import HostFolders, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
-from openenv.paths import safe_join
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
 
@@ -196,7 +195,7 @@ class LocalProcess:
         self._end("killed")
 
 
-class LocalSandbox:
+class LocalSandbox(HostFolders):
     """One episode on this machine, walled in: temp folders, env allow-list, rlimits, a cgroup, timeouts.
 
     Every process runs under bubblewrap (see `isolation.py`): an unprivileged uid without capabilities
@@ -278,9 +277,9 @@ class LocalSandbox:
         for container in HARBOR_DIRS:
             self.host_path(container).mkdir(parents=True)
         for path in (self.root / "tmp", self.host_path("/logs/verifier"), self.host_path("/logs/agent")):
-            self._hand_over(path)
-        self._hand_over(self.workspace)
-        self._hand_over(self.home)
+            self.hand_over(path)
+        self.hand_over(self.workspace)
+        self.hand_over(self.home)
         # The same folder the installer used, default included (it was only the env var, so the README's
         # main job, run without it, showed the harness no CLI: 'pi: not found').
         from openenv.harness.install import cache_root
@@ -324,16 +323,8 @@ class LocalSandbox:
         return warnings
 
     @property
-    def workspace(self) -> Path:
-        return self.root / "workspace"
-
-    @property
     def workdir(self) -> str:
         return self._workdir
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
 
     @property
     def cgroup(self) -> str:
@@ -343,12 +334,6 @@ class LocalSandbox:
     def usage(self) -> dict[str, int]:
         """What the sandbox-wide limits saw (peak processes, forks refused, peak memory, OOM kills)."""
         return self._cgroup.usage() if self._cgroup is not None else {}
-
-    def private_dir(self, name: str) -> Path:
-        path = self.root / "private" / name
-        path.mkdir(parents=True, exist_ok=True)
-        self._hand_over(self.root / "private")
-        return path
 
     def _roots(self) -> dict[str, Path]:
         """Container folder -> host folder, for the workdir and the Harbor folders."""
@@ -366,22 +351,7 @@ class LocalSandbox:
             self._readonly[container_path] = readonly
         write_tree(base, files)
         if not readonly:
-            self._hand_over(base)
-
-    def fresh_dir(self, container_path: str) -> Path:
-        path = self.host_path(container_path)
-        empty_folder(path)
-        self._hand_over(path)
-        return path
-
-    def fresh_home(self) -> str:
-        """An empty HOME (with `tmp/` for TMPDIR) that no agent process ever saw, for the verifier: a
-        `~/.gitconfig` or `~/.local` hook the agent planted in its own HOME must not run in the tests."""
-        path = self.root / "grader"
-        empty_folder(path)
-        (path / "tmp").mkdir()
-        self._hand_over(path)
-        return str(path)
+            self.hand_over(base)
 
     def end_agent(self) -> None:
         for process in self._processes:
@@ -390,14 +360,6 @@ class LocalSandbox:
             self._cgroup.kill()
         kill_tree(None, self.id)
 
-    def write_files(self, files: dict[str, str], *, under: Path | None = None) -> None:
-        base = under or self.workspace
-        write_tree(base, files)
-        self._hand_over(base)
-
-    def read_file(self, relative: str) -> str:
-        return safe_join(self.workspace, relative).read_text()
-
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
         env = {name: os.environ[name] for name in self._env_allow if name in os.environ}
@@ -405,7 +367,7 @@ class LocalSandbox:
         env.update(extra or {})
         return env
 
-    def _hand_over(self, path: Path) -> None:
+    def hand_over(self, path: Path) -> None:
         """Give the sandbox's uid the folder `path` and all below it (not following symlinks, which
         the sandbox may have planted), so it can write there; nothing to do without a uid drop."""
         if self._uid is None or not path.is_dir() or path.is_symlink():
@@ -495,7 +457,7 @@ class LocalSandbox:
     ) -> LocalProcess:
         if self._closed:
             raise EnvError("sandbox is closed")
-        self._hand_over(self.home)  # harness configs were just written there by this (root) process
+        self.hand_over(self.home)  # harness configs were just written there by this (root) process
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         try:
             popen = self._popen(argv, env, self._cwd(cwd), log)

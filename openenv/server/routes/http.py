@@ -9,13 +9,13 @@ instead, and `GET /state` / `DELETE /session` also take `?session_id=`.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Header, Query, Request, Response
 from fastapi.routing import APIRoute
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
-from openenv.core.validation import json_error, validation_message
+from openenv.core.http_errors import parse_body
 from openenv.core.types import Observation
 from openenv.core.wire import (
     SESSION_HEADER,
@@ -24,14 +24,13 @@ from openenv.core.wire import (
     StepRequest,
     observation_json,
 )
-from openenv.errors import BadRequest, MalformedMessage, OpenEnvError
+from openenv.errors import OpenEnvError
 from openenv.server.routes.deps import registry
 from openenv.server.sessions import EnvSessionRegistry
 
 __all__ = ["BareRoute", "close", "reset", "router", "state", "step"]
 
 router = APIRouter(tags=["session"])
-M = TypeVar("M", bound=BaseModel)
 
 
 def _json_body(model: type[BaseModel]) -> dict[str, Any]:
@@ -78,7 +77,7 @@ async def step(request: Request) -> Response:
     The hot path: the body is parsed straight into `StepRequest` (one pydantic call) rather than through
     FastAPI's parameter machinery, which costs more than the echo env's whole step.
     """
-    req = _parse_body(StepRequest, await request.body())
+    req = parse_body(StepRequest, await request.body())
     reg: EnvSessionRegistry = request.app.state.registry
     session = reg.get(request.headers.get(SESSION_HEADER) or req.session_id)
     obs = await session.step(req.action)
@@ -112,15 +111,6 @@ async def close(
     session = reg.get(header_id or session_id)
     await reg.close(session.id)
     return Response(status_code=204)
-
-
-def _parse_body(model: type[M], body: bytes) -> M:
-    try:
-        return model.model_validate_json(body)
-    except ValidationError as exc:
-        if json_error(exc) is not None:
-            raise MalformedMessage("the request body is not valid JSON") from None
-        raise BadRequest(validation_message(exc, "request")) from None
 
 
 def _session_reply(session_id: str, obs: Observation) -> Response:

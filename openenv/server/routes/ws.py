@@ -124,7 +124,12 @@ async def _answer_while_connected(
     session: EnvSession, raw: str | bytes, reader: asyncio.Task[None], rpc: McpRpc | None
 ) -> tuple[str, bool]:
     """Handle one frame, unless the client vanishes first: then the call is abandoned (cancelled) so the
-    session can be closed now, not when a step that may run for minutes returns to nobody."""
+    session can be closed now, not when a step that may run for minutes returns to nobody.
+
+    An inline env's call (`EnvSession.inline`) runs to its end without yielding, so there is nothing to
+    abandon: it is awaited directly, without the task and watch (~7 us of a ~165 us one-client round trip)."""
+    if session.inline:
+        return await _reply(session, raw, rpc)
     work = asyncio.ensure_future(_reply(session, raw, rpc))
 
     def abandon(_: asyncio.Task[None]) -> None:

@@ -68,9 +68,9 @@ def test_inside_a_container_the_cgroup_can_be_left_out_explicitly_and_is_warned(
     """Docker mounts /sys/fs/cgroup read-only, so an env image sets OPENENV_SANDBOX_CGROUP=none: the sandbox
     runs with no cgroup of its own (the container bounds it), says so on every sandbox, and still ends
     a daemon the agent left through its PID namespace."""
-    from openenv.harness.sandbox.local import NO_CGROUP_ENV, LocalSandbox
-
     import psutil
+
+    from openenv.harness.sandbox.local import NO_CGROUP_ENV, LocalSandbox
 
     monkeypatch.setenv(NO_CGROUP_ENV, "none")
     with LocalSandbox(network="host") as box:

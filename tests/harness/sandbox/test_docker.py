@@ -15,7 +15,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from openenv.errors import EnvError, SandboxLost
+from openenv.errors import BadRequest, EnvError, SandboxLost
 from openenv.harness.sandbox.base import HarnessProcess, Sandbox
 from openenv.harness.sandbox.docker import DOCKER_UID, DockerSandbox
 from openenv.harness.sandbox.docker_episode import verify_isolated
@@ -253,7 +253,7 @@ def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: Dock
     time.sleep(1)
     sandbox.start(["true"], env={}, timeout_s=10).wait(10)  # start() hands the workspace over again
     assert (secret.stat().st_uid, Path("/etc/hostname").stat().st_uid) == (0, 0)
-    with pytest.raises(EnvError, match="outside"):
+    with pytest.raises(BadRequest, match="outside"):
         sandbox.read_file("leak.txt")
     assert log.is_symlink()
     assert "host only" not in planted.output_tail()
