@@ -19,27 +19,22 @@ a bearer token (the `OPENENV_TOKEN` secret). `dest` must be new or empty: it is 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 from openenv.auto import hf_space_url
-from openenv.distribution import NAME as DISTRIBUTION
-from openenv.distribution import installed
 from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
-from openenv.resources import env_dirs, package_path
+from openenv.resources import env_dirs
+from openenv.source_tree import write_source_tree
 
-__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme",
-           "write_source_tree"]
+__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme"]
 
 SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
-_IGNORE = shutil.ignore_patterns(".*", "__pycache__", "*.pyc", "*.egg-info", "node_modules")  # openenv's own tree
 # Never shipped from an env folder, .gitignore or not: caches and build leftovers (dotfiles go by name).
 _ALWAYS_OUT = ("__pycache__/", "*.pyc", "*.pyo", "*.egg-info/", "node_modules/")
 _DOCKERFILE = """\
@@ -190,31 +185,6 @@ class _GitIgnores:
     def ignored(self, path: Path, *, is_dir: bool) -> bool:
         return any(path.is_relative_to(base) and spec.match_file(path.relative_to(base).as_posix() + ("/" if is_dir else ""))
                    for base, spec in self._rules)
-
-
-def write_source_tree(dest: Path) -> Path:
-    """An installable copy of the running openenv in `dest`: its packages (links followed, so the
-    shipped env folders are real files) and a pyproject.toml with the installed version, core
-    dependencies, console script and entry points."""
-    dest.mkdir(parents=True)
-    shutil.copytree(package_path(), dest / "openenv", ignore=_IGNORE)
-    shutil.copytree(str(files("echo_env")), dest / "echo_env", ignore=_IGNORE)
-    dist = installed()
-    core = [req for req in dist.requires or [] if "extra ==" not in req]
-    groups: dict[str, list[str]] = {}
-    for ep in dist.entry_points:
-        groups.setdefault(ep.group, []).append(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}")
-    lines = ["[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
-             "[project]", f"name = {json.dumps(DISTRIBUTION)}", f"version = {json.dumps(dist.version)}",
-             'requires-python = ">=3.11"',
-             "dependencies = [", *(f"  {json.dumps(req)}," for req in core), "]", ""]
-    for group, entries in groups.items():
-        table = "[project.scripts]" if group == "console_scripts" else f'[project.entry-points."{group}"]'
-        lines += [table, *entries, ""]
-    lines += ["[tool.setuptools.packages.find]", 'include = ["openenv*", "echo_env*"]', "namespaces = false", "",
-              "[tool.setuptools.package-data]", '"*" = ["**/*"]', ""]
-    (dest / "pyproject.toml").write_text("\n".join(lines))
-    return dest
 
 
 def env_folder(env: str) -> Path:

@@ -7,7 +7,7 @@ writes the same folder (plus the Space card) as a harness env's Space, with `spa
 
     Dockerfile     FROM $BASE_IMAGE: a Python 3.11 venv whose `pip` can install openenv's dependencies,
                    and Node 22 (offline: openenv/python from scripts/build_python_image.sh)
-    openenv-src/   the running openenv, installable (`openenv.publish.write_source_tree`)
+    openenv-src/   the running openenv, installable (`openenv.source_tree.write_source_tree`)
     harness/       the host's pinned install of the CLI (`openenv harness install`), placed at the same
                    path inside the image (Node 22 for harnesses that need it under harness/node22)
     model/         the model folder's tokenizer and chat template (no weights: the engine holds them)
@@ -45,6 +45,7 @@ from openenv.distribution import requirements
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.install import cache_root, install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
+from openenv.source_tree import write_source_tree
 
 __all__ = ["ENV_PORT", "MODEL_DIR", "SPACE_BASES", "build_args", "build_env_image", "env_dockerfile", "env_image_tag",
            "space_dockerfile", "write_env_context"]
@@ -186,8 +187,6 @@ def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int =
             or `model` has no tokenizer.
         EnvError: installing the pinned CLI failed.
     """
-    from openenv.publish import write_source_tree
-
     if spec.install.method != "npm":
         raise BadRequest(f"{spec.name} installs with {spec.install.method}: its virtualenv is tied to this "
                          "host's Python, so only npm harnesses are bundled into env images for now")

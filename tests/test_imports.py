@@ -1,0 +1,119 @@
+"""How openenv's modules depend on each other: no cycles, and test infrastructure only where it is meant.
+
+Read from the source with `ast`, imports inside functions included: an import put in a function to
+dodge a cycle at import time (as `harness.env_image` and `publish` once did) is still a cycle in the
+design, and the layering of docs/DESIGN.md only holds if the graph is acyclic.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import openenv
+
+ROOT = Path(openenv.__file__).parent
+# Data shipped inside the package, not modules of it: task folders, env templates, env folders.
+_DATA = ("harness/tasks/builtin/", "scaffold/", "envs/")
+# The only product module that may import `openenv.testing` (soak, faults, test servers): the command that
+# runs a soak. Everything else under `openenv.testing` serves the tests.
+TESTING_USERS = {"openenv.cli.soak"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith(_DATA):
+            continue
+        name = ".".join(("openenv", *path.relative_to(ROOT).with_suffix("").parts)).removesuffix(".__init__")
+        found[name] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _owner(name: str) -> str:
+    """The module a dotted name lives in (`openenv.a.b.Thing` -> `openenv.a.b`)."""
+    while name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imports(path: Path) -> Iterator[str]:
+    """Every openenv module `path` imports, anywhere in the file."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("openenv"):
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in MODULES else _owner(node.module or "")
+        elif isinstance(node, ast.Import):
+            yield from (_owner(a.name) for a in node.names if a.name.startswith("openenv"))
+
+
+GRAPH = {name: set(_imports(path)) - {name, "openenv"} for name, path in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_graph_holds_every_module_and_the_imports_inside_functions() -> None:
+    assert {"openenv.harness.environment", "openenv.capture.session", "openenv.harness.tasks"} <= set(MODULES)
+    assert "openenv.testing.soak" in GRAPH["openenv.cli.soak"]  # imported only inside its functions
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    assert _cycles(GRAPH) == []
+
+
+def test_only_the_soak_command_imports_the_test_infrastructure() -> None:
+    users = {m for m, deps in GRAPH.items()
+             if not m.startswith("openenv.testing") and any(d.startswith("openenv.testing") for d in deps)}
+    assert users == TESTING_USERS
