@@ -162,10 +162,9 @@ def _checked(harness: str, task: str, tasks_from: str, backend: str, model: Path
              sandbox: str) -> Any:
     """The task, once every name is known and this machine has what the episode needs; else one line
     and exit (nothing started, no engine waited on)."""
-    import os
 
+    from openenv.capture.engine import EngineSpec
     from openenv.errors import OpenEnvError
-    from openenv.executor.base import EngineSpec
     from openenv.executor.preflight import node_problems
     from openenv.harness.catalog import get_spec
     from openenv.harness.tasks import find_task
@@ -175,13 +174,12 @@ def _checked(harness: str, task: str, tasks_from: str, backend: str, model: Path
         the_task = find_task(task, tasks_from)
     except OpenEnvError as exc:
         fail(exc.message)
-    url = vllm_url or os.environ.get("OPENENV_VLLM_URL") if backend == "vllm" else None
-    if backend == "vllm" and not url:
+    engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
+    if engine.backend == "vllm" and not engine.vllm_urls:
         fail("--backend vllm needs an engine: pass --vllm-url http://HOST:PORT (or set OPENENV_VLLM_URL)", code=2)
     if sandbox == "docker":
         _check_docker()
-    problems = node_problems(EngineSpec(backend=backend, model=str(model) if model else None,  # type: ignore[arg-type]
-                                        vllm_urls=(url.rstrip("/"),) if url else ()), [harness])
+    problems = node_problems(engine, [harness])
     if problems:
         fail(problems[0], "nothing was run: fix that, then run the same command again"
              + (f" ({len(problems) - 1} more problem(s): {'; '.join(problems[1:])})" if len(problems) > 1 else ""))

@@ -83,7 +83,9 @@ def proxy(
     Harnesses get only their session's base URL (/s/TOKEN) on the model port. The admin API is on its
     own port with a bearer key unless you pass --admin-on-model-port / --no-admin-key.
     """
-    from openenv.capture.backends.named import BACKEND_NAMES, make_backend
+    from openenv.capture.backends.named import BACKEND_NAMES
+    from openenv.capture.backends.vllm_engines import split_urls
+    from openenv.capture.engine import EngineSpec
 
     if upstream is not None:
         typer.echo("warning: --upstream is deprecated; use --vllm-url", err=True)
@@ -111,7 +113,7 @@ def proxy(
 
     generated = admin_key is None and not no_admin_key
     key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
-    chosen = make_backend(backend, model=model, vllm_url=vllm_url)
+    chosen = EngineSpec(backend, str(model), split_urls(vllm_url)).make_backend()  # type: ignore[arg-type]
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)

@@ -88,8 +88,8 @@ def _with_vllm(config: SoakConfig, url: str | None, ray: str | None = None, slot
 
 
 def _on_ray(config: SoakConfig, url: str, address: str, slots: int | None) -> SoakReport:
+    from openenv.capture.engine import EngineSpec
     from openenv.errors import OpenEnvError
-    from openenv.executor import EngineSpec
     from openenv.executor.cluster import RayExecutor
 
     try:

@@ -14,7 +14,6 @@ elsewhere, up to `LOST_RETRIES` times.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass
@@ -63,9 +62,7 @@ class EvalPlan(BaseModel):
 
     def engine(self) -> EngineSpec:
         """The engine the plan's episodes sample from (what a Ray worker checks and serves)."""
-        given = self.vllm_url or (os.environ.get("OPENENV_VLLM_URL") if self.backend == "vllm" else None) or ""
-        urls = tuple(u.strip().rstrip("/") for u in given.split(",") if u.strip())
-        return EngineSpec(backend=self.backend, model=self.model, vllm_urls=urls)
+        return EngineSpec.of(self.backend, model=self.model, vllm_url=self.vllm_url)
 
 
 @dataclass(frozen=True)
@@ -147,7 +144,7 @@ def _engines_server(engine: EngineSpec) -> tuple[Callable[[EngineSpec], Any], Ca
         return (lambda _spec: None), (lambda: None)
     import threading
 
-    from openenv.executor.worker import start_capture_server
+    from openenv.capture.engine import start_capture_server
 
     started: list[Any] = []
     lock = threading.Lock()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from openenv.capture.engine import EngineSpec
 from openenv.errors import BadRequest
 
 if TYPE_CHECKING:
@@ -29,36 +30,6 @@ if TYPE_CHECKING:
 __all__ = ["EngineSpec", "EpisodeExecutor", "EpisodeJob", "ExecutorKind", "ThreadExecutor", "WorkerContext"]
 
 ExecutorKind = Literal["thread", "ray"]
-
-
-@dataclass(frozen=True)
-class EngineSpec:
-    """Which engine a worker's capture server samples from, and which tokenizer renders its prompts.
-
-    Picklable and hashable: a Ray worker builds (and caches) one capture server per spec it is sent.
-
-    Args:
-        backend: `vllm` (a server every node reaches) or `local` (in-process; threads only).
-        model: the tokenizer/chat-template folder; None: the tiny model.
-        vllm_urls: one or more vLLM base URLs (no /v1); sessions spread over them (`VLLMBackend`).
-    """
-
-    backend: Literal["local", "vllm"] = "vllm"
-    model: str | None = None
-    vllm_urls: tuple[str, ...] = ()
-
-    def check_remote(self) -> None:
-        """Refuse what cannot cross processes, before any actor starts.
-
-        Raises:
-            BadRequest: the `local` backend (the model lives inside one process), or `vllm` without a URL.
-        """
-        if self.backend == "local":
-            raise BadRequest("the 'local' backend runs the model inside one process, so Ray workers on other "
-                             "machines cannot use it; serve the model with vLLM and pass backend='vllm' with a "
-                             "URL every node reaches (CLI: --backend vllm --vllm-url URL)")
-        if not self.vllm_urls:
-            raise BadRequest("backend='vllm' on Ray needs the engine URL(s) (vllm_url=, or $OPENENV_VLLM_URL)")
 
 
 @dataclass

@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from openenv.capture.engine import start_capture_server
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, EpisodeJob, WorkerContext
 from openenv.executor.preflight import NodeNotReady, node_problems
 from openenv.executor.sweep import OrphanSweep, end_processes, sweep_dead_workers, sweep_run_containers
 from openenv.harness.sandbox.sweeper import RUN_ENV
 
-__all__ = ["EpisodeWorker", "start_capture_server"]
+__all__ = ["EpisodeWorker"]
 
 
 def _node() -> tuple[str, str]:
@@ -126,16 +127,7 @@ class EpisodeWorker:
     def _capture(self, spec: EngineSpec) -> CaptureServer:
         with self._lock:
             if spec not in self._servers:
+                spec.check_remote()
                 self._servers[spec] = start_capture_server(spec)
             return self._servers[spec]
 
-
-def start_capture_server(spec: EngineSpec) -> CaptureServer:
-    """A capture server on 127.0.0.1 for `spec`; its admin API is locked (episodes drive it in-process)."""
-    from openenv.capture.backends.vllm_engines import vllm_backend
-    from openenv.models.tiny import tiny_model_path
-
-    spec.check_remote()
-    folder = Path(spec.model) if spec.model else tiny_model_path()
-    backend = vllm_backend(spec.vllm_urls)
-    return CaptureServer(backend=backend, model=folder, admin_key=secrets.token_urlsafe(32)).start()

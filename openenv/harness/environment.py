@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import secrets
 import threading
 import uuid
 from collections.abc import Callable
@@ -21,9 +20,10 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openenv.capture.backends.named import BACKEND_NAMES, BackendName, make_backend
+from openenv.capture.backends.named import BackendName
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.engine import EngineSpec, shared_capture_server
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
 from openenv.capture.trajectory import TurnRecord
@@ -42,7 +42,7 @@ from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
 from openenv.settings import flag
 
-__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "shared_server", "stage_workspace"]
+__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "stage_workspace"]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
@@ -67,32 +67,6 @@ class _Episode:
     aborted: bool = False
     released: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-_SERVERS: dict[tuple[str, str, str], CaptureServer] = {}
-_SERVERS_LOCK = threading.Lock()
-
-
-def shared_server(backend: str, model: str | Path | None = None, vllm_url: str | None = None) -> CaptureServer:
-    """The process's capture server for this backend and model, started on first use.
-
-    Raises:
-        BadRequest: `vllm` was asked for without a URL (`vllm_url` or `$OPENENV_VLLM_URL`).
-    """
-    from openenv.models import tiny_model_path
-
-    folder = Path(model) if model else tiny_model_path()
-    url = (vllm_url or os.environ.get("OPENENV_VLLM_URL") or "") if backend == "vllm" else ""
-    if backend == "vllm" and not url:
-        raise BadRequest("backend='vllm' needs vllm_url= or OPENENV_VLLM_URL")
-    key = (backend, str(folder), url)
-    with _SERVERS_LOCK:
-        if key not in _SERVERS:
-            # Harnesses can reach this port; the env drives sessions in-process, so nobody needs the
-            # admin API over HTTP: a random key locks it (no opening sessions, no reading trajectories).
-            _SERVERS[key] = CaptureServer(backend=make_backend(backend, model=folder, vllm_url=url), model=folder,
-                                          admin_key=secrets.token_urlsafe(32)).start()
-        return _SERVERS[key]
 
 
 class ResetOptions(BaseModel):
@@ -170,14 +144,16 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     Args:
         harness: the harness name; subclasses in envs/<name>/ set the `harness` class attribute instead.
-        server: a started `CaptureServer`; by default one per (backend, model, URL) is started on first
-            reset and shared by every env in the process (one model load, many sessions).
-        backend: `local` (in-process transformers) or `vllm` (an OpenAI-compatible vLLM at `vllm_url`);
-            default: `$OPENENV_BACKEND`, else `local`.
-        model: the model folder (tokenizer and chat template; weights for `local`); default:
-            `$OPENENV_MODEL`, else the tiny model. (`$OPENENV_SANDBOX_ISOLATION=none` runs the local
-            sandbox without bubblewrap: for an env image, where the container is the boundary.)
-        vllm_url: the vLLM base URL without /v1; default: `$OPENENV_VLLM_URL`.
+        server: a started `CaptureServer` to share; without one, the process's server for `engine` is
+            started on first reset and shared by every env in the process (one model load, many sessions).
+        engine: which engine samples and which model folder renders (`capture.engine.EngineSpec`);
+            default: `EngineSpec.of(backend, model=model, vllm_url=vllm_url)`.
+        backend, model, vllm_url: the engine in words, for callers without a spec: `local` (in-process
+            transformers) or `vllm` (vLLM servers at `vllm_url`, comma-separated for several); the model
+            folder (tokenizer and chat template; weights for `local`). Unset, `EngineSpec.of` reads
+            `$OPENENV_BACKEND` (else `local`), `$OPENENV_MODEL` (else the tiny model) and
+            `$OPENENV_VLLM_URL`. (`$OPENENV_SANDBOX_ISOLATION=none` runs the local sandbox without
+            bubblewrap: for an env image, where the container is the boundary.)
         sampling: sampling settings that override the harness's.
         network: `loopback` (or `auto`, the same) runs the harness in a network namespace with only the
             proxy reachable; `host` (explicit, warned on every episode) shares this machine's network.
@@ -214,6 +190,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         harness: str | None = None,
         *,
         server: CaptureServer | None = None,
+        engine: EngineSpec | None = None,
         backend: BackendName | None = None,
         model: str | Path | None = None,
         vllm_url: str | None = None,
@@ -236,11 +213,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._server = server
         # A served env (`openenv serve`, an env image, a Space) is built with no arguments: the image's
         # environment configures it (see openenv/harness/env_image.py).
-        self._backend_kind = backend or _env_choice("OPENENV_BACKEND", BACKEND_NAMES, "local")
-        self._model = model or os.environ.get("OPENENV_MODEL") or None
+        if engine is not None and (backend or model or vllm_url):
+            raise BadRequest("pass engine= or backend=/model=/vllm_url=, not both")
+        self.engine: EngineSpec = engine or EngineSpec.of(backend, model=model, vllm_url=vllm_url)
         self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"),
                                                      "bwrap")
-        self._vllm_url = vllm_url
         self._sampling = sampling
         self._network = "loopback" if network == "auto" else network
         self._rule = reward_rule or RewardRule()
@@ -400,7 +377,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     def _ensure_server(self) -> CaptureServer:
         if self._server is None:
-            self._server = shared_server(self._backend_kind, self._model, self._vllm_url)
+            self._server = shared_capture_server(self.engine)
         return self._server
 
     def _answer(self, episode: _Episode, action: HarnessAction) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv.capture.backends.named import BackendName, make_backend
+from openenv.capture.engine import EngineSpec, start_capture_server
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 
@@ -34,7 +35,8 @@ def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
 
 def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | None = None,
                   vllm_url: str | list[str] | None = None) -> CaptureServer:
-    """Start a capture server whose backend samples the trainer's current policy.
+    """Start a capture server whose backend samples the trainer's current policy (`start_capture_server`:
+    its admin API locked, as every episode's server: the harnesses being trained reach its port).
 
     Raises:
         BadRequest: `vllm` without a URL, `local` with gradient checkpointing on, or no tokenizer folder
@@ -46,15 +48,14 @@ def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | Non
         # cut short with malformed tool calls, silently (found by the issue-21 learning run).
         raise BadRequest("backend='local' samples the trainer's own model, which gradient checkpointing breaks "
                          "for generation: pass GRPOConfig(gradient_checkpointing=False), or use backend='vllm'")
-    folder = model_folder(trainer, model)
+    folder = str(model_folder(trainer, model))
     if backend == "local":
         live = trainer.accelerator.unwrap_model(trainer.model)
         # The trainer's own precision context (bf16 autocast by GRPOConfig's default, also on CPU), also
         # before accelerate has wrapped the model's forward: logprobs computed as the trainer computes them.
-        engine = make_backend("local", model=live, autocast=trainer.accelerator.autocast)
-    else:
-        url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
-        if not url:
-            raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
-        engine = make_backend("vllm", vllm_url=url)  # several URLs: VLLMEngines
-    return CaptureServer(backend=engine, model=folder).start()
+        sampler = make_backend("local", model=live, autocast=trainer.accelerator.autocast)
+        return start_capture_server(EngineSpec("local", model=folder), backend=sampler)
+    url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
+    if not url:
+        raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
+    return start_capture_server(EngineSpec.of("vllm", model=folder, vllm_url=url))  # several URLs: VLLMEngines

@@ -29,6 +29,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openenv.capture.backends.named import BackendName
+from openenv.capture.backends.vllm_engines import split_urls
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
@@ -269,9 +270,8 @@ class HarnessRollout:
     def _engine(self, trainer: Any) -> EngineSpec:
         """The engine and tokenizer folder, as a Ray worker needs them (paths valid on every node)."""
         url = self.config.vllm_url or getattr(getattr(trainer, "args", None), "vllm_server_base_url", None)
-        urls = tuple(u.rstrip("/") for u in ([url] if isinstance(url, str) else url or []))
         folder = str(model_folder(trainer, self.config.model)) if self.config.executor == "ray" else self.config.model
-        return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=urls)
+        return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=split_urls(url))
 
 
 def _filler_id(trainer: Any) -> int:

@@ -190,7 +190,7 @@ def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_u
     import docker
 
     from openenv.capture.canonical import SamplingParams
-    from openenv.executor.worker import start_capture_server
+    from openenv.capture.engine import start_capture_server
     from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, owner_label
     from openenv.harness.tasks import builtin_task
     from openenv.train.episode_job import TrainingEpisodeJob

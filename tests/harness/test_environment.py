@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from openenv.capture.engine import EngineSpec
 from openenv.errors import BadRequest, InvalidAction
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.models import HarnessAction
@@ -132,3 +133,11 @@ def test_reset_during_an_episode_aborts_the_old_one(env):
 def test_actions_are_validated(fields, message):
     with pytest.raises(ValidationError, match=message):
         HarnessAction.model_validate(fields)
+
+
+def test_the_harness_env_holds_its_engine_as_one_value(tiny_model: Path) -> None:
+    spec = EngineSpec("vllm", str(tiny_model), ("http://127.0.0.1:9",))
+    assert HarnessEnvironment("pi", engine=spec).engine == spec
+    assert HarnessEnvironment("pi", backend="vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/").engine == spec
+    with pytest.raises(BadRequest, match="not both"):
+        HarnessEnvironment("pi", engine=spec, backend="local")

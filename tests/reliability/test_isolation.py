@@ -193,16 +193,40 @@ def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(
         proc.wait(30)
 
 
-def test_the_harness_envs_embedded_proxy_locks_its_admin_api(tiny_model: Path) -> None:
-    """A sandboxed harness can reach the embedded proxy's port; it must not open or read sessions there."""
-    from openenv.harness.environment import shared_server
+def _episode_servers(tiny_model: Path) -> dict[str, Callable[[], CaptureServer]]:
+    """Every road by which an episode gets its capture server, each started the way that road starts it."""
+    from types import SimpleNamespace
 
-    proxy = shared_server("local", tiny_model)
-    session = proxy.open_session(mode="auto")  # the env's own in-process path still works
+    from trl import GRPOConfig
+
+    from openenv.capture.engine import EngineSpec, shared_capture_server
+    from openenv.train.policy_server import policy_server
+
+    trainer = SimpleNamespace(args=GRPOConfig(output_dir="/tmp/openenv-unused", use_cpu=True, report_to="none",
+                                              vllm_server_base_url="http://127.0.0.1:9"))
+    return {
+        # HarnessEnvironment with no server (openenv run / eval / serve): the process's shared one.
+        "env": lambda: shared_capture_server(EngineSpec.of("local", model=tiny_model)),
+        # A training run's episodes (RolloutConfig on threads): the trainer's policy server. It was
+        # started with no admin key before the engine became one value: POST /sessions answered 201.
+        "training": lambda: policy_server(trainer, backend="vllm", model=tiny_model),
+    }
+
+
+@pytest.mark.parametrize("road", ["env", "training"])
+def test_every_episode_capture_server_locks_its_admin_api(tiny_model: Path, road: str) -> None:
+    """A sandboxed harness can reach its capture server's port; it must not open, list, read or close
+    sessions there (opening them until the server is full starves the other episodes of the run; closing
+    its own ends its episode in an outage)."""
+    proxy = _episode_servers(tiny_model)[road]()
+    session = proxy.open_session(mode="auto")  # the episode's own in-process path still works
     try:
         with httpx.Client(timeout=10) as http:
             assert http.post(f"{proxy.base_url}/sessions", json={}).status_code == 401
+            assert http.get(f"{proxy.base_url}/sessions").status_code == 401
             assert http.get(f"{proxy.base_url}/sessions/{session.token}/trajectory").status_code == 401
             assert http.delete(f"{proxy.base_url}/sessions/{session.token}").status_code == 401
     finally:
         proxy.close_session(session.token)
+        if road == "training":
+            proxy.stop()

@@ -32,15 +32,22 @@ from openenv.capture.backends.vllm import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
 
-__all__ = ["EngineState", "VLLMEngines", "vllm_backend"]
+__all__ = ["EngineState", "VLLMEngines", "split_urls", "vllm_backend"]
+
+
+def split_urls(urls: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Engine base URLs from one URL, a comma-separated list (a flag's, `$OPENENV_VLLM_URL`'s) or a
+    sequence: stripped, no trailing `/`, empty entries dropped. The one parser of such lists."""
+    listed = urls.split(",") if isinstance(urls, str) else (urls or ())
+    return tuple(u.strip().rstrip("/") for u in listed if u.strip())
 
 
 def vllm_backend(urls: str | Sequence[str], **options: Any) -> VLLMBackend | VLLMEngines:
     """One `VLLMBackend` for one URL; `VLLMEngines` for several (a list, or `"http://a,http://b"`)."""
-    listed = [u.strip().rstrip("/") for u in (urls.split(",") if isinstance(urls, str) else urls) if u.strip()]
+    listed = split_urls(urls)
     if not listed:
         raise BadRequest("the vLLM backend needs at least one engine URL")
-    return VLLMBackend(listed[0], **options) if len(listed) == 1 else VLLMEngines(listed, **options)
+    return VLLMBackend(listed[0], **options) if len(listed) == 1 else VLLMEngines(list(listed), **options)
 
 
 @dataclass
