@@ -146,13 +146,14 @@ def _real_job_bytes() -> dict[str, float]:
 
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.trajectory import SequenceRow
+    from openenv.harness.episode_settings import EpisodeSettings
     from openenv.harness.tasks import load_task_set
     from openenv.train.episode import TrainingEpisodeResult
     from openenv.train.episode_job import TrainingEpisodeJob
 
     task = load_task_set("builtin")[0]
     job = TrainingEpisodeJob(harness="pi", task=task, policy="sample", engine=EngineSpec(vllm_urls=("http://x:8000",)),
-                             sampling=SamplingParams(max_tokens=256, temperature=1.0))
+                             settings=EpisodeSettings(sampling=SamplingParams(max_tokens=256, temperature=1.0)))
     n = 30000
     row = SequenceRow(prompt_ids=list(range(1000, 1000 + n // 10)), completion_ids=list(range(n)),
                       logprobs=[-0.123456789] * n, env_mask=[1] * n, turn_ids=["t"] * 40)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from openenv.capture.backends.base import Backend
     from openenv.capture.server import CaptureServer
 
-__all__ = ["EngineSpec", "shared_capture_server", "start_capture_server"]
+__all__ = ["EngineSpec", "fold_engine_words", "shared_capture_server", "start_capture_server"]
 
 
 @dataclass(frozen=True)
@@ -144,3 +144,28 @@ def shared_capture_server(spec: EngineSpec) -> CaptureServer:
         if key not in _SHARED:
             _SHARED[key] = start_capture_server(key)
         return _SHARED[key]
+
+
+_ENGINE_WORDS = ("backend", "model", "vllm_url")
+
+
+def fold_engine_words(data: Any, field: str = "engine") -> Any:
+    """For a config that embeds an `EngineSpec` as `field`: the engine given in words (`backend=`, `model=`,
+    `vllm_url=`, as a CLI or an MCP tool passes them) made into `EngineSpec.of(...)` before validation;
+    with neither, `EngineSpec.of()` (the environment's engine, else the local tiny model). Use it as the
+    config's `model_validator(mode="before")`.
+
+    Raises:
+        ValueError: both `field` and words are given (pydantic turns it into a message naming it).
+        BadRequest: an unknown backend name.
+    """
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    words = {name: data.pop(name) for name in _ENGINE_WORDS if name in data}
+    if data.get(field) is not None:
+        if any(value is not None for value in words.values()):
+            raise ValueError(f"pass {field}= or {'/'.join(f'{w}=' for w in _ENGINE_WORDS)}, not both")
+        return data
+    data[field] = EngineSpec.of(words.get("backend"), model=words.get("model"), vllm_url=words.get("vllm_url"))
+    return data

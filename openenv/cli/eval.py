@@ -118,7 +118,7 @@ def _preflight(plan: EvalPlan) -> None:
     """What this machine lacks for the plan (harness CLIs, the engine, Docker): one line, nothing run."""
     from openenv.executor.preflight import node_problems
 
-    problems = node_problems(plan.engine(), plan.harnesses, plan.sandbox)
+    problems = node_problems(plan.engine, plan.harnesses, plan.episode.sandbox)
     if problems:
         fail(problems[0], "nothing was run: fix that, then run the same command again"
              + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""))
@@ -129,8 +129,8 @@ def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExe
     from openenv.executor.cluster import RayExecutor
 
     _err.print(f"connecting to the Ray cluster at {address} and starting the episode workers")
-    executor = RayExecutor(address, engine=plan.engine(), harnesses=plan.harnesses, slots=slots,
-                           sandbox=plan.sandbox)
+    executor = RayExecutor(address, engine=plan.engine, harnesses=plan.harnesses, slots=slots,
+                           sandbox=plan.episode.sandbox)
     nodes = executor.nodes()
     _err.print(f"{executor.slots} episode workers on {len(set(nodes.values()))} node(s): "
                f"{', '.join(sorted(set(nodes.values())))}")

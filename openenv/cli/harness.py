@@ -243,8 +243,10 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
              substitutes: list[str] | None = None, budget: Any = None,
              isolation: str = "bwrap") -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
+    from openenv.capture.engine import EngineSpec
     from openenv.export.log import log_name
     from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.episode_settings import EpisodeSettings
     from openenv.harness.rollout import run_episode, save_trajectory
     from openenv.harness.tasks import Task, find_task
 
@@ -254,10 +256,10 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
         from openenv.harness.sandbox.images import parse_substitutes
 
         substituted = parse_substitutes(substitutes)
-    env = HarnessEnvironment(harness, backend=backend, model=model, vllm_url=vllm_url,  # type: ignore[arg-type]
-                             network=network, sandbox=sandbox, budget=budget,  # type: ignore[arg-type]
-                             isolation=isolation,  # type: ignore[arg-type]
-                             image_substitutes=substituted)
+    engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
+    settings = EpisodeSettings(network=network, sandbox=sandbox, budget=budget, isolation=isolation,  # type: ignore[arg-type]
+                               timeout_s=timeout, image_substitutes=substituted)
+    env = HarnessEnvironment(harness, engine=engine, settings=settings)
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
                                    timeout_s=timeout)

@@ -7,13 +7,14 @@ and a plain `run` trajectory lacks: every answered request's canonical messages,
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from openenv.capture.backends.named import BackendName
 from openenv.capture.canonical import CanonicalRequest
+from openenv.capture.engine import EngineSpec, fold_engine_words
 from openenv.export.log import append_requests, log_name
-from openenv.harness.environment import SandboxKind
+from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import EpisodeSummary, Policy
 
@@ -21,21 +22,24 @@ __all__ = ["EpisodeRequest", "EvalEpisodeResult", "run_recorded_episode"]
 
 
 class EpisodeRequest(BaseModel):
-    """Which episode to run, and how."""
+    """Which episode to run (harness, task, policy), on which engine and how: the two values every road
+    into an episode passes (`EngineSpec`, `EpisodeSettings`). Both may be given in words instead:
+    `backend=`, `model=`, `vllm_url=` for the engine (`EngineSpec.of`), and any setting flat
+    (`max_tokens=`, `timeout_s=`, `sandbox=`, ...)."""
 
     model_config = ConfigDict(extra="forbid")
 
     harness: str
     task: str
     task_set: str = "builtin"
-    backend: BackendName = "local"
     policy: Policy = "sample"
-    model: str | None = Field(default=None, description="model folder; default: the tiny model")
-    vllm_url: str | None = None
-    max_tokens: int | None = Field(default=None, description="cap on each sampled reply (default 256)")
-    timeout_s: float | None = None
-    sandbox: SandboxKind = Field(default="local", description="where the harness runs: a "
-                                                "bubblewrap sandbox here, or a Docker container of the task's image")
+    engine: EngineSpec
+    settings: EpisodeSettings = EpisodeSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, data: Any) -> Any:
+        return fold_setting_words(fold_engine_words(data), "settings")
 
 
 class EvalEpisodeResult(BaseModel):
@@ -56,7 +60,7 @@ def run_recorded_episode(
     """Run one episode to the end and write `out_dir/<episode_id>.jsonl`.
 
     Args:
-        request: harness, task, backend and policy.
+        request: the episode (harness, task, policy), its engine and its settings.
         out_dir: where the log goes.
         server: a started `CaptureServer` to share (default: the process's one for the backend).
 
@@ -64,17 +68,14 @@ def run_recorded_episode(
         NotFound: unknown harness or task. BadRequest: `vllm` without a URL; a harness or task id that is
             not a plain name (`../x`, `a/b`): it names the log file.
     """
-    from openenv.harness.environment import DEFAULT_SAMPLING, HarnessEnvironment
+    from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode, save_trajectory
     from openenv.harness.tasks import find_task
 
     episode_id = log_name(request.harness, request.task)  # refuses '../x' before anything runs
     task = find_task(request.task, request.task_set)
-    sampling = (DEFAULT_SAMPLING if request.max_tokens is None
-                else DEFAULT_SAMPLING.model_copy(update={"max_tokens": request.max_tokens}))
-    env = HarnessEnvironment(request.harness, server=server,  # type: ignore[arg-type]
-                             backend=request.backend, model=request.model, vllm_url=request.vllm_url,
-                             sampling=sampling, sandbox=request.sandbox)
+    env = HarnessEnvironment(request.harness, server=server, engine=request.engine,  # type: ignore[arg-type]
+                             settings=request.settings)
     requests: dict[str, CanonicalRequest] = {}
 
     def remember(obs: HarnessObservation) -> None:
@@ -82,7 +83,8 @@ def run_recorded_episode(
             requests[obs.pending.turn_id] = obs.pending.request
 
     try:
-        obs, summary = run_episode(env, task, policy=request.policy, on_step=remember, timeout_s=request.timeout_s)
+        obs, summary = run_episode(env, task, policy=request.policy, on_step=remember,
+                                   timeout_s=request.settings.timeout_s)
         path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)
     finally:
         env.close()

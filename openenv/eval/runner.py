@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from openenv.capture.backends.named import BackendName
+from openenv.capture.engine import fold_engine_words
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
-from openenv.harness.environment import SandboxKind
+from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.rollout import EpisodeSummary, Policy
 
 __all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
@@ -36,33 +36,32 @@ _LOST = "WorkerLost"
 
 
 class EvalPlan(BaseModel):
-    """The grid to run: harnesses x tasks x repeats."""
+    """The grid to run: harnesses x tasks x repeats, on one engine, every episode with the same settings.
+
+    The engine may be given in words (`backend=`, `model=`, `vllm_url=`: `EngineSpec.of`) and the
+    settings flat (`max_tokens=`, `timeout_s=`, `sandbox=`, ...), as the CLI does.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     harnesses: list[str] = Field(min_length=1)
     tasks: list[str] = Field(min_length=1, description="task ids from `task_set`")
     task_set: str = "builtin"
-    backend: BackendName = "local"
     policy: Policy = "sample"
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)
-    model: str | None = None
-    vllm_url: str | None = None
-    max_tokens: int | None = None
-    timeout_s: float | None = None
-    sandbox: SandboxKind = "local"
+    engine: EngineSpec
+    episode: EpisodeSettings = EpisodeSettings()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _words(cls, data: Any) -> Any:
+        return fold_setting_words(fold_engine_words(data), "episode")
 
     def requests(self) -> list[EpisodeRequest]:
-        common = {"task_set": self.task_set, "backend": self.backend, "policy": self.policy, "model": self.model,
-                  "vllm_url": self.vllm_url, "max_tokens": self.max_tokens, "timeout_s": self.timeout_s,
-                  "sandbox": self.sandbox}
-        return [EpisodeRequest(harness=h, task=t, **common)  # type: ignore[arg-type]
+        return [EpisodeRequest(harness=h, task=t, task_set=self.task_set, policy=self.policy, engine=self.engine,
+                               settings=self.episode)
                 for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
-
-    def engine(self) -> EngineSpec:
-        """The engine the plan's episodes sample from (what a Ray worker checks and serves)."""
-        return EngineSpec.of(self.backend, model=self.model, vllm_url=self.vllm_url)
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None
             that is passed in stays open: the caller closes it.
     """
     logs = out_dir / "episodes"
-    engine = plan.engine()
+    engine = plan.engine
     jobs = [EvalEpisodeJob(request=req, logs=str(logs), engine=engine) for req in plan.requests()]
     own = executor is None
     capture, stop = _engines_server(engine)

@@ -31,6 +31,13 @@ from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
 from openenv.harness.catalog import get_spec
+from openenv.harness.episode_settings import (
+    DEFAULT_SAMPLING,
+    EpisodeSettings,
+    Isolation,
+    Network,
+    SandboxKind,
+)
 from openenv.harness.launch import launch
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState, LastTurn, PendingTurnView
 from openenv.harness.outcome import episode_error
@@ -42,12 +49,9 @@ from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
 from openenv.settings import flag
 
-__all__ = ["DEFAULT_SAMPLING", "HarnessEnvironment", "ResetOptions", "stage_workspace"]
+__all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "HarnessEnvironment", "ResetOptions", "SandboxKind",
+           "stage_workspace"]
 
-# A short cap keeps sampled turns of a tiny or untrained model cheap; pass `sampling=` to change it.
-DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
-Network = Literal["auto", "host", "loopback"]
-SandboxKind = Literal["local", "docker"]
 SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
 
 
@@ -106,10 +110,22 @@ def _reset_options(options: dict[str, Any]) -> ResetOptions:
         raise BadRequest(f"{validation_message(exc, 'reset option')} (known options: {known})") from None
 
 
-def _check_sandbox(kind: object) -> SandboxKind:
-    if kind not in ("local", "docker"):
-        raise BadRequest(f"sandbox must be 'local' or 'docker', got {kind!r}")
-    return kind
+def _settings(given: EpisodeSettings | None, words: dict[str, Any]) -> EpisodeSettings:
+    """`given`, or the settings the one-by-one keywords describe; never both (a keyword beside `settings=`
+    would otherwise be dropped without a word).
+
+    Raises:
+        BadRequest: a keyword differs from its default beside `settings=`, or a value does not validate.
+    """
+    if given is not None:
+        defaults = EpisodeSettings()
+        if changed := [name for name, value in words.items() if value != getattr(defaults, name)]:
+            raise BadRequest(f"pass settings= or {', '.join(f'{n}=' for n in changed)}, not both")
+        return given
+    try:
+        return EpisodeSettings.model_validate(words)
+    except ValidationError as exc:
+        raise BadRequest(validation_message(exc, "settings")) from None
 
 
 def _check_live(episode: _Episode) -> None:
@@ -152,31 +168,18 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             transformers) or `vllm` (vLLM servers at `vllm_url`, comma-separated for several); the model
             folder (tokenizer and chat template; weights for `local`). Unset, `EngineSpec.of` reads
             `$OPENENV_BACKEND` (else `local`), `$OPENENV_MODEL` (else the tiny model) and
-            `$OPENENV_VLLM_URL`. (`$OPENENV_SANDBOX_ISOLATION=none` runs the local sandbox without
-            bubblewrap: for an env image, where the container is the boundary.)
-        sampling: sampling settings that override the harness's.
-        network: `loopback` (or `auto`, the same) runs the harness in a network namespace with only the
-            proxy reachable; `host` (explicit, warned on every episode) shares this machine's network.
-        isolation: `bwrap` walls a local sandbox in (unprivileged uid, namespaces, cgroup); `container`
-            runs the harness as a plain subprocess where the container is the boundary (a Space: no
-            capability, default seccomp; `sandbox/container.py`, refused outside a container); `none` runs
-            the harness on the host (explicit, warned on every episode); default:
-            `$OPENENV_SANDBOX_ISOLATION`, else `bwrap`. A machine that cannot isolate
-            is refused with the missing piece named; nothing falls back silently.
+            `$OPENENV_VLLM_URL`.
+        settings: how each episode runs (`EpisodeSettings`: sandbox, network, isolation, sampling, timeouts,
+            budget, image substitutes); what every road into an episode passes.
+        sampling, network, isolation, turn_timeout_s, sandbox, image_substitutes, local_without_build,
+            budget: the same settings one by one, for callers without an `EpisodeSettings` (see it for what
+            each means); given beside `settings=`, a value other than the default is a 400.
         reward_rule: how the verifier's dict becomes the scalar reward.
-        turn_timeout_s: the longest a `sample`/`complete` may take.
-        sandbox: `local` (a `LocalSandbox` with `network`) or `docker` (a `DockerSandbox` per episode,
-            graded in a fresh container); a reset option of the same name overrides it per episode.
         sandbox_factory: builds each episode's sandbox from the proxy ports it must reach; it replaces
             `sandbox` (for custom images or limits).
         verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
-        image_substitutes: `{missing image: image to use}` for Docker tasks whose image (FROM or
-            docker_image) is not in the engine; each use is reported in the episode's notes.
-        local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
-            outside the workdir, a docker_image) in the local sandbox anyway, without those steps; by
-            default they are refused with a pointer to `sandbox="docker"` (also `$OPENENV_LOCAL_WITHOUT_BUILD=1`).
-        budget: caps on each episode's turns, sampled tokens and context (`capture/budget.py`); a task's
-            own budget and a reset option of the same name combine with it (the tightest cap wins).
+        (`$OPENENV_SANDBOX_ISOLATION=none` runs the local sandbox without bubblewrap: for an env image,
+        where the container is the boundary.)
     """
 
     action_type = HarnessAction
@@ -194,9 +197,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         backend: BackendName | None = None,
         model: str | Path | None = None,
         vllm_url: str | None = None,
+        settings: EpisodeSettings | None = None,
         sampling: SamplingParams | None = DEFAULT_SAMPLING,
         network: Network = "auto",
-        isolation: Literal["bwrap", "container", "none"] | None = None,
+        isolation: Isolation | None = None,
         reward_rule: RewardRule | None = None,
         turn_timeout_s: float = 300.0,
         sandbox: SandboxKind = "local",
@@ -216,19 +220,23 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if engine is not None and (backend or model or vllm_url):
             raise BadRequest("pass engine= or backend=/model=/vllm_url=, not both")
         self.engine: EngineSpec = engine or EngineSpec.of(backend, model=model, vllm_url=vllm_url)
-        self._isolation = isolation or _env_choice("OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"),
-                                                     "bwrap")
-        self._sampling = sampling
-        self._network = "loopback" if network == "auto" else network
+        words = {"sampling": sampling, "network": network, "isolation": isolation, "turn_timeout_s": turn_timeout_s,
+                 "sandbox": sandbox, "image_substitutes": image_substitutes or {},
+                 "local_without_build": local_without_build, "budget": budget}
+        self.settings: EpisodeSettings = _settings(settings, words)
+        self._isolation: Isolation = self.settings.isolation or _env_choice(
+            "OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"), "bwrap")
+        self._sampling = self.settings.sampling
+        self._network = "loopback" if self.settings.network == "auto" else self.settings.network
         self._rule = reward_rule or RewardRule()
-        self._turn_timeout_s = turn_timeout_s
-        self._sandbox_kind: SandboxKind = _check_sandbox(sandbox)
+        self._turn_timeout_s = self.settings.turn_timeout_s
+        self._sandbox_kind: SandboxKind = self.settings.sandbox
         self._sandbox_factory = sandbox_factory
         self._verifier = verifier
-        self._image_substitutes = dict(image_substitutes or {})
-        self._local_without_build = (flag("OPENENV_LOCAL_WITHOUT_BUILD")
-                                     if local_without_build is None else local_without_build)
-        self._budget = budget
+        self._image_substitutes = dict(self.settings.image_substitutes)
+        self._local_without_build = (flag("OPENENV_LOCAL_WITHOUT_BUILD") if self.settings.local_without_build is None
+                                     else self.settings.local_without_build)
+        self._budget = self.settings.budget
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
 
@@ -249,7 +257,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._end_episode()
         opts = _reset_options(options)
         task = self._resolve_task(opts.task, seed, opts.task_set)
-        timeout_s = opts.timeout_s or task.timeout_s
+        timeout_s = opts.timeout_s or self.settings.timeout_s or task.timeout_s
         notes: list[str] = []
         make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
         server = self._ensure_server()

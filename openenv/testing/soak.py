@@ -47,6 +47,7 @@ from openenv.capture.trajectory import TurnRecord
 from openenv.errors import OpenEnvError
 from openenv.executor.base import EpisodeExecutor, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.episode_settings import EpisodeSettings
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.sandbox.local import LocalSandbox
@@ -397,8 +398,8 @@ def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> SoakEpiso
                                status=None)
     slot.sandbox = None
     faults_before = slot.faults.stats
-    env = HarnessEnvironment(config.harness, server=slot.server, sampling=SOAK_SAMPLING,
-                             sandbox_factory=slot.make_sandbox, turn_timeout_s=config.episode_timeout_s)
+    env = HarnessEnvironment(config.harness, server=slot.server, sandbox_factory=slot.make_sandbox,
+                             settings=EpisodeSettings(sampling=SOAK_SAMPLING, turn_timeout_s=config.episode_timeout_s))
     session = None
     try:
         session = _drive(plan, env, slot, config, result)

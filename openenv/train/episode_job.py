@@ -9,14 +9,12 @@ that place's capture server. On both executors the same function runs the episod
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
 
-from openenv.capture.budget import Budget
-from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, WorkerContext
-from openenv.harness.environment import HarnessEnvironment, SandboxKind
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.episode_settings import EpisodeSettings
 from openenv.harness.tasks.model import Task
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult, run_training_episode
 from openenv.train.sequences import SequencePolicy
@@ -34,26 +32,18 @@ class TrainingEpisodeJob:
     Args:
         harness, task, policy: what to run.
         engine: the engine the episode samples from (a Ray worker serves it with its own proxy).
-        sampling: the per-turn sampling settings.
-        network: the sandbox network.
-        sandbox: `local` (bubblewrap) or `docker` (a container of the task's image).
-        timeout_s: the harness's wall-clock budget (default: the task's).
+        settings: how the episode runs (sandbox, network, sampling, timeouts, budget).
         sequences: which of the episode's sequences train (`sequences.py`).
         env_builder: a custom environment builder (default: `HarnessEnvironment` with the above).
-        budget: caps on the episode's turns / sampled tokens / context (`capture/budget.py`).
     """
 
     harness: str
     task: Task
     policy: EpisodePolicy
     engine: EngineSpec
-    sampling: SamplingParams
-    network: Literal["auto", "host", "loopback"] = "auto"
-    sandbox: SandboxKind = "local"
-    timeout_s: float | None = None
+    settings: EpisodeSettings = field(default_factory=EpisodeSettings)
     sequences: SequencePolicy = "all"
     env_builder: EnvBuilder | None = None
-    budget: Budget | None = None
 
     @property
     def label(self) -> str:
@@ -66,7 +56,7 @@ class TrainingEpisodeJob:
             return self.lost(f"{type(exc).__name__}: {exc}")
         build = self.env_builder or self._default_env
         result = run_training_episode(lambda harness: build(harness, server), self.harness, self.task,
-                                      policy=self.policy, timeout_s=self.timeout_s, sequences=self.sequences,
+                                      policy=self.policy, timeout_s=self.settings.timeout_s, sequences=self.sequences,
                                       keep_in=context.artifacts)
         result.node = context.node_id
         return result
@@ -76,5 +66,4 @@ class TrainingEpisodeJob:
                                      error=reason)
 
     def _default_env(self, harness: str, server: CaptureServer | None) -> HarnessEnvironment:
-        return HarnessEnvironment(harness, server=server, sampling=self.sampling, network=self.network,
-                                  budget=self.budget, sandbox=self.sandbox)
+        return HarnessEnvironment(harness, server=server, engine=self.engine, settings=self.settings)

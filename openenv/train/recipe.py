@@ -70,9 +70,11 @@ def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
     model = recipe.model or str(tiny_model_path())
     out = Path(recipe.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    sampling = recipe.rollout.episode.sampling
+    assert sampling is not None and sampling.temperature is not None  # RolloutConfig refuses a run without
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, per_device_train_batch_size=recipe.num_generations,
                       num_generations=recipe.num_generations, max_steps=recipe.steps,
-                      learning_rate=recipe.learning_rate, beta=0.0, temperature=recipe.rollout.temperature,
+                      learning_rate=recipe.learning_rate, beta=0.0, temperature=sampling.temperature,
                       logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False,
                       seed=recipe.seed)
     rollout = HarnessRollout(recipe.rollout)

@@ -24,18 +24,17 @@ import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from openenv.capture.backends.named import BackendName
 from openenv.capture.backends.vllm_engines import split_urls
-from openenv.capture.budget import Budget
-from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_executor
-from openenv.harness.environment import HarnessEnvironment, SandboxKind
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
@@ -66,13 +65,14 @@ class RolloutConfig(BaseModel):
         model: the tokenizer/chat-template folder; default: the trainer model's `name_or_path`.
         vllm_url: the vLLM base URL (no /v1), or a list of them (sessions spread over the engines);
             default: `GRPOConfig.vllm_server_base_url`.
-        max_tokens: the cap on each sampled turn.
-        temperature: the sampling temperature (keep it equal to `GRPOConfig.temperature`).
+        episode: how each episode runs (`EpisodeSettings`: sandbox, network, sampling, timeouts, budget).
+            Its settings may also be given flat: `max_tokens` (the cap on each sampled turn, default 256),
+            `temperature` (keep it equal to `GRPOConfig.temperature`), `episode_timeout_s` (the harness's
+            wall-clock budget, default: the task's), `network`, `sandbox` (`docker`: each episode in a
+            container of its task's image; on Ray every node must have a Docker engine, checked at
+            start), `budget` (caps on turns / sampled tokens / context, with each task's own the tightest
+            wins; an episode that hits one ends with status `budget`, see `failure.on_budget`).
         max_concurrency: episodes running at once, across the batch's groups.
-        episode_timeout_s: the harness's wall-clock budget per episode (default: the task's).
-        network: the sandbox network (`auto`, `host` or `loopback`).
-        sandbox: `local` (bubblewrap) or `docker` (each episode in a container of its task's image; on
-            Ray every node must have a Docker engine, checked at start).
         failure: the retry/mask policy for failed episodes.
         policy: `sample` (on-policy) or `oracle` (reference solutions scored by the policy) for every episode.
         sequences: `all` trains every sequence of an episode (compaction, sub-agents, forks) with the
@@ -82,8 +82,6 @@ class RolloutConfig(BaseModel):
             Ray cluster at `ray_address`; needs `backend="vllm"`).
         ray_address: the cluster (`auto`, `HOST:PORT`, `ray://...`).
         ray_slots: episode workers to start on Ray (default: every slot the cluster offers).
-        budget: caps on each episode's turns / sampled tokens / context (with each task's own budget, the
-            tightest wins); an episode that hits one ends with status `budget` (see `failure.on_budget`).
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -93,19 +91,27 @@ class RolloutConfig(BaseModel):
     backend: BackendName = "local"
     model: str | None = None
     vllm_url: str | list[str] | None = None
-    max_tokens: int = Field(default=256, gt=0)
-    temperature: float = Field(default=1.0, gt=0)
+    episode: EpisodeSettings = EpisodeSettings()
     max_concurrency: int = Field(default=4, gt=0)
-    episode_timeout_s: float | None = Field(default=None, gt=0)
-    network: Literal["auto", "host", "loopback"] = "auto"
-    sandbox: SandboxKind = "local"
     failure: FailurePolicy = FailurePolicy()
     policy: EpisodePolicy = "sample"
     sequences: SequencePolicy = "all"
     executor: ExecutorKind = "thread"
     ray_address: str | None = "auto"
     ray_slots: int | None = Field(default=None, gt=0)
-    budget: Budget | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_settings(cls, data: Any) -> Any:
+        return fold_setting_words(data, "episode", renames={"episode_timeout_s": "timeout_s"})
+
+    @model_validator(mode="after")
+    def _samples(self) -> RolloutConfig:
+        sampling = self.episode.sampling
+        if sampling is None or not sampling.temperature or not sampling.max_tokens:
+            raise ValueError("a training run samples: its episodes need a temperature above 0 and a max_tokens "
+                             "(keep the temperature equal to GRPOConfig.temperature)")
+        return self
 
     @model_validator(mode="after")
     def _ray_needs_an_engine(self) -> RolloutConfig:
@@ -190,13 +196,10 @@ class HarnessRollout:
         """Start a group's episodes on the executor (with retries); returns the future of its outcome."""
         executor = self.executor(trainer)
         engine = self._engine(trainer)
-        sampling = SamplingParams(max_tokens=self.config.max_tokens, temperature=self.config.temperature)
         builder = self._custom_env  # None: the job builds the default env wherever it runs (picklable)
         jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
-                                   sampling=sampling, network=self.config.network, sandbox=self.config.sandbox,
-                                   timeout_s=self.config.episode_timeout_s,
-                                   sequences=self.sequence_policy(trainer), env_builder=builder,
-                                   budget=self.config.budget)
+                                   settings=self.config.episode, sequences=self.sequence_policy(trainer),
+                                   env_builder=builder)
                 for i in range(plan.size)]
         return run_group(executor, jobs, self.config.failure)
 
@@ -211,7 +214,7 @@ class HarnessRollout:
             else:
                 self._executor = make_executor("ray", slots=self.config.ray_slots, engine=self._engine(trainer),
                                                harnesses=sorted(self.mix.weights), address=self.config.ray_address,
-                                               sandbox=self.config.sandbox)
+                                               sandbox=self.config.episode.sandbox)
         return self._executor
 
     def to_batch(self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any) -> dict[str, list[Any]]:

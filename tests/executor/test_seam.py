@@ -191,6 +191,7 @@ def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_u
 
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.engine import start_capture_server
+    from openenv.harness.episode_settings import EpisodeSettings
     from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL, owner_label
     from openenv.harness.tasks import builtin_task
     from openenv.train.episode_job import TrainingEpisodeJob
@@ -199,7 +200,8 @@ def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_u
     server = start_capture_server(engine)
     client, mine, seen = docker.from_env(), owner_label(), set()
     job = TrainingEpisodeJob(harness="pi", task=builtin_task("fix-temperature-conversion"), policy="oracle",
-                             engine=engine, sampling=SamplingParams(max_tokens=64), sandbox="docker")
+                             engine=engine, settings=EpisodeSettings(sampling=SamplingParams(max_tokens=64),
+                                                                     sandbox="docker"))
     executor = ThreadExecutor(1, capture=lambda _spec: server)
     try:
         future = executor.submit(job)

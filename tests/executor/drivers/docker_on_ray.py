@@ -67,7 +67,7 @@ class HoldSandboxes:
 
 plan = EvalPlan(harnesses=["pi"], tasks=["fix-temperature-conversion"], policy="oracle", repeats=2, backend="vllm",
                 vllm_url=url, sandbox="docker")
-executor = RayExecutor("auto", engine=plan.engine(), harnesses=plan.harnesses, run_id=run, sandbox="docker")
+executor = RayExecutor("auto", engine=plan.engine, harnesses=plan.harnesses, run_id=run, sandbox="docker")
 seen: dict[str, dict[str, str]] = {}
 everyone: dict[str, dict[str, str]] = {}  # every openenv container the workers made, labelled or not
 running = True
