@@ -1,4 +1,5 @@
-"""How openenv's modules depend on each other: no cycles, and test infrastructure only where it is meant.
+"""How openenv's modules depend on each other: no cycles, test infrastructure only where it is meant,
+and no module reading another module's private attributes.
 
 Read from the source with `ast`, imports inside functions included: an import put in a function to
 dodge a cycle at import time (as `harness.env_image` and `publish` once did) is still a cycle in the
@@ -117,3 +118,35 @@ def test_only_the_soak_command_imports_the_test_infrastructure() -> None:
     users = {m for m, deps in GRAPH.items()
              if not m.startswith("openenv.testing") and any(d.startswith("openenv.testing") for d in deps)}
     assert users == TESTING_USERS
+
+
+def _foreign_privates(source: str) -> list[str]:
+    """`x._name` reads in `source` where `_name` is not defined in `source` itself (not `self`/`cls`)."""
+    tree = ast.parse(source)
+    defined: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            defined.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            defined.add(node.target.id)
+    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            and node.attr not in defined]
+
+
+def test_the_private_attribute_finder_finds_a_read_across_modules() -> None:
+    assert _foreign_privates("def f(gate):\n    return gate.pending._done\n") == ["2: gate.pending._done"]
+    assert _foreign_privates("class P:\n    def __init__(self):\n        self._done = 1\n"
+                             "def f(p):\n    return p._done\n") == []
+
+
+def test_no_module_reads_the_private_attributes_of_another() -> None:
+    """A seam is a public method or attribute (issue 33: the capture session wrote `gate`'s
+    `pending._done`, the registry read `session._answering`)."""
+    found = {name: reads for name, path in MODULES.items() if (reads := _foreign_privates(path.read_text()))}
+    assert found == {}
