@@ -150,6 +150,7 @@ def _real_job_bytes() -> dict[str, float]:
     from openenv.harness.tasks import load_task_set
     from openenv.train.episode import TrainingEpisodeResult
     from openenv.train.episode_job import TrainingEpisodeJob
+    from openenv.train.sequences import TrainedRows
 
     task = load_task_set("builtin")[0]
     job = TrainingEpisodeJob(harness="pi", task=task, policy="sample", engine=EngineSpec(vllm_urls=("http://x:8000",)),
@@ -157,7 +158,7 @@ def _real_job_bytes() -> dict[str, float]:
     n = 30000
     row = SequenceRow(prompt_ids=list(range(1000, 1000 + n // 10)), completion_ids=list(range(n)),
                       logprobs=[-0.123456789] * n, env_mask=[1] * n, turn_ids=["t"] * 40)
-    result = TrainingEpisodeResult(harness="pi", task_id=task.id, policy="sample", row=row)
+    result = TrainingEpisodeResult(harness="pi", task_id=task.id, policy="sample", trained=TrainedRows(row))
     return {"training": len(cloudpickle.dumps(job)), "row_bytes_per_token": len(pickle.dumps(result)) / n}
 
 

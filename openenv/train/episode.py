@@ -17,7 +17,7 @@ from typing import Literal
 
 from openenv.capture.trajectory import SequenceRow
 from openenv.harness.environment import HarnessEnvironment
-from openenv.harness.rollout import run_episode, save_trajectory
+from openenv.harness.rollout import EpisodeSummary, run_episode, save_trajectory
 from openenv.harness.tasks.model import Task
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
@@ -30,42 +30,91 @@ EnvFactory = Callable[[str], HarnessEnvironment]
 
 @dataclass
 class TrainingEpisodeResult:
-    """What one attempt at an episode left behind."""
+    """What one attempt at an episode left behind: the episode's summary (what `openenv run --json`
+    prints) and its rows as GRPO gets them, each held whole, not copied field by field.
+
+    Attributes:
+        summary: the episode's summary; None when it never reached an end (the env raised, the worker
+            was lost).
+        trained: the rows that train and their token counts (`sequences.trained_rows`).
+        error: why this attempt is a failure (our side's outage, no reward, an exception), else None.
+        wall_s: the attempt's wall time, env construction included.
+        node: where it ran: a Ray node id, or None for this process.
+        trajectory: the full trajectory (JSONL) on that node, when one was kept.
+    """
 
     harness: str
     task_id: str
     policy: EpisodePolicy
-    row: SequenceRow | None = None
-    branches: tuple[SequenceRow, ...] = ()
-    reward: float = 0.0
-    breakdown: dict[str, float] = field(default_factory=dict)
-    tool_calls: int = 0
-    turns: int = 0
-    status: str | None = None
-    dropped_sequences: int = 0
-    tokens_sampled: int = 0
-    tokens_trained: int = 0
-    aux_tokens: int = 0
-    malformed_tool_calls: int = 0
+    summary: EpisodeSummary | None = None
+    trained: TrainedRows = field(default_factory=lambda: TrainedRows(None))
     error: str | None = None
     wall_s: float = 0.0
-    node: str | None = None  # where it ran: a Ray node id, or None for this process
-    trajectory: str | None = None  # the full trajectory (JSONL) on that node, when one was kept
+    node: str | None = None
+    trajectory: str | None = None
+
+    # ---- the rows (TrainedRows) ---------------------------------------------------------------------
+
+    @property
+    def row(self) -> SequenceRow | None:
+        """The primary row (TRL's one completion per generation), or None."""
+        return self.trained.primary
+
+    @property
+    def branches(self) -> tuple[SequenceRow, ...]:
+        return self.trained.branches
 
     @property
     def rows(self) -> tuple[SequenceRow, ...]:
         """Every row that trains: the primary row, then the branches."""
-        return (self.row, *self.branches) if self.row is not None else ()
+        return self.trained.rows
+
+    @property
+    def dropped_sequences(self) -> int:
+        return self.trained.dropped
+
+    @property
+    def tokens_sampled(self) -> int:
+        return self.trained.tokens_sampled
+
+    @property
+    def tokens_trained(self) -> int:
+        return self.trained.tokens_trained
 
     @property
     def trained_ratio(self) -> float:
         """tokens_trained / tokens_sampled (policy tokens; aux turns are counted apart in `aux_tokens`)."""
-        return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
+        return self.trained.trained_ratio
 
-    def take(self, rows: TrainedRows) -> None:
-        """Keep the rows that train and their token counts."""
-        self.row, self.branches, self.dropped_sequences = rows.primary, rows.branches, rows.dropped
-        self.tokens_sampled, self.tokens_trained = rows.tokens_sampled, rows.tokens_trained
+    # ---- the episode (EpisodeSummary); an episode without a summary scored nothing ------------------
+
+    @property
+    def reward(self) -> float:
+        return (self.summary.reward or 0.0) if self.summary is not None else 0.0
+
+    @property
+    def breakdown(self) -> dict[str, float]:
+        return dict(self.summary.reward_breakdown) if self.summary is not None else {}
+
+    @property
+    def status(self) -> str | None:
+        return self.summary.status if self.summary is not None else None
+
+    @property
+    def tool_calls(self) -> int:
+        return self.summary.tool_calls if self.summary is not None else 0
+
+    @property
+    def turns(self) -> int:
+        return self.summary.turns if self.summary is not None else 0
+
+    @property
+    def aux_tokens(self) -> int:
+        return self.summary.aux_tokens if self.summary is not None else 0
+
+    @property
+    def malformed_tool_calls(self) -> int:
+        return self.summary.malformed_tool_calls if self.summary is not None else 0
 
     @property
     def failed(self) -> bool:
@@ -90,15 +139,12 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         env = make_env(harness)
         obs, summary = run_episode(env, task, policy=policy, timeout_s=timeout_s)
         stats = obs.stats
-        result.take(trained_rows(obs.sequences or [], sequences, sampled=stats.sampled_tokens if stats else None))
-        result.aux_tokens = stats.aux_tokens if stats else 0
-        result.malformed_tool_calls = stats.malformed_tool_calls if stats else 0
-        result.reward, result.breakdown = summary.reward or 0.0, dict(summary.reward_breakdown)
+        result.summary = summary
+        result.trained = trained_rows(obs.sequences or [], sequences, sampled=stats.sampled_tokens if stats else None)
         if summary.status == "error":  # our side failed: not a score of 0; the failure policy retries or masks it
             result.error = f"error: {summary.error}"
         elif summary.reward is None:
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"
-        result.tool_calls, result.turns, result.status = summary.tool_calls, summary.turns, summary.status
         if keep_in is not None:
             name = f"{harness}-{task.id}-{uuid.uuid4().hex[:8]}.jsonl"
             result.trajectory = str(save_trajectory(keep_in / name, env, obs, summary))

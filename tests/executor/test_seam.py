@@ -125,11 +125,12 @@ class _Flaky:
 
     def run(self, context: WorkerContext):  # type: ignore[no-untyped-def]
         from openenv.train.episode import TrainingEpisodeResult
+        from openenv.train.sequences import TrainedRows
 
         self.calls.append(1)
         ok = len(self.calls) > self.fails
         return TrainingEpisodeResult(harness="pi", task_id=self.label, policy="sample",
-                                     error=None if ok else "boom", row=None if not ok else _row())
+                                     error=None if ok else "boom", trained=TrainedRows(_row() if ok else None))
 
     def lost(self, reason: str):  # type: ignore[no-untyped-def]
         from openenv.train.episode import TrainingEpisodeResult

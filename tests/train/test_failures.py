@@ -8,8 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from openenv.capture.trajectory import SequenceRow
+from openenv.testing.results import episode_result
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import FailurePolicy, run_group
+from openenv.train.sequences import TrainedRows
 
 ROW = SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[-0.1], env_mask=[1], turn_ids=["t"])
 
@@ -20,7 +22,7 @@ def _episode(outcomes: list[str]):
 
     def run() -> TrainingEpisodeResult:
         ok = outcomes[min(next(attempts), len(outcomes) - 1)] == "ok"
-        return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW if ok else None,
+        return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", trained=TrainedRows(ROW if ok else None),
                                      error=None if ok else "SandboxLost: container vanished")
 
     return run
@@ -50,7 +52,7 @@ def test_zero_retries_masks_on_the_first_failure(pool):
 
 
 def _budgeted() -> TrainingEpisodeResult:
-    return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", row=ROW, status="budget")
+    return episode_result([ROW], status="budget")
 
 
 def test_an_episode_ended_by_its_budget_trains_by_default(pool):

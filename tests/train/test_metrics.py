@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from openenv.testing.results import episode_result
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.metrics import rollout_metrics
+from openenv.train.sequences import TrainedRows
 
 
 def _result(
@@ -15,9 +17,11 @@ def _result(
     from openenv.capture.trajectory import SequenceRow
 
     row = None if error else SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], env_mask=[1], turn_ids=[])
-    return TrainingEpisodeResult(harness=harness, task_id="t", policy="sample", row=row, reward=reward,
-                                 breakdown={"solved": reward}, tool_calls=tool_calls, turns=tool_calls + 1,
-                                 error=error, dropped_sequences=1 if harness == "codex" else 0, wall_s=2.0)
+    if error:  # the episode never ended: no summary, no rows
+        return TrainingEpisodeResult(harness=harness, task_id="t", policy="sample", error=error, wall_s=2.0)
+    trained = TrainedRows(row, dropped=1 if harness == "codex" else 0, tokens_sampled=1, tokens_trained=1)
+    return episode_result([row], harness=harness, reward=reward, breakdown={"solved": reward}, tool_calls=tool_calls,
+                          turns=tool_calls + 1, trained=trained, wall_s=2.0)
 
 
 def test_each_harness_gets_its_own_reward_and_tool_call_means():

@@ -20,6 +20,7 @@ import torch
 from openenv.errors import SandboxLost
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.sandbox.local import LocalSandbox
+from openenv.testing.results import episode_result
 from openenv.testing.training import train_and_compare
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
@@ -173,7 +174,7 @@ def test_a_masked_group_trains_no_token_and_is_unscorable(tiny_model):
 
     row = SequenceRow(prompt_ids=[5, 6], completion_ids=[7, 8, 9], logprobs=[-1.0, 0.0, -2.0], env_mask=[1, 0, 1],
                       turn_ids=["a"])
-    ok = TrainingEpisodeResult(harness="pi", task_id=TASK, policy="sample", breakdown={"solved": 1.0}, row=row)
+    ok = episode_result([row], task_id=TASK, breakdown={"solved": 1.0})
     lost = TrainingEpisodeResult(harness="pi", task_id=TASK, policy="sample", error="SandboxLost: gone")
     outcome = GroupOutcome([ok, lost], attempts=[1, 3])
     rows = [training_row(r, masked=outcome.masked, filler=2) for r in outcome.results]

@@ -16,11 +16,11 @@ import pytest
 import torch
 
 from openenv.capture.trajectory import SequenceRow
+from openenv.testing.results import episode_result
 from openenv.testing.training import train_and_compare
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
-from openenv.train.sequences import trained_rows
 
 SEQUENCES_PER_EPISODE = (1, 3, 2, 1)  # 7 rows for 4 generations: one zero-loss filler row makes it 8 (2 steps)
 REWARDS = (1.0, 0.0, 0.25, 0.75)
@@ -40,10 +40,8 @@ class BranchingRollout:
         results = []
         for i, _ in enumerate(prompts):
             rows = [self._sequence(trainer, i, j) for j in range(SEQUENCES_PER_EPISODE[i % 4])]
-            result = TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", reward=REWARDS[i % 4],
-                                           breakdown={"solved": REWARDS[i % 4]}, turns=len(rows))
-            result.take(trained_rows(rows, policy, sampled=sum(sum(r.env_mask) for r in rows)))
-            results.append(result)
+            results.append(episode_result(rows, sequences=policy, reward=REWARDS[i % 4],
+                                          breakdown={"solved": REWARDS[i % 4]}, turns=len(rows)))
         self.episodes = results
         size = trainer.num_generations
         plans = [SimpleNamespace(prompt=prompts[s]) for s in range(0, len(prompts), size)]

@@ -9,6 +9,7 @@ from openenv.capture.trajectory import SequenceRow
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import GroupPlan, HarnessRollout, RolloutConfig
+from openenv.train.sequences import TrainedRows
 from openenv.train.worker import AsyncRolloutWorker
 
 
@@ -24,7 +25,8 @@ class RecordingRollout(HarnessRollout):
         self.started.append(trainer.state.global_step)
         row = SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[-1.0], env_mask=[1],
                           turn_ids=[f"started@{trainer.state.global_step}"])
-        result = TrainingEpisodeResult(harness=plan.harness, task_id=plan.task.id, policy="sample", row=row)
+        result = TrainingEpisodeResult(harness=plan.harness, task_id=plan.task.id, policy="sample",
+                                       trained=TrainedRows(row))
         future: Future[GroupOutcome] = Future()
         future.set_result(GroupOutcome([result] * plan.size, attempts=[1] * plan.size))
         return future

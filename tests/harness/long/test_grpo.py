@@ -6,18 +6,17 @@ the same tiny model the trainer starts from, so the first step is on-policy."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 from openenv.capture.trajectory import SequenceRow
+from openenv.testing.results import episode_result
 from openenv.testing.training import train_and_compare
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
-from openenv.train.sequences import trained_rows
 from tests.harness.long.test_long_episodes import LINEAGE
 
 pytestmark = [pytest.mark.slow, pytest.mark.vllm]
@@ -28,10 +27,8 @@ def episode_reward(prompts, completions, episode_reward, **kwargs):
 
 
 def _result(rows: list[SequenceRow], reward: float, policy: Any) -> TrainingEpisodeResult:
-    result = TrainingEpisodeResult(harness="claude-code", task_id="fix-deep-merge", policy=policy, reward=reward,
-                           breakdown={"solved": reward}, turns=sum(len(r.turn_ids) for r in rows))
-    result.take(trained_rows(rows, policy, sampled=sum(sum(r.env_mask) for r in rows)))
-    return result
+    return episode_result(rows, harness="claude-code", task_id="fix-deep-merge", sequences=policy, reward=reward,
+                          breakdown={"solved": reward}, turns=sum(len(r.turn_ids) for r in rows))
 
 
 def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_run, claude_gives_up, tiny_model,
@@ -89,7 +86,7 @@ def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_r
     keys = [(tuple(p[pm.bool()].tolist()), tuple(c[cm.bool()].tolist()))
             for p, pm, c, cm in zip(b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"],
                                     strict=True)]
-    key = lambda row: (tuple(row.prompt_ids), tuple(row.completion_ids))  # noqa: E731
+    key = lambda row: (tuple(row.prompt_ids), tuple(row.completion_ids))
     # The two episodes are the same up to their compaction (the policy is scripted): those rows appear
     # once per episode, with opposite advantages. Each row of each episode is one row of the batch.
     expected = [key(r) for r in (*solved, *gave_up)]

@@ -1,0 +1,29 @@
+"""`episode_result`: a finished training episode as `run_training_episode` returns one (a summary and its
+rows), for the tests of what consumes results (failure policy, metrics, batches, trainers) without
+running an episode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from openenv.capture.trajectory import SequenceRow
+from openenv.harness.rollout import EpisodeSummary
+from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
+from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
+
+__all__ = ["episode_result"]
+
+
+def episode_result(rows: Sequence[SequenceRow] = (), *, reward: float = 0.0, breakdown: dict[str, float] | None = None,
+                   status: str = "exited", tool_calls: int = 0, turns: int = 0, harness: str = "pi",
+                   task_id: str = "t", policy: EpisodePolicy = "sample", sequences: SequencePolicy = "all",
+                   trained: TrainedRows | None = None, error: str | None = None,
+                   wall_s: float = 0.0) -> TrainingEpisodeResult:
+    """A scored episode with `rows` (split by `sequences`, as `run_training_episode` splits them; or
+    `trained` as given) and a summary holding the rest."""
+    summary = EpisodeSummary(harness=harness, task=task_id, policy=policy, reward=reward, status=status,  # type: ignore[arg-type]
+                             turns=turns, tool_calls=tool_calls, sequences=len(rows), merge_ratio=1.0, aux_turns=0,
+                             reward_breakdown=breakdown or {}, wall_s=wall_s)
+    split = trained or trained_rows(rows, sequences, sampled=sum(sum(r.env_mask) for r in rows))
+    return TrainingEpisodeResult(harness=harness, task_id=task_id, policy=policy, summary=summary, trained=split,
+                                 error=error, wall_s=wall_s)
