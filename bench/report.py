@@ -3,6 +3,7 @@
     .venv/bin/python bench/report.py [--quick] [--out docs/benchmarks.md] [--vllm-url URL] [--sandbox] [--episode]
     .venv/bin/python bench/report.py --only ttft [--vllm-url URL]   # re-measure one section in place
     .venv/bin/python bench/report.py --only episode [--episode-json pi.json claude-code.json]
+    .venv/bin/python bench/report.py --only server [--server-json run.json]   # section 4 (~5 min)
 
 Sections (each measured in this run, ratios against a baseline measured in the same run):
 1. proxy latency added per turn, non-streamed and streamed: vLLM direct vs ours vs the reference;
@@ -139,6 +140,26 @@ def only_episode(out: Path, saved: list[Path] | None) -> None:
     console.print(f"wrote section 6b of {out}")
 
 
+def only_server(out: Path, saved: Path | None) -> None:
+    """Section 4 (env server steps/s) and its Targets lines replaced in `out`: measured now
+    (bench_server.py, ~5 min on 2 cores) or rendered from a saved `--json` run."""
+    from report_format import server_section
+
+    if saved is not None:
+        data = json.loads(saved.read_text())
+    else:
+        ensure_reference()
+        done = subprocess.run([sys.executable, "bench/bench_server.py", "--json"], check=True, cwd=REPO,
+                              stdout=subprocess.PIPE, text=True)
+        data = json.loads(done.stdout)
+    text, lines = server_section(data)
+    doc = replace_section(out.read_text(), "## 4.", text)
+    for line in lines:
+        doc = replace_target(doc, line)
+    out.write_text(doc)
+    console.print(f"replaced section 4 of {out}")
+
+
 def replace_section(doc: str, heading: str, text: str) -> str:
     """`doc` with the section that starts with `heading` (up to the next `## `) replaced by `text`."""
     start = doc.find(heading)
@@ -219,10 +240,13 @@ def main() -> None:
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
     parser.add_argument("--episode", action="store_true",
                         help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
-    parser.add_argument("--only", choices=["ttft", "episode"], help="re-measure one section and replace it in --out")
+    parser.add_argument("--only", choices=["ttft", "episode", "server"],
+                        help="re-measure one section and replace it (and its Targets lines) in --out")
     parser.add_argument("--episode-json", nargs="+", type=Path, metavar="JSON",
                         help="with --only episode: render these saved `bench_episode.py --json` runs (one per "
                              "harness) instead of measuring again")
+    parser.add_argument("--server-json", type=Path, metavar="JSON",
+                        help="with --only server: render this saved `bench_server.py --json` run instead")
     parser.add_argument("--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -230,6 +254,9 @@ def main() -> None:
     cfg["ttft_runs"] = args.ttft_runs or cfg["ttft_runs"]
     if args.only == "episode":
         only_episode(args.out, args.episode_json)
+        return
+    if args.only == "server":
+        only_server(args.out, args.server_json)
         return
     t0 = time.monotonic()
     info = machine()

@@ -16,7 +16,7 @@ from openenv.capture.engine import EngineSpec, fold_engine_words
 from openenv.export.log import append_requests, log_name
 from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.models import HarnessObservation
-from openenv.harness.rollout import EpisodeSummary, Policy
+from openenv.harness.summary import EpisodeSummary, Policy
 
 __all__ = ["EpisodeRequest", "EvalEpisodeResult", "run_recorded_episode"]
 

@@ -26,7 +26,7 @@ from openenv.capture.engine import fold_engine_words
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
 from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
-from openenv.harness.rollout import EpisodeSummary, Policy
+from openenv.harness.summary import EpisodeSummary, Policy
 
 __all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
 

@@ -20,7 +20,7 @@ from openenv.capture.backends.named import BackendName
 from openenv.errors import BadRequest, NotFound
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
-from openenv.harness.rollout import Policy
+from openenv.harness.summary import Policy
 from openenv.harness.tasks.sets import served_task_sets
 from openenv.paths import safe_name
 

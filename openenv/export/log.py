@@ -20,29 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openenv.capture.canonical import CanonicalRequest
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import BadRequest, NotFound
+from openenv.harness.summary import EpisodeSummary
 from openenv.paths import safe_name, write_atomic
 
-__all__ = ["EpisodeLog", "EpisodeSummaryLine", "SkippedLog", "append_requests", "find_logs", "log_name",
+__all__ = ["EpisodeLog", "SkippedLog", "append_requests", "find_logs", "log_name",
            "read_episode", "read_episodes"]
-
-
-class EpisodeSummaryLine(BaseModel):
-    """The `summary` line, read leniently: newer writers may add fields this reader does not know."""
-
-    model_config = ConfigDict(extra="allow")
-
-    harness: str = ""
-    task: str = ""
-    policy: str = ""
-    reward: float = 0.0
-    status: str | None = None
-    turns: int = 0
-    tool_calls: int = 0
-    sequences: int = 0
-    merge_ratio: float = 0.0
-    aux_turns: int = 0
-    reward_breakdown: dict[str, float] = Field(default_factory=dict)
-    wall_s: float = 0.0
 
 
 class EpisodeLog(BaseModel):
@@ -54,7 +36,7 @@ class EpisodeLog(BaseModel):
     turns: list[TurnRecord] = Field(default_factory=list)
     sequences: list[SequenceRow] = Field(default_factory=list)
     requests: dict[str, CanonicalRequest] = Field(default_factory=dict, description="turn id -> its request")
-    summary: EpisodeSummaryLine | None = None
+    summary: EpisodeSummary | None = None
 
     def stats(self) -> SequenceStats:
         """Merge statistics recomputed from the turns (the same rule as the capture trajectory)."""
@@ -125,7 +107,7 @@ def _add_line(log: EpisodeLog, raw: dict[str, Any]) -> None:
         case "request":
             log.requests[raw["turn_id"]] = CanonicalRequest.model_validate(raw["request"])
         case "summary":
-            log.summary = EpisodeSummaryLine.model_validate(raw)
+            log.summary = EpisodeSummary.from_log_line(raw)
         case _:
             raise ValueError(f"unknown line type {kind!r}; expected turn, sequence, request or summary")
 

@@ -9,9 +9,6 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harness.catalog import get_spec, harness_names
@@ -19,62 +16,11 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
-from openenv.harness.outcome import EpisodeStatus
-from openenv.harness.sandbox.base import ProcessStatus
+from openenv.harness.summary import EpisodeSummary, Policy, SequenceLine
 from openenv.harness.tasks.model import Task
 from openenv.paths import write_atomic
 
-__all__ = ["EpisodeSummary", "Policy", "SequenceLine", "run_episode", "save_trajectory"]
-
-Policy = Literal["sample", "oracle", "run", "long"]
-
-
-class SequenceLine(BaseModel):
-    """One training row of the episode, as `openenv run` lists it: why it began, where from, its size."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    origin: str
-    parent: int | None
-    turns: int
-    tokens_trained: int
-
-
-class EpisodeSummary(BaseModel):
-    """What `openenv run --json` prints. `status` is one of `EpisodeStatus` (openenv/harness/outcome.py):
-    `error` means our side ended the episode; then `reward` is None and `error` says why."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    harness: str
-    task: str
-    policy: Policy
-    reward: float | None = Field(description="None when the verifier produced no reward (see reward_status)")
-    reward_status: str = "scored"
-    no_reward_reason: str | None = None
-    notes: list[str] = Field(default_factory=list, description="e.g. which image was substituted")
-    status: EpisodeStatus | None
-    error: str | None = Field(default=None, description="status `error`: what on our side ended the episode")
-    harness_status: ProcessStatus | None = Field(default=None, description="how the harness process ended")
-    turns: int
-    tool_calls: int
-    sequences: int
-    merge_ratio: float
-    aux_turns: int
-    reward_breakdown: dict[str, float]
-    wall_s: float
-    trajectory: str | None = None
-    budget_hit: str | None = Field(default=None, description="the budget cap that ended the episode (status `budget`)")
-    tokens_sampled: int = Field(default=0, description="policy tokens the model sampled (aux turns excluded)")
-    tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
-    aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
-    malformed_tool_calls: int = Field(default=0, description="tool-call attempts that did not parse cleanly")
-    lineage: list[SequenceLine] = Field(default_factory=list, description="each training row's origin and parent")
-
-    @property
-    def trained_ratio(self) -> float:
-        """tokens_trained / tokens_sampled: 1.00 when every sampled token is in a training row."""
-        return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
+__all__ = ["run_episode", "save_trajectory"]
 
 
 def _action(obs: HarnessObservation, policy: Policy, script: OraclePolicy | LongEpisodePolicy | None) -> HarnessAction:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openenv.capture.trajectory import SequenceRow
-from openenv.harness.rollout import EpisodeSummary
+from openenv.harness.summary import EpisodeSummary
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 

@@ -17,7 +17,8 @@ from typing import Literal
 
 from openenv.capture.trajectory import SequenceRow
 from openenv.harness.environment import HarnessEnvironment
-from openenv.harness.rollout import EpisodeSummary, run_episode, save_trajectory
+from openenv.harness.rollout import run_episode, save_trajectory
+from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks.model import Task
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 

@@ -68,3 +68,25 @@ def test_script_sections_returned_results(quick_report: tuple[str, dict]) -> Non
     _, data = quick_report
     for section in ("server", "guard", "dialects", "journal"):
         assert data[section], f"section {section} returned nothing"
+
+
+def test_only_server_replaces_section_4_and_its_targets_in_place(quick_report: tuple[str, dict],
+                                                                   tmp_path: Path) -> None:
+    """`--only server --server-json` re-renders section 4 from a saved run; the rest of the page stays."""
+    doc, data = quick_report
+    run = dict(data["server"], rows=[dict(r, ops_vs_reference=r["ops_vs_reference"] + 100.0)
+                                     for r in data["server"]["rows"]])
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    page = tmp_path / "benchmarks.md"
+    page.write_text(doc)
+    done = subprocess.run([sys.executable, "bench/report.py", "--only", "server", "--server-json",
+                           str(tmp_path / "run.json"), "--out", str(page)], cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    new = page.read_text()
+    ours = [r for r in run["rows"] if r["server"] == "ours"]
+    for r in ours:
+        assert f"- Env server, {r['transport']} x{r['clients']}: ours {r['ops_vs_reference']:.2f}x" in new
+    assert new.count("- Env server, ") == len(ours)  # replaced, not appended
+    before, after = doc.split("## 4. ")[0], new.split("## 4. ")[0]
+    assert before.split("## Targets")[0] == after.split("## Targets")[0]
+    assert doc.split("## 4b. ")[1] == new.split("## 4b. ")[1]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from openenv.export.log import read_episode
-from openenv.harness.rollout import EpisodeSummary
+from openenv.harness.summary import EpisodeSummary
 
 FIXTURE = Path(__file__).resolve().parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 

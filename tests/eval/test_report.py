@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from openenv.eval.episodes import EvalEpisodeResult
 from openenv.eval.report import Report, summarize, write_report
-from openenv.harness.rollout import EpisodeSummary
+from openenv.harness.summary import EpisodeSummary
 
 
 def _result(

@@ -10,6 +10,7 @@ import pytest
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart
 from openenv.errors import BadRequest, NotFound
 from openenv.export.log import append_requests, find_logs, log_name, read_episode, read_episodes
+from openenv.harness.summary import EpisodeSummary
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pi-oracle.jsonl"
 
@@ -31,6 +32,33 @@ def test_stats_recomputed_from_turns_match_the_summary_written_at_the_end():
     assert log.summary is not None
     assert (stats.turns, stats.sequences, stats.merge_ratio) == (
         log.summary.turns, log.summary.sequences, log.summary.merge_ratio)
+
+
+def test_the_summary_line_is_the_summary_openenv_run_prints(tmp_path):
+    """One type for both: what `save_trajectory` writes reads back equal, private fields included."""
+    written = EpisodeSummary(harness="pi", task="t", policy="oracle", reward=None, reward_status="error",
+                             no_reward_reason="engine down", status="error", error="engine down", turns=3,
+                             tool_calls=2, sequences=1, merge_ratio=1.0, aux_turns=0, reward_breakdown={},
+                             wall_s=1.5, tokens_sampled=40, tokens_trained=40)
+    path = tmp_path / "ep.jsonl"
+    path.write_text(json.dumps({"type": "summary", **written.model_dump(mode="json")}) + "\n")
+    summary = read_episode(path).summary
+    assert isinstance(summary, EpisodeSummary) and summary == written and summary.unread == {}
+
+
+def test_an_old_log_reads_with_defaults_and_a_newer_ones_fields_are_set_aside(tmp_path):
+    """The fixture predates reward_status, tokens_* and lineage; a newer writer may add fields."""
+    old = read_episode(FIXTURE).summary
+    assert old is not None and (old.reward_status, old.tokens_sampled, old.lineage) == ("scored", 0, [])
+    [line] = [json.loads(x) for x in FIXTURE.read_text().splitlines() if x.startswith('{"type": "summary"')]
+    line |= {"from_the_future": [1, 2]}
+    path = tmp_path / "newer.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    newer = read_episode(path).summary
+    assert newer is not None and newer.unread == {"from_the_future": [1, 2]} and newer.reward == 1.0
+    path.write_text(json.dumps({**line, "turns": "many"}) + "\n")
+    with pytest.raises(BadRequest, match=r"(?s)newer.jsonl:1: .*turns"):  # a wrong value is still an error
+        read_episode(path)
 
 
 def test_append_requests_round_trips(tmp_path):

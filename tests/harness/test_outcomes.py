@@ -20,7 +20,8 @@ from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.errors import EnvError
 from openenv.harness.environment import DEFAULT_SAMPLING, HarnessEnvironment
-from openenv.harness.rollout import EpisodeSummary, run_episode
+from openenv.harness.rollout import run_episode
+from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks import Task
 from openenv.testing.faults import FaultProxy
 from openenv.train.episode import run_training_episode

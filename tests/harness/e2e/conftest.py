@@ -9,7 +9,8 @@ import pytest
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
-from openenv.harness.rollout import EpisodeSummary, run_episode
+from openenv.harness.rollout import run_episode
+from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks import builtin_task
 
 # Its solution has backticks and a heredoc: shell tools that filter commands must still run it.

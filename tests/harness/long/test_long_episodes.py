@@ -83,7 +83,7 @@ def test_a_long_episode_trains_every_policy_token_once_exactly(name, long_run, t
     check_rows_are_exact(run)
     check_logprobs_match_a_teacher_forced_recompute(run, teacher)
     sampled = sum(len(t.completion.token_ids) for t in log.turns if not t.aux and t.completion)
-    assert summary.model_extra["tokens_trained"] == summary.model_extra["tokens_sampled"] == sampled > 0
+    assert summary.tokens_trained == summary.tokens_sampled == sampled > 0
 
 
 def test_claude_code_with_a_compaction_and_a_sub_agent_trains_every_row_in_openenv_run_and_the_viewer(
@@ -98,7 +98,7 @@ def test_claude_code_with_a_compaction_and_a_sub_agent_trains_every_row_in_opene
     run = long_run("claude-code")
     rows, summary = run.log.sequences, run.log.summary
     assert summary is not None and len(rows) >= 3 and all(sum(row.env_mask) > 0 for row in rows)
-    sampled = summary.model_extra["tokens_sampled"]
+    sampled = summary.tokens_sampled
     assert f"{sampled}/{sampled} = 1.00" in run.stdout, run.stdout
     shown = [f"{i} {origin}" + (f"<-{parent}" if parent is not None else "") + f" ({len(row.turn_ids)} turns, "
              f"{sum(row.env_mask)} tok)" for i, (row, (origin, parent)) in enumerate(zip(rows, LINEAGE["claude-code"],
