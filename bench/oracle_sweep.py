@@ -12,8 +12,10 @@ takes `builtin`, `bash` (the Harbor fixtures in tests/fixtures/harbor/ whose scr
 
 Docker runs need the offline images (scripts/build_base_image.sh, scripts/build_python_image.sh); the
 Harbor fixtures' `python:3.11-slim` is substituted by `openenv/python:latest` (`--image-substitute`,
-as the tests do). The table goes to stdout, the per-episode rows to `--out` (JSON). Exit code 0 when
-every cell is 1.
+as the tests do). The table goes to stdout, the per-episode rows to `--out` (JSON), rewritten after
+every episode: a sweep stopped half-way resumes where it stopped (rows already in `--out` for the same
+harness, task and sandbox are kept and not run again; `--fresh` runs everything). Exit code 0 when every
+cell is 1.
 """
 
 from __future__ import annotations
@@ -28,12 +30,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from openenv.capture.engine import EngineSpec  # noqa: E402
 from openenv.harness.catalog import get_spec, harness_names  # noqa: E402
 from openenv.harness.environment import HarnessEnvironment  # noqa: E402
+from openenv.harness.episode_settings import EpisodeSettings  # noqa: E402
 from openenv.harness.install import docker_blocker, install_status  # noqa: E402
 from openenv.harness.rollout import run_episode  # noqa: E402
 from openenv.harness.sandbox.images import parse_substitutes  # noqa: E402
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set  # noqa: E402
+from openenv.paths import write_atomic  # noqa: E402
 
 BASH_FIXTURES = ROOT / "tests" / "fixtures" / "harbor"
 DEFAULT_SUBSTITUTES = ["python:3.11-slim=openenv/python:latest", "ubuntu:24.04=openenv/python:latest"]
@@ -54,7 +59,8 @@ def one_episode(harness: str, task: Task, sandbox: str, substitutes: dict[str, s
     """One oracle episode; never raises (a failure to start is a row with the error)."""
     start = time.monotonic()
     row: dict[str, object] = {"harness": harness, "task": task.id, "sandbox": sandbox}
-    env = HarnessEnvironment(harness, sandbox=sandbox, image_substitutes=substitutes, backend=backend)  # type: ignore[arg-type]
+    settings = EpisodeSettings(sandbox=sandbox, image_substitutes=substitutes)  # type: ignore[arg-type]
+    env = HarnessEnvironment(harness, engine=EngineSpec.of(backend), settings=settings)
     try:
         obs, summary = run_episode(env, task, policy="oracle")
         row.update(reward=summary.reward, status=summary.status, reward_status=summary.reward_status,
@@ -67,6 +73,18 @@ def one_episode(harness: str, task: Task, sandbox: str, substitutes: dict[str, s
         env.close()
     row["wall_s"] = round(time.monotonic() - start, 1)
     return row
+
+
+def previous_rows(out: Path, wanted: set[tuple[str, str, str]]) -> list[dict[str, object]]:
+    """The rows of an earlier (possibly stopped) sweep that this one would run again."""
+    if not out.is_file():
+        return []
+    try:
+        rows = json.loads(out.read_text())
+    except ValueError:
+        print(f"note: {out} is not JSON; running everything", file=sys.stderr)
+        return []
+    return [r for r in rows if (r.get("harness"), r.get("task"), r.get("sandbox")) in wanted]
 
 
 def cell(row: dict[str, object] | None) -> str:
@@ -104,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="local", help="local (in-process tiny model) or vllm ($OPENENV_VLLM_URL)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "oracle_sweep.json")
+    parser.add_argument("--fresh", action="store_true", help="run every episode, even those already in --out")
     args = parser.parse_args(argv)
 
     harnesses = harness_names() if args.harness == "all" else [h.strip() for h in args.harness.split(",") if h.strip()]
@@ -121,18 +140,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {name} cannot run in Docker: {reason}", file=sys.stderr)
 
     jobs = [(h, t, s) for s in sandboxes for h in harnesses for t in tasks]
-    print(f"{len(jobs)} oracle episodes: {len(harnesses)} harnesses x {len(tasks)} tasks x {sandboxes}", file=sys.stderr)
-    rows: list[dict[str, object]] = []
+    rows = [] if args.fresh else previous_rows(args.out, {(h, t.id, s) for h, t, s in jobs})
+    done = {(r["harness"], r["task"], r["sandbox"]) for r in rows}
+    todo = [(h, t, s) for h, t, s in jobs if (h, t.id, s) not in done]
+    print(f"{len(jobs)} oracle episodes: {len(harnesses)} harnesses x {len(tasks)} tasks x {sandboxes}"
+          + (f"; {len(rows)} already in {args.out}, {len(todo)} to run" if rows else ""), file=sys.stderr)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
-        futures = [pool.submit(one_episode, h, t, s, substitutes, args.backend) for h, t, s in jobs]
-        for future in futures:
+        futures = [pool.submit(one_episode, h, t, s, substitutes, args.backend) for h, t, s in todo]
+        for number, future in enumerate(futures, start=1):
             row = future.result()
             rows.append(row)
-            print(f"[{len(rows)}/{len(jobs)}] {row['sandbox']:<6} {row['harness']:<15} {row['task']:<28} "
+            write_atomic(args.out, json.dumps(rows, indent=1) + "\n")
+            print(f"[{number}/{len(todo)}] {row['sandbox']:<6} {row['harness']:<15} {row['task']:<28} "
                   f"{cell(row)} {row.get('status')} {row['wall_s']}s {row.get('error') or row.get('no_reward_reason') or ''}",
                   file=sys.stderr, flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=1) + "\n")
     for sandbox in sandboxes:
         print(table(rows, harnesses, tasks, sandbox) + "\n")
     return 0 if all(cell(r) == "1" for r in rows) else 1

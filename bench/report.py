@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 import bench_fidelity
 import bench_proxy
 import bench_ttft
-from report_format import render, ttft_section
+from report_format import carry_over, render, ttft_section
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -313,7 +313,8 @@ def main() -> None:
     info["load_after"] = os.getloadavg()
     info["runtime_s"] = time.monotonic() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(render(results))
+    page = render(results)
+    args.out.write_text(carry_over(args.out.read_text(), page) if args.out.is_file() else page)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(results, indent=1, default=str))
     console.print(f"wrote {args.out} in {info['runtime_s'] / 60:.1f} min")

@@ -391,3 +391,48 @@ def render(results: dict[str, Any]) -> str:
         sections.append(reliability_section(results.get("reliability"), results.get("reliability_when", "")))
     summary = "## Targets\n\n" + "\n".join(f"- {line}" for line in targets) + "\n"
     return "\n".join([header(results["machine"], results["quick"]), summary, *sections]).rstrip() + "\n"
+
+
+def _sections(doc: str) -> list[tuple[str, str]]:
+    """(`## N.` key, the section's text) for every numbered section of a page, in page order."""
+    parts = doc.split("\n## ")
+    out = []
+    for part in parts[1:]:
+        key = part.split(" ", 1)[0]
+        if key.endswith("."):
+            out.append((key, "## " + part.rstrip() + "\n"))
+    return out
+
+
+def carry_over(old: str, new: str) -> str:
+    """`new` with the sections of `old` that this run did not produce (sections measured by hand, such as
+    an A/B, or by an option this run was not given, such as `--episode`) put back after the section that
+    preceded them, and their Targets lines kept. A full run then never erases what it did not measure."""
+    have = {key for key, _ in _sections(new)}
+    carried = [(i, key, text) for i, (key, text) in enumerate(_sections(old)) if key not in have]
+    if not carried:
+        return new
+    order = [key for key, _ in _sections(old)]
+    for i, key, text in carried:
+        before = next((k for k in reversed(order[:i]) if k in have), None)
+        at = new.find("\n## ", new.find(f"\n## {before} ") + 1) if before else -1
+        new = new.rstrip() + "\n\n" + text if at < 0 else new[:at + 1] + text + "\n" + new[at + 1:]
+        have.add(key)
+    old_targets = _target_lines(old)
+    new_keys = {line.split(":", 1)[0] for line in _target_lines(new)}
+    extra = [line for line in old_targets if line.split(":", 1)[0] not in new_keys]
+    if extra:
+        end = new.find("\n\n", new.find("## Targets") + len("## Targets\n\n"))
+        new = new[:end] + "".join("\n" + line for line in extra) + new[end:]
+    names = ", ".join(key.rstrip(".") for _, key, _ in carried)
+    note = f"Sections {names} were not measured by this run; they are carried over from the previous page as they were."
+    return new.replace("\nDo not edit by hand; re-run the command.\n",
+                       f"\nDo not edit by hand; re-run the command. {note}\n", 1)
+
+
+def _target_lines(doc: str) -> list[str]:
+    start = doc.find("## Targets")
+    if start < 0:
+        return []
+    block = doc[start:].split("\n\n", 2)
+    return [line for line in (block[1] if len(block) > 1 else "").splitlines() if line.startswith("- ")]
