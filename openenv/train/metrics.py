@@ -3,9 +3,13 @@
 Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens_trained_ratio,aux_tokens,
 malformed_tool_calls}` (means per episode except the counts)
 over the unmasked episodes of the batch, and `rollout/{failed_episodes,error_episodes,retries,masked_groups,dropped_sequences,
-trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s}`.
+trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s,
+zero_signal_groups}`.
 `tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
-trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`.
+trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`. `zero_signal_groups` is the
+share of trained groups whose episodes all got the same verifier reward: GRPO's advantage is zero for
+every row of such a group, so its episodes taught nothing (shaping terms such as the tool-call bonus may
+still differ; this counts the task's own verdict).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from statistics import fmean
 from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 
-__all__ = ["log_rollout_metrics", "rollout_metrics"]
+__all__ = ["log_rollout_metrics", "rollout_metrics", "zero_signal_share"]
 
 
 def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
@@ -54,8 +58,17 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
         "rollout/aux_tokens": float(sum(r.aux_tokens for r in results)),
         "rollout/budget_episodes": float(sum(r.status == "budget" for r in results)),
         "rollout/episode_wall_s": fmean(r.wall_s for r in results) if results else 0.0,
+        "rollout/zero_signal_groups": zero_signal_share(outcomes),
     }
     return metrics
+
+
+def zero_signal_share(outcomes: Sequence[GroupOutcome]) -> float:
+    """Of the unmasked groups of two or more episodes, the share whose rewards are all equal (0.0 when
+    there is none: no group, no evidence of wasted episodes)."""
+    groups = [o for o in outcomes if not o.masked and len(o.results) > 1]
+    flat = sum(len({r.reward for r in o.results}) == 1 for o in groups)
+    return flat / len(groups) if groups else 0.0
 
 
 def _ratio(results: Sequence[TrainingEpisodeResult]) -> float:

@@ -41,3 +41,18 @@ def test_masked_groups_are_counted_but_kept_out_of_the_harness_means():
     metrics = rollout_metrics(outcomes)
     assert "harness/pi/reward" not in metrics
     assert metrics["rollout/masked_groups"] == 1.0 and metrics["rollout/failed_episodes"] == 1.0
+
+
+def test_groups_whose_rewards_are_all_equal_are_counted_as_giving_no_signal():
+    """All-solved and all-failed groups have zero GRPO advantage; masked and one-episode groups are not judged."""
+    outcomes = [
+        GroupOutcome([_result("pi", 1.0, 2), _result("pi", 1.0, 3)], attempts=[1, 1]),  # all solved
+        GroupOutcome([_result("pi", 0.0, 2), _result("pi", 0.0, 1)], attempts=[1, 1]),  # all failed
+        GroupOutcome([_result("pi", 1.0, 2), _result("pi", 0.0, 1)], attempts=[1, 1]),  # signal
+        GroupOutcome([_result("codex", 0.5, 2), _result("codex", 0.25, 2)], attempts=[1, 1]),  # signal
+        GroupOutcome([_result("pi", 1.0, 2), _result("pi", 0.0, 0, error="SandboxLost")], attempts=[1, 3]),  # masked
+        GroupOutcome([_result("pi", 1.0, 2)], attempts=[1]),  # one episode: no group to compare within
+    ]
+    assert rollout_metrics(outcomes)["rollout/zero_signal_groups"] == 0.5
+    assert rollout_metrics(outcomes[2:])["rollout/zero_signal_groups"] == 0.0
+    assert rollout_metrics([])["rollout/zero_signal_groups"] == 0.0
