@@ -1,4 +1,5 @@
-"""The benchmark's CI smoke: `bench/report.py --quick` runs every section whole, small.
+"""The benchmark's CI smoke: `bench/report.py --quick --episode` runs every section whole, small (6b: one
+real pi episode each way; section 6, sandbox start-up, is left to `--sandbox` runs by hand).
 
 Nothing here asserts a number (a shared 2-core machine cannot hold one still); it asserts that every
 section ran and produced its rows, so a bench that stops working (as section 3 once did, with
@@ -15,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.harness.e2e.conftest import require_installed
+
 REPO = Path(__file__).resolve().parents[2]
 REF_PYTHON = REPO / ".cache" / "reference-venv" / "bin" / "python"
 
@@ -26,9 +29,10 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
 def quick_report(vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict]:
     if not REF_PYTHON.exists():
         pytest.skip("the benchmark's reference venv is missing: run scripts/install_reference.sh")
+    require_installed("pi")  # section 6b runs real pi episodes
     out = tmp_path_factory.mktemp("bench")
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, "bench/report.py", "--quick", "--vllm-url", vllm_url,
+    done = subprocess.run([sys.executable, "bench/report.py", "--quick", "--episode", "--vllm-url", vllm_url,
                            "--out", str(out / "benchmarks.md"), "--json", str(out / "report.json")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
     assert done.returncode == 0, f"bench/report.py --quick failed:\n{done.stderr[-6000:]}"
@@ -37,7 +41,7 @@ def quick_report(vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 def test_every_section_is_written(quick_report: tuple[str, dict]) -> None:
     doc, _ = quick_report
-    for heading in ("## 1. ", "## 1b. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ",
+    for heading in ("## 1. ", "## 1b. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ", "## 6b. ",
                     "## Targets"):
         assert heading in doc, f"{heading!r} missing from the report"
     assert "failed" not in doc.split("## Targets")[0], "a section reported a failure"
@@ -66,7 +70,7 @@ def test_fidelity_replays_through_both_proxies(quick_report: tuple[str, dict]) -
 
 def test_script_sections_returned_results(quick_report: tuple[str, dict]) -> None:
     _, data = quick_report
-    for section in ("server", "guard", "dialects", "journal"):
+    for section in ("server", "guard", "dialects", "journal", "episode"):
         assert data[section], f"section {section} returned nothing"
 
 
