@@ -109,6 +109,16 @@ def run_ttft(progress: Progress, url: str, cfg: dict[str, Any]) -> dict[str, Any
     return {"runs": runs}
 
 
+def measure_json(script: str) -> Any:
+    """Run one benchmark script with `--json` (progress on this terminal) and parse what it printed.
+
+    Raises:
+        CalledProcessError: the script failed.
+    """
+    done = subprocess.run([sys.executable, script, "--json"], check=True, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    return json.loads(done.stdout)
+
+
 def only_episode(out: Path, saved: list[Path] | None) -> None:
     """Section 6b (real episodes vs the bare CLI) and its Targets line, replaced or added in `out`: measured
     now (bench_episode.py, ~5 min), or rendered from saved runs, which carry their own date and load."""
@@ -118,9 +128,7 @@ def only_episode(out: Path, saved: list[Path] | None) -> None:
     if saved:
         parts = [json.loads(path.read_text()) for path in saved]
     else:
-        done = subprocess.run([sys.executable, "bench/bench_episode.py", "--json"], check=True, cwd=REPO,
-                              stdout=subprocess.PIPE, text=True)
-        parts = [json.loads(done.stdout)]
+        parts = [measure_json("bench/bench_episode.py")]
     rows = [row for part in parts for row in part["rows"]]
     data = {**parts[0], "rows": rows, "ratios": ratios(rows), "load_after": parts[-1]["load_after"]}
     text, lines = episode_section(data)
@@ -149,9 +157,7 @@ def only_server(out: Path, saved: Path | None) -> None:
         data = json.loads(saved.read_text())
     else:
         ensure_reference()
-        done = subprocess.run([sys.executable, "bench/bench_server.py", "--json"], check=True, cwd=REPO,
-                              stdout=subprocess.PIPE, text=True)
-        data = json.loads(done.stdout)
+        data = measure_json("bench/bench_server.py")
     text, lines = server_section(data)
     doc = replace_section(out.read_text(), "## 4.", text)
     for line in lines:

@@ -409,10 +409,11 @@ def carry_over(old: str, new: str) -> str:
     an A/B, or by an option this run was not given, such as `--episode`) put back after the section that
     preceded them, and their Targets lines kept. A full run then never erases what it did not measure."""
     have = {key for key, _ in _sections(new)}
-    carried = [(i, key, text) for i, (key, text) in enumerate(_sections(old)) if key not in have]
+    old_sections = _sections(old)
+    carried = [(i, key, text) for i, (key, text) in enumerate(old_sections) if key not in have]
     if not carried:
         return new
-    order = [key for key, _ in _sections(old)]
+    order = [key for key, _ in old_sections]
     for i, key, text in carried:
         before = next((k for k in reversed(order[:i]) if k in have), None)
         at = new.find("\n## ", new.find(f"\n## {before} ") + 1) if before else -1
