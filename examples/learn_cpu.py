@@ -27,24 +27,27 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (HarnessName, LearnConfig, append_commands, grpo_ids,  # noqa: E402
+from openenv.train.learn import (HarnessName, LearnConfig, append_commands, echo_changes, grpo_ids,  # noqa: E402
                                  heldout_solve_rate, make_tasks, oracle_ids, record_oracle, slipped_ids,
                                  teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
 from learn_docs import write_docs  # noqa: E402  (this folder: a script's own directory is on sys.path)
+from learn_findings_docs import write_findings_docs  # noqa: E402
 
 SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
          "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
-         "teacher_grpo_steps": 1}
+         "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1,
+         "echo_harnesses": ["pi"]}
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = False) -> dict[str, Any]:
+def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = False,
+        findings: bool = True) -> dict[str, Any]:
     """Every stage; a stage whose output is already in `cfg.out` (same config) is reused, so an interrupted
     run resumes, and `results.json` is rewritten after each stage."""
     import torch
@@ -107,7 +110,31 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         results["transfer"] = run_transfer(cfg, seeds, random_model, tokens, save_partial=lambda t: (
             results.update(transfer=t), save()))
         save()
+    if findings:
+        results["findings"] = findings_stage(cfg, seeds)
     return results
+
+
+def findings_stage(cfg: LearnConfig, seeds: list[int]) -> dict[str, Any]:
+    """`run_findings` on its own (it needs only the tasks, the random model and the teacher's SFT model), with
+    its results in `OUT/findings/results.json`, rewritten after each run."""
+    import torch
+
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    make_tasks(cfg)
+    random_model = cfg.out / "random"
+    if not (random_model / "config.json").is_file():
+        build_learner(random_model, seed=0)
+    saved = cfg.findings_dir / "results.json"
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    head = {"config": cfg.model_dump(mode="json"), "seeds": seeds}
+
+    def save(part: dict[str, Any]) -> None:
+        saved.write_text(json.dumps({**head, **part}, indent=1))
+
+    out = run_findings(cfg, seeds, random_model, save_partial=save)
+    save(out)
+    return {**head, **out}
 
 
 def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: str, *,
@@ -136,16 +163,14 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     the teacher's verified episodes only (what filtering the demonstrations with the same verifier gives), and,
     with `baseline`, one GRPO run with the token splice off (rows re-tokenized from text)."""
     folder = cfg.teacher_dir
-    tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=folder / "oracle")
-    logged, verified = sft_dataset(tokens, min_reward=0.0), sft_dataset(tokens)
-    out: dict[str, Any] = {"slip": cfg.teacher_slip, "slipped": len(slipped_ids(cfg)), "rows": len(logged),
-                           "verified_rows": len(verified)}
-    sft, out["sft_train"] = sft_rounds(cfg, random_model, logged, folder / "sft", "teacher SFT")
+    sft, out = teacher_sft(cfg, random_model)
+    verified = sft_dataset(cfg.teacher_dir / "oracle" / "dataset" / "tokens")
+    out["verified_rows"] = len(verified)
     # As many optimizer steps as the SFT on every episode: with the same epochs, the fewer rows would mean
     # fewer steps (measured: 14/64 held-out after 756 steps, where the 1,215-step models reach 30-38).
     checked, out["verified_sft_train"] = sft_rounds(cfg, random_model, verified, folder / "sft-verified",
                                                     "teacher SFT, verified rows only",
-                                                    epochs_scale=len(logged) / len(verified))
+                                                    epochs_scale=out["rows"] / len(verified))
     for name in ("sft_train", "verified_sft_train"):
         out[name].pop("log", None)
     for name, model in (("sft", sft), ("verified_sft", checked)):
@@ -170,6 +195,37 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
                                                 folder / "grpo-retokenized", seeds[0],
                                                 f"teacher: GRPO seed {seeds[0]}, no splice")
         save_partial(out)
+    return out
+
+
+def teacher_sft(cfg: LearnConfig, random_model: Path) -> tuple[Path, dict[str, Any]]:
+    """The imperfect teacher's demonstrations through pi and SFT on all of them as logged (each reused when
+    there): the SFT model and the stage's record (`slip`, `slipped`, `rows`, `sft_train`)."""
+    tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=cfg.teacher_dir / "oracle")
+    logged = sft_dataset(tokens, min_reward=0.0)
+    out: dict[str, Any] = {"slip": cfg.teacher_slip, "slipped": len(slipped_ids(cfg)), "rows": len(logged)}
+    sft, out["sft_train"] = sft_rounds(cfg, random_model, logged, cfg.teacher_dir / "sft", "teacher SFT")
+    return sft, out
+
+
+def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
+    """The seed's findings at this scale (issue 32), from the imperfect teacher's SFT model, where GRPO through
+    pi has signal: what a naive capture's rows change per harness (`echo`, oracle episodes through every
+    installed harness), and GRPO through pi with exact rows, with naive rows (re-rendered from pi's echo)
+    and with the signal sampler, one run each per seed, `findings_grpo_steps` steps."""
+    folder = cfg.findings_dir
+    start, _ = teacher_sft(cfg, random_model)
+    out: dict[str, Any] = {"steps": cfg.findings_grpo_steps, "groups_per_step": cfg.groups_per_step,
+                           "num_generations": cfg.num_generations}
+    out["start"] = heldout_solve_rate(start, cfg, cfg.teacher_dir / "eval-sft", log)
+    out["echo"] = echo_changes(cfg, folder / "echo", log)
+    save_partial(out)
+    for variant, update in (("exact", {}), ("naive", {"tokens": "naive"}), ("signal", {"signal_sampler": True})):
+        out[variant] = []
+        for seed in seeds:
+            out[variant].append(grpo_run(cfg.findings_grpo(**update), start, folder / f"{variant}-seed{seed}", seed,
+                                         f"findings: GRPO {variant}, seed {seed}"))
+            save_partial(out)
     return out
 
 
@@ -230,13 +286,20 @@ def main() -> None:
     parser.add_argument("--expert", action="store_true", help="add a GRPO run with an oracle episode in each group")
     parser.add_argument("--no-second-harness", action="store_true", help="skip the mini-swe-agent stage")
     parser.add_argument("--no-teacher", action="store_true", help="skip the imperfect-teacher stage")
+    parser.add_argument("--no-findings", action="store_true", help="skip the findings stage (exact vs naive rows, "
+                        "the signal sampler, per-harness echo changes)")
+    parser.add_argument("--only-findings", action="store_true", help="run the findings stage alone (with what it "
+                        "needs: the tasks and the imperfect teacher's SFT model) and write its page")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
     args = parser.parse_args()
     docs = Path(__file__).resolve().parent.parent / "docs"
     if args.docs_only:
-        write_docs(json.loads((args.out / "results.json").read_text()), docs)
+        if (args.out / "results.json").is_file():
+            write_docs(json.loads((args.out / "results.json").read_text()), docs)
+        if (args.out / "findings" / "results.json").is_file():
+            write_findings_docs(json.loads((args.out / "findings" / "results.json").read_text()), docs)
         return
     settings: dict[str, Any] = {"out": args.out, **(SMOKE if args.smoke else {})}
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
@@ -248,10 +311,20 @@ def main() -> None:
         settings["teacher_slip"] = None
     cfg = LearnConfig(**settings)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke)
+    if args.only_findings:
+        found = findings_stage(cfg, seeds)
+        if not args.no_docs:
+            write_findings_docs(found, docs)
+            log(f"wrote {docs / 'learning-findings.md'}")
+        return
+    results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
+                  findings=not args.no_findings)
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
+    if not args.no_docs and results.get("findings"):
+        write_findings_docs(results["findings"], docs)
+        log(f"wrote {docs / 'learning-findings.md'}")
     printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
                                "grpo": [r["curve"][-1] for r in results["grpo"]]}
     for stage, name in (("transfer", "second_harness"), ("teacher", "teacher")):

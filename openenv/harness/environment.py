@@ -26,7 +26,8 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.engine import EngineSpec, shared_capture_server
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
-from openenv.capture.trajectory import TurnRecord
+from openenv.capture.renderer import Renderer
+from openenv.capture.trajectory import Trajectory, TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, EnvError, InvalidAction, OpenEnvError
@@ -333,6 +334,17 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if episode is None:
             return []
         return episode.records or episode.session.turns()
+
+    def capture_record(self) -> tuple[Trajectory, Renderer] | None:
+        """The current (or last) episode's capture record, live: its training sequences with the messages
+        each sequence's newest request carried (the harness's echo of the model's replies), and the
+        renderer that made its prompts; None before the first episode. For analyses that need the
+        conversation as the harness sent it (`openenv.train.naive`); the rows themselves are in the
+        observation."""
+        episode = self._episode
+        if episode is None:
+            return None
+        return episode.session.trajectory, self._ensure_server().registry.renderer
 
     # ---- internals ----------------------------------------------------------------------------------
 

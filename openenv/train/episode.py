@@ -20,11 +20,15 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.rollout import run_episode, save_trajectory
 from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks.model import Task
+from openenv.train.naive import naive_rows
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
-__all__ = ["EnvFactory", "EpisodePolicy", "TrainingEpisodeResult", "run_training_episode"]
+__all__ = ["EnvFactory", "EpisodePolicy", "RowTokens", "TrainingEpisodeResult", "run_training_episode"]
 
 EpisodePolicy = Literal["sample", "oracle"]
+# Which tokens the rows hold: `exact` (the ids the engine sampled, spliced) or `naive` (re-rendered from the
+# messages the harness sent back, as a text-in/text-out proxy would: a control, `openenv.train.naive`).
+RowTokens = Literal["exact", "naive"]
 # Builds a fresh environment for a harness name; each attempt gets its own (fresh sandbox, session).
 EnvFactory = Callable[[str], HarnessEnvironment]
 
@@ -42,6 +46,7 @@ class TrainingEpisodeResult:
         wall_s: the attempt's wall time, env construction included.
         node: where it ran: a Ray node id, or None for this process.
         trajectory: the full trajectory (JSONL) on that node, when one was kept.
+        token_changes: with `naive` rows, (sampled tokens, sampled tokens the naive rows do not hold).
     """
 
     harness: str
@@ -53,6 +58,7 @@ class TrainingEpisodeResult:
     wall_s: float = 0.0
     node: str | None = None
     trajectory: str | None = None
+    token_changes: tuple[int, int] | None = None
 
     # ---- the rows (TrainedRows) ---------------------------------------------------------------------
 
@@ -124,14 +130,15 @@ class TrainingEpisodeResult:
 
 def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
                          timeout_s: float | None = None, sequences: SequencePolicy = "all",
-                         keep_in: Path | None = None) -> TrainingEpisodeResult:
+                         keep_in: Path | None = None, tokens: RowTokens = "exact") -> TrainingEpisodeResult:
     """Run one episode in a fresh environment; exceptions become a failed result, never escape.
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
     through the harness's tools and the backend scores it (an expert episode with the policy's own
     logprobs, useful to seed a group with a success). `sequences` says which of the episode's
     sequences train (`sequences.py`). `keep_in`: also write the full trajectory (every turn, aux
-    included) there as JSONL, and name it in `result.trajectory`.
+    included) there as JSONL, and name it in `result.trajectory`. `tokens="naive"` replaces the rows with
+    what a text proxy would have built (`openenv.train.naive`) and counts the sampled tokens that changed.
     """
     start = time.monotonic()
     result = TrainingEpisodeResult(harness=harness, task_id=task.id, policy=policy)
@@ -141,7 +148,12 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
         obs, summary = run_episode(env, task, policy=policy, timeout_s=timeout_s)
         stats = obs.stats
         result.summary = summary
-        result.trained = trained_rows(obs.sequences or [], sequences, sampled=stats.sampled_tokens if stats else None)
+        rows = obs.sequences or []
+        record = env.capture_record() if tokens == "naive" and rows else None
+        if record is not None:
+            naive = naive_rows(*record)
+            rows, result.token_changes = list(naive.rows), (naive.sampled, naive.changed)
+        result.trained = trained_rows(rows, sequences, sampled=stats.sampled_tokens if stats else None)
         if summary.status == "error":  # our side failed: not a score of 0; the failure policy retries or masks it
             result.error = f"error: {summary.error}"
         elif summary.reward is None:

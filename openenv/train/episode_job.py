@@ -16,7 +16,7 @@ from openenv.executor.base import EngineSpec, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.episode_settings import EpisodeSettings
 from openenv.harness.tasks.model import Task
-from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult, run_training_episode
+from openenv.train.episode import EpisodePolicy, RowTokens, TrainingEpisodeResult, run_training_episode
 from openenv.train.sequences import SequencePolicy
 
 __all__ = ["EnvBuilder", "TrainingEpisodeJob"]
@@ -35,6 +35,7 @@ class TrainingEpisodeJob:
         settings: how the episode runs (sandbox, network, sampling, timeouts, budget).
         sequences: which of the episode's sequences train (`sequences.py`).
         env_builder: a custom environment builder (default: `HarnessEnvironment` with the above).
+        tokens: `exact` rows, or `naive` ones (the control of `openenv.train.naive`).
     """
 
     harness: str
@@ -44,6 +45,7 @@ class TrainingEpisodeJob:
     settings: EpisodeSettings = field(default_factory=EpisodeSettings)
     sequences: SequencePolicy = "all"
     env_builder: EnvBuilder | None = None
+    tokens: RowTokens = "exact"
 
     @property
     def label(self) -> str:
@@ -57,7 +59,7 @@ class TrainingEpisodeJob:
         build = self.env_builder or self._default_env
         result = run_training_episode(lambda harness: build(harness, server), self.harness, self.task,
                                       policy=self.policy, timeout_s=self.settings.timeout_s, sequences=self.sequences,
-                                      keep_in=context.artifacts)
+                                      keep_in=context.artifacts, tokens=self.tokens)
         result.node = context.node_id
         return result
 

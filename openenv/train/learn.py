@@ -40,6 +40,7 @@ from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
+           "echo_changes",
            "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
@@ -91,7 +92,17 @@ class LearnConfig(BaseModel):
     eval_every: int = 6
     max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
     concurrency: int = 6
-    tokens: Literal["exact", "retokenize"] = "exact"
+    tokens: Literal["exact", "retokenize", "naive"] = Field(default="exact", description="the rows GRPO trains "
+                                                            "on: the sampled ids (`exact`), re-tokenized from "
+                                                            "text, or re-rendered from the harness's echo (`naive`)")
+    signal_sampler: bool = Field(default=False, description="draw GRPO's tasks with `SignalSampler` (by the "
+                                 "signal their kind's groups have had) instead of uniformly")
+    findings_grpo_steps: int = Field(default=12, description="GRPO steps of each run of the findings stage "
+                                     "(exact / naive tokens, uniform / signal sampler; held-out every "
+                                     "`findings_eval_every`)")
+    findings_eval_every: int = 4
+    echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
+                                             "stage measures (None: every installed one)")
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
                                   "(the reference solution, scored by the live policy): one success per group")
     transfer_harness: HarnessName | None = Field(default="mini-swe-agent", description="a second harness "
@@ -125,6 +136,11 @@ class LearnConfig(BaseModel):
         return self.out / f"transfer-{self.transfer_harness}"
 
     @property
+    def findings_dir(self) -> Path:
+        """The findings stage: the per-harness echo measurement and its GRPO runs."""
+        return self.out / "findings"
+
+    @property
     def teacher_dir(self) -> Path:
         """The imperfect-teacher stage: its task copies, recordings, SFT models, evals and GRPO runs."""
         return self.out / "teacher"
@@ -132,6 +148,11 @@ class LearnConfig(BaseModel):
     def teacher_grpo(self) -> LearnConfig:
         """This config with the imperfect-teacher stage's GRPO steps."""
         return self.model_copy(update={"grpo_steps": self.teacher_grpo_steps})
+
+    def findings_grpo(self, **update: Any) -> LearnConfig:
+        """This config with the findings stage's GRPO steps and evals, and `update`."""
+        return self.model_copy(update={"grpo_steps": self.findings_grpo_steps, "eval_every": self.findings_eval_every,
+                                       **update})
 
     def transfer_grpo(self) -> LearnConfig:
         """This config with the second harness's GRPO settings (held-out measured at the end: a 64-task eval through
@@ -296,6 +317,55 @@ def append_commands(eval_folder: Path) -> dict[str, int]:
     return counts
 
 
+def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kind: int = 1) -> dict[str, dict[str, Any]]:
+    """What a naive capture's rows change, per harness: oracle episodes (`per_kind` held-out task of each kind)
+    through every installed harness (or `cfg.echo_harnesses`), each row re-rendered from the messages the harness sent
+    back (`openenv.train.naive`). The oracle's replies are the tool calls as the chat template writes them,
+    the form the learner samples after SFT; the tiny model scores them (the learner's tokenizer and
+    tool-call format, without its cap on prompt length). Per harness: episodes, sampled tokens, sampled
+    tokens the naive rows do not hold, their share, and errors; reused from `out/echo.json` when there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openenv.capture.canonical import SamplingParams
+    from openenv.capture.engine import EngineSpec
+    from openenv.harness.catalog import get_spec, harness_names
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.install import install_status
+    from openenv.harness.tasks.sets import load_task_set
+    from openenv.train.episode import run_training_episode
+
+    saved = out / "echo.json"
+    if saved.is_file():
+        return dict(json.loads(saved.read_text()))
+    use_lean_envs(cfg)
+    names = cfg.echo_harnesses or [n for n in harness_names() if install_status(get_spec(n)).ready]
+    heldout = {t.id: t for t in load_task_set(str(cfg.tasks_dir / "heldout"))}
+    tasks = [heldout[i] for kind in cfg.kinds for i in [i for i in heldout_ids(cfg) if kind_of(i) == kind][:per_kind]]
+    engine, sampling = EngineSpec(backend="local"), SamplingParams(max_tokens=cfg.max_tokens, temperature=1.0)
+
+    def one(harness: str) -> dict[str, Any]:
+        row: dict[str, Any] = {"episodes": 0, "sampled": 0, "changed": 0, "errors": []}
+        for task in tasks:
+            result = run_training_episode(lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling), harness,
+                                          task, policy="oracle", tokens="naive")
+            if result.error or result.token_changes is None:
+                row["errors"].append(f"{task.id}: {result.error or 'no rows'}")
+                continue
+            row["episodes"] += 1
+            row["sampled"] += result.token_changes[0]
+            row["changed"] += result.token_changes[1]
+        row["share"] = row["changed"] / row["sampled"] if row["sampled"] else None
+        if log:
+            log(f"  echo {harness}: {row['changed']}/{row['sampled']} sampled tokens changed, {len(row['errors'])} errors")
+        return row
+
+    with ThreadPoolExecutor(max_workers=max(1, min(cfg.concurrency, 3))) as pool:
+        report = dict(zip(names, pool.map(one, names), strict=True))
+    out.mkdir(parents=True, exist_ok=True)
+    saved.write_text(json.dumps(report, indent=1))
+    return report
+
+
 def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,
                        harness: HarnessName = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
@@ -344,14 +414,22 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     out.mkdir(parents=True, exist_ok=True)
     train_ids = grpo_ids(cfg)
     rollout_config = RolloutConfig(harness=harness, task_set=str(cfg.tasks_dir / "train"), backend="local",
-                                   max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency)
+                                   max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency,
+                                   tokens="naive" if cfg.tokens == "naive" else "exact")
     expert = (lambda i: "oracle" if i == 0 else "sample") if cfg.expert_in_group else None
+    sampler = None
+    if cfg.signal_sampler:
+        from openenv.harness.tasks.sets import load_task_set
+        from openenv.train.signal import SignalSampler, SignalSamplerConfig
+
+        pool = [t for t in load_task_set(str(cfg.tasks_dir / "train")) if t.id in set(train_ids)]
+        sampler = SignalSampler(pool, SignalSamplerConfig(key="kind", seed=seed))
     if cfg.tokens == "retokenize":
         from openenv.train.retokenize import RetokenizedRollout
 
         rollout: HarnessRollout = RetokenizedRollout(rollout_config, policy_for=expert)
     else:
-        rollout = HarnessRollout(rollout_config, policy_for=expert)
+        rollout = HarnessRollout(rollout_config, policy_for=expert, sampler=sampler)
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
                       per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
                       learning_rate=cfg.grpo_lr, lr_scheduler_type="constant_with_warmup",
@@ -386,7 +464,10 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     result = {"seed": seed, "harness": harness, "tokens": cfg.tokens, "expert_in_group": cfg.expert_in_group, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
               "train_reward": [h["reward"] for h in history],
               "retokenized_changed": [h["rollout/retokenized_changed"] for h in history
-                                      if "rollout/retokenized_changed" in h]}
+                                      if "rollout/retokenized_changed" in h],
+              "naive_changed": [h["rollout/naive_changed"] for h in history if "rollout/naive_changed" in h],
+              "zero_signal": [h.get("rollout/zero_signal_groups") for h in history],
+              "signal_sampler": cfg.signal_sampler}
     (out / "grpo.json").write_text(json.dumps({**result, "log": history}, indent=1))
     return result
 

@@ -4,7 +4,8 @@ Names: `harness/<name>/{reward,solved,tool_calls,turns,episodes,sequences,tokens
 malformed_tool_calls}` (means per episode except the counts)
 over the unmasked episodes of the batch, and `rollout/{failed_episodes,error_episodes,retries,masked_groups,dropped_sequences,
 trained_rows,tokens_sampled,tokens_trained,tokens_trained_ratio,aux_tokens,budget_episodes,episode_wall_s,
-zero_signal_groups}`.
+zero_signal_groups}`, and with naive rows (`RolloutConfig.tokens="naive"`) `rollout/naive_changed`: the share
+of sampled tokens the naive rows do not hold.
 `tokens_trained_ratio` is tokens_trained / tokens_sampled over policy tokens (1.00 when every sequence
 trains); aux turns' tokens are never trained and are counted apart in `aux_tokens`. `zero_signal_groups` is the
 share of trained groups whose episodes all got the same verifier reward: GRPO's advantage is zero for
@@ -60,6 +61,10 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
         "rollout/episode_wall_s": fmean(r.wall_s for r in results) if results else 0.0,
         "rollout/zero_signal_groups": zero_signal_share(outcomes),
     }
+    changes = [r.token_changes for r in trained if r.token_changes is not None]
+    if changes:
+        sampled = sum(s for s, _ in changes)
+        metrics["rollout/naive_changed"] = sum(c for _, c in changes) / sampled if sampled else 0.0
     return metrics
 
 

@@ -37,7 +37,7 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
-from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
+from openenv.train.episode import EpisodePolicy, RowTokens, TrainingEpisodeResult
 from openenv.train.episode_job import TrainingEpisodeJob
 from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
 from openenv.train.metrics import log_rollout_metrics
@@ -45,6 +45,7 @@ from openenv.train.mix import HarnessMix
 from openenv.train.policy_server import model_folder, policy_server
 from openenv.train.prompts import parse_prompt
 from openenv.train.sequences import SequencePolicy, row_weights
+from openenv.train.signal import SignalSampler
 
 __all__ = ["GroupPlan", "HarnessRollout", "RolloutConfig", "training_row"]
 
@@ -82,6 +83,9 @@ class RolloutConfig(BaseModel):
             Ray cluster at `ray_address`; needs `backend="vllm"`).
         ray_address: the cluster (`auto`, `HOST:PORT`, `ray://...`).
         ray_slots: episode workers to start on Ray (default: every slot the cluster offers).
+        tokens: `exact` (the sampled ids, spliced) or `naive`: rows re-rendered from the messages the harness
+            sent back, as a text-in/text-out proxy builds them (`openenv.train.naive`). A control for
+            measuring what exact tokens are worth, not a way to train.
     """
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
@@ -99,6 +103,7 @@ class RolloutConfig(BaseModel):
     executor: ExecutorKind = "thread"
     ray_address: str | None = "auto"
     ray_slots: int | None = Field(default=None, gt=0)
+    tokens: RowTokens = "exact"
 
     @model_validator(mode="before")
     @classmethod
@@ -149,15 +154,19 @@ class HarnessRollout:
             capture server; default: one on the policy server with `config`'s sampling and network.
         policy_for: the policy of each generation index of a group (default: `config.policy` for all),
             e.g. `lambda i: "oracle" if i == 0 else "sample"` puts one expert episode in every group.
+        sampler: draws each group's task itself instead of taking the trainer's draw (`SignalSampler`:
+            weighted by the signal its task's kind has had), and sees every finished group's rewards. The
+            rows carry the task that ran (`task_id`); TRL's own prompt column keeps its draw.
     """
 
     def __init__(self, config: RolloutConfig | None = None, *,
                  env_factory: Callable[[str, CaptureServer], HarnessEnvironment] | None = None,
-                 policy_for: PolicyChooser | None = None) -> None:
+                 policy_for: PolicyChooser | None = None, sampler: SignalSampler | None = None) -> None:
         self.config = config or RolloutConfig()
         self.mix = HarnessMix.of(self.config.harness)
         self._custom_env = env_factory
         self._policy_for = policy_for or (lambda _i: self.config.policy)
+        self.sampler = sampler
         self._executor: EpisodeExecutor | None = None
         self._server: CaptureServer | None = None
         self._tasks: dict[str, Task] | None = None
@@ -189,7 +198,8 @@ class HarnessRollout:
                 raise BadRequest(f"group {index} mixes prompts {sorted(set(map(str, group)))}; TRL repeats each prompt")
             parsed = parse_prompt(group[0])
             harness = parsed.harness or self.mix.draw(step, index)
-            plans.append(GroupPlan(prompt=group[0], task=self._task(parsed.task), harness=harness, size=size))
+            task = self.sampler.choose(step, index) if self.sampler is not None else self._task(parsed.task)
+            plans.append(GroupPlan(prompt=group[0], task=task, harness=harness, size=size))
         return plans
 
     def start_group(self, plan: GroupPlan, trainer: Any) -> Future[GroupOutcome]:
@@ -199,7 +209,7 @@ class HarnessRollout:
         builder = self._custom_env  # None: the job builds the default env wherever it runs (picklable)
         jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
                                    settings=self.config.episode, sequences=self.sequence_policy(trainer),
-                                   env_builder=builder)
+                                   env_builder=builder, tokens=self.config.tokens)
                 for i in range(plan.size)]
         return run_group(executor, jobs, self.config.failure)
 
@@ -229,9 +239,15 @@ class HarnessRollout:
                     batch.setdefault(key, []).append(value)
                 batch.setdefault("attempts", []).append(attempts)
                 batch.setdefault("group_prompt", []).append(plan.prompt)
+        if self.sampler is not None:
+            for plan, outcome in zip(plans, outcomes, strict=True):
+                if not outcome.masked:
+                    self.sampler.observe(plan.task.id, [r.reward for r in outcome.results])
         log = getattr(trainer, "_log_metric", None)  # TRL 1.16's `log_metric` hook (reward functions get it too)
         if log is not None:
             log_rollout_metrics(log, outcomes)
+            for kind, weight in (self.sampler.weights() if self.sampler is not None else {}).items():
+                log(f"sampler/{kind}/weight", weight)
         return batch
 
     def sequence_policy(self, trainer: Any) -> SequencePolicy:
