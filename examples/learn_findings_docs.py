@@ -25,7 +25,7 @@ def _rate_at(run: dict[str, Any], step: int) -> float | None:
 
 
 def compare(a: list[float], b: list[float]) -> str:
-    """`above`, `below` or `within the spread`: whether mean(a) differs from mean(b) by more than the larger
+    """`above`, `below` or `within the seed spread of`: whether mean(a) differs from mean(b) by more than the larger
     standard deviation of the two."""
     (ma, sa), (mb, sb) = _mean_sd(a), _mean_sd(b)
     spread = max(sa, sb)
@@ -33,7 +33,7 @@ def compare(a: list[float], b: list[float]) -> str:
         return "above"
     if mb - ma > spread:
         return "below"
-    return "within the spread"
+    return "within the seed spread of"
 
 
 def _curve_table(runs: dict[str, list[dict[str, Any]]], start: float) -> list[str]:

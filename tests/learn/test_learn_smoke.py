@@ -4,7 +4,9 @@ export -> TRL SFT on the sampled tokens -> one GRPO step per mode (exact tokens,
 from text) -> held-out `openenv eval` of every model; then the imperfect teacher (its episodes recorded
 through pi, scored by the real verifier, SFT on them as logged and on the verified ones, one GRPO step);
 then the second harness (mini-swe-agent): its oracle's one demonstration, SFT from the pi model, one GRPO
-step through it, its held-out evals. The full run is a benchmark, not a test: learning is not asserted
+step through it, its held-out evals; then the findings stage (issue 32): pi's echo of the oracle's replies
+re-rendered as a naive proxy's rows, and one GRPO step each with exact rows, naive rows and the signal
+sampler, whose results the findings page is written from. The full run is a benchmark, not a test: learning is not asserted
 here, only that every stage ran on what the previous one produced."""
 
 from __future__ import annotations
@@ -72,3 +74,20 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     [run] = second["grpo"]
     assert run["harness"] == "mini-swe-agent" and [p["step"] for p in run["curve"]] == [1]
     assert len(run["train_reward"]) == 1
+    # The findings stage: pi's echo measured (the smoke's only echo harness), then one GRPO step with exact
+    # rows, one with naive rows, one with the signal sampler, each evaluated; the page is written from them.
+    found = results["findings"]
+    echo = found["echo"]["pi"]
+    assert echo["episodes"] == 2 and not echo["errors"] and 0 < echo["changed"] < echo["sampled"]
+    for variant in ("exact", "naive", "signal"):
+        [run] = found[variant]
+        assert [p["step"] for p in run["curve"]] == [1] and len(run["zero_signal"]) == len(run["train_reward"]) == 1
+    assert found["naive"][0]["tokens"] == "naive" and found["signal"][0]["signal_sampler"]
+    assert found["exact"][0]["tokens"] == "exact" and not found["exact"][0]["signal_sampler"]
+    assert json.loads((out / "findings" / "results.json").read_text())["signal"] == found["signal"]
+    sys.path.insert(0, str(ROOT / "examples"))
+    from learn_findings_docs import write_findings_docs
+
+    write_findings_docs(found, tmp_path)
+    page = (tmp_path / "learning-findings.md").read_text()
+    assert "| pi | 2 |" in page and page.count("**Finding") == 2 and (tmp_path / "learning-findings.png").is_file()

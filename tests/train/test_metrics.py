@@ -56,3 +56,11 @@ def test_groups_whose_rewards_are_all_equal_are_counted_as_giving_no_signal():
     assert rollout_metrics(outcomes)["rollout/zero_signal_groups"] == 0.5
     assert rollout_metrics(outcomes[2:])["rollout/zero_signal_groups"] == 0.0
     assert rollout_metrics([])["rollout/zero_signal_groups"] == 0.0
+
+
+def test_naive_rows_report_the_share_of_sampled_tokens_they_do_not_hold():
+    """Only episodes run with naive rows carry `token_changes`; without them the metric is absent."""
+    naive = [_result("pi", 1.0, 1), _result("pi", 0.0, 1)]
+    naive[0].token_changes, naive[1].token_changes = (50, 1), (30, 3)
+    assert rollout_metrics([GroupOutcome(naive, attempts=[1, 1])])["rollout/naive_changed"] == pytest.approx(4 / 80)
+    assert "rollout/naive_changed" not in rollout_metrics([GroupOutcome([_result("pi", 1.0, 1)], attempts=[1])])
