@@ -34,7 +34,9 @@ def eval_(
     = "builtin",
     only: Annotated[str | None, typer.Option(help="comma-separated task ids to keep from the set")] = None,
     backend: Annotated[str, typer.Option(help="local or vllm")] = "local",
-    policy: Annotated[str, typer.Option(help="sample (the model answers) or oracle (reference solution)")]
+    policy: Annotated[str, typer.Option(help="sample (the model answers), oracle (reference solution, run as "
+                                        "Harbor runs it) or demo (the solution's own commands: demonstrations "
+                                        "to train on)")]
     = "sample",
     n: Annotated[int, typer.Option("-n", help="episodes per (harness, task)")] = 1,
     concurrency: Annotated[int | None, typer.Option(help="episodes at once (default 2; with --ray: every "

@@ -135,9 +135,9 @@ def run(
     from openenv.capture.budget import Budget
     from openenv.errors import OpenEnvError
 
-    if policy not in ("sample", "run", "oracle", "long") or backend not in ("local", "vllm") \
+    if policy not in ("sample", "run", "oracle", "demo", "long") or backend not in ("local", "vllm") \
             or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
-        fail("--policy is sample|run|oracle|long, --backend is local|vllm, --sandbox is local|docker, "
+        fail("--policy is sample|run|oracle|demo|long, --backend is local|vllm, --sandbox is local|docker, "
              "--isolation is bwrap|none", code=2)
     the_task = _checked(harness, task, tasks_from, backend, model, vllm_url, sandbox)
     # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.

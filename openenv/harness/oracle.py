@@ -37,7 +37,8 @@ from openenv.harness.sandbox.base import CommandResult, Sandbox
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
-__all__ = ["FINAL_TEXT", "OraclePolicy", "apply_solution", "fill_required", "hermes_tool_call", "solution_command"]
+__all__ = ["FINAL_TEXT", "OraclePolicy", "apply_solution", "demonstration_command", "fill_required", "hermes_tool_call",
+           "solution_command"]
 
 FINAL_TEXT = "I applied the fix and the task is done."
 LOOK_COMMAND = "ls -la"
@@ -105,6 +106,29 @@ def solution_command(task: Task, *, staged: bool = True) -> str:
     return f"echo {script} | base64 -d > {path} && {_env_prefix(task)}bash {path}"
 
 
+def demonstration_command(task: Task) -> str:
+    """The solution's own commands, for a demonstration a model learns from (`--policy demo`): a lone
+    solve.sh's lines without its shebang, comments and blank lines, joined by newlines, with
+    `[solution].env` as `env K=V` in front of a one-line script. `bash /solution/solve.sh` would teach a
+    model to call a script that exists only in the oracle's episodes.
+
+    Raises:
+        BadRequest: no solution, a solution folder with more than solve.sh, or a script with no command.
+    """
+    if task.solution is None:
+        raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot demonstrate it")
+    if set(task.solution_files) - {"solve.sh"}:
+        raise BadRequest(f"task {task.id!r}'s solution/ has more files than solve.sh: --policy demo sends "
+                         "solve.sh's own commands, which would need them; use --policy oracle")
+    lines = [line for line in task.solution.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not lines:
+        raise BadRequest(f"task {task.id!r}'s solve.sh has no command to demonstrate")
+    body = "\n".join(lines)
+    if len(lines) == 1:
+        return _env_prefix(task) + body
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items()) + body
+
+
 def apply_solution(sandbox: Sandbox, task: Task, *, timeout_s: float = 600) -> CommandResult:
     """Run the task's solution in the sandbox as Harbor's oracle agent does, without a harness: the
     solution/ folder staged read-only at /solution, `solve.sh` run from the workdir with `[solution].env`.
@@ -127,12 +151,13 @@ class OraclePolicy:
     too, or `staged=False` for the inline form (see `solution_command`).
     """
 
-    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False, staged: bool = True) -> None:
+    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False, staged: bool = True,
+                 demonstrate: bool = False) -> None:
         self.spec = spec
         self.task = task
         self.plan = [
             *([LOOK_COMMAND] if look_first else []),
-            solution_command(task, staged=staged),
+            demonstration_command(task) if demonstrate else solution_command(task, staged=staged),
             *([spec.finish_command] if spec.finish_command else []),
         ]
 

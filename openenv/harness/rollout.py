@@ -43,7 +43,9 @@ def run_episode(
 ) -> tuple[HarnessObservation, EpisodeSummary]:
     """Reset on `task`, answer every turn with `policy` until done, and summarize.
 
-    `oracle` applies the task's reference solution through the harness's own tools; `sample` lets the
+    `oracle` applies the task's reference solution through the harness's own tools (`bash /solution/solve.sh`,
+    as Harbor's oracle runs it); `demo` sends the solution's own commands instead (a lone solve.sh's text),
+    the demonstration a model can be trained on (`openenv.train.learn`); `sample` lets the
     backend answer each turn; `run` hands the whole episode to the backend in one step. `look_first`
     makes the oracle list the workspace before it edits (one more turn, one more merge to check).
     `long` starts the harness as its spec's `long_episode` recipe says and drives it through a sub-agent
@@ -59,8 +61,8 @@ def run_episode(
         options["timeout_s"] = timeout_s
     spec = env.spec
     script: OraclePolicy | LongEpisodePolicy | None = None
-    if policy == "oracle":
-        script = OraclePolicy(spec, task, look_first=look_first)
+    if policy in ("oracle", "demo"):
+        script = OraclePolicy(spec, task, look_first=look_first, demonstrate=policy == "demo")
     elif policy == "long":
         if spec.long_episode is None:
             having = ", ".join(n for n in harness_names() if get_spec(n).long_episode is not None)

@@ -17,7 +17,7 @@ from openenv.harness.sandbox.base import ProcessStatus
 
 __all__ = ["EpisodeSummary", "Policy", "SequenceLine"]
 
-Policy = Literal["sample", "oracle", "run", "long"]
+Policy = Literal["sample", "oracle", "demo", "run", "long"]
 
 # Fields a log's summary line may lack (written before they existed), with what such a log meant.
 _OLD_LOG_DEFAULTS: dict[str, Any] = {

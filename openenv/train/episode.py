@@ -25,7 +25,7 @@ from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 
 __all__ = ["EnvFactory", "EpisodePolicy", "RowTokens", "TrainingEpisodeResult", "run_training_episode"]
 
-EpisodePolicy = Literal["sample", "oracle"]
+EpisodePolicy = Literal["sample", "oracle", "demo"]
 # Which tokens the rows hold: `exact` (the ids the engine sampled, spliced) or `naive` (re-rendered from the
 # messages the harness sent back, as a text-in/text-out proxy would: a control, `openenv.train.naive`).
 RowTokens = Literal["exact", "naive"]

@@ -2,7 +2,8 @@
 
 1. `make_tasks`: the `fileops` task family (`openenv.harness.tasks.fileops`) from a seed, as Harbor
    folders, with a held-out split.
-2. `record_oracle`: `openenv eval --policy oracle` through the real harness on training tasks, then
+2. `record_oracle`: `openenv eval --policy demo` (the oracle, sending the solution's own commands) through
+   the real harness on training tasks, then
    `openenv export --shape tokens`: the demonstrations, token-exact, with `env_mask`.
 3. `openenv.train.sft.train_sft`: TRL's `SFTTrainer` on the sampled tokens of those rows only.
 4. `train_grpo_run`: GRPO through the real harness (`HarnessRollout`, `EpisodeGRPOTrainer`) from the SFT
@@ -292,7 +293,7 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
     ids = ids if ids is not None else oracle_ids(cfg)
     episodes = folder / "eval"
     _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
-              ",".join(ids), "--policy", "oracle", "--model", str(model), "--concurrency", str(cfg.concurrency),
+              ",".join(ids), "--policy", "demo", "--model", str(model), "--concurrency", str(cfg.concurrency),
               "--out", str(episodes), "--json"], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
@@ -320,8 +321,8 @@ def append_commands(eval_folder: Path) -> dict[str, int]:
 def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kind: int = 1) -> dict[str, dict[str, Any]]:
     """What a naive capture's rows change, per harness: oracle episodes (`per_kind` held-out task of each kind)
     through every installed harness (or `cfg.echo_harnesses`), each row re-rendered from the messages the harness sent
-    back (`openenv.train.naive`). The oracle's replies are the tool calls as the chat template writes them,
-    the form the learner samples after SFT; the tiny model scores them (the learner's tokenizer and
+    back (`openenv.train.naive`). The oracle's replies (`demo`: the solution's own commands) are the tool calls
+    as the chat template writes them, the form the learner samples after SFT; the tiny model scores them (the learner's tokenizer and
     tool-call format, without its cap on prompt length). Per harness: episodes, sampled tokens, sampled
     tokens the naive rows do not hold, their share, and errors; reused from `out/echo.json` when there."""
     from concurrent.futures import ThreadPoolExecutor
@@ -347,7 +348,7 @@ def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kin
         row: dict[str, Any] = {"episodes": 0, "sampled": 0, "changed": 0, "errors": []}
         for task in tasks:
             result = run_training_episode(lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling), harness,
-                                          task, policy="oracle", tokens="naive")
+                                          task, policy="demo", tokens="naive")
             if result.error or result.token_changes is None:
                 row["errors"].append(f"{task.id}: {result.error or 'no rows'}")
                 continue
@@ -416,7 +417,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     rollout_config = RolloutConfig(harness=harness, task_set=str(cfg.tasks_dir / "train"), backend="local",
                                    max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency,
                                    tokens="naive" if cfg.tokens == "naive" else "exact")
-    expert = (lambda i: "oracle" if i == 0 else "sample") if cfg.expert_in_group else None
+    expert = (lambda i: "demo" if i == 0 else "sample") if cfg.expert_in_group else None
     sampler = None
     if cfg.signal_sampler:
         from openenv.harness.tasks.sets import load_task_set

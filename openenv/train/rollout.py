@@ -75,7 +75,8 @@ class RolloutConfig(BaseModel):
             wins; an episode that hits one ends with status `budget`, see `failure.on_budget`).
         max_concurrency: episodes running at once, across the batch's groups.
         failure: the retry/mask policy for failed episodes.
-        policy: `sample` (on-policy) or `oracle` (reference solutions scored by the policy) for every episode.
+        policy: `sample` (on-policy), `oracle` (reference solutions scored by the policy) or `demo` (the
+            solutions' own commands, what a model learns from) for every episode.
         sequences: `all` trains every sequence of an episode (compaction, sub-agents, forks) with the
             episode's advantage; needs `EpisodeGRPOTrainer`, and falls back to `longest` (one sequence per
             episode, the others dropped and counted) with a plain `GRPOTrainer`.
