@@ -156,3 +156,26 @@ def test_an_unstaged_solution_with_more_files_than_solve_sh_is_refused():
     with pytest.raises(BadRequest, match="stage_solution"):
         solution_command(task, staged=False)
     assert solution_command(task).endswith("bash /solution/solve.sh")
+
+
+def test_a_demonstration_sends_the_solutions_own_commands_not_a_script_only_the_oracle_has():
+    """`--policy demo` records what a model is trained on: `bash /solution/solve.sh` would teach it to call a
+    script that is staged only in the oracle's episodes."""
+    import pytest
+
+    from openenv.errors import BadRequest
+    from openenv.harness.oracle import demonstration_command
+
+    task = TASK.model_copy(update={"solution": "#!/bin/bash\n# append the word\necho lemon >> data.md\n",
+                                   "solution_files": {}})
+    request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash"),))
+    [call] = HermesParser().parse(OraclePolicy(get_spec("pi"), task, demonstrate=True).reply(request)).tool_calls
+    assert json.loads(call.arguments) == {"command": "echo lemon >> data.md"}
+    with_env = task.model_copy(update={"solution_env": {"N": "3"}})
+    assert demonstration_command(with_env) == "env N=3 echo lemon >> data.md"
+    two = with_env.model_copy(update={"solution": "cd src\nmake\n"})
+    assert demonstration_command(two) == "export N=3\ncd src\nmake"
+    with pytest.raises(BadRequest, match="more files than solve.sh"):
+        demonstration_command(task.model_copy(update={"solution_files": {"solve.sh": "x", "patch.diff": "y"}}))
+    with pytest.raises(BadRequest, match="no command"):
+        demonstration_command(task.model_copy(update={"solution": "#!/bin/sh\n\n# nothing\n"}))

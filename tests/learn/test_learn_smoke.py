@@ -37,6 +37,13 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert results["sft_train"]["rows"] >= 1 and results["sft_train"]["log"][-1]["loss"] > 0
     oracle = json.loads((out / "oracle" / "eval" / "results.json").read_text())
     assert oracle["rows"][0]["solved"] == oracle["rows"][0]["episodes"] == 4
+    # The demonstrations hold the solutions' own commands (`--policy demo`), not a call of the script the
+    # oracle's episodes alone have staged (the recipe taught `bash /solution/solve.sh` when they did).
+    from openenv.export.log import read_episode
+
+    for path in (out / "oracle" / "eval" / "episodes").glob("*.jsonl"):
+        calls = [c for t in read_episode(path).turns if t.completion for c in t.completion.tool_calls]
+        assert calls and calls[0].parsed_arguments()["command"].startswith("echo "), path
     # Every model was measured on the same held-out tasks by `openenv eval`.
     for name in ("random", "sft"):
         assert results[name]["episodes"] == 2 and 0 <= results[name]["solved"] <= 2
