@@ -220,9 +220,11 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
     out["start"] = heldout_solve_rate(start, cfg, cfg.teacher_dir / "eval-sft", log)
     out["echo"] = echo_changes(cfg, folder / "echo", log)
     save_partial(out)
-    for variant, update in (("exact", {}), ("naive", {"tokens": "naive"}), ("signal", {"signal_sampler": True})):
+    variants: dict[str, dict[str, Any]] = {"exact": {}, "naive": {"tokens": "naive"}, "signal": {"signal_sampler": True}}
+    for variant in variants:
         out[variant] = []
-        for seed in seeds:
+    for seed in seeds:  # seed by seed, so that a run cut short has every variant at the same seeds
+        for variant, update in variants.items():
             out[variant].append(grpo_run(cfg.findings_grpo(**update), start, folder / f"{variant}-seed{seed}", seed,
                                          f"findings: GRPO {variant}, seed {seed}"))
             save_partial(out)
