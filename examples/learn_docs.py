@@ -406,7 +406,8 @@ RECIPE = """
   run: with the 370-token prompt the model had not begun to copy a slot after 1,600 SFT steps; with a
   short prompt it copies held-out slots within a few hundred (at random init attention is spread over every
   position, and the slots get a vanishing share of the gradient).
-- **SFT**: `openenv eval --policy oracle --model <the random learner>` through pi (so the prompts are
+- **SFT**: `openenv eval --policy demo --model <the random learner>` (the oracle, sending each solution's own
+  command) through pi (so the prompts are
   rendered by the learner's own template) -> `openenv export --shape tokens` -> TRL's `SFTTrainer` with
   `completion_mask = [0] * prompt + env_mask`, so only the sampled tokens are targets.
 - **GRPO**: `HarnessRollout` + `EpisodeGRPOTrainer` through pi, sampling the trainer's in-memory weights

@@ -103,8 +103,9 @@ def run(
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
-    policy: Annotated[str, typer.Option(help="sample, run, oracle (applies the reference solution), or long (a scripted "
-                                         "episode through a sub-agent and a compaction, then the solution)")]
+    policy: Annotated[str, typer.Option(help="sample, run, oracle (applies the reference solution), demo (sends the "
+                                         "solution's own commands: a demonstration to train on), or long (a "
+                                         "scripted episode through a sub-agent and a compaction, then the solution)")]
     = "sample",
     network: Annotated[str, typer.Option(help="loopback (auto): only the proxy is reachable; host: this "
                                          "machine's network (explicit opt-out, warned every episode)")] = "auto",
