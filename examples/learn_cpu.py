@@ -28,7 +28,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
 from openenv.train.learn import (HarnessName, LearnConfig, append_commands, echo_changes, grpo_ids,  # noqa: E402
-                                 heldout_solve_rate, make_tasks, oracle_ids, record_oracle, slipped_ids,
+                                 heldout_solve_rate, looked_ids, make_tasks, oracle_ids, record_oracle, slipped_ids,
                                  teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
@@ -38,7 +38,7 @@ from learn_findings_docs import write_findings_docs  # noqa: E402
 SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
          "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
-         "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1,
+         "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
          "echo_harnesses": ["pi"]}
 
 
@@ -111,13 +111,17 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
             results.update(transfer=t), save()))
         save()
     if findings:
-        results["findings"] = findings_stage(cfg, seeds)
+        results["findings"] = stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
+        save()
+    if cfg.shaping_look is not None:
+        results["shaping"] = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping)
+        save()
     return results
 
 
-def findings_stage(cfg: LearnConfig, seeds: list[int]) -> dict[str, Any]:
-    """`run_findings` on its own (it needs only the tasks, the random model and the teacher's SFT model), with
-    its results in `OUT/findings/results.json`, rewritten after each run."""
+def stage_alone(cfg: LearnConfig, seeds: list[int], folder: Path, stage: Any) -> dict[str, Any]:
+    """A stage that needs only the tasks and the random model (`run_findings`, `run_shaping`: each builds its
+    own start), run on its own: its results in `folder/results.json`, rewritten after each of its runs."""
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -125,14 +129,14 @@ def findings_stage(cfg: LearnConfig, seeds: list[int]) -> dict[str, Any]:
     random_model = cfg.out / "random"
     if not (random_model / "config.json").is_file():
         build_learner(random_model, seed=0)
-    saved = cfg.findings_dir / "results.json"
+    saved = folder / "results.json"
     saved.parent.mkdir(parents=True, exist_ok=True)
     head = {"config": cfg.model_dump(mode="json"), "seeds": seeds}
 
     def save(part: dict[str, Any]) -> None:
         saved.write_text(json.dumps({**head, **part}, indent=1))
 
-    out = run_findings(cfg, seeds, random_model, save_partial=save)
+    out = stage(cfg, seeds, random_model, save_partial=save)
     save(out)
     return {**head, **out}
 
@@ -231,6 +235,39 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
     return out
 
 
+def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
+    """Tool-call shaping (issue 32): demonstrations of which `shaping_look` list the workspace before acting
+    (an extra call that neither helps nor hurts), SFT on them from the random model, then GRPO through pi
+    from that model with the verifier's reward alone and with `tool_call_bonus(*shaping_bonus)` added, one
+    run each per seed; held-out solve rate and tool calls per solved episode."""
+    from datasets import concatenate_datasets
+
+    assert cfg.shaping_look is not None
+    folder = cfg.shaping_dir
+    shown, looked = oracle_ids(cfg), set(looked_ids(cfg))
+    parts = []
+    for name, ids, look in (("look", sorted(looked), True), ("plain", [i for i in shown if i not in looked], False)):
+        if ids:
+            parts.append(sft_dataset(record_oracle(cfg, random_model, log, ids=ids, folder=folder / f"oracle-{name}",
+                                                   look_first=look)))
+    data = concatenate_datasets(parts).shuffle(seed=0)
+    start, sft_train = sft_rounds(cfg, random_model, data, folder / "sft", "shaping SFT")
+    sft_train.pop("log", None)
+    out: dict[str, Any] = {"look": cfg.shaping_look, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
+                           "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
+    out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-sft", log)
+    save_partial(out)
+    variants: dict[str, dict[str, Any]] = {"plain": {}, "bonus": {"tool_bonus": tuple(cfg.shaping_bonus)}}
+    for variant in variants:
+        out[variant] = []
+    for seed in seeds:
+        for variant, update in variants.items():
+            out[variant].append(grpo_run(cfg.shaping_grpo(**update), start, folder / f"{variant}-seed{seed}", seed,
+                                         f"shaping: GRPO {variant}, seed {seed}"))
+            save_partial(out)
+    return out
+
+
 def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path,
                  save_partial: Any) -> dict[str, Any]:
     """The second harness: its oracle demonstrates only `transfer_demos` tasks. The SFT model is tuned on
@@ -277,6 +314,12 @@ def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
     return train_grpo_run(cfg, start, out, seed=seed, log=log, harness=harness)
 
 
+def _saved(folder: Path) -> dict[str, Any]:
+    """A stage's saved results.json ({} when it has none)."""
+    path = folder / "results.json"
+    return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(".cache/learn"))
@@ -292,6 +335,9 @@ def main() -> None:
                         "the signal sampler, per-harness echo changes)")
     parser.add_argument("--only-findings", action="store_true", help="run the findings stage alone (with what it "
                         "needs: the tasks and the imperfect teacher's SFT model) and write its page")
+    parser.add_argument("--only-shaping", action="store_true", help="run the tool-call shaping stage alone (its "
+                        "demonstrations, SFT and GRPO with and without the tool-call bonus) and write the page")
+    parser.add_argument("--no-shaping", action="store_true", help="skip the tool-call shaping stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
@@ -300,8 +346,9 @@ def main() -> None:
     if args.docs_only:
         if (args.out / "results.json").is_file():
             write_docs(json.loads((args.out / "results.json").read_text()), docs)
-        if (args.out / "findings" / "results.json").is_file():
-            write_findings_docs(json.loads((args.out / "findings" / "results.json").read_text()), docs)
+        cfg = LearnConfig(out=args.out)
+        if _saved(cfg.findings_dir) or _saved(cfg.shaping_dir):
+            write_findings_docs(_saved(cfg.findings_dir), docs, shaping=_saved(cfg.shaping_dir))
         return
     settings: dict[str, Any] = {"out": args.out, **(SMOKE if args.smoke else {})}
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
@@ -311,12 +358,15 @@ def main() -> None:
         settings["transfer_harness"] = None
     if args.no_teacher:
         settings["teacher_slip"] = None
+    if args.no_shaping:
+        settings["shaping_look"] = None
     cfg = LearnConfig(**settings)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    if args.only_findings:
-        found = findings_stage(cfg, seeds)
+    if args.only_findings or args.only_shaping:
+        found = stage_alone(cfg, seeds, cfg.findings_dir, run_findings) if args.only_findings else {}
+        shaped = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping) if args.only_shaping else {}
         if not args.no_docs:
-            write_findings_docs(found, docs)
+            write_findings_docs(found or _saved(cfg.findings_dir), docs, shaping=shaped or _saved(cfg.shaping_dir))
             log(f"wrote {docs / 'learning-findings.md'}")
         return
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
@@ -324,8 +374,8 @@ def main() -> None:
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    if not args.no_docs and results.get("findings"):
-        write_findings_docs(results["findings"], docs)
+    if not args.no_docs and (results.get("findings") or results.get("shaping")):
+        write_findings_docs(results.get("findings", {}), docs, shaping=results.get("shaping", {}))
         log(f"wrote {docs / 'learning-findings.md'}")
     printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
                                "grpo": [r["curve"][-1] for r in results["grpo"]]}

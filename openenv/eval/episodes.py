@@ -33,6 +33,7 @@ class EpisodeRequest(BaseModel):
     task: str
     task_set: str = "builtin"
     policy: Policy = "sample"
+    look_first: bool = False  # the oracle lists the workspace before it acts
     engine: EngineSpec
     settings: EpisodeSettings = EpisodeSettings()
 
@@ -84,7 +85,7 @@ def run_recorded_episode(
 
     try:
         obs, summary = run_episode(env, task, policy=request.policy, on_step=remember,
-                                   timeout_s=request.settings.timeout_s)
+                                   timeout_s=request.settings.timeout_s, look_first=request.look_first)
         path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)
     finally:
         env.close()

@@ -48,6 +48,8 @@ class EvalPlan(BaseModel):
     tasks: list[str] = Field(min_length=1, description="task ids from `task_set`")
     task_set: str = "builtin"
     policy: Policy = "sample"
+    look_first: bool = Field(default=False, description="the oracle (`oracle`, `demo`) lists the workspace before "
+                             "it acts: one more tool call, as an agent that inspects first")
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)
     engine: EngineSpec
@@ -60,7 +62,7 @@ class EvalPlan(BaseModel):
 
     def requests(self) -> list[EpisodeRequest]:
         return [EpisodeRequest(harness=h, task=t, task_set=self.task_set, policy=self.policy, engine=self.engine,
-                               settings=self.episode)
+                               settings=self.episode, look_first=self.look_first)
                 for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
 
 

@@ -41,7 +41,7 @@ from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
-           "echo_changes",
+           "echo_changes", "looked_ids",
            "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
@@ -102,6 +102,15 @@ class LearnConfig(BaseModel):
                                      "(exact / naive tokens, uniform / signal sampler; held-out every "
                                      "`findings_eval_every`)")
     findings_eval_every: int = 4
+    tool_bonus: tuple[float, int] | None = Field(default=None, description="GRPO's reward adds "
+                                                 "`tool_call_bonus(scale, budget)` to the verifier's (None: the "
+                                                 "verifier's alone)")
+    shaping_look: float | None = Field(default=0.5, ge=0, le=1, description="the tool-call shaping stage: the "
+                                       "share of its demonstrations that list the workspace before acting (an "
+                                       "extra, harmless call); None skips the stage")
+    shaping_bonus: tuple[float, int] = Field(default=(0.5, 4), description="the stage's tool_call_bonus (scale, "
+                                             "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
+    shaping_grpo_steps: int = 12
     echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
                                              "stage measures (None: every installed one)")
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
@@ -149,6 +158,16 @@ class LearnConfig(BaseModel):
     def teacher_grpo(self) -> LearnConfig:
         """This config with the imperfect-teacher stage's GRPO steps."""
         return self.model_copy(update={"grpo_steps": self.teacher_grpo_steps})
+
+    @property
+    def shaping_dir(self) -> Path:
+        """The tool-call shaping stage: its demonstrations, SFT model, evals and GRPO runs."""
+        return self.out / "shaping"
+
+    def shaping_grpo(self, **update: Any) -> LearnConfig:
+        """This config with the shaping stage's GRPO steps and evals, and `update`."""
+        return self.model_copy(update={"grpo_steps": self.shaping_grpo_steps, "eval_every": self.findings_eval_every,
+                                       **update})
 
     def findings_grpo(self, **update: Any) -> LearnConfig:
         """This config with the findings stage's GRPO steps and evals, and `update`."""
@@ -243,6 +262,13 @@ def slipped_ids(cfg: LearnConfig) -> list[str]:
     return _pick(appends, round((cfg.teacher_slip or 0.0) * len(appends)), cfg.task_seed + 2)
 
 
+def looked_ids(cfg: LearnConfig) -> list[str]:
+    """The demonstrated tasks whose demonstration (in the shaping stage) lists the workspace before acting:
+    `shaping_look` of them, drawn from the task seed."""
+    shown = oracle_ids(cfg)
+    return _pick(shown, round((cfg.shaping_look or 0.0) * len(shown)), cfg.task_seed + 3)
+
+
 def teacher_tasks(cfg: LearnConfig) -> Path:
     """Copies of the demonstrated training tasks whose `solution/solve.sh` is the imperfect teacher's: on
     `slipped_ids` it writes `echo WORD > NAME` (the file's earlier lines are lost) where the task wants
@@ -281,11 +307,13 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
 
 
 def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: HarnessName = "pi",
-                  ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None) -> Path:
+                  ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None,
+                  look_first: bool = False) -> Path:
     """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
     `oracle_ids`; from `tasks`, default: the run's, a folder holding `train/`), exported as token rows into
     `folder`; returns the export's `tokens/` (reused when it is there). `model` is the model to be trained: its
-    tokenizer and chat template render the prompts, so the rows are the sequences it will see."""
+    tokenizer and chat template render the prompts, so the rows are the sequences it will see. `look_first`: each
+    demonstration lists the workspace before it acts (one more call)."""
     folder = folder or cfg.out / ("oracle" if harness == "pi" else f"oracle-{harness}")
     export = folder / "dataset"
     if (export / "tokens").is_dir():
@@ -294,7 +322,7 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
     episodes = folder / "eval"
     _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
               ",".join(ids), "--policy", "demo", "--model", str(model), "--concurrency", str(cfg.concurrency),
-              "--out", str(episodes), "--json"], cfg, log)
+              "--out", str(episodes), "--json", *(["--look-first"] if look_first else [])], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
@@ -371,7 +399,8 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
                        harness: HarnessName = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
     the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
-    episodes' task ids) and the eval's wall time (the first run's, when a finished eval is reused)."""
+    episodes' task ids), `calls_per_solved` (mean tool calls of the solved episodes; None when none was) and the
+    eval's wall time (the first run's, when a finished eval is reused)."""
     start = time.monotonic()
     ids = heldout_ids(cfg)
     done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
@@ -388,14 +417,19 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
     wall = json.loads(timing.read_text())["wall_s"] if timing.is_file() else round(time.monotonic() - start, 1)
     row = next(r for r in report["rows"] if r["harness"] == harness)
     by_kind: dict[str, list[int]] = {}  # kind -> [solved, episodes]
+    solved_calls = []  # tool calls of each solved episode
     for episode in report.get("episodes", []):
         summary = episode.get("summary") or {}
         counts = by_kind.setdefault(kind_of(str(summary.get("task", "?"))), [0, 0])
-        counts[0] += int((summary.get("reward") or 0.0) >= 1.0)
+        solved = (summary.get("reward") or 0.0) >= 1.0
+        counts[0] += int(solved)
         counts[1] += 1
+        if solved:
+            solved_calls.append(int(summary.get("tool_calls") or 0))
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
-            "by_kind": dict(sorted(by_kind.items())), "wall_s": wall}
+            "by_kind": dict(sorted(by_kind.items())), "wall_s": wall,
+            "calls_per_solved": sum(solved_calls) / len(solved_calls) if solved_calls else None}
 
 
 def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,
@@ -407,7 +441,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     from trl import GRPOConfig
 
     from openenv.train.prompts import task_dataset
-    from openenv.train.rewards import task_success
+    from openenv.train.rewards import task_success, tool_call_bonus
     from openenv.train.rollout import HarnessRollout, RolloutConfig
     from openenv.train.trainer import EpisodeGRPOTrainer
 
@@ -452,7 +486,8 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
 
     tokenizer = AutoTokenizer.from_pretrained(start)
     trainer = EpisodeGRPOTrainer(model=str(start), processing_class=tokenizer, args=args,
-                                 train_dataset=task_dataset(train_ids), reward_funcs=[task_success],
+                                 train_dataset=task_dataset(train_ids),
+                                 reward_funcs=[task_success, *([tool_call_bonus(*cfg.tool_bonus)] if cfg.tool_bonus else [])],
                                  rollout_func=rollout, callbacks=[HeldOut()])
     began = time.monotonic()
     try:
@@ -468,7 +503,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
                                       if "rollout/retokenized_changed" in h],
               "naive_changed": [h["rollout/naive_changed"] for h in history if "rollout/naive_changed" in h],
               "zero_signal": [h.get("rollout/zero_signal_groups") for h in history],
-              "signal_sampler": cfg.signal_sampler}
+              "signal_sampler": cfg.signal_sampler, "tool_bonus": cfg.tool_bonus}
     (out / "grpo.json").write_text(json.dumps({**result, "log": history}, indent=1))
     return result
 

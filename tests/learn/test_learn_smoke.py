@@ -95,6 +95,18 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "examples"))
     from learn_findings_docs import write_findings_docs
 
-    write_findings_docs(found, tmp_path)
+    # Tool-call shaping: half the demonstrations list the workspace first (one more call), SFT on them, then one
+    # GRPO step with the verifier's reward alone and one with the tool-call bonus added.
+    shaping = results["shaping"]
+    assert (shaping["looked"], shaping["rows"]) == (2, 4)
+    for name, calls in (("look", 2), ("plain", 1)):
+        recorded = json.loads((out / "shaping" / f"oracle-{name}" / "eval" / "results.json").read_text())
+        assert recorded["rows"][0]["solved"] == 2 and recorded["rows"][0]["mean_tool_calls"] == calls
+    [plain], [bonus] = shaping["plain"], shaping["bonus"]
+    assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
+    for run in (plain, bonus):
+        assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
+    write_findings_docs(found, tmp_path, shaping=shaping)
     page = (tmp_path / "learning-findings.md").read_text()
     assert "| pi | 2 |" in page and page.count("**Finding") == 2 and (tmp_path / "learning-findings.png").is_file()
+    assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page
