@@ -62,3 +62,22 @@ def test_an_unknown_harness_is_refused_before_anything_runs(tmp_path):
     assert result.exit_code == 2 and "unknown harness 'codx'" in result.output, result.output
     assert len(result.output.strip().splitlines()) <= 3 and "Traceback" not in result.output
     assert not (tmp_path / "results.md").exists() and not (tmp_path / "episodes").exists()
+
+
+def test_a_demonstration_that_looks_first_sends_ls_then_the_solutions_own_command(tmp_path):
+    """`--policy demo --look-first` (the learning recipe's demonstrations): two calls, each the command itself,
+    never a call of the solution script that only the oracle's episodes have staged."""
+    from openenv.harness.tasks.fileops import generate
+
+    split = generate(tmp_path / "tasks", 0, train=1, heldout=0, kinds=("append",))
+    result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--tasks", str(tmp_path / "tasks" / "train"),
+                                      "--policy", "demo", "--look-first", "--out", str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    report = Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
+    [row] = report.rows
+    assert (row.solved, row.mean_tool_calls) == (1, 2.0)
+    log = read_episode(report.episodes[0].trajectory)
+    commands = [c.parsed_arguments()["command"] for t in log.turns if t.completion for c in t.completion.tool_calls]
+    [task] = split["train"]
+    solution = (tmp_path / "tasks" / "train" / task / "solution" / "solve.sh").read_text().strip()
+    assert commands == ["ls -la", solution] and ">>" in solution
