@@ -130,7 +130,6 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
                   f"naive, so the finding is **" + {"above": "reproduced", "below": "refuted"}.get(
                       verdict, "undecided") + "** at this scale.", ""]
     if exact and signal:
-        uniform_zero = [v for r in exact for v in _zero_signal(r)]
         sampler_zero = [v for r in signal for v in _zero_signal(r)]
         lines += ["## 2. Groups without signal", "",
                   "The share of each step's groups whose rewards were all equal (`rollout/zero_signal_groups`), "
@@ -155,10 +154,12 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
         lines += ["", f"Steps for each signal-sampler seed to reach the uniform runs' final mean ({target:.1%}): "
                   + ", ".join(str(s) if s is not None else f"not within {results['steps']}" for s in reach) +
                   f" (the uniform runs took {results['steps']}, by construction of the target).", ""]
-        zero_verdict = ("reproduced" if statistics.mean(uniform_zero) >= 0.5 else "not reproduced")
+        per_run = [statistics.mean(_zero_signal(r)) for r in exact if _zero_signal(r)]
+        mean, spread = _mean_sd(per_run)
+        zero_verdict = ("reproduced" if mean - 0.5 > spread else "refuted" if 0.5 - mean > spread else "undecided")
         lines += [f"**Finding (most groups carry no signal; the reference's pilot: 80%)**: with the uniform draw "
-                  f"{statistics.mean(uniform_zero):.0%} of groups here were flat, so the finding is "
-                  f"**{zero_verdict}** at this scale (a majority flat counts as reproduced).", "",
+                  f"{mean:.0%} ± {spread:.0%} of each run's groups were flat (mean ± sd over seeds), so the finding "
+                  f"is **{zero_verdict}** at this scale (reproduced: more than half, by more than the spread).", "",
                   f"**The sampler**: {statistics.mean(sampler_zero):.0%} of its groups were flat; its final held-out "
                   f"rate is {compare(final['signal'], final['exact'])} the uniform draw's "
                   f"({_mean_sd(final['signal'])[0]:.1%} ± {_mean_sd(final['signal'])[1]:.1%} vs "
