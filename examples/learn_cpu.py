@@ -27,8 +27,8 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (HarnessName, LearnConfig, append_commands, echo_changes, grpo_ids,  # noqa: E402
-                                 heldout_solve_rate, looked_ids, make_tasks, oracle_ids, record_oracle, slipped_ids,
+from openenv.train.learn import (HarnessName, LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
+                                 grpo_ids, heldout_solve_rate, looked_ids, make_tasks, oracle_ids, record_oracle, slipped_ids,
                                  teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
@@ -229,8 +229,10 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
         out[variant] = []
     for seed in seeds:  # seed by seed, so that a run cut short has every variant at the same seeds
         for variant, update in variants.items():
-            out[variant].append(grpo_run(cfg.findings_grpo(**update), start, folder / f"{variant}-seed{seed}", seed,
-                                         f"findings: GRPO {variant}, seed {seed}"))
+            run_folder = folder / f"{variant}-seed{seed}"
+            result = grpo_run(cfg.findings_grpo(**update), start, run_folder, seed, f"findings: GRPO {variant}, seed {seed}")
+            result["call_forms"] = call_forms(run_folder / f"eval-step-{result['curve'][-1]['step']}")
+            out[variant].append(result)
             save_partial(out)
     return out
 

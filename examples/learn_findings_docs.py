@@ -123,6 +123,17 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
                   f"held-out solve rate; in the naive runs {statistics.mean(naive_share):.1%} of the sampled "
                   "tokens were not in the rows trained (mean over steps)." if naive_share else "", ""]
         lines += _curve_table({"exact": exact, "naive": naive}, start)
+        forms = {name: [sum(r.get("call_forms", {}).get(k, 0) for r in rs) for k in ("spaced", "compact")]
+                 for name, rs in (("exact", exact), ("naive", naive))}
+        lines += ["", f"After the last step the held-out tool calls were written {forms['naive'][0]} spaced / "
+                  f"{forms['naive'][1]} compact in the naive runs ({forms['exact'][0]} / {forms['exact'][1]} in the "
+                  "exact ones): training on pi's compact echo did not move the model to it. Why, in GRPO: the "
+                  "echo changes the same tokens in every episode of a group, and a group's advantages sum to zero, "
+                  "so a change shared by the whole group gets almost no net push (the contexts before it differ only "
+                  "in the task's words); SFT on echoed rows (all weights "
+                  "positive) would train it. What a naive capture costs GRPO is a change that differs between "
+                  "the episodes of a group (the re-tokenization of free text, `docs/benchmarks.md` section 3), "
+                  "not a constant re-serialization."]
         verdict = compare(final["exact"], final["naive"])
         lines += ["", f"**Finding (exact tokens train better than a naive capture's)**: final held-out exact "
                   f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}, naive "
@@ -151,9 +162,17 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
         lines += _curve_table({"uniform": exact, "signal sampler": signal}, start)
         target = _mean_sd(final["exact"])[0]
         reach = [_steps_to(r, target) for r in signal]
+        steps = sorted({p["step"] for r in exact + signal for p in r["curve"]})
+        at_step = []
+        for step in steps:
+            a = [v for r in signal if (v := _rate_at(r, step)) is not None]
+            b = [v for r in exact if (v := _rate_at(r, step)) is not None]
+            if a and b:
+                at_step.append(f"step {step}: {compare(a, b)} ({_mean_sd(a)[0]:.1%} vs {_mean_sd(b)[0]:.1%})")
         lines += ["", f"Steps for each signal-sampler seed to reach the uniform runs' final mean ({target:.1%}): "
                   + ", ".join(str(s) if s is not None else f"not within {results['steps']}" for s in reach) +
-                  f" (the uniform runs took {results['steps']}, by construction of the target).", ""]
+                  f" (the uniform runs took {results['steps']}, by construction of the target). The sampler's "
+                  "held-out mean against the uniform draw's, step by step: " + "; ".join(at_step) + ".", ""]
         per_run = [statistics.mean(_zero_signal(r)) for r in exact if _zero_signal(r)]
         mean, spread = _mean_sd(per_run)
         zero_verdict = ("reproduced" if mean - 0.5 > spread else "refuted" if 0.5 - mean > spread else "undecided")
@@ -163,7 +182,7 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
                   f"**The sampler**: {statistics.mean(sampler_zero):.0%} of its groups were flat; its final held-out "
                   f"rate is {compare(final['signal'], final['exact'])} the uniform draw's "
                   f"({_mean_sd(final['signal'])[0]:.1%} ± {_mean_sd(final['signal'])[1]:.1%} vs "
-                  f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}).", ""]
+                  f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}) after {results['steps']} steps.", ""]
     return lines
 
 

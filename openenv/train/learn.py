@@ -41,7 +41,7 @@ from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
-           "echo_changes", "looked_ids",
+           "call_forms", "echo_changes", "looked_ids",
            "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
@@ -325,6 +325,21 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
               "--out", str(episodes), "--json", *(["--look-first"] if look_first else [])], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
+
+
+def call_forms(eval_folder: Path) -> dict[str, int]:
+    """How the tool calls of an `openenv eval` folder's episodes were written, as the model sampled them: their
+    arguments with the template's separators (`{"command": "`), compact (`{"command":"`, pi's echo), or other."""
+    from openenv.export.log import read_episode
+
+    counts = {"spaced": 0, "compact": 0, "other": 0}
+    for path in sorted((eval_folder / "episodes").glob("*.jsonl")):
+        for turn in read_episode(path).turns:
+            for call in turn.completion.tool_calls if turn.completion else ():
+                text = call.arguments
+                counts["spaced" if text.startswith('{"command": "') else "compact" if text.startswith('{"command":"')
+                       else "other"] += 1
+    return counts
 
 
 def append_commands(eval_folder: Path) -> dict[str, int]:
