@@ -135,7 +135,8 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
     through the harness's tools and the backend scores it (an expert episode with the policy's own
-    logprobs, useful to seed a group with a success). `sequences` says which of the episode's
+    logprobs, useful to seed a group with a success); `demo` sends the solution's own commands instead of
+    running the staged script (what a model can imitate). `sequences` says which of the episode's
     sequences train (`sequences.py`). `keep_in`: also write the full trajectory (every turn, aux
     included) there as JSONL, and name it in `result.trajectory`. `tokens="naive"` replaces the rows with
     what a text proxy would have built (`openenv.train.naive`) and counts the sampled tokens that changed.
