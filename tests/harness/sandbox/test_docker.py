@@ -270,8 +270,13 @@ def test_shared_mode_grading_ends_the_agent_first_and_sees_only_fresh_folders(sa
     daemon = ("(setsid env -i sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' &) ; "
               "echo 1 > /logs/verifier/reward.txt; mkdir -p /logs/verifier/sub; sleep 300")
     sandbox.start(["sh", "-c", daemon], env={}, timeout_s=300)
-    time.sleep(1)
-    assert sandbox.host_path("/logs/verifier/reward.txt").read_text() == "1\n"
+    # Wait for the agent's forged reward rather than a fixed second: on a loaded machine the container's
+    # first command can take longer than that (a CI run beside 2-core training failed here).
+    reward = sandbox.host_path("/logs/verifier/reward.txt")
+    deadline = time.monotonic() + 60
+    while not (reward.is_file() and reward.read_text() == "1\n") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert reward.read_text() == "1\n"
     task = Task(id="t", instruction="-", tests={"test.sh": "sleep 1; ls /logs/verifier; test -w /tests || echo 0 > /logs/verifier/reward.txt\n"},
                 solution="true")
     verdict = verify(sandbox, task)
