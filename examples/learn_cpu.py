@@ -167,8 +167,8 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     the teacher's verified episodes only (what filtering the demonstrations with the same verifier gives), and,
     with `baseline`, one GRPO run with the token splice off (rows re-tokenized from text)."""
     folder = cfg.teacher_dir
-    sft, out = teacher_sft(cfg, random_model)
-    verified = sft_dataset(cfg.teacher_dir / "oracle" / "dataset" / "tokens")
+    sft, out, tokens = teacher_sft(cfg, random_model)
+    verified = sft_dataset(tokens)
     out["verified_rows"] = len(verified)
     # As many optimizer steps as the SFT on every episode: with the same epochs, the fewer rows would mean
     # fewer steps (measured: 14/64 held-out after 756 steps, where the 1,215-step models reach 30-38).
@@ -202,14 +202,14 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     return out
 
 
-def teacher_sft(cfg: LearnConfig, random_model: Path) -> tuple[Path, dict[str, Any]]:
+def teacher_sft(cfg: LearnConfig, random_model: Path) -> tuple[Path, dict[str, Any], Path]:
     """The imperfect teacher's demonstrations through pi and SFT on all of them as logged (each reused when
-    there): the SFT model and the stage's record (`slip`, `slipped`, `rows`, `sft_train`)."""
+    there): the SFT model, the stage's record (`slip`, `slipped`, `rows`, `sft_train`) and the token rows."""
     tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=cfg.teacher_dir / "oracle")
     logged = sft_dataset(tokens, min_reward=0.0)
     out: dict[str, Any] = {"slip": cfg.teacher_slip, "slipped": len(slipped_ids(cfg)), "rows": len(logged)}
     sft, out["sft_train"] = sft_rounds(cfg, random_model, logged, cfg.teacher_dir / "sft", "teacher SFT")
-    return sft, out
+    return sft, out, tokens
 
 
 def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
@@ -218,23 +218,16 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
     installed harness), and GRPO through pi with exact rows, with naive rows (re-rendered from pi's echo)
     and with the signal sampler, one run each per seed, `findings_grpo_steps` steps."""
     folder = cfg.findings_dir
-    start, _ = teacher_sft(cfg, random_model)
+    start, _, _ = teacher_sft(cfg, random_model)
     out: dict[str, Any] = {"steps": cfg.findings_grpo_steps, "groups_per_step": cfg.groups_per_step,
                            "num_generations": cfg.num_generations}
     out["start"] = heldout_solve_rate(start, cfg, cfg.teacher_dir / "eval-sft", log)
     out["echo"] = echo_changes(cfg, folder / "echo", log)
     save_partial(out)
     variants: dict[str, dict[str, Any]] = {"exact": {}, "naive": {"tokens": "naive"}, "signal": {"signal_sampler": True}}
-    for variant in variants:
-        out[variant] = []
-    for seed in seeds:  # seed by seed, so that a run cut short has every variant at the same seeds
-        for variant, update in variants.items():
-            run_folder = folder / f"{variant}-seed{seed}"
-            result = grpo_run(cfg.findings_grpo(**update), start, run_folder, seed, f"findings: GRPO {variant}, seed {seed}")
-            result["call_forms"] = call_forms(run_folder / f"eval-step-{result['curve'][-1]['step']}")
-            out[variant].append(result)
-            save_partial(out)
-    return out
+    return variant_runs(cfg, cfg.findings_grpo_steps, variants, start, folder, seeds, out, save_partial, "findings",
+                        after=lambda result, run_folder: result.update(call_forms=call_forms(
+                            run_folder / f"eval-step-{result['curve'][-1]['step']}")))
 
 
 def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
@@ -260,12 +253,25 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-sft", log)
     save_partial(out)
     variants: dict[str, dict[str, Any]] = {"plain": {}, "bonus": {"tool_bonus": tuple(cfg.shaping_bonus)}}
+    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial, "shaping")
+
+
+def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any]], start: Path, folder: Path,
+                 seeds: list[int], out: dict[str, Any], save_partial: Any, stage: str,
+                 after: Any = None) -> dict[str, Any]:
+    """One GRPO run of `steps` from `start` per (seed, variant), each variant a config update, into
+    `folder/<variant>-seed<seed>`; seed by seed, so that a stage cut short has every variant at the same seeds.
+    Each result (after `after(result, run_folder)`, when given) goes to `out[variant]`, saved after each run."""
     for variant in variants:
         out[variant] = []
     for seed in seeds:
         for variant, update in variants.items():
-            out[variant].append(grpo_run(cfg.shaping_grpo(**update), start, folder / f"{variant}-seed{seed}", seed,
-                                         f"shaping: GRPO {variant}, seed {seed}"))
+            run_folder = folder / f"{variant}-seed{seed}"
+            result = grpo_run(cfg.stage_grpo(steps, **update), start, run_folder, seed,
+                              f"{stage}: GRPO {variant}, seed {seed}")
+            if after is not None:
+                after(result, run_folder)
+            out[variant].append(result)
             save_partial(out)
     return out
 

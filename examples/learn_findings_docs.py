@@ -16,6 +16,11 @@ from typing import Any
 __all__ = ["compare", "write_findings_docs"]
 
 
+def _finding(verdict: str) -> str:
+    """A finding's word from `compare(with, without)`: above reproduces it, below refutes it."""
+    return {"above": "reproduced", "below": "refuted"}.get(verdict, "undecided")
+
+
 def _mean_sd(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -138,8 +143,7 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
         lines += ["", f"**Finding (exact tokens train better than a naive capture's)**: final held-out exact "
                   f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}, naive "
                   f"{_mean_sd(final['naive'])[0]:.1%} ± {_mean_sd(final['naive'])[1]:.1%}: exact is {verdict} "
-                  f"naive, so the finding is **" + {"above": "reproduced", "below": "refuted"}.get(
-                      verdict, "undecided") + "** at this scale.", ""]
+                  f"naive, so the finding is **{_finding(verdict)}** at this scale.", ""]
     if exact and signal:
         sampler_zero = [v for r in signal for v in _zero_signal(r)]
         lines += ["## 2. Groups without signal", "",
@@ -221,7 +225,7 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
                   f"{change:+.0%} tool calls per solved held-out episode with the bonus ({_mean_sd(a)[0]:.2f} ± "
                   f"{_mean_sd(a)[1]:.2f} vs {_mean_sd(b)[0]:.2f} ± {_mean_sd(b)[1]:.2f}); without it the count is "
                   f"{verdict} the bonus runs', so the finding is **"
-                  + {"above": "reproduced", "below": "refuted"}.get(verdict, "undecided") + "** at this scale."]
+                  + _finding(verdict) + "** at this scale."]
     return [*lines, ""]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from rich.console import Console
@@ -135,10 +135,11 @@ def run(
     """
     from openenv.capture.budget import Budget
     from openenv.errors import OpenEnvError
+    from openenv.harness.summary import Policy
 
-    if policy not in ("sample", "run", "oracle", "demo", "long") or backend not in ("local", "vllm") \
+    if policy not in get_args(Policy) or backend not in ("local", "vllm") \
             or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
-        fail("--policy is sample|run|oracle|demo|long, --backend is local|vllm, --sandbox is local|docker, "
+        fail(f"--policy is {'|'.join(get_args(Policy))}, --backend is local|vllm, --sandbox is local|docker, "
              "--isolation is bwrap|none", code=2)
     the_task = _checked(harness, task, tasks_from, backend, model, vllm_url, sandbox)
     # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.

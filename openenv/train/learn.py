@@ -164,15 +164,10 @@ class LearnConfig(BaseModel):
         """The tool-call shaping stage: its demonstrations, SFT model, evals and GRPO runs."""
         return self.out / "shaping"
 
-    def shaping_grpo(self, **update: Any) -> LearnConfig:
-        """This config with the shaping stage's GRPO steps and evals, and `update`."""
-        return self.model_copy(update={"grpo_steps": self.shaping_grpo_steps, "eval_every": self.findings_eval_every,
-                                       **update})
-
-    def findings_grpo(self, **update: Any) -> LearnConfig:
-        """This config with the findings stage's GRPO steps and evals, and `update`."""
-        return self.model_copy(update={"grpo_steps": self.findings_grpo_steps, "eval_every": self.findings_eval_every,
-                                       **update})
+    def stage_grpo(self, steps: int, **update: Any) -> LearnConfig:
+        """This config with a stage's GRPO steps (the findings' or the shaping's), held-out every
+        `findings_eval_every`, and `update`."""
+        return self.model_copy(update={"grpo_steps": steps, "eval_every": self.findings_eval_every, **update})
 
     def transfer_grpo(self) -> LearnConfig:
         """This config with the second harness's GRPO settings (held-out measured at the end: a 64-task eval through
@@ -472,12 +467,13 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
         from openenv.harness.tasks.sets import load_task_set
         from openenv.train.signal import SignalSampler, SignalSamplerConfig
 
-        pool = [t for t in load_task_set(str(cfg.tasks_dir / "train")) if t.id in set(train_ids)]
+        wanted = set(train_ids)
+        pool = [t for t in load_task_set(str(cfg.tasks_dir / "train")) if t.id in wanted]
         sampler = SignalSampler(pool, SignalSamplerConfig(key="kind", seed=seed))
     if cfg.tokens == "retokenize":
         from openenv.train.retokenize import RetokenizedRollout
 
-        rollout: HarnessRollout = RetokenizedRollout(rollout_config, policy_for=expert)
+        rollout: HarnessRollout = RetokenizedRollout(rollout_config, policy_for=expert, sampler=sampler)
     else:
         rollout = HarnessRollout(rollout_config, policy_for=expert, sampler=sampler)
     args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
