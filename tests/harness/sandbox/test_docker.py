@@ -271,12 +271,18 @@ def test_shared_mode_grading_ends_the_agent_first_and_sees_only_fresh_folders(sa
               "echo 1 > /logs/verifier/reward.txt; mkdir -p /logs/verifier/sub; sleep 300")
     sandbox.start(["sh", "-c", daemon], env={}, timeout_s=300)
     # Wait for the agent's forged reward rather than a fixed second: on a loaded machine the container's
-    # first command can take longer than that (a CI run beside 2-core training failed here).
+    # first command can take longer than that (a fresh-clone CI run read it empty here: "assert '' == '1\n'").
+    # The daemon rewrites the file every 0.05 s (`>` truncates first), so a read can see it empty: keep the
+    # read that saw the forgery instead of reading again.
     reward = sandbox.host_path("/logs/verifier/reward.txt")
     deadline = time.monotonic() + 60
-    while not (reward.is_file() and reward.read_text() == "1\n") and time.monotonic() < deadline:
+    seen = ""
+    while time.monotonic() < deadline:
+        seen = reward.read_text() if reward.is_file() else ""
+        if seen == "1\n":
+            break
         time.sleep(0.1)
-    assert reward.read_text() == "1\n"
+    assert seen == "1\n"
     task = Task(id="t", instruction="-", tests={"test.sh": "sleep 1; ls /logs/verifier; test -w /tests || echo 0 > /logs/verifier/reward.txt\n"},
                 solution="true")
     verdict = verify(sandbox, task)
