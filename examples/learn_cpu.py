@@ -11,8 +11,12 @@ solve rates by `openenv eval` for the random, SFT and GRPO models. Then an imper
 recipe on demonstrations that overwrite the file in most `append` tasks, SFT on them as logged, GRPO through
 pi from that model (one run per seed), and SFT on the verified ones beside it. Then a second harness (mini-swe-agent):
 its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
-one run per seed. Writes results.json under --out and, unless --no-docs, docs/learning.md and
-docs/learning.png (`learn_docs.py`, beside this script).
+one run per seed. Then the seed's findings (issue 32), each stage on its own folder and runnable alone
+(`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
+shaping; one harness or four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix,
+every run evaluated through every harness). Writes results.json under --out and, unless --no-docs,
+docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
+(`learn_findings_docs.py`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from typing import Any
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (HarnessName, LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
-                                 grpo_ids, heldout_solve_rate, looked_ids, make_tasks, oracle_ids, record_oracle, slipped_ids,
+from openenv.train.learn import (LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
+                                 grpo_ids, heldout_solve_rate, looked_ids, make_tasks, matrix_ids, oracle_ids, record_oracle, slipped_ids,
                                  teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
@@ -39,7 +43,8 @@ SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_task
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
          "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
          "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
-         "echo_harnesses": ["pi"]}
+         "echo_harnesses": ["pi"], "matrix_harnesses": ["pi", "codex"], "matrix_demos": 1, "matrix_grpo_steps": 1,
+         "matrix_eval_tasks": 1}
 
 
 def log(message: str) -> None:
@@ -116,12 +121,15 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
     if cfg.shaping_look is not None:
         results["shaping"] = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping)
         save()
+    if cfg.matrix_harnesses:
+        results["matrix"] = stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
+        save()
     return results
 
 
 def stage_alone(cfg: LearnConfig, seeds: list[int], folder: Path, stage: Any) -> dict[str, Any]:
-    """A stage that needs only the tasks and the random model (`run_findings`, `run_shaping`: each builds its
-    own start), run on its own: its results in `folder/results.json`, rewritten after each of its runs."""
+    """A stage that needs only the tasks and the random model (`run_findings`, `run_shaping`, `run_matrix`: each
+    builds its own start), run on its own: its results in `folder/results.json`, rewritten after each of its runs."""
     import torch
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
@@ -276,6 +284,59 @@ def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any
     return out
 
 
+def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
+    """One harness or four (issue 32): the imperfect teacher's SFT model (pi) tuned on the teacher's rows beside
+    `matrix_demos` of its demonstrations through each other matrix harness is the start; from it, GRPO through
+    each harness alone and through their even mix (`openenv.train.mix`; every run samples the same episodes),
+    one run per seed; the start and every run evaluated through every harness on `matrix_eval_tasks` held-out
+    tasks. Every piece (recording, SFT, run, cell) is reused when its folder holds it."""
+    from datasets import concatenate_datasets
+
+    harnesses = list(cfg.matrix_harnesses or [])
+    folder, mcfg = cfg.matrix_dir, cfg.matrix()
+    teacher, _, pi_tokens = teacher_sft(cfg, random_model)
+    parts, demos = [sft_dataset(pi_tokens, min_reward=0.0)], {}
+    for harness in harnesses:
+        if harness != "pi":
+            rows = sft_dataset(record_oracle(cfg, random_model, log, harness=harness, ids=matrix_ids(cfg, harness),
+                                             tasks=teacher_tasks(cfg), folder=folder / f"oracle-{harness}"),
+                               min_reward=0.0)
+            demos[harness] = len(rows)
+            parts.append(rows)
+    data = concatenate_datasets(parts).shuffle(seed=0)
+    start = folder / "sft"
+    if not (start / "sft_metrics.json").is_file():
+        log(f"matrix: SFT from the teacher's model on {len(data)} rows ({demos} from the other harnesses)")
+        train_sft(teacher, data, start, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
+                  batch_size=cfg.sft_batch)
+    sft_train = json.loads((start / "sft_metrics.json").read_text())
+    sft_train.pop("log", None)
+    out: dict[str, Any] = {"harnesses": harnesses, "demos": demos, "rows": len(data), "sft_train": sft_train,
+                           "steps": mcfg.grpo_steps, "groups_per_step": mcfg.groups_per_step,
+                           "num_generations": mcfg.num_generations, "eval_tasks": mcfg.eval_tasks}
+
+    def cells(model: Path, where: Path) -> dict[str, Any]:
+        row = {}
+        for harness in harnesses:
+            row[harness] = heldout_solve_rate(model, mcfg, where / f"eval-{harness}", log, harness=harness)
+            log(f"matrix: {where.name} through {harness}: {row[harness]['solved']}/{row[harness]['episodes']}")
+        return row
+
+    out["start"] = cells(start, folder / "start")
+    save_partial(out)
+    trained_in = {h: h for h in harnesses} | ({"mix": ",".join(harnesses)} if len(harnesses) > 1 else {})
+    out["runs"] = {name: [] for name in trained_in}
+    for seed in seeds:
+        for name, harness in trained_in.items():
+            run_folder = folder / f"{name}-seed{seed}"
+            result = grpo_run(mcfg, start, run_folder, seed, f"matrix: GRPO in {name}, seed {seed}", harness=harness,
+                              heldout=False)
+            result["eval"] = cells(run_folder / "model", run_folder)
+            out["runs"][name].append(result)
+            save_partial(out)
+    return out
+
+
 def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path,
                  save_partial: Any) -> dict[str, Any]:
     """The second harness: its oracle demonstrates only `transfer_demos` tasks. The SFT model is tuned on
@@ -310,7 +371,7 @@ def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_toke
 
 
 def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
-             harness: HarnessName = "pi") -> dict[str, Any]:
+             harness: str = "pi", heldout: bool = True) -> dict[str, Any]:
     """`train_grpo_run` into `out`, or the result a finished run left there (an interrupted run resumes): the
     same dict either way (grpo.json also holds TRL's per-step log, which the result leaves out)."""
     done = out / "grpo.json"
@@ -319,7 +380,7 @@ def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
         result.pop("log", None)
         return result
     log(title)
-    return train_grpo_run(cfg, start, out, seed=seed, log=log, harness=harness)
+    return train_grpo_run(cfg, start, out, seed=seed, log=log, harness=harness, heldout=heldout)
 
 
 def _saved(folder: Path) -> dict[str, Any]:
@@ -346,6 +407,10 @@ def main() -> None:
     parser.add_argument("--only-shaping", action="store_true", help="run the tool-call shaping stage alone (its "
                         "demonstrations, SFT and GRPO with and without the tool-call bonus) and write the page")
     parser.add_argument("--no-shaping", action="store_true", help="skip the tool-call shaping stage")
+    parser.add_argument("--only-matrix", action="store_true", help="run the one-harness-or-four stage alone (the "
+                        "teacher's demonstrations through each matrix harness, the tuned start, GRPO in each harness "
+                        "and in the mix, every run evaluated through every harness) and write the page")
+    parser.add_argument("--no-matrix", action="store_true", help="skip the one-harness-or-four stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
@@ -355,8 +420,9 @@ def main() -> None:
         if (args.out / "results.json").is_file():
             write_docs(json.loads((args.out / "results.json").read_text()), docs)
         cfg = LearnConfig(out=args.out)
-        if _saved(cfg.findings_dir) or _saved(cfg.shaping_dir):
-            write_findings_docs(_saved(cfg.findings_dir), docs, shaping=_saved(cfg.shaping_dir))
+        if _saved(cfg.findings_dir) or _saved(cfg.shaping_dir) or _saved(cfg.matrix_dir):
+            write_findings_docs(_saved(cfg.findings_dir), docs, shaping=_saved(cfg.shaping_dir),
+                                matrix=_saved(cfg.matrix_dir))
         return
     settings: dict[str, Any] = {"out": args.out, **(SMOKE if args.smoke else {})}
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
@@ -368,13 +434,17 @@ def main() -> None:
         settings["teacher_slip"] = None
     if args.no_shaping:
         settings["shaping_look"] = None
+    if args.no_matrix:
+        settings["matrix_harnesses"] = None
     cfg = LearnConfig(**settings)
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    if args.only_findings or args.only_shaping:
+    if args.only_findings or args.only_shaping or args.only_matrix:
         found = stage_alone(cfg, seeds, cfg.findings_dir, run_findings) if args.only_findings else {}
         shaped = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping) if args.only_shaping else {}
+        crossed = stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix) if args.only_matrix else {}
         if not args.no_docs:
-            write_findings_docs(found or _saved(cfg.findings_dir), docs, shaping=shaped or _saved(cfg.shaping_dir))
+            write_findings_docs(found or _saved(cfg.findings_dir), docs, shaping=shaped or _saved(cfg.shaping_dir),
+                                matrix=crossed or _saved(cfg.matrix_dir))
             log(f"wrote {docs / 'learning-findings.md'}")
         return
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
@@ -382,8 +452,9 @@ def main() -> None:
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    if not args.no_docs and (results.get("findings") or results.get("shaping")):
-        write_findings_docs(results.get("findings", {}), docs, shaping=results.get("shaping", {}))
+    if not args.no_docs and (results.get("findings") or results.get("shaping") or results.get("matrix")):
+        write_findings_docs(results.get("findings", {}), docs, shaping=results.get("shaping", {}),
+                            matrix=results.get("matrix", {}))
         log(f"wrote {docs / 'learning-findings.md'}")
     printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
                                "grpo": [r["curve"][-1] for r in results["grpo"]]}

@@ -11,13 +11,8 @@
 5. `heldout_solve_rate`: `openenv eval` of a model folder on the held-out split (a subprocess, so the
    numbers are the CLI's own).
 
-The harnesses run unmodified, each configured with its own flags (`LEAN`): only a `bash` tool and a
-one-line system prompt. Pi's default prompt (a 2.4k-character system prompt and 4 tool schemas) is ~1,940
-tokens with the project's tokenizer and makes every training sequence ~2,000 tokens; mini-swe-agent's
-default instance template alone is ~1,000. The lean ones are ~110 tokens with the learner's template, which
-makes a training step ~20x cheaper and an SFT run minutes instead of hours on 2 cores. The shipped
-`envs/<harness>` specs are untouched: the lean specs are written into the run's folder and put first on
-`$OPENENV_ENVS_PATH` for this run only.
+The harnesses run unmodified, each made lean through its own flags and config files (`openenv.train.lean`):
+one shell tool and a one-line system prompt, ~120-300 tokens per request instead of 2,000-10,000.
 """
 
 from __future__ import annotations
@@ -30,39 +25,19 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
+from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName, Lean, lean_envs  # noqa: F401 (re-exported)
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
            "call_forms", "echo_changes", "looked_ids",
-           "grpo_ids", "heldout_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
+           "grpo_ids", "heldout_ids", "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
-
-LEAN_PI_SYSTEM_PROMPT = "Use the bash tool to do the task, then say done."
-LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
-                 "--system-prompt", LEAN_PI_SYSTEM_PROMPT]
-LEAN_MINI_SYSTEM_PROMPT = "Use the bash tool to do the task, then run: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-LEAN_MINI_FLAGS = ["-c", f"agent.system_template={LEAN_MINI_SYSTEM_PROMPT}", "-c", "agent.instance_template={{task}}",
-                   "-c", "agent.step_limit=1"]
-
-
-@dataclass(frozen=True)
-class Lean:
-    """A harness's own flags that make it lean, and where they go in its spec's command."""
-
-    flags: tuple[str, ...]
-    after: str | None = None  # the argument they follow (None: the end of the command)
-
-
-LEAN: dict[str, Lean] = {"pi": Lean(tuple(LEAN_PI_FLAGS), after="-p"), "mini-swe-agent": Lean(tuple(LEAN_MINI_FLAGS))}
-HarnessName = Literal["pi", "mini-swe-agent"]
 
 Log = Callable[[str], None]
 
@@ -113,6 +88,16 @@ class LearnConfig(BaseModel):
     shaping_grpo_steps: int = 12
     echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
                                              "stage measures (None: every installed one)")
+    matrix_harnesses: list[HarnessName] | None = Field(default=["pi", "codex", "claude-code", "gemini-cli"],
+                                                       description="the one-harness-or-four stage: GRPO in each of "
+                                                       "these alone and over their even mix, each run evaluated in "
+                                                       "every one (None skips the stage)")
+    matrix_demos: int = Field(default=48, ge=1, description="the imperfect teacher's demonstrations through each "
+                              "matrix harness but pi (pi's are the teacher stage's); the start is tuned on them")
+    matrix_grpo_steps: int = Field(default=12, description="GRPO steps of each matrix run (every run, single "
+                                   "harness or mix, samples the same number of episodes)")
+    matrix_eval_tasks: int = Field(default=32, ge=1, description="held-out tasks per matrix cell (a cell is one "
+                                   "model evaluated through one harness)")
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
                                   "(the reference solution, scored by the live policy): one success per group")
     transfer_harness: HarnessName | None = Field(default="mini-swe-agent", description="a second harness "
@@ -164,6 +149,15 @@ class LearnConfig(BaseModel):
         """The tool-call shaping stage: its demonstrations, SFT model, evals and GRPO runs."""
         return self.out / "shaping"
 
+    @property
+    def matrix_dir(self) -> Path:
+        """The one-harness-or-four stage: its demonstrations, start model, GRPO runs and their evals."""
+        return self.out / "matrix"
+
+    def matrix(self) -> LearnConfig:
+        """This config with the matrix stage's GRPO steps and its held-out size."""
+        return self.model_copy(update={"grpo_steps": self.matrix_grpo_steps, "eval_tasks": self.matrix_eval_tasks})
+
     def stage_grpo(self, steps: int, **update: Any) -> LearnConfig:
         """This config with a stage's GRPO steps (the findings' or the shaping's), held-out every
         `findings_eval_every`, and `update`."""
@@ -185,23 +179,6 @@ def _env(cfg: LearnConfig) -> dict[str, str]:
 def use_lean_envs(cfg: LearnConfig) -> None:
     """Put the lean specs first on `$OPENENV_ENVS_PATH` in this process (GRPO runs episodes here)."""
     os.environ[ENVS_PATH_VAR] = _env(cfg)[ENVS_PATH_VAR]
-
-
-def lean_envs(out: Path) -> Path:
-    """Write `out/envs/<harness>/spec.yaml` for every harness in `LEAN`: the shipped spec with its lean flags
-    added to its command; returns `out/envs`."""
-    from openenv.resources import shipped_envs_dir
-
-    for harness, lean in LEAN.items():
-        spec = yaml.safe_load((shipped_envs_dir() / harness / "spec.yaml").read_text())
-        command = list(spec["command"])
-        at = command.index(lean.after) + 1 if lean.after else len(command)
-        spec["command"] = [*command[:at], *lean.flags, *command[at:]]
-        spec["description"] = f"{spec['description']} Lean: only the bash tool and a one-line system prompt."
-        folder = out / "envs" / harness
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "spec.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return out / "envs"
 
 
 def make_tasks(cfg: LearnConfig) -> dict[str, list[str]]:
@@ -248,6 +225,12 @@ def grpo_ids(cfg: LearnConfig) -> list[str]:
 def transfer_ids(cfg: LearnConfig) -> list[str]:
     """The few training tasks the second harness's oracle demonstrates (some of those pi's oracle did)."""
     return _pick(oracle_ids(cfg), cfg.transfer_demos, cfg.task_seed + 1)
+
+
+def matrix_ids(cfg: LearnConfig, harness: str) -> list[str]:
+    """The demonstrated training tasks whose demonstration the matrix stage records through `harness` (drawn per
+    harness, so each harness shows some tasks the others do not)."""
+    return _pick(oracle_ids(cfg), cfg.matrix_demos, cfg.task_seed + 10 + sorted(LEAN).index(harness))
 
 
 def slipped_ids(cfg: LearnConfig) -> list[str]:
@@ -301,7 +284,7 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
     return done.stdout
 
 
-def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: HarnessName = "pi",
+def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: str = "pi",
                   ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None,
                   look_first: bool = False) -> Path:
     """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
@@ -406,7 +389,7 @@ def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kin
 
 
 def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,
-                       harness: HarnessName = "pi") -> dict[str, Any]:
+                       harness: str = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
     the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
     episodes' task ids), `calls_per_solved` (mean tool calls of the solved episodes; None when none was) and the
@@ -443,9 +426,10 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
 
 
 def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,
-                   harness: HarnessName = "pi") -> dict[str, Any]:
-    """GRPO through `harness` from `start` (the SFT model) for `grpo_steps` steps on the training tasks; the
-    held-out solve rate is measured every `eval_every` steps and at the end. Returns the curve
+                   harness: str = "pi", heldout: bool = True) -> dict[str, Any]:
+    """GRPO through `harness` (a harness name or a mix spec, `"pi,codex"`: `openenv.train.mix`) from `start` (the
+    SFT model) for `grpo_steps` steps on the training tasks; with `heldout`, the held-out solve rate through
+    `harness` (a single one) is measured every `eval_every` steps and at the end. Returns the curve
     (`[{step, solve_rate, ...}]`), TRL's per-step log and the wall time; the final model is in `out/model`."""
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig
@@ -499,7 +483,7 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     trainer = EpisodeGRPOTrainer(model=str(start), processing_class=tokenizer, args=args,
                                  train_dataset=task_dataset(train_ids),
                                  reward_funcs=[task_success, *([tool_call_bonus(*cfg.tool_bonus)] if cfg.tool_bonus else [])],
-                                 rollout_func=rollout, callbacks=[HeldOut()])
+                                 rollout_func=rollout, callbacks=[HeldOut()] if heldout else [])
     began = time.monotonic()
     try:
         trainer.train()

@@ -6,7 +6,9 @@ through pi, scored by the real verifier, SFT on them as logged and on the verifi
 then the second harness (mini-swe-agent): its oracle's one demonstration, SFT from the pi model, one GRPO
 step through it, its held-out evals; then the findings stage (issue 32): pi's echo of the oracle's replies
 re-rendered as a naive proxy's rows, and one GRPO step each with exact rows, naive rows and the signal
-sampler, whose results the findings page is written from. The full run is a benchmark, not a test: learning is not asserted
+sampler, whose results the findings page is written from; tool-call shaping (demonstrations that look first,
+GRPO with and without the bonus); and one harness or four (the teacher's demonstration through codex, one
+GRPO step in pi, in codex and in their mix, each evaluated through both). The full run is a benchmark, not a test: learning is not asserted
 here, only that every stage ran on what the previous one produced."""
 
 from __future__ import annotations
@@ -106,7 +108,21 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
     for run in (plain, bonus):
         assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
-    write_findings_docs(found, tmp_path, shaping=shaping)
+    # One harness or four: the teacher's demonstration through codex tuned into its start beside pi's rows, then
+    # one GRPO step in pi, in codex and in their mix, each model evaluated through both harnesses.
+    matrix = results["matrix"]
+    assert matrix["harnesses"] == ["pi", "codex"] and matrix["demos"] == {"codex": 1}
+    assert matrix["rows"] == teacher["rows"] + 1
+    codex_demo = json.loads((out / "matrix" / "oracle-codex" / "eval" / "results.json").read_text())
+    assert codex_demo["rows"][0]["harness"] == "codex" and codex_demo["rows"][0]["episodes"] == 1
+    assert set(matrix["start"]) == {"pi", "codex"}
+    assert sorted(matrix["runs"]) == ["codex", "mix", "pi"]
+    for name, [run] in matrix["runs"].items():
+        assert run["harness"] == ("pi,codex" if name == "mix" else name) and run["curve"] == []
+        assert len(run["train_reward"]) == 1 and (out / "matrix" / f"{name}-seed0" / "model" / "config.json").is_file()
+        assert {h: cell["episodes"] for h, cell in run["eval"].items()} == {"pi": 1, "codex": 1}
+    write_findings_docs(found, tmp_path, shaping=shaping, matrix=matrix)
     page = (tmp_path / "learning-findings.md").read_text()
-    assert "| pi | 2 |" in page and page.count("**Finding") == 2 and (tmp_path / "learning-findings.png").is_file()
+    assert "| pi | 2 |" in page and page.count("**Finding") == 4 and (tmp_path / "learning-findings.png").is_file()
     assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page
+    assert "## 4. One harness or four" in page and "| mix | " in page and "Not measured" not in page

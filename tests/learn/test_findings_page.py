@@ -1,0 +1,52 @@
+"""The transfer matrix on the findings page (`examples/learn_findings_docs.py`): the table is the runs' numbers and
+each verdict follows the documented rule (a difference counts when it is larger than the seed spread)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+
+from learn_findings_docs import write_findings_docs  # noqa: E402
+
+
+def _cell(rate: float) -> dict[str, Any]:
+    return {"solve_rate": rate, "solved": round(rate * 32), "episodes": 32}
+
+
+def _matrix(finals: dict[str, list[dict[str, float]]], start: dict[str, float]) -> dict[str, Any]:
+    """A matrix stage's results: `finals[trained_in]` is one {harness: rate} per seed."""
+    return {"harnesses": list(start), "demos": {h: 48 for h in start if h != "pi"}, "rows": 400, "steps": 12,
+            "groups_per_step": 4, "num_generations": 4, "eval_tasks": 32,
+            "start": {h: _cell(r) for h, r in start.items()},
+            "runs": {name: [{"seed": seed, "wall_s": 600.0, "eval": {h: _cell(r) for h, r in rates.items()}}
+                            for seed, rates in enumerate(per_seed)] for name, per_seed in finals.items()}}
+
+
+def _page(tmp_path: Path, matrix: dict[str, Any]) -> str:
+    write_findings_docs({}, tmp_path, matrix=matrix)
+    return (tmp_path / "learning-findings.md").read_text()
+
+
+def test_gains_mostly_where_trained_and_everywhere_from_the_mix_reproduce_both_findings(tmp_path: Path) -> None:
+    start = {"pi": 0.5, "codex": 0.4}
+    own = [{"pi": 0.70 + s / 100, "codex": 0.41} for s in range(3)]
+    other = [{"pi": 0.51, "codex": 0.60 + s / 100} for s in range(3)]
+    mix = [{"pi": 0.60 + s / 100, "codex": 0.50 + s / 100} for s in range(3)]
+    page = _page(tmp_path, _matrix({"pi": own, "codex": other, "mix": mix}, start))
+    assert "| the start | 50% | 40% | 45% |" in page
+    assert "| pi | 71% ± 1% | 41% ± 0% | 56% |" in page and "| mix | 61% ± 1% | 51% ± 1% | 56% |" in page
+    assert page.count("**reproduced**") == 2 and "Not measured" in page  # shaping was not in this run
+
+
+def test_a_harness_the_mix_leaves_below_its_start_refutes_the_mix_finding(tmp_path: Path) -> None:
+    start = {"pi": 0.5, "codex": 0.4}
+    same = [{"pi": 0.60 + s / 100, "codex": 0.50 + s / 100} for s in range(3)]  # gains equal everywhere
+    mix = [{"pi": 0.70 + s / 100, "codex": 0.30 + s / 100} for s in range(3)]
+    page = _page(tmp_path, _matrix({"pi": same, "codex": same, "mix": mix}, start))
+    one, four = (line for line in page.splitlines() if line.startswith("**Finding"))
+    assert "**undecided**" in one  # trained-in gain within the spread of the gain elsewhere
+    assert "below it in 1" in four and "**refuted**" in four
