@@ -167,6 +167,18 @@ def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: st
                    "log": [h for r in rounds for h in r["log"]]}
 
 
+def tune(cfg: LearnConfig, base: Path, data: Any, model: Path, title: str) -> dict[str, Any]:
+    """A short SFT from a trained model (`base`) on `data` into `model`: `transfer_sft_epochs` epochs, cosine from
+    `transfer_sft_lr` (a finished one is reused); its metrics, without the per-step log."""
+    if not (model / "sft_metrics.json").is_file():
+        log(title)
+        train_sft(base, data, model, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
+                  batch_size=cfg.sft_batch)
+    metrics = dict(json.loads((model / "sft_metrics.json").read_text()))
+    metrics.pop("log", None)
+    return metrics
+
+
 def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any, *,
                 baseline: bool) -> dict[str, Any]:
     """The imperfect teacher: its demonstrations are the oracle's, except that on `teacher_slip` of the `append`
@@ -240,9 +252,11 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
 
 def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
     """Tool-call shaping (issue 32): demonstrations of which `shaping_look` list the workspace before acting
-    (an extra call that neither helps nor hurts), SFT on them from the random model, then GRPO through pi
-    from that model with the verifier's reward alone and with `tool_call_bonus(*shaping_bonus)` added, one
-    run each per seed; held-out solve rate and tool calls per solved episode."""
+    (an extra call that neither helps nor hurts); the imperfect teacher's SFT model tuned on them (why not SFT
+    from the random model: measured, that reached 4/64 held-out, too few solved episodes to count calls on; the
+    teacher's model already copies the instruction's slots), then GRPO through pi from that model with the
+    verifier's reward alone and with `tool_call_bonus(*shaping_bonus)` added, one run each per seed; held-out
+    solve rate and tool calls per solved episode."""
     from datasets import concatenate_datasets
 
     assert cfg.shaping_look is not None
@@ -254,11 +268,13 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
             parts.append(sft_dataset(record_oracle(cfg, random_model, log, ids=ids, folder=folder / f"oracle-{name}",
                                                    look_first=look)))
     data = concatenate_datasets(parts).shuffle(seed=0)
-    start, sft_train = sft_rounds(cfg, random_model, data, folder / "sft", "shaping SFT")
-    sft_train.pop("log", None)
+    teacher, _, _ = teacher_sft(cfg, random_model)
+    start = folder / "tuned"
+    sft_train = tune(cfg, teacher, data, start, f"shaping: SFT from the teacher's model on {len(data)} rows "
+                     f"({len(looked)} look first)")
     out: dict[str, Any] = {"look": cfg.shaping_look, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
                            "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
-    out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-sft", log)
+    out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log)
     save_partial(out)
     variants: dict[str, dict[str, Any]] = {"plain": {}, "bonus": {"tool_bonus": tuple(cfg.shaping_bonus)}}
     return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial, "shaping")
@@ -305,12 +321,8 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
             parts.append(rows)
     data = concatenate_datasets(parts).shuffle(seed=0)
     start = folder / "sft"
-    if not (start / "sft_metrics.json").is_file():
-        log(f"matrix: SFT from the teacher's model on {len(data)} rows ({demos} from the other harnesses)")
-        train_sft(teacher, data, start, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
-                  batch_size=cfg.sft_batch)
-    sft_train = json.loads((start / "sft_metrics.json").read_text())
-    sft_train.pop("log", None)
+    sft_train = tune(cfg, teacher, data, start, f"matrix: SFT from the teacher's model on {len(data)} rows "
+                     f"({demos} from the other harnesses)")
     out: dict[str, Any] = {"harnesses": harnesses, "demos": demos, "rows": len(data), "sft_train": sft_train,
                            "steps": mcfg.grpo_steps, "groups_per_step": mcfg.groups_per_step,
                            "num_generations": mcfg.num_generations, "eval_tasks": mcfg.eval_tasks}
@@ -351,13 +363,9 @@ def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_toke
     demos = sft_dataset(tokens)
     data = concatenate_datasets([sft_dataset(pi_tokens, tasks=set(oracle_ids(cfg))), demos]).shuffle(seed=0)
     tuned = folder / "sft"
-    if not (tuned / "sft_metrics.json").is_file():
-        log(f"{harness}: SFT from the pi SFT model on {len(data)} rows ({len(demos)} of them {harness}'s)")
-        train_sft(cfg.sft_dir, data, tuned, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
-                  batch_size=cfg.sft_batch)
-    out: dict[str, Any] = {"harness": harness, "demos": len(demos), "rows": len(data),
-                           "sft_train": json.loads((tuned / "sft_metrics.json").read_text())}
-    out["sft_train"].pop("log", None)
+    out: dict[str, Any] = {"harness": harness, "demos": len(demos), "rows": len(data), "sft_train": tune(
+        cfg, cfg.sft_dir, data, tuned, f"{harness}: SFT from the pi SFT model on {len(data)} rows ({len(demos)} "
+        f"of them {harness}'s)")}
     for name, model in (("pi_sft", cfg.sft_dir), ("sft", tuned)):
         out[name] = heldout_solve_rate(model, cfg, folder / f"eval-{name}", log, harness=harness)
         log(f"{harness}: {name} model held-out {out[name]['solved']}/{out[name]['episodes']}")

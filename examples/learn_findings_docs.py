@@ -210,14 +210,14 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
     scale, budget = shaping["tool_bonus"]
     lines = ["## 3. Tool-call shaping", "",
              f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which list the workspace (`ls -la`) "
-             f"before acting, an extra call that neither helps nor hurts (`--policy demo --look-first`); SFT from the "
-             f"random model on all of them (held-out {sft['solved']}/{sft['episodes']}, "
+             f"before acting, an extra call that neither helps nor hurts (`--policy demo --look-first`); the imperfect "
+             f"teacher's SFT model tuned on all of them (held-out {sft['solved']}/{sft['episodes']}, "
              f"{_shown(sft['calls_per_solved'])} tool calls per solved episode); then {shaping['steps']} GRPO steps "
              f"through pi from that model with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, "
              f"budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
              f"{scale * (1 - 2 / budget):.3f}).", "",
              "| run | held-out solved | tool calls per solved episode |", "|---|---:|---:|",
-             f"| SFT (the start) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} |"]
+             f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} |"]
     for name, runs in (("verifier only", plain), ("with the bonus", bonus)):
         for r in runs:
             last = r["curve"][-1]

@@ -97,7 +97,8 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     sys.path.insert(0, str(ROOT / "examples"))
     from learn_findings_docs import write_findings_docs
 
-    # Tool-call shaping: half the demonstrations list the workspace first (one more call), SFT on them, then one
+    # Tool-call shaping: half the demonstrations list the workspace first (one more call), the teacher's model tuned
+    # on them, then one
     # GRPO step with the verifier's reward alone and one with the tool-call bonus added.
     shaping = results["shaping"]
     assert (shaping["looked"], shaping["rows"]) == (2, 4)
