@@ -98,8 +98,7 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     from learn_findings_docs import write_findings_docs
 
     # Tool-call shaping: half the demonstrations list the workspace first (one more call), the teacher's model tuned
-    # on them, then one
-    # GRPO step with the verifier's reward alone and one with the tool-call bonus added.
+    # on them, then one GRPO step with the verifier's reward alone and one with the tool-call bonus added.
     shaping = results["shaping"]
     assert (shaping["looked"], shaping["rows"]) == (2, 4)
     for name, calls in (("look", 2), ("plain", 1)):
