@@ -32,7 +32,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
 from openenv.train.learn import (LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
-                                 grpo_ids, heldout_solve_rate, looked_ids, make_tasks, matrix_ids, oracle_ids, record_oracle, slipped_ids,
+                                 grpo_ids, heldout_solve_rate, look_outcomes, looked_ids, make_tasks, matrix_ids, oracle_ids, record_oracle, slipped_ids,
                                  teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
@@ -275,9 +275,16 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     out: dict[str, Any] = {"look": cfg.shaping_look, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
                            "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
     out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log)
+    out["sft"]["looks"] = look_outcomes(folder / "eval-tuned")
     save_partial(out)
     variants: dict[str, dict[str, Any]] = {"plain": {}, "bonus": {"tool_bonus": tuple(cfg.shaping_bonus)}}
-    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial, "shaping")
+
+    def looks(result: dict[str, Any], run_folder: Path) -> None:
+        for point in result["curve"]:
+            point["looks"] = look_outcomes(run_folder / f"eval-step-{point['step']}")
+
+    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial, "shaping",
+                        after=looks)
 
 
 def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any]], start: Path, folder: Path,

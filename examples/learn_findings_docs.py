@@ -204,25 +204,33 @@ def _shown(calls: float | None) -> str:
     return "-" if calls is None else f"{calls:.2f}"
 
 
+def _looks(point: dict[str, Any], how: str) -> str:
+    """`solved/episodes` of an eval's episodes that looked first (or acted first); `-` when not measured."""
+    row = point.get("looks", {}).get(how)
+    return "-" if row is None else f"{row[0]}/{row[1]}"
+
+
 def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
     plain, bonus = shaping["plain"], shaping.get("bonus", [])
     sft = shaping["sft"]
     scale, budget = shaping["tool_bonus"]
     lines = ["## 3. Tool-call shaping", "",
              f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which list the workspace (`ls -la`) "
-             f"before acting, an extra call that neither helps nor hurts (`--policy demo --look-first`); the imperfect "
+             f"before acting, an extra call meant to neither help nor hurt (`--policy demo --look-first`); the imperfect "
              f"teacher's SFT model tuned on all of them (held-out {sft['solved']}/{sft['episodes']}, "
              f"{_shown(sft['calls_per_solved'])} tool calls per solved episode); then {shaping['steps']} GRPO steps "
              f"through pi from that model with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, "
              f"budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
              f"{scale * (1 - 2 / budget):.3f}).", "",
-             "| run | held-out solved | tool calls per solved episode |", "|---|---:|---:|",
-             f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} |"]
+             "| run | held-out solved | tool calls per solved episode | looked first: solved / episodes | "
+             "acted first: solved / episodes |", "|---|---:|---:|---:|---:|",
+             f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} | "
+             f"{_looks(sft, 'looked')} | {_looks(sft, 'acted')} |"]
     for name, runs in (("verifier only", plain), ("with the bonus", bonus)):
         for r in runs:
             last = r["curve"][-1]
             lines.append(f"| {name}, seed {r['seed']} | {last['solved']}/{last['episodes']} | "
-                         f"{_shown(_calls(r))} |")
+                         f"{_shown(_calls(r))} | {_looks(last, 'looked')} | {_looks(last, 'acted')} |")
     if plain and bonus and all(_calls(r) is not None for r in plain + bonus):
         a, b = [float(_calls(r)) for r in bonus], [float(_calls(r)) for r in plain]  # type: ignore[arg-type]
         change = _mean_sd(a)[0] / _mean_sd(b)[0] - 1 if _mean_sd(b)[0] else 0.0
@@ -232,6 +240,20 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
                   f"{_mean_sd(a)[1]:.2f} vs {_mean_sd(b)[0]:.2f} ± {_mean_sd(b)[1]:.2f}); without it the count is "
                   f"{verdict} the bonus runs', so the finding is **"
                   + _finding(verdict) + "** at this scale."]
+    start_looks = sft.get("looks")
+    if start_looks and all("looks" in r["curve"][-1] for r in plain + bonus):
+        (ls, ln), (as_, an) = start_looks["looked"], start_looks["acted"]
+
+        def looked(runs: list[dict[str, Any]]) -> str:
+            return f"{sum(r['curve'][-1]['looks']['looked'][1] for r in runs)} of " \
+                   f"{sum(r['curve'][-1]['episodes'] for r in runs)}"
+
+        lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that looked first "
+                  f"solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that acted first {as_}/{an} ({as_ / max(an, 1):.0%}). "
+                  f"The final evals looked first in {looked(plain)} episodes without the bonus and {looked(bonus)} with "
+                  "it. Where looking costs solves, the verifier's reward alone removes it and the bonus has nothing "
+                  "left to cut; a fair test of the bonus needs an extra call that cannot cost the solve (for "
+                  "instance a check after the write)."]
     return [*lines, ""]
 
 

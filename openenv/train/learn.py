@@ -36,7 +36,7 @@ from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
            "call_forms", "echo_changes", "looked_ids",
-           "grpo_ids", "heldout_ids", "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
+           "grpo_ids", "heldout_ids", "look_outcomes", "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
 Log = Callable[[str], None]
@@ -320,22 +320,42 @@ def call_forms(eval_folder: Path) -> dict[str, int]:
     return counts
 
 
+def _first_commands(eval_folder: Path) -> list[tuple[str, float, str]]:
+    """Each episode of an `openenv eval` folder as (task id, reward, the first command it ran; "" when none)."""
+    from openenv.export.log import read_episode
+
+    report = json.loads((eval_folder / "results.json").read_text())
+    rows = []
+    for episode in report["episodes"]:
+        summary = episode["summary"]
+        log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
+        calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
+        command = str(calls[0].parsed_arguments().get("command", "")) if calls else ""
+        rows.append((str(summary["task"]), float(summary.get("reward") or 0.0), command))
+    return rows
+
+
 def append_commands(eval_folder: Path) -> dict[str, int]:
     """How the `append` episodes of an `openenv eval` folder wrote: the first command each episode ran, counted
     as `append` (`>>`), `overwrite` (`>` alone) or `other` (neither, or no tool call). The imperfect teacher's error
     is the second, so this is what GRPO from its SFT model has to change."""
-    from openenv.export.log import read_episode
-
-    report = json.loads((eval_folder / "results.json").read_text())
     counts = {"append": 0, "overwrite": 0, "other": 0}
-    for episode in report["episodes"]:
-        if kind_of(str(episode["summary"]["task"])) != "append":
-            continue
-        log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
-        calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
-        command = str(calls[0].parsed_arguments().get("command", "")) if calls else ""
-        kind = "append" if ">>" in command else "overwrite" if re.search(r"(^|[^>])>([^>]|$)", command) else "other"
-        counts[kind] += 1
+    for task, _, command in _first_commands(eval_folder):
+        if kind_of(task) == "append":
+            counts["append" if ">>" in command else "overwrite" if re.search(r"(^|[^>])>([^>]|$)", command)
+                   else "other"] += 1
+    return counts
+
+
+def look_outcomes(eval_folder: Path) -> dict[str, list[int]]:
+    """The episodes of an `openenv eval` folder by their first command, `looked` (it listed the workspace: `ls`)
+    or `acted`, each as [solved, episodes]: whether the extra call the shaping stage's demonstrations teach is
+    harmless to this model."""
+    counts = {"looked": [0, 0], "acted": [0, 0]}
+    for _, reward, command in _first_commands(eval_folder):
+        row = counts["looked" if command.split()[:1] == ["ls"] else "acted"]
+        row[0] += int(reward >= 1.0)
+        row[1] += 1
     return counts
 
 

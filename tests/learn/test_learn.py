@@ -15,7 +15,7 @@ from openenv.capture.trajectory import TurnRecord
 from openenv.harness.tasks.fileops import kind_of
 from openenv.resources import shipped_envs_dir
 from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, append_commands, grpo_ids,
-                                 heldout_ids, heldout_solve_rate, lean_envs, oracle_ids, slipped_ids, teacher_tasks,
+                                 heldout_ids, heldout_solve_rate, lean_envs, look_outcomes, oracle_ids, slipped_ids, teacher_tasks,
                                  transfer_ids)
 from tests.learn.conftest import grade, starting_workspace
 
@@ -84,9 +84,10 @@ def test_the_imperfect_teacher_overwrites_in_its_share_of_appends_and_the_real_v
     assert LearnConfig(teacher_slip=None).teacher_slip is None  # the stage can be skipped
 
 
-def test_append_commands_reads_each_append_episodes_first_command_from_its_trajectory(tmp_path: Path) -> None:
-    episodes = tmp_path / "eval" / "episodes"
-    episodes.mkdir(parents=True)
+def _eval_folder(tmp_path: Path, episodes: dict[str, tuple[list[str | None], float]]) -> Path:
+    """An `openenv eval` folder whose episodes ran `commands` (None: a turn that replied in text) for a reward."""
+    folder = tmp_path / "eval"
+    (folder / "episodes").mkdir(parents=True)
 
     def turn(index: int, command: str | None) -> dict[str, object]:
         calls = () if command is None else (ToolCallPart(id=f"call_{index}", name="bash",
@@ -97,16 +98,31 @@ def test_append_commands_reads_each_append_episodes_first_command_from_its_traje
         return {"type": "turn", **record.model_dump(mode="json")}
 
     report = []
-    for name, turns in (("append-a", ["echo x >> notes.txt\n", "echo y > notes.txt"]),
-                        ("append-b", ["echo x > notes.txt\n", "echo y >> notes.txt"]),
-                        ("append-c", [None, "echo x >> notes.txt"]),  # replied in text first, then ran it
-                        ("append-d", [None, None]), ("append-e", ["cat notes.txt"]),
-                        ("create-f", ["echo x > notes.txt\n"])):
-        (episodes / f"{name}.jsonl").write_text("".join(json.dumps(turn(i, t)) + "\n" for i, t in enumerate(turns)))
-        report.append({"summary": {"task": name}, "trajectory": f"moved/episodes/{name}.jsonl"})
-    (tmp_path / "eval" / "results.json").write_text(json.dumps({"episodes": report}))
+    for name, (turns, reward) in episodes.items():
+        (folder / "episodes" / f"{name}.jsonl").write_text("".join(json.dumps(turn(i, t)) + "\n"
+                                                                   for i, t in enumerate(turns)))
+        report.append({"summary": {"task": name, "reward": reward}, "trajectory": f"moved/episodes/{name}.jsonl"})
+    (folder / "results.json").write_text(json.dumps({"episodes": report}))
+    return folder
+
+
+def test_append_commands_reads_each_append_episodes_first_command_from_its_trajectory(tmp_path: Path) -> None:
+    folder = _eval_folder(tmp_path, {
+        "append-a": (["echo x >> notes.txt\n", "echo y > notes.txt"], 1.0),
+        "append-b": (["echo x > notes.txt\n", "echo y >> notes.txt"], 0.0),
+        "append-c": ([None, "echo x >> notes.txt"], 1.0),  # replied in text first, then ran it
+        "append-d": ([None, None], 0.0), "append-e": (["cat notes.txt"], 0.0),
+        "create-f": (["echo x > notes.txt\n"], 1.0)})
     # The first command each append episode ran decides; create tasks are not counted.
-    assert append_commands(tmp_path / "eval") == {"append": 2, "overwrite": 1, "other": 2}
+    assert append_commands(folder) == {"append": 2, "overwrite": 1, "other": 2}
+
+
+def test_look_outcomes_splits_episodes_by_whether_their_first_command_listed_the_workspace(tmp_path: Path) -> None:
+    folder = _eval_folder(tmp_path, {
+        "append-a": (["ls -la", "echo x >> notes.txt"], 1.0), "append-b": (["ls", "echo x > notes.txt"], 0.0),
+        "create-c": (["echo x > notes.txt"], 1.0), "create-d": (["echo y > notes.txt"], 0.0),
+        "create-e": ([None], 0.0), "create-f": (["lsof", "echo x > notes.txt"], 1.0)})  # `lsof` is not a look
+    assert look_outcomes(folder) == {"looked": [1, 2], "acted": [2, 4]}
 
 
 def test_a_finished_held_out_eval_is_reused_with_its_own_wall_time_and_counted_by_kind(tmp_path: Path) -> None:

@@ -108,6 +108,9 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
     for run in (plain, bonus):
         assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
+        looks = run["curve"][0]["looks"]  # every eval's episodes split by whether they looked first
+        assert looks["looked"][1] + looks["acted"][1] == run["curve"][0]["episodes"]
+    assert sum(n for _, n in shaping["sft"]["looks"].values()) == shaping["sft"]["episodes"]
     # One harness or four: the teacher's demonstration through codex tuned into its start beside pi's rows, then
     # one GRPO step in pi, in codex and in their mix, each model evaluated through both harnesses.
     matrix = results["matrix"]
