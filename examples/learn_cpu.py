@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
@@ -404,6 +406,18 @@ def _saved(folder: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
+def setting(text: str) -> tuple[str, Any]:
+    """One `--set FIELD=VALUE`: VALUE parsed as JSON where it is JSON (numbers, lists, null), else kept as text;
+    LearnConfig validates it (an unknown field or a bad value is a usage error naming the field)."""
+    field, sep, value = text.partition("=")
+    if not sep or not field.strip():
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    try:
+        return field.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return field.strip(), value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path(".cache/learn"))
@@ -429,6 +443,10 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
     parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
+    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", type=setting,
+                        help="any LearnConfig field (openenv/train/learn.py), VALUE as JSON or a plain string; e.g. "
+                        "--set matrix_eval_tasks=16 --set 'matrix_harnesses=[\"pi\",\"codex\"]'. Repeatable; "
+                        "the stage's results.json records the config it ran with")
     args = parser.parse_args()
     docs = Path(__file__).resolve().parent.parent / "docs"
     if args.docs_only:
@@ -451,7 +469,11 @@ def main() -> None:
         settings["shaping_look"] = None
     if args.no_matrix:
         settings["matrix_harnesses"] = None
-    cfg = LearnConfig(**settings)
+    settings.update(dict(args.set))
+    try:
+        cfg = LearnConfig(**settings)
+    except ValidationError as err:
+        parser.error(f"--set: {err}")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.only_findings or args.only_shaping or args.only_matrix:
         found = stage_alone(cfg, seeds, cfg.findings_dir, run_findings) if args.only_findings else {}

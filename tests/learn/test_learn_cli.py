@@ -1,0 +1,41 @@
+"""`examples/learn_cpu.py --set FIELD=VALUE`: any LearnConfig field from the command line (how a stage is run
+at another size), validated by LearnConfig before anything runs; a bad one is a usage error naming the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "examples"))
+
+
+def _usage_error(tmp_path: Path, *args: str) -> str:
+    done = subprocess.run([sys.executable, str(ROOT / "examples" / "learn_cpu.py"), "--only-matrix", "--out",
+                           str(tmp_path), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    assert not any(tmp_path.iterdir()), "a rejected setting must not start any stage"
+    return done.stderr
+
+
+def test_a_setting_is_parsed_as_json_where_it_is_json() -> None:
+    from learn_cpu import setting
+
+    assert setting("matrix_eval_tasks=16") == ("matrix_eval_tasks", 16)
+    assert setting('matrix_harnesses=["pi", "codex"]') == ("matrix_harnesses", ["pi", "codex"])
+    assert setting("transfer_harness=null") == ("transfer_harness", None)
+    assert setting("transfer_harness=mini-swe-agent") == ("transfer_harness", "mini-swe-agent")
+
+
+@pytest.mark.parametrize(("arg", "named"), [("matrix_eval_tasks=0", "matrix_eval_tasks"),
+                                            ("no_such_field=1", "no_such_field"),
+                                            ('matrix_harnesses=["pi", "emacs"]', "matrix_harnesses")])
+def test_a_bad_setting_is_a_usage_error_naming_the_field(tmp_path: Path, arg: str, named: str) -> None:
+    assert named in _usage_error(tmp_path, "--set", arg)
+
+
+def test_a_setting_without_an_equals_sign_says_what_it_expects(tmp_path: Path) -> None:
+    assert "expected FIELD=VALUE" in _usage_error(tmp_path, "--set", "matrix_eval_tasks")
