@@ -13,7 +13,7 @@ pi from that model (one run per seed), and SFT on the verified ones beside it. T
 its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
 one run per seed. Then the seed's findings (issue 32), each stage on its own folder and runnable alone
 (`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
-shaping; one harness or four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix,
+shaping (twice: demonstrations that list the workspace first, and right after the write); one harness or four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix,
 every run evaluated through every harness). Writes results.json under --out and, unless --no-docs,
 docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
 (`learn_findings_docs.py`).
@@ -121,8 +121,9 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         results["findings"] = stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
         save()
     if cfg.shaping_look is not None:
-        results["shaping"] = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping)
-        save()
+        for at in cfg.shaping_look_at:
+            results[shaping_key(at)] = shaping_stage(cfg, seeds, at)
+            save()
     if cfg.matrix_harnesses:
         results["matrix"] = stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
         save()
@@ -252,9 +253,21 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
                             run_folder / f"eval-step-{result['curve'][-1]['step']}")))
 
 
+def shaping_key(at: str) -> str:
+    """The results key of the shaping stage whose demonstrations look `at` ("first": `shaping`, as before)."""
+    return "shaping" if at == "first" else f"shaping_{at}"
+
+
+def shaping_stage(cfg: LearnConfig, seeds: list[int], at: str) -> dict[str, Any]:
+    """The tool-call shaping stage with its listing `at` ("first" or "after"), on its own folder."""
+    one = cfg.model_copy(update={"shaping_look_at": [at]})
+    return stage_alone(one, seeds, one.shaping_dir_for(at), run_shaping)  # type: ignore[arg-type]
+
+
 def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
-    """Tool-call shaping (issue 32): demonstrations of which `shaping_look` list the workspace before acting
-    (an extra call that neither helps nor hurts); the imperfect teacher's SFT model tuned on them (why not SFT
+    """Tool-call shaping (issue 32): demonstrations of which `shaping_look` list the workspace, before acting or
+    right after (`shaping_look_at`, its first entry: an extra call that should neither help nor hurt; before,
+    measured, it costs this learner solves); the imperfect teacher's SFT model tuned on them (why not SFT
     from the random model: measured, that reached 4/64 held-out, too few solved episodes to count calls on; the
     teacher's model already copies the instruction's slots), then GRPO through pi from that model with the
     verifier's reward alone and with `tool_call_bonus(*shaping_bonus)` added, one run each per seed; held-out
@@ -262,19 +275,21 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     from datasets import concatenate_datasets
 
     assert cfg.shaping_look is not None
-    folder = cfg.shaping_dir
+    at = cfg.shaping_look_at[0]
+    folder = cfg.shaping_dir_for(at)
     shown, looked = oracle_ids(cfg), set(looked_ids(cfg))
     parts = []
     for name, ids, look in (("look", sorted(looked), True), ("plain", [i for i in shown if i not in looked], False)):
         if ids:
             parts.append(sft_dataset(record_oracle(cfg, random_model, log, ids=ids, folder=folder / f"oracle-{name}",
-                                                   look_first=look)))
+                                                   look_first=look and at == "first",
+                                                   look_after=look and at == "after")))
     data = concatenate_datasets(parts).shuffle(seed=0)
     teacher, _, _ = teacher_sft(cfg, random_model)
     start = folder / "tuned"
     sft_train = tune(cfg, teacher, data, start, f"shaping: SFT from the teacher's model on {len(data)} rows "
-                     f"({len(looked)} look first)")
-    out: dict[str, Any] = {"look": cfg.shaping_look, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
+                     f"({len(looked)} look {at})")
+    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
                            "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
     out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log)
     out["sft"]["looks"] = look_outcomes(folder / "eval-tuned")
@@ -285,7 +300,8 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
         for point in result["curve"]:
             point["looks"] = look_outcomes(run_folder / f"eval-step-{point['step']}")
 
-    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial, "shaping",
+    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial,
+                        f"shaping ({at})",
                         after=looks)
 
 
@@ -406,6 +422,15 @@ def _saved(folder: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
+FINDINGS_STAGES = ("findings", "shaping", "shaping_after", "matrix")  # the stages of docs/learning-findings.md
+
+
+def saved_stages(cfg: LearnConfig) -> dict[str, dict[str, Any]]:
+    """Every findings-page stage's saved results under `cfg.out`, keyed as FINDINGS_STAGES ({} where not run)."""
+    return {"findings": _saved(cfg.findings_dir), "shaping": _saved(cfg.shaping_dir_for("first")),
+            "shaping_after": _saved(cfg.shaping_dir_for("after")), "matrix": _saved(cfg.matrix_dir)}
+
+
 def setting(text: str) -> tuple[str, Any]:
     """One `--set FIELD=VALUE`: VALUE parsed as JSON where it is JSON (numbers, lists, null), else kept as text;
     LearnConfig validates it (an unknown field or a bad value is a usage error naming the field)."""
@@ -452,10 +477,9 @@ def main() -> None:
     if args.docs_only:
         if (args.out / "results.json").is_file():
             write_docs(json.loads((args.out / "results.json").read_text()), docs)
-        cfg = LearnConfig(out=args.out)
-        if _saved(cfg.findings_dir) or _saved(cfg.shaping_dir) or _saved(cfg.matrix_dir):
-            write_findings_docs(_saved(cfg.findings_dir), docs, shaping=_saved(cfg.shaping_dir),
-                                matrix=_saved(cfg.matrix_dir))
+        stages = saved_stages(LearnConfig(out=args.out))
+        if any(stages.values()):
+            write_findings_docs(stages.pop("findings"), docs, **stages)
         return
     settings: dict[str, Any] = {"out": args.out, **(SMOKE if args.smoke else {})}
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
@@ -476,12 +500,15 @@ def main() -> None:
         parser.error(f"--set: {err}")
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     if args.only_findings or args.only_shaping or args.only_matrix:
-        found = stage_alone(cfg, seeds, cfg.findings_dir, run_findings) if args.only_findings else {}
-        shaped = stage_alone(cfg, seeds, cfg.shaping_dir, run_shaping) if args.only_shaping else {}
-        crossed = stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix) if args.only_matrix else {}
-        if not args.no_docs:
-            write_findings_docs(found or _saved(cfg.findings_dir), docs, shaping=shaped or _saved(cfg.shaping_dir),
-                                matrix=crossed or _saved(cfg.matrix_dir))
+        if args.only_findings:
+            stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
+        for at in cfg.shaping_look_at if args.only_shaping else []:
+            shaping_stage(cfg, seeds, at)
+        if args.only_matrix:
+            stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
+        if not args.no_docs:  # every stage's saved results, so the page keeps the stages not run this time
+            stages = saved_stages(cfg)
+            write_findings_docs(stages.pop("findings"), docs, **stages)
             log(f"wrote {docs / 'learning-findings.md'}")
         return
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
@@ -489,9 +516,9 @@ def main() -> None:
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    if not args.no_docs and (results.get("findings") or results.get("shaping") or results.get("matrix")):
-        write_findings_docs(results.get("findings", {}), docs, shaping=results.get("shaping", {}),
-                            matrix=results.get("matrix", {}))
+    if not args.no_docs and any(results.get(k) for k in FINDINGS_STAGES):
+        write_findings_docs(results.get("findings", {}), docs,
+                            **{k: results.get(k, {}) for k in FINDINGS_STAGES if k != "findings"})
         log(f"wrote {docs / 'learning-findings.md'}")
     printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
                                "grpo": [r["curve"][-1] for r in results["grpo"]]}

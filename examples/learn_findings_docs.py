@@ -66,26 +66,32 @@ def _steps_to(run: dict[str, Any], rate: float) -> int | None:
 
 
 def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[str, Any] | None = None,
-                        matrix: dict[str, Any] | None = None) -> None:
-    """The page from the findings stage's results, the shaping stage's and the matrix stage's (any may be empty:
-    not run; a matrix cut short shows the runs it finished)."""
+                        shaping_after: dict[str, Any] | None = None, matrix: dict[str, Any] | None = None) -> None:
+    """The page from the findings stage's results, the two shaping stages' (the listing first, and after acting)
+    and the matrix stage's (any may be empty: not run; a matrix cut short shows the runs it finished)."""
     lines = ["# The seed's findings at laptop scale", ""]
     if results:
         lines += _findings_lines(results)
     if shaping and shaping.get("plain"):
         lines += _shaping_lines(shaping)
+    if shaping_after and shaping_after.get("plain"):
+        lines += _shaping_lines(shaping_after)
     ran = bool(matrix and any(matrix.get("runs", {}).values()))
     if ran:
         lines += _matrix_lines(matrix or {})
     missing = [] if ran else ["- **One harness or four (the transfer matrix)** (`--only-matrix`): not in this run; "
                               "its verdicts are **undecided** here."]
-    if not (shaping and shaping.get("plain")):
+    if not (shaping and shaping.get("plain")) and not (shaping_after and shaping_after.get("plain")):
         missing.append("- **Tool-call shaping** (`--only-shaping`): not in this run; its verdict is **undecided** here.")
+    elif not (shaping_after and shaping_after.get("plain")):
+        missing.append("- **Tool-call shaping with the listing after the write** (`--only-shaping --set "
+                       "'shaping_look_at=[\"after\"]'`): not in this run.")
     if missing:
         lines += ["## Not measured in this run", "", *missing]
     lines.append("")
     (docs / "learning-findings.md").write_text("\n".join(lines))
     (docs / "learning-findings.json").write_text(json.dumps({"findings": results, "shaping": shaping or {},
+                                                             "shaping_after": shaping_after or {},
                                                              "matrix": matrix or {}}, indent=1))
     if results:
         _plot(results, docs / "learning-findings.png")
@@ -214,16 +220,19 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
     plain, bonus = shaping["plain"], shaping.get("bonus", [])
     sft = shaping["sft"]
     scale, budget = shaping["tool_bonus"]
-    lines = ["## 3. Tool-call shaping", "",
+    first = shaping.get("look_at", "first") == "first"
+    where = "before acting" if first else "right after acting (the write has happened: the listing cannot undo it)"
+    lines = ["## 3. Tool-call shaping" if first else "## 3b. Tool-call shaping, the listing after the write", "",
              f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which list the workspace (`ls -la`) "
-             f"before acting, an extra call meant to neither help nor hurt (`--policy demo --look-first`); the imperfect "
+             f"{where}, an extra call meant to neither help nor hurt (`--policy demo --look-{'first' if first else 'after'}`); the imperfect "
              f"teacher's SFT model tuned on all of them (held-out {sft['solved']}/{sft['episodes']}, "
              f"{_shown(sft['calls_per_solved'])} tool calls per solved episode); then {shaping['steps']} GRPO steps "
              f"through pi from that model with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, "
              f"budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
              f"{scale * (1 - 2 / budget):.3f}).", "",
-             "| run | held-out solved | tool calls per solved episode | looked first: solved / episodes | "
-             "acted first: solved / episodes |", "|---|---:|---:|---:|---:|",
+             f"| run | held-out solved | tool calls per solved episode | {'looked first' if first else 'listed'}: "
+             f"solved / episodes | {'acted first' if first else 'did not list'}: solved / episodes |",
+             "|---|---:|---:|---:|---:|",
              f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} | "
              f"{_looks(sft, 'looked')} | {_looks(sft, 'acted')} |"]
     for name, runs in (("verifier only", plain), ("with the bonus", bonus)):
@@ -248,12 +257,18 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
             return f"{sum(r['curve'][-1]['looks']['looked'][1] for r in runs)} of " \
                    f"{sum(r['curve'][-1]['episodes'] for r in runs)}"
 
-        lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that looked first "
-                  f"solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that acted first {as_}/{an} ({as_ / max(an, 1):.0%}). "
-                  f"The final evals looked first in {looked(plain)} episodes without the bonus and {looked(bonus)} with "
-                  "it. Where looking costs solves, the verifier's reward alone removes it and the bonus has nothing "
-                  "left to cut; a fair test of the bonus needs an extra call that cannot cost the solve (for "
-                  "instance a check after the write)."]
+        if first:
+            lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that looked first "
+                      f"solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that acted first {as_}/{an} "
+                      f"({as_ / max(an, 1):.0%}). The final evals looked first in {looked(plain)} episodes without the "
+                      f"bonus and {looked(bonus)} with it. Where looking costs solves, the verifier's reward alone "
+                      "removes it and the bonus has nothing left to cut; a fair test of the bonus needs an extra call "
+                      "that cannot cost the solve: section 3b lists after the write."]
+        else:
+            lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that listed the "
+                      f"workspace solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that did not {as_}/{an} "
+                      f"({as_ / max(an, 1):.0%}). The final evals listed in {looked(plain)} episodes without the bonus "
+                      f"and {looked(bonus)} with it."]
     return [*lines, ""]
 
 

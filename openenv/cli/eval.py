@@ -40,6 +40,9 @@ def eval_(
     = "sample",
     look_first: Annotated[bool, typer.Option("--look-first", help="with --policy oracle or demo: list the "
                                              "workspace before acting (one more tool call)")] = False,
+    look_after: Annotated[bool, typer.Option("--look-after", help="with --policy oracle or demo: list the "
+                                             "workspace right after acting (one more tool call that cannot "
+                                             "cost the solve)")] = False,
     n: Annotated[int, typer.Option("-n", help="episodes per (harness, task)")] = 1,
     concurrency: Annotated[int | None, typer.Option(help="episodes at once (default 2; with --ray: every "
                                                          "episode slot the cluster offers)")] = None,
@@ -78,7 +81,8 @@ def eval_(
         if unknown:
             fail(f"task set {tasks!r} has no task(s) {', '.join(unknown)}; it has {', '.join(ids)}")
         plan = EvalPlan(harnesses=names, tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
-                        policy=policy, look_first=look_first, repeats=n, concurrency=concurrency or 2,  # type: ignore[arg-type]
+                        policy=policy, look_first=look_first, look_after=look_after,  # type: ignore[arg-type]
+                        repeats=n, concurrency=concurrency or 2,
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
                         timeout_s=timeout, sandbox=sandbox)  # type: ignore[arg-type]
         if not ray:  # a Ray run checks every node the same way (EpisodeWorker)

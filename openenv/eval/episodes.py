@@ -34,6 +34,7 @@ class EpisodeRequest(BaseModel):
     task_set: str = "builtin"
     policy: Policy = "sample"
     look_first: bool = False  # the oracle lists the workspace before it acts
+    look_after: bool = False  # ... or right after it acts
     engine: EngineSpec
     settings: EpisodeSettings = EpisodeSettings()
 
@@ -85,7 +86,8 @@ def run_recorded_episode(
 
     try:
         obs, summary = run_episode(env, task, policy=request.policy, on_step=remember,
-                                   timeout_s=request.settings.timeout_s, look_first=request.look_first)
+                                   timeout_s=request.settings.timeout_s, look_first=request.look_first,
+                                   look_after=request.look_after)
         path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)
     finally:
         env.close()

@@ -50,6 +50,8 @@ class EvalPlan(BaseModel):
     policy: Policy = "sample"
     look_first: bool = Field(default=False, description="the oracle (`oracle`, `demo`) lists the workspace before "
                              "it acts: one more tool call, as an agent that inspects first")
+    look_after: bool = Field(default=False, description="the oracle lists the workspace right after it acts: one "
+                             "more tool call, as an agent that checks its work (it cannot undo the solve)")
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)
     engine: EngineSpec
@@ -62,7 +64,8 @@ class EvalPlan(BaseModel):
 
     def requests(self) -> list[EpisodeRequest]:
         return [EpisodeRequest(harness=h, task=t, task_set=self.task_set, policy=self.policy, engine=self.engine,
-                               settings=self.episode, look_first=self.look_first)
+                               settings=self.episode, look_first=self.look_first,
+                               look_after=self.look_after)
                 for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
 
 

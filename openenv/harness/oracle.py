@@ -4,7 +4,9 @@ It speaks the tiny model's own tool-call format (hermes: `<tool_call>{json}</too
 harness's own shell tool, so the harness parses and runs the call exactly as it would a model's. Its
 plan is read off the conversation itself, which makes it stateless and safe to retry:
 
-1. with `look_first`, the first call lists the workspace, as an agent would look before it edits;
+1. with `look_first`, the first call lists the workspace, as an agent would look before it edits (with
+   `look_after`, the same listing comes right after the solution instead, as an agent checks its work: an
+   extra call that cannot undo the solve);
 2. then the shell tool runs the solution as Harbor's oracle agent does: `bash /solution/solve.sh` (with
    `[solution].env` as `env K=V ...` in front) from the workdir, the solution/ folder staged read-only
    at /solution by the environment for this episode only (`reset(stage_solution=True)`, which
@@ -152,12 +154,13 @@ class OraclePolicy:
     """
 
     def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False, staged: bool = True,
-                 demonstrate: bool = False) -> None:
+                 demonstrate: bool = False, look_after: bool = False) -> None:
         self.spec = spec
         self.task = task
         self.plan = [
             *([LOOK_COMMAND] if look_first else []),
             demonstration_command(task) if demonstrate else solution_command(task, staged=staged),
+            *([LOOK_COMMAND] if look_after else []),
             *([spec.finish_command] if spec.finish_command else []),
         ]
 

@@ -40,6 +40,7 @@ def run_episode(
     timeout_s: float | None = None,
     look_first: bool = False,
     solve: bool = True,
+    look_after: bool = False,
 ) -> tuple[HarnessObservation, EpisodeSummary]:
     """Reset on `task`, answer every turn with `policy` until done, and summarize.
 
@@ -47,7 +48,8 @@ def run_episode(
     as Harbor's oracle runs it); `demo` sends the solution's own commands instead (a lone solve.sh's text),
     the demonstration a model can be trained on (`openenv.train.learn`); `sample` lets the
     backend answer each turn; `run` hands the whole episode to the backend in one step. `look_first`
-    makes the oracle list the workspace before it edits (one more turn, one more merge to check).
+    makes the oracle list the workspace before it edits (one more turn, one more merge to check), `look_after`
+    right after the solution (the same extra call where it cannot cost the solve).
     `long` starts the harness as its spec's `long_episode` recipe says and drives it through a sub-agent
     and a compaction before it applies the solution (`solve=False`: gives up instead; see
     `openenv/harness/long_episode.py`).
@@ -62,7 +64,8 @@ def run_episode(
     spec = env.spec
     script: OraclePolicy | LongEpisodePolicy | None = None
     if policy in ("oracle", "demo"):
-        script = OraclePolicy(spec, task, look_first=look_first, demonstrate=policy == "demo")
+        script = OraclePolicy(spec, task, look_first=look_first, look_after=look_after,
+                              demonstrate=policy == "demo")
     elif policy == "long":
         if spec.long_episode is None:
             having = ", ".join(n for n in harness_names() if get_spec(n).long_episode is not None)

@@ -83,6 +83,10 @@ class LearnConfig(BaseModel):
     shaping_look: float | None = Field(default=0.5, ge=0, le=1, description="the tool-call shaping stage: the "
                                        "share of its demonstrations that list the workspace before acting (an "
                                        "extra, harmless call); None skips the stage")
+    shaping_look_at: list[Literal["first", "after"]] = Field(
+        default=["first", "after"], description="where the shaping demonstrations' listing goes, one stage run "
+        "each: `first` (before acting: measured to cost this learner solves) and `after` (right after the write, "
+        "where it cannot undo the solve); each into `shaping_dir_for(at)`")
     shaping_bonus: tuple[float, int] = Field(default=(0.5, 4), description="the stage's tool_call_bonus (scale, "
                                              "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
     shaping_grpo_steps: int = 12
@@ -146,8 +150,12 @@ class LearnConfig(BaseModel):
 
     @property
     def shaping_dir(self) -> Path:
-        """The tool-call shaping stage: its demonstrations, SFT model, evals and GRPO runs."""
-        return self.out / "shaping"
+        """The tool-call shaping stage that looks first: its demonstrations, SFT model, evals and GRPO runs."""
+        return self.shaping_dir_for("first")
+
+    def shaping_dir_for(self, at: Literal["first", "after"]) -> Path:
+        """The tool-call shaping stage whose demonstrations list the workspace `at` (first, or after acting)."""
+        return self.out / ("shaping" if at == "first" else f"shaping-{at}")
 
     @property
     def matrix_dir(self) -> Path:
@@ -286,12 +294,12 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
 
 def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: str = "pi",
                   ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None,
-                  look_first: bool = False) -> Path:
+                  look_first: bool = False, look_after: bool = False) -> Path:
     """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
     `oracle_ids`; from `tasks`, default: the run's, a folder holding `train/`), exported as token rows into
     `folder`; returns the export's `tokens/` (reused when it is there). `model` is the model to be trained: its
     tokenizer and chat template render the prompts, so the rows are the sequences it will see. `look_first`: each
-    demonstration lists the workspace before it acts (one more call)."""
+    demonstration lists the workspace before it acts (one more call); `look_after`: right after it acts."""
     folder = folder or cfg.out / ("oracle" if harness == "pi" else f"oracle-{harness}")
     export = folder / "dataset"
     if (export / "tokens").is_dir():
@@ -300,7 +308,8 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
     episodes = folder / "eval"
     _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
               ",".join(ids), "--policy", "demo", "--model", str(model), "--concurrency", str(cfg.concurrency),
-              "--out", str(episodes), "--json", *(["--look-first"] if look_first else [])], cfg, log)
+              "--out", str(episodes), "--json", *(["--look-first"] if look_first else []),
+              *(["--look-after"] if look_after else [])], cfg, log)
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
@@ -320,8 +329,8 @@ def call_forms(eval_folder: Path) -> dict[str, int]:
     return counts
 
 
-def _first_commands(eval_folder: Path) -> list[tuple[str, float, str]]:
-    """Each episode of an `openenv eval` folder as (task id, reward, the first command it ran; "" when none)."""
+def _episode_commands(eval_folder: Path) -> list[tuple[str, float, list[str]]]:
+    """Each episode of an `openenv eval` folder as (task id, reward, the commands it ran, in order)."""
     from openenv.export.log import read_episode
 
     report = json.loads((eval_folder / "results.json").read_text())
@@ -330,9 +339,14 @@ def _first_commands(eval_folder: Path) -> list[tuple[str, float, str]]:
         summary = episode["summary"]
         log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
         calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
-        command = str(calls[0].parsed_arguments().get("command", "")) if calls else ""
-        rows.append((str(summary["task"]), float(summary.get("reward") or 0.0), command))
+        commands = [str(call.parsed_arguments().get("command", "")) for call in calls]
+        rows.append((str(summary["task"]), float(summary.get("reward") or 0.0), commands))
     return rows
+
+
+def _first_commands(eval_folder: Path) -> list[tuple[str, float, str]]:
+    """Each episode of an `openenv eval` folder as (task id, reward, the first command it ran; "" when none)."""
+    return [(task, reward, commands[0] if commands else "") for task, reward, commands in _episode_commands(eval_folder)]
 
 
 def append_commands(eval_folder: Path) -> dict[str, int]:
@@ -348,12 +362,12 @@ def append_commands(eval_folder: Path) -> dict[str, int]:
 
 
 def look_outcomes(eval_folder: Path) -> dict[str, list[int]]:
-    """The episodes of an `openenv eval` folder by their first command, `looked` (it listed the workspace: `ls`)
-    or `acted`, each as [solved, episodes]: whether the extra call the shaping stage's demonstrations teach is
-    harmless to this model."""
+    """The episodes of an `openenv eval` folder by whether they `looked` (listed the workspace with `ls`, before or
+    after acting) or only `acted`, each as [solved, episodes]: whether the extra call the shaping stage's
+    demonstrations teach is harmless to this model."""
     counts = {"looked": [0, 0], "acted": [0, 0]}
-    for _, reward, command in _first_commands(eval_folder):
-        row = counts["looked" if command.split()[:1] == ["ls"] else "acted"]
+    for _, reward, commands in _episode_commands(eval_folder):
+        row = counts["looked" if any(c.split()[:1] == ["ls"] for c in commands) else "acted"]
         row[0] += int(reward >= 1.0)
         row[1] += 1
     return counts

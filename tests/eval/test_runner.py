@@ -64,14 +64,16 @@ def test_an_unknown_harness_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "results.md").exists() and not (tmp_path / "episodes").exists()
 
 
-def test_a_demonstration_that_looks_first_sends_ls_then_the_solutions_own_command(tmp_path):
-    """`--policy demo --look-first` (the learning recipe's demonstrations): two calls, each the command itself,
-    never a call of the solution script that only the oracle's episodes have staged."""
+@pytest.mark.parametrize("flag", ["--look-first", "--look-after"])
+def test_a_demonstration_that_looks_sends_ls_and_the_solutions_own_command_in_that_order(tmp_path, flag):
+    """`--policy demo --look-first` / `--look-after` (the learning recipe's shaping demonstrations): two calls,
+    each the command itself, never a call of the solution script that only the oracle's episodes have staged;
+    the listing before the solution, or right after it."""
     from openenv.harness.tasks.fileops import generate
 
     split = generate(tmp_path / "tasks", 0, train=1, heldout=0, kinds=("append",))
     result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--tasks", str(tmp_path / "tasks" / "train"),
-                                      "--policy", "demo", "--look-first", "--out", str(tmp_path / "out"), "--json"])
+                                      "--policy", "demo", flag, "--out", str(tmp_path / "out"), "--json"])
     assert result.exit_code == 0, result.output
     report = Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
     [row] = report.rows
@@ -80,4 +82,5 @@ def test_a_demonstration_that_looks_first_sends_ls_then_the_solutions_own_comman
     commands = [c.parsed_arguments()["command"] for t in log.turns if t.completion for c in t.completion.tool_calls]
     [task] = split["train"]
     solution = (tmp_path / "tasks" / "train" / task / "solution" / "solve.sh").read_text().strip()
-    assert commands == ["ls -la", solution] and ">>" in solution
+    assert commands == (["ls -la", solution] if flag == "--look-first" else [solution, "ls -la"])
+    assert ">>" in solution

@@ -68,6 +68,15 @@ def test_look_first_lists_the_workspace_before_the_solution():
     assert oracle.reply(_after_tool_call(request, 2)) == FINAL_TEXT
 
 
+def test_look_after_lists_the_workspace_right_after_the_solution():
+    """The shaping stage's harmless extra call: the same listing, once the solution has run."""
+    oracle = OraclePolicy(get_spec("pi"), TASK, look_after=True)
+    request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash"),))
+    calls = [HermesParser().parse(oracle.reply(_after_tool_call(request, n))).tool_calls for n in range(2)]
+    assert [json.loads(c[0].arguments)["command"] for c in calls] == [RUN_SOLUTION, "ls -la"]
+    assert oracle.reply(_after_tool_call(request, 2)) == FINAL_TEXT
+
+
 def _terminus_keystrokes(reply: str) -> str:
     """What Terminus-2 would type for a reply: the one command's keystrokes, from its JSON."""
     body = json.loads(reply)

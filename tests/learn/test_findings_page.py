@@ -50,3 +50,33 @@ def test_a_harness_the_mix_leaves_below_its_start_refutes_the_mix_finding(tmp_pa
     one, four = (line for line in page.splitlines() if line.startswith("**Finding"))
     assert "**undecided**" in one  # trained-in gain within the spread of the gain elsewhere
     assert "below it in 1" in four and "**refuted**" in four
+
+
+def _shaping(at: str, plain: list[float], bonus: list[float]) -> dict[str, Any]:
+    """A shaping stage's results (demonstrations listing `at`): final calls per solved episode per seed."""
+    def run(seed: int, calls: float) -> dict[str, Any]:
+        return {"seed": seed, "curve": [{"step": 12, "solved": 40, "episodes": 64, "calls_per_solved": calls,
+                                         "looks": {"looked": [20, 24], "acted": [20, 40]}}]}
+
+    return {"look_at": at, "looked": 30, "rows": 60, "tool_bonus": [0.5, 4], "steps": 12,
+            "sft": {"solved": 30, "episodes": 64, "calls_per_solved": 1.5,
+                    "looks": {"looked": [15, 32], "acted": [15, 32]}},
+            "plain": [run(s, c) for s, c in enumerate(plain)], "bonus": [run(s, c) for s, c in enumerate(bonus)]}
+
+
+def test_both_shaping_stages_get_a_section_and_a_verdict_of_their_own(tmp_path: Path) -> None:
+    write_findings_docs({}, tmp_path, shaping=_shaping("first", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]),
+                        shaping_after=_shaping("after", [1.6, 1.5, 1.7], [1.1, 1.0, 1.2]))
+    page = (tmp_path / "learning-findings.md").read_text()
+    first, after = page.split("## 3. Tool-call shaping")[1].split("## 3b. Tool-call shaping, the listing after")
+    assert "before acting" in first and "--look-first`" in first and "**undecided**" in first
+    assert "right after acting" in after and "--look-after`" in after and "| listed: solved / episodes |" in after
+    # 1.10 vs 1.60 calls per solved episode, beyond both spreads (0.10): the bonus cut calls, as the seed found.
+    assert "-31% tool calls per solved held-out episode with the bonus (1.10" in after and "**reproduced**" in after
+    assert "listed the workspace solved 15/32" in after
+
+
+def test_a_shaping_stage_not_run_is_said_so(tmp_path: Path) -> None:
+    write_findings_docs({}, tmp_path, shaping=_shaping("first", [1.2, 1.3, 1.2], [1.0, 1.0, 1.0]))
+    page = (tmp_path / "learning-findings.md").read_text()
+    assert "## 3b." not in page and "listing after the write** (`--only-shaping" in page

@@ -117,12 +117,14 @@ def test_append_commands_reads_each_append_episodes_first_command_from_its_traje
     assert append_commands(folder) == {"append": 2, "overwrite": 1, "other": 2}
 
 
-def test_look_outcomes_splits_episodes_by_whether_their_first_command_listed_the_workspace(tmp_path: Path) -> None:
+def test_look_outcomes_splits_episodes_by_whether_they_listed_the_workspace_before_or_after_acting(
+        tmp_path: Path) -> None:
     folder = _eval_folder(tmp_path, {
         "append-a": (["ls -la", "echo x >> notes.txt"], 1.0), "append-b": (["ls", "echo x > notes.txt"], 0.0),
+        "append-g": (["echo x >> notes.txt", "ls -la"], 1.0),  # the check after the write is a look too
         "create-c": (["echo x > notes.txt"], 1.0), "create-d": (["echo y > notes.txt"], 0.0),
         "create-e": ([None], 0.0), "create-f": (["lsof", "echo x > notes.txt"], 1.0)})  # `lsof` is not a look
-    assert look_outcomes(folder) == {"looked": [1, 2], "acted": [2, 4]}
+    assert look_outcomes(folder) == {"looked": [2, 3], "acted": [2, 4]}
 
 
 def test_a_finished_held_out_eval_is_reused_with_its_own_wall_time_and_counted_by_kind(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ then the second harness (mini-swe-agent): its oracle's one demonstration, SFT fr
 step through it, its held-out evals; then the findings stage (issue 32): pi's echo of the oracle's replies
 re-rendered as a naive proxy's rows, and one GRPO step each with exact rows, naive rows and the signal
 sampler, whose results the findings page is written from; tool-call shaping (demonstrations that look first,
-GRPO with and without the bonus); and one harness or four (the teacher's demonstration through codex, one
+GRPO with and without the bonus; then again with the listing after the write); and one harness or four (the teacher's demonstration through codex, one
 GRPO step in pi, in codex and in their mix, each evaluated through both). The full run is a benchmark, not a test: learning is not asserted
 here, only that every stage ran on what the previous one produced."""
 
@@ -99,18 +99,25 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
 
     # Tool-call shaping: half the demonstrations list the workspace first (one more call), the teacher's model tuned
     # on them, then one GRPO step with the verifier's reward alone and one with the tool-call bonus added.
-    shaping = results["shaping"]
-    assert (shaping["looked"], shaping["rows"]) == (2, 4)
-    for name, calls in (("look", 2), ("plain", 1)):
-        recorded = json.loads((out / "shaping" / f"oracle-{name}" / "eval" / "results.json").read_text())
-        assert recorded["rows"][0]["solved"] == 2 and recorded["rows"][0]["mean_tool_calls"] == calls
-    [plain], [bonus] = shaping["plain"], shaping["bonus"]
-    assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
-    for run in (plain, bonus):
-        assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
-        looks = run["curve"][0]["looks"]  # every eval's episodes split by whether they looked first
-        assert looks["looked"][1] + looks["acted"][1] == run["curve"][0]["episodes"]
-    assert sum(n for _, n in shaping["sft"]["looks"].values()) == shaping["sft"]["episodes"]
+    # The same with the listing right after the write (`--look-after`), on its own folder.
+    for key, folder, at in (("shaping", "shaping", "first"), ("shaping_after", "shaping-after", "after")):
+        shaping = results[key]
+        assert (shaping["look_at"], shaping["looked"], shaping["rows"]) == (at, 2, 4)
+        for name, calls in (("look", 2), ("plain", 1)):
+            recorded = json.loads((out / folder / f"oracle-{name}" / "eval" / "results.json").read_text())
+            assert recorded["rows"][0]["solved"] == 2 and recorded["rows"][0]["mean_tool_calls"] == calls
+        [plain], [bonus] = shaping["plain"], shaping["bonus"]
+        assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
+        for run in (plain, bonus):
+            assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
+            looks = run["curve"][0]["looks"]  # every eval's episodes split by whether they listed the workspace
+            assert looks["looked"][1] + looks["acted"][1] == run["curve"][0]["episodes"]
+        assert sum(n for _, n in shaping["sft"]["looks"].values()) == shaping["sft"]["episodes"]
+    from openenv.export.log import read_episode as read
+
+    after = next((out / "shaping-after" / "oracle-look" / "eval" / "episodes").glob("*.jsonl"))
+    commands = [c.parsed_arguments()["command"] for t in read(after).turns if t.completion for c in t.completion.tool_calls]
+    assert commands[-1] == "ls -la" and commands[0].startswith("echo ")  # the listing came after the write
     # One harness or four: the teacher's demonstration through codex tuned into its start beside pi's rows, then
     # one GRPO step in pi, in codex and in their mix, each model evaluated through both harnesses.
     matrix = results["matrix"]
@@ -124,8 +131,13 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
         assert run["harness"] == ("pi,codex" if name == "mix" else name) and run["curve"] == []
         assert len(run["train_reward"]) == 1 and (out / "matrix" / f"{name}-seed0" / "model" / "config.json").is_file()
         assert {h: cell["episodes"] for h, cell in run["eval"].items()} == {"pi": 1, "codex": 1}
-    write_findings_docs(found, tmp_path, shaping=shaping, matrix=matrix)
+    write_findings_docs(found, tmp_path, shaping=results["shaping"], shaping_after=results["shaping_after"],
+                        matrix=matrix)
     page = (tmp_path / "learning-findings.md").read_text()
-    assert "| pi | 2 |" in page and page.count("**Finding") == 4 and (tmp_path / "learning-findings.png").is_file()
-    assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page
+    # Two findings from the findings stage and two from the matrix; shaping's when its held-out runs solved any.
+    counted = sum(all(r["curve"][-1]["calls_per_solved"] is not None for r in results[k]["plain"] + results[k]["bonus"])
+                  for k in ("shaping", "shaping_after"))
+    assert page.count("**Finding (a bonus") == counted and page.count("**Finding") == 4 + counted
+    assert "| pi | 2 |" in page and (tmp_path / "learning-findings.png").is_file()
+    assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page and "## 3b." in page
     assert "## 4. One harness or four" in page and "| mix | " in page and "Not measured" not in page
