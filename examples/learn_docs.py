@@ -188,8 +188,9 @@ def summary(results: dict[str, Any]) -> list[str]:
                      f"tuned on {second['demos']} of its demonstrations {second['sft']['solved']}, GRPO through it "
                      f"{outcome(second['grpo'], second['sft'])}.")
     lines.append("- **The seed's harness-level findings at this scale** (exact vs naive tokens per harness, groups "
-                 "without signal and a sampler for them; the transfer matrix and tool-call shaping not yet): "
-                 "[learning-findings.md](learning-findings.md), from the same command's findings stage.")
+                 "without signal and a sampler for them, tool-call shaping, one harness or several: the transfer "
+                 "matrix): [learning-findings.md](learning-findings.md), from the same command's findings, shaping and "
+                 "matrix stages.")
     return [*lines, ""]
 
 

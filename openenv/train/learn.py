@@ -95,10 +95,10 @@ class LearnConfig(BaseModel):
     matrix_harnesses: list[HarnessName] | None = Field(default=["pi", "codex", "claude-code", "gemini-cli"],
                                                        description="the one-harness-or-four stage: GRPO in each of "
                                                        "these alone and over their even mix, each run evaluated in "
-                                                       "every one (None skips the stage)")
-    matrix_demos: int = Field(default=48, ge=1, description="the imperfect teacher's demonstrations through each "
+                                                       "every one (None skips the stage): the four dialects")
+    matrix_demos: int = Field(default=64, ge=1, description="the imperfect teacher's demonstrations through each "
                               "matrix harness but pi (pi's are the teacher stage's); the start is tuned on them")
-    matrix_grpo_steps: int = Field(default=12, description="GRPO steps of each matrix run (every run, single "
+    matrix_grpo_steps: int = Field(default=10, description="GRPO steps of each matrix run (every run, single "
                                    "harness or mix, samples the same number of episodes)")
     matrix_eval_tasks: int = Field(default=32, ge=1, description="held-out tasks per matrix cell (a cell is one "
                                    "model evaluated through one harness)")
