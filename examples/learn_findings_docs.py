@@ -314,6 +314,16 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
             means = [statistics.mean(rates(name, h)) for h in harnesses]
             lines.append(f"| {name} | " + " | ".join(cell(rates(name, h)) for h in harnesses)
                          + f" | {statistics.mean(means):.0%} |")
+    calls = {h: [f"{start[h]['mean_tool_calls']:.2f} at the start"] for h in harnesses if "mean_tool_calls" in start[h]}
+    for h in calls:
+        for name, label in ((h, f"in {h}"), ("mix", "in the mix")):
+            values = [r["eval"][h].get("mean_tool_calls") for r in runs.get(name, [])]
+            if values and None not in values:
+                calls[h].append(f"{statistics.mean(values):.2f} after GRPO {label}")
+    if calls:
+        lines += ["", "Tool calls each harness parsed per held-out episode (the learner writing that harness's own "
+                  "tool call, its name and argument keys, where a malformed one is text and ends the episode): "
+                  + "; ".join(f"{h} " + ", ".join(parts) for h, parts in calls.items()) + "."]
     singles = [h for h in harnesses if runs.get(h)]
     own = {h: compare([v - base[h] for v in rates(h, h)],
                       [statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)
