@@ -324,6 +324,13 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
         lines += ["", "Tool calls each harness parsed per held-out episode (the learner writing that harness's own "
                   "tool call, its name and argument keys, where a malformed one is text and ends the episode): "
                   + "; ".join(f"{h} " + ", ".join(parts) for h, parts in calls.items()) + "."]
+    silent = {name: [v for r in rs for v in r.get("zero_signal", [])] for name, rs in runs.items()}
+    if all(silent.values()):
+        lines += ["", "GRPO groups whose rewards were all equal (no signal), share over every step and seed: "
+                  + ", ".join(f"{name} {statistics.mean(v):.0%}" for name, v in silent.items()) + "."
+                  + ("" if max(statistics.mean(v) for v in silent.values()) < 1 else " A run with no signal in any "
+                     "group has every advantage 0, so no gradient: its model is the start's, and its row differs "
+                     "from the start's only by the evals' sampling (each cell is one sampled episode per task).")]
     singles = [h for h in harnesses if runs.get(h)]
     own = {h: compare([v - base[h] for v in rates(h, h)],
                       [statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)

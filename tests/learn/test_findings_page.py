@@ -22,7 +22,8 @@ def _matrix(finals: dict[str, list[dict[str, float]]], start: dict[str, float]) 
     return {"harnesses": list(start), "demos": {h: 48 for h in start if h != "pi"}, "rows": 400, "steps": 12,
             "groups_per_step": 4, "num_generations": 4, "eval_tasks": 32,
             "start": {h: _cell(r) for h, r in start.items()},
-            "runs": {name: [{"seed": seed, "wall_s": 600.0, "eval": {h: _cell(r) for h, r in rates.items()}}
+            "runs": {name: [{"seed": seed, "wall_s": 600.0, "eval": {h: _cell(r) for h, r in rates.items()},
+                             "zero_signal": [0.5, 1.0 if name == "codex" else 0.5]}
                             for seed, rates in enumerate(per_seed)] for name, per_seed in finals.items()}}
 
 
@@ -42,6 +43,7 @@ def test_gains_mostly_where_trained_and_everywhere_from_the_mix_reproduce_both_f
     assert page.count("**reproduced**") == 2 and "Not measured" in page  # shaping was not in this run
     # How often each harness parsed a tool call, at the start and after GRPO in it and in the mix (mean of seeds).
     assert "pi 1.00 at the start, 1.21 after GRPO in pi, 1.11 after GRPO in the mix; codex 0.90 at the start" in page
+    assert "share over every step and seed: pi 50%, codex 75%, mix 50%." in page and "no gradient" not in page
 
 
 def test_a_harness_the_mix_leaves_below_its_start_refutes_the_mix_finding(tmp_path: Path) -> None:
@@ -82,3 +84,13 @@ def test_a_shaping_stage_not_run_is_said_so(tmp_path: Path) -> None:
     write_findings_docs({}, tmp_path, shaping=_shaping("first", [1.2, 1.3, 1.2], [1.0, 1.0, 1.0]))
     page = (tmp_path / "learning-findings.md").read_text()
     assert "## 3b." not in page and "listing after the write** (`--only-shaping" in page
+
+
+def test_a_run_without_signal_in_any_group_is_said_to_have_left_the_start_unchanged(tmp_path: Path) -> None:
+    start = {"pi": 0.5, "codex": 0.0}
+    flat = [{"pi": 0.5 + s / 100, "codex": 0.0} for s in range(3)]
+    matrix = _matrix({"pi": flat, "codex": flat}, start)
+    for run in matrix["runs"]["codex"]:
+        run["zero_signal"] = [1.0, 1.0]
+    page = _page(tmp_path, matrix)
+    assert "codex 100%." in page and "no gradient: its model is the start's" in page
