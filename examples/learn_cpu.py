@@ -360,6 +360,9 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
         return row
 
     out["start"] = cells(start, folder / "start")
+    # The start evaluated once per seed: each cell is one sampled episode per task, and the verdicts compare the
+    # runs with the start's own spread across evals, not with one draw.
+    out["start_repeats"] = [cells(start, folder / f"start-{i}") for i in range(1, len(seeds))]
     save_partial(out)
     trained_in = {h: h for h in harnesses} | ({"mix": ",".join(harnesses)} if len(harnesses) > 1 else {})
     out["runs"] = {name: [] for name in trained_in}

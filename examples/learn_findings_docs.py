@@ -284,7 +284,9 @@ def _majority(verdicts: list[str]) -> str:
 def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
     """The transfer matrix (trained in x evaluated in, mean ± sd over seeds) and the seed's two verdicts."""
     harnesses, start, runs = matrix["harnesses"], matrix["start"], matrix["runs"]
-    base = {h: start[h]["solve_rate"] for h in harnesses}
+    starts = [start, *matrix.get("start_repeats", [])]  # the start's evals: one per seed (one in older runs)
+    base_rates = {h: [s[h]["solve_rate"] for s in starts] for h in harnesses}
+    base = {h: statistics.mean(v) for h, v in base_rates.items()}
 
     def rates(name: str, h: str) -> list[float]:
         return [r["eval"][h]["solve_rate"] for r in runs.get(name, [])]
@@ -307,8 +309,8 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
              f"on {matrix['eval_tasks']} tasks through the column's harness, mean ± sd over the seeds.", "",
              "| trained in \\ evaluated in | " + " | ".join(harnesses) + " | mean |",
              "|---|" + "---:|" * (len(harnesses) + 1),
-             "| the start | " + " | ".join(f"{base[h]:.0%}" for h in harnesses)
-             + f" | {statistics.mean(base.values()):.0%} |"]
+             f"| the start{f' ({len(starts)} evals)' if len(starts) > 1 else ''} | "
+             + " | ".join(cell(base_rates[h]) for h in harnesses) + f" | {statistics.mean(base.values()):.0%} |"]
     for name in runs:
         if runs[name]:
             means = [statistics.mean(rates(name, h)) for h in harnesses]
@@ -341,11 +343,12 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
                                                                    for h in singles)
               + f", so the finding is **{word}** at this scale."]
     if runs.get("mix"):
-        mixed = {h: compare(rates("mix", h), [base[h]]) for h in harnesses}
+        mixed = {h: compare(rates("mix", h), base_rates[h]) for h in harnesses}
         ups = sum(v == "above" for v in mixed.values())
         word = ("reproduced" if ups == len(harnesses) else "refuted" if "below" in mixed.values() else "undecided")
         lines += ["", "**Finding (GRPO over the mix improves every harness; the seed: 42% -> 54% on average)**: the "
-                  f"mix's runs end above the start (by more than their seed spread) in {ups} of {len(harnesses)} "
+                  f"mix's runs end above the start (by more than the larger spread, the runs' over seeds or the "
+                  f"start's over its evals) in {ups} of {len(harnesses)} "
                   "harnesses and below it in " + str(sum(v == "below" for v in mixed.values())) + " ("
                   + ", ".join(f"{h}: {statistics.mean(rates('mix', h)):.0%} vs {base[h]:.0%}" for h in harnesses)
                   + f"), so the finding is **{word}** at this scale."]

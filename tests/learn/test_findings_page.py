@@ -94,3 +94,16 @@ def test_a_run_without_signal_in_any_group_is_said_to_have_left_the_start_unchan
         run["zero_signal"] = [1.0, 1.0]
     page = _page(tmp_path, matrix)
     assert "codex 100%." in page and "no gradient: its model is the start's" in page
+
+
+def test_the_start_is_the_mean_of_its_evals_and_the_mix_is_judged_against_their_spread(tmp_path: Path) -> None:
+    start = {"pi": 0.5, "codex": 0.20}
+    matrix = _matrix({"pi": [{"pi": 0.6, "codex": 0.1}] * 3, "codex": [{"pi": 0.5, "codex": 0.3}] * 3,
+                      "mix": [{"pi": 0.60, "codex": 0.12}, {"pi": 0.61, "codex": 0.12}, {"pi": 0.62, "codex": 0.12}]},
+                     start)
+    # One lucky draw of the start through codex (20%); its other evals 10% and 12%: the mix's 12% is within that.
+    matrix["start_repeats"] = [{"pi": _cell(0.5), "codex": _cell(0.10)}, {"pi": _cell(0.5), "codex": _cell(0.12)}]
+    page = _page(tmp_path, matrix)
+    assert "| the start (3 evals) | 50% ± 0% | 14% ± 5% | 32% |" in page
+    four = next(line for line in page.splitlines() if line.startswith("**Finding (GRPO over the mix"))
+    assert "below it in 0" in four and "codex: 12% vs 14%" in four and "**undecided**" in four
