@@ -428,10 +428,14 @@ def _saved(folder: Path) -> dict[str, Any]:
 FINDINGS_STAGES = ("findings", "shaping", "shaping_after", "matrix")  # the stages of docs/learning-findings.md
 
 
-def saved_stages(cfg: LearnConfig) -> dict[str, dict[str, Any]]:
-    """Every findings-page stage's saved results under `cfg.out`, keyed as FINDINGS_STAGES ({} where not run)."""
-    return {"findings": _saved(cfg.findings_dir), "shaping": _saved(cfg.shaping_dir_for("first")),
+def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every findings-page stage's saved results under `cfg.out`, keyed as FINDINGS_STAGES; a stage with none there
+    keeps what the page's own JSON (`page`, docs/learning-findings.json) holds, so running one stage on a machine
+    that has not run the others does not drop theirs from the page ({} where neither has it)."""
+    here = {"findings": _saved(cfg.findings_dir), "shaping": _saved(cfg.shaping_dir_for("first")),
             "shaping_after": _saved(cfg.shaping_dir_for("after")), "matrix": _saved(cfg.matrix_dir)}
+    shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
+    return {k: v or shown.get(k) or {} for k, v in here.items()}
 
 
 def setting(text: str) -> tuple[str, Any]:
@@ -480,7 +484,7 @@ def main() -> None:
     if args.docs_only:
         if (args.out / "results.json").is_file():
             write_docs(json.loads((args.out / "results.json").read_text()), docs)
-        stages = saved_stages(LearnConfig(out=args.out))
+        stages = saved_stages(LearnConfig(out=args.out), docs / "learning-findings.json")
         if any(stages.values()):
             write_findings_docs(stages.pop("findings"), docs, **stages)
         return
@@ -510,7 +514,7 @@ def main() -> None:
         if args.only_matrix:
             stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
         if not args.no_docs:  # every stage's saved results, so the page keeps the stages not run this time
-            stages = saved_stages(cfg)
+            stages = saved_stages(cfg, docs / "learning-findings.json")
             write_findings_docs(stages.pop("findings"), docs, **stages)
             log(f"wrote {docs / 'learning-findings.md'}")
         return

@@ -39,3 +39,23 @@ def test_a_bad_setting_is_a_usage_error_naming_the_field(tmp_path: Path, arg: st
 
 def test_a_setting_without_an_equals_sign_says_what_it_expects(tmp_path: Path) -> None:
     assert "expected FIELD=VALUE" in _usage_error(tmp_path, "--set", "matrix_eval_tasks")
+
+
+def test_a_stage_run_here_replaces_its_part_of_the_page_and_the_others_keep_theirs(tmp_path: Path) -> None:
+    """`--only-matrix` on a machine that never ran the findings or shaping stages rewrites the page with the new
+    matrix and the committed findings and shaping, not with those sections gone."""
+    import json
+
+    from learn_cpu import saved_stages
+
+    from openenv.train.learn import LearnConfig
+
+    cfg = LearnConfig(out=tmp_path / "learn")
+    cfg.matrix_dir.mkdir(parents=True)
+    (cfg.matrix_dir / "results.json").write_text(json.dumps({"runs": {"pi": ["new"]}}))
+    page = tmp_path / "learning-findings.json"
+    page.write_text(json.dumps({"findings": {"start": "old"}, "shaping": {"plain": ["old"]}, "shaping_after": {},
+                                "matrix": {"runs": {"pi": ["old"]}}}))
+    assert saved_stages(cfg, page) == {"findings": {"start": "old"}, "shaping": {"plain": ["old"]},
+                                       "shaping_after": {}, "matrix": {"runs": {"pi": ["new"]}}}
+    assert saved_stages(cfg)["findings"] == {}  # no page: only what this machine has
