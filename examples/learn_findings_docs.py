@@ -333,23 +333,32 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
                   + ("" if max(statistics.mean(v) for v in silent.values()) < 1 else " A run with no signal in any "
                      "group has every advantage 0, so no gradient: its model is the start's, and its row differs "
                      "from the start's only by the evals' sampling (each cell is one sampled episode per task).")]
-    singles = [h for h in harnesses if runs.get(h)]
-    own = {h: compare([v - base[h] for v in rates(h, h)],
-                      [statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)
-                       for r in runs[h]]) for h in singles}
-    word = _majority(list(own.values()))
+    # A harness the start never solves through (in any of its evals) cannot show the finding either way: GRPO in it
+    # samples no success, so no group has signal and the run is the start's weights (measured: gradient 0).
+    unsolved = [h for h in harnesses if runs.get(h) and not any(base_rates[h])]
+    singles = [h for h in harnesses if runs.get(h) and h not in unsolved]
+    gain_in = {h: [v - base[h] for v in rates(h, h)] for h in singles}  # per seed, in the harness trained in
+    gain_elsewhere = {h: [statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)
+                          for r in runs[h]] for h in singles}  # per seed, mean over the other harnesses
+    own = {h: compare(gain_in[h], gain_elsewhere[h]) for h in singles}
+    word = _majority(list(own.values())) if own else "undecided"
+    left_out = (f" ({', '.join(unsolved)} left out: the start solved nothing through it in any eval, so GRPO in it "
+                "had nothing to reinforce)") if unsolved else ""
     lines += ["", "**Finding (GRPO in one harness improves mostly that harness; the seed: OpenCode 34% -> 58%)**: "
-              "the gain in the harness trained in is " + "; ".join(f"{own[h]} the mean gain elsewhere for {h}"
-                                                                   for h in singles)
-              + f", so the finding is **{word}** at this scale."]
+              "the gain in the harness trained in is " + "; ".join(
+                  f"{own[h]} the mean gain elsewhere for {h} ({statistics.mean(gain_in[h]):+.0%} vs "
+                  f"{statistics.mean(gain_elsewhere[h]):+.0%})" for h in singles)
+              + left_out + f", so the finding is **{word}** at this scale."]
     if runs.get("mix"):
-        mixed = {h: compare(rates("mix", h), base_rates[h]) for h in harnesses}
+        tested = [h for h in harnesses if any(base_rates[h])]  # the same rule: no success at the start, no signal
+        mixed = {h: compare(rates("mix", h), base_rates[h]) for h in tested}
         ups = sum(v == "above" for v in mixed.values())
-        word = ("reproduced" if ups == len(harnesses) else "refuted" if "below" in mixed.values() else "undecided")
+        word = ("reproduced" if tested and ups == len(tested) else "refuted" if "below" in mixed.values()
+                else "undecided")
         lines += ["", "**Finding (GRPO over the mix improves every harness; the seed: 42% -> 54% on average)**: the "
                   f"mix's runs end above the start (by more than the larger spread, the runs' over seeds or the "
-                  f"start's over its evals) in {ups} of {len(harnesses)} "
-                  "harnesses and below it in " + str(sum(v == "below" for v in mixed.values())) + " ("
+                  f"start's over its evals) in {ups} of {len(tested)} harnesses the start solves through and below "
+                  "it in " + str(sum(v == "below" for v in mixed.values())) + " ("
                   + ", ".join(f"{h}: {statistics.mean(rates('mix', h)):.0%} vs {base[h]:.0%}" for h in harnesses)
                   + f"), so the finding is **{word}** at this scale."]
     return [*lines, ""]

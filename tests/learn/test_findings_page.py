@@ -107,3 +107,18 @@ def test_the_start_is_the_mean_of_its_evals_and_the_mix_is_judged_against_their_
     assert "| the start (3 evals) | 50% ± 0% | 14% ± 5% | 32% |" in page
     four = next(line for line in page.splitlines() if line.startswith("**Finding (GRPO over the mix"))
     assert "below it in 0" in four and "codex: 12% vs 14%" in four and "**undecided**" in four
+
+
+def test_a_harness_the_start_never_solves_through_is_left_out_of_the_first_verdict(tmp_path: Path) -> None:
+    start = {"pi": 0.5, "codex": 0.2, "gemini-cli": 0.0}
+    own = [{"pi": 0.70 + s / 100, "codex": 0.21, "gemini-cli": 0.0} for s in range(3)]
+    other = [{"pi": 0.51, "codex": 0.40 + s / 100, "gemini-cli": 0.0} for s in range(3)]
+    # No signal in gemini-cli: its runs are the start, and eval noise elsewhere would read as "below".
+    stuck = [{"pi": 0.60 + s / 100, "codex": 0.3, "gemini-cli": 0.0} for s in range(3)]
+    mix = [{"pi": 0.60 + s / 100, "codex": 0.30 + s / 100, "gemini-cli": 0.0} for s in range(3)]
+    page = _page(tmp_path, _matrix({"pi": own, "codex": other, "gemini-cli": stuck, "mix": mix}, start))
+    one, four = (line for line in page.splitlines() if line.startswith("**Finding"))
+    assert "for pi (+21% vs +0%)" in one and "for gemini-cli (" not in one
+    assert "gemini-cli left out: the start solved nothing through it" in one and "**reproduced**" in one
+    # The mix is judged by the same rule: above the start in both harnesses that can move, so reproduced.
+    assert "in 2 of 2 harnesses the start solves through" in four and "**reproduced**" in four
