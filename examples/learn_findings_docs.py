@@ -345,7 +345,8 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
     left_out = (f" ({', '.join(unsolved)} left out: the start solved nothing through it in any eval, so GRPO in it "
                 "had nothing to reinforce)") if unsolved else ""
     lines += ["", "**Finding (GRPO in one harness improves mostly that harness; the seed: OpenCode 34% -> 58%)**: "
-              "the gain in the harness trained in is " + "; ".join(
+              + ("the gain in the harness trained in is " if singles else "no harness the start solves through was "
+                 "trained in") + "; ".join(
                   f"{own[h]} the mean gain elsewhere for {h} ({statistics.mean(gain_in[h]):+.0%} vs "
                   f"{statistics.mean(gain_elsewhere[h]):+.0%})" for h in singles)
               + left_out + f", so the finding is **{word}** at this scale."]
