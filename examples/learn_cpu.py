@@ -13,8 +13,9 @@ pi from that model (one run per seed), and SFT on the verified ones beside it. T
 its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
 one run per seed. Then the seed's findings (issue 32), each stage on its own folder and runnable alone
 (`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
-shaping (twice: demonstrations that list the workspace first, and right after the write); one harness or four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix,
-every run evaluated through every harness). Writes results.json under --out and, unless --no-docs,
+shaping (twice: demonstrations that list the workspace first, and right after the write); one harness or
+four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, every run evaluated
+through every harness). Writes results.json under --out and, unless --no-docs,
 docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
 (`learn_findings_docs.py`).
 """
@@ -289,8 +290,8 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     start = folder / "tuned"
     sft_train = tune(cfg, teacher, data, start, f"shaping: SFT from the teacher's model on {len(data)} rows "
                      f"({len(looked)} look {at})")
-    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "looked": len(looked), "rows": len(data), "sft_train": sft_train,
-                           "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
+    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "looked": len(looked), "rows": len(data),
+                           "sft_train": sft_train, "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
     out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log)
     out["sft"]["looks"] = look_outcomes(folder / "eval-tuned")
     save_partial(out)
@@ -432,8 +433,9 @@ def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[s
     """Every findings-page stage's saved results under `cfg.out`, keyed as FINDINGS_STAGES; a stage with none there
     keeps what the page's own JSON (`page`, docs/learning-findings.json) holds, so running one stage on a machine
     that has not run the others does not drop theirs from the page ({} where neither has it)."""
-    here = {"findings": _saved(cfg.findings_dir), "shaping": _saved(cfg.shaping_dir_for("first")),
-            "shaping_after": _saved(cfg.shaping_dir_for("after")), "matrix": _saved(cfg.matrix_dir)}
+    here = {"findings": _saved(cfg.findings_dir),
+            **{shaping_key(at): _saved(cfg.shaping_dir_for(at)) for at in ("first", "after")},
+            "matrix": _saved(cfg.matrix_dir)}
     shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
     return {k: v or shown.get(k) or {} for k, v in here.items()}
 
