@@ -34,9 +34,9 @@ from pydantic import ValidationError
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
-                                 grpo_ids, heldout_solve_rate, look_outcomes, looked_ids, make_tasks, matrix_ids, oracle_ids, record_oracle, slipped_ids,
-                                 teacher_tasks, train_grpo_run, transfer_ids)
+from openenv.train.learn import (LEAN, LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
+                                 grpo_ids, heldout_solve_rate, look_outcomes, looked_ids, make_tasks, matrix_ids,
+                                 oracle_ids, record_oracle, slipped_ids, teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
 
 from learn_docs import write_docs  # noqa: E402  (this folder: a script's own directory is on sys.path)
@@ -46,8 +46,8 @@ SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_task
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
          "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
          "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
-         "echo_harnesses": ["pi"], "matrix_harnesses": ["pi", "codex"], "matrix_demos": 1, "matrix_grpo_steps": 1,
-         "matrix_eval_tasks": 1}
+         "echo_harnesses": ["pi"], "shaping_harnesses": ["pi", "codex"], "matrix_harnesses": ["pi", "codex"],
+         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1}
 
 
 def log(message: str) -> None:
@@ -122,8 +122,8 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         results["findings"] = stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
         save()
     if cfg.shaping_look is not None:
-        for at in cfg.shaping_look_at:
-            results[shaping_key(at)] = shaping_stage(cfg, seeds, at)
+        for harness, at in shaping_runs(cfg):
+            results[shaping_key(at, harness)] = shaping_stage(cfg, seeds, at, harness)
             save()
     if cfg.matrix_harnesses:
         results["matrix"] = stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
@@ -254,15 +254,25 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
                             run_folder / f"eval-step-{result['curve'][-1]['step']}")))
 
 
-def shaping_key(at: str) -> str:
-    """The results key of the shaping stage whose demonstrations look `at` ("first": `shaping`, as before)."""
-    return "shaping" if at == "first" else f"shaping_{at}"
+LOOK_AT = ("first", "after")  # where a shaping stage's demonstrations list the workspace (`shaping_look_at`)
 
 
-def shaping_stage(cfg: LearnConfig, seeds: list[int], at: str) -> dict[str, Any]:
-    """The tool-call shaping stage with its listing `at` ("first" or "after"), on its own folder."""
-    one = cfg.model_copy(update={"shaping_look_at": [at]})
-    return stage_alone(one, seeds, one.shaping_dir_for(at), run_shaping)  # type: ignore[arg-type]
+def shaping_key(at: str, harness: str = "pi") -> str:
+    """The results key of the shaping stage whose demonstrations look `at` through `harness` (pi's keep the keys
+    they had before there were others: `shaping`, `shaping_after`; codex's `shaping_codex`, `shaping_after_codex`)."""
+    key = "shaping" if at == "first" else f"shaping_{at}"
+    return key if harness == "pi" else f"{key}_{harness}"
+
+
+def shaping_runs(cfg: LearnConfig) -> list[tuple[str, str]]:
+    """The shaping stage's runs as (harness, placement), in the page's order: each harness's placements together."""
+    return [(harness, at) for harness in cfg.shaping_harnesses for at in cfg.shaping_look_at]
+
+
+def shaping_stage(cfg: LearnConfig, seeds: list[int], at: str, harness: str = "pi") -> dict[str, Any]:
+    """The tool-call shaping stage with its listing `at` ("first" or "after") through `harness`, on its own folder."""
+    one = cfg.model_copy(update={"shaping_look_at": [at], "shaping_harnesses": [harness]})
+    return stage_alone(one, seeds, one.shaping_dir_for(at, harness), run_shaping)  # type: ignore[arg-type]
 
 
 def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
@@ -270,29 +280,42 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     right after (`shaping_look_at`, its first entry: an extra call that should neither help nor hurt; before,
     measured, it costs this learner solves); the imperfect teacher's SFT model tuned on them (why not SFT
     from the random model: measured, that reached 4/64 held-out, too few solved episodes to count calls on; the
-    teacher's model already copies the instruction's slots), then GRPO through pi from that model with the
-    verifier's reward alone and with `tool_call_bonus(*shaping_bonus)` added, one run each per seed; held-out
-    solve rate and tool calls per solved episode."""
+    teacher's model already copies the instruction's slots), then GRPO through the stage's harness
+    (`shaping_harnesses`, its first entry) from that model with the verifier's reward alone and with
+    `tool_call_bonus(*shaping_bonus)` added, one run each per seed; held-out solve rate and tool calls per solved
+    episode through that harness. A harness other than pi is taught by pi's demonstrations (the pi stage's
+    recordings, reused) plus `matrix_demos` of its own, looking as often: the teacher's model writes only pi's
+    tool call, and 64 of a harness's own demonstrations were what the matrix stage needed for it to write that
+    harness's."""
     from datasets import concatenate_datasets
 
     assert cfg.shaping_look is not None
-    at = cfg.shaping_look_at[0]
-    folder = cfg.shaping_dir_for(at)
-    shown, looked = oracle_ids(cfg), set(looked_ids(cfg))
-    parts = []
-    for name, ids, look in (("look", sorted(looked), True), ("plain", [i for i in shown if i not in looked], False)):
-        if ids:
-            parts.append(sft_dataset(record_oracle(cfg, random_model, log, ids=ids, folder=folder / f"oracle-{name}",
-                                                   look_first=look and at == "first",
-                                                   look_after=look and at == "after")))
+    at, harness = cfg.shaping_look_at[0], cfg.shaping_harnesses[0]
+    folder = cfg.shaping_dir_for(at, harness)
+    looked = set(looked_ids(cfg))
+    shown = {"pi": oracle_ids(cfg), **({harness: matrix_ids(cfg, harness)} if harness != "pi" else {})}
+    parts, rows, looks = [], {}, {}
+    for through, ids in shown.items():
+        recorded = cfg.shaping_dir_for(at, through)
+        for name, group, look in (("look", [i for i in ids if i in looked], True),
+                                  ("plain", [i for i in ids if i not in looked], False)):
+            if group:
+                parts.append(sft_dataset(record_oracle(cfg, random_model, log, harness=through, ids=group,
+                                                       folder=recorded / f"oracle-{name}",
+                                                       look_first=look and at == "first",
+                                                       look_after=look and at == "after")))
+                rows[through] = rows.get(through, 0) + len(parts[-1])
+                looks[through] = looks.get(through, 0) + (len(group) if look else 0)
     data = concatenate_datasets(parts).shuffle(seed=0)
     teacher, _, _ = teacher_sft(cfg, random_model)
     start = folder / "tuned"
-    sft_train = tune(cfg, teacher, data, start, f"shaping: SFT from the teacher's model on {len(data)} rows "
-                     f"({len(looked)} look {at})")
-    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "looked": len(looked), "rows": len(data),
-                           "sft_train": sft_train, "tool_bonus": list(cfg.shaping_bonus), "steps": cfg.shaping_grpo_steps}
-    out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log)
+    sft_train = tune(cfg, teacher, data, start, f"shaping ({harness}): SFT from the teacher's model on {len(data)} "
+                     f"rows ({sum(looks.values())} look {at}; by harness {rows})")
+    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "harness": harness,
+                           "looked": sum(looks.values()), "rows": len(data), "rows_by_harness": rows,
+                           "looked_by_harness": looks, "sft_train": sft_train, "tool_bonus": list(cfg.shaping_bonus),
+                           "steps": cfg.shaping_grpo_steps}
+    out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log, harness=harness)
     out["sft"]["looks"] = look_outcomes(folder / "eval-tuned")
     save_partial(out)
     variants: dict[str, dict[str, Any]] = {"plain": {}, "bonus": {"tool_bonus": tuple(cfg.shaping_bonus)}}
@@ -302,15 +325,14 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
             point["looks"] = look_outcomes(run_folder / f"eval-step-{point['step']}")
 
     return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial,
-                        f"shaping ({at})",
-                        after=looks)
+                        f"shaping ({at}, {harness})", after=looks, harness=harness)
 
 
 def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any]], start: Path, folder: Path,
                  seeds: list[int], out: dict[str, Any], save_partial: Any, stage: str,
-                 after: Any = None) -> dict[str, Any]:
-    """One GRPO run of `steps` from `start` per (seed, variant), each variant a config update, into
-    `folder/<variant>-seed<seed>`; seed by seed, so that a stage cut short has every variant at the same seeds.
+                 after: Any = None, harness: str = "pi") -> dict[str, Any]:
+    """One GRPO run of `steps` from `start` through `harness` per (seed, variant), each variant a config update,
+    into `folder/<variant>-seed<seed>`; seed by seed, so that a stage cut short has every variant at the same seeds.
     Each result (after `after(result, run_folder)`, when given) goes to `out[variant]`, saved after each run."""
     for variant in variants:
         out[variant] = []
@@ -318,7 +340,7 @@ def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any
         for variant, update in variants.items():
             run_folder = folder / f"{variant}-seed{seed}"
             result = grpo_run(cfg.stage_grpo(steps, **update), start, run_folder, seed,
-                              f"{stage}: GRPO {variant}, seed {seed}")
+                              f"{stage}: GRPO {variant}, seed {seed}", harness=harness)
             if after is not None:
                 after(result, run_folder)
             out[variant].append(result)
@@ -426,18 +448,24 @@ def _saved(folder: Path) -> dict[str, Any]:
     return dict(json.loads(path.read_text())) if path.is_file() else {}
 
 
-FINDINGS_STAGES = ("findings", "shaping", "shaping_after", "matrix")  # the stages of docs/learning-findings.md
-
-
 def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every findings-page stage's saved results under `cfg.out`, keyed as FINDINGS_STAGES; a stage with none there
-    keeps what the page's own JSON (`page`, docs/learning-findings.json) holds, so running one stage on a machine
-    that has not run the others does not drop theirs from the page ({} where neither has it)."""
-    here = {"findings": _saved(cfg.findings_dir),
-            **{shaping_key(at): _saved(cfg.shaping_dir_for(at)) for at in ("first", "after")},
-            "matrix": _saved(cfg.matrix_dir)}
+    """Every findings-page stage's saved results under `cfg.out`: `findings`, `matrix` and the shaping stages
+    (`shaping_key`: pi's two placements, then each other harness's that ran here or is on the page); a stage with
+    none there keeps what the page's own JSON (`page`, docs/learning-findings.json) holds, so running one stage on
+    a machine that has not run the others does not drop theirs from the page ({} where neither has it)."""
     shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
+    harnesses = ["pi", *sorted({h for h in LEAN if h != "pi" and (any(shaping_key(at, h) in shown for at in LOOK_AT)
+                                                                   or h in cfg.shaping_harnesses)})]
+    here = {"findings": _saved(cfg.findings_dir),
+            **{shaping_key(at, h): _saved(cfg.shaping_dir_for(at, h)) for h in harnesses for at in LOOK_AT},
+            "matrix": _saved(cfg.matrix_dir)}
     return {k: v or shown.get(k) or {} for k, v in here.items()}
+
+
+def write_stages(stages: dict[str, dict[str, Any]], docs: Path) -> None:
+    """docs/learning-findings.md (and its JSON, PNG) from `saved_stages`' or a full run's stages."""
+    shaping = {k: v for k, v in stages.items() if k.startswith("shaping")}
+    write_findings_docs(stages.get("findings", {}), docs, shaping=shaping, matrix=stages.get("matrix", {}))
 
 
 def setting(text: str) -> tuple[str, Any]:
@@ -488,7 +516,7 @@ def main() -> None:
             write_docs(json.loads((args.out / "results.json").read_text()), docs)
         stages = saved_stages(LearnConfig(out=args.out), docs / "learning-findings.json")
         if any(stages.values()):
-            write_findings_docs(stages.pop("findings"), docs, **stages)
+            write_stages(stages, docs)
         return
     settings: dict[str, Any] = {"out": args.out, **(SMOKE if args.smoke else {})}
     for key in ("grpo_steps", "oracle_episodes", "eval_tasks"):
@@ -511,13 +539,12 @@ def main() -> None:
     if args.only_findings or args.only_shaping or args.only_matrix:
         if args.only_findings:
             stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
-        for at in cfg.shaping_look_at if args.only_shaping else []:
-            shaping_stage(cfg, seeds, at)
+        for harness, at in shaping_runs(cfg) if args.only_shaping else []:
+            shaping_stage(cfg, seeds, at, harness)
         if args.only_matrix:
             stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)
         if not args.no_docs:  # every stage's saved results, so the page keeps the stages not run this time
-            stages = saved_stages(cfg, docs / "learning-findings.json")
-            write_findings_docs(stages.pop("findings"), docs, **stages)
+            write_stages(saved_stages(cfg, docs / "learning-findings.json"), docs)
             log(f"wrote {docs / 'learning-findings.md'}")
         return
     results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
@@ -525,9 +552,9 @@ def main() -> None:
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
-    if not args.no_docs and any(results.get(k) for k in FINDINGS_STAGES):
-        write_findings_docs(results.get("findings", {}), docs,
-                            **{k: results.get(k, {}) for k in FINDINGS_STAGES if k != "findings"})
+    stages = {k: v for k, v in results.items() if k in ("findings", "matrix") or k.startswith("shaping")}
+    if not args.no_docs and any(stages.values()):
+        write_stages(stages, docs)
         log(f"wrote {docs / 'learning-findings.md'}")
     printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
                                "grpo": [r["curve"][-1] for r in results["grpo"]]}

@@ -65,34 +65,38 @@ def _steps_to(run: dict[str, Any], rate: float) -> int | None:
     return next((p["step"] for p in run["curve"] if p["solve_rate"] >= rate), None)
 
 
-def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[str, Any] | None = None,
-                        shaping_after: dict[str, Any] | None = None, matrix: dict[str, Any] | None = None) -> None:
-    """The page from the findings stage's results, the two shaping stages' (the listing first, and after acting)
-    and the matrix stage's (any may be empty: not run; a matrix cut short shows the runs it finished)."""
+def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[str, dict[str, Any]] | None = None,
+                        matrix: dict[str, Any] | None = None) -> None:
+    """The page from the findings stage's results, the shaping stages' (`shaping`: by results key, `shaping` and
+    `shaping_after` for pi's two placements, `shaping_after_codex` and so on for other harnesses; each gets a
+    section, 3, 3b, 3c, ... in the mapping's order) and the matrix stage's (any may be empty: not run; a matrix
+    cut short shows the runs it finished)."""
     lines = ["# The seed's findings at laptop scale", ""]
+    shaping = {"shaping": {}, "shaping_after": {}, **(shaping or {})}
     if results:
         lines += _findings_lines(results)
-    if shaping and shaping.get("plain"):
-        lines += _shaping_lines(shaping)
-    if shaping_after and shaping_after.get("plain"):
-        lines += _shaping_lines(shaping_after)
+    ran_shaping = [stage for stage in shaping.values() if stage.get("plain")]
+    for number, stage in zip(["3", *(f"3{chr(ord('b') + i)}" for i in range(25))], ran_shaping):
+        lines += _shaping_lines(stage, number)
     ran = bool(matrix and any(matrix.get("runs", {}).values()))
     if ran:
         lines += _matrix_lines(matrix or {})
     missing = [] if ran else ["- **One harness or four (the transfer matrix)** (`--only-matrix`): not in this run; "
                               "its verdicts are **undecided** here."]
-    if not (shaping and shaping.get("plain")) and not (shaping_after and shaping_after.get("plain")):
+    if not ran_shaping:
         missing.append("- **Tool-call shaping** (`--only-shaping`): not in this run; its verdict is **undecided** here.")
-    elif not (shaping_after and shaping_after.get("plain")):
+    elif not shaping["shaping_after"].get("plain"):
         missing.append("- **Tool-call shaping with the listing after the write** (`--only-shaping --set "
                        "'shaping_look_at=[\"after\"]'`): not in this run.")
+    if ran_shaping and all(stage.get("harness", "pi") == "pi" for stage in ran_shaping):
+        missing.append("- **Tool-call shaping through a harness other than pi** (`--only-shaping --set "
+                       "'shaping_harnesses=[\"codex\"]'`): not in this run.")
     if missing:
         lines += ["## Not measured in this run", "", *missing]
     lines.append("")
     (docs / "learning-findings.md").write_text("\n".join(lines))
-    (docs / "learning-findings.json").write_text(json.dumps({"findings": results, "shaping": shaping or {},
-                                                             "shaping_after": shaping_after or {},
-                                                             "matrix": matrix or {}}, indent=1))
+    (docs / "learning-findings.json").write_text(json.dumps({"findings": results, **shaping, "matrix": matrix or {}},
+                                                            indent=1))
     if results:
         _plot(results, docs / "learning-findings.png")
 
@@ -216,19 +220,25 @@ def _looks(point: dict[str, Any], how: str) -> str:
     return "-" if row is None else f"{row[0]}/{row[1]}"
 
 
-def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
+def _shaping_lines(shaping: dict[str, Any], number: str = "3") -> list[str]:
     plain, bonus = shaping["plain"], shaping.get("bonus", [])
     sft = shaping["sft"]
     scale, budget = shaping["tool_bonus"]
     first = shaping.get("look_at", "first") == "first"
+    harness = shaping.get("harness", "pi")  # results from before there were other harnesses are pi's
     where = "before acting" if first else "right after acting (the write has happened: the listing cannot undo it)"
-    lines = ["## 3. Tool-call shaping" if first else "## 3b. Tool-call shaping, the listing after the write", "",
-             f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which list the workspace (`ls -la`) "
-             f"{where}, an extra call meant to neither help nor hurt (`--policy demo --look-{'first' if first else 'after'}`); the imperfect "
-             f"teacher's SFT model tuned on all of them (held-out {sft['solved']}/{sft['episodes']}, "
-             f"{_shown(sft['calls_per_solved'])} tool calls per solved episode); then {shaping['steps']} GRPO steps "
-             f"through pi from that model with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, "
-             f"budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
+    title = f"## {number}. Tool-call shaping" + ("" if harness == "pi" else f" through {harness}") + \
+        ("" if first else ", the listing after the write")
+    by_harness = shaping.get("rows_by_harness", {})
+    shown = f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which" if harness == "pi" else \
+        f"Demonstrations through pi ({by_harness.get('pi')} rows) and through {harness} ({by_harness.get(harness)}, " \
+        f"the learner's only lesson in {harness}'s tool call), {shaping['looked']} of all {shaping['rows']} of which"
+    lines = [title, "",
+             f"{shown} list the workspace (`ls -la`) {where}, an extra call meant to neither help nor hurt "
+             f"(`--policy demo --look-{'first' if first else 'after'}`); the imperfect teacher's SFT model tuned on all "
+             f"of them (held-out through {harness} {sft['solved']}/{sft['episodes']}, {_shown(sft['calls_per_solved'])} "
+             f"tool calls per solved episode); then {shaping['steps']} GRPO steps through {harness} from that model "
+             f"with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
              f"{scale * (1 - 2 / budget):.3f}).", "",
              f"| run | held-out solved | tool calls per solved episode | {'looked first' if first else 'listed'}: "
              f"solved / episodes | {'acted first' if first else 'did not list'}: solved / episodes |",
@@ -244,7 +254,8 @@ def _shaping_lines(shaping: dict[str, Any]) -> list[str]:
         a, b = [float(_calls(r)) for r in bonus], [float(_calls(r)) for r in plain]  # type: ignore[arg-type]
         change = _mean_sd(a)[0] / _mean_sd(b)[0] - 1 if _mean_sd(b)[0] else 0.0
         verdict = compare(b, a)
-        lines += ["", f"**Finding (a bonus for fewer calls cuts calls on solved tasks; the seed: -31%)**: "
+        seed = "the seed: about -50% under Codex" if harness == "codex" else "the seed: -31%"
+        lines += ["", f"**Finding (a bonus for fewer calls cuts calls on solved tasks through {harness}; {seed})**: "
                   f"{change:+.0%} tool calls per solved held-out episode with the bonus ({_mean_sd(a)[0]:.2f} ± "
                   f"{_mean_sd(a)[1]:.2f} vs {_mean_sd(b)[0]:.2f} ± {_mean_sd(b)[1]:.2f}); without it the count is "
                   f"{verdict} the bonus runs', so the finding is **"

@@ -174,6 +174,25 @@ class ShellTool(_Spec):
             command = f"echo {base64.b64encode(command.encode()).decode()} | base64 -d | sh"
         return render(self.arguments, {"command": command})
 
+    def command_in(self, arguments: dict[str, Any]) -> str:
+        """The shell command a call of this tool runs: the argument `arguments` names where `${command}` stands
+        (pi's `command`, codex's `cmd`); "" when the call lacks it. The inverse of `call_arguments` for plain
+        commands, so trajectories can be read the same way in every harness."""
+        def find(template: Any, value: Any) -> str | None:
+            if isinstance(template, str) and "${command}" in template:
+                before, _, after = template.partition("${command}")  # terminus-2 sends "${command}\n"
+                ok = isinstance(value, str) and value.startswith(before) and value.endswith(after)
+                return value[len(before):len(value) - len(after)] if ok and len(value) >= len(before + after) else None
+            if isinstance(template, dict) and isinstance(value, dict):
+                return next((found for key, item in template.items()
+                             if key in value and (found := find(item, value[key])) is not None), None)
+            if isinstance(template, list) and isinstance(value, list) and len(template) == len(value):
+                return next((found for item, got in zip(template, value) if (found := find(item, got)) is not None),
+                            None)
+            return None
+
+        return find(self.arguments, arguments) or ""
+
     def reply_text(self, arguments: dict[str, Any]) -> str:
         """The text-protocol reply that runs one call (only when `reply` is set)."""
         assert self.reply is not None

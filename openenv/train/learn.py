@@ -90,6 +90,10 @@ class LearnConfig(BaseModel):
     shaping_bonus: tuple[float, int] = Field(default=(0.5, 4), description="the stage's tool_call_bonus (scale, "
                                              "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
     shaping_grpo_steps: int = 12
+    shaping_harnesses: list[HarnessName] = Field(default=["pi"], description="the harnesses the shaping stage runs "
+                                                 "through, one stage run per harness and placement, each into "
+                                                 "`shaping_dir_for(at, harness)`; one other than pi is taught by "
+                                                 "pi's shaping demonstrations plus `matrix_demos` of its own")
     echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
                                              "stage measures (None: every installed one)")
     matrix_harnesses: list[HarnessName] | None = Field(default=["pi", "codex", "claude-code", "gemini-cli"],
@@ -153,9 +157,11 @@ class LearnConfig(BaseModel):
         """The tool-call shaping stage that looks first: its demonstrations, SFT model, evals and GRPO runs."""
         return self.shaping_dir_for("first")
 
-    def shaping_dir_for(self, at: Literal["first", "after"]) -> Path:
-        """The tool-call shaping stage whose demonstrations list the workspace `at` (first, or after acting)."""
-        return self.out / ("shaping" if at == "first" else f"shaping-{at}")
+    def shaping_dir_for(self, at: Literal["first", "after"], harness: str = "pi") -> Path:
+        """The tool-call shaping stage whose demonstrations list the workspace `at` (first, or after acting), run
+        through `harness` (pi's keep the folder names they had before there were others)."""
+        name = "shaping" if at == "first" else f"shaping-{at}"
+        return self.out / (name if harness == "pi" else f"{name}-{harness}")
 
     @property
     def matrix_dir(self) -> Path:
@@ -330,16 +336,19 @@ def call_forms(eval_folder: Path) -> dict[str, int]:
 
 
 def _episode_commands(eval_folder: Path) -> list[tuple[str, float, list[str]]]:
-    """Each episode of an `openenv eval` folder as (task id, reward, the commands it ran, in order)."""
+    """Each episode of an `openenv eval` folder as (task id, reward, the commands it ran, in order), each command
+    read where its harness's shell tool puts it (pi's `command`, codex's `cmd`)."""
     from openenv.export.log import read_episode
+    from openenv.harness.catalog import get_spec
 
     report = json.loads((eval_folder / "results.json").read_text())
     rows = []
     for episode in report["episodes"]:
         summary = episode["summary"]
+        tool = get_spec(str(summary.get("harness") or "pi")).shell_tool
         log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
         calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
-        commands = [str(call.parsed_arguments().get("command", "")) for call in calls]
+        commands = [tool.command_in(call.parsed_arguments()) for call in calls]
         rows.append((str(summary["task"]), float(summary.get("reward") or 0.0), commands))
     return rows
 

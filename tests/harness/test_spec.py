@@ -93,6 +93,18 @@ def test_shell_tool_arguments_carry_the_command():
     assert get_spec("codex").shell_tool.call_arguments("ls") == {"cmd": "ls"}
 
 
+@pytest.mark.parametrize("name", ["pi", "codex", "claude-code", "gemini-cli", "cline", "terminus-2"])
+def test_the_command_a_call_runs_is_read_back_in_every_harness_shape(name: str):
+    tool = get_spec(name).shell_tool
+    assert tool.command_in(tool.call_arguments("ls -la")) == "ls -la"
+
+
+def test_a_call_without_the_command_argument_reads_as_no_command():
+    assert get_spec("codex").shell_tool.command_in({"command": "ls"}) == ""  # codex's argument is `cmd`
+    assert get_spec("cline").shell_tool.command_in({"commands": "ls"}) == ""  # not the list its schema has
+    assert get_spec("pi").shell_tool.command_in({"command": ["ls"]}) == ""
+
+
 def test_aux_rules_tag_opencode_title_requests_only():
     spec = get_spec("opencode")
     title = CanonicalRequest(messages=(

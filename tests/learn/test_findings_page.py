@@ -56,8 +56,9 @@ def test_a_harness_the_mix_leaves_below_its_start_refutes_the_mix_finding(tmp_pa
     assert "below it in 1" in four and "**refuted**" in four
 
 
-def _shaping(at: str, plain: list[float], bonus: list[float]) -> dict[str, Any]:
-    """A shaping stage's results (demonstrations listing `at`): final calls per solved episode per seed."""
+def _shaping(at: str, plain: list[float], bonus: list[float], harness: str | None = None) -> dict[str, Any]:
+    """A shaping stage's results (demonstrations listing `at`, through `harness`; None: results from before there
+    were others, pi's): final calls per solved episode per seed."""
     def run(seed: int, calls: float) -> dict[str, Any]:
         return {"seed": seed, "curve": [{"step": 12, "solved": 40, "episodes": 64, "calls_per_solved": calls,
                                          "looks": {"looked": [20, 24], "acted": [20, 40]}}]}
@@ -65,12 +66,13 @@ def _shaping(at: str, plain: list[float], bonus: list[float]) -> dict[str, Any]:
     return {"look_at": at, "looked": 30, "rows": 60, "tool_bonus": [0.5, 4], "steps": 12,
             "sft": {"solved": 30, "episodes": 64, "calls_per_solved": 1.5,
                     "looks": {"looked": [15, 32], "acted": [15, 32]}},
-            "plain": [run(s, c) for s, c in enumerate(plain)], "bonus": [run(s, c) for s, c in enumerate(bonus)]}
+            "plain": [run(s, c) for s, c in enumerate(plain)], "bonus": [run(s, c) for s, c in enumerate(bonus)],
+            **({"harness": harness, "rows_by_harness": {"pi": 40, harness: 20}} if harness else {})}
 
 
 def test_both_shaping_stages_get_a_section_and_a_verdict_of_their_own(tmp_path: Path) -> None:
-    write_findings_docs({}, tmp_path, shaping=_shaping("first", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]),
-                        shaping_after=_shaping("after", [1.6, 1.5, 1.7], [1.1, 1.0, 1.2]))
+    write_findings_docs({}, tmp_path, shaping={"shaping": _shaping("first", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]),
+                                               "shaping_after": _shaping("after", [1.6, 1.5, 1.7], [1.1, 1.0, 1.2])})
     page = (tmp_path / "learning-findings.md").read_text()
     first, after = page.split("## 3. Tool-call shaping")[1].split("## 3b. Tool-call shaping, the listing after")
     assert "before acting" in first and "--look-first`" in first and "**undecided**" in first
@@ -78,12 +80,33 @@ def test_both_shaping_stages_get_a_section_and_a_verdict_of_their_own(tmp_path: 
     # 1.10 vs 1.60 calls per solved episode, beyond both spreads (0.10): the bonus cut calls, as the seed found.
     assert "-31% tool calls per solved held-out episode with the bonus (1.10" in after and "**reproduced**" in after
     assert "listed the workspace solved 15/32" in after
+    assert "through a harness other than pi** (`--only-shaping --set 'shaping_harnesses" in page  # only pi's ran
 
 
 def test_a_shaping_stage_not_run_is_said_so(tmp_path: Path) -> None:
-    write_findings_docs({}, tmp_path, shaping=_shaping("first", [1.2, 1.3, 1.2], [1.0, 1.0, 1.0]))
+    write_findings_docs({}, tmp_path, shaping={"shaping": _shaping("first", [1.2, 1.3, 1.2], [1.0, 1.0, 1.0])})
     page = (tmp_path / "learning-findings.md").read_text()
     assert "## 3b." not in page and "listing after the write** (`--only-shaping" in page
+
+
+def test_each_harness_shaped_gets_its_own_section_and_verdict_against_the_seeds_figure_for_it(tmp_path: Path) -> None:
+    import json
+
+    stages = {"shaping": _shaping("first", [1.2, 1.3, 1.2], [1.0, 1.0, 1.0]),
+              "shaping_after": _shaping("after", [1.6, 1.5, 1.7], [1.5, 1.6, 1.6], "pi"),
+              "shaping_after_codex": _shaping("after", [2.0, 2.1, 1.9], [1.0, 1.1, 1.0], "codex")}
+    write_findings_docs({}, tmp_path, shaping=stages)
+    page = (tmp_path / "learning-findings.md").read_text()
+    pi_after, codex = page.split("## 3b. Tool-call shaping, the listing after the write")[1].split(
+        "## 3c. Tool-call shaping through codex, the listing after the write")
+    assert "steps through pi from" in pi_after and "**undecided**" in pi_after  # 1.57 vs 1.60: within the spread
+    assert "through pi (40 rows) and through codex (20," in codex and "held-out through codex 30/64" in codex
+    assert "GRPO steps through codex from that model" in codex
+    assert "through codex; the seed: about -50% under Codex)**: -48% tool calls" in codex and "**reproduced**" in codex
+    assert "harness other than pi" not in page
+    # The JSON beside the page keeps every stage under its key, so `--docs-only` rebuilds the same sections.
+    assert json.loads((tmp_path / "learning-findings.json").read_text())["shaping_after_codex"] == stages[
+        "shaping_after_codex"]
 
 
 def test_a_run_without_signal_in_any_group_is_said_to_have_left_the_start_unchanged(tmp_path: Path) -> None:

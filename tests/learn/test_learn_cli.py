@@ -55,7 +55,15 @@ def test_a_stage_run_here_replaces_its_part_of_the_page_and_the_others_keep_thei
     (cfg.matrix_dir / "results.json").write_text(json.dumps({"runs": {"pi": ["new"]}}))
     page = tmp_path / "learning-findings.json"
     page.write_text(json.dumps({"findings": {"start": "old"}, "shaping": {"plain": ["old"]}, "shaping_after": {},
-                                "matrix": {"runs": {"pi": ["old"]}}}))
+                                "shaping_after_codex": {"plain": ["old codex"]}, "matrix": {"runs": {"pi": ["old"]}}}))
     assert saved_stages(cfg, page) == {"findings": {"start": "old"}, "shaping": {"plain": ["old"]},
-                                       "shaping_after": {}, "matrix": {"runs": {"pi": ["new"]}}}
+                                       "shaping_after": {}, "shaping_codex": {},
+                                       "shaping_after_codex": {"plain": ["old codex"]},
+                                       "matrix": {"runs": {"pi": ["new"]}}}
     assert saved_stages(cfg)["findings"] == {}  # no page: only what this machine has
+    # A harness shaped here is on the page even before the page knew it.
+    codex = cfg.model_copy(update={"shaping_harnesses": ["pi", "codex"]})
+    codex.shaping_dir_for("first", "codex").mkdir(parents=True)
+    (codex.shaping_dir_for("first", "codex") / "results.json").write_text(json.dumps({"plain": ["new codex"]}))
+    assert codex.shaping_dir_for("first", "codex").name == "shaping-codex"
+    assert saved_stages(codex)["shaping_codex"] == {"plain": ["new codex"]}
