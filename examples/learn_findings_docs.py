@@ -238,7 +238,8 @@ def _shaping_lines(shaping: dict[str, Any], number: str = "3") -> list[str]:
              f"(`--policy demo --look-{'first' if first else 'after'}`); the imperfect teacher's SFT model tuned on all "
              f"of them (held-out through {harness} {sft['solved']}/{sft['episodes']}, {_shown(sft['calls_per_solved'])} "
              f"tool calls per solved episode); then {shaping['steps']} GRPO steps through {harness} from that model "
-             f"with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, budget={budget})` added (a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
+             f"with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, budget={budget})` added "
+             f"(a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
              f"{scale * (1 - 2 / budget):.3f}).", "",
              f"| run | held-out solved | tool calls per solved episode | {'looked first' if first else 'listed'}: "
              f"solved / episodes | {'acted first' if first else 'did not list'}: solved / episodes |",
