@@ -13,7 +13,8 @@ pi from that model (one run per seed), and SFT on the verified ones beside it. T
 its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows, and GRPO runs through it,
 one run per seed. Then the seed's findings (issue 32), each stage on its own folder and runnable alone
 (`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
-shaping (twice: demonstrations that list the workspace first, and right after the write); one harness or
+shaping (demonstrations that list the workspace first, and right after the write, through pi; right after
+the write through codex too: `shaping_runs`); one harness or
 four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, every run evaluated
 through every harness). Writes results.json under --out and, unless --no-docs,
 docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
@@ -27,14 +28,14 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (LEAN, LearnConfig, append_commands, call_forms, echo_changes,  # noqa: E402
+from openenv.train.learn import (LEAN, LearnConfig, Placement, append_commands, call_forms, echo_changes,  # noqa: E402
                                  grpo_ids, heldout_solve_rate, look_outcomes, looked_ids, make_tasks, matrix_ids,
                                  oracle_ids, record_oracle, slipped_ids, teacher_tasks, train_grpo_run, transfer_ids)
 from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
@@ -46,8 +47,9 @@ SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_task
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
          "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
          "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
-         "echo_harnesses": ["pi"], "shaping_harnesses": ["pi", "codex"], "matrix_harnesses": ["pi", "codex"],
-         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1}
+         "echo_harnesses": ["pi"], "shaping_runs": [["pi", "first"], ["pi", "after"], ["codex", "after"]],
+         "matrix_harnesses": ["pi", "codex"],
+         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1, "shaping_demos": 1}
 
 
 def log(message: str) -> None:
@@ -122,7 +124,7 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         results["findings"] = stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
         save()
     if cfg.shaping_look is not None:
-        for harness, at in shaping_runs(cfg):
+        for harness, at in cfg.shaping_runs:
             results[shaping_key(at, harness)] = shaping_stage(cfg, seeds, at, harness)
             save()
     if cfg.matrix_harnesses:
@@ -254,7 +256,7 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
                             run_folder / f"eval-step-{result['curve'][-1]['step']}")))
 
 
-LOOK_AT = ("first", "after")  # where a shaping stage's demonstrations list the workspace (`shaping_look_at`)
+LOOK_AT: tuple[Placement, ...] = get_args(Placement)  # where a shaping stage's demonstrations list the workspace
 
 
 def shaping_key(at: str, harness: str = "pi") -> str:
@@ -264,36 +266,32 @@ def shaping_key(at: str, harness: str = "pi") -> str:
     return key if harness == "pi" else f"{key}_{harness}"
 
 
-def shaping_runs(cfg: LearnConfig) -> list[tuple[str, str]]:
-    """The shaping stage's runs as (harness, placement), in the page's order: each harness's placements together."""
-    return [(harness, at) for harness in cfg.shaping_harnesses for at in cfg.shaping_look_at]
-
-
 def shaping_stage(cfg: LearnConfig, seeds: list[int], at: str, harness: str = "pi") -> dict[str, Any]:
     """The tool-call shaping stage with its listing `at` ("first" or "after") through `harness`, on its own folder."""
-    one = cfg.model_copy(update={"shaping_look_at": [at], "shaping_harnesses": [harness]})
+    one = cfg.model_copy(update={"shaping_runs": [(harness, at)]})
     return stage_alone(one, seeds, one.shaping_dir_for(at, harness), run_shaping)  # type: ignore[arg-type]
 
 
 def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any) -> dict[str, Any]:
-    """Tool-call shaping (issue 32): demonstrations of which `shaping_look` list the workspace, before acting or
-    right after (`shaping_look_at`, its first entry: an extra call that should neither help nor hurt; before,
-    measured, it costs this learner solves); the imperfect teacher's SFT model tuned on them (why not SFT
-    from the random model: measured, that reached 4/64 held-out, too few solved episodes to count calls on; the
-    teacher's model already copies the instruction's slots), then GRPO through the stage's harness
-    (`shaping_harnesses`, its first entry) from that model with the verifier's reward alone and with
+    """Tool-call shaping (issue 32), the run `shaping_runs[0]` (harness, placement): demonstrations of which
+    `shaping_look` list the workspace, before acting or right after (an extra call that should neither help nor
+    hurt; before, measured, it costs this learner solves); the imperfect teacher's SFT model tuned on them (why not
+    SFT from the random model: measured, that reached 4/64 held-out, too few solved episodes to count calls on; the
+    teacher's model already copies the instruction's slots), then GRPO through the run's harness from that model
+    with the verifier's reward alone and with
     `tool_call_bonus(*shaping_bonus)` added, one run each per seed; held-out solve rate and tool calls per solved
     episode through that harness. A harness other than pi is taught by pi's demonstrations (the pi stage's
-    recordings, reused) plus `matrix_demos` of its own, looking as often: the teacher's model writes only pi's
-    tool call, and 64 of a harness's own demonstrations were what the matrix stage needed for it to write that
-    harness's."""
+    recordings, reused) plus `shaping_demos` of its own, looking as often: the teacher's model writes only pi's
+    tool call; 64 of a harness's own demonstrations were what the matrix stage needed for it to write that
+    harness's, but through codex that start never made the extra call, so there was nothing to cut."""
     from datasets import concatenate_datasets
 
     assert cfg.shaping_look is not None
-    at, harness = cfg.shaping_look_at[0], cfg.shaping_harnesses[0]
+    harness, at = cfg.shaping_runs[0]
     folder = cfg.shaping_dir_for(at, harness)
     looked = set(looked_ids(cfg))
-    shown = {"pi": oracle_ids(cfg), **({harness: matrix_ids(cfg, harness)} if harness != "pi" else {})}
+    own = {harness: matrix_ids(cfg, harness, cfg.shaping_demos)} if harness != "pi" else {}
+    shown = {"pi": oracle_ids(cfg), **own}
     parts, rows, looks = [], {}, {}
     for through, ids in shown.items():
         recorded = cfg.shaping_dir_for(at, through)
@@ -455,7 +453,7 @@ def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[s
     a machine that has not run the others does not drop theirs from the page ({} where neither has it)."""
     shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
     harnesses = ["pi", *sorted({h for h in LEAN if h != "pi" and (any(shaping_key(at, h) in shown for at in LOOK_AT)
-                                                                   or h in cfg.shaping_harnesses)})]
+                                                                   or h in dict(cfg.shaping_runs))})]
     here = {"findings": _saved(cfg.findings_dir),
             **{shaping_key(at, h): _saved(cfg.shaping_dir_for(at, h)) for h in harnesses for at in LOOK_AT},
             "matrix": _saved(cfg.matrix_dir)}
@@ -539,7 +537,7 @@ def main() -> None:
     if args.only_findings or args.only_shaping or args.only_matrix:
         if args.only_findings:
             stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
-        for harness, at in shaping_runs(cfg) if args.only_shaping else []:
+        for harness, at in cfg.shaping_runs if args.only_shaping else []:
             shaping_stage(cfg, seeds, at, harness)
         if args.only_matrix:
             stage_alone(cfg, seeds, cfg.matrix_dir, run_matrix)

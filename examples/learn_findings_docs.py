@@ -87,10 +87,10 @@ def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[st
         missing.append("- **Tool-call shaping** (`--only-shaping`): not in this run; its verdict is **undecided** here.")
     elif not shaping["shaping_after"].get("plain"):
         missing.append("- **Tool-call shaping with the listing after the write** (`--only-shaping --set "
-                       "'shaping_look_at=[\"after\"]'`): not in this run.")
+                       "'shaping_runs=[[\"pi\",\"after\"]]'`): not in this run.")
     if ran_shaping and all(stage.get("harness", "pi") == "pi" for stage in ran_shaping):
         missing.append("- **Tool-call shaping through a harness other than pi** (`--only-shaping --set "
-                       "'shaping_harnesses=[\"codex\"]'`): not in this run.")
+                       "'shaping_runs=[[\"codex\",\"after\"]]'`): not in this run.")
     if missing:
         lines += ["## Not measured in this run", "", *missing]
     lines.append("")

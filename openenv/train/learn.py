@@ -34,12 +34,14 @@ from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName, Lean, lean_envs  # noqa: F401 (re-exported)
 
-__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "append_commands",
-           "call_forms", "echo_changes", "looked_ids",
-           "grpo_ids", "heldout_ids", "look_outcomes", "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
+__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "Placement",
+           "append_commands", "call_forms", "echo_changes", "looked_ids", "grpo_ids", "heldout_ids", "look_outcomes",
+           "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
            "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
 
 Log = Callable[[str], None]
+Placement = Literal["first", "after"]
+"""Where a tool-call shaping stage's demonstrations list the workspace: before acting, or right after the write."""
 
 
 class LearnConfig(BaseModel):
@@ -83,17 +85,19 @@ class LearnConfig(BaseModel):
     shaping_look: float | None = Field(default=0.5, ge=0, le=1, description="the tool-call shaping stage: the "
                                        "share of its demonstrations that list the workspace before acting (an "
                                        "extra, harmless call); None skips the stage")
-    shaping_look_at: list[Literal["first", "after"]] = Field(
-        default=["first", "after"], description="where the shaping demonstrations' listing goes, one stage run "
-        "each: `first` (before acting: measured to cost this learner solves) and `after` (right after the write, "
-        "where it cannot undo the solve); each into `shaping_dir_for(at)`")
     shaping_bonus: tuple[float, int] = Field(default=(0.5, 4), description="the stage's tool_call_bonus (scale, "
                                              "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
     shaping_grpo_steps: int = 12
-    shaping_harnesses: list[HarnessName] = Field(default=["pi"], description="the harnesses the shaping stage runs "
-                                                 "through, one stage run per harness and placement, each into "
-                                                 "`shaping_dir_for(at, harness)`; one other than pi is taught by "
-                                                 "pi's shaping demonstrations plus `matrix_demos` of its own")
+    shaping_runs: list[tuple[HarnessName, Placement]] = Field(
+        default=[("pi", "first"), ("pi", "after"), ("codex", "after")],
+        description="the tool-call shaping stage's runs as (harness, placement), each into "
+        "`shaping_dir_for(placement, harness)`: where the demonstrations' listing goes, `first` (before acting: "
+        "measured to cost this learner solves, so run through pi only, for the record) or `after` (right after the "
+        "write, where it cannot undo the solve), and the harness GRPO and every held-out eval run through; one other "
+        "than pi is taught by pi's shaping demonstrations plus `shaping_demos` of its own")
+    shaping_demos: int = Field(default=256, ge=1, description="demonstrations through each shaping harness but pi "
+                               "(pi's are the pi stage's 360): measured through codex, 64 left a start that never "
+                               "made the extra call (0 of 64 held-out episodes listed), nothing for the bonus to cut")
     echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
                                              "stage measures (None: every installed one)")
     matrix_harnesses: list[HarnessName] | None = Field(default=["pi", "codex", "claude-code", "gemini-cli"],
@@ -157,7 +161,7 @@ class LearnConfig(BaseModel):
         """The tool-call shaping stage that looks first: its demonstrations, SFT model, evals and GRPO runs."""
         return self.shaping_dir_for("first")
 
-    def shaping_dir_for(self, at: Literal["first", "after"], harness: str = "pi") -> Path:
+    def shaping_dir_for(self, at: Placement, harness: str = "pi") -> Path:
         """The tool-call shaping stage whose demonstrations list the workspace `at` (first, or after acting), run
         through `harness` (pi's keep the folder names they had before there were others)."""
         name = "shaping" if at == "first" else f"shaping-{at}"
@@ -241,10 +245,11 @@ def transfer_ids(cfg: LearnConfig) -> list[str]:
     return _pick(oracle_ids(cfg), cfg.transfer_demos, cfg.task_seed + 1)
 
 
-def matrix_ids(cfg: LearnConfig, harness: str) -> list[str]:
+def matrix_ids(cfg: LearnConfig, harness: str, count: int | None = None) -> list[str]:
     """The demonstrated training tasks whose demonstration the matrix stage records through `harness` (drawn per
-    harness, so each harness shows some tasks the others do not)."""
-    return _pick(oracle_ids(cfg), cfg.matrix_demos, cfg.task_seed + 10 + sorted(LEAN).index(harness))
+    harness, so each harness shows some tasks the others do not): `matrix_demos` of them, or `count`."""
+    return _pick(oracle_ids(cfg), cfg.matrix_demos if count is None else count,
+                 cfg.task_seed + 10 + sorted(LEAN).index(harness))
 
 
 def slipped_ids(cfg: LearnConfig) -> list[str]:

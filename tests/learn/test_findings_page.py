@@ -80,7 +80,7 @@ def test_both_shaping_stages_get_a_section_and_a_verdict_of_their_own(tmp_path: 
     # 1.10 vs 1.60 calls per solved episode, beyond both spreads (0.10): the bonus cut calls, as the seed found.
     assert "-31% tool calls per solved held-out episode with the bonus (1.10" in after and "**reproduced**" in after
     assert "listed the workspace solved 15/32" in after
-    assert "through a harness other than pi** (`--only-shaping --set 'shaping_harnesses" in page  # only pi's ran
+    assert "through a harness other than pi** (`--only-shaping --set 'shaping_runs=[[\"codex\"" in page  # only pi's ran
 
 
 def test_a_shaping_stage_not_run_is_said_so(tmp_path: Path) -> None:

@@ -32,7 +32,9 @@ def test_a_setting_is_parsed_as_json_where_it_is_json() -> None:
 
 @pytest.mark.parametrize(("arg", "named"), [("matrix_eval_tasks=0", "matrix_eval_tasks"),
                                             ("no_such_field=1", "no_such_field"),
-                                            ('matrix_harnesses=["pi", "emacs"]', "matrix_harnesses")])
+                                            ('matrix_harnesses=["pi", "emacs"]', "matrix_harnesses"),
+                                            ('shaping_runs=[["codex", "before"]]', "shaping_runs"),
+                                            ('shaping_runs=["codex"]', "shaping_runs")])
 def test_a_bad_setting_is_a_usage_error_naming_the_field(tmp_path: Path, arg: str, named: str) -> None:
     assert named in _usage_error(tmp_path, "--set", arg)
 
@@ -62,7 +64,7 @@ def test_a_stage_run_here_replaces_its_part_of_the_page_and_the_others_keep_thei
                                        "matrix": {"runs": {"pi": ["new"]}}}
     assert saved_stages(cfg)["findings"] == {}  # no page: only what this machine has
     # A harness shaped here is on the page even before the page knew it.
-    codex = cfg.model_copy(update={"shaping_harnesses": ["pi", "codex"]})
+    codex = cfg.model_copy(update={"shaping_runs": [("pi", "first"), ("codex", "first")]})
     codex.shaping_dir_for("first", "codex").mkdir(parents=True)
     (codex.shaping_dir_for("first", "codex") / "results.json").write_text(json.dumps({"plain": ["new codex"]}))
     assert codex.shaping_dir_for("first", "codex").name == "shaping-codex"
