@@ -14,7 +14,7 @@ its oracle demonstrates 4 tasks, the SFT model is tuned on them beside pi's rows
 one run per seed. Then the seed's findings (issue 32), each stage on its own folder and runnable alone
 (`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
 shaping (demonstrations that list the workspace first, and right after the write, through pi; right after
-the write through codex too: `shaping_runs`); one harness or
+the write through codex and claude-code too: `shaping_runs`); one harness or
 four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, every run evaluated
 through every harness). Writes results.json under --out and, unless --no-docs,
 docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md

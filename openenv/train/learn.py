@@ -89,7 +89,7 @@ class LearnConfig(BaseModel):
                                              "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
     shaping_grpo_steps: int = 12
     shaping_runs: list[tuple[HarnessName, Placement]] = Field(
-        default=[("pi", "first"), ("pi", "after"), ("codex", "after")],
+        default=[("pi", "first"), ("pi", "after"), ("codex", "after"), ("claude-code", "after")],
         description="the tool-call shaping stage's runs as (harness, placement), each into "
         "`shaping_dir_for(placement, harness)`: where the demonstrations' listing goes, `first` (before acting: "
         "measured to cost this learner solves, so run through pi only, for the record) or `after` (right after the "

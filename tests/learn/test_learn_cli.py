@@ -52,7 +52,7 @@ def test_a_stage_run_here_replaces_its_part_of_the_page_and_the_others_keep_thei
 
     from openenv.train.learn import LearnConfig
 
-    cfg = LearnConfig(out=tmp_path / "learn")
+    cfg = LearnConfig(out=tmp_path / "learn", shaping_runs=[("pi", "first"), ("pi", "after")])  # codex: the page's
     cfg.matrix_dir.mkdir(parents=True)
     (cfg.matrix_dir / "results.json").write_text(json.dumps({"runs": {"pi": ["new"]}}))
     page = tmp_path / "learning-findings.json"
