@@ -15,8 +15,8 @@ one run per seed. Then the seed's findings (issue 32), each stage on its own fol
 (`--only-findings`, `--only-shaping`, `--only-matrix`): exact vs naive rows and the signal sampler; tool-call
 shaping (demonstrations that list the workspace first, and right after the write, through pi; right after
 the write through codex and claude-code too: `shaping_runs`); one harness or
-four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, every run evaluated
-through every harness). Writes results.json under --out and, unless --no-docs,
+four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, and over the mix for
+`matrix_long_mix` times the steps, every run evaluated through every harness). Writes results.json under --out and, unless --no-docs,
 docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
 (`learn_findings_docs.py`).
 """
@@ -49,7 +49,7 @@ SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_task
          "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
          "echo_harnesses": ["pi"], "shaping_runs": [["pi", "first"], ["pi", "after"], ["codex", "after"]],
          "matrix_harnesses": ["pi", "codex"],
-         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1, "shaping_demos": 1}
+         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1, "matrix_long_mix": 2, "shaping_demos": 1}
 
 
 def log(message: str) -> None:
@@ -394,6 +394,18 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
                               heldout=False)
             result["eval"] = cells(run_folder / "model", run_folder)
             out["runs"][name].append(result)
+            save_partial(out)
+    if cfg.matrix_long_mix > 1 and "mix" in trained_in:
+        # At equal total episodes each harness gets a share of the mix's; the seed's claim is about the mix itself,
+        # so this run gives each harness as many episodes as its run alone (after the others: they stay comparable).
+        long = mcfg.model_copy(update={"grpo_steps": mcfg.grpo_steps * cfg.matrix_long_mix})
+        out["long_mix_steps"], out["runs"]["mix_long"] = long.grpo_steps, []
+        for seed in seeds:
+            run_folder = folder / f"mix-long-seed{seed}"
+            result = grpo_run(long, start, run_folder, seed, f"matrix: GRPO in the mix for {long.grpo_steps} steps, "
+                              f"seed {seed}", harness=trained_in["mix"], heldout=False)
+            result["eval"] = cells(run_folder / "model", run_folder)
+            out["runs"]["mix_long"].append(result)
             save_partial(out)
     return out
 

@@ -110,6 +110,9 @@ class LearnConfig(BaseModel):
                                    "harness or mix, samples the same number of episodes)")
     matrix_eval_tasks: int = Field(default=32, ge=1, description="held-out tasks per matrix cell (a cell is one "
                                    "model evaluated through one harness)")
+    matrix_long_mix: int = Field(default=4, ge=0, description="one more mix run per seed with this many times "
+                                 "`matrix_grpo_steps`, so each harness samples as many episodes in the mix as in "
+                                 "its run alone (at equal total episodes it gets a share); 0 or 1 skips it")
     expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
                                   "(the reference solution, scored by the live policy): one success per group")
     transfer_harness: HarnessName | None = Field(default="mini-swe-agent", description="a second harness "

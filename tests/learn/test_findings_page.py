@@ -145,3 +145,28 @@ def test_a_harness_the_start_never_solves_through_is_left_out_of_the_first_verdi
     assert "gemini-cli left out: the start solved nothing through it" in one and "**reproduced**" in one
     # The mix is judged by the same rule: above the start in both harnesses that can move, so reproduced.
     assert "in 2 of 2 harnesses the start solves through" in four and "**reproduced**" in four
+
+
+def test_the_mix_run_with_each_harness_getting_its_own_episodes_decides_the_mix_finding(tmp_path: Path) -> None:
+    """At equal total episodes each harness gets a share of the mix; the longer mix run (each harness as many
+    episodes as alone) is its own row, and the mix verdict is that run's, with the equal-episodes one beside it."""
+    start = {"pi": 0.5, "codex": 0.4}
+    single = [{"pi": 0.60 + s / 100, "codex": 0.50 + s / 100} for s in range(3)]
+    flat = [{"pi": 0.50 + s / 100, "codex": 0.40 + s / 100} for s in range(3)]  # equal episodes: no change
+    long = [{"pi": 0.70 + s / 100, "codex": 0.60 + s / 100} for s in range(3)]
+    matrix = _matrix({"pi": single, "codex": single, "mix": flat, "mix_long": long}, start)
+    matrix["long_mix_steps"] = 48
+    page = _page(tmp_path, matrix)
+    assert "| mix | 51% ± 1% | 41% ± 1% | 46% |" in page
+    assert "| mix (48 steps) | 71% ± 1% | 61% ± 1% | 66% |" in page
+    assert "through the mix for 48 steps, so each harness samples as many episodes" in page
+    assert "0.91 after GRPO in the mix, 1.11 after GRPO in the mix for 48 steps." in page
+    assert "mix 50%, mix (48 steps) 50%." in page
+    four = [line for line in page.splitlines() if line.startswith("**Finding")][1]
+    assert "above the start in 0 of 2 harnesses the start solves through and below it in 0" in four
+    assert "at equal total episodes (undecided)" in four and "they end above the start in 2 of 2" in four
+    assert four.endswith("so the finding is **reproduced** at this scale.")
+    # Without the longer run, the equal-episodes run decides, as before.
+    del matrix["runs"]["mix_long"]
+    four = [line for line in _page(tmp_path, matrix).splitlines() if line.startswith("**Finding")][1]
+    assert "**undecided**" in four and "48 steps" not in four

@@ -133,17 +133,20 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
                  for n in ("look", "plain") if (out / folder / f"oracle-{n}").is_dir()]  # codex's one demonstration
         assert own["rows"][0]["harness"] == "codex" and own["rows"][0]["solved"] == 1
     # One harness or four: the teacher's demonstration through codex tuned into its start beside pi's rows, then
-    # one GRPO step in pi, in codex and in their mix, each model evaluated through both harnesses.
+    # one GRPO step in pi, in codex and in their mix, and two in the mix (each harness its own episodes' worth),
+    # each model evaluated through both harnesses.
     matrix = results["matrix"]
     assert matrix["harnesses"] == ["pi", "codex"] and matrix["demos"] == {"codex": 1}
     assert matrix["rows"] == teacher["rows"] + 1
     codex_demo = json.loads((out / "matrix" / "oracle-codex" / "eval" / "results.json").read_text())
     assert codex_demo["rows"][0]["harness"] == "codex" and codex_demo["rows"][0]["episodes"] == 1
     assert set(matrix["start"]) == {"pi", "codex"}
-    assert sorted(matrix["runs"]) == ["codex", "mix", "pi"]
+    assert sorted(matrix["runs"]) == ["codex", "mix", "mix_long", "pi"] and matrix["long_mix_steps"] == 2
     for name, [run] in matrix["runs"].items():
-        assert run["harness"] == ("pi,codex" if name == "mix" else name) and run["curve"] == []
-        assert len(run["train_reward"]) == 1 and (out / "matrix" / f"{name}-seed0" / "model" / "config.json").is_file()
+        assert run["harness"] == ("pi,codex" if name.startswith("mix") else name) and run["curve"] == []
+        folder = out / "matrix" / f"{name.replace('_', '-')}-seed0"
+        assert len(run["train_reward"]) == (2 if name == "mix_long" else 1)
+        assert (folder / "model" / "config.json").is_file()
         assert {h: cell["episodes"] for h, cell in run["eval"].items()} == {"pi": 1, "codex": 1}
     shaped = ("shaping", "shaping_after", "shaping_after_codex")
     write_findings_docs(found, tmp_path, shaping={k: results[k] for k in shaped}, matrix=matrix)
@@ -155,4 +158,5 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert "| pi | 2 |" in page and (tmp_path / "learning-findings.png").is_file()
     assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page and "## 3b." in page
     assert "## 3c. Tool-call shaping through codex, the listing after the write" in page
-    assert "## 4. One harness or four" in page and "| mix | " in page and "Not measured" not in page
+    assert "## 4. One harness or four" in page and "| mix | " in page and "| mix (2 steps) | " in page
+    assert "Not measured" not in page
