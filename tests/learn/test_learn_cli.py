@@ -32,6 +32,7 @@ def test_a_setting_is_parsed_as_json_where_it_is_json() -> None:
 
 @pytest.mark.parametrize(("arg", "named"), [("matrix_eval_tasks=0", "matrix_eval_tasks"),
                                             ("no_such_field=1", "no_such_field"),
+                                            ("matrix_long_mix=-1", "matrix_long_mix"),
                                             ('matrix_harnesses=["pi", "emacs"]', "matrix_harnesses"),
                                             ('shaping_runs=[["codex", "before"]]', "shaping_runs"),
                                             ('shaping_runs=["codex"]', "shaping_runs")])
