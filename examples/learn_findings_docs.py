@@ -334,17 +334,24 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
             means = [statistics.mean(rates(name, h)) for h in harnesses]
             lines.append(f"| {labels[name]} | " + " | ".join(cell(rates(name, h)) for h in harnesses)
                          + f" | {statistics.mean(means):.0%} |")
-    calls = {h: [f"{start[h]['mean_tool_calls']:.2f} at the start"] for h in harnesses if "mean_tool_calls" in start[h]}
-    for h in calls:
-        for name, label in ((h, f"in {h}"), ("mix", "in the mix"),
-                            ("mix_long", f"in the mix for {long_steps} steps")):
-            values = [r["eval"][h].get("mean_tool_calls") for r in runs.get(name, [])]
-            if values and None not in values:
-                calls[h].append(f"{statistics.mean(values):.2f} after GRPO {label}")
-    if calls:
+    def by_run(key: str, shown: str) -> str:
+        """`key` of each harness's cells at the start, after GRPO in it and after the mix runs (mean of seeds)."""
+        parts = {h: [f"{start[h][key]:{shown}} at the start"] for h in harnesses if start[h].get(key) is not None}
+        for h in parts:
+            for name, label in ((h, f"in {h}"), ("mix", "in the mix"),
+                                ("mix_long", f"in the mix for {long_steps} steps")):
+                values = [r["eval"][h].get(key) for r in runs.get(name, [])]
+                if values and None not in values:
+                    parts[h].append(f"{statistics.mean(values):{shown}} after GRPO {label}")
+        return "; ".join(f"{h} " + ", ".join(p) for h, p in parts.items())
+
+    if calls := by_run("mean_tool_calls", ".2f"):
         lines += ["", "Tool calls each harness parsed per held-out episode (the learner writing that harness's own "
                   "tool call, its name and argument keys, where a malformed one is text and ends the episode): "
-                  + "; ".join(f"{h} " + ", ".join(parts) for h, parts in calls.items()) + "."]
+                  + calls + "."]
+    if offered := by_run("offered_call_share", ".0%"):
+        lines += ["", "Of those calls, the share naming a tool the harness offers (the rest name another harness's "
+                  "tool, or a blend of names, and the harness rejects them): " + offered + "."]
     silent = {name: [v for r in rs for v in r.get("zero_signal", [])] for name, rs in runs.items()}
     if all(silent.values()):
         lines += ["", "GRPO groups whose rewards were all equal (no signal), share over every step and seed: "
@@ -388,8 +395,12 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
         if runs.get("mix_long"):
             # The claim is about training over the mix; at equal total episodes it is judged on each harness's share.
             word, fair = judged("mix_long")
+            alone = [h for h in tested if runs.get(h)]
             text += (f" at equal total episodes ({equal_word}); with each harness as many "
-                     f"episodes as alone ({long_steps} steps) they end {fair}, and that run decides")
+                     f"episodes as alone ({long_steps} steps) they end {fair}, and that run decides"
+                     + ("; against GRPO in the harness alone, with as many episodes in it: " + ", ".join(
+                         f"{h} {statistics.mean(rates('mix_long', h)):.0%} vs {statistics.mean(rates(h, h)):.0%}"
+                         for h in alone) if alone else ""))
         lines += ["", "**Finding (GRPO over the mix improves every harness; the seed: 42% -> 54% on average)**: "
                   + text + f", so the finding is **{word}** at this scale."]
     return [*lines, ""]

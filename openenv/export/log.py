@@ -50,6 +50,20 @@ class EpisodeLog(BaseModel):
             merge_ratio=merged / mergeable if mergeable else 1.0,
         )
 
+    def offered_calls(self) -> tuple[int, int]:
+        """(tool calls naming a tool their request offered, all tool calls) over the policy's turns whose request
+        is logged. A parsed call of a name the harness does not have (another harness's tool, or a blend of
+        several) is a call the harness rejects: counted in the second number only."""
+        offered = total = 0
+        for turn in self.turns:
+            request = self.requests.get(turn.id)
+            if turn.aux or turn.completion is None or request is None:
+                continue
+            names = {tool.name for tool in request.tools}
+            total += len(turn.completion.tool_calls)
+            offered += sum(call.name in names for call in turn.completion.tool_calls)
+        return offered, total
+
 
 def read_episode(path: str | Path) -> EpisodeLog:
     """Parse one trajectory JSONL file.

@@ -443,8 +443,11 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
                        harness: str = "pi") -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
     the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
-    episodes' task ids), `calls_per_solved` (mean tool calls of the solved episodes; None when none was) and the
-    eval's wall time (the first run's, when a finished eval is reused)."""
+    episodes' task ids), `calls_per_solved` (mean tool calls of the solved episodes; None when none was),
+    `offered_call_share` (the share of tool calls naming a tool the harness offered: `EpisodeLog.offered_calls`;
+    None without calls) and the eval's wall time (the first run's, when a finished eval is reused)."""
+    from openenv.export.log import read_episodes
+
     start = time.monotonic()
     ids = heldout_ids(cfg)
     done = out / "results.json"  # the report a finished eval left there (an interrupted run resumes)
@@ -470,10 +473,13 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
         counts[1] += 1
         if solved:
             solved_calls.append(int(summary.get("tool_calls") or 0))
+    pairs = [log.offered_calls() for log in read_episodes(sorted((out / "episodes").glob("*.jsonl")))[0]]
+    offered, calls = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
             "by_kind": dict(sorted(by_kind.items())), "wall_s": wall,
-            "calls_per_solved": sum(solved_calls) / len(solved_calls) if solved_calls else None}
+            "calls_per_solved": sum(solved_calls) / len(solved_calls) if solved_calls else None,
+            "offered_call_share": offered / calls if calls else None}
 
 
 def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,

@@ -127,3 +127,20 @@ def test_log_names_are_unique_within_a_second_and_refuse_paths():
     for harness, task in [("pi", "../../x"), ("../pi", "t"), ("pi", "a/b"), ("pi", ".env")]:
         with pytest.raises(BadRequest):
             log_name(harness, task)
+
+
+def test_a_call_counts_as_offered_only_when_its_request_offered_that_tool(tmp_path):
+    """pi's oracle calls `bash`, one of the tools pi offered; the same call named as claude-code's tool (`Bash`,
+    what a small model trained in several harnesses writes) is a call pi rejects."""
+    assert read_episode(FIXTURE).offered_calls() == (1, 1)
+    foreign = tmp_path / "foreign.jsonl"
+    lines = [json.loads(x) for x in FIXTURE.read_text().splitlines() if x.strip()]
+    for line in lines:
+        for call in (line.get("completion") or {}).get("tool_calls") or []:
+            call["name"] = "Bash"
+    foreign.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert read_episode(foreign).offered_calls() == (0, 1)
+    # A turn whose request was not logged (an `openenv run` log) is left out of both counts.
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text("".join(json.dumps(x) + "\n" for x in lines if x["type"] != "request"))
+    assert read_episode(bare).offered_calls() == (0, 0)

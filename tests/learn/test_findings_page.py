@@ -156,7 +156,14 @@ def test_the_mix_run_with_each_harness_getting_its_own_episodes_decides_the_mix_
     long = [{"pi": 0.70 + s / 100, "codex": 0.60 + s / 100} for s in range(3)]
     matrix = _matrix({"pi": single, "codex": single, "mix": flat, "mix_long": long}, start)
     matrix["long_mix_steps"] = 48
+    matrix["start"]["codex"]["offered_call_share"] = 0.5  # pi's cells have none: no calls to name a tool
+    for name, runs in matrix["runs"].items():
+        for run in runs:
+            run["eval"]["codex"]["offered_call_share"] = 0.1 if name == "mix_long" else 0.5
     page = _page(tmp_path, matrix)
+    assert ("the share naming a tool the harness offers (the rest name another harness's tool, or a blend of "
+            "names, and the harness rejects them): codex 50% at the start, 50% after GRPO in codex, 50% after "
+            "GRPO in the mix, 10% after GRPO in the mix for 48 steps.") in page
     assert "| mix | 51% ± 1% | 41% ± 1% | 46% |" in page
     assert "| mix (48 steps) | 71% ± 1% | 61% ± 1% | 66% |" in page
     assert "through the mix for 48 steps, so each harness samples as many episodes" in page
@@ -165,6 +172,7 @@ def test_the_mix_run_with_each_harness_getting_its_own_episodes_decides_the_mix_
     four = [line for line in page.splitlines() if line.startswith("**Finding")][1]
     assert "above the start in 0 of 2 harnesses the start solves through and below it in 0" in four
     assert "at equal total episodes (undecided)" in four and "they end above the start in 2 of 2" in four
+    assert "against GRPO in the harness alone, with as many episodes in it: pi 71% vs 61%, codex 61% vs 51%" in four
     assert four.endswith("so the finding is **reproduced** at this scale.")
     # Without the longer run, the equal-episodes run decides, as before.
     del matrix["runs"]["mix_long"]
