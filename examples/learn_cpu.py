@@ -387,26 +387,26 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
     save_partial(out)
     trained_in = {h: h for h in harnesses} | ({"mix": ",".join(harnesses)} if len(harnesses) > 1 else {})
     out["runs"] = {name: [] for name in trained_in}
+
+    def train(name: str, harness: str, run_cfg: LearnConfig, seed: int, where: str) -> None:
+        """One matrix run through `harness` (a name or a mix), kept as `out["runs"][name]` and in its folder."""
+        run_folder = folder / f"{name.replace('_', '-')}-seed{seed}"
+        result = grpo_run(run_cfg, start, run_folder, seed, f"matrix: GRPO in {where}, seed {seed}",
+                          harness=harness, heldout=False)
+        result["eval"] = cells(run_folder / "model", run_folder)
+        out["runs"][name].append(result)
+        save_partial(out)
+
     for seed in seeds:
         for name, harness in trained_in.items():
-            run_folder = folder / f"{name}-seed{seed}"
-            result = grpo_run(mcfg, start, run_folder, seed, f"matrix: GRPO in {name}, seed {seed}", harness=harness,
-                              heldout=False)
-            result["eval"] = cells(run_folder / "model", run_folder)
-            out["runs"][name].append(result)
-            save_partial(out)
+            train(name, harness, mcfg, seed, name)
     if cfg.matrix_long_mix > 1 and "mix" in trained_in:
         # At equal total episodes each harness gets a share of the mix's; the seed's claim is about the mix itself,
         # so this run gives each harness as many episodes as its run alone (after the others: they stay comparable).
         long = mcfg.model_copy(update={"grpo_steps": mcfg.grpo_steps * cfg.matrix_long_mix})
         out["long_mix_steps"], out["runs"]["mix_long"] = long.grpo_steps, []
         for seed in seeds:
-            run_folder = folder / f"mix-long-seed{seed}"
-            result = grpo_run(long, start, run_folder, seed, f"matrix: GRPO in the mix for {long.grpo_steps} steps, "
-                              f"seed {seed}", harness=trained_in["mix"], heldout=False)
-            result["eval"] = cells(run_folder / "model", run_folder)
-            out["runs"]["mix_long"].append(result)
-            save_partial(out)
+            train("mix_long", trained_in["mix"], long, seed, f"the mix for {long.grpo_steps} steps")
     return out
 
 

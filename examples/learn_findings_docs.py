@@ -323,8 +323,7 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
              + (f"; and through the mix for {long_steps} steps, so each harness samples as many episodes in the mix "
                 "as in its run alone" if runs.get("mix_long") else "")
              + f"; seeds {', '.join(map(str, seeds))}; GRPO took {wall / 60:.0f} min in all. Each cell: held-out "
-             f"solve rate "
-             f"on {matrix['eval_tasks']} tasks through the column's harness, mean ± sd over the seeds.", "",
+             f"solve rate on {matrix['eval_tasks']} tasks through the column's harness, mean ± sd over the seeds.", "",
              "| trained in \\ evaluated in | " + " | ".join(harnesses) + " | mean |",
              "|---|" + "---:|" * (len(harnesses) + 1),
              f"| the start{f' ({len(starts)} evals)' if len(starts) > 1 else ''} | "
@@ -388,8 +387,8 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
                           f"it in {downs} (" + ", ".join(f"{h}: {statistics.mean(rates(name, h)):.0%} vs "
                                                          f"{base[h]:.0%}" for h in harnesses) + ")")
 
-        word, equal = judged("mix")
-        equal_word = word
+        equal_word, equal = judged("mix")
+        word = equal_word
         text = ("the mix's runs end (by more than the larger spread, the runs' over seeds or the start's over its "
                 f"evals) {equal}")
         if runs.get("mix_long"):

@@ -465,6 +465,7 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
     row = next(r for r in report["rows"] if r["harness"] == harness)
     by_kind: dict[str, list[int]] = {}  # kind -> [solved, episodes]
     solved_calls = []  # tool calls of each solved episode
+    logs = []  # the report's own episodes' logs (the folder may also hold an earlier eval's)
     for episode in report.get("episodes", []):
         summary = episode.get("summary") or {}
         counts = by_kind.setdefault(kind_of(str(summary.get("task", "?"))), [0, 0])
@@ -473,7 +474,9 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
         counts[1] += 1
         if solved:
             solved_calls.append(int(summary.get("tool_calls") or 0))
-    pairs = [log.offered_calls() for log in read_episodes(sorted((out / "episodes").glob("*.jsonl")))[0]]
+        if episode.get("trajectory"):
+            logs.append(out / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
+    pairs = [log.offered_calls() for log in read_episodes(logs)[0]]
     offered, calls = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
     return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
             "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
