@@ -100,6 +100,11 @@ class Journal:
             line["completion_ids"] = done.token_ids
             line["logprobs"] = done.logprobs
             line["finish"] = done.finish_reason
+            # What the logprobs mean (capture/logprob_mode.py). A line without these predates them: `rebuild`
+            # reads it as mode `unknown`, never as the sampling distribution's.
+            line["temperature"] = turn.temperature
+            line["logprob_mode"] = turn.logprob_mode
+            line["trainable"] = turn.trainable
         self._write(line)
         if self.fsync:
             await self._flush()
@@ -207,14 +212,19 @@ def rebuild(path: str | Path) -> tuple[Trajectory, JournalContents]:
     """A session's trajectory rebuilt from its journal, through the same `record` that built it live.
 
     `trajectory.rows()` are then the training sequences the live session had when the last line was
-    written (messages are not journaled, so the rebuilt trajectory cannot link new turns).
+    written (messages are not journaled, so the rebuilt trajectory cannot link new turns). A journal written
+    before turns recorded their logprob mode rebuilds with every row `logprob_mode="unknown"`, not trainable.
     """
     contents = read_journal(path)
     trajectory = Trajectory()
     for line in contents.turns:
+        mode = line.get("logprob_mode")
+        known = mode in ("processed", "raw")
         turn = trajectory.add(Turn(id=line["id"], index=0, dialect=line["dialect"], aux=bool(line["aux"]),
                                    n_messages=0, prompt_len=int(line["prompt_len"]), source=line.get("source"),
-                                   gap=line.get("gap")))
+                                   gap=line.get("gap"), temperature=line.get("temperature"),
+                                   logprob_mode=mode if known else "unknown",
+                                   trainable=known and bool(line.get("trainable"))))
         if "completion_ids" not in line:
             continue
         ids = tuple(line["completion_ids"])

@@ -14,6 +14,7 @@ from openenv.capture.dialects.state import DEFAULT_MAX_BYTES, DialectState
 from openenv.capture.journal import Journal
 from openenv.capture.parsers import detect_parser, get_parser
 from openenv.capture.renderer import Renderer
+from openenv.capture.sampling_policy import SamplingPolicy, training_sampling
 from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
 from openenv.core.reaper import reap_periodically
 from openenv.errors import CapacityError, UnknownSession
@@ -65,11 +66,17 @@ class CaptureSessionRegistry:
         self.reaped = 0
 
     def open(self, *, base_url: str, mode: Mode = "auto", sampling: SamplingParams | None = None,
-             aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None) -> CaptureSession:
+             aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
+             sampling_policy: SamplingPolicy = "trainer") -> CaptureSession:
         """A new session whose harness-facing base URL is `{base_url}/s/{token}`.
+
+        `sampling_policy="trainer"` (a training session) samples with `sampling` only, which must then be a
+        training policy's (`training_sampling`); `request` (evaluation, serving) lets the request's fields
+        through. Await `session.check_trainable()` before handing it to a harness (the engine's verdict).
 
         Raises:
             CapacityError: `max_sessions` are already open (idle ones are reaped first).
+            BadRequest: a training session's sampling truncates the distribution (`top_p`, `top_k`, ...).
         """
         if len(self.sessions) >= self.max_sessions:
             self.reap()
@@ -77,6 +84,8 @@ class CaptureSessionRegistry:
             raise CapacityError(len(self.sessions), self.max_sessions)
         token = token or secrets.token_urlsafe(18)
         merged = self.sampling.merged(sampling) if self.sampling is not None else sampling
+        if sampling_policy == "trainer":
+            training_sampling(merged)
         # A backend over several engines (VLLMEngines) gives each session its own view, pinned to one engine.
         bind = getattr(self.backend, "bind", None)
         backend = bind(token) if bind is not None else self.backend
@@ -88,7 +97,8 @@ class CaptureSessionRegistry:
         session = CaptureSession(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
                           loop=asyncio.get_running_loop(), renderer=self.renderer, backend=backend,
                           parser=self.parser, mode=mode, sampling=merged, aux=aux, gate_aux=gate_aux,
-                          served_model=self.served_model, journal=journal, limits=self.limits)
+                          served_model=self.served_model, journal=journal, limits=self.limits,
+                          sampling_policy=sampling_policy)
         self.sessions[token] = session
         return session
 

@@ -17,9 +17,11 @@ import uvicorn
 from openenv.capture.app import create_app
 from openenv.capture.backends.base import Backend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.logprob_mode import LogprobMode, engine_logprob_mode
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.renderer import Renderer
 from openenv.capture.routes.model import MAX_BODY_BYTES
+from openenv.capture.sampling_policy import SamplingPolicy
 from openenv.capture.session import AuxPredicate, CaptureSession, Mode, SyncCaptureSession, TurnLimits
 from openenv.core.loop_thread import ServerThread
 
@@ -131,7 +133,7 @@ class CaptureServer:
 
     def open_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
                      aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
-                     timeout: float = 10.0) -> SyncCaptureSession:
+                     timeout: float = 30.0, sampling_policy: SamplingPolicy = "trainer") -> SyncCaptureSession:
         """A new session, as its blocking twin for a controller in this thread (`.session` is the async
         one); hand the harness `session.base_url` (and `session.token` as its API key).
 
@@ -142,17 +144,33 @@ class CaptureServer:
                 never parked unless `gate_aux`, and kept out of the sequences.
             gate_aux: park aux requests too (with `aux=True`).
             token: a fixed token (default: a random one).
+            sampling_policy: `trainer` (a training session: `sampling` only, full-vocabulary, on an engine
+                whose logprobs are the sampling distribution's at its temperature) or `request` (evaluation).
+
+        Raises:
+            BadRequest: a training session's sampling sets `top_p`, `top_k`, `min_p`, ... (`training_sampling`).
+            UntrainableEngine: a training session at a temperature other than 1 on a raw-logprob engine.
         """
-        return self._run(self._open(mode, sampling, aux, gate_aux, token), timeout).sync()
+        return self._run(self._open(mode, sampling, aux, gate_aux, token, sampling_policy), timeout).sync()
 
     def close_session(self, token: str, timeout: float = 10.0) -> None:
         """Close a session (its trajectory stays readable on the session you hold)."""
         self._run(self._close(token), timeout)
 
     async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
-                    gate_aux: bool, token: str | None) -> CaptureSession:
-        return self.registry.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
-                                 gate_aux=gate_aux, token=token)
+                    gate_aux: bool, token: str | None, sampling_policy: SamplingPolicy) -> CaptureSession:
+        session = self.registry.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
+                                     gate_aux=gate_aux, token=token, sampling_policy=sampling_policy)
+        try:
+            await session.check_trainable()
+        except BaseException:
+            self.registry.close(session.token, reason="refused")
+            raise
+        return session
+
+    def logprob_mode(self, timeout: float = 30.0) -> LogprobMode:
+        """The backend's verdict on its sampled logprobs (`capture/logprob_mode.py`; probed once per engine)."""
+        return self._run(engine_logprob_mode(self.registry.backend), timeout)
 
     async def _close(self, token: str) -> None:
         self.registry.close(token)

@@ -33,6 +33,13 @@ from openenv.capture.gate import (
     on_loop,
 )
 from openenv.capture.journal import Journal
+from openenv.capture.logprob_mode import (
+    LogprobMode,
+    engine_logprob_mode,
+    exact_for_training,
+    needs_processed,
+    require_trainable_engine,
+)
 from openenv.capture.parsers.base import CompletionParser
 from openenv.capture.parsers.spans import token_spans
 from openenv.capture.planner import Plan, PromptPlanner
@@ -99,6 +106,7 @@ class CaptureSession:
         self.last_active = time.monotonic()  # the idle reaper's clock
         self.count_tokens_calls = 0  # answered by the tokenizer; never stored as turns
         self._answering = 0  # requests inside handle(), which the idle reaper must not cut off
+        self._logprob_mode: LogprobMode | None = None
 
     @property
     def mode(self) -> Mode:
@@ -300,7 +308,9 @@ class CaptureSession:
                 if len(plan.prompt_ids) + len(ids) > window:
                     raise BadRequest(f"the prompt ({len(plan.prompt_ids)} tokens) and the supplied reply "
                                      f"({len(ids)}) exceed the context window of {window}", param="completion")
-                logprobs = await self._backend.score(plan.prompt_ids, ids) if ids else []
+                params, _ = effective_params(req.sampling, self.sampling, policy=self.sampling_policy, aux=turn.aux)
+                self._mark(turn, params, getattr(self._backend, "score_logprob_mode", "unknown"))
+                logprobs = await self._backend.score(plan.prompt_ids, ids, temperature=params.temperature) if ids else []
                 finish = "stop"
             case _:
                 assert_never(decision)
@@ -323,6 +333,8 @@ class CaptureSession:
         asked = params.max_tokens if params.max_tokens is not None else self.limits.max_new_tokens_default
         params = params.model_copy(update={"max_tokens": min(asked or room, room)})
         if turn is not None:
+            if not turn.aux:  # a training session at T != 1 on a raw engine never samples a turn
+                await self.check_trainable()
             turn.max_tokens = params.max_tokens
             turn.overridden = overridden
         stream = getattr(self._backend, "generate_stream", None) if on_tokens is not None else None
@@ -330,7 +342,48 @@ class CaptureSession:
             gen = await stream(prompt_ids, params, on_tokens)
         else:
             gen = await self._backend.generate(prompt_ids, params)
+        if turn is not None:
+            self._mark(turn, params, await self._mode_or_unknown())
         return gen.token_ids, gen.logprobs, gen.finish_reason
+
+    async def logprob_mode(self) -> LogprobMode:
+        """The engine's verdict on its sampled logprobs (`capture/logprob_mode.py`), asked once per session
+        (the backend probes once per engine).
+
+        Raises:
+            BackendUnavailable: the engine did not answer the probe.
+        """
+        if self._logprob_mode is None:
+            self._logprob_mode = await engine_logprob_mode(self._backend)
+        return self._logprob_mode
+
+    async def check_trainable(self) -> None:
+        """Refuse this session if it trains (`policy="trainer"` with sampling of its own) at a temperature
+        other than 1 on an engine whose logprobs are not `processed`. Probes the engine only then.
+
+        Raises:
+            UntrainableEngine: one line saying how to start vLLM.
+            BackendUnavailable: the engine did not answer the probe.
+        """
+        if needs_processed(self.sampling, policy=self.sampling_policy):
+            require_trainable_engine(await self.logprob_mode(), self.sampling, policy=self.sampling_policy,
+                                     engine=f"the {self._backend.name} backend")
+
+    async def _mode_or_unknown(self) -> LogprobMode:
+        """The verdict for a turn already sampled: a probe that fails now marks the turn `unknown` rather than
+        losing it (the next turn asks again)."""
+        try:
+            return await self.logprob_mode()
+        except OpenEnvError:
+            return "unknown"
+
+    @staticmethod
+    def _mark(turn: Turn, params: SamplingParams, mode: LogprobMode) -> None:
+        """Record what the turn's logprobs mean: its temperature, the engine's mode, and whether they are the
+        trainer's `log_softmax(logits / T)` over the full vocabulary."""
+        turn.temperature = 1.0 if params.temperature is None else params.temperature
+        turn.logprob_mode = mode
+        turn.trainable = exact_for_training(mode, params)
 
     async def _context_window(self) -> int:
         await self._backend.ready()  # a remote engine's window is learned without blocking the loop

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.backends.base import TokenIds
 from openenv.capture.canonical import Completion, Message, Tool
+from openenv.capture.logprob_mode import LogprobMode, logprob_meaning
 
 __all__ = ["Link", "SequenceRow", "SequenceStats", "TrainingSequence", "Trajectory", "Turn", "TurnRecord"]
 
@@ -65,6 +66,11 @@ class Turn:
     # Sampling fields the request set that the trainer's policy overrode (capture/sampling_policy.py).
     overridden: tuple[str, ...] = ()
     created: int = 0  # unix seconds when the request arrived (the reply's `created`, known before it streams)
+    # What the logprobs mean (capture/logprob_mode.py): the temperature sampled (or scored) at, the engine's
+    # verdict, and whether they equal the trainer's log_softmax(logits / T) over the full vocabulary.
+    temperature: float | None = None
+    logprob_mode: LogprobMode = "unknown"
+    trainable: bool = False
 
 
 @dataclass(slots=True)
@@ -118,6 +124,13 @@ class SequenceRow(BaseModel):
     turn_ids: list[str]
     origin: Origin = "new"
     parent: int | None = Field(default=None, description="index of the sequence this one came from")
+    temperature: float | None = Field(default=None, description="the temperature its model turns were sampled "
+                                      "at (None: they differ, or it is not recorded)")
+    logprob_mode: LogprobMode = Field(default="unknown", description="what its logprobs are: `processed` "
+                                      "(log_softmax(logits / temperature)), `raw` (log_softmax(logits)) or "
+                                      "`unknown` (e.g. a journal written before the mode was recorded)")
+    trainable: bool = Field(default=False, description="every logprob equals the trainer's "
+                            "log_softmax(logits / temperature) over the full vocabulary")
 
 
 class SequenceStats(BaseModel):
@@ -159,6 +172,9 @@ class TurnRecord(BaseModel):
     max_tokens: int | None = None
     overridden: tuple[str, ...] = Field(default=(), description="sampling fields of the request that the trainer's "
                                         "policy overrode: the reply was sampled without them")
+    temperature: float | None = None
+    logprob_mode: LogprobMode = "unknown"
+    trainable: bool = False
 
 
 class Trajectory:
@@ -290,7 +306,8 @@ class Trajectory:
 
     def rows(self) -> list[SequenceRow]:
         return [SequenceRow(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
-                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns], origin=s.origin, parent=s.parent)
+                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns], origin=s.origin, parent=s.parent,
+                            **logprob_meaning(s.turns))
                 for s in self.sequences]
 
     def stats(self) -> SequenceStats:
@@ -316,7 +333,8 @@ class Trajectory:
         return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
                            sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
                            completion=t.completion, budget=t.budget,
-                           max_tokens=t.max_tokens, overridden=t.overridden) for t in self.turns]
+                           max_tokens=t.max_tokens, overridden=t.overridden, temperature=t.temperature,
+                           logprob_mode=t.logprob_mode, trainable=t.trainable) for t in self.turns]
 
 
 def _completion_len(turn: Turn) -> int:

@@ -263,7 +263,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
         server = self._ensure_server()
         sandbox = make_sandbox((server.port,))
-        session = server.open_session(mode="gated", sampling=self._sampling,
+        session = server.open_session(mode="gated", sampling=self._sampling, sampling_policy=self.settings.sampling_policy,
                                       aux=lambda req: self.spec.aux_reason(req) is not None)
         session.set_budget(Budget().tightest(task.budget).tightest(self._budget).tightest(opts.budget))
         try:

@@ -15,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.sampling_policy import SamplingPolicy, training_sampling
+from openenv.errors import BadRequest
 
 __all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "Isolation", "Network", "SandboxKind", "fold_setting_words"]
 
@@ -43,6 +45,10 @@ class EpisodeSettings(BaseModel):
             the harness on the host (explicit, warned on every episode); None: `$OPENENV_SANDBOX_ISOLATION`,
             else `bwrap`. A machine that cannot isolate is refused with the missing piece named.
         sampling: sampling settings that override the harness's (None: the harness's own).
+        sampling_policy: `trainer` (default: a training session; its turns sample with `sampling` only, which
+            may set a temperature and an output cap but nothing that truncates the distribution, and a
+            temperature other than 1 needs an engine whose logprobs are processed) or `request` (evaluation:
+            the harness's own fields pass, `top_p` and the like allowed; rows say whether they are trainable).
         timeout_s: the harness's wall-clock budget per episode (None: the task's); a reset option of the
             same name overrides it.
         turn_timeout_s: the longest one `sample`/`complete` step may take.
@@ -61,6 +67,7 @@ class EpisodeSettings(BaseModel):
     network: Network = "auto"
     isolation: Isolation | None = None
     sampling: SamplingParams | None = DEFAULT_SAMPLING
+    sampling_policy: SamplingPolicy = "trainer"
     timeout_s: float | None = Field(default=None, gt=0)
     turn_timeout_s: float = Field(default=300.0, gt=0)
     budget: Budget | None = None
@@ -82,6 +89,15 @@ class EpisodeSettings(BaseModel):
         if sampling is not None and sampling.temperature is not None and sampling.temperature < 0:
             raise ValueError(f"temperature must be 0 or above, got {sampling.temperature}")
         return sampling
+
+    @model_validator(mode="after")
+    def _training_sampling(self) -> EpisodeSettings:
+        if self.sampling_policy == "trainer":
+            try:
+                training_sampling(self.sampling)
+            except BadRequest as exc:
+                raise ValueError(exc.message) from None
+        return self
 
     def sampled_with(self, *, max_tokens: int | None = None, temperature: float | None = None) -> EpisodeSettings:
         """These settings with the sampling's `max_tokens` / `temperature` replaced where given (the two

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from openenv.capture.logprob_mode import logprob_meaning
 from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harness.catalog import get_spec, harness_names
 from openenv.harness.environment import HarnessEnvironment
@@ -101,6 +102,7 @@ def run_episode(
         lineage=[SequenceLine(origin=row.origin, parent=row.parent, turns=len(row.turn_ids),
                               tokens_trained=sum(row.env_mask)) for row in obs.sequences or []],
         notes=[str(n) for n in obs.metadata.get("notes", [])],
+        **logprob_meaning(obs.sequences or []),
     )
     return obs, summary
 

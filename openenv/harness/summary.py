@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from openenv.capture.logprob_mode import LogprobMode
 from openenv.harness.outcome import EpisodeStatus
 from openenv.harness.sandbox.base import ProcessStatus
 
@@ -68,6 +69,11 @@ class EpisodeSummary(BaseModel):
     aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
     malformed_tool_calls: int = Field(default=0, description="tool-call attempts that did not parse cleanly")
     lineage: list[SequenceLine] = Field(default_factory=list, description="each training row's origin and parent")
+    temperature: float | None = Field(default=None, description="the temperature the episode's turns were sampled at")
+    logprob_mode: LogprobMode = Field(default="unknown", description="the engine's verdict on its logprobs: "
+                                      "`processed` (log_softmax(logits / temperature)), `raw` or `unknown`")
+    trainable: bool = Field(default=False, description="every row's logprobs are the trainer's "
+                            "log_softmax(logits / temperature) over the full vocabulary")
 
     @property
     def trained_ratio(self) -> float:

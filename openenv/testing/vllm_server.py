@@ -1,7 +1,9 @@
 """Start and stop a real vLLM (CPU build) OpenAI-compatible server on a free loopback port.
 
-Used by the test suite (one server per session) and by benchmarks. The flags are the ones measured to
-work with the tiny float32 model on this CPU (see shared/test-infra.md).
+Used by the test suite (one server per session), benchmarks and the `openenv` commands that start an
+engine. The flags are the ones measured to work with the tiny float32 model on this CPU, plus
+`--logprobs-mode processed_logprobs`: a sampled token's logprob is then `log_softmax(logits / temperature)`,
+the one it was sampled with and the one a trainer recomputes (`capture/logprob_mode.py`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class VLLMServer:
         max_model_len: int | None = None,
         extra_args: list[str] | None = None,
         python: str | None = None,
+        logprobs_mode: str = "processed_logprobs",
     ) -> None:
         self.model = str(model)
         self.port = port or free_port()
@@ -42,6 +45,8 @@ class VLLMServer:
         self.max_model_len = max_model_len
         self.extra_args = list(extra_args or [])
         self.python = python or sys.executable
+        # `raw_logprobs` (vLLM's default) only to measure or test what training must refuse.
+        self.logprobs_mode = logprobs_mode
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="vllm-", suffix=".log")[1])
 
@@ -62,6 +67,7 @@ class VLLMServer:
             "--enable-auto-tool-choice",
             "--tool-call-parser", "hermes",
             "--disable-log-stats",
+            "--logprobs-mode", self.logprobs_mode,
         ]
         if self.max_model_len:
             cmd += ["--max-model-len", str(self.max_model_len)]

@@ -68,7 +68,7 @@ class RolloutConfig(BaseModel):
             default: `GRPOConfig.vllm_server_base_url`.
         episode: how each episode runs (`EpisodeSettings`: sandbox, network, sampling, timeouts, budget).
             Its settings may also be given flat: `max_tokens` (the cap on each sampled turn, default 256),
-            `temperature` (keep it equal to `GRPOConfig.temperature`), `episode_timeout_s` (the harness's
+            `temperature` (must equal `GRPOConfig.temperature`: `HarnessRollout` refuses a mismatch), `episode_timeout_s` (the harness's
             wall-clock budget, default: the task's), `network`, `sandbox` (`docker`: each episode in a
             container of its task's image; on Ray every node must have a Docker engine, checked at
             start), `budget` (caps on turns / sampled tokens / context, with each task's own the tightest
@@ -191,6 +191,7 @@ class HarnessRollout:
         size = int(trainer.num_generations if trainer.model.training else trainer.num_generations_eval)
         if len(prompts) % size:
             raise BadRequest(f"{len(prompts)} prompts is not a whole number of groups of {size}")
+        self.check_trainer(trainer)
         plans = []
         step = int(trainer.state.global_step)
         for index, start in enumerate(range(0, len(prompts), size)):
@@ -202,6 +203,23 @@ class HarnessRollout:
             task = self.sampler.choose(step, index) if self.sampler is not None else self._task(parsed.task)
             plans.append(GroupPlan(prompt=group[0], task=task, harness=harness, size=size))
         return plans
+
+    def check_trainer(self, trainer: Any) -> None:
+        """Refuse a trainer whose `GRPOConfig.temperature` is not the episodes' sampling temperature: it would
+        recompute every logprob as `log_softmax(logits / its temperature)` and compare it with logprobs sampled
+        at another (importance ratios, KL and clipping all off by the difference).
+
+        Raises:
+            BadRequest: the two temperatures differ; the message names both and the field to change.
+        """
+        wanted = getattr(getattr(trainer, "args", None), "temperature", None)
+        sampling = self.config.episode.sampling
+        ours = None if sampling is None else sampling.temperature
+        if wanted is not None and ours is not None and float(wanted) != float(ours):
+            raise BadRequest(f"RolloutConfig samples at temperature {ours:g} but GRPOConfig.temperature is "
+                             f"{float(wanted):g}: the trainer would recompute every logprob at another "
+                             f"temperature than the tokens were sampled at; set RolloutConfig(temperature="
+                             f"{float(wanted):g}) or GRPOConfig(temperature={ours:g})", param="temperature")
 
     def start_group(self, plan: GroupPlan, trainer: Any) -> Future[GroupOutcome]:
         """Start a group's episodes on the executor (with retries); returns the future of its outcome."""
@@ -342,4 +360,9 @@ def training_row(
         "branch_rows": branches,
         "tokens_sampled": float(result.tokens_sampled),
         "tokens_trained": float(result.tokens_trained),
+        # What the logprobs mean (capture/logprob_mode.py): sampled at this temperature, the engine's verdict,
+        # and whether they equal the trainer's log_softmax(logits / temperature).
+        "temperature": row.temperature if row is not None else None,
+        "logprob_mode": row.logprob_mode if row is not None else "unknown",
+        "logprobs_trainable": bool(row is not None and all(r.trainable for r in result.rows)),
     }

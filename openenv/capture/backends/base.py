@@ -12,7 +12,8 @@ __all__ = ["Backend", "Generation", "TokenIds"]
 
 class Generation(NamedTuple):
     """What a backend sampled: the exact ids (end-of-turn token included when it stopped on it),
-    one raw logprob per id, and why it stopped."""
+    one logprob per id (the backend's `logprob_mode`: `processed` is `log_softmax(logits / temperature)`),
+    and why it stopped."""
 
     token_ids: list[int]
     logprobs: list[float]
@@ -100,6 +101,11 @@ class TokenIds(Sequence[int]):
 class Backend(Protocol):
     """Generates and scores by token ids; never sees text. Set `name` in ALL implementations.
 
+    A backend may also offer `async logprob_mode() -> "processed" | "raw" | "unknown"` (what its sampled
+    logprobs are, learned once per engine; `capture/logprob_mode.py`) and a `score_logprob_mode` attribute
+    (what `score` returns: `processed` when it applies `temperature`, `raw` when it cannot). A backend
+    without them records `unknown`, which a training session at a temperature other than 1 refuses.
+
     `generate` and `score` raise `BackendUnavailable` when the engine cannot answer; the caller
     turns that into a retryable error in the harness's dialect and a gap on the trajectory.
     """
@@ -121,8 +127,10 @@ class Backend(Protocol):
         already clamped."""
         ...
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
-        """Logprob of each completion id given the prompt and the ids before it (teacher-forced)."""
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
+                    temperature: float | None = None) -> list[float]:
+        """Logprob of each completion id given the prompt and the ids before it (teacher-forced), under
+        `log_softmax(logits / temperature)` where the backend can (`score_logprob_mode`)."""
         ...
 
     async def aclose(self) -> None:

@@ -1,7 +1,8 @@
 """`LocalBackend`: in-process transformers on CPU, the embedded default when no vLLM is running.
 
-Logprobs are raw: `log_softmax` of the model's logits before temperature or top-k/p, the same
-convention vLLM uses by default, so sequences from either backend train the same way. They come from
+Logprobs are the sampling distribution's: `log_softmax(logits / temperature)` of the logits the token was
+sampled from, what TRL recomputes and what vLLM returns with `--logprobs-mode processed_logprobs`
+(`capture/logprob_mode.py`; the verdict is `processed`). Greedy (temperature 0) applies none. They come from
 one teacher-forced forward pass over prompt + completion, the computation a trainer repeats; the
 KV-cached decode that sampled the tokens drifts from it by up to ~1e-3 on long multi-turn prompts. One lock
 serializes the model; calls run in a worker thread so the event loop keeps serving. A cancelled call (its
@@ -20,6 +21,7 @@ from typing import Any
 
 from openenv.capture.backends.base import Generation
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.logprob_mode import LogprobMode
 from openenv.errors import BackendUnavailable
 
 __all__ = ["LocalBackend"]
@@ -43,6 +45,7 @@ class LocalBackend:
     """
 
     name = "local"
+    score_logprob_mode = "processed"  # `score` divides by the temperature it is given
 
     def __init__(self, model: str | Path | Any, *, device: str = "cpu", dtype: str = "float32",
                  autocast: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
@@ -71,6 +74,10 @@ class LocalBackend:
     async def ready(self) -> None:
         """Nothing to learn: the window came with the weights."""
 
+    async def logprob_mode(self) -> LogprobMode:
+        """`processed`: this backend divides the logits by the temperature before `log_softmax`."""
+        return "processed"
+
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         stop = threading.Event()
         self._running.add(stop)
@@ -82,22 +89,24 @@ class LocalBackend:
         finally:
             self._running.discard(stop)
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
+                    temperature: float | None = None) -> list[float]:
         stop = threading.Event()
         self._running.add(stop)
         try:
             return await asyncio.to_thread(self._guarded, self._score_unless, list(prompt_ids), list(completion_ids),
-                                           stop)
+                                           stop, temperature)
         except asyncio.CancelledError:
             stop.set()  # a call still queued on the lock never runs its forward pass
             raise
         finally:
             self._running.discard(stop)
 
-    def _score_unless(self, prompt_ids: list[int], completion_ids: list[int], stop: threading.Event) -> list[float]:
+    def _score_unless(self, prompt_ids: list[int], completion_ids: list[int], stop: threading.Event,
+                      temperature: float | None) -> list[float]:
         if stop.is_set():
             raise BackendUnavailable("the scoring was cancelled before it reached the model")
-        return self._score(prompt_ids, completion_ids)
+        return self._score(prompt_ids, completion_ids, temperature)
 
     async def aclose(self) -> None:
         """Stop every generation in progress (its server is shutting down); later calls still work, since
@@ -139,12 +148,13 @@ class LocalBackend:
         if stop.is_set():
             raise BackendUnavailable("the generation was cancelled")
         ids = out[0, len(prompt_ids):].tolist()
-        logprobs = self._score(prompt_ids, ids) if ids else []
+        logprobs = self._score(prompt_ids, ids, None if greedy else params.temperature) if ids else []
         stopped = bool(ids) and ids[-1] in self.eos_ids
         return Generation(ids, logprobs, "stop" if stopped else "length")
 
-    def _score(self, prompt_ids: list[int], completion_ids: list[int]) -> list[float]:
-        """Teacher-forced logprobs of `completion_ids`. Only the positions that predict them get logits
+    def _score(self, prompt_ids: list[int], completion_ids: list[int], temperature: float | None = None) -> list[float]:
+        """Teacher-forced logprobs of `completion_ids` under `log_softmax(logits / temperature)` (no division
+        for None or 0: greedy has no temperature). Only the positions that predict them get logits
         (`logits_to_keep`): full-vocabulary logits for a whole long prompt cost gigabytes (the red-team's
         ~127k-token prompt took the host to 9.3 GB), and none of them is read."""
         torch = self._torch
@@ -155,6 +165,8 @@ class LocalBackend:
                 logits = self.model(ids, logits_to_keep=keep).logits[0, -keep:-1].float()
             except TypeError:  # a live model whose forward predates `logits_to_keep`
                 logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
+        if temperature is not None and temperature > 0 and temperature != 1.0:
+            logits = logits / temperature  # as TRL's selective_log_softmax(logits / temperature)
         logprobs = torch.log_softmax(logits, dim=-1)
         index = torch.tensor(completion_ids, device=self.device).unsqueeze(1)
         return logprobs.gather(1, index).squeeze(1).tolist()  # type: ignore[no-any-return]

@@ -1,8 +1,11 @@
 """`VLLMBackend`: token ids to an OpenAI-compatible vLLM server and exact ids and logprobs back.
 
 Generation posts a token-id prompt to `/v1/completions` with `return_token_ids` and `logprobs=0`
-(the sampled token's raw logprob); scoring posts prompt + completion with `prompt_logprobs=0` and
-reads the completion positions. Nothing is detokenized or re-tokenized on the way.
+(the sampled token's logprob: `log_softmax(logits / temperature)` on a server started with
+`--logprobs-mode processed_logprobs`, the raw `log_softmax(logits)` on one left at vLLM's default); scoring
+posts prompt + completion with `prompt_logprobs=0` and reads the completion positions (always raw: vLLM's
+prompt logprobs never pass through the sampler, in either mode). Which mode the server runs is probed once
+(`logprob_mode`). Nothing is detokenized or re-tokenized on the way.
 
 The HTTP client is `EngineHTTP`, a small keep-alive client of our own: on the proxy's hot path (one
 engine call per turn) httpx's `AsyncClient` cost 1.9-3.5 CPU-ms per call and aiohttp's 0.4-0.9 for
@@ -22,6 +25,7 @@ import msgspec
 from openenv.capture.backends.base import Generation, TokenIds
 from openenv.capture.backends.engine_http import EngineClient, engine_client
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.logprob_mode import LogprobMode, verdict_from_gaps
 from openenv.errors import BackendUnavailable, BadRequest
 
 __all__ = ["VLLMBackend"]
@@ -92,6 +96,7 @@ class VLLMBackend:
     """
 
     name = "vllm"
+    score_logprob_mode = "raw"  # prompt logprobs skip the sampler: no temperature, whatever the server's mode
 
     def __init__(self, base_url: str, *, model: str | None = None, context_window: int | None = None,
                  timeout: float = 600.0, on_reply: Callable[[dict[str, Any]], None] | None = None,
@@ -107,6 +112,7 @@ class VLLMBackend:
         self._http: EngineClient | None = None
         self._http_loop: asyncio.AbstractEventLoop | None = None
         self._discovery: asyncio.Future[None] | None = None
+        self._mode: asyncio.Future[LogprobMode] | None = None
 
     @property
     def context_window(self) -> int:
@@ -232,7 +238,41 @@ class VLLMBackend:
             ids.extend(new)
             on_tokens(new)
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
+    async def logprob_mode(self) -> LogprobMode:
+        """What this server's sampled-token logprobs are (`capture/logprob_mode.py`), probed once and cached:
+        one 1-token request at `T = 1` and one at `T = 2`, each asking the top-2 logprobs of the next token
+        (ids, not text: two tokens may decode alike). A processed server's gap between them halves at
+        `T = 2`; a raw one's stays. Concurrent first turns share one probe; a failed probe is retried.
+
+        Raises:
+            BackendUnavailable: the server did not answer the probe.
+        """
+        if self._mode is None or self._mode.get_loop() is not asyncio.get_running_loop():
+            self._mode = asyncio.ensure_future(self._probe())
+        try:
+            return await asyncio.shield(self._mode)
+        except BackendUnavailable:
+            self._mode = None
+            raise
+
+    async def _probe(self) -> LogprobMode:
+        await self.ready()
+        gaps = []
+        for temperature in (1.0, 2.0):
+            body = {"model": self.model, "prompt": list(range(1, 9)), "max_tokens": 1, "temperature": temperature,
+                    "logprobs": 2, "return_tokens_as_token_ids": True}
+            reply = await self._post(body, report=False)
+            with _reading(reply):
+                top = sorted((float(v) for v in reply["choices"][0]["logprobs"]["top_logprobs"][0].values()),
+                             reverse=True)
+            if len(top) < 2 or top[0] > 1e-6:  # logits modes (raw_logits/processed_logits) are no logprobs
+                return "raw" if len(top) >= 2 else "unknown"
+            gaps.append(top[0] - top[1])
+        return verdict_from_gaps(gaps[0], gaps[1])
+
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
+                    temperature: float | None = None) -> list[float]:
+        """Raw teacher-forced logprobs (`score_logprob_mode`): vLLM's prompt logprobs ignore `temperature`."""
         await self.ready()
         body = {"model": self.model, "prompt": [*prompt_ids, *completion_ids], "max_tokens": 1,
                 "temperature": 0.0, "prompt_logprobs": 0}
@@ -278,7 +318,7 @@ class VLLMBackend:
             body["include_stop_str_in_output"] = True
         return body
 
-    async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, body: dict[str, Any], *, report: bool = True) -> dict[str, Any]:
         # msgspec, not json.dumps: a 30k-token prompt is 30k ints, 4.7 ms to encode vs 0.3 ms.
         http = self._client()
         with _unreachable(self.base_url):
@@ -286,7 +326,7 @@ class VLLMBackend:
         if status != 200:
             raise _status_error(self.base_url, status, raw)
         reply = self._decode(raw)
-        if self._on_reply is not None:
+        if self._on_reply is not None and report:
             self._on_reply(reply)
         return reply
 

@@ -30,6 +30,7 @@ from typing import Any
 from openenv.capture.backends.base import Generation
 from openenv.capture.backends.vllm import VLLMBackend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.logprob_mode import LogprobMode
 from openenv.errors import BackendUnavailable, BadRequest
 
 __all__ = ["EngineState", "VLLMEngines", "split_urls", "vllm_backend"]
@@ -81,6 +82,7 @@ class VLLMEngines:
     """
 
     name = "vllm"
+    score_logprob_mode = "raw"
 
     def __init__(self, base_urls: Sequence[str], *, recheck_s: float = 2.0, **options: Any) -> None:
         if not base_urls:
@@ -115,8 +117,13 @@ class VLLMEngines:
                               on_tokens: Callable[[list[int]], None]) -> Generation:
         return await self._default.generate_stream(prompt_ids, params, on_tokens)
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
-        return await self._default.score(prompt_ids, completion_ids)
+    async def logprob_mode(self) -> LogprobMode:
+        """The verdict of the engine a call without a session would use (each engine probes itself once)."""
+        return await self._default.logprob_mode()
+
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
+                    temperature: float | None = None) -> list[float]:
+        return await self._default.score(prompt_ids, completion_ids, temperature=temperature)
 
     async def aclose(self) -> None:
         for engine in self.engines:
@@ -174,6 +181,7 @@ class _Pinned:
     """A session's view of `VLLMEngines`: one engine, picked at the first call, moved only if it fails."""
 
     name = "vllm"
+    score_logprob_mode = "raw"
 
     def __init__(self, pool: VLLMEngines, token: str) -> None:
         self._pool = pool
@@ -208,8 +216,13 @@ class _Pinned:
         return await self._call(lambda backend: backend.generate_stream(prompt_ids, params, relay),
                                 may_move=lambda: not sent[0])
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int]) -> list[float]:
-        return await self._call(lambda backend: backend.score(prompt_ids, completion_ids))
+    async def logprob_mode(self) -> LogprobMode:
+        """This session's engine's verdict (probed once per engine, `VLLMBackend.logprob_mode`)."""
+        return await self._call(lambda backend: backend.logprob_mode(), count=False)  # type: ignore[no-any-return]
+
+    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
+                    temperature: float | None = None) -> list[float]:
+        return await self._call(lambda backend: backend.score(prompt_ids, completion_ids, temperature=temperature))
 
     def release(self) -> None:
         """The session closed: its engine has one session fewer."""

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.registry import CaptureSessionRegistry
+from openenv.capture.sampling_policy import SamplingPolicy
 from openenv.capture.session import Mode
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import NotFound, OpenEnvError
@@ -70,6 +71,7 @@ class OpenSession(BaseModel):
 
     mode: Mode = "auto"
     sampling: SamplingParams | None = None
+    policy: SamplingPolicy = "trainer"
 
 
 class SessionInfo(BaseModel):
@@ -126,7 +128,13 @@ async def open_session(request: Request, body: OpenSession | None = None) -> Ses
     body = body or OpenSession()
     # On a separate admin port the harness-facing URL is the model port's, not this request's.
     base_url = request.app.state.model_base_url or str(request.base_url)
-    session = _registry(request).open(base_url=base_url, mode=body.mode, sampling=body.sampling)
+    registry = _registry(request)
+    session = registry.open(base_url=base_url, mode=body.mode, sampling=body.sampling, sampling_policy=body.policy)
+    try:
+        await session.check_trainable()  # a training session on a raw-logprob engine is refused here
+    except BaseException:
+        registry.close(session.token, reason="refused")
+        raise
     journal = str(session.journal.path) if session.journal is not None else None
     return SessionInfo(token=session.token, base_url=session.base_url, journal=journal)
 
