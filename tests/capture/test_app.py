@@ -122,7 +122,9 @@ def test_admin_api_opens_reads_and_closes_sessions(proxy: CaptureServer) -> None
     assert len(turns) == 1 and turns[0]["source"] == "sample" and turns[0]["kind"] == "new"
     body = httpx.get(f"{base}/sessions/{token}/sequences", timeout=30).json()
     (row,) = body["sequences"]
-    assert set(row) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_ids", "origin", "parent"}
+    assert set(row) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_ids", "origin", "parent",
+                        "temperature", "logprob_mode", "trainable"}
+    assert (row["temperature"], row["logprob_mode"], row["trainable"]) == (1.0, "processed", True)
     assert len(row["completion_ids"]) == len(row["logprobs"]) == len(row["env_mask"]) == 3
     assert body["stats"]["turns"] == 1 and body["stats"]["merge_ratio"] == 1.0
 
