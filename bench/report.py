@@ -8,6 +8,7 @@
 Sections (each measured in this run, ratios against a baseline measured in the same run):
 1. proxy latency added per turn, non-streamed and streamed: vLLM direct vs ours vs the reference;
 1b. streamed time to first byte, several runs with their load average (bench/bench_ttft.py);
+1c. vLLM with processed logprobs (what every engine we start runs) vs raw, same run (bench/bench_logprobs_mode.py);
 2. proxy throughput and CPU per turn as conversations grow, on an instant engine;
 3. trajectory fidelity on recorded harness sessions (bench/sessions/) replayed through both proxies;
 4. env server steps/s, ours vs the reference's echo env (bench/bench_server.py --json);
@@ -291,6 +292,9 @@ def main() -> None:
             results["latency"] = run_latency(progress, url.rstrip("/"), cfg)
             results["ttft"] = run_ttft(progress, url.rstrip("/"), cfg)
             results["fidelity"] = run_fidelity(progress, url.rstrip("/"), cfg["fidelity_sessions"])
+            results["logprobs_mode"] = run_script(progress, "1c. processed vs raw logprobs (bench_logprobs_mode.py)",
+                                                  ["bench/bench_logprobs_mode.py", "--json", "--processed-url", url,
+                                                   "--requests", str(cfg["requests"])], as_json=True)
         finally:
             if server is not None:
                 server.stop()

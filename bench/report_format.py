@@ -94,6 +94,27 @@ warm-up rounds. Streamed requests are timed to the last SSE byte.
     return text, targets
 
 
+def logprobs_mode_section(data: dict[str, Any] | None) -> str:
+    """Section 1c: what `--logprobs-mode processed_logprobs` costs against vLLM's default raw mode."""
+    if not data:
+        return "## 1c. Processed vs raw logprobs\n\nNot measured in this run (bench_logprobs_mode.py failed).\n"
+    table = _table(["vLLM --logprobs-mode", "n", "median ms", "p90 ms", "vs raw"],
+                   [[f"{r['mode']}_logprobs", str(r["n"]), f"{r['median_ms']:.1f}", f"{r['p90_ms']:.1f}",
+                     _x(r["ratio"], 3)] for r in data["rows"]])
+    return f"""## 1c. Processed vs raw logprobs
+
+`bench/bench_logprobs_mode.py`: every vLLM the project starts runs `--logprobs-mode processed_logprobs`, so a
+recorded logprob is `log_softmax(logits / T)`, the one the token was sampled with and the one the trainer
+recomputes (docs/training.md). Two servers of the same build, model and flags but the mode, both up in this
+run, asked the proxy's own request (`/v1/completions` by token ids, {data['prompt_tokens']}-token prompt,
+`logprobs: 0`, `return_token_ids`, T={data['temperature']}, {data['max_tokens']} tokens forced), alternating
+every round. Paired median of each round's processed/raw ratio: **{_x(data['paired_ratio'], 3)}** (load
+{data['load'][0]:.1f}).
+
+{table}
+"""
+
+
 def ttft_section(data: dict[str, Any]) -> tuple[str, list[str]]:
     """Streamed time to first byte (bench/bench_ttft.py): several runs, each with its load average."""
     runs = data["runs"]
@@ -374,6 +395,8 @@ def render(results: dict[str, Any]) -> str:
             text, lines = fn(results[key])
             sections.append(text)
             targets += lines
+    if "logprobs_mode" in results:
+        sections.insert(min(2, len(sections)), logprobs_mode_section(results.get("logprobs_mode")))
     text, lines = server_section(results.get("server"))
     sections.append(text)
     targets += lines

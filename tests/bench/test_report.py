@@ -41,7 +41,7 @@ def quick_report(vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 def test_every_section_is_written(quick_report: tuple[str, dict]) -> None:
     doc, _ = quick_report
-    for heading in ("## 1. ", "## 1b. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ", "## 6b. ",
+    for heading in ("## 1. ", "## 1b. ", "## 1c. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ", "## 6b. ",
                     "## Targets"):
         assert heading in doc, f"{heading!r} missing from the report"
     assert "failed" not in doc.split("## Targets")[0], "a section reported a failure"
@@ -70,7 +70,7 @@ def test_fidelity_replays_through_both_proxies(quick_report: tuple[str, dict]) -
 
 def test_script_sections_returned_results(quick_report: tuple[str, dict]) -> None:
     _, data = quick_report
-    for section in ("server", "guard", "dialects", "journal", "episode"):
+    for section in ("server", "guard", "dialects", "journal", "episode", "logprobs_mode"):
         assert data[section], f"section {section} returned nothing"
 
 
