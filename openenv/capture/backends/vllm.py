@@ -247,7 +247,10 @@ class VLLMBackend:
         Raises:
             BackendUnavailable: the server did not answer the probe.
         """
-        if self._mode is None or self._mode.get_loop() is not asyncio.get_running_loop():
+        known = self._mode
+        if known is not None and known.done() and not known.cancelled() and known.exception() is None:
+            return known.result()  # learned on any loop: the verdict is the server's, not the loop's
+        if known is None or known.get_loop() is not asyncio.get_running_loop():
             self._mode = asyncio.ensure_future(self._probe())
         try:
             return await asyncio.shield(self._mode)
@@ -261,7 +264,10 @@ class VLLMBackend:
         for temperature in (1.0, 2.0):
             body = {"model": self.model, "prompt": list(range(1, 9)), "max_tokens": 1, "temperature": temperature,
                     "logprobs": 2, "return_tokens_as_token_ids": True}
-            reply = await self._post(body, report=False)
+            try:
+                reply = await self._post(body, report=False)
+            except BadRequest:  # a server that refuses the probe's fields cannot be told apart: unknown
+                return "unknown"
             with _reading(reply):
                 top = sorted((float(v) for v in reply["choices"][0]["logprobs"]["top_logprobs"][0].values()),
                              reverse=True)
