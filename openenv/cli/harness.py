@@ -237,6 +237,10 @@ def _print_summary(summary: Any) -> None:
         say(f"budget: the episode hit {summary.budget_hit}; the harness got a final reply", markup=False)
     if summary.reward is None and summary.status != "error":
         say(f"no reward ({summary.reward_status}): {summary.no_reward_reason}", markup=False)
+    if summary.tokens_sampled:  # what the recorded logprobs are (docs/training.md)
+        at = "" if summary.temperature is None else f" at temperature {summary.temperature:g}"
+        say(f"logprobs: {summary.logprob_mode}{at}, {'trainable' if summary.trainable else 'not trainable'}",
+            markup=False)
     say(f"trajectory: {summary.trajectory}", markup=False)
 
 
