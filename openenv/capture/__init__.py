@@ -13,4 +13,7 @@ Glossary (one word per concept):
     sequence  consecutive turns joined token-exactly into one training row; a history rewrite
               starts a new one and counts as a break.
     gap       a turn whose backend call failed; the harness got a retryable error.
+    logprob   of a sampled token: `log_softmax(logits / temperature)` of the distribution it was drawn
+              from, as the trainer recomputes it; each turn and row says its `logprob_mode`
+              (`processed`, `raw` or `unknown`) and whether it is `trainable` (`logprob_mode.py`).
 """
