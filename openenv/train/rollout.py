@@ -117,6 +117,10 @@ class RolloutConfig(BaseModel):
         if sampling is None or not sampling.temperature or not sampling.max_tokens:
             raise ValueError("a training run samples: its episodes need a temperature above 0 and a max_tokens "
                              "(keep the temperature equal to GRPOConfig.temperature)")
+        if self.episode.sampling_policy != "trainer":
+            raise ValueError("a training run samples with the trainer's policy: sampling_policy='request' lets the "
+                             "harness's top_p, top_k, penalties or schema reshape what the trainer recomputes; "
+                             "leave it at 'trainer' (evaluation is the place for 'request')")
         return self
 
     @model_validator(mode="after")

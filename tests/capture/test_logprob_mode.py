@@ -182,6 +182,13 @@ def test_the_rollout_config_refuses_top_p() -> None:
         RolloutConfig(episode={"sampling": {"max_tokens": 8, "temperature": 0.7, "top_p": 0.9}})
 
 
+def test_a_training_run_cannot_opt_out_of_the_trainers_sampling_policy() -> None:
+    from openenv.train.rollout import RolloutConfig
+
+    with pytest.raises(ValueError, match="sampling_policy='request'"):
+        RolloutConfig(sampling_policy="request")
+
+
 def test_exactness_rule() -> None:
     assert exact_for_training("processed", SamplingParams(temperature=0.5))
     assert not exact_for_training("raw", SamplingParams(temperature=0.5))
