@@ -20,7 +20,9 @@ console = Console()
 
 
 def serve(
-    env: Annotated[str, typer.Argument(help="Env name (installed or under envs/) or env folder.")],
+    ctx: typer.Context,
+    env: Annotated[str, typer.Argument(help="Env name (installed or under envs/) or env folder; `harbor`: the "
+                                       "Harbor env road (see below).")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[
         int | None, typer.Option(help="TCP port (default: the manifest's `port`, else 8000).", show_default=False)
@@ -77,8 +79,20 @@ def serve(
 
     A folder whose openenv.yaml names an ASGI `app` (made by the reference OpenEnv's `openenv init`) is run as
     its Dockerfile runs it, `uvicorn APP` from the folder, under --python; see docs/interop.md.
+
+    `openenv serve harbor --tasks SPEC`: the Harbor env road (openenv/cli/harbor.py; --help-harbor).
     """
     import os
+
+    if env == "harbor":
+        from openenv.cli.harbor import serve_harbor
+
+        serve_harbor(ctx.args, host=host, port=port, token=token, no_token=no_token, allowed_hosts=allowed_host or [],
+                     allowed_origins=allowed_origin or [], max_body_bytes=max_body_bytes, max_sessions=max_sessions,
+                     idle_timeout_s=idle_timeout or None)
+        return
+    if ctx.args:
+        raise typer.BadParameter(f"unknown option(s) {' '.join(ctx.args)} (only `openenv serve harbor` takes more)")
 
     import uvicorn
 
@@ -258,7 +272,7 @@ def validate(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(serve)
+    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(serve)
     app.command("list")(list_envs)
     app.command()(init)
     app.command()(validate)
