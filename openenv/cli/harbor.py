@@ -22,7 +22,7 @@ harbor_app = typer.Typer(add_completion=False)
 HARBOR_HELP = ("`harbor` serves the Harbor env road (the reference's HarborEnv, TRL's harness trainer) and takes: "
                "--tasks SPEC (repeat: one split each), --max-rollouts N, --allow-llm-url URL (repeat), --backend, "
                "--model, --vllm-url, --oracle-harness, --open-discovery/--token-discovery, --runs-dir, --max-tokens, "
-               "--temperature; `openenv serve harbor --tasks X --help-harbor` explains each.")
+               "--temperature, --image-substitute; `openenv serve harbor --tasks X --help-harbor` explains each.")
 
 
 def _default_rollouts() -> int:
@@ -50,6 +50,9 @@ def _options(
     max_tokens: Annotated[int | None, typer.Option(min=1, help="default output cap per turn (a rollout's "
                                                    "sampling.max_tokens overrides it)")] = None,
     temperature: Annotated[float | None, typer.Option(min=0.0, help="default temperature")] = None,
+    image_substitute: Annotated[list[str] | None, typer.Option(
+        "--image-substitute", help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO (as "
+        "`openenv run`); repeatable")] = None,
     help_harbor: Annotated[bool, typer.Option("--help-harbor", help="show this help")] = False,
 ) -> dict[str, Any]:
     return dict(locals())
@@ -99,8 +102,13 @@ def serve_harbor(args: list[str], *, host: str, port: int | None, token: str | N
     sampling = DEFAULT_SAMPLING.model_copy(update={k: v for k, v in (("max_tokens", opts["max_tokens"]),
                                                    ("temperature", opts["temperature"])) if v is not None})
     allowed = tuple(u.strip() for u in opts["allow_llm_url"] or [] if u.strip())
+    substitutes: dict[str, str] = {}
+    if opts["image_substitute"]:
+        from openenv.harness.sandbox.images import parse_substitutes
+
+        substitutes = parse_substitutes(opts["image_substitute"])
     policy = RolloutPolicy(engine=engine, allowed_llm_urls=allowed, oracle_harness=opts["oracle_harness"],
-                           default_sampling=sampling)
+                           default_sampling=sampling, image_substitutes=tuple(substitutes.items()))
     rollouts = opts["max_rollouts"] or _default_rollouts()
     service = HarborService(splits=splits, policy=policy, max_rollouts=rollouts, runs_dir=opts["runs_dir"])
     open_discovery = is_loopback_host(host) if opts["open_discovery"] is None else opts["open_discovery"]

@@ -106,6 +106,7 @@ class RolloutPolicy:
     allowed_llm_urls: tuple[str, ...] = ()
     oracle_harness: str = "pi"
     default_sampling: SamplingParams | None = None
+    image_substitutes: tuple[tuple[str, str], ...] = ()  # Docker: (missing image, image to run instead)
 
     def admit(self, args: dict[str, Any]) -> Admitted:
         """Check one `run_rollout`'s arguments (the reference client's names).

@@ -53,11 +53,12 @@ class EpisodeHandle:
 
 
 def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path | None,
-          marks: dict[str, float]) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
+          marks: dict[str, float], substitutes: dict[str, str]) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
     """The episode, in a worker thread: returns its last observation, summary, turn records, the
     capture record's sequences (for the conversations) and the saved log's stem."""
     settings = EpisodeSettings(sandbox=admitted.sandbox, sampling=admitted.sampling,  # type: ignore[arg-type]
-                               timeout_s=admitted.timeout_s, budget=admitted.budget)
+                               timeout_s=admitted.timeout_s, budget=admitted.budget,
+                               image_substitutes=substitutes)
     env = HarnessEnvironment(admitted.harness, engine=admitted.engine, settings=settings)
     handle.env = env
     if handle.cancelled.is_set():  # the client left while the env was being built
@@ -85,12 +86,14 @@ def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path 
 
 
 async def run_admitted(admitted: Admitted, task: Task, *, split: str, harness_word: str, reward_key: str,
-                       runs_dir: Path | None, queued_s: float = 0.0) -> HarborRolloutResult:
+                       runs_dir: Path | None, queued_s: float = 0.0,
+                       image_substitutes: dict[str, str] | None = None) -> HarborRolloutResult:
     """Play one admitted rollout and map its outcome (see the module doc). Cancellation closes it."""
     handle = EpisodeHandle()
     marks: dict[str, float] = {}
     start = time.monotonic()
-    work = asyncio.ensure_future(asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks))
+    work = asyncio.ensure_future(asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks,
+                                                 dict(image_substitutes or {})))
     try:
         obs, summary, records, sequences, stem = await asyncio.shield(work)
     except asyncio.CancelledError:

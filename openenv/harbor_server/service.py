@@ -75,7 +75,8 @@ class HarborService:
             try:
                 return await run_admitted(admitted, task, split=split, harness_word=str(args["harness"]),
                                           reward_key=str(args["reward_key"] or ""), runs_dir=self.runs_dir,
-                                          queued_s=time.monotonic() - waited)
+                                          queued_s=time.monotonic() - waited,
+                                          image_substitutes=dict(self.policy.image_substitutes))
             finally:
                 self.running -= 1
 
