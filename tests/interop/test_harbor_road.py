@@ -218,6 +218,7 @@ def test_docker_rollout_scores_one(reference: Any, served: Served) -> None:
 
     from openenv.harness.sandbox.images import build_python_image
 
+    subprocess.run(["bash", str(REPO / "scripts" / "build_base_image.sh")], check=True)  # offline, once
     build_python_image(docker.from_env(), progress=lambda line: None)
     out = reference.run(_client(served.url) + f"""
         names = [t.task_id for t in env.get_task_range("", 0, 100)]
