@@ -117,7 +117,7 @@ def section(data: dict[str, Any]) -> tuple[str, str]:
         | ratio | **{data['ratio']:.2f}x** (target <= 1.1x) |
         """)
     line = (f"Harbor road overhead (run_rollout / openenv run, same oracle episode): {data['ratio']:.2f}x "
-            f"(target <= 1.1x) {'met' if data['ratio'] <= 1.1 else 'NOT met'}")
+            f"(target <= 1.1x): {'**met**' if data['ratio'] <= 1.1 else '**not met**'}")
     return text, line
 
 
