@@ -5,9 +5,8 @@ Heavy imports stay inside the command bodies so `openenv --help` stays fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -97,6 +96,7 @@ def serve(
     import uvicorn
 
     from openenv.auto import load_env, resolve
+    from openenv.cli._serving import token_file_while_serving
     from openenv.core.auth import TOKEN_ENV, token_file
     from openenv.errors import OpenEnvError
     from openenv.server import create_app
@@ -141,7 +141,7 @@ def serve(
         console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
                       f"clients on this machine read it from {token_file(port)}; others: export "
                       f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
-        _token_file_while_serving(app, port, security.token)
+        token_file_while_serving(app, port, security.token)
     if security.allow_inline_tasks:
         console.print("[yellow]--allow-inline-tasks[/yellow]: clients may send tasks whose commands run here")
     uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
@@ -180,27 +180,6 @@ def _serve_app_if_named(folder: Path, *, host: str, port: int | None, python: st
     sys.stdout.flush()
     os.chdir(root)
     os.execve(interpreter, command, app_environ())
-
-
-def _token_file_while_serving(app: Any, port: int, token: str) -> None:
-    """Leave the token in this user's 0600 file while the app runs; remove it in the app's shutdown
-    (uvicorn re-raises SIGTERM after shutdown, so code after `uvicorn.run` may never run)."""
-    import contextlib
-
-    from openenv.core.auth import remove_token_file, write_token_file
-
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        write_token_file(port, token)
-        try:
-            async with inner(a) as state:
-                yield state
-        finally:
-            remove_token_file(port, token)
-
-    app.router.lifespan_context = lifespan
 
 
 def list_envs() -> None:

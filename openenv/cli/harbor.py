@@ -78,7 +78,7 @@ def serve_harbor(args: list[str], *, host: str, port: int | None, token: str | N
     import uvicorn
 
     from openenv.capture.engine import EngineSpec
-    from openenv.cli.envs import _token_file_while_serving
+    from openenv.cli._serving import token_file_while_serving
     from openenv.core.auth import TOKEN_ENV, is_loopback_host, token_file
     from openenv.errors import OpenEnvError
     from openenv.harbor_server import HarborService, RolloutPolicy, Splits, build_harbor_app
@@ -128,6 +128,6 @@ def serve_harbor(args: list[str], *, host: str, port: int | None, token: str | N
         console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
                       f"clients on this machine read it from {token_file(port)}; others: export "
                       f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
-        _token_file_while_serving(app, port, security.token)
+        token_file_while_serving(app, port, security.token)
     uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
                 ws_max_size=max(security.max_frame_bytes, 256 * 2**20))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
+from starlette.testclient import WebSocketDenialResponse
 
 from openenv.capture.engine import EngineSpec
 from openenv.harbor_server import HarborService, RolloutPolicy, Splits, build_harbor_app
@@ -18,7 +19,7 @@ TOKEN = "t0k"
 
 def _app(open_discovery: bool) -> TestClient:
     service = HarborService(splits=Splits.load(["builtin"]), policy=RolloutPolicy(engine=EngineSpec(backend="local")))
-    security = ServerSecurity.for_bind("0.0.0.0", token=TOKEN, allowed_hosts=["127.0.0.1"])
+    security = ServerSecurity.for_bind("0.0.0.0", token=TOKEN, allowed_hosts=["127.0.0.1", "testserver"])
     return TestClient(build_harbor_app(service, security=security, open_discovery=open_discovery),
                       base_url="http://127.0.0.1")
 
@@ -50,9 +51,12 @@ def test_open_discovery_keeps_rollouts_and_capabilities_behind_the_token(open_ap
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "capabilities", "arguments": {}}}
     assert open_app.post("/mcp", json=call).status_code == 401
     assert open_app.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create"}).status_code == 401
-    with pytest.raises(Exception):  # noqa: B017 - the handshake is refused before the socket opens
-        with open_app.websocket_connect("/ws"):
-            pass
+    with pytest.raises(WebSocketDenialResponse) as denied, open_app.websocket_connect("/ws"):
+        pass  # the handshake is refused before the socket opens
+    assert denied.value.status_code == 401
+    with open_app.websocket_connect("/ws", headers={"Authorization": f"Bearer {TOKEN}"}) as ws:
+        ws.send_json({"type": "step", "data": {"type": "call_tool", "tool_name": "capabilities", "arguments": {}}})
+        assert "local" in ws.receive_json()["data"]["observation"]["result"]
     answer = open_app.post("/mcp", json=call, headers={"Authorization": f"Bearer {TOKEN}"}).json()
     assert "local" in answer["result"]["content"][0]["text"]
 
