@@ -30,7 +30,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from openenv.core.harness import ResourceSession, ResourceSessionFactory, TrainingTrace, TrainingTurn, VerifyResult
+from openenv.core.harness import (
+    ResourceSession,
+    ResourceSessionFactory,
+    TrainingTrace,
+    TrainingTurn,
+    VerifyResult,
+)
 from openenv.core.harness.rollout import ToolResult
 from openenv.harbor.client import HarborEnv
 from openenv.harbor.models import HarborRolloutResult

@@ -80,7 +80,7 @@ def check_training_sampling(sampling: dict[str, Any] | None) -> SamplingParams |
 def _url_key(url: str) -> str:
     """An engine URL compared as the server uses it: no trailing slash, no `/v1` suffix."""
     base = url.strip().rstrip("/")
-    return base[: -len("/v1")] if base.endswith("/v1") else base
+    return base.removesuffix("/v1")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from openenv.harbor_server.rollout import run_admitted
 from openenv.harbor_server.splits import Splits
 from openenv.harbor_server.wire import HarborRolloutResult
 
-__all__ = ["HarborService", "RUN_ROLLOUT_ARGS"]
+__all__ = ["RUN_ROLLOUT_ARGS", "HarborService"]
 
 # `run_rollout`'s arguments, with the reference client's defaults (`openenv.harbor.client.HarborEnv`).
 RUN_ROLLOUT_ARGS: dict[str, Any] = {
