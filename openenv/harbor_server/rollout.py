@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from openenv.capture.trajectory import SequenceRow, TurnRecord
+from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harbor_server.admission import Admitted
 from openenv.harbor_server.wire import HarborConversation, HarborRolloutResult, HarborTurn
 from openenv.harness.environment import HarnessEnvironment
@@ -99,6 +100,29 @@ async def run_admitted(admitted: Admitted, task: Task, *, split: str, harness_wo
     except asyncio.CancelledError:
         handle.close()  # the harness dies, so the thread's step returns and the sandbox is released
         raise
+    except (BadRequest, NotFound):
+        raise  # the request's own mistake (a task this sandbox cannot run): refused, as admission refuses
+    except Exception as exc:  # noqa: BLE001 - our side failed before an episode existed: a result, not a crash
+        return _failed(admitted, task, split, harness_word, exc, time.monotonic() - start + queued_s)
+    try:
+        return _result(admitted, task, split=split, harness_word=harness_word, reward_key=reward_key, obs=obs,
+                       summary=summary, records=records, sequences=sequences, stem=stem, marks=marks, start=start,
+                       queued_s=queued_s)
+    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the episode's log or crash the call
+        return _failed(admitted, task, split, harness_word, exc, time.monotonic() - start + queued_s, stem)
+
+
+def _failed(admitted: Admitted, task: Task, split: str, harness_word: str, exc: Exception, wall: float,
+            stem: str = "") -> HarborRolloutResult:
+    reason = exc.message if isinstance(exc, OpenEnvError) else str(exc) or "(no message)"
+    return HarborRolloutResult(task_id=task.id, task_name=task.id, dataset=split, harness=harness_word,
+                               sandbox=admitted.sandbox, trial_name=stem, ok=False, wall_s=round(wall, 4),
+                               error=f"{type(exc).__name__}: {reason}", exception_type=type(exc).__name__)
+
+
+def _result(admitted: Admitted, task: Task, *, split: str, harness_word: str, reward_key: str,
+            obs: HarnessObservation, summary: EpisodeSummary, records: list[TurnRecord], sequences: list[Any],
+            stem: str, marks: dict[str, float], start: float, queued_s: float) -> HarborRolloutResult:
     wall = time.monotonic() - start
     timings = {"queue_s": round(queued_s, 4), "episode_s": round(wall, 4)}
     if "started" in marks:
