@@ -149,6 +149,29 @@ def only_episode(out: Path, saved: list[Path] | None) -> None:
     console.print(f"wrote section 6b of {out}")
 
 
+def only_harbor(out: Path, saved: Path | None) -> None:
+    """Section 6c (the Harbor road: `run_rollout` vs `openenv run`, same oracle episode) and its Targets
+    line, replaced or added in `out`: measured now (bench_harbor.py, ~5 min) or rendered from a saved run."""
+    from bench_harbor import section
+
+    data = json.loads(saved.read_text()) if saved is not None else measure_json("bench/bench_harbor.py")
+    text, line = section(data)
+    doc = out.read_text()
+    if "## 6c." in doc:
+        doc = replace_section(doc, "## 6c.", text)
+    else:  # first time: before the reliability figures (7.), else at the end
+        at = doc.find("\n## 7.")
+        doc = doc + "\n" + text if at < 0 else doc[:at + 1] + text.rstrip() + "\n\n" + doc[at + 1:]
+    key = "- " + line.split(":", 1)[0] + ":"
+    if key in doc:
+        doc = replace_target(doc, line)
+    else:  # at the end of the Targets list
+        at = doc.find("\n\n", doc.find("## Targets") + len("## Targets\n\n"))
+        doc = doc[:at] + "\n- " + line + doc[at:]
+    out.write_text(doc)
+    console.print(f"wrote section 6c of {out}")
+
+
 def only_server(out: Path, saved: Path | None) -> None:
     """Section 4 (env server steps/s) and its Targets lines replaced in `out`: measured now
     (bench_server.py, ~5 min on 2 cores) or rendered from a saved `--json` run."""
@@ -247,13 +270,15 @@ def main() -> None:
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
     parser.add_argument("--episode", action="store_true",
                         help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
-    parser.add_argument("--only", choices=["ttft", "episode", "server"],
+    parser.add_argument("--only", choices=["ttft", "episode", "server", "harbor"],
                         help="re-measure one section and replace it (and its Targets lines) in --out")
     parser.add_argument("--episode-json", nargs="+", type=Path, metavar="JSON",
                         help="with --only episode: render these saved `bench_episode.py --json` runs (one per "
                              "harness) instead of measuring again")
     parser.add_argument("--server-json", type=Path, metavar="JSON",
                         help="with --only server: render this saved `bench_server.py --json` run instead")
+    parser.add_argument("--harbor-json", type=Path, metavar="JSON",
+                        help="with --only harbor: render this saved `bench_harbor.py --json` run instead")
     parser.add_argument("--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)")
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -264,6 +289,9 @@ def main() -> None:
         return
     if args.only == "server":
         only_server(args.out, args.server_json)
+        return
+    if args.only == "harbor":
+        only_harbor(args.out, args.harbor_json)
         return
     t0 = time.monotonic()
     info = machine()

@@ -11,7 +11,11 @@ venv="${OPENENV_REFERENCE_VENV:-$here/.cache/reference-venv}"
 version=0.10.0
 say() { printf '\033[1m[install_reference]\033[0m %s\n' "$*"; }
 pins=("openenv==$version" $(grep -E '^(uvloop|httptools)==' "$here/constraints.txt"))
-check() { (cd / && "$venv/bin/python" -I -c "import importlib.metadata as m; assert m.version('openenv') == '$version'; import uvloop, httptools, openenv.core.generic_client, openenv.core.mcp_client") 2>/dev/null; }
+# TRL's harness trainer (tests/interop/test_harbor_trl.py) imports the reference, so it lives here too; torch
+# first, the CPU build at our pin (pip takes the local file; a bare `torch` would pull a CUDA build).
+torch_pin="torch==$(grep -E '^torch==' "$here/constraints.txt" | sed -E 's/^torch==([0-9.]+).*/\1/')"
+trl_pin="$(grep -E '^trl==' "$here/constraints.txt")"
+check() { (cd / && "$venv/bin/python" -I -c "import importlib.metadata as m; assert m.version('openenv') == '$version'; import uvloop, httptools, openenv.core.generic_client, openenv.core.mcp_client, openenv.harbor.client; import trl.experimental.async_grpo.openenv_harness") 2>/dev/null; }
 if [[ -x "$venv/bin/python" ]] && check; then
   say "openenv $version (reference) ready in $venv"
   exit 0
@@ -26,5 +30,9 @@ done
 say "installing ${pins[*]} (the reference) into $venv (python: $py)"
 [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
 (cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}") 2> >(grep -v "is ignored: it is neither" >&2)
+say "installing $torch_pin and $trl_pin (TRL's harness trainer) into $venv"
+(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q "$torch_pin") 2> >(grep -v "is ignored: it is neither" >&2)
+(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q -c "$here/constraints.txt" "$trl_pin") \
+  2> >(grep -v "is ignored: it is neither" >&2)
 check || { say "the reference installed but does not import from $venv"; exit 1; }
 say "openenv $version (reference) ready"

@@ -5,9 +5,8 @@ Heavy imports stay inside the command bodies so `openenv --help` stays fast.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,7 +19,9 @@ console = Console()
 
 
 def serve(
-    env: Annotated[str, typer.Argument(help="Env name (installed or under envs/) or env folder.")],
+    ctx: typer.Context,
+    env: Annotated[str, typer.Argument(help="Env name (installed or under envs/) or env folder; `harbor`: the "
+                                       "Harbor env road (see below).")],
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[
         int | None, typer.Option(help="TCP port (default: the manifest's `port`, else 8000).", show_default=False)
@@ -77,12 +78,25 @@ def serve(
 
     A folder whose openenv.yaml names an ASGI `app` (made by the reference OpenEnv's `openenv init`) is run as
     its Dockerfile runs it, `uvicorn APP` from the folder, under --python; see docs/interop.md.
+
+    `openenv serve harbor --tasks SPEC`: the Harbor env road (openenv/cli/harbor.py; --help-harbor).
     """
     import os
+
+    if env == "harbor":
+        from openenv.cli.harbor import serve_harbor
+
+        serve_harbor(ctx.args, host=host, port=port, token=token, no_token=no_token, allowed_hosts=allowed_host or [],
+                     allowed_origins=allowed_origin or [], max_body_bytes=max_body_bytes, max_sessions=max_sessions,
+                     idle_timeout_s=idle_timeout or None)
+        return
+    if ctx.args:
+        raise typer.BadParameter(f"unknown option(s) {' '.join(ctx.args)} (only `openenv serve harbor` takes more)")
 
     import uvicorn
 
     from openenv.auto import load_env, resolve
+    from openenv.cli._serving import token_file_while_serving
     from openenv.core.auth import TOKEN_ENV, token_file
     from openenv.errors import OpenEnvError
     from openenv.server import create_app
@@ -127,7 +141,7 @@ def serve(
         console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
                       f"clients on this machine read it from {token_file(port)}; others: export "
                       f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
-        _token_file_while_serving(app, port, security.token)
+        token_file_while_serving(app, port, security.token)
     if security.allow_inline_tasks:
         console.print("[yellow]--allow-inline-tasks[/yellow]: clients may send tasks whose commands run here")
     uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
@@ -166,27 +180,6 @@ def _serve_app_if_named(folder: Path, *, host: str, port: int | None, python: st
     sys.stdout.flush()
     os.chdir(root)
     os.execve(interpreter, command, app_environ())
-
-
-def _token_file_while_serving(app: Any, port: int, token: str) -> None:
-    """Leave the token in this user's 0600 file while the app runs; remove it in the app's shutdown
-    (uvicorn re-raises SIGTERM after shutdown, so code after `uvicorn.run` may never run)."""
-    import contextlib
-
-    from openenv.core.auth import remove_token_file, write_token_file
-
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(a: Any) -> AsyncIterator[Any]:
-        write_token_file(port, token)
-        try:
-            async with inner(a) as state:
-                yield state
-        finally:
-            remove_token_file(port, token)
-
-    app.router.lifespan_context = lifespan
 
 
 def list_envs() -> None:
@@ -258,7 +251,7 @@ def validate(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(serve)
+    app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(serve)
     app.command("list")(list_envs)
     app.command()(init)
     app.command()(validate)

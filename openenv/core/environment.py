@@ -47,6 +47,9 @@ class Environment(ABC, Generic[ActT, ObsT, StateT]):
     # Set False when the sync methods never block (pure computation, microseconds): callers then run
     # them inline on the event loop instead of paying a worker-thread hop per call.
     blocking: ClassVar[bool] = True
+    # Set False for an env whose steps need no episode begun first (a tool server whose every step is a
+    # whole call, as the Harbor env road's `run_rollout`): the server then takes a step before any reset.
+    requires_reset: ClassVar[bool] = True
 
     @abstractmethod
     def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> ObsT:

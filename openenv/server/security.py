@@ -80,6 +80,9 @@ class ServerSecurity:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_frame_bytes: int = DEFAULT_MAX_BODY_BYTES
     allow_inline_tasks: bool = False
+    # Routes served without the token (method, path); the Harbor server adds its Task API when the
+    # operator opens discovery (openenv/harbor_server/app.py).
+    public_routes: frozenset[tuple[str, str]] = PUBLIC_ROUTES
 
     @classmethod
     def for_bind(
@@ -253,7 +256,7 @@ class SecurityMiddleware:
             raise Forbidden(f"requests from web pages of {_text(origin)!r} are refused; start the server with "
                             "--allowed-origin ORIGIN to allow them", origin=_text(origin))
         method = scope.get("method", "GET")
-        if (method, scope["path"]) not in PUBLIC_ROUTES:
+        if (method, scope["path"]) not in sec.public_routes:
             self._check_token(scope, headers)
         if scope["type"] == "http" and method in _BODY_METHODS:
             _check_body_headers(headers, sec.max_body_bytes)

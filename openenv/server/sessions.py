@@ -118,7 +118,7 @@ class EnvSession:
         except ValidationError as exc:
             raise InvalidAction(validation_message(exc, "action"), errors=field_errors(exc)) from None
         async with self.lock:
-            if not self.started:
+            if not self.started and self.env.requires_reset:
                 raise BadRequest("this session has not been reset yet; send reset before step")
             return await self._call("step_async", self.env.step, action)
 
