@@ -79,14 +79,14 @@ def space_readme(manifest: Manifest, repo_id: str | None) -> str:
         "---\n\n"
         f"# {manifest.name}\n\n{manifest.description}\n\n"
         "An openenv environment: `reset`/`step`/`state` over HTTP and WebSocket, "
-        "and its tools over MCP at `/mcp`.\n\n"
+        "and its tools over MCP at `/mcp`. With openenv-harness (`pip install openenv-harness`):\n\n"
         f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n\n"
         "The server requires a bearer token: set the Space secret `OPENENV_TOKEN`, and the same value in "
         "`OPENENV_TOKEN` where the client runs.\n\n"
         "With the reference OpenEnv (`pip install openenv`), `AutoEnv.from_env` installs this repository's "
-        f"client package `{package.distribution}` and returns a `{package.client_class}` (dict actions and "
+        f"client package `{package.distribution}` and returns its `{package.client_class}` (dict actions and "
         "observations) connected to the Space; it finds public Spaces only:\n\n"
-        f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\", trust_remote_code=True, "
+        f"```python\nimport os\n\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\", trust_remote_code=True, "
         "token=os.environ[\"OPENENV_TOKEN\"]).sync()\n```\n"
     )
 
