@@ -14,15 +14,18 @@ The Hub is the one stand-in, in two places, both in the reference's process:
 The Space's image is built from the pushed folder's own Dockerfile (its public base substituted by the
 offline `openenv/python`, printed) and run as Spaces run it: `--user 1000 --cap-drop ALL`, the default
 seccomp profile, a read-only root with /tmp writable, the port published on 127.0.0.1 only. pip installs
-with `--no-index` (its build backend, setuptools, from the offline wheelhouse), and an HTTP(S) proxy on a
+with `--no-index` (its build backend, setuptools, from that image's wheelhouse), and an HTTP(S) proxy on a
 dead loopback port catches any request the reference would send off this machine.
 """
 
 from __future__ import annotations
 
+import io
+import os
 import secrets
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,7 +46,8 @@ SPACE_ID = "openenv-test/echo-space"
 PACKAGE = space_package(SPACE_ID, "echo")
 TAG = "openenv-test/space-echo:cached"
 LABELS = {"openenv.test": "space-echo"}
-OFFLINE = {"python:3.11-slim": "openenv/python:latest"}
+PYTHON_IMAGE = os.environ.get("OPENENV_PYTHON_IMAGE", "openenv/python:latest")  # what build_python_image.sh builds
+OFFLINE = {"python:3.11-slim": PYTHON_IMAGE}
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -56,7 +60,7 @@ def space_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     """The pushed Space as the Hub holds it: a git repository; yields (folder, commit)."""
     folder = tmp_path_factory.mktemp("hub") / "echo-space"
     made = subprocess.run([sys.executable, "-m", "openenv.cli.main", "push", "echo", "--repo", SPACE_ID, "--public",
-                           "--dry-run", "--out", str(folder)], capture_output=True, text=True)
+                           "--dry-run", "--out", str(folder)], check=False, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
     _git("init", "-q", "-b", "main", cwd=folder)
     _git("add", "-A", cwd=folder)
@@ -117,26 +121,36 @@ def served_space(space_image: str) -> Iterator[tuple[str, str]]:
         except TransportError as exc:
             pytest.fail(f"{exc}\n{container.logs(tail=30).decode(errors='replace')}")
         yield url, token
+        logs = container.logs().decode(errors="replace")
+        assert "serving" in logs and token not in logs  # the secret stays out of the Space's (public) log
     finally:
-        logs = container.logs(tail=20).decode(errors="replace")
         container.stop(timeout=3)
-        print(f"[space] container log tail:\n{logs}")
 
 
 @pytest.fixture
-def hub_git(space_repo: tuple[Path, str], tmp_path: Path) -> dict[str, str]:
+def hub_git(space_repo: tuple[Path, str], space_image: str, tmp_path: Path) -> dict[str, str]:
     """The environment of the reference's process: git answers the Space's Hub URL from the local
-    repository and no other; pip uses no index; any HTTP(S) request that is not loopback hits a dead proxy."""
+    repository and no other; pip uses no index (the build backend, setuptools, comes from the offline
+    image's wheelhouse); any HTTP(S) request that is not loopback hits a dead proxy."""
+    import docker
+
     folder, _ = space_repo
     config = tmp_path / "gitconfig"
     config.write_text(f'[url "file://{folder}"]\n\tinsteadOf = https://huggingface.co/spaces/{SPACE_ID}\n'
                       f'[url "file://{tmp_path}/no-such-remote/"]\n\tinsteadOf = https://\n\tinsteadOf = http://\n')
-    wheels = sorted(REPO.glob(".cache/docker/wheels-*/setuptools-*.whl"))
-    if not wheels:
-        pytest.skip("no offline setuptools wheel under .cache/docker (scripts/build_python_image.sh makes it)")
+    wheels = tmp_path / "wheels"
+    engine = docker.from_env()
+    [name] = engine.containers.run(PYTHON_IMAGE, ["sh", "-c", "cd /opt/wheels && ls setuptools-*.whl"], remove=True,
+                                   network_mode="none").decode().split()
+    holder = engine.containers.create(PYTHON_IMAGE, network_mode="none")
+    try:  # an archive, not the log: a container's log is text and would mangle the wheel's bytes
+        with tarfile.open(fileobj=io.BytesIO(b"".join(holder.get_archive(f"/opt/wheels/{name}")[0]))) as tar:
+            tar.extractall(wheels, filter="data")
+    finally:
+        holder.remove(force=True)
     dead = f"http://127.0.0.1:{free_port()}"
     return {"GIT_CONFIG_GLOBAL": str(config), "GIT_CONFIG_NOSYSTEM": "1", "PIP_NO_INDEX": "1",
-            "PIP_FIND_LINKS": str(wheels[-1].parent), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_FIND_LINKS": str(wheels), "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "XDG_CACHE_HOME": str(tmp_path / "cache"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead,
             "http_proxy": dead, "https_proxy": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost",
             "PATH": "/usr/bin:/bin"}  # git; and the reference's pip rather than a `uv` it would prefer on PATH
@@ -146,9 +160,9 @@ def hub_git(space_repo: tuple[Path, str], tmp_path: Path) -> dict[str, str]:
 def clean_reference(reference: Reference) -> Iterator[Reference]:
     """The reference's venv without the Space's client package, before and after (it is shared)."""
     uninstall = [str(reference.python), "-I", "-m", "pip", "uninstall", "-q", "-y", PACKAGE.distribution]
-    subprocess.run(uninstall, cwd=reference.workdir, capture_output=True)
+    subprocess.run(uninstall, cwd=reference.workdir, check=False, capture_output=True)
     yield reference
-    subprocess.run(uninstall, cwd=reference.workdir, capture_output=True)
+    subprocess.run(uninstall, cwd=reference.workdir, check=False, capture_output=True)
 
 
 _FROM_ENV = """
