@@ -46,7 +46,7 @@ SPACE_ID = "openenv-test/echo-space"
 PACKAGE = space_package(SPACE_ID, "echo")
 TAG = "openenv-test/space-echo:cached"
 LABELS = {"openenv.test": "space-echo"}
-PYTHON_IMAGE = os.environ.get("OPENENV_PYTHON_IMAGE", "openenv/python:latest")  # what build_python_image.sh builds
+PYTHON_IMAGE = os.environ.get("OPENENV_PYTHON_IMAGE") or "openenv/python:latest"  # what build_python_image.sh builds
 OFFLINE = {"python:3.11-slim": PYTHON_IMAGE}
 
 
