@@ -6,20 +6,27 @@ A Space folder holds everything the Space builds from:
   openenv-src/  the installed openenv (its `openenv/` and `echo_env/` packages, shipped env folders
                 included) with a pyproject.toml written from the installed distribution's metadata, so a
                 wheel install publishes the same Space as a source checkout;
-  env/          the env folder itself (its `openenv.yaml` and code).
-Once the Space runs, `AutoEnv.from_env("owner/name")` connects to `https://owner-name.hf.space`, and MCP
-clients to its `/mcp`.
+  env/          the env folder itself (its `openenv.yaml` and code);
+  pyproject.toml, <x>/  the client package the reference OpenEnv's `AutoEnv.from_env("owner/name")` installs
+                (`pip install git+https://huggingface.co/spaces/owner/name`): `openenv-<x>` with
+                `<x>/openenv.yaml` and `<x>/client.py` (`openenv/space_package.py`).
+Once the Space runs, our `AutoEnv.from_env("owner/name")` connects to `https://owner-name.hf.space`, the
+reference's installs the client package and connects there too, and MCP clients to its `/mcp`.
 
 What goes in (docs/security.md): of the env folder, only files a `git add` would take and never a dotfile:
 anything named by a `.gitignore` (the folder's own, nested ones, and those of the git repository above it),
 any path with a part starting with `.` (`.env` with its tokens, `.git` with its config), caches and
 symlinks are left out. Spaces are created private unless asked otherwise, and the Space's server requires
-a bearer token (the `OPENENV_TOKEN` secret). `dest` must be new or empty: it is never deleted.
+a bearer token (the `OPENENV_TOKEN` secret); a public Space's container refuses to start without one (a
+server that makes its own token prints it to the Space's logs). `dest` must be new or empty: it is never
+deleted.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +38,7 @@ from openenv.errors import BadRequest, NotFound, TransportError
 from openenv.manifest import MANIFEST_FILE, Manifest
 from openenv.resources import env_dirs
 from openenv.source_tree import write_source_tree
+from openenv.space_package import space_package, write_space_package
 
 __all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme"]
 
@@ -39,13 +47,15 @@ SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we
 _ALWAYS_OUT = ("__pycache__/", "*.pyc", "*.pyo", "*.egg-info/", "node_modules/")
 _DOCKERFILE = """\
 # Built by `openenv push`: serves the `{name}` env on port {port} (HTTP, WebSocket and MCP at /mcp).
-FROM python:3.11-slim
-RUN useradd --create-home --uid 1000 user
+# BASE_IMAGE: offline builds substitute a local image whose pip installs from a wheelhouse.
+ARG BASE_IMAGE=python:3.11-slim
+FROM ${{BASE_IMAGE}}
 WORKDIR /app
-COPY --chown=user openenv-src/ /app/openenv-src/
+COPY openenv-src/ /app/openenv-src/
 RUN pip install --no-cache-dir /app/openenv-src
-COPY --chown=user env/ /app/env/
-USER user
+COPY env/ /app/env/
+# The Hub runs every Space as uid 1000; no account is needed for it.
+USER 1000
 # The Hub runs the container with a read-only root: the server's files (its token file) go under /tmp.
 ENV HOME=/tmp/home
 EXPOSE {port}
@@ -58,6 +68,7 @@ CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{port}", "-
 def space_readme(manifest: Manifest, repo_id: str | None) -> str:
     """The Space card: YAML front matter the Hub reads, then how to use the env."""
     target = repo_id or f"<owner>/{manifest.name}"
+    package = space_package(repo_id, manifest.name)
     return (
         "---\n"
         f"title: {manifest.name}\n"
@@ -68,10 +79,15 @@ def space_readme(manifest: Manifest, repo_id: str | None) -> str:
         "---\n\n"
         f"# {manifest.name}\n\n{manifest.description}\n\n"
         "An openenv environment: `reset`/`step`/`state` over HTTP and WebSocket, "
-        "and its tools over MCP at `/mcp`.\n\n"
+        "and its tools over MCP at `/mcp`. With openenv-harness (`pip install openenv-harness`):\n\n"
         f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n\n"
         "The server requires a bearer token: set the Space secret `OPENENV_TOKEN`, and the same value in "
-        "`OPENENV_TOKEN` where the client runs.\n"
+        "`OPENENV_TOKEN` where the client runs.\n\n"
+        "With the reference OpenEnv (`pip install openenv`), `AutoEnv.from_env` installs this repository's "
+        f"client package `{package.distribution}` and returns its `{package.client_class}` (dict actions and "
+        "observations) connected to the Space; it finds public Spaces only:\n\n"
+        f"```python\nimport os\n\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\", trust_remote_code=True, "
+        "token=os.environ[\"OPENENV_TOKEN\"]).sync()\n```\n"
     )
 
 
@@ -80,8 +96,11 @@ def _one_line(text: str) -> str:
     return (line[:57] + "...") if len(line) > 60 else line
 
 
-def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> Path:
+def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None, public: bool = False) -> Path:
     """Write the Space folder of `env` (a name or an env folder) into `dest`, which must be new or empty.
+
+    `public`: the Space will be public, so its container refuses to start without a token it was given
+    (`_require_token`): a server that makes its own would print it to the Space's logs.
 
     Raises:
         NotFound: `env` is not an env folder, nor the name of one under the env search paths.
@@ -92,7 +111,17 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> P
         raise BadRequest(f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
                          "deleted or overwritten)", path=str(dest))
     if (folder / "spec.yaml").is_file():  # a harness env: its image needs the CLI, the proxy and a tokenizer
-        return _harness_space_folder(manifest, dest, repo_id)
+        _harness_space_folder(manifest, dest, repo_id)
+    else:
+        _env_space_folder(manifest, folder, dest, repo_id)
+    write_space_package(dest, manifest, repo_id, port=SPACE_PORT)
+    if public:
+        dockerfile = dest / "Dockerfile"
+        dockerfile.write_text(_require_token(dockerfile.read_text()))
+    return dest
+
+
+def _env_space_folder(manifest: Manifest, folder: Path, dest: Path, repo_id: str | None) -> None:
     write_source_tree(dest / "openenv-src")
     for rel in space_files(folder).included:
         (dest / "env" / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -100,10 +129,9 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None) -> P
     allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
     (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT, allowed_host=allowed))
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
-    return dest
 
 
-def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -> Path:
+def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -> None:
     """A harness env's Space is its env image's build context (`openenv.harness.env_image`) and the card."""
     from openenv.harness.catalog import get_spec
     from openenv.harness.env_image import write_env_context
@@ -115,7 +143,26 @@ def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -
     write_env_context(get_spec(manifest.name), dest, model=tiny_model_path(), port=SPACE_PORT, allowed_host=allowed,
                       space=True)
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
-    return dest
+
+
+MIN_TOKEN_CHARS = 16
+
+
+def _require_token(dockerfile: str) -> str:
+    """The Dockerfile with its `CMD` run only when `OPENENV_TOKEN` holds a token of 16+ characters.
+
+    Without the secret, `openenv serve` makes a token and prints it to the container's log; on a public
+    Space the log is the one place that token should never be. So the public Space does not serve at all
+    until its owner sets the secret, and says so in the log.
+    """
+    lines = dockerfile.rstrip("\n").splitlines()
+    cmd = json.loads(lines[-1].removeprefix("CMD "))
+    guard = (f'if [ "${{#OPENENV_TOKEN}}" -lt {MIN_TOKEN_CHARS} ]; then echo "refusing to serve: this public Space '
+             f'needs the Space secret OPENENV_TOKEN ({MIN_TOKEN_CHARS}+ characters; clients send it as a bearer '
+             f'token)" >&2; exit 78; fi; exec {shlex.join(cmd)}')
+    lines[-1] = "CMD " + json.dumps(["sh", "-c", guard])
+    return "\n".join(lines[:-1]) + "\n# Public Space: no token, no server (a made-up one would be printed to the "\
+        "public log).\n" + lines[-1] + "\n"
 
 
 @dataclass

@@ -29,6 +29,7 @@ from openenv.core.net import free_port
 from openenv.errors import TransportError
 from openenv.publish import SPACE_PORT, build_space_folder, push_space
 from openenv.server import LocalServer
+from openenv.space_package import space_package
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -136,6 +137,56 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
     spec = space / "openenv-src" / "openenv" / "envs" / "pi" / "spec.yaml"
     assert spec.is_file() and not spec.parent.is_symlink()
     assert not list(space.rglob("__pycache__"))
+
+
+def test_the_space_root_is_the_client_package_the_reference_autoenv_installs(tmp_path):
+    """`pip install git+https://huggingface.co/spaces/alice/echo-env` (the reference's `AutoEnv`) builds
+    `openenv-echo_env` from the root: `echo_env/openenv.yaml` and `echo_env/client.py` with `EchoEnv`, the
+    names its discovery derives. The end-to-end install is tests/interop/test_reference_autoenv_space.py."""
+    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run",
+                                      "--out", str(tmp_path / "space")])
+    assert result.exit_code == 0, result.output
+    space = tmp_path / "space"
+    pyproject = tomllib.loads((space / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "openenv-echo_env" and pyproject["project"]["dependencies"] == []
+    assert pyproject["tool"]["setuptools"]["packages"] == ["echo_env"]  # not openenv-src/ nor env/
+    manifest = yaml.safe_load((space / "echo_env" / "openenv.yaml").read_text())
+    assert manifest["name"] == "echo_env" and manifest["space"] == "alice/echo-env" and manifest["port"] == SPACE_PORT
+    client = (space / "echo_env" / "client.py").read_text()
+    assert "class EchoEnv(GenericEnvClient):" in client and "from openenv.core.generic_client import" in client
+    compile(client, "client.py", "exec")
+    assert "openenv-echo_env" in (space / "README.md").read_text()
+
+
+@pytest.mark.parametrize(("repo_id", "module", "client_class"), [
+    ("alice/echo-env", "echo_env", "EchoEnv"),
+    ("alice/coding", "coding_env", "CodingEnv"),
+    ("alice/My.Space", "my_space_env", "MySpaceEnv"),
+    ("alice/3d-maze", "space_3d_maze_env", "Space3dMazeEnv"),
+    ("alice/my-envoy", "my_envoy_env", "MyoyEnv"),  # the reference drops every "_env", not only the suffix
+    (None, "echo_env", "EchoEnv"),
+])
+def test_space_package_names_follow_the_reference_discovery_rules(repo_id, module, client_class):
+    package = space_package(repo_id, "echo")
+    assert (package.module, package.distribution, package.client_class) == (module, f"openenv-{module}", client_class)
+    assert package.module.isidentifier()
+
+
+def test_a_public_space_does_not_start_without_a_token_secret_and_a_private_one_is_unchanged(tmp_path):
+    private = (build_space_folder("echo", tmp_path / "private", repo_id="alice/e") / "Dockerfile").read_text()
+    public = (build_space_folder("echo", tmp_path / "public", repo_id="alice/e", public=True) / "Dockerfile").read_text()
+    assert private.splitlines()[-1] == ('CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "7860", '
+                                        '"--allowed-host", "alice-e.hf.space"]')
+    cmd = json.loads(public.splitlines()[-1].removeprefix("CMD "))
+    assert cmd[:2] == ["sh", "-c"]
+    guard = cmd[2]
+    for token, serves in ((None, False), ("", False), ("x" * 15, False), ("x" * 16, True)):
+        env = {"PATH": "/usr/bin:/bin"} | ({} if token is None else {"OPENENV_TOKEN": token})
+        ran = subprocess.run(["sh", "-c", guard.replace("exec openenv serve", "echo serving")], env=env, check=False,
+                             capture_output=True, text=True)
+        assert (ran.returncode == 0 and "serving /app/env" in ran.stdout) is serves, (token, ran)
+        if not serves:
+            assert ran.returncode == 78 and "needs the Space secret OPENENV_TOKEN" in ran.stderr
 
 
 def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path):

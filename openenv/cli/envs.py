@@ -138,7 +138,9 @@ def serve(
     if security.token is None:
         console.print("[yellow]no token[/yellow]: any program on this machine can drive the server")
     else:
-        console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
+        # A token the operator gave is never echoed: the log may be read by others (a public Space's is).
+        shown = "(the one given, not shown)" if token or os.environ.get(TOKEN_ENV) else security.token
+        console.print(f"token: {shown}\n  (clients send 'Authorization: Bearer <token>'; this user's "
                       f"clients on this machine read it from {token_file(port)}; others: export "
                       f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
         token_file_while_serving(app, port, security.token)

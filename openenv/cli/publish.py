@@ -24,13 +24,17 @@ def push(
                                                   "build/space-<env> for --dry-run, else a temporary folder)")]
     = None,
     endpoint: Annotated[str | None, typer.Option(help="Hub URL (default $HF_ENDPOINT or huggingface.co)")] = None,
-    private: Annotated[bool, typer.Option("--private/--public", help="create the Space private (default) or public")]
+    private: Annotated[bool, typer.Option("--private/--public", help="create the Space private (default) or public: "
+                                          "anyone can read its files and reach /health; episodes still need "
+                                          "the OPENENV_TOKEN secret, without which it does not start")]
     = True,
 ) -> None:
     """Publish an env as a Docker Space: README front matter (sdk: docker, app_port), Dockerfile and code.
 
     Only files git would take are copied (.gitignore honoured) and never dotfiles (.env, .git); the Space
-    is private unless --public; its server requires a token (set the Space secret OPENENV_TOKEN).
+    is private unless --public; its server requires a token (set the Space secret OPENENV_TOKEN). The
+    Space's root is also the pip-installable client package `openenv-<name>_env` that the reference
+    OpenEnv's AutoEnv.from_env("owner/name") installs (it reaches public Spaces only).
     """
     import tempfile
 
@@ -43,7 +47,7 @@ def push(
         scratch = Path(tempfile.mkdtemp(prefix="openenv-space-"))  # ours: removed after the upload
     try:
         dest = out or scratch or Path("build") / f"space-{Path(env).resolve().name}"
-        folder = build_space_folder(env, dest, repo_id=repo)
+        folder = build_space_folder(env, dest, repo_id=repo, public=not private)
         _say_what_was_left_out(env)
         if dry_run:
             typer.echo(f"Space folder written to {folder} (dry run: nothing uploaded)")
