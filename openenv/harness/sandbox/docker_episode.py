@@ -8,6 +8,7 @@ FROM image after substitutes); the container itself is `docker.DockerSandbox`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -34,6 +35,11 @@ def verify_isolated(
     with sandbox.fresh(expose_private=True) as grader:
         copy_plain(sandbox.workspace, grader.workspace)
         return verify(grader, task, tool_calls=tool_calls, rule=rule)
+
+
+def _to_stderr(line: str) -> None:
+    """Pull and build progress: on stderr, so a command's `--json` stdout stays one object."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def sandbox_factory(
@@ -63,7 +69,7 @@ def sandbox_factory(
         return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)
     client = options.get("client") or docker.from_env()
     options["client"] = client
-    image, built, said = task_image(client, task, substitutes or {}, pull=pull)
+    image, built, said = task_image(client, task, substitutes or {}, _to_stderr, pull=pull)
     if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
         options.setdefault("user", None)
         options.setdefault("read_only", False)

@@ -79,6 +79,7 @@ def claim(reference: str) -> None:
         if entry:
             owners = set(entry.get("owners", [])) | {owner_label()}
             entry.update(owners=sorted(owners), last_used=time.time())
+    _collect_at_exit()  # the last user to leave cleanly collects
 
 
 def record(client: docker.DockerClient, reference: str) -> None:

@@ -236,3 +236,74 @@ def test_references_split_as_docker_reads_them() -> None:
     assert split_reference("127.0.0.1:5000/x/y") == ("127.0.0.1:5000/x/y", "latest")
     assert split_reference("x/y:1@sha256:ab") == ("x/y", "sha256:ab")
     assert split_reference("ubuntu") == ("ubuntu", "latest")
+
+
+# ---- whole episodes: a real harness, the capture proxy, the oracle policy ----------------------------------
+
+HARNESS = "claude-code"  # an npm harness: runs from the mounted harness cache in any image with node
+
+
+def _require_harness() -> None:
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.install import install_status
+
+    status = install_status(get_spec(HARNESS))
+    if not status.ready:
+        pytest.skip(f"{HARNESS} {status.pinned} is not installed; run scripts/install_harnesses.sh {HARNESS}")
+
+
+def test_an_oracle_episode_through_a_harness_pulls_the_image_and_scores_one(
+        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path,
+        capture_server: object) -> None:
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.rollout import run_episode
+
+    _require_harness()
+    reference, nonce = registry_image()
+    task = load_harbor_task(_task(tmp_path / "task", reference, nonce))
+    env = HarnessEnvironment(HARNESS, server=capture_server, sandbox="docker")
+    try:
+        obs, summary = run_episode(env, task, policy="oracle")
+    finally:
+        env.close()
+    detail = f"{summary}\n--- harness output ---\n{obs.output_tail}"
+    assert (summary.reward, summary.reward_status, summary.status) == (1.0, "scored", "exited"), detail
+    assert any(note.startswith(f"image {reference} pulled (sha256:") for note in summary.notes), summary.notes
+
+
+def test_an_unreachable_registry_is_an_error_outcome_with_no_reward(
+        client: docker.DockerClient, tmp_path: Path, capture_server: object) -> None:
+    from openenv.core.net import free_port
+    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.rollout import run_episode
+
+    _require_harness()
+    reference = f"127.0.0.1:{free_port()}/tasks/gone:1"
+    task = load_harbor_task(_task(tmp_path / "task", reference, "x"))
+    env = HarnessEnvironment(HARNESS, server=capture_server, sandbox="docker")
+    try:
+        _, summary = run_episode(env, task, policy="oracle")
+    finally:
+        env.close()
+    assert (summary.status, summary.reward) == ("error", None)
+    assert f"pulling image {reference} failed" in (summary.error or "") and "connection refused" in summary.error
+
+
+def test_openenv_run_pull_never_refuses_with_the_image_named(
+        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    _require_harness()
+    reference, nonce = registry_image()
+    _task(tmp_path / "tasks" / "pulled-task", reference, nonce)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    done = subprocess.run([sys.executable, "-m", "openenv.cli.main", "run", "--harness", HARNESS, "--policy", "oracle",
+                           "--sandbox", "docker", "--tasks", str(tmp_path / "tasks"), "--task", "pulled-task",
+                           "--pull", "never"], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stderr.split())
+    assert reference in said and "pulling is off" in said, said
+    with pytest.raises(docker.errors.ImageNotFound):
+        client.images.get(reference)
