@@ -91,10 +91,12 @@ def _task(folder: Path, image: str, nonce: str) -> Path:
 
 
 def _events(client: docker.DockerClient, since: float, action: str) -> list[str]:
-    """The engine's own record: the image events of kind `action` since `since` (their image names)."""
+    """The engine's own record: the image events of kind `action` since `since` (a pull's id is the
+    reference pulled; a tag's name attribute is the tag given)."""
     found = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
                           filters={"type": "image", "event": action})
-    return [str(e.get("Actor", {}).get("Attributes", {}).get("name") or e.get("id")) for e in found]
+    key = "id" if action == "pull" else "name"
+    return [str(e.get("id") if key == "id" else e.get("Actor", {}).get("Attributes", {}).get("name")) for e in found]
 
 
 def test_a_task_naming_a_registry_image_is_pulled_and_solved_by_the_oracle(
