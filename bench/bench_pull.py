@@ -68,9 +68,12 @@ def _sandbox_start(client: docker.DockerClient, task: Task) -> float:
     start = time.perf_counter()
     box = sandbox_factory(task, client=client)(())
     try:
-        marker = box.workspace / "started"
-        box.start(["sh", "-c", f"touch {marker}; sleep 30"], env={}, timeout_s=60)
+        marker = box.workspace / "started"  # the host side of the workdir mount
+        box.start(["sh", "-c", f"touch {box.workdir}/started; sleep 30"], env={}, timeout_s=60)
+        deadline = time.perf_counter() + 120
         while not marker.exists():
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"the first command never ran in {box.workdir}")
             time.sleep(0.002)
         return time.perf_counter() - start
     finally:
