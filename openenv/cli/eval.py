@@ -76,6 +76,8 @@ def eval_(
     from openenv.eval import EvalPlan, summarize, write_report
     from openenv.harness.tasks import load_task_set
 
+    if pull not in (None, "missing", "always", "never"):
+        fail(f"--pull is missing|always|never, got {pull!r}", code=2)
     try:
         names = _csv(harness)
         _check_harnesses(names)  # every name before anything runs: a typo is not a 0% row
