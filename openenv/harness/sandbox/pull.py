@@ -170,4 +170,6 @@ def ensure_image(client: docker.DockerClient, reference: str, *, policy: PullPol
             pulled.record(client, reference)
         return f"image {reference} pulled" + (f" ({digest})" if digest else "")
 
-    return once(f"docker-pull:{reference}", work, on_wait=progress)
+    note = once(f"docker-pull:{reference}", work, on_wait=progress)
+    pulled.claim(reference)  # a waiter uses what another process pulled: it is a user of it too
+    return note

@@ -187,6 +187,50 @@ def test_eight_first_episodes_of_a_new_image_make_one_pull_and_one_build(
     client.images.remove(built[0], force=True)
 
 
+_PULL_IN_A_PROCESS = """
+import sys, time
+from pathlib import Path
+import docker
+from openenv.harness.sandbox import pulled
+from openenv.harness.sandbox.pull import ensure_image
+from openenv.harness.sandbox.sweeper import owner_label
+folder, reference = Path(sys.argv[1]), sys.argv[2]
+(folder / f"ready-{sys.argv[3]}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.01)
+note = ensure_image(docker.from_env(), reference, policy="missing", progress=lambda line: None)
+print(f"{note}|user={owner_label() in pulled.entries()[0]['owners']}")
+"""
+
+
+def test_four_processes_starting_on_a_new_image_make_one_pull(
+        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
+        loopback_registry: LoopbackRegistry, tmp_path: Path) -> None:
+    """Ray workers of one node, say: the file lock makes them share the pull."""
+    import os
+    import subprocess
+    import sys
+
+    reference, _ = registry_image()
+    repository = reference.split("/", 1)[1].rsplit(":", 1)[0]
+    manifests = loopback_registry.requests("GET", f"/v2/{repository}/manifests/")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    procs = [subprocess.Popen([sys.executable, "-c", _PULL_IN_A_PROCESS, str(tmp_path), reference, str(i)],
+                              stdout=subprocess.PIPE, text=True, env=env) for i in range(4)]
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / "go").touch()
+    said = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
+    assert loopback_registry.requests("GET", f"/v2/{repository}/manifests/") == manifests + 1
+    assert said.count("None|user=True") == 3 and said[-1].startswith(f"image {reference} pulled (sha256:"), said
+    assert said[-1].endswith("|user=True")  # every process that used it is its user, so a collector spares it
+    from openenv.harness.sandbox.sweeper import is_orphan
+
+    (entry,) = pulled.entries()
+    assert entry["reference"] == reference and all(is_orphan(o) for o in entry["owners"])  # all gone: idle
+
+
 def test_an_unreachable_registry_is_an_error_naming_the_image_and_the_answer(
         client: docker.DockerClient, tmp_path: Path) -> None:
     from openenv.core.net import free_port
