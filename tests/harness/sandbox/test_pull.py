@@ -353,3 +353,30 @@ def test_openenv_run_pull_never_refuses_with_the_image_named(
     assert reference in said and "pulling is off" in said, said
     with pytest.raises(docker.errors.ImageNotFound):
         client.images.get(reference)
+
+
+def test_pull_always_asks_the_registry_once_per_process_and_a_digest_never_again(
+        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
+        loopback_registry: LoopbackRegistry) -> None:
+    from openenv.harness.sandbox.pull import ensure_image
+
+    reference, _ = registry_image()
+    repository = reference.split("/", 1)[1].rsplit(":", 1)[0]
+
+    def asked() -> int:  # a pull of a tag the engine holds may only HEAD the manifest
+        path = f"/v2/{repository}/manifests/"
+        return loopback_registry.requests("GET", path) + loopback_registry.requests("HEAD", path)
+
+    client.images.pull(reference)  # present, as after an earlier run
+    pinned = f"{split_reference(reference)[0]}@{loopback_registry.digest(reference.split('/', 1)[1])}"
+    start = asked()
+    assert ensure_image(client, reference, policy="missing", progress=lambda _: None) is None
+    assert asked() == start
+    assert ensure_image(client, reference, policy="always", progress=lambda _: None).startswith(f"image {reference}")
+    once_asked = asked()
+    assert once_asked > start  # the registry was asked again
+    assert ensure_image(client, reference, policy="always", progress=lambda _: None) is None
+    assert asked() == once_asked  # but once per process
+    assert ensure_image(client, pinned, policy="always", progress=lambda _: None) is None  # immutable, present
+    assert asked() == once_asked
+    assert pulled.entries() == []  # nothing new was brought in: not the run's to collect
