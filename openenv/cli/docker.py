@@ -86,7 +86,9 @@ def _build_env_image(client: Any, spec: Any, base: str | None, network: str, mod
 def sweep(
     everything: Annotated[bool, typer.Option("--all", help="remove every openenv sandbox, live owners too")] = False,
 ) -> None:
-    """Remove containers, volumes and networks left by openenv processes that died without cleaning up."""
+    """Remove containers, volumes, networks and images left by openenv processes that died without cleaning up,
+    and garbage-collect the task images openenv pulled that no live run uses (down to $OPENENV_PULLED_KEEP_GB,
+    default 20; --all: every one)."""
     import docker
 
     from openenv.harness.sandbox.docker import engine_available
@@ -97,7 +99,8 @@ def sweep(
         raise typer.Exit(1)
     report = run_sweep(docker.from_env(), everything=everything)
     Console().print(f"removed {len(report.containers)} containers, {len(report.volumes)} volumes, "
-                    f"{len(report.networks)} networks, {len(report.folders)} episode folders")
+                    f"{len(report.networks)} networks, {len(report.images)} images, {len(report.folders)} episode "
+                    f"folders; {len(report.pulled)} pulled images collected")
 
 
 def register(app: typer.Typer) -> None:

@@ -52,6 +52,10 @@ def eval_(
     timeout: Annotated[float | None, typer.Option(help="per-episode harness budget in seconds")] = None,
     sandbox: Annotated[str, typer.Option(help="local (bubblewrap here) or docker (a container of the task's "
                                               "image, no network but the proxy)")] = "local",
+    pull: Annotated[str | None, typer.Option(
+        "--pull", metavar="missing|always|never", help="--sandbox docker: pull a task image the engine lacks "
+        "(missing, the default, as Docker's), ask the registry again once per run (always), or never (offline); "
+        "default $OPENENV_PULL, else missing")] = None,
     out: Annotated[Path, typer.Option(help="results folder")] = Path("artifacts/eval"),
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
     allow_errors: Annotated[bool, typer.Option("--allow-errors", help="exit 0 even when episodes ended in status "
@@ -72,6 +76,8 @@ def eval_(
     from openenv.eval import EvalPlan, summarize, write_report
     from openenv.harness.tasks import load_task_set
 
+    if pull not in (None, "missing", "always", "never"):
+        fail(f"--pull is missing|always|never, got {pull!r}", code=2)
     try:
         names = _csv(harness)
         _check_harnesses(names)  # every name before anything runs: a typo is not a 0% row
@@ -84,7 +90,7 @@ def eval_(
                         policy=policy, look_first=look_first, look_after=look_after,  # type: ignore[arg-type]
                         repeats=n, concurrency=concurrency or 2,
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
-                        timeout_s=timeout, sandbox=sandbox)  # type: ignore[arg-type]
+                        timeout_s=timeout, sandbox=sandbox, pull=pull)  # type: ignore[arg-type]
         if not ray:  # a Ray run checks every node the same way (EpisodeWorker)
             _preflight(plan)
         executor = _ray_executor(plan, ray, concurrency) if ray else None

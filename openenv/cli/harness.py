@@ -125,8 +125,12 @@ def run(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON summary on stdout")] = False,
     image_substitute: Annotated[list[str] | None, typer.Option(
         "--image-substitute", help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO "
-        "instead (nothing can be pulled here), e.g. python:3.11-slim=openenv/base:latest, or '*=IMAGE' for "
+        "instead of pulling it (offline use), e.g. python:3.11-slim=openenv/base:latest, or '*=IMAGE' for "
         "any missing image; repeatable; each use is printed")] = None,
+    pull: Annotated[str | None, typer.Option(
+        "--pull", metavar="missing|always|never", help="--sandbox docker: pull a task image the engine lacks "
+        "(missing, the default, as Docker's), ask the registry again once per run (always), or never (offline); "
+        "default $OPENENV_PULL, else missing")] = None,
 ) -> None:
     """Run one harness episode on one task and print the reward and the trajectory summary.
 
@@ -138,9 +142,10 @@ def run(
     from openenv.harness.summary import Policy
 
     if policy not in get_args(Policy) or backend not in ("local", "vllm") \
-            or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none"):
+            or sandbox not in ("local", "docker") or isolation not in ("bwrap", "none") \
+            or pull not in (None, "missing", "always", "never"):
         fail(f"--policy is {'|'.join(get_args(Policy))}, --backend is local|vllm, --sandbox is local|docker, "
-             "--isolation is bwrap|none", code=2)
+             "--isolation is bwrap|none, --pull is missing|always|never", code=2)
     the_task = _checked(harness, task, tasks_from, backend, model, vllm_url, sandbox)
     # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
     try:
@@ -148,7 +153,7 @@ def run(
             budget = Budget(max_turns=max_turns, max_sampled_tokens=max_sampled_tokens,
                             max_context_tokens=max_context_tokens)
             summary = _run_one(harness, the_task, tasks_from, backend, model, vllm_url, policy, network, sandbox,
-                               timeout, out, image_substitute or [], budget, isolation)
+                               timeout, out, image_substitute or [], budget, isolation, pull)
     except OpenEnvError as exc:  # a request the episode refused (a task this sandbox cannot run, ...)
         fail(exc.message)
     if as_json:
@@ -247,7 +252,7 @@ def _print_summary(summary: Any) -> None:
 def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path | None, vllm_url: str | None,
              policy: str, network: str, sandbox: str, timeout: float | None, out: Path | None,
              substitutes: list[str] | None = None, budget: Any = None,
-             isolation: str = "bwrap") -> Any:
+             isolation: str = "bwrap", pull: str | None = None) -> Any:
     """One episode with live progress on stderr; returns its summary with the trajectory path filled in."""
     from openenv.capture.engine import EngineSpec
     from openenv.export.log import log_name
@@ -264,7 +269,7 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
         substituted = parse_substitutes(substitutes)
     engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
     settings = EpisodeSettings(network=network, sandbox=sandbox, budget=budget, isolation=isolation,  # type: ignore[arg-type]
-                               timeout_s=timeout, image_substitutes=substituted)
+                               timeout_s=timeout, image_substitutes=substituted, pull=pull)
     env = HarnessEnvironment(harness, engine=engine, settings=settings)
     try:
         obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]

@@ -370,7 +370,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 
             grader = verify_isolated if task.verifier_mode == "separate" else verify
-            return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes),
+            return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes, pull=self.settings.pull),
                     self._verifier or grader)
         if task.needs_build() or task.image:
             what = task.build_steps[:2] + [f"files outside {task.workdir}: {', '.join(task.outside_files[:3])}"

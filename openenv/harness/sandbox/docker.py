@@ -393,8 +393,7 @@ class DockerSandbox(HostFolders):
         if not self._read_only:
             with _engine_errors("commit the agent's container for grading"):
                 committed = self.container.commit(repository=f"openenv-graded-{self.id}", tag="latest",
-                                                  conf={"Labels": {sweeper.KIND_LABEL: "docker",
-                                                                   sweeper.OWNER_LABEL: sweeper.owner_label()}})
+                                                  conf={"Labels": sweeper.sandbox_labels()})
             image = self._graded_image = committed.id
         self.stop()
         self._stopped = False

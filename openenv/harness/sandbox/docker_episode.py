@@ -8,6 +8,7 @@ FROM image after substitutes); the container itself is `docker.DockerSandbox`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import docker
 
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.files import copy_plain
+from openenv.harness.sandbox.pull import PullPolicy
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
 
@@ -35,17 +37,23 @@ def verify_isolated(
         return verify(grader, task, tool_calls=tool_calls, rule=rule)
 
 
+def _to_stderr(line: str) -> None:
+    """Pull and build progress: on stderr, so a command's `--json` stdout stays one object."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def sandbox_factory(
     task: Task | None = None, *, substitutes: dict[str, str] | None = None, notes: list[str] | None = None,
-    **options: Any,
+    pull: PullPolicy | None = None, **options: Any,
 ) -> Callable[[tuple[int, ...]], DockerSandbox]:
     """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
 
     The host's pinned harness installs (`.cache/harnesses`, Node 22 included) are mounted read-only at
     the same path, so the offline base image runs any npm harness with no per-harness build. With a
     `task`, the image is the task's (`task_image`: its `docker_image`, its Dockerfile built, or its
-    FROM image, after `substitutes`), the workspace is mounted at its workdir, and a built image's
-    workdir contents become the starting workspace. What was substituted is appended to `notes`.
+    FROM image, after `substitutes`; a missing one pulled under `pull`, see `pull.py`), the workspace is
+    mounted at its workdir, and a built image's workdir contents become the starting workspace. What was
+    pulled or substituted is appended to `notes`.
 
     By default the agent and the tests run as uid 61001 (DOCKER_UID) on a read-only root filesystem (only the workdir,
     /tmp, HOME and Harbor's folders are writable). Harbor runs them as root on a writable one; with
@@ -61,7 +69,7 @@ def sandbox_factory(
         return lambda ports: DockerSandbox(forward_ports=ports, mounts=mounts, **options)
     client = options.get("client") or docker.from_env()
     options["client"] = client
-    image, built, said = task_image(client, task, substitutes or {})
+    image, built, said = task_image(client, task, substitutes or {}, _to_stderr, pull=pull)
     if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
         options.setdefault("user", None)
         options.setdefault("read_only", False)

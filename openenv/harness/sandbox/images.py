@@ -1,8 +1,11 @@
-"""Sandbox images: a harness's `envs/<name>/Dockerfile` and a Harbor task's `environment/Dockerfile`.
+"""Sandbox images: a task's `docker_image` (pulled), a harness's `envs/<name>/Dockerfile` and a Harbor
+task's `environment/Dockerfile` (built).
 
-Builds never pull and run with no network by default: the offline base (scripts/build_base_image.sh)
-or any image already in the engine is the starting point. A task image is tagged by a hash of its
-`environment/` folder, so an unchanged task is built once.
+A task's image, or a Dockerfile's FROM image, that the engine lacks is pulled under the pull policy
+(`pull.py`: `missing` by default, `never` offline), unless an explicit `--image-substitute` names an image
+to use instead. Builds themselves run with no network and never pull: their FROM image is made present
+first. A task image is tagged by a hash of its `environment/` folder, so an unchanged task is built once;
+concurrent episodes share one build or pull of an image (`once.py`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ import docker.errors
 from openenv.errors import EnvError
 from openenv.harness.catalog import harness_dir
 from openenv.harness.install import install, install_status, prefix
+from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base_image import base_image_hint
+from openenv.harness.sandbox.once import once
+from openenv.harness.sandbox.pull import PullPolicy, ensure_image, has_image, pull_policy
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
@@ -49,16 +55,24 @@ def harness_image_tag(spec: HarnessSpec) -> str:
     return f"openenv/{spec.name}:{re.sub(r'[^A-Za-z0-9_.-]', '-', spec.install.version)}"
 
 
-def _has_image(client: docker.DockerClient, tag: str) -> bool:
-    try:
-        client.images.get(tag)
-        return True
-    except docker.errors.ImageNotFound:
-        return False
+_has_image = has_image
 
 
 def _build(client: docker.DockerClient, *, context: Path, dockerfile: Path, tag: str, network: str,
            buildargs: dict[str, str], labels: dict[str, str], progress: Progress) -> str:
+    """Build `tag` once among concurrent callers (threads and processes): the rest wait and share it."""
+
+    def work() -> str:
+        if _has_image(client, tag):
+            return tag  # built while this caller waited
+        return _build_now(client, context=context, dockerfile=dockerfile, tag=tag, network=network,
+                          buildargs=buildargs, labels=labels, progress=progress)
+
+    return once(f"docker-build:{tag}", work, on_wait=progress)
+
+
+def _build_now(client: docker.DockerClient, *, context: Path, dockerfile: Path, tag: str, network: str,
+               buildargs: dict[str, str], labels: dict[str, str], progress: Progress) -> str:
     """Run one classic-builder build, streaming its `Step` lines to `progress`."""
     try:
         stream = client.api.build(path=str(context), dockerfile=str(dockerfile), tag=tag, rm=True, forcerm=True,
@@ -158,44 +172,55 @@ def parse_substitutes(pairs: list[str] | str | None) -> dict[str, str]:
 
 
 def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str], task: Task,
-             notes: list[str]) -> str:
-    """`image` if the engine has it, else its explicit substitute; never a pull (no registry here)."""
-    if _has_image(client, image):
-        return image
+             notes: list[str], policy: PullPolicy, progress: Progress) -> str:
+    """`image` if the engine has it; else its explicit substitute; else `image` pulled under `policy`."""
     instead = substitutes.get(image, substitutes.get("*"))  # `*=IMAGE`: any missing image
-    if instead is None:
-        raise EnvError(
-            f"task {task.id!r} needs image {image!r}, which is not in the Docker engine, and nothing can be "
-            f"pulled here. Build or load it, or substitute an image you have: --image-substitute "
-            f"{image}={OFFLINE_BASE} (or OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; for {OFFLINE_BASE}: "
-            f"{base_image_hint()})"
-        )
-    if not _has_image(client, instead):
-        raise EnvError(f"the substitute {instead!r} for {image!r} is not in the Docker engine either")
-    notes.append(f"image {image} substituted by {instead}")
-    return instead
+    if instead is None and image in (OFFLINE_BASE, PYTHON_IMAGE) and not _has_image(client, image):
+        raise EnvError(f"task {task.id!r} needs {image}, which is built on this machine, not pulled: "
+                       f"{base_image_hint()}")
+    if instead is not None and not _has_image(client, image):
+        if not _has_image(client, instead):
+            raise EnvError(f"the substitute {instead!r} for {image!r} is not in the Docker engine either")
+        notes.append(f"image {image} substituted by {instead}")
+        return instead
+    offline = (f"substitute an image you have: --image-substitute {image}={OFFLINE_BASE} (or "
+               f"OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; for {OFFLINE_BASE}: {base_image_hint()})",)
+    try:
+        note = ensure_image(client, image, policy=policy, progress=progress, offline_ways=offline)
+    except EnvError as exc:
+        raise EnvError(f"task {task.id!r}: {exc.message}", image=image) from exc
+    if note:
+        notes.append(note)
+    return image
 
 
 def task_image(client: docker.DockerClient, task: Task, substitutes: dict[str, str] | None = None,
-               progress: Progress = print) -> tuple[str, bool, list[str]]:
+               progress: Progress = print, *, pull: PullPolicy | None = None) -> tuple[str, bool, list[str]]:
     """The image a task's episodes run in: (tag, whether its workdir holds the starting files, notes).
 
-    `[environment].docker_image` is used as it is; a Dockerfile that only copies files into the workdir
-    runs as its FROM image (the copied files are the task's workspace, written by the sandbox); any
-    other Dockerfile is built, with `environment/` as the context and its FROM image substituted per
-    `substitutes` (each substitution is reported in the notes). Tasks of no image use the offline base.
+    `[environment].docker_image` is used as it is, pulled when missing; a Dockerfile that only copies
+    files into the workdir runs as its FROM image (the copied files are the task's workspace, written by
+    the sandbox); any other Dockerfile is built, with `environment/` as the context and its FROM image
+    pulled or substituted per `substitutes`. Pulls and substitutions are reported in the notes. Tasks of
+    no image use the offline base.
+
+    Args:
+        pull: when to pull a missing image (`missing`, `always`, `never`); None: `$OPENENV_PULL`, else
+            `missing`.
 
     Raises:
-        EnvError: an image is missing with no substitute (the message names it and the way out), or
-            the build failed.
+        EnvError: an image is missing and cannot be pulled (the message names it, the registry's answer
+            and the ways out), or the build failed.
     """
     substitutes = {**parse_substitutes(os.environ.get("OPENENV_IMAGE_SUBSTITUTES")), **(substitutes or {})}
+    policy = pull_policy(pull)
     notes: list[str] = []
     if task.image:
-        return _resolve(client, task.image, substitutes, task, notes), True, notes
+        return _resolve(client, task.image, substitutes, task, notes, policy, progress), True, notes
     if not task.needs_build() or task.environment_dir is None:
-        return _resolve(client, task.base_image or OFFLINE_BASE, substitutes, task, notes), False, notes
-    base = _resolve(client, task.base_image, substitutes, task, notes) if task.base_image else None
+        image = task.base_image or OFFLINE_BASE
+        return _resolve(client, image, substitutes, task, notes, policy, progress), False, notes
+    base = _resolve(client, task.base_image, substitutes, task, notes, policy, progress) if task.base_image else None
     return _build_substituted(client, task, base, progress), True, notes
 
 
@@ -233,7 +258,8 @@ def extract_workdir(client: docker.DockerClient, image: str, workdir: str, dest:
     since these files are written on the host. Returns how many files were written.
     """
     try:
-        container = client.containers.create(image, ["true"], labels={"openenv.extract": "workdir"})
+        labels = {"openenv.extract": "workdir", **sweeper.sandbox_labels()}  # swept should this process die here
+        container = client.containers.create(image, ["true"], labels=labels)
     except docker.errors.DockerException as exc:
         raise EnvError(f"could not read {workdir} from {image}: {exc}") from exc
     try:

@@ -1,9 +1,11 @@
-"""Orphan sweeper: remove the Docker containers, volumes and networks that dead openenv processes left.
+"""Orphan sweeper: remove the Docker containers, volumes, networks and images that dead openenv processes left.
 
-Every object a `DockerSandbox` creates carries `openenv.sandbox=docker` and an owner label naming the
-host, pid and process start time of its creator. An object whose creator on this host is gone is an
-orphan. A hard kill (SIGKILL, OOM, a crashed trainer) skips `close()`, so the sweeper runs when the
-first sandbox of a process starts, and on demand (`openenv sandbox sweep`).
+Every object a `DockerSandbox` creates (and the workdir-extraction containers and graded commits beside
+it) carries `openenv.sandbox=docker` and an owner label naming the host, pid and process start time of
+its creator. An object whose creator on this host is gone is an orphan. Pulled images cannot carry a
+label; `pulled.py` keeps their owners in a ledger and the sweep garbage-collects them too. A hard kill
+(SIGKILL, OOM, a crashed trainer) skips `close()`, so the sweeper runs when the first sandbox of a
+process starts, and on demand (`openenv sandbox sweep`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EPISODE_LABEL", "KIND_LABEL", "OWNER_LABEL", "ROOT_LABEL", "RUN_ENV", "RUN_LABEL", "SweepReport", "is_orphan",
-    "owner_label", "run_labels", "sweep",
+    "owner_label", "run_labels", "sandbox_labels", "sweep",
 ]
 
 KIND_LABEL = "openenv.sandbox"
@@ -46,10 +48,12 @@ class SweepReport(BaseModel):
     volumes: list[str] = Field(default_factory=list)
     networks: list[str] = Field(default_factory=list)
     folders: list[str] = Field(default_factory=list, description="episode folders removed on this host")
+    images: list[str] = Field(default_factory=list, description="labelled images (graded commits) removed")
+    pulled: list[str] = Field(default_factory=list, description="pulled images garbage-collected (pulled.py)")
 
     @property
     def total(self) -> int:
-        return len(self.containers) + len(self.volumes) + len(self.networks)
+        return len(self.containers) + len(self.volumes) + len(self.networks) + len(self.images) + len(self.pulled)
 
 
 def _remove_folder(labels: dict[str, str], report: SweepReport) -> None:
@@ -83,6 +87,11 @@ def is_orphan(owner: str | None) -> bool:
         return True
 
 
+def sandbox_labels() -> dict[str, str]:
+    """The labels of anything a sandbox makes in the engine: kind, owner and (in a run) the run."""
+    return {KIND_LABEL: "docker", OWNER_LABEL: owner_label(), **run_labels()}
+
+
 def run_labels() -> dict[str, str]:
     """The run label for a new sandbox: `{RUN_LABEL: $OPENENV_RUN_ID}`, or none outside a run."""
     run = os.environ.get(RUN_ENV)
@@ -100,7 +109,8 @@ def sweep(client: docker.DockerClient, *, everything: bool = False, run: str | N
 
     Args:
         client: a Docker SDK client.
-        everything: remove every object labelled `openenv.sandbox`, live owners included.
+        everything: remove every object labelled `openenv.sandbox`, live owners included, and every
+            image openenv pulled (no keep budget).
         run: only objects of this run (`openenv.run`); others are not even looked at.
         owners: owner labels whose objects go although the owner lives (a Ray worker shutting down
             removes its own sandboxes; its episodes are being cut short).
@@ -109,6 +119,8 @@ def sweep(client: docker.DockerClient, *, everything: bool = False, run: str | N
         The ids removed. Objects that vanish mid-sweep (another sweeper, auto-remove) are skipped.
     """
     import docker.errors
+
+    from openenv.harness.sandbox import pulled
 
     report = SweepReport()
     label = {"label": [KIND_LABEL, f"{RUN_LABEL}={run}"] if run else KIND_LABEL}
@@ -141,4 +153,12 @@ def sweep(client: docker.DockerClient, *, everything: bool = False, run: str | N
                 report.networks.append(network.short_id)
             except docker.errors.NotFound:
                 continue
+    for image in client.images.list(filters=label):
+        if _doomed(image.labels or {}, everything, mine):
+            try:
+                client.images.remove(image.id, force=True)
+                report.images.append(image.short_id)
+            except (docker.errors.NotFound, docker.errors.APIError):
+                continue  # gone already, or a live container still runs from it
+    report.pulled = pulled.collect(client, everything=everything, leaving=mine)
     return report

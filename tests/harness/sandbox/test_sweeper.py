@@ -123,3 +123,30 @@ def test_a_run_sweep_takes_that_runs_dead_owners_and_named_live_owners_and_nothi
     assert run_labels() == {RUN_LABEL: run}
     monkeypatch.delenv(RUN_ENV)  # type: ignore[attr-defined]
     assert run_labels() == {}
+
+
+def test_the_sweeper_removes_labelled_images_of_a_dead_owner_and_spares_live_ones(client: docker.DockerClient) -> None:
+    """A graded commit (or any image a sandbox makes) outlives a killed owner; the next sweep removes it."""
+    import io
+    import tarfile
+    import uuid
+
+    from openenv.harness.sandbox.sweeper import KIND_LABEL, OWNER_LABEL
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as archive:
+        archive.addfile(tarfile.TarInfo("empty"), io.BytesIO(b""))
+    dead = f"{socket.gethostname()}/{2**22 + 7}/1.00"  # above pid_max's default: never a live process
+    made = {}
+    for who, owner in (("dead", dead), ("live", owner_label())):
+        name = f"openenv-test/graded-{who}-{uuid.uuid4().hex[:8]}"
+        client.api.import_image_from_data(data.getvalue(), repository=name, tag="latest",
+                                          changes=[f"LABEL {KIND_LABEL}=docker", f"LABEL {OWNER_LABEL}={owner}"])
+        made[who] = client.images.get(f"{name}:latest")
+    try:
+        report = sweep(client)
+        assert made["dead"].short_id in report.images and made["live"].short_id not in report.images
+        assert not client.images.list(name=made["dead"].tags[0].split(":")[0])
+        assert client.images.get(made["live"].id)
+    finally:
+        client.images.remove(made["live"].id, force=True)
