@@ -115,6 +115,24 @@ def _system_ops() -> list[str]:
     return ops
 
 
+# Top-level entries of an image root the sandbox never shows from the image: fresh ones are mounted.
+IMAGE_SKIPPED = frozenset({"proc", "dev", "sys", "tmp"})
+
+
+def _image_ops(root: Path) -> list[str]:
+    """Each top-level entry of an unpacked image root, read-only at `/` (links recreated as links): the
+    image is the system, instead of this host's `/usr` and `/etc`."""
+    ops: list[str] = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name in IMAGE_SKIPPED:
+            continue
+        if entry.is_symlink():
+            ops += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
+        elif entry.is_dir() or entry.is_file():
+            ops += ["--ro-bind", entry.path, f"/{entry.name}"]
+    return ops
+
+
 def bwrap_argv(
     argv: list[str],
     *,
@@ -122,6 +140,7 @@ def bwrap_argv(
     chdir: str,
     loopback: bool,
     uid: int | None,
+    image_root: Path | None = None,
 ) -> list[str]:
     """The command line that runs `argv` walled in as described above.
 
@@ -129,6 +148,8 @@ def bwrap_argv(
         mounts: the sandbox's own folders and the read-only runtime paths, mounted after the system
             (parents before children, so `/logs` exists before `/logs/agent` is bound on it).
         uid: drop to this uid (root callers); None runs as the caller's own (unprivileged) uid.
+        image_root: an unpacked image's root filesystem, shown read-only as the system instead of the
+            host's (`rootfs.RootfsCache`); mount points inside it must exist (`rootfs.ensure_mountpoint`).
     """
     bwrap = bwrap_binary()
     if bwrap is None:
@@ -139,16 +160,17 @@ def bwrap_argv(
         outer.append("--unshare-net")
     if uid is None:
         outer += ["--unshare-user", "--disable-userns"]
-    outer += _system_ops()
+    outer += _system_ops() if image_root is None else _image_ops(image_root)
     outer += ["--proc", "/proc", "--dev", "/dev"]
     ordered = sorted(mounts, key=lambda m: len(PurePosixPath(m.target).parts))
     targets = {m.target for m in ordered}
-    made: set[PurePosixPath] = {PurePosixPath(d) for d in SYSTEM_DIRS}
+    made: set[PurePosixPath] = {PurePosixPath(d) for d in SYSTEM_DIRS} if image_root is None else set()
     for mount in ordered:
         # Folders bwrap would make on the way are 0700 root-owned: make them 0755 first, so the
         # sandbox's uid can walk down to its mounts (`/logs` for `/logs/verifier`).
         for parent in reversed(PurePosixPath(mount.target).parents):
-            if parent.parts[1:] and parent not in made and str(parent) not in targets:
+            in_image = image_root is not None and parent.parts[1:] and image_root.joinpath(*parent.parts[1:]).is_dir()
+            if parent.parts[1:] and parent not in made and str(parent) not in targets and not in_image:
                 outer += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         outer += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
