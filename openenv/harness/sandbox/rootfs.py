@@ -111,6 +111,12 @@ def _split(reference: str) -> tuple[str, str | None]:
     return name, digest or None
 
 
+def _repository(name: str) -> str:
+    """`host:port/repo:tag` without its tag (skopeo takes a tag or a digest, not both)."""
+    head, slash, last = name.rpartition("/")
+    return f"{head}{slash}{last.partition(':')[0]}"
+
+
 def _tls_flags(reference: str, flag: str) -> list[str]:
     """Registries on loopback are spoken to over plain HTTP, as Docker trusts them by default."""
     host = reference.split("/", 1)[0] if "/" in reference else ""
@@ -212,7 +218,7 @@ class RootfsCache:
         with self._locked(digest):
             found = self._load(reference, digest)  # another episode may have unpacked it while we waited
             if found is None:
-                self._fetch(f"docker://{name}@{digest}", digest, reference)
+                self._fetch(f"docker://{_repository(name)}@{digest}", digest, reference)
                 found = self._load(reference, digest)
                 assert found is not None
         if not pinned:
