@@ -163,3 +163,17 @@ def test_unheld_roots_are_collected_and_held_ones_kept(held_image: tuple[str, st
     dead.write_text("{}")
     assert cache.gc(everything=True) == [str(root.path)] and not root.path.exists()
     shutil.rmtree(no_daemon, ignore_errors=True)
+
+
+def test_openenv_sandbox_sweep_collects_unpacks_left_by_dead_processes_without_a_daemon(no_daemon: Path) -> None:
+    from typer.testing import CliRunner
+
+    from openenv.cli.main import app
+
+    RootfsCache()  # the cache folders
+    left = no_daemon / "tmp" / f"{socket.gethostname()}-999999999-1.00.xyz"  # a crashed unpack
+    (left / "rootfs" / "usr").mkdir(parents=True)
+    (left / "rootfs" / "usr" / "locked").mkdir(mode=0o555)  # an image's read-only folder does not stop it
+    result = CliRunner().invoke(app, ["sandbox", "sweep"])
+    assert result.exit_code == 0, result.output
+    assert "removed 1 unpacked image roots" in result.output and not left.exists()
