@@ -198,3 +198,36 @@ def test_a_registry_file_may_name_folders_beside_it(tmp_path: Path, cache: Path)
                                                 "tasks": [{"name": "t", "path": f"local/{TASKS[0]}"}]}])
     [folder] = resolve_dataset("l@1", registry=str(registry))
     assert (folder / "instruction.md").read_bytes() == (FIXTURES / TASKS[0] / "instruction.md").read_bytes()
+
+
+@pytest.mark.slow
+def test_openenv_eval_runs_a_dataset_by_name_and_again_offline(dataset, tmp_path: Path, monkeypatch) -> None:
+    """The acceptance run: `openenv eval --tasks NAME@VERSION --registry FILE` solves both tasks with the
+    oracle in the local sandbox; with the git repository and the registry file gone, it runs again."""
+    from typer.testing import CliRunner
+
+    from openenv.cli.main import app as cli
+    from openenv.eval.report import Report
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.install import install_status
+
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    registry, _, bare = dataset
+    monkeypatch.delenv(REGISTRY_ENV, raising=False)
+
+    def run(out: Path) -> Report:
+        result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--tasks", "demo@1.0", "--registry", str(registry),
+                                          "--policy", "oracle", "--sandbox", "local", "--concurrency", "2",
+                                          "--out", str(out), "--json"])
+        assert result.exit_code == 0, result.output
+        return Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
+
+    first = run(tmp_path / "online")
+    assert [(r.harness, r.episodes, r.solved) for r in first.rows] == [("pi", 2, 2)]
+    shutil.rmtree(bare)
+    registry.unlink()
+    monkeypatch.setattr(harbor_registry, "_RESOLVED", {})
+    again = run(tmp_path / "offline")
+    assert [(r.harness, r.episodes, r.solved) for r in again.rows] == [("pi", 2, 2)]
+    assert sorted(again.tasks) == sorted(TASKS)
