@@ -30,8 +30,6 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from openenv.errors import BadRequest, EnvError, NotFound
@@ -338,7 +336,3 @@ def resolve_dataset(spec: str, *, registry: str | None = None, progress: Progres
     _RESOLVED[spec, location] = folders
     return list(folders)
 
-
-def describe(spec: DatasetSpec) -> dict[str, Any]:
-    """A dataset's summary line (for listings)."""
-    return {"name": spec.name, "version": spec.version, "description": spec.description, "tasks": len(spec.tasks)}

@@ -8,7 +8,6 @@ so only the registry has it.
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 import threading
@@ -57,14 +56,21 @@ def held_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         yield ref, f"{ref.rpartition(':')[0]}@{digest}"
 
 
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One rootfs cache for the module (each fetch of the base image costs seconds); tests that need an
+    empty one make their own."""
+    return tmp_path_factory.mktemp("rootfs")
+
+
 @pytest.fixture
-def no_daemon(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    """The Docker daemon hidden (DOCKER_HOST names a socket that does not exist) and a fresh rootfs cache."""
+def no_daemon(monkeypatch: pytest.MonkeyPatch, shared_cache: Path) -> Path:
+    """The Docker daemon hidden (DOCKER_HOST names a socket that does not exist); the module's cache."""
     monkeypatch.setenv("DOCKER_HOST", DEAD_DOCKER)
     assert engine_available() is not None, "the daemon must be unreachable for these tests to mean anything"
-    monkeypatch.setenv("OPENENV_ROOTFS_CACHE", str(tmp_path / "rootfs"))
+    monkeypatch.setenv("OPENENV_ROOTFS_CACHE", str(shared_cache))
     monkeypatch.delenv("OPENENV_PULL", raising=False)
-    return tmp_path / "rootfs"
+    return shared_cache
 
 
 def _task(folder: Path, image: str) -> Path:
@@ -106,10 +112,10 @@ def test_a_held_task_naming_a_registry_image_is_solved_by_the_oracle_with_no_dae
 
 
 def test_the_pull_policy_never_refuses_an_image_not_unpacked_and_a_pinned_digest_needs_no_registry(
-        held_image: tuple[str, str], no_daemon: Path) -> None:
+        held_image: tuple[str, str], no_daemon: Path, tmp_path: Path) -> None:
     ref, pinned = held_image
     with pytest.raises(EnvError, match="pull policy is never"):
-        RootfsCache(policy="never").get(ref)
+        RootfsCache(tmp_path / "empty", policy="never").get(ref)
     fetched = RootfsCache().get(pinned)
     assert fetched.digest == pinned.partition("@")[2] and fetched.workdir == "/srv/app"
     again = RootfsCache(policy="never").get(pinned)  # no network: the digest names the root
@@ -118,8 +124,8 @@ def test_the_pull_policy_never_refuses_an_image_not_unpacked_and_a_pinned_digest
 
 
 def test_concurrent_first_episodes_of_one_image_share_one_fetch_and_unpack(
-        held_image: tuple[str, str], no_daemon: Path) -> None:
-    caches = [RootfsCache() for _ in range(4)]  # as four processes would: one cache folder, separate objects
+        held_image: tuple[str, str], no_daemon: Path, tmp_path: Path) -> None:
+    caches = [RootfsCache(tmp_path / "fresh") for _ in range(4)]  # as four processes would: one cache folder, separate objects
     roots: list[Path] = []
     errors: list[BaseException] = []
 
@@ -150,21 +156,6 @@ def test_a_dockerfile_task_that_needs_a_build_is_refused_without_a_daemon_with_t
         HarnessEnvironment("pi")._sandbox_parts("local", task, [])
 
 
-def test_unheld_roots_are_collected_and_held_ones_kept(held_image: tuple[str, str], no_daemon: Path) -> None:
-    cache = RootfsCache()
-    root = cache.get(held_image[0])
-    stale = no_daemon / "tmp" / f"{socket.gethostname()}-999999999-1.00.abc"  # an unpack whose process is gone
-    stale.mkdir()
-    with cache.lease(root):
-        removed = cache.gc(everything=True)
-        assert root.path.is_dir() and str(root.path) not in removed
-    assert str(stale) in removed or not stale.exists()
-    dead = root.path / "leases" / f"{socket.gethostname()}-999999999-1.00.dead"  # a lease of a process long gone
-    dead.write_text("{}")
-    assert cache.gc(everything=True) == [str(root.path)] and not root.path.exists()
-    shutil.rmtree(no_daemon, ignore_errors=True)
-
-
 def test_openenv_sandbox_sweep_collects_unpacks_left_by_dead_processes_without_a_daemon(no_daemon: Path) -> None:
     from typer.testing import CliRunner
 
@@ -177,3 +168,18 @@ def test_openenv_sandbox_sweep_collects_unpacks_left_by_dead_processes_without_a
     result = CliRunner().invoke(app, ["sandbox", "sweep"])
     assert result.exit_code == 0, result.output
     assert "removed 1 unpacked image roots" in result.output and not left.exists()
+
+
+def test_unheld_roots_are_collected_and_held_ones_kept(held_image: tuple[str, str], no_daemon: Path) -> None:
+    """Last in the module: it empties the shared cache."""
+    cache = RootfsCache()
+    root = cache.get(held_image[0])
+    stale = no_daemon / "tmp" / f"{socket.gethostname()}-999999999-1.00.abc"  # an unpack whose process is gone
+    stale.mkdir()
+    with cache.lease(root):
+        removed = cache.gc(everything=True)
+        assert root.path.is_dir() and str(root.path) not in removed
+    assert str(stale) in removed or not stale.exists()
+    dead = root.path / "leases" / f"{socket.gethostname()}-999999999-1.00.dead"  # a lease of a process long gone
+    dead.write_text("{}")
+    assert cache.gc(everything=True) == [str(root.path)] and not root.path.exists()
