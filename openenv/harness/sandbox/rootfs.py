@@ -208,6 +208,8 @@ class RootfsCache:
         digest = pinned or (self._remembered(reference) if self.policy != "always" else None)
         if digest is not None and (found := self._load(reference, digest)) is not None:
             return found
+        if not pinned:
+            digest = None  # a tag whose root is gone: ask the registry what it names now, as Docker would
         if self.policy == "never":
             raise EnvError(f"image {reference} is not unpacked in {self.root} and the pull policy is never "
                            f"({PULL_ENV}=never / --pull never): fetch it once with --pull missing")

@@ -8,6 +8,7 @@ so only the registry has it.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import threading
@@ -21,9 +22,9 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.oracle import apply_solution
 from openenv.harness.sandbox.docker import engine_available
 from openenv.harness.sandbox.images import OFFLINE_BASE
+from openenv.harness.sandbox.isolation import SANDBOX_UID
 from openenv.harness.sandbox.rootfs import RootfsCache, fetch_tools_missing, resolve_in_root
 from openenv.harness.tasks import load_harbor_task
-from openenv.harness.verifier import verify
 from openenv.testing.registry import LoopbackRegistry, registry_missing
 
 REPO = Path(__file__).resolve().parents[3]
@@ -101,12 +102,16 @@ def test_a_held_task_naming_a_registry_image_is_solved_by_the_oracle_with_no_dae
     with make(()) as solved:
         applied = apply_solution(solved, task)
         assert applied.exit_code == 0, applied.output
-        inside = solved.run(["sh", "-c", "cat /etc/held-marker; id -u; touch /etc/x 2>&1; ls /var/run/docker.sock 2>&1"])
+        inside = solved.run(["sh", "-c", "cat /etc/held-marker; id -u; touch /etc/x 2>&1; ls /var/run/docker.sock 2>&1; "
+                             "grep ' /usr ' /proc/self/mountinfo"])
         after = grader(solved, task)
     assert (after.status, after.reward) == ("scored", 1.0), after
     assert MARKER in inside.output, "the sandbox's / is the image's root filesystem"
     assert "Read-only file system" in inside.output, "the image root is read-only"
     assert "No such file" in inside.output, "no Docker socket inside"
+    assert " /usr ro,nosuid,nodev" in inside.output, "a setuid binary or device node of the image does nothing"
+    agent_uid = SANDBOX_UID if os.geteuid() == 0 else os.getuid()
+    assert f"\n{agent_uid}\n" in inside.output, "the agent's uid, not the image's root"
     assert len(list((no_daemon / "roots").iterdir())) == 1, "one unpack for both episodes"
     assert not list((no_daemon / "roots").glob("*/leases/*")), "each episode released its lease"
 
