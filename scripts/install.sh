@@ -82,6 +82,8 @@ if [[ $want_all == 1 ]]; then
   bash "$here/scripts/install_docker.sh"
   bash "$here/scripts/build_base_image.sh"
   bash "$here/scripts/build_python_image.sh"
+  part "docker-registry, skopeo, umoci: a registry on loopback to pull task images from"
+  bash "$here/scripts/install_registry.sh"
   part "harbor==0.25.0 (Python 3.12) for the Harbor cross-check"
   bash "$here/scripts/install_harbor.sh"
   part "openenv==0.10.0, the reference OpenEnv (own venv) for the interop tests and the benchmark"

@@ -106,6 +106,20 @@ def teacher(tiny_model: Path) -> Any:
 
 
 @pytest.fixture(scope="session")
+def loopback_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real image registry (Debian's docker-registry) on 127.0.0.1, one per session: push to it with
+    `.push(local_image, "repo:tag")`, pull `f"{registry.host}/repo:tag"`; skipped with the install hint
+    when the package is missing."""
+    from openenv.testing.registry import LoopbackRegistry, registry_available
+
+    reason = registry_available()
+    if reason is not None:
+        pytest.skip(reason)
+    with LoopbackRegistry(tmp_path_factory.mktemp("loopback-registry")) as registry:
+        yield registry
+
+
+@pytest.fixture(scope="session")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A real headless Chromium (selenium), one per session; skipped with the install hint when missing."""
     chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")

@@ -12,8 +12,8 @@ import os
 import socket
 import subprocess
 import threading
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,7 +25,6 @@ from openenv.harness.sandbox.images import OFFLINE_BASE
 from openenv.harness.sandbox.isolation import SANDBOX_UID
 from openenv.harness.sandbox.rootfs import RootfsCache, fetch_tools_missing, resolve_in_root
 from openenv.harness.tasks import load_harbor_task
-from openenv.testing.registry import LoopbackRegistry, registry_missing
 
 REPO = Path(__file__).resolve().parents[3]
 DEAD_DOCKER = "unix:///nonexistent/openenv-no-daemon.sock"
@@ -33,10 +32,10 @@ MARKER = "only-in-the-held-image"
 
 
 @pytest.fixture(scope="module")
-def held_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def held_image(loopback_registry: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """(`127.0.0.1:PORT/tasks/held:1`, its `@sha256:` pinned form): built FROM the offline base with a
-    marker file and a workdir, pushed to a loopback registry, and removed from the engine."""
-    for reason in (engine_available(), registry_missing(), fetch_tools_missing()):
+    marker file and a workdir, pushed to the loopback registry, and removed from the engine."""
+    for reason in (engine_available(), fetch_tools_missing()):
         if reason is not None:
             pytest.skip(reason)
     if subprocess.run(["docker", "image", "inspect", OFFLINE_BASE], capture_output=True).returncode != 0:
@@ -49,12 +48,11 @@ def held_image(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     tag = "openenv-test/held:1"
     subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(context)], check=True,
                    capture_output=True)
-    with LoopbackRegistry(tmp_path_factory.mktemp("registry")) as registry:
-        ref = registry.push(tag, "tasks/held:1")
-        subprocess.run(["docker", "rmi", ref, tag], check=True, capture_output=True)
-        digest = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}",
-                                 f"docker://{ref}"], check=True, capture_output=True, text=True).stdout.strip()
-        yield ref, f"{ref.rpartition(':')[0]}@{digest}"
+    ref = loopback_registry.push(tag, "tasks/held:1")
+    subprocess.run(["docker", "rmi", ref, tag], check=True, capture_output=True)
+    digest = subprocess.run(["skopeo", "inspect", "--tls-verify=false", "--format", "{{.Digest}}",
+                             f"docker://{ref}"], check=True, capture_output=True, text=True).stdout.strip()
+    return ref, f"{ref.rpartition(':')[0]}@{digest}"
 
 
 @pytest.fixture(scope="module")
