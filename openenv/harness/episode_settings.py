@@ -20,13 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 
-__all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "Isolation", "Network", "SandboxKind", "fold_setting_words"]
+__all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "Isolation", "Network", "Pull", "SandboxKind", "fold_setting_words"]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; set `sampling` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
 Network = Literal["auto", "host", "loopback"]
 SandboxKind = Literal["local", "docker"]
 Isolation = Literal["bwrap", "container", "none"]
+Pull = Literal["missing", "always", "never"]
 
 
 class EpisodeSettings(BaseModel):
@@ -53,6 +54,10 @@ class EpisodeSettings(BaseModel):
         local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
             outside the workdir, a docker_image) in the local sandbox anyway, without those steps; None:
             `$OPENENV_LOCAL_WITHOUT_BUILD`, else they are refused with a pointer to `sandbox="docker"`.
+        pull: when the Docker sandbox pulls a task's image (`docker_image` or FROM): `missing` (as
+            Docker's default), `always` (the registry is asked again, once per process and image) or
+            `never` (offline: a missing image is an error naming the ways out); None: `$OPENENV_PULL`,
+            else `missing`.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -66,6 +71,7 @@ class EpisodeSettings(BaseModel):
     budget: Budget | None = None
     image_substitutes: dict[str, str] = Field(default_factory=dict)
     local_without_build: bool | None = None
+    pull: Pull | None = None
 
     @field_validator("sandbox", mode="before")
     @classmethod
