@@ -374,11 +374,11 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
                     self._verifier or grader)
         if task.image or (task.needs_build() and not self._local_without_build):
             if self._isolation == "bwrap":  # the task's own image, fetched (or built) and unpacked, no daemon to run it
-                from openenv.harness.sandbox.local_image import local_image_factory
+                from openenv.harness.sandbox.local_image import local_image_factory, stderr_progress
                 from openenv.harness.sandbox.rootfs import RootfsCache
 
-                return (local_image_factory(task, cache=RootfsCache(policy=self.settings.pull),
-                                            substitutes=self._image_substitutes, notes=notes,
+                cache = RootfsCache(policy=self.settings.pull, progress=stderr_progress)
+                return (local_image_factory(task, cache=cache, substitutes=self._image_substitutes, notes=notes,
                                             network=self._network, isolation=self._isolation),
                         self._verifier or verify)
         if task.needs_build() or task.image:

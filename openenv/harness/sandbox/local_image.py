@@ -9,8 +9,9 @@ with the reason, since only a build reproduces it.
 
 from __future__ import annotations
 
-import os
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from openenv.errors import BadRequest
@@ -18,7 +19,12 @@ from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.sandbox.rootfs import ImageRoot, RootfsCache, copy_workdir
 from openenv.harness.tasks.model import Task
 
-__all__ = ["image_root_for", "local_image_factory"]
+__all__ = ["image_root_for", "local_image_factory", "stderr_progress"]
+
+
+def stderr_progress(line: str) -> None:
+    """Long work (a fetch, an unpack) said on stderr, so a `--json` stdout stays one object."""
+    print(f"[openenv] {line}", file=sys.stderr, flush=True)
 
 
 def image_root_for(task: Task, cache: RootfsCache, *, substitutes: dict[str, str] | None = None,
@@ -62,7 +68,7 @@ def local_image_factory(task: Task, *, cache: RootfsCache | None = None, substit
     The image is resolved once, here (so a bad reference fails before any episode starts); each
     sandbox holds a lease on the root until it closes, and starts from the image's workdir.
     """
-    cache = cache or RootfsCache()
+    cache = cache or RootfsCache(progress=stderr_progress)
     root = image_root_for(task, cache, substitutes=substitutes, notes=notes)
 
     def make(ports: tuple[int, ...]) -> LocalSandbox:
@@ -88,7 +94,7 @@ def local_image_factory(task: Task, *, cache: RootfsCache | None = None, substit
 class _LeasedSandbox(LocalSandbox):
     """A local sandbox that releases its image lease when it closes."""
 
-    lease: os.PathLike[str] | None = None
+    lease: Path | None = None
     workspace_ready = False
 
     def close(self) -> None:
@@ -96,5 +102,5 @@ class _LeasedSandbox(LocalSandbox):
             super().close()
         finally:
             if self.lease is not None:
-                os.unlink(self.lease) if os.path.exists(self.lease) else None
+                Path(self.lease).unlink(missing_ok=True)
                 self.lease = None

@@ -255,7 +255,8 @@ class RootfsCache:
             layout = work / "oci"
             self._progress(f"fetching {reference} ({digest[:19]}) without a daemon")
             started = time.monotonic()
-            flags = _tls_flags(source.removeprefix("docker://"), "--src-tls-verify") if source.startswith("docker://") else []
+            remote = source.startswith("docker://")
+            flags = _tls_flags(source.removeprefix("docker://"), "--src-tls-verify") if remote else []
             _run(["skopeo", "copy", "--quiet", *flags, source, f"oci:{layout}:image"],
                  f"could not fetch image {reference}")
             self._progress(f"unpacking {reference}")

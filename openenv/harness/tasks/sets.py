@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from openenv.errors import NotFound
@@ -45,9 +46,13 @@ def load_task_set(name: str = "builtin") -> list[Task]:
     if path.is_file():
         return load_dataset_tasks(name)
     if is_dataset_spec(name):  # a Harbor dataset by name and version, through the Harbor registry
-        return [load_harbor_task(folder) for folder in resolve_dataset(name)]
+        return [load_harbor_task(folder) for folder in resolve_dataset(name, progress=_say)]
     _check_hub_id(name)  # nothing here by that name: only a Hub id, asked for by name, goes to the network
     return load_dataset_tasks(name)
+
+
+def _say(line: str) -> None:
+    print(f"[openenv] {line}", file=sys.stderr, flush=True)  # fetching a dataset's tasks takes a while
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")

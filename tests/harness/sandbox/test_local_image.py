@@ -114,6 +114,29 @@ def test_a_held_task_naming_a_registry_image_is_solved_by_the_oracle_with_no_dae
     assert not list((no_daemon / "roots").glob("*/leases/*")), "each episode released its lease"
 
 
+@pytest.mark.slow
+def test_openenv_run_solves_the_held_task_through_pi_in_the_image_with_no_daemon(
+        held_image: tuple[str, str], no_daemon: Path, tmp_path: Path) -> None:
+    """The acceptance run as a user types it: `openenv run --sandbox local --policy oracle` on a Harbor
+    folder whose task names the registry image; pi itself runs inside the image's root filesystem."""
+    import json
+    import sys
+
+    from openenv.harness.catalog import get_spec
+    from openenv.harness.install import install_status
+
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    folder = _task(tmp_path / "tasks" / "held", held_image[0]).parent
+    ran = subprocess.run([sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--tasks", str(folder),
+                          "--task", "held", "--policy", "oracle", "--sandbox", "local", "--json",
+                          "--out", str(tmp_path / "t.jsonl")], capture_output=True, text=True, timeout=600,
+                         check=False, env={**os.environ, "DOCKER_HOST": DEAD_DOCKER})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    summary = json.loads(ran.stdout)
+    assert (summary["reward"], summary["reward_status"]) == (1.0, "scored"), summary
+
+
 def test_the_pull_policy_never_refuses_an_image_not_unpacked_and_a_pinned_digest_needs_no_registry(
         held_image: tuple[str, str], no_daemon: Path, tmp_path: Path) -> None:
     ref, pinned = held_image
