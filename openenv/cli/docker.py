@@ -86,17 +86,21 @@ def _build_env_image(client: Any, spec: Any, base: str | None, network: str, mod
 def sweep(
     everything: Annotated[bool, typer.Option("--all", help="remove every openenv sandbox, live owners too")] = False,
 ) -> None:
-    """Remove containers, volumes, networks and images left by openenv processes that died without cleaning up,
-    and garbage-collect the task images openenv pulled that no live run uses (down to $OPENENV_PULLED_KEEP_GB,
-    default 20; --all: every one)."""
+    """Remove containers, volumes, networks and images left by openenv processes that died without cleaning up;
+    garbage-collect the task images openenv pulled that no live run uses (down to $OPENENV_PULLED_KEEP_GB,
+    default 20; --all: every one); and remove unpacked task images (local sandbox) no live process holds:
+    unfinished ones, and those unused for $OPENENV_ROOTFS_MAX_AGE_DAYS (14) days, or all unheld ones with --all."""
     import docker
 
     from openenv.harness.sandbox.docker import engine_available
+    from openenv.harness.sandbox.rootfs import RootfsCache
     from openenv.harness.sandbox.sweeper import sweep as run_sweep
 
+    roots = RootfsCache().gc(everything=everything)  # no daemon needed for these
+    Console().print(f"removed {len(roots)} unpacked image roots")
     if (reason := engine_available()) is not None:
-        _out.print(f"[red]{reason}[/]")
-        raise typer.Exit(1)
+        _out.print(f"[yellow]no Docker objects swept[/]: {reason}")
+        return
     report = run_sweep(docker.from_env(), everything=everything)
     Console().print(f"removed {len(report.containers)} containers, {len(report.volumes)} volumes, "
                     f"{len(report.networks)} networks, {len(report.images)} images, {len(report.folders)} episode "

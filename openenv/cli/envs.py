@@ -62,7 +62,8 @@ def serve(
     task_set: Annotated[
         list[str] | None,
         typer.Option(help="A task set clients may name by id besides builtin (repeat): a Harbor folder, a "
-                          "parquet/jsonl file or a Hub id (harness envs; adds to $OPENENV_TASK_SETS).",
+                          "Harbor dataset NAME@VERSION ($OPENENV_HARBOR_REGISTRY), a parquet/jsonl file or a "
+                          "Hub id (harness envs; adds to $OPENENV_TASK_SETS).",
                      show_default=False),
     ] = None,
     allow_inline_tasks: Annotated[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -30,8 +31,11 @@ def _csv(value: str) -> list[str]:
 
 def eval_(
     harness: Annotated[str, typer.Option(help="comma-separated harness names, e.g. pi,mini-swe-agent")],
-    tasks: Annotated[str, typer.Option(help="task set: builtin, a Harbor folder, a parquet/jsonl file")]
+    tasks: Annotated[str, typer.Option(help="task set: builtin, a Harbor folder, a parquet/jsonl file, or a Harbor "
+                                       "dataset NAME@VERSION (see --registry)")]
     = "builtin",
+    registry: Annotated[str | None, typer.Option(help="Harbor registry (file or URL) that NAME@VERSION is looked up in "
+                                                 "(default $OPENENV_HARBOR_REGISTRY, else Harbor's public one)")] = None,
     only: Annotated[str | None, typer.Option(help="comma-separated task ids to keep from the set")] = None,
     backend: Annotated[str, typer.Option(help="local or vllm")] = "local",
     policy: Annotated[str, typer.Option(help="sample (the model answers), oracle (reference solution, run as "
@@ -78,6 +82,8 @@ def eval_(
 
     if pull not in (None, "missing", "always", "never"):
         fail(f"--pull is missing|always|never, got {pull!r}", code=2)
+    if registry:  # for this process and every episode worker it starts
+        os.environ["OPENENV_HARBOR_REGISTRY"] = registry
     try:
         names = _csv(harness)
         _check_harnesses(names)  # every name before anything runs: a typo is not a 0% row

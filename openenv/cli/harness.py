@@ -6,6 +6,7 @@ Heavy imports (the capture server, torch) stay inside command bodies so `openenv
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -75,11 +76,17 @@ def install_harness(
 
 
 def tasks(
-    task_set: Annotated[str, typer.Argument(help="`builtin`, a Harbor folder, a parquet/jsonl file or a Hub id")]
+    task_set: Annotated[str, typer.Argument(help="`builtin`, a Harbor folder, a parquet/jsonl file, a Harbor dataset "
+                                                 "NAME@VERSION or a Hub id")]
     = "builtin",
+    registry: Annotated[str | None, typer.Option(help="Harbor registry (file or URL) for NAME@VERSION (default "
+                                                 "$OPENENV_HARBOR_REGISTRY, else Harbor's public one)")] = None,
 ) -> None:
     """List the task ids of a task set."""
     from openenv.harness.tasks import load_task_set
+
+    if registry:
+        os.environ["OPENENV_HARBOR_REGISTRY"] = registry
 
     for task in load_task_set(task_set):
         first = task.instruction.splitlines()[0] if task.instruction else ""
@@ -99,7 +106,9 @@ def _progress(obs: object) -> None:
 def run(
     harness: Annotated[str, typer.Option(help="harness name (see `openenv harness list`)")],
     task: Annotated[str, typer.Option(help="task id (see `openenv tasks`)")] = "fix-temperature-conversion",
-    tasks_from: Annotated[str, typer.Option("--tasks", help="the task set the id is in")] = "builtin",
+    tasks_from: Annotated[str, typer.Option("--tasks", help="the task set the id is in (a Harbor dataset: "
+                                                           "NAME@VERSION)")] = "builtin",
+    registry: Annotated[str | None, typer.Option(help="Harbor registry (file or URL) for NAME@VERSION")] = None,
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
@@ -146,6 +155,8 @@ def run(
             or pull not in (None, "missing", "always", "never"):
         fail(f"--policy is {'|'.join(get_args(Policy))}, --backend is local|vllm, --sandbox is local|docker, "
              "--isolation is bwrap|none, --pull is missing|always|never", code=2)
+    if registry:
+        os.environ["OPENENV_HARBOR_REGISTRY"] = registry
     the_task = _checked(harness, task, tasks_from, backend, model, vllm_url, sandbox)
     # Library chatter (model builds, downloads) goes to stderr so `--json` stdout stays one object.
     try:

@@ -372,6 +372,15 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             grader = verify_isolated if task.verifier_mode == "separate" else verify
             return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes, pull=self.settings.pull),
                     self._verifier or grader)
+        if task.image or (task.needs_build() and not self._local_without_build):
+            if self._isolation == "bwrap":  # the task's own image, fetched (or built) and unpacked, no daemon to run it
+                from openenv.harness.sandbox.local_image import local_image_factory, stderr_progress
+                from openenv.harness.sandbox.rootfs import RootfsCache
+
+                cache = RootfsCache(policy=self.settings.pull, progress=stderr_progress)
+                return (local_image_factory(task, cache=cache, substitutes=self._image_substitutes, notes=notes,
+                                            network=self._network, isolation=self._isolation),
+                        self._verifier or verify)
         if task.needs_build() or task.image:
             what = task.build_steps[:2] + [f"files outside {task.workdir}: {', '.join(task.outside_files[:3])}"
                                             ] * bool(task.outside_files) + [f"docker_image {task.image}"] * bool(task.image)

@@ -115,6 +115,30 @@ def _system_ops() -> list[str]:
     return ops
 
 
+# Top-level entries of an image root the sandbox never shows from the image: fresh ones are mounted.
+IMAGE_SKIPPED = frozenset({"proc", "dev", "sys", "tmp"})
+
+
+def _image_ops(root: Path, base: str) -> list[str]:
+    """Each top-level entry of an unpacked image root, read-only under `base` (links recreated as links):
+    the image is the system, instead of this host's `/usr` and `/etc`."""
+    ops: list[str] = ["--perms", "0755", "--dir", base] if base != "/" else []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if entry.name in IMAGE_SKIPPED:
+            continue
+        target = f"{base.rstrip('/')}/{entry.name}"
+        if entry.is_symlink():
+            ops += ["--symlink", os.readlink(entry.path), target]
+        elif entry.is_dir() or entry.is_file():
+            ops += ["--ro-bind", entry.path, target]
+    return ops
+
+
+# Where, run as root, the outer bwrap assembles an image's view: it keeps this host's system at `/` for
+# `setpriv` and the inner `bwrap`, and the inner one makes this folder the sandbox's `/`.
+IMAGE_VIEW = "/run/openenv-image"
+
+
 def bwrap_argv(
     argv: list[str],
     *,
@@ -122,6 +146,7 @@ def bwrap_argv(
     chdir: str,
     loopback: bool,
     uid: int | None,
+    image_root: Path | None = None,
 ) -> list[str]:
     """The command line that runs `argv` walled in as described above.
 
@@ -129,6 +154,9 @@ def bwrap_argv(
         mounts: the sandbox's own folders and the read-only runtime paths, mounted after the system
             (parents before children, so `/logs` exists before `/logs/agent` is bound on it).
         uid: drop to this uid (root callers); None runs as the caller's own (unprivileged) uid.
+        image_root: an unpacked image's root filesystem, shown read-only as the system instead of the
+            host's (`rootfs.RootfsCache`); mount points inside it must exist (`rootfs.ensure_mountpoint`).
+            Run as root, the view is built at `IMAGE_VIEW` and the inner bwrap makes it `/`.
     """
     bwrap = bwrap_binary()
     if bwrap is None:
@@ -139,24 +167,31 @@ def bwrap_argv(
         outer.append("--unshare-net")
     if uid is None:
         outer += ["--unshare-user", "--disable-userns"]
-    outer += _system_ops()
+    base = "" if image_root is None or uid is None else IMAGE_VIEW
+    if image_root is None or uid is not None:
+        outer += _system_ops()
+    if image_root is not None:
+        outer += _image_ops(image_root, base or "/")
     outer += ["--proc", "/proc", "--dev", "/dev"]
+    if base:  # the inner bwrap reads the outer /proc; the sandbox gets its own under the view
+        outer += ["--proc", f"{base}/proc", "--dev", f"{base}/dev", "--dir", "/tmp"]  # bwrap stages in /tmp
     ordered = sorted(mounts, key=lambda m: len(PurePosixPath(m.target).parts))
     targets = {m.target for m in ordered}
-    made: set[PurePosixPath] = {PurePosixPath(d) for d in SYSTEM_DIRS}
+    made: set[PurePosixPath] = {PurePosixPath(d) for d in SYSTEM_DIRS} if image_root is None else set()
     for mount in ordered:
         # Folders bwrap would make on the way are 0700 root-owned: make them 0755 first, so the
         # sandbox's uid can walk down to its mounts (`/logs` for `/logs/verifier`).
         for parent in reversed(PurePosixPath(mount.target).parents):
-            if parent.parts[1:] and parent not in made and str(parent) not in targets:
-                outer += ["--perms", "0755", "--dir", str(parent)]
+            in_image = image_root is not None and os.path.lexists(image_root.joinpath(*parent.parts[1:]))
+            if parent.parts[1:] and parent not in made and str(parent) not in targets and not in_image:
+                outer += ["--perms", "0755", "--dir", f"{base}{parent}"]
                 made.add(parent)
-        outer += ["--bind" if mount.writable else "--ro-bind", str(mount.source), mount.target]
-    outer += ["--chdir", chdir, "--"]
+        outer += ["--bind" if mount.writable else "--ro-bind", str(mount.source), f"{base}{mount.target}"]
+    outer += ["--chdir", chdir if not base else "/", "--"]
     if uid is None:
         return [*outer, *argv]
     drop = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
             "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
     inner = [bwrap, "--die-with-parent", "--unshare-user", "--disable-userns", "--uid", str(uid), "--gid", str(uid),
-             "--dev-bind", "/", "/", "--chdir", chdir, "--"]
+             "--dev-bind", base or "/", "/", "--chdir", chdir, "--"]
     return [*outer, *drop, *inner, *argv]

@@ -38,6 +38,7 @@ from openenv.harness.sandbox.base import (
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
 from openenv.harness.sandbox.files import HostFolders, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
+from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
 
 __all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
 
@@ -47,6 +48,7 @@ MARKER = "OPENENV_SANDBOX"
 # `none`: no per-sandbox cgroup. For a container whose /sys/fs/cgroup is read-only (Docker's default): the
 # container bounds the harness's resources, and PID namespaces still end its processes. Explicit and warned.
 NO_CGROUP_ENV = "OPENENV_SANDBOX_CGROUP"
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # an image without ENV PATH
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
 _log = logging.getLogger("openenv.sandbox")
@@ -219,6 +221,10 @@ class LocalSandbox(HostFolders):
             paths (an explicit opt-out, logged as a warning for every sandbox).
         read_only: more host folders to show read-only at their own paths (a harness installed
             elsewhere than the harness cache).
+        image: run in this unpacked image (`rootfs.RootfsCache.get`) instead of this host's system:
+            its root filesystem read-only at `/`, the sandbox's folders and the harness cache bound on
+            it, its `Env` (PATH first) as the base environment, its `python3` running the proxy's
+            forwarder. Needs `isolation="bwrap"`.
 
     Raises:
         EnvError: isolation (or loopback networking, or a cgroup for the limits) is not available here;
@@ -235,7 +241,12 @@ class LocalSandbox(HostFolders):
         workdir: str = "/app",
         isolation: Isolation = "bwrap",
         read_only: tuple[Path, ...] = (),
+        image: ImageRoot | None = None,
     ) -> None:
+        if image is not None and isolation != "bwrap":
+            raise BadRequest("a task image runs in the local sandbox only with isolation='bwrap' (its root "
+                             "filesystem is the sandbox's; without bubblewrap there is no way to show it)")
+        self._image = image
         if isolation == "bwrap" and (missing := isolation_mod.missing_isolation()) is not None:
             raise EnvError(f"the local sandbox cannot isolate the harness: {missing}")
         if network == "loopback" and isolation == "none" and (missing := _unshare_missing()) is not None:
@@ -252,6 +263,7 @@ class LocalSandbox(HostFolders):
         if self._uid is not None:
             check_free_uid(self._uid, what="the local sandbox's", variable="OPENENV_SANDBOX_UID")
         self._processes: list[LocalProcess] = []
+        self._made_mountpoints: set[PurePosixPath] = set()
         self._bridges: list[forwarder.UnixToTcpBridge] = []
         self._cgroup: SandboxCgroup | None = None
         self._closed = True  # until every part exists: close() then has nothing to undo
@@ -284,7 +296,10 @@ class LocalSandbox(HostFolders):
         # main job, run without it, showed the harness no CLI: 'pi: not found').
         from openenv.harness.install import cache_root
 
-        self._runtime = isolation_mod.runtime_paths(cache_root(), extra=read_only)
+        if self._image is None:
+            self._runtime = isolation_mod.runtime_paths(cache_root(), extra=read_only)
+        else:  # as in Docker: only the harness installs come from this host, the rest is the image's
+            self._runtime = [p.resolve() for p in (cache_root(), *read_only) if p.exists()]
         if self._isolation == "bwrap":
             write_identity(self.root / "etc", os.getuid() if self._uid is None else self._uid, self.home)
         self._cgroup = self._make_cgroup()
@@ -363,6 +378,10 @@ class LocalSandbox(HostFolders):
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
         env = {name: os.environ[name] for name in self._env_allow if name in os.environ}
+        if self._image is not None:  # the image's own variables (its PATH above all), as Docker sets them
+            env.pop("PATH", None)
+            env.update({k: v for k, v in self._image.env.items() if k not in ("HOME", "USER", "TMPDIR")})
+            env.setdefault("PATH", IMAGE_PATH)
         env.update(HOME=str(self.home), TMPDIR=str(self.root / "tmp"), USER="openenv", **{MARKER: self.id})
         env.update(extra or {})
         return env
@@ -383,6 +402,7 @@ class LocalSandbox(HostFolders):
     def _forwarders(self, isolated: bool) -> str:
         """Shell lines that start one forwarder per proxy port inside the namespace and wait for each."""
         script = f"{isolation_mod.RUN_DIR}/forwarder.py" if isolated else forwarder.__file__
+        # "$0" is the interpreter: this Python on the host's system, the image's python3 in an image
         lines = []
         for bridge in self._bridges:
             port = bridge.socket_path.stem.removeprefix("p")
@@ -408,18 +428,38 @@ class LocalSandbox(HostFolders):
                    mount(self.root / "etc" / "passwd", "/etc/passwd"),
                    mount(self.root / "etc" / "group", "/etc/group")]
         mounts += [mount(path, str(path)) for path in self._runtime]
+        if self._image is not None:
+            self._make_mountpoints(mounts)
+            return mounts
         venv = Path(sys.executable).parent.parent  # this Python by the name it was started with, too
         if venv.resolve() != venv and venv.resolve() in self._runtime:
             mounts.append(mount(venv.resolve(), str(venv)))
         return mounts
 
+    def _make_mountpoints(self, mounts: list[isolation_mod.Mount]) -> None:
+        """Mount points that fall inside the read-only image (the harness cache under /var, the workdir
+        when the image lacks it) are made in the unpacked root once: empty folders and files."""
+        assert self._image is not None
+        targets = [PurePosixPath(m.target) for m in mounts]
+        for mount, target in zip(mounts, targets, strict=True):
+            covered = any(other != target and other in target.parents for other in targets)
+            top = target.parts[1] if len(target.parts) > 1 else ""
+            if covered or top in isolation_mod.IMAGE_SKIPPED or not os.path.lexists(self._image.rootfs / top):
+                continue  # on another mount or on bwrap's own tmpfs root
+            if target in self._made_mountpoints:
+                continue
+            ensure_mountpoint(self._image.rootfs, str(target), is_file=mount.source.is_file())
+            self._made_mountpoints.add(target)
+
     def _wrap(self, argv: list[str], cwd: str) -> list[str]:
         loopback = self._network == "loopback"
         isolated = self._isolation == "bwrap"
         if loopback and self._bridges:
-            argv = ["/bin/sh", "-c", f'{self._forwarders(isolated)}; exec "$@"', sys.executable, *argv]
+            python = sys.executable if self._image is None else "python3"
+            argv = ["/bin/sh", "-c", f'{self._forwarders(isolated)}; exec "$@"', python, *argv]
         if isolated:
-            return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback, uid=self._uid)
+            return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback, uid=self._uid,
+                                            image_root=None if self._image is None else self._image.rootfs)
         if not loopback:
             return argv
         script = f'{_ip_binary()} link set lo up; exec "$@"'

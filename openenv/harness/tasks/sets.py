@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from openenv.errors import NotFound
 from openenv.harness.tasks.builtin import builtin_tasks
 from openenv.harness.tasks.dataset import load_dataset_tasks
 from openenv.harness.tasks.harbor import load_harbor_task
+from openenv.harness.tasks.harbor_registry import is_dataset_spec, resolve_dataset
 from openenv.harness.tasks.model import Task
 
 __all__ = ["SERVED_TASK_SETS_ENV", "find_task", "load_task_set", "served_task_sets"]
@@ -30,8 +32,9 @@ def load_task_set(name: str = "builtin") -> list[Task]:
     """Load a task set.
 
     Args:
-        name: `builtin`; a Harbor task folder or a folder of them; a `.parquet`/`.jsonl` file; or a
-            Hugging Face Hub dataset id.
+        name: `builtin`; a Harbor task folder or a folder of them; a `.parquet`/`.jsonl` file; a Harbor
+            dataset `NAME@VERSION` (from the registry in `$OPENENV_HARBOR_REGISTRY`, else Harbor's
+            public one; see `harbor_registry`); or a Hugging Face Hub dataset id.
     """
     if name == "builtin":
         return builtin_tasks()
@@ -42,8 +45,14 @@ def load_task_set(name: str = "builtin") -> list[Task]:
         return [load_harbor_task(p) for p in sorted(path.iterdir()) if (p / "task.toml").is_file()]
     if path.is_file():
         return load_dataset_tasks(name)
+    if is_dataset_spec(name):  # a Harbor dataset by name and version, through the Harbor registry
+        return [load_harbor_task(folder) for folder in resolve_dataset(name, progress=_say)]
     _check_hub_id(name)  # nothing here by that name: only a Hub id, asked for by name, goes to the network
     return load_dataset_tasks(name)
+
+
+def _say(line: str) -> None:
+    print(f"[openenv] {line}", file=sys.stderr, flush=True)  # fetching a dataset's tasks takes a while
 
 
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")

@@ -27,6 +27,7 @@ from openenv.harness.oracle import apply_solution
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
+from openenv.harness.sandbox.local_image import local_image_factory
 from openenv.harness.sandbox.images import PYTHON_IMAGE, build_python_image
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set
 from openenv.harness.verifier import Verdict, verify
@@ -77,8 +78,10 @@ def test_there_are_at_least_eight_independent_fixtures_and_all_load():
 
 
 def _sandbox(kind: str, task: Task, client: docker.DockerClient, substitutes: dict[str, str]) -> LocalSandbox | DockerSandbox:
-    if kind == "local":
-        box: LocalSandbox | DockerSandbox = LocalSandbox(workdir=task.workdir)
+    if kind == "local" and task.needs_build():
+        box: LocalSandbox | DockerSandbox = local_image_factory(task, substitutes=substitutes)(())
+    elif kind == "local":
+        box = LocalSandbox(workdir=task.workdir)
     else:
         box = sandbox_factory(task, substitutes=substitutes, client=client)(())
     _ROOTS.append(box.root)
@@ -99,11 +102,9 @@ def test_untouched_scores_zero_and_the_oracle_scores_one(fixture: str, kind: str
     task = load_harbor_task(FIXTURES / fixture)
     client = request.getfixturevalue("client") if kind == "docker" else None
     subs = request.getfixturevalue("substitutes") if kind == "docker" else {}
-    if kind == "local" and task.needs_build():
-        env = HarnessEnvironment("pi")
-        with pytest.raises(BadRequest, match="--sandbox docker"):
-            env._sandbox_parts("local", task, [])
-        return
+    if kind == "local" and task.needs_build():  # built by the daemon, run from its unpacked root (test_local_image)
+        client = request.getfixturevalue("client")
+        subs = request.getfixturevalue("substitutes")
     with _sandbox(kind, task, client, subs) as untouched:
         before = _grade(kind, untouched, task)
     assert (before.status, before.reward) == ("scored", 0.0), before
