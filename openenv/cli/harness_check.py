@@ -83,7 +83,7 @@ def check(
             live.update(f"[{time.monotonic() - t0:.0f} s] {spec.name}@{version}: {line}")
 
         verdict = qualify(spec, version, sandboxes=chosen, results=folder, fixtures=names, engine=engine,
-                          progress=progress)
+                          cache=cache, progress=progress)
     if pin and verdict.passed:
         changed = write_pin(spec.name, version)
         verdict.pinned_now = True
