@@ -19,7 +19,7 @@ from openenv.cli._output import stdout_to_stderr
 
 __all__ = ["check_docker", "install_harness", "list_harnesses", "register", "run", "tasks"]
 
-harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, cached in "
+harness_app = typer.Typer(help="List, install and qualify the harness CLIs (pinned versions, cached in "
                           "$OPENENV_HARNESS_CACHE; default /var/cache/openenv/harnesses for root, "
                           "~/.cache/openenv/harnesses for anyone else).",
                           no_args_is_help=True)
@@ -273,9 +273,6 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
 
 
 def register(app: typer.Typer) -> None:
-    from openenv.cli.harness_check import register as register_check
-
-    register_check(harness_app)  # `harness check` and `harness outdated`
-    app.add_typer(harness_app, name="harness")
+    app.add_typer(harness_app, name="harness")  # `harness check` and `outdated` join it from cli/harness_check.py
     app.command("tasks")(tasks)
     app.command("run")(run)

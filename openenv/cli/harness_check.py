@@ -17,6 +17,7 @@ from rich.table import Table
 
 from openenv.cli._errors import fail
 from openenv.cli._output import stdout_to_stderr
+from openenv.cli.harness import check_docker, harness_app
 
 __all__ = ["check", "outdated", "register"]
 
@@ -50,9 +51,12 @@ def check(
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
 ) -> None:
-    """Qualify a harness version in minutes: install it into a scratch cache, start it, speak its dialect
-    through the proxy, let the oracle solve the fixtures in each sandbox, and sample one episode with the
-    tiny model (one training sequence per linear session, every sampled token trained, aux calls tagged).
+    """Qualify a harness version in minutes, before pinning it.
+
+    Installs NAME@VERSION into a scratch cache (the pinned installs stay as they are), starts it, checks it
+    speaks its dialect through the proxy, lets the oracle solve the fixtures in each sandbox, and samples
+    one episode with the tiny model (one training sequence per linear session, every sampled token
+    trained, aux calls tagged).
 
     Prints a table (check, result, evidence file) and writes verdict.json beside the evidence.
     Exit code 0: every check passed. 1: a check failed (named on stderr). 2: bad usage.
@@ -68,8 +72,6 @@ def check(
     except OpenEnvError as exc:
         fail(exc.message, code=2)
     if "docker" in chosen:
-        from openenv.cli.harness import check_docker
-
         check_docker()
     engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -120,8 +122,10 @@ def outdated(
     timeout: Annotated[float, typer.Option(help="seconds each registry query may take")] = 20.0,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per harness, one per line")] = False,
 ) -> None:
-    """Each harness's pinned version against the newest its registry offers: one light query per harness
-    (`npm view PKG version`, `pip index versions PKG`, with your npm/pip registry settings), all at once.
+    """Each harness's pinned version against the newest its registry offers.
+
+    One light query per harness (`npm view PKG version`, `pip index versions PKG`, with your npm/pip
+    registry settings), all at once, each with --timeout.
 
     Exit code 0 always when the registries answered (outdated pins are news, not errors); 1 when a
     registry could not be reached for some harness (that row says why).
@@ -158,5 +162,6 @@ def outdated(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("check")(check)
-    app.command("outdated")(outdated)
+    """Add `check` and `outdated` to the `openenv harness` group (`app` has it already)."""
+    harness_app.command("check")(check)
+    harness_app.command("outdated")(outdated)

@@ -47,7 +47,7 @@ from openenv.paths import write_atomic
 from openenv.resources import package_path
 
 __all__ = ["DEFAULT_FIXTURES", "IMAGE_SUBSTITUTES", "CheckResult", "Verdict", "bash_fixtures", "openenv_commit",
-           "qualify"]
+           "qualify", "write_verdict"]
 
 # The representative small set: a built-in task whose solution has backticks and a heredoc (shell tools
 # that filter commands must still run it), and a Harbor fixture whose solve.sh needs bash.
@@ -295,6 +295,7 @@ def qualify(spec: HarnessSpec, version: str, *, sandboxes: list[str], results: P
 
 
 def write_verdict(verdict: Verdict) -> Path:
+    """Write `verdict.json` into the verdict's results folder (again after `--pin` moved the pin)."""
     return write_atomic(Path(verdict.results_dir) / "verdict.json", verdict.model_dump_json(indent=1) + "\n")
 
 
