@@ -246,9 +246,10 @@ install_one() {  # install_one NAME[@VERSION]: the pin, or another version (`ope
     version="$wanted"
   fi
   ensure_debs "$name" || return 1
+  # `|| return 1`: called under `||` in main, errexit is off in here, so a failed npm/pip must say so itself.
   case "$method" in
-    npm) install_npm "$name" "$package" "$version" "$node" ;;
-    pip) install_pip "$name" "$package" "$version" "$node" ;;
+    npm) install_npm "$name" "$package" "$version" "$node" || return 1 ;;
+    pip) install_pip "$name" "$package" "$version" "$node" || return 1 ;;
   esac
   portable_debs "$name"
 }

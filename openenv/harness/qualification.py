@@ -95,11 +95,13 @@ class Verdict(BaseModel):
 
     @property
     def passed(self) -> bool:
+        """Every check ran and passed (a check not run is not a pass)."""
         return bool(self.checks) and all(c.ok for c in self.checks)
 
     @property
     def failed(self) -> list[str]:
-        return [c.check for c in self.checks if not c.ok]
+        """The checks that ran and failed (those not run because of them are left out)."""
+        return [c.check for c in self.checks if c.ok is False]
 
 
 def openenv_commit() -> str | None:
@@ -312,7 +314,9 @@ def _run_checks(run: _Run, spec: HarnessSpec, version: str, sandboxes: list[str]
         return run.skip(later, "the install failed")
     status = install_status(spec)
     if not status.ready:
-        run.add("install", False, f"the installer ended but {status.installed} is installed, not {version}", log, start)
+        tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
+        run.add("install", False, f"the installer ended but {status.installed or 'nothing'} is installed, not "
+                f"{version}: {tail}", log, start)
         return run.skip(later, "the install failed")
     run.add("install", True, f"{spec.install.method} {spec.install.package}@{version} ({took:.0f} s)", log, start)
     try:

@@ -75,3 +75,9 @@ def test_the_ledger_keeps_old_evidence_and_the_newest_cell_wins(tmp_path):
     (tmp_path / "page.md").write_text((tmp_path / "page.md").read_text().replace("pass", "PASS!", 1))
     drift = _run(tmp_path, "--check")
     assert drift.returncode == 1 and "differs" in drift.stdout
+
+
+def test_the_shipped_page_is_what_its_ledger_gives():
+    proc = subprocess.run([sys.executable, "bench/qualification_matrix.py", "--check"], capture_output=True, text=True,
+                          cwd=REPO, timeout=120, check=False)
+    assert proc.returncode == 0, f"{proc.stdout}: run .venv/bin/python bench/qualification_matrix.py"

@@ -1,6 +1,6 @@
 """`openenv harness outdated`: the newest version each registry offers, through npm's and pip's own clients,
-against stand-in registries on loopback (an npm packument server, a PEP 503 simple index), and one light
-query to the real npm registry."""
+against stand-in registries on loopback (the `registry` fixture: an npm packument server and a PEP 503
+simple index), and one light query to the real npm registry."""
 
 from __future__ import annotations
 
@@ -8,10 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -21,73 +17,6 @@ from openenv.harness.catalog import get_spec
 from openenv.harness.latest import latest_version, latest_versions
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-class _Registry(BaseHTTPRequestHandler):
-    """npm: GET /<name> -> a packument; pip: GET /simple/<name>/ -> links to sdists. `stall` never answers."""
-
-    packages: dict[str, list[str]] = {}
-    stall = False
-    seen: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        type(self).seen.append(self.path)
-        if self.stall:
-            time.sleep(30)
-            return
-        path = unquote(self.path).split("?")[0]
-        if path.startswith("/simple/"):
-            name = path.removeprefix("/simple/").strip("/")
-            versions = self.packages.get(name)
-            body = None if versions is None else "".join(
-                f'<a href="/files/{name}-{v}.tar.gz">{name}-{v}.tar.gz</a><br/>' for v in versions)
-            ctype = "text/html"
-        else:
-            name = path.strip("/")
-            versions = self.packages.get(name)
-            body = None if versions is None else json.dumps({
-                "name": name, "dist-tags": {"latest": versions[-1]},
-                "versions": {v: {"name": name, "version": v, "dist": {"tarball": f"http://x/{v}.tgz"}} for v in versions}})
-            ctype = "application/json"
-        if body is None:
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"error":"Not found"}')
-            return
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[type[_Registry]]:
-    """One loopback server standing in for both registries; npm and pip are pointed at it (their user
-    configuration set aside) through their own environment variables."""
-    handler = type("Registry", (_Registry,), {"packages": {}, "stall": False, "seen": []})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}"
-    monkeypatch.setenv("npm_config_registry", url + "/")
-    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))  # no cached packument answers
-    monkeypatch.setenv("npm_config_userconfig", str(tmp_path / "npmrc"))
-    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
-    monkeypatch.setenv("PIP_INDEX_URL", url + "/simple/")
-    monkeypatch.setenv("PIP_FIND_LINKS", "")
-    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
-    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
-    try:
-        yield handler
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_an_npm_harness_behind_its_registry_is_outdated_and_names_the_newest(registry):

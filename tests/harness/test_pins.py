@@ -3,8 +3,10 @@ pin in both places that hold it (spec.yaml and the installer's table) or in neit
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from urllib.parse import unquote
 
 import pytest
 
@@ -84,3 +86,11 @@ def test_pin_writes_nothing_when_either_file_lacks_the_pin(own_pins):
     with pytest.raises(EnvError, match="does not name pi's pin"):
         write_pin("pi", "0.99.0", installer=installer)
     assert spec_file.read_text() == before
+
+
+def test_a_version_the_registry_lacks_fails_the_install_and_says_so(registry, tmp_path):
+    """Regression: a failed `npm install` of the last step ended the script 0 (errexit is off under `||`)."""
+    proc = subprocess.run(["bash", str(harness_installer()), "pi@9.9.9"], capture_output=True, text=True, timeout=120,
+                          check=False, env={**os.environ, "OPENENV_HARNESS_CACHE": str(tmp_path / "cache")})
+    assert proc.returncode == 1 and "failed: pi@9.9.9" in proc.stderr, proc.stderr[-2000:]
+    assert any("pi-coding-agent" in unquote(p) for p in registry.seen), "npm asked the stand-in registry"
