@@ -125,13 +125,14 @@ def render(cells: list[Cell]) -> str:
             lines.append(f"- {c['harness']} {c['version']} {c['sandbox']} {c['check']}: {detail} "
                          f"(evidence `{_relative(str(c['evidence']))}`)")
     lines += ["", "## Evidence", "",
-              "Each verdict's folder holds the install log, the first request, and every episode's trajectory",
-              "(`openenv view` reads them); the newest per harness and version:", ""]
-    seen: dict[tuple[str, str], str] = {}
+              "On the machine that ran each check, its folder holds the install log, the first request, every",
+              "episode's trajectory (`openenv view` reads them) and verdict.json; the folders behind the cells:", ""]
+    seen: dict[tuple[str, str], set[str]] = {}
     for c in cells:
-        if c["check"] != "sweep":
-            seen[(str(c["harness"]), str(c["version"]))] = str(Path(_relative(str(c["evidence"]))).parent)
-    lines += [f"- {h} {v}: `{folder}`" for (h, v), folder in sorted(seen.items())]
+        folder = Path(_relative(str(c["evidence"])))
+        seen.setdefault((str(c["harness"]), str(c["version"])), set()).add(
+            str(folder) if c["check"] == "sweep" else str(folder.parent))
+    lines += [f"- {h} {v}: " + ", ".join(f"`{f}`" for f in sorted(folders)) for (h, v), folders in sorted(seen.items())]
     return "\n".join(lines) + "\n"
 
 

@@ -105,10 +105,11 @@ class Verdict(BaseModel):
 
 
 def openenv_commit() -> str | None:
-    """The short git commit of the running openenv's source tree, or None for an installed wheel."""
+    """The git commit of the running openenv's source tree (`-dirty` with uncommitted changes), or None for
+    an installed wheel."""
     root = package_path().resolve().parent
-    proc = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=root, capture_output=True, text=True,
-                          check=False)
+    proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10", "--exclude", "*"], cwd=root,
+                          capture_output=True, text=True, check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
