@@ -39,7 +39,8 @@ from openenv.harness.install import docker_blocker, install_status  # noqa: E402
 from openenv.harness.rollout import run_episode  # noqa: E402
 from openenv.harness.sandbox.images import parse_substitutes  # noqa: E402
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set  # noqa: E402
-from openenv.harness.qualification import IMAGE_SUBSTITUTES, openenv_commit  # noqa: E402
+from openenv.harness.fixtures import IMAGE_SUBSTITUTES  # noqa: E402
+from openenv.harness.qualification import openenv_commit  # noqa: E402
 from openenv.paths import write_atomic  # noqa: E402
 
 BASH_FIXTURES = ROOT / "tests" / "fixtures" / "harbor"

@@ -61,10 +61,10 @@ def check(
     Prints a table (check, result, evidence file) and writes verdict.json beside the evidence.
     Exit code 0: every check passed. 1: a check failed (named on stderr). 2: bad usage.
     """
-    from openenv.capture.engine import EngineSpec
     from openenv.errors import OpenEnvError
+    from openenv.harness.fixtures import DEFAULT_FIXTURES, bash_fixtures
     from openenv.harness.pins import parse_target, write_pin
-    from openenv.harness.qualification import DEFAULT_FIXTURES, qualify, write_verdict
+    from openenv.harness.tasks import builtin_task_ids
 
     chosen = _sandboxes(sandbox)
     try:
@@ -73,10 +73,16 @@ def check(
         fail(exc.message, code=2)
     if "docker" in chosen:
         check_docker()
-    engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = results or Path("artifacts") / "harness-check" / f"{spec.name}@{version}" / stamp
     names = tuple(t.strip() for t in fixtures.split(",") if t.strip()) if fixtures else DEFAULT_FIXTURES
+    known = [*builtin_task_ids(), *bash_fixtures()]
+    if unknown := [n for n in names if n not in known]:
+        fail(f"unknown fixture(s) {', '.join(unknown)}; known: {', '.join(known)}", code=2)
+    from openenv.capture.engine import EngineSpec  # the heavy part, once the words are known good
+    from openenv.harness.qualification import qualify, write_verdict
+
+    engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
     t0 = time.monotonic()
     with stdout_to_stderr(), _err.status(f"checking {spec.name}@{version}") as live:
         def progress(line: str) -> None:

@@ -36,6 +36,7 @@ from openenv.capture.engine import EngineSpec
 from openenv.errors import OpenEnvError
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.episode_settings import EpisodeSettings
+from openenv.harness.fixtures import DEFAULT_FIXTURES, IMAGE_SUBSTITUTES, bash_fixtures
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessObservation
 from openenv.harness.pins import install_version, scratch_cache, spec_at, using_cache
@@ -46,15 +47,9 @@ from openenv.harness.tasks import Task, builtin_task, load_harbor_task
 from openenv.paths import write_atomic
 from openenv.resources import package_path
 
-__all__ = ["DEFAULT_FIXTURES", "IMAGE_SUBSTITUTES", "CheckResult", "Verdict", "bash_fixtures", "openenv_commit",
-           "qualify", "write_verdict"]
+__all__ = ["CheckResult", "Verdict", "openenv_commit", "qualify", "write_verdict"]
 
-# The representative small set: a built-in task whose solution has backticks and a heredoc (shell tools
-# that filter commands must still run it), and a Harbor fixture whose solve.sh needs bash.
-DEFAULT_FIXTURES = ("fix-deep-merge", "bash-strict-report")
 SAMPLED_TASK = "implement-slugify"
-# Nothing can be pulled here: the Harbor fixtures' images run on the offline image (scripts/build_python_image.sh).
-IMAGE_SUBSTITUTES = {"python:3.11-slim": "openenv/python:latest", "ubuntu:24.04": "openenv/python:latest"}
 Progress = Callable[[str], None]
 
 
@@ -111,12 +106,6 @@ def openenv_commit() -> str | None:
     proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10", "--exclude", "*"], cwd=root,
                           capture_output=True, text=True, check=False)
     return proc.stdout.strip() or None if proc.returncode == 0 else None
-
-
-def bash_fixtures() -> dict[str, Path]:
-    """The bash-only Harbor fixtures of a source checkout (tests/fixtures/harbor/bash-*), by task id."""
-    root = package_path().resolve().parent / "tests" / "fixtures" / "harbor"
-    return {d.name: d for d in sorted(root.glob("bash-*")) if (d / "task.toml").is_file()}
 
 
 def _load_fixture(task_id: str) -> Task:
