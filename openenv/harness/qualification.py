@@ -210,7 +210,10 @@ def _first_episode_checks(run: _Run, spec: HarnessSpec, first: _Episode) -> bool
     if not first.started:
         s = first.summary
         why = s.error or f"harness {s.harness_status} before its first model request"
-        run.add("start", False, f"{why}; output: {' '.join(first.tail.split())[-300:] or '(none)'}", evidence)
+        tail = " ".join(first.tail.split())[-300:]
+        if tail and tail[-60:] not in " ".join(why.split()):  # the error may quote the output already
+            why += f"; output: {tail}"
+        run.add("start", False, why, evidence)
         return False
     run.add("start", True, f"first model request after start in episode {first.task}", evidence)
     req = first.requests[0]
