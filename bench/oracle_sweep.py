@@ -25,6 +25,7 @@ import json
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,10 +39,13 @@ from openenv.harness.install import docker_blocker, install_status  # noqa: E402
 from openenv.harness.rollout import run_episode  # noqa: E402
 from openenv.harness.sandbox.images import parse_substitutes  # noqa: E402
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set  # noqa: E402
+from openenv.harness.fixtures import IMAGE_SUBSTITUTES  # noqa: E402
+from openenv.harness.qualification import openenv_commit  # noqa: E402
 from openenv.paths import write_atomic  # noqa: E402
 
 BASH_FIXTURES = ROOT / "tests" / "fixtures" / "harbor"
-DEFAULT_SUBSTITUTES = ["python:3.11-slim=openenv/python:latest", "ubuntu:24.04=openenv/python:latest"]
+DEFAULT_SUBSTITUTES = [f"{a}={b}" for a, b in IMAGE_SUBSTITUTES.items()]
+COMMIT = openenv_commit()
 
 
 def load_tasks(spec: str) -> list[Task]:
@@ -58,7 +62,9 @@ def load_tasks(spec: str) -> list[Task]:
 def one_episode(harness: str, task: Task, sandbox: str, substitutes: dict[str, str], backend: str) -> dict[str, object]:
     """One oracle episode; never raises (a failure to start is a row with the error)."""
     start = time.monotonic()
-    row: dict[str, object] = {"harness": harness, "task": task.id, "sandbox": sandbox}
+    row: dict[str, object] = {"harness": harness, "task": task.id, "sandbox": sandbox,
+                              "version": install_status(get_spec(harness)).installed, "commit": COMMIT,
+                              "date": datetime.now(UTC).isoformat(timespec="seconds")}  # for qualification_matrix.py
     settings = EpisodeSettings(sandbox=sandbox, image_substitutes=substitutes)  # type: ignore[arg-type]
     env = HarnessEnvironment(harness, engine=EngineSpec.of(backend), settings=settings)
     try:

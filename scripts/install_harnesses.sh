@@ -4,6 +4,7 @@
 # as openenv/harness/install_harnesses.sh.
 #
 #   scripts/install_harnesses.sh [NAME ...|all]   install (idempotent: a pinned install is skipped in ms)
+#   scripts/install_harnesses.sh NAME@VERSION      install another version (e.g. into a scratch cache)
 #   scripts/install_harnesses.sh --pins           print "name method package version bin runtime" rows
 #
 # The pins below are the versions measured in shared/harnesses.md; openenv/harness checks in a test that
@@ -228,20 +229,29 @@ portable_debs() {  # portable_debs NAME
   "$CACHE/$1/bin/$command" -V >&2
 }
 
-install_one() {
-  local row method package version bin node
-  row="$(pin_row "$1")"
+install_one() {  # install_one NAME[@VERSION]: the pin, or another version (`openenv harness check`)
+  local row method package version bin node name="${1%%@*}" wanted=""
+  [[ "$1" == *@* ]] && wanted="${1#*@}"
+  row="$(pin_row "$name")"
   if [[ -z "$row" ]]; then
-    log "unknown harness '$1'; known: $(awk 'NF { printf "%s ", $1 }' <<<"$PINS")"
+    log "unknown harness '$name'; known: $(awk 'NF { printf "%s ", $1 }' <<<"$PINS")"
     return 2
   fi
   read -r method package version bin node <<<"$row"
-  ensure_debs "$1" || return 1
+  if [[ -n "$wanted" ]]; then
+    if [[ ! "$wanted" =~ ^[A-Za-z0-9][A-Za-z0-9.+_-]*$ ]]; then
+      log "'$wanted' is not a version (e.g. $version)"
+      return 2
+    fi
+    version="$wanted"
+  fi
+  ensure_debs "$name" || return 1
+  # `|| return 1`: called under `||` in main, errexit is off in here, so a failed npm/pip must say so itself.
   case "$method" in
-    npm) install_npm "$1" "$package" "$version" "$node" ;;
-    pip) install_pip "$1" "$package" "$version" "$node" ;;
+    npm) install_npm "$name" "$package" "$version" "$node" || return 1 ;;
+    pip) install_pip "$name" "$package" "$version" "$node" || return 1 ;;
   esac
-  portable_debs "$1"
+  portable_debs "$name"
 }
 
 main() {

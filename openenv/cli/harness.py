@@ -18,9 +18,9 @@ from rich.table import Column, Table
 from openenv.cli._errors import fail, one_line
 from openenv.cli._output import stdout_to_stderr
 
-__all__ = ["install_harness", "list_harnesses", "register", "run", "tasks"]
+__all__ = ["check_docker", "install_harness", "list_harnesses", "register", "run", "tasks"]
 
-harness_app = typer.Typer(help="List and install the harness CLIs (pinned versions, cached in "
+harness_app = typer.Typer(help="List, install and qualify the harness CLIs (pinned versions, cached in "
                           "$OPENENV_HARNESS_CACHE; default /var/cache/openenv/harnesses for root, "
                           "~/.cache/openenv/harnesses for anyone else).",
                           no_args_is_help=True)
@@ -196,7 +196,7 @@ def _checked(harness: str, task: str, tasks_from: str, backend: str, model: Path
     if engine.backend == "vllm" and not engine.vllm_urls:
         fail("--backend vllm needs an engine: pass --vllm-url http://HOST:PORT (or set OPENENV_VLLM_URL)", code=2)
     if sandbox == "docker":
-        _check_docker()
+        check_docker()
     problems = node_problems(engine, [harness])
     if problems:
         fail(problems[0], "nothing was run: fix that, then run the same command again"
@@ -204,7 +204,7 @@ def _checked(harness: str, task: str, tasks_from: str, backend: str, model: Path
     return the_task
 
 
-def _check_docker() -> None:
+def check_docker() -> None:
     """`--sandbox docker` needs the Docker SDK and an engine that answers."""
     try:
         from openenv.harness.sandbox.docker import engine_available
@@ -293,6 +293,6 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(harness_app, name="harness")
+    app.add_typer(harness_app, name="harness")  # `harness check` and `outdated` join it from cli/harness_check.py
     app.command("tasks")(tasks)
     app.command("run")(run)

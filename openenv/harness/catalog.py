@@ -16,7 +16,8 @@ from openenv.errors import NotFound
 from openenv.harness.spec import HarnessSpec, load_spec
 from openenv.resources import env_dirs, find_env_dir, shipped_envs_dir
 
-__all__ = ["SPEC_FILE", "UnsupportedHarness", "get_spec", "harness_dir", "harness_names", "unsupported_harnesses"]
+__all__ = ["SPEC_FILE", "UnsupportedHarness", "get_spec", "harness_dir", "harness_names", "reload_specs",
+           "unsupported_harnesses"]
 
 SPEC_FILE = "spec.yaml"
 UNSUPPORTED_FILE = "unsupported.yaml"
@@ -61,6 +62,11 @@ def get_spec(name: str) -> HarnessSpec:
         NotFound: there is no such harness; the message lists the known harnesses.
     """
     return _load(harness_dir(name) / SPEC_FILE)
+
+
+def reload_specs() -> None:
+    """Forget the specs read so far: the next `get_spec` reads each file again (after a pin moved)."""
+    _load.cache_clear()
 
 
 def unsupported_harnesses() -> list[UnsupportedHarness]:

@@ -1,8 +1,16 @@
-"""Harness-test fixtures: a leftover-process check (the capture server is the suite-wide `capture_server`)."""
+"""Harness-test fixtures: a leftover-process check (the capture server is the suite-wide `capture_server`) and
+a stand-in package registry on loopback."""
 
 from __future__ import annotations
 
+import json
+import os
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -15,3 +23,70 @@ def no_leftover_processes() -> Iterator[None]:
     yield
     leftovers = [f"{p.pid} {p.name()}" for p in sandboxed_processes()]
     assert leftovers == [], f"processes outlived their episode: {leftovers}"
+
+
+class _Registry(BaseHTTPRequestHandler):
+    """npm: GET /<name> -> a packument; pip: GET /simple/<name>/ -> links to sdists. `stall` never answers."""
+
+    packages: dict[str, list[str]] = {}
+    stall = False
+    seen: list[str] = []
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        type(self).seen.append(self.path)
+        if self.stall:
+            time.sleep(30)
+            return
+        path = unquote(self.path).split("?")[0]
+        if path.startswith("/simple/"):
+            name = path.removeprefix("/simple/").strip("/")
+            versions = self.packages.get(name)
+            body = None if versions is None else "".join(
+                f'<a href="/files/{name}-{v}.tar.gz">{name}-{v}.tar.gz</a><br/>' for v in versions)
+            ctype = "text/html"
+        else:
+            name = path.strip("/")
+            versions = self.packages.get(name)
+            body = None if versions is None else json.dumps({
+                "name": name, "dist-tags": {"latest": versions[-1]},
+                "versions": {v: {"name": name, "version": v, "dist": {"tarball": f"http://x/{v}.tgz"}} for v in versions}})
+            ctype = "application/json"
+        if body is None:
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error":"Not found"}')
+            return
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[type[_Registry]]:
+    """One loopback server standing in for both registries; npm and pip are pointed at it (their user
+    configuration set aside) through their own environment variables."""
+    handler = type("Registry", (_Registry,), {"packages": {}, "stall": False, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setenv("npm_config_registry", url + "/")
+    monkeypatch.setenv("npm_config_cache", str(tmp_path / "npm-cache"))  # no cached packument answers
+    monkeypatch.setenv("npm_config_userconfig", str(tmp_path / "npmrc"))
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("PIP_INDEX_URL", url + "/simple/")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    monkeypatch.setenv("PIP_EXTRA_INDEX_URL", "")
+    monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    try:
+        yield handler
+    finally:
+        server.shutdown()
+        server.server_close()
