@@ -1,5 +1,6 @@
-"""The README's install lines are true: its wheel section's commands run here, with only the extras it
-installs, to a scored episode; every `pip install` line it prints names real extras.
+"""The install lines are true: docs/install.md's wheel section's commands run here, with only the extras it
+installs, to a scored episode; every `pip install` line it prints names real extras; the README's harness
+table lists every harness under its dialect.
 
 The `pip`/`sudo` lines are not run (they install packages; this machine has them): the test instead makes
 every package of the extras the section does *not* install unimportable (tests/cli/test_errors.py's
@@ -22,12 +23,13 @@ from tests.cli.test_errors import _openenv
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()
+INSTALL = (REPO / "docs" / "install.md").read_text()
 
 
 def _section(title: str) -> str:
-    start = README.index(f"## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start:end if end != -1 else None]
+    start = INSTALL.index(f"## {title}\n")
+    end = INSTALL.find("\n## ", start + 1)
+    return INSTALL[start:end if end != -1 else None]
 
 
 def _bash_blocks(text: str) -> list[list[str]]:
@@ -38,19 +40,24 @@ def _bash_blocks(text: str) -> list[list[str]]:
 def test_every_pip_line_names_extras_the_distribution_has() -> None:
     declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert set(EXTRAS) <= set(declared), "openenv/extras.py names an extra pyproject.toml does not declare"
-    named = re.findall(rf"pip install '?{re.escape(DISTRIBUTION)}\[([a-z,]+)\]", README)
-    assert named, "the README names no extra"
+    named = re.findall(rf"pip install '?{re.escape(DISTRIBUTION)}\[([a-z,]+)\]", README + INSTALL)
+    assert named, "docs/install.md names no extra"
     for extras in named:
         assert set(extras.split(",")) <= set(declared), extras
 
 
-def test_the_readme_lists_every_harness() -> None:
-    """Its first lines named 10 harnesses while 19 run."""
-    head = " ".join(README[:README.index("## Two commands")].split())
-    listed = re.search(r"(\d+) of them: (.*?) \(`openenv harness list`\)", head)
-    assert listed, head
-    names = re.split(r", | and ", listed.group(2))
-    assert int(listed.group(1)) == len(names) == len(harness_names()), names
+DIALECTS = {"Anthropic Messages": "anthropic", "OpenAI Responses": "openai_responses", "Gemini": "gemini",
+            "OpenAI Chat": "openai_chat"}
+
+
+def test_the_readme_lists_every_harness_under_its_dialect() -> None:
+    """Its first lines once named 10 harnesses while 19 ran."""
+    table = re.findall(r"^\| ([A-Za-z ]+) \| ([a-z0-9, -]+) \|$", README, re.M)
+    listed = {name: DIALECTS[dialect] for dialect, names in table if dialect in DIALECTS
+              for name in names.split(", ")}
+    assert listed == {name: get_spec(name).dialect for name in harness_names()}
+    counted = re.search(r"Claude Code, Codex, Pi and (\d+) more", " ".join(README.split()))
+    assert counted and int(counted.group(1)) == len(harness_names()) - 3
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ FROM image after substitutes); the container itself is `docker.DockerSandbox`.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.files import copy_plain
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
+from openenv.settings import flag
 
 __all__ = ["sandbox_factory", "verify_isolated"]
 
@@ -62,7 +62,7 @@ def sandbox_factory(
     client = options.get("client") or docker.from_env()
     options["client"] = client
     image, built, said = task_image(client, task, substitutes or {})
-    if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
+    if flag("OPENENV_DOCKER_HARBOR_ROOT"):  # Harbor's own defaults, by explicit opt-in (`true` too, not only `1`)
         options.setdefault("user", None)
         options.setdefault("read_only", False)
         said.append("Docker sandbox as root on a writable root filesystem (OPENENV_DOCKER_HARBOR_ROOT=1)")

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from openenv.core.polling import settle
 from openenv.server import LocalServer
-from openenv.testing.polling import settle
 
 __all__ = ["LedgerRelay", "SessionLedger"]
 

@@ -1,0 +1,4 @@
+"""The fault soak behind `openenv soak`: real harness episodes with injected faults, and a ledger that
+accounts for every request (`runner`), the fault-injecting proxy in front of the engine (`faults`) and the
+relay that counts what a harness sends (`relay`). A product module: the test suite drives it, it does not
+depend on the tests (`openenv.testing` holds test helpers only)."""
