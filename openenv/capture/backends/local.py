@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +22,23 @@ from openenv.capture.backends.base import Generation
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable
 
-__all__ = ["LocalBackend"]
+__all__ = ["LocalBackend", "quiet_loading"]
 
+
+
+@contextmanager
+def quiet_loading() -> Iterator[None]:
+    """transformers draws a `Loading weights` bar on stderr, into the middle of `openenv run`'s own progress
+    lines, where it reads like a second job; the load is ours to report. The caller's setting is restored."""
+    from transformers.utils import logging as hf_logging
+
+    shown = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()
 
 class LocalBackend:
     """A causal LM loaded with transformers (float32, CPU by default).
@@ -52,7 +67,8 @@ class LocalBackend:
         self._torch = torch
         if isinstance(model, str | Path):
             self.device = device
-            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
+            with quiet_loading():
+                self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
             self.model.eval()
         else:
             self.model, self.device = model, str(next(model.parameters()).device)

@@ -35,3 +35,13 @@ async def test_greedy_matches_vllm(local_backend: LocalBackend, renderer: Render
 
 def test_context_window_comes_from_the_model_config(local_backend: LocalBackend) -> None:
     assert local_backend.context_window == local_backend.model.config.max_position_embeddings
+
+
+def test_loading_the_model_draws_no_progress_bar_and_leaves_the_callers_setting(tiny_model, capfd) -> None:
+    """`openenv run` printed transformers' `Loading weights` bar into its own progress (issue 46)."""
+    from transformers.utils import logging as hf_logging
+
+    assert hf_logging.is_progress_bar_enabled()
+    LocalBackend(tiny_model)
+    assert "Loading weights" not in capfd.readouterr().err
+    assert hf_logging.is_progress_bar_enabled()
