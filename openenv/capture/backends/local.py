@@ -13,32 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
 from openenv.capture.backends.base import Generation
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable
+from openenv.models.progress import quiet_progress
 
-__all__ = ["LocalBackend", "quiet_loading"]
+__all__ = ["LocalBackend"]
 
 
-
-@contextmanager
-def quiet_loading() -> Iterator[None]:
-    """transformers draws a `Loading weights` bar on stderr, into the middle of `openenv run`'s own progress
-    lines, where it reads like a second job; the load is ours to report. The caller's setting is restored."""
-    from transformers.utils import logging as hf_logging
-
-    shown = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            hf_logging.enable_progress_bar()
 
 class LocalBackend:
     """A causal LM loaded with transformers (float32, CPU by default).
@@ -67,7 +54,7 @@ class LocalBackend:
         self._torch = torch
         if isinstance(model, str | Path):
             self.device = device
-            with quiet_loading():
+            with quiet_progress():
                 self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
             self.model.eval()
         else:
