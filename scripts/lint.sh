@@ -22,6 +22,6 @@ if [[ "${1:-}" == "--fix" ]]; then
 fi
 status=0
 echo "ruff check";          "$py" -m ruff check --quiet . || status=1
-echo "ruff format --check"; "$py" -m ruff format --check --quiet . || status=1
+echo "ruff format --check"; "$py" -m ruff format --check --output-format concise --quiet . || status=1
 echo "mypy (public API)";   "$py" -m mypy --no-error-summary "${PUBLIC_API[@]}" || status=1
 exit $status
