@@ -119,7 +119,7 @@ def proxy(
         model = tiny_model_path()
     generated = admin_key is None and not no_admin_key
     key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
-    chosen = EngineSpec(backend, str(model), split_urls(vllm_url)).make_backend()  # type: ignore[arg-type]
+    chosen = EngineSpec(backend, str(model), split_urls(vllm_url)).make_backend()
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)

@@ -160,4 +160,4 @@ class LocalBackend:
                 logits = self.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
         logprobs = torch.log_softmax(logits, dim=-1)
         index = torch.tensor(completion_ids, device=self.device).unsqueeze(1)
-        return logprobs.gather(1, index).squeeze(1).tolist()  # type: ignore[no-any-return]
+        return logprobs.gather(1, index).squeeze(1).tolist()

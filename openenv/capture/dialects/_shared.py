@@ -96,7 +96,7 @@ def json_schema_format(holder: Mapping[str, Any] | None) -> dict[str, Any] | Non
     `output_config`, OpenAI Responses `text`), or None when no JSON schema is asked for."""
     fmt = (holder or {}).get("format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
-        return fmt["schema"]  # type: ignore[no-any-return]
+        return fmt["schema"]
     return None
 
 

@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = sorted(set(kinds) - set(KINDS))
     if bad:
         parser.error(f"unknown kinds {bad}; known: {', '.join(KINDS)}")
-    ids = generate(args.out, args.seed, train=args.train, heldout=args.heldout, kinds=kinds)  # type: ignore[arg-type]
+    ids = generate(args.out, args.seed, train=args.train, heldout=args.heldout, kinds=kinds)
     print(f"{len(ids['train'])} train and {len(ids['heldout'])} held-out fileops tasks in {args.out}")
     return 0
 
