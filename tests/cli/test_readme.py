@@ -60,6 +60,20 @@ def test_the_readme_lists_every_harness_under_its_dialect() -> None:
     assert counted and int(counted.group(1)) == len(harness_names()) - 3
 
 
+def test_every_name_the_readme_imports_exists() -> None:
+    """A renamed class or module breaks the README's snippets before anyone runs them."""
+    import ast
+    import importlib
+
+    imported = [(node.module, alias.name) for block in re.findall(r"```python\n(.*?)```", README, re.S)
+                for node in ast.walk(ast.parse(block)) if isinstance(node, ast.ImportFrom) and node.module
+                for alias in node.names]
+    assert len(imported) >= 5, imported
+    missing = [f"{module}.{name}" for module, name in imported
+               if not hasattr(importlib.import_module(module), name)]
+    assert missing == []
+
+
 @pytest.mark.slow
 def test_the_wheel_sections_commands_run_to_a_scored_episode(tmp_path: Path) -> None:
     [block] = _bash_blocks(_section("Installing from a wheel"))
@@ -78,3 +92,24 @@ def test_the_wheel_sections_commands_run_to_a_scored_episode(tmp_path: Path) -> 
         proc = _openenv(*args, without=absent, timeout=900)
         assert proc.returncode == 0, f"{command}\n{proc.stderr[-3000:]}"
     assert "reward: 1" in proc.stdout and "status: exited" in proc.stdout, proc.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.extended  # 30 s to 2 min; every commit imports its names (test_every_name_the_readme_imports_exists)
+def test_the_readme_python_loop_runs_an_episode_and_prints_its_rows(tmp_path: Path) -> None:
+    """The README's first Python block, as a newcomer pastes it: one pi episode, its reward, and rows whose
+    completion, logprobs and env_mask line up token for token."""
+    import subprocess
+    import sys
+
+    if not install_status(get_spec("pi")).ready:
+        pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
+    [loop, _trl] = re.findall(r"```python\n(.*?)```", README, re.S)
+    done = subprocess.run([sys.executable, "-c", loop], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("reward ") and len(lines) >= 2, done.stdout
+    for row in lines[1:]:
+        prompt, completion, logprobs, trained = map(int, row.split())
+        assert prompt > 0 and completion == logprobs >= trained > 0, row
