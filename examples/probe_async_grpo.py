@@ -18,8 +18,8 @@ import random
 
 import httpx
 
-from openenv.capture.backends.vllm_server import VLLMServer
 from openenv.models import tiny_model_path
+from openenv.soak.vllm_server import VLLMServer
 
 
 def _payload(seed: int) -> dict[str, object]:

@@ -80,7 +80,7 @@ def _with_vllm(config: SoakConfig, url: str | None, ray: str | None = None, slot
     if url:
         return _run_with_progress(config, url.rstrip("/"))
     from openenv.models import tiny_model_path
-    from openenv.capture.backends.vllm_server import VLLMServer
+    from openenv.soak.vllm_server import VLLMServer
 
     _err.print("starting a vLLM CPU server on the tiny model (~30 s; pass --vllm-url to reuse one)")
     with VLLMServer(tiny_model_path()) as server:

@@ -24,7 +24,7 @@ from openenv.core.guard import die_with_parent, guarded
 CONFTEST = r'''
 import sys
 import pytest
-from openenv.capture.backends.vllm_server import VLLMServer
+from openenv.soak.vllm_server import VLLMServer
 
 FAKE = """
 import http.server, json, os, subprocess, sys
