@@ -228,7 +228,7 @@ def main() -> None:
     url = args.vllm_url
     if url is None:
         from openenv.models import tiny_model_path
-        from openenv.testing.vllm_server import VLLMServer
+        from openenv.soak.vllm_server import VLLMServer
 
         server = VLLMServer(tiny_model_path()).start()
         url = server.base_url

@@ -76,7 +76,7 @@ def main() -> None:
     args = parser.parse_args()
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.models import tiny_model_path
-    from openenv.testing.vllm_server import VLLMServer
+    from openenv.soak.vllm_server import VLLMServer
 
     started: list[VLLMServer] = []
     urls: dict[str, str] = {}

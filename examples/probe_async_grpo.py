@@ -19,7 +19,7 @@ import random
 import httpx
 
 from openenv.models import tiny_model_path
-from openenv.testing.vllm_server import VLLMServer
+from openenv.soak.vllm_server import VLLMServer
 
 
 def _payload(seed: int) -> dict[str, object]:

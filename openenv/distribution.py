@@ -100,7 +100,7 @@ def _one_line_excepthook() -> None:
         else:
             previous(kind, exc, tb)
 
-    hook._openenv_clash_hook = True  # type: ignore[attr-defined]
+    hook._openenv_clash_hook = True  # type: ignore[attr-defined]  # a marker attribute on the hook function, found again by the next import
     sys.excepthook = hook
 
 
@@ -125,7 +125,7 @@ class _ClashGuard:
 def install_guard() -> None:
     """Put the guard first on `sys.meta_path` (from the wheel's .pth; idempotent)."""
     if not any(getattr(f, "__name__", "") == "_ClashGuard" for f in sys.meta_path):
-        sys.meta_path.insert(0, _ClashGuard)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, _ClashGuard)
 
 
 def installed() -> Any:

@@ -102,7 +102,7 @@ def gym_spec_for(action_type: type[Any], **options: Any) -> GymSpec | None:
     for klass in getattr(action_type, "__mro__", ()):
         ref = _GYM_SPECS.get(f"{klass.__module__}.{klass.__qualname__}")
         if ref is not None:
-            return import_object(ref)(**options)  # type: ignore[no-any-return]
+            return import_object(ref)(**options)
     return None
 
 
@@ -147,7 +147,7 @@ def _served_schemas(client: SyncEnvClient[Any, Any, Any]) -> dict[str, Any]:
     """The models of a server this process has no classes for, from its `/schema`."""
     base = client.client.base_url
     reply = httpx.get(f"{base}/schema", headers=auth_headers(base, client.client.token), timeout=10.0)
-    return reply.json()  # type: ignore[no-any-return]
+    return reply.json()
 
 
 class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):

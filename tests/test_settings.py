@@ -1,7 +1,8 @@
-"""`openenv/settings.py`: every `OPENENV_*` variable declared once, one boolean parser, the README's table."""
+"""`openenv/settings.py`: every `OPENENV_*` variable declared once, one boolean parser, docs/settings.md's table."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -12,10 +13,10 @@ from openenv.settings import SETTINGS, flag, markdown_table, parse_flag
 REPO = Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_table_is_the_generated_one() -> None:
-    readme = (REPO / "README.md").read_text()
-    copy = readme.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
-    assert copy == markdown_table(), "README's table is stale: paste `python -m openenv.settings` into it"
+def test_the_docs_table_is_the_generated_one() -> None:
+    page = (REPO / "docs" / "settings.md").read_text()
+    copy = page.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
+    assert copy == markdown_table(), "docs/settings.md's table is stale: paste `python -m openenv.settings` into it"
 
 
 def test_every_variable_the_package_reads_is_declared() -> None:
@@ -27,6 +28,42 @@ def test_every_variable_the_package_reads_is_declared() -> None:
     missing = {name: where for name, where in used.items() if name not in declared}
     assert not missing, f"declare these in openenv/settings.py: {missing}"
     assert len(declared) == len(SETTINGS), "a variable is declared twice"
+
+
+def _raw_reads(source: str, names: set[str]) -> list[str]:
+    """`os.environ.get("X")`, `os.environ["X"]` and `os.getenv("X")` of any of `names` in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        key = None
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            called = ast.unparse(node.func)
+            if called.endswith(("environ.get", "getenv")):
+                key = node.args[0].value
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value).endswith("environ"):
+            key = node.slice.value if isinstance(node.slice, ast.Constant) else None
+        if key in names:
+            found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_every_boolean_setting_is_read_through_flag() -> None:
+    """OPENENV_DOCKER_HARBOR_ROOT was read as `== "1"`, so `true` silently meant off (issue 46)."""
+    flags = {s.name for s in SETTINGS if s.kind == "flag"}
+    assert _raw_reads('import os\nos.environ.get("OPENENV_X") == "1"\nos.environ["OPENENV_X"]\n', {"OPENENV_X"})
+    found = {str(p.relative_to(REPO)): hits for p in (REPO / "openenv").rglob("*.py")
+             if p.name != "settings.py" and (hits := _raw_reads(p.read_text(), flags))}
+    assert found == {}
+
+
+def test_the_isolation_setting_documents_every_value_the_code_takes() -> None:
+    from typing import get_args
+
+    from openenv.harness.episode_settings import EpisodeSettings
+
+    [isolation] = [s for s in SETTINGS if s.name == "OPENENV_SANDBOX_ISOLATION"]
+    taken = {v for v in get_args(EpisodeSettings.model_fields["isolation"].annotation) if isinstance(v, str)}
+    taken |= {v for arg in get_args(EpisodeSettings.model_fields["isolation"].annotation) for v in get_args(arg)}
+    assert taken and all(f"`{value}`" in isolation.doc for value in taken), (taken, isolation.doc)
 
 
 @pytest.mark.parametrize(("value", "expected"), [

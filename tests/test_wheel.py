@@ -7,7 +7,7 @@ editable install's import hook among them, are not run). So `openenv` and `echo_
 wheel, and every command runs with the working directory, HOME and caches outside the repository.
 The tiny model is built by the wheel's own `openenv.models` into the fresh cache.
 
-Two tests use venvs of their own instead: the README's install line, run as written in a venv that has
+Two tests use venvs of their own instead: docs/install.md's install line, run as written in a venv that has
 only pip (the wheel is found through PIP_FIND_LINKS, its dependencies through pip's usual index and
 cache), and the clash with Hugging Face's OpenEnv (`openenv==0.10.0`, import name `openenv` too)
 installed over ours and under it.
@@ -201,7 +201,7 @@ def _fenced(markdown: str, heading: str, lang: str) -> str:
 
 
 def _pip_sources(wheel: Path) -> dict[str, str]:
-    """Where the README's `pip install` finds things: the wheel stands in for the index entry (not published
+    """Where docs/install.md's `pip install` finds things: the wheel stands in for the index entry (not published
     yet); the dependencies come from the offline wheelhouse scripts/build_python_image.sh downloaded (core
     and proxy dependencies: the same index, fetched once), else from pip's index and cache."""
     cache = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], check=True, capture_output=True,
@@ -215,7 +215,7 @@ def _pip_sources(wheel: Path) -> dict[str, str]:
 
 def test_the_readme_install_line_and_its_python_snippet_work_in_a_fresh_venv(wheel_env: WheelEnv,
                                                                             tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "install.md").read_text()
     line = next(line.split("#", 1)[0].strip() for line in _fenced(readme, "## Install as a package", "bash").splitlines()
                 if line.startswith("pip install"))
     assert line == f"pip install {NAME}", line  # our own name: PyPI's `openenv` is another project

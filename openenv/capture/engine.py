@@ -71,7 +71,7 @@ class EngineSpec:
             from openenv.capture.backends.vllm_engines import split_urls  # the vLLM client: only for vllm
 
             urls = split_urls(vllm_url or os.environ.get("OPENENV_VLLM_URL"))
-        return cls(backend=name, model=str(folder) if folder else None, vllm_urls=urls)  # type: ignore[arg-type]
+        return cls(backend=name, model=str(folder) if folder else None, vllm_urls=urls)
 
     def check(self) -> None:
         """Raises `BadRequest` when the spec cannot start: `vllm` without a URL."""

@@ -44,7 +44,7 @@ class ReplayCache:
         """The answer being made for this body, if one is (this caller then waits on it too)."""
         inflight = None if digest is None else self._inflight.get(digest)
         if inflight is not None:
-            self._joined.add(digest)  # type: ignore[arg-type]
+            self._joined.add(digest)  # type: ignore[arg-type]  # digest is not None when inflight is not (looked up by it)
         return inflight
 
     def shared(self, digest: str | None) -> bool:

@@ -405,7 +405,7 @@ class CaptureSession:
             id=turn.id, model=req.model or self._served_model, created=turn.created or int(time.time()),
             text=parsed.content,
             reasoning=parsed.reasoning, tool_calls=calls, token_ids=tuple(ids), logprobs=tuple(logprobs),
-            finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]
+            finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]  # the engine's finish reasons are a subset of the Literal (length, stop)
             usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)), call_attempts=attempts,
         )
 

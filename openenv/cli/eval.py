@@ -92,11 +92,11 @@ def eval_(
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
             fail(f"task set {tasks!r} has no task(s) {', '.join(unknown)}; it has {', '.join(ids)}")
-        plan = EvalPlan(harnesses=names, tasks=wanted, task_set=tasks, backend=backend,  # type: ignore[arg-type]
-                        policy=policy, look_first=look_first, look_after=look_after,  # type: ignore[arg-type]
+        plan = EvalPlan(harnesses=names, tasks=wanted, task_set=tasks, backend=backend,
+                        policy=policy, look_first=look_first, look_after=look_after,  # type: ignore[arg-type]  # CLI strs; EvalPlan (pydantic) validates them into its Literals
                         repeats=n, concurrency=concurrency or 2,
                         model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
-                        timeout_s=timeout, sandbox=sandbox, pull=pull)  # type: ignore[arg-type]
+                        timeout_s=timeout, sandbox=sandbox, pull=pull)  # type: ignore[arg-type]  # CLI strs; EvalPlan validates them
         if not ray:  # a Ray run checks every node the same way (EpisodeWorker)
             _preflight(plan)
         executor = _ray_executor(plan, ray, concurrency) if ray else None

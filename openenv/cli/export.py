@@ -40,7 +40,7 @@ def export(
             _err.print(f"[red]error:[/] {len(skipped)} bad log(s) and {why}; nothing exported")
             raise typer.Exit(1)
         for s in shape:
-            result = export_episodes(logs, out, shape=s)  # type: ignore[arg-type]
+            result = export_episodes(logs, out, shape=s)  # type: ignore[arg-type]  # a CLI str; export_episodes validates it against its Literal
             typer.echo(f"{s}: {result.rows} rows from {len(logs)} episode(s) -> {result.disk_path} and "
                        f"{result.parquet_path}" + (f" ({len(skipped)} bad log(s) skipped)" if skipped else ""))
     except OpenEnvError as exc:

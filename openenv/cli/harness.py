@@ -279,11 +279,11 @@ def _run_one(harness: str, task: Any, tasks_from: str, backend: str, model: Path
 
         substituted = parse_substitutes(substitutes)
     engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
-    settings = EpisodeSettings(network=network, sandbox=sandbox, budget=budget, isolation=isolation,  # type: ignore[arg-type]
+    settings = EpisodeSettings(network=network, sandbox=sandbox, budget=budget, isolation=isolation,  # type: ignore[arg-type]  # CLI strs; EpisodeSettings (pydantic) validates them into its Literals
                                timeout_s=timeout, image_substitutes=substituted, pull=pull)
     env = HarnessEnvironment(harness, engine=engine, settings=settings)
     try:
-        obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]
+        obs, summary = run_episode(env, the_task, policy=policy, on_step=_progress,  # type: ignore[arg-type]  # a CLI str; run_episode refuses an unknown policy
                                    timeout_s=timeout)
         path = out or Path("artifacts/runs") / f"{log_name(harness, the_task.id)}.jsonl"  # unique per run
         summary.trajectory = str(save_trajectory(path, env, obs, summary))

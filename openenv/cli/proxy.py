@@ -34,7 +34,9 @@ def default_journal_dir() -> Path:
 
 
 def proxy(
-    model: Annotated[Path, typer.Option(help="model folder: its tokenizer and chat template render prompts")],
+    model: Annotated[Path | None, typer.Option(
+        help="model folder: its tokenizer and chat template render prompts (default: the tiny model, as every "
+             "other command)")] = None,
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
     vllm_url: Annotated[str | None, typer.Option(
         help="vLLM base URL (without /v1), for --backend vllm; several, comma-separated, spread sessions "
@@ -111,9 +113,13 @@ def proxy(
     from openenv.capture.renderer import Renderer
     from openenv.capture.session import TurnLimits
 
+    if model is None:
+        from openenv.models import tiny_model_path
+
+        model = tiny_model_path()
     generated = admin_key is None and not no_admin_key
     key = None if no_admin_key else (admin_key or secrets.token_urlsafe(24))
-    chosen = EngineSpec(backend, str(model), split_urls(vllm_url)).make_backend()  # type: ignore[arg-type]
+    chosen = EngineSpec(backend, str(model), split_urls(vllm_url)).make_backend()
     sampling = SamplingParams(temperature=temperature) if temperature is not None else None
     limits = TurnLimits(max_new_tokens_default=max_tokens_default or None, turn_timeout_s=turn_timeout or None,
                         max_turns=max_turns or None)

@@ -16,7 +16,7 @@ from openenv.core.validation import validation_message
 
 if TYPE_CHECKING:
     from openenv.executor import EpisodeExecutor
-    from openenv.testing.soak import SoakConfig, SoakEpisodeResult, SoakReport
+    from openenv.soak.runner import SoakConfig, SoakEpisodeResult, SoakReport
 
 __all__ = ["register", "soak"]
 
@@ -47,7 +47,7 @@ def soak(
     """Run the fault soak; exit 1 if any episode missed its expected outcome or anything was lost or leaked."""
     from pydantic import ValidationError
 
-    from openenv.testing.soak import SoakConfig
+    from openenv.soak.runner import SoakConfig
 
     try:
         fields: dict[str, object] = {"episodes": episodes, "concurrency": concurrency or 6, "harness": harness,
@@ -80,7 +80,7 @@ def _with_vllm(config: SoakConfig, url: str | None, ray: str | None = None, slot
     if url:
         return _run_with_progress(config, url.rstrip("/"))
     from openenv.models import tiny_model_path
-    from openenv.testing.vllm_server import VLLMServer
+    from openenv.soak.vllm_server import VLLMServer
 
     _err.print("starting a vLLM CPU server on the tiny model (~30 s; pass --vllm-url to reuse one)")
     with VLLMServer(tiny_model_path()) as server:
@@ -109,7 +109,7 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
     """One bar, advanced as episodes finish, with the count of episodes that missed (on stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from openenv.testing.soak import run_soak
+    from openenv.soak.runner import run_soak
 
     columns = (TextColumn("soak {task.fields[harness]}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("missed {task.fields[missed]}"), TimeElapsedColumn())
@@ -132,7 +132,7 @@ def _targets_met(report: SoakReport) -> bool:
 
 
 def _print_tables(report: SoakReport) -> None:
-    from openenv.testing.soak import FAULT_KINDS
+    from openenv.soak.runner import FAULT_KINDS
 
     console = Console() if sys.stdout.isatty() else Console(width=120)  # piped: keep the rows whole
     kinds = Table(title=f"soak: {report.episodes} {report.config.harness} episodes, concurrency "

@@ -45,7 +45,7 @@ def grpo(
     try:
         recipe = GRPORecipe(
             model=model, tasks=task, steps=steps, num_generations=num_generations, learning_rate=lr,
-            rewards=rewards, bonus_scale=bonus_scale, output_dir=out,  # type: ignore[arg-type]
+            rewards=rewards, bonus_scale=bonus_scale, output_dir=out,  # type: ignore[arg-type]  # CLI strs; GRPORecipe (pydantic) validates them into its Literals
             rollout=RolloutConfig(harness=harness, backend=_backend(backend), vllm_url=vllm_url, max_tokens=max_tokens,
                                   max_concurrency=num_generations, failure=FailurePolicy(max_retries=max_retries)),
         )
@@ -60,7 +60,7 @@ def _backend(name: str) -> BackendName:
 
     if name not in BACKEND_NAMES:
         raise typer.BadParameter(f"--backend must be {' or '.join(BACKEND_NAMES)}, not {name!r}")
-    return name  # type: ignore[return-value]
+    return name
 
 
 def register(app: typer.Typer) -> None:

@@ -150,23 +150,25 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
 
     async def step(self, action: ActT | Mapping[str, Any]) -> ObsT:
         """Apply one action (a model instance, or a mapping validated into `action_type` first)."""
-        if not isinstance(action, Action):
+        if isinstance(action, Action):
+            model: Action = action
+        else:
             try:
-                action = self.action_type.model_validate(action)  # type: ignore[assignment]
+                model = self.action_type.model_validate(action)
             except ValidationError as exc:
                 raise InvalidAction(validation_message(exc, "action")) from None
-        frame = await self._request("step", action.model_dump_json())  # type: ignore[union-attr]
+        frame = await self._request("step", model.model_dump_json())
         return self._observation(frame, "step")
 
     async def state(self) -> StateT:
         frame = await self._request("state")
         _expect(frame, "state", "state")
-        return decode_model(self.state_type, frame.data, what="state")  # type: ignore[return-value]
+        return decode_model(self.state_type, frame.data, what="state")  # type: ignore[return-value]  # decode_model returns an instance of the class it is given (state_type)
 
     def _observation(self, frame: ReplyFrame, during: str) -> ObsT:
         _expect(frame, "observation", during)
         fields = observation_fields(frame.data, self.observation_type.model_fields)
-        return decode_model(self.observation_type, fields, what=f"{during} observation")  # type: ignore[return-value]
+        return decode_model(self.observation_type, fields, what=f"{during} observation")  # type: ignore[return-value]  # decode_model returns an instance of the class it is given (observation_type)
 
     async def close(self) -> None:
         """Say goodbye (the server frees the session at once) and close the socket. Idempotent."""

@@ -42,9 +42,9 @@ def install_error_handlers(app: FastAPI, render: ErrorRenderer, *, unknown_route
     async def on_invalid(request: Request, exc: RequestValidationError) -> Response:
         return await render(request, validation_error(exc))
 
-    app.add_exception_handler(OpenEnvError, render)  # type: ignore[arg-type]
-    app.add_exception_handler(HTTPException, on_starlette)  # type: ignore[arg-type]
-    app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(OpenEnvError, render)  # type: ignore[arg-type]  # Starlette types handlers as taking Exception; ours take the subclass
+    app.add_exception_handler(HTTPException, on_starlette)  # type: ignore[arg-type]  # Starlette types handlers as taking Exception; ours take the subclass
+    app.add_exception_handler(RequestValidationError, on_invalid)  # type: ignore[arg-type]  # Starlette types handlers as taking Exception; ours take the subclass
 
 
 def starlette_error(request: Request, exc: HTTPException, unknown_route_hint: str = "") -> OpenEnvError:

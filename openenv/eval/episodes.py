@@ -76,7 +76,7 @@ def run_recorded_episode(
 
     episode_id = log_name(request.harness, request.task)  # refuses '../x' before anything runs
     task = find_task(request.task, request.task_set)
-    env = HarnessEnvironment(request.harness, server=server, engine=request.engine,  # type: ignore[arg-type]
+    env = HarnessEnvironment(request.harness, server=server, engine=request.engine,  # type: ignore[arg-type]  # engine and server are exclusive by the request's validator (issue 46 item 1 removes this)
                              settings=request.settings)
     requests: dict[str, CanonicalRequest] = {}
 

@@ -53,7 +53,7 @@ def token_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:
 
 
 def token_features() -> Any:
-    from datasets import Features, List, Value  # type: ignore[import-untyped]
+    from datasets import Features, List, Value
 
     return Features({
         "episode": Value("string"), "harness": Value("string"), "task": Value("string"),

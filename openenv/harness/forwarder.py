@@ -43,7 +43,7 @@ def _splice(
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        live.add(task)  # type: ignore[arg-type]
+        live.add(task)
         try:
             try:
                 up_reader, up_writer = await connect()
@@ -57,7 +57,7 @@ def _splice(
                     with contextlib.suppress(Exception):
                         end.close()
         finally:
-            live.discard(task)  # type: ignore[arg-type]
+            live.discard(task)
 
     return handle
 

@@ -47,7 +47,7 @@ def run_episode(
 
     `oracle` applies the task's reference solution through the harness's own tools (`bash /solution/solve.sh`,
     as Harbor's oracle runs it); `demo` sends the solution's own commands instead (a lone solve.sh's text),
-    the demonstration a model can be trained on (`openenv.train.learn`); `sample` lets the
+    the demonstration a model can be trained on (`research/learning/learn.py`); `sample` lets the
     backend answer each turn; `run` hands the whole episode to the backend in one step. `look_first`
     makes the oracle list the workspace before it edits (one more turn, one more merge to check), `look_after`
     right after the solution (the same extra call where it cannot cost the solve).
@@ -80,7 +80,7 @@ def run_episode(
             if on_step is not None:  # outside the guard: the caller's own exception is not an episode's
                 on_step(obs)
             current = obs
-            obs = _guarded(env, lambda: env.step(_action(current, policy, script)), started=True)
+            obs = _guarded(env, lambda: env.step(_action(current, policy, script)), started=True)  # noqa: B023 (called at once)
     finally:
         env.spec = spec
     if on_step is not None:

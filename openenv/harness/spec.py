@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 # The wire formats the proxy speaks, from its route registry (one list, in `capture/dialects`).
-Dialect = Literal[DIALECT_NAMES]  # type: ignore[valid-type]
+Dialect = Literal[DIALECT_NAMES]  # type: ignore[valid-type]  # Literal of a runtime tuple: pydantic reads it, mypy cannot
 
 # Placeholders a spec may use; `base_url` is the session root without `/v1` (harnesses append it).
 TEMPLATE_VARS = ("base_url", "api_key", "model", "workspace", "home", "instruction")

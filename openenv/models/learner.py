@@ -1,4 +1,4 @@
-"""The small learnable model of `docs/learning.md`: random weights, the tiny model's tokenizer and chat
+"""The small learnable model of `research/learning/learning.md`: random weights, the tiny model's tokenizer and chat
 template, sized for training on a laptop CPU.
 
 Why this size: a harness's system prompt dominates every training sequence (pi's, the shortest of the

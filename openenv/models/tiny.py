@@ -27,6 +27,7 @@ import sysconfig
 import time
 from pathlib import Path
 
+from openenv.models.progress import quiet_progress
 from openenv.resources import cache_dir
 
 __all__ = [
@@ -107,7 +108,8 @@ CHAT_TEMPLATE = r"""{%- macro render_content(content) -%}
 
 # Builds stamped by scripts/build_tiny_model.py before the builder moved here: the same recipe, and
 # byte-identical files (checked), so they are not rebuilt (a rebuild would remove a folder in use).
-_SAME_RECIPE = frozenset({"b1f04c850e1a06d4"})
+# 08b77cd07941efa6: the module before its build was kept quiet (`quiet_progress`); same files.
+_SAME_RECIPE = frozenset({"b1f04c850e1a06d4", "08b77cd07941efa6"})
 
 
 def fingerprint() -> str:
@@ -209,7 +211,8 @@ def build_tiny_model(out: Path, *, force: bool = False) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         build_tokenizer(tmp)
-        build_model(tmp)
+        with quiet_progress():  # transformers' `Writing model shards` bar, inside `openenv run`'s output
+            build_model(tmp)
         (tmp / STAMP).write_text(json.dumps({"fingerprint": fingerprint(), "seed": SEED}, indent=2))
         shutil.rmtree(out, ignore_errors=True)
         tmp.rename(out)

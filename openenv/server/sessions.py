@@ -68,8 +68,8 @@ class EnvTypes:
             env_cls.metadata() if env_cls else EnvMetadata(name=getattr(env_factory, "__name__", "env"))
         )
         return cls(
-            action=action_type or env_cls.action_type,  # type: ignore[union-attr]
-            observation=observation_type or env_cls.observation_type,  # type: ignore[union-attr]
+            action=action_type or env_cls.action_type,  # type: ignore[union-attr]  # env_cls is set whenever action_type is not: checked above
+            observation=observation_type or env_cls.observation_type,  # type: ignore[union-attr]  # env_cls is set whenever observation_type is not: checked above
             state=state_type or (env_cls.state_type if env_cls else State),
             metadata=metadata,
         )
@@ -137,7 +137,7 @@ class EnvSession:
         self.last_used = time.monotonic()
         try:
             if async_name is not None and _overrides(self.env, async_name):
-                return await getattr(self.env, async_name)(*args, **kwargs)  # type: ignore[no-any-return]
+                return await getattr(self.env, async_name)(*args, **kwargs)
             if not self.env.blocking:
                 return sync_fn(*args, **kwargs)
             loop = asyncio.get_running_loop()

@@ -1,1 +1,2 @@
-"""Test infrastructure that ships with the package: the tiny model and a real vLLM CPU server."""
+"""Helpers for openenv's own test suite (pytest hooks, the teacher model, result builders, a loopback Ray
+cluster). Nothing under `openenv/` outside this folder imports it (tests/test_imports.py)."""

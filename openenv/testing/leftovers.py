@@ -3,7 +3,7 @@ teardown, whatever this process still has below it (a server a test started and 
 harness a failed test left running) is stopped and named on stderr.
 
 Teardown does not run when the session itself dies (pytest-timeout's `os._exit`, SIGKILL); the session's
-vLLM is covered for that by `openenv.testing.guard`. The suite's conftest imports the hook; any other
+vLLM is covered for that by `openenv.core.guard`. The suite's conftest imports the hook; any other
 suite can use it with `-p openenv.testing.leftovers`.
 """
 

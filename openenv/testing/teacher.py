@@ -27,4 +27,4 @@ def teacher_logprobs(model: Any, prompt: list[int], completion: list[int], tempe
     with torch.no_grad():
         logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
     picked = torch.log_softmax(logits.float() / temperature, -1).gather(1, torch.tensor(completion).unsqueeze(1))
-    return picked.squeeze(1).tolist()  # type: ignore[no-any-return]
+    return picked.squeeze(1).tolist()

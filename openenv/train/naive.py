@@ -12,7 +12,7 @@ renders an arguments string as given and an object with `tojson`, so the echo's 
 `naive_rows` builds those rows from a session's `Trajectory` and counts, per reply, the sampled tokens
 whose ids the naive row does not reproduce (a difflib alignment of the sampled ids against the ids
 the naive row holds for that reply). It exists to measure what exact tokens are worth
-(`docs/learning-findings.md`), never to train a model for use.
+(`research/learning/learning-findings.md`), never to train a model for use.
 
 A naive proxy has no logprobs for tokens it did not sample: an aligned token keeps the sampled
 logprob, any other gets 0.0 (the `local` backend's loss does not read them; vLLM's importance-sampling

@@ -4,7 +4,7 @@ A proxy that keeps only text hands the trainer `tokenizer(text)`, not the ids th
 BPE has many token sequences per string, and a sampled sequence is often not the canonical one, so the
 re-tokenized row trains tokens the policy never sampled (and misses some it did). `RetokenizedRollout`
 produces exactly those rows from the exact ones, so the two can be compared in one recipe
-(`docs/learning.md`): the prompt and every run of equal `env_mask` are decoded and encoded again; the
+(`research/learning/learning.md`): the prompt and every run of equal `env_mask` are decoded and encoded again; the
 model runs keep mask 1, the tool results and template glue 0. A naive proxy has no logprobs for
 re-tokenized tokens: a run that re-tokenizes to other ids gets 0.0 (TRL's loss does not read them with
 the in-process `local` backend; its vLLM importance-sampling correction would). The share of sampled

@@ -38,7 +38,7 @@ from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
 from openenv.train.episode import EpisodePolicy, RowTokens, TrainingEpisodeResult
-from openenv.train.episode_job import TrainingEpisodeJob
+from openenv.train.episode_job import EnvBuilder, TrainingEpisodeJob
 from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
 from openenv.train.metrics import log_rollout_metrics
 from openenv.train.mix import HarnessMix
@@ -165,7 +165,7 @@ class HarnessRollout:
     """
 
     def __init__(self, config: RolloutConfig | None = None, *,
-                 env_factory: Callable[[str, CaptureServer], HarnessEnvironment] | None = None,
+                 env_factory: EnvBuilder | None = None,
                  policy_for: PolicyChooser | None = None, sampler: SignalSampler | None = None) -> None:
         self.config = config or RolloutConfig()
         self.mix = HarnessMix.of(self.config.harness)

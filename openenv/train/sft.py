@@ -1,4 +1,4 @@
-"""Supervised fine-tuning on recorded harness episodes: the first stage of `docs/learning.md`.
+"""Supervised fine-tuning on recorded harness episodes: the first stage of `research/learning/learning.md`.
 
 The rows are the token export of `openenv export --shape tokens` (one row per training sequence, as the
 proxy captured it): `input_ids = prompt_ids + completion_ids`, and the loss is on the tokens the policy

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from trl import GRPOTrainer
+from trl import GRPOConfig, GRPOTrainer
 
 from openenv.errors import BadRequest
 
@@ -46,8 +46,9 @@ class EpisodeGRPOTrainer(GRPOTrainer):
     """
 
     trains_branch_rows = True  # HarnessRollout checks this to choose the `all` sequence policy
+    args: GRPOConfig  # what GRPOTrainer keeps there (typed by transformers' Trainer as its base class)
 
-    def _generate(self, prompts: list[Any]):  # type: ignore[no-untyped-def]
+    def _generate(self, prompts: list[Any]) -> Any:
         out = super()._generate(prompts)
         extra_fields = out[5]
         self._branch_rows = extra_fields.pop("branch_rows", None)
@@ -66,8 +67,9 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         if weights is not None:
             out["advantages"] = base * torch.tensor(weights, dtype=base.dtype, device=device)
         rows = [(float(base[i]) * float(b.get("weight", 1.0)), b) for i, bs in enumerate(branches or []) for b in bs]
-        train = self.model.training
-        fill = (-(len(base) + len(rows))) % self.args.steps_per_generation if train else 0
+        train = self.model is not None and self.model.training
+        steps = self.args.steps_per_generation or 1  # GRPOConfig's __post_init__ always sets it
+        fill = (-(len(base) + len(rows))) % steps if train else 0
         if not rows and not fill:
             return out
         if any(k in out for k in _MULTIMODAL):
@@ -109,7 +111,8 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         ids = torch.cat([new["prompt_ids"], new["completion_ids"]], dim=1)
         attention = torch.cat([new["prompt_mask"], new["completion_mask"]], dim=1)
         keep = new["completion_ids"].size(1)
-        size = self.args.per_device_train_batch_size if self.model.training else self.args.per_device_eval_batch_size
+        training = self.model is not None and self.model.training
+        size = self.args.per_device_train_batch_size if training else self.args.per_device_eval_batch_size
         with torch.no_grad():
             if "old_per_token_logps" in out:
                 new["old_per_token_logps"] = self._get_per_token_logps_and_entropies(

@@ -196,4 +196,4 @@ def _get(http: httpx.Client, url: str) -> dict[str, Any]:
         raise TransportError(f"the capture proxy did not answer {url}: {exc}") from None
     if response.status_code != 200:
         raise TransportError(f"the capture proxy answered {response.status_code} for {url}: {response.text[:200]}")
-    return response.json()  # type: ignore[no-any-return]
+    return response.json()

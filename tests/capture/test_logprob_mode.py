@@ -40,7 +40,7 @@ def raw_vllm_url(tiny_model: Path) -> Iterator[str]:
     if existing:
         yield existing.rstrip("/")
         return
-    from openenv.testing.vllm_server import VLLMServer
+    from openenv.soak.vllm_server import VLLMServer
 
     server = VLLMServer(tiny_model, logprobs_mode="raw_logprobs").start()
     try:

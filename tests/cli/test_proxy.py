@@ -39,12 +39,13 @@ def test_proxy_serves_a_session_in_front_of_vllm(tiny_model: Path, vllm_url: str
 
 def test_the_admin_api_has_a_generated_key_and_a_port_of_its_own_by_default(tiny_model: Path, tmp_path: Path) -> None:
     """Started with no admin options, the proxy prints a fresh key once, and the model port (the one
-    harnesses know) has no admin API at all."""
+    harnesses know) has no admin API at all. No --model either: the tiny model is the default, as in every
+    other command (it alone required one)."""
     import httpx
 
     port = free_port()
-    proc = subprocess.Popen([*OPENENV, "proxy", "--model", str(tiny_model), "--port", str(port), "--journal-dir",
-                             str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen([*OPENENV, "proxy", "--port", str(port), "--journal-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         text = "".join(_read_until(proc, "journal:", timeout=180))
         admin = text.split("POST ", 1)[1].split("/sessions", 1)[0]

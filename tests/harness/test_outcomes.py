@@ -23,10 +23,9 @@ from openenv.harness.environment import DEFAULT_SAMPLING, HarnessEnvironment
 from openenv.harness.rollout import run_episode
 from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks import Task
-from openenv.testing.faults import FaultProxy
+from openenv.soak.faults import FaultProxy
 from openenv.train.episode import run_training_episode
 from tests.harness.test_environment import _task, fake_harness  # noqa: F401 - the stand-in harness fixture
-
 
 SHORT = DEFAULT_SAMPLING.model_copy(update={"max_tokens": 4})  # the reply's length is not what these test
 

@@ -22,7 +22,7 @@ from openenv.capture.backends.local import LocalBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.harness.sandbox.local import sandboxed_processes
-from openenv.testing.faults import FaultProxy
+from openenv.soak.faults import FaultProxy
 
 _FIGURES: dict[str, dict[str, Any]] = {}
 _OUT = Path(__file__).resolve().parents[2] / "artifacts" / "reliability.json"

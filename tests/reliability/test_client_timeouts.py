@@ -30,8 +30,8 @@ from openenv.capture.gate import call_on_loop
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession
-from openenv.testing.faults import FaultProxy
-from openenv.testing.polling import settle
+from openenv.core.polling import settle
+from openenv.soak.faults import FaultProxy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

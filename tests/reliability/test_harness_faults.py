@@ -28,7 +28,7 @@ from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.rollout import run_episode
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.harness.tasks import builtin_task
-from openenv.testing.faults import FaultProxy
+from openenv.soak.faults import FaultProxy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 

@@ -1,9 +1,10 @@
-"""The fault soak: 200 real codex episodes, each with one injected fault, lose no turn and leak nothing.
+"""The fault soak: real codex episodes, each with one injected fault, lose no turn and leak nothing.
 
 Every episode is the real codex CLI in a `LocalSandbox`, through the real capture proxy, sampling from the
 real vLLM CPU server behind a `FaultProxy`; a `LedgerRelay` in front of the proxy counts the requests codex
 sends, independently of the proxy's own bookkeeping. `OPENENV_SOAK_EPISODES` / `OPENENV_SOAK_CONCURRENCY`
-shrink or widen the run (default: 200 episodes, 6 at once).
+shrink or widen the run (default: 54 episodes, 6 of each fault kind, per commit; 200 in the scheduled
+`extended` run, tests/extended.py; 6 at once).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from openenv.capture.backends.local import LocalBackend
 from openenv.capture.server import CaptureServer
 from openenv.harness.catalog import get_spec
 from openenv.harness.install import install_status
-from openenv.testing.soak import EXPECTED_STATUS, FAULT_KINDS, SoakConfig, fault_plan, run_soak
-from openenv.testing.soak_relay import LedgerRelay
+from openenv.soak.relay import LedgerRelay
+from openenv.soak.runner import EXPECTED_STATUS, FAULT_KINDS, SoakConfig, fault_plan, run_soak
+from tests.extended import extended_run
 
 
 def test_the_fault_plan_is_seeded_and_gives_every_kind_its_share():
@@ -53,11 +55,12 @@ def test_the_relay_counts_a_sessions_requests_and_its_injected_retry_is_replayed
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_200_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(vllm_url, figures):
+def test_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(vllm_url, figures, request):
     status = install_status(get_spec("codex"))
     if not status.ready:
         pytest.skip(f"codex {status.pinned} is not installed; run scripts/install_harnesses.sh codex")
-    config = SoakConfig(episodes=int(os.environ.get("OPENENV_SOAK_EPISODES", "200")),
+    default = 200 if extended_run(request.config) else 6 * len(FAULT_KINDS)
+    config = SoakConfig(episodes=int(os.environ.get("OPENENV_SOAK_EPISODES", default)),
                         concurrency=int(os.environ.get("OPENENV_SOAK_CONCURRENCY", "6")), harness="codex", seed=0)
     report = run_soak(config, vllm_url)
     figures.record(

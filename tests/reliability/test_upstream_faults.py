@@ -33,7 +33,7 @@ from openenv.harness.install import install_status
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import run_episode
 from openenv.harness.tasks import builtin_task
-from openenv.testing.faults import FaultMode, FaultProxy
+from openenv.soak.faults import FaultMode, FaultProxy
 
 pytestmark = [pytest.mark.vllm]
 

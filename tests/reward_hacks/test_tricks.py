@@ -10,7 +10,7 @@ reward folder, tests staged read-only, test.sh; Docker separate mode: `verify_is
 
 Two categories:
 - `environment`: the sandbox and the verifier must stop it; 100% in Docker. A local-sandbox trick that
-  is not stopped must be listed in README.md's known limits (LOCAL_LIMITS names the heading text).
+  is not stopped must be listed in docs/harbor.md's known limits (LOCAL_LIMITS names the heading text).
 - `task-design`: the agent's code is imported by the tests, so it runs with the verifier's rights;
   no environment can stop that, the task's tests must (docs/reward-integrity.md). Recorded, not asserted.
 """
@@ -271,8 +271,8 @@ def test_trick(name: str, kind: str, request: pytest.FixtureRequest, outcome) ->
     if trick.category == "task-design":
         return  # recorded for the figure; docs/reward-integrity.md tells task authors how to guard
     if kind == "local" and name in LOCAL_LIMITS:
-        readme = (REPO / "README.md").read_text()
-        assert LOCAL_LIMITS[name] in readme, f"{name}: a local-sandbox limit must be listed in README.md"
+        limits = (REPO / "docs" / "harbor.md").read_text()
+        assert LOCAL_LIMITS[name] in limits, f"{name}: a local-sandbox limit must be listed in docs/harbor.md"
         return
     assert blocked, f"{name} ({trick.why}) scored {verdict.reward} in the {kind} sandbox: {verdict.output_tail[-800:]}"
     assert survivors == [], f"{name}: agent processes outlived grading: {survivors}"

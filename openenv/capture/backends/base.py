@@ -85,7 +85,7 @@ class TokenIds(Sequence[int]):
             return len(other) == self._len and self._joined() == list(other)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]  (equal to lists, which are unhashable)
+    __hash__ = None  # type: ignore[assignment]  # equal to lists, which are unhashable
 
     def __add__(self, other: Iterable[int]) -> list[int]:
         return [*self._joined(), *other]

@@ -64,7 +64,7 @@ class _Connection(asyncio.Protocol):
     # ---- asyncio.Protocol --------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
+        self._transport = transport  # type: ignore[assignment]  # asyncio hands a Transport to a stream protocol; typed as BaseTransport
 
     def data_received(self, data: bytes) -> None:
         if self._waiter is None:  # bytes nobody asked for: the connection cannot be trusted again

@@ -23,8 +23,10 @@ from openenv.capture.backends.base import Generation
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.logprob_mode import LogprobMode
 from openenv.errors import BackendUnavailable
+from openenv.models.progress import quiet_progress
 
 __all__ = ["LocalBackend"]
+
 
 
 class LocalBackend:
@@ -55,7 +57,8 @@ class LocalBackend:
         self._torch = torch
         if isinstance(model, str | Path):
             self.device = device
-            self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
+            with quiet_progress():
+                self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
             self.model.eval()
         else:
             self.model, self.device = model, str(next(model.parameters()).device)
@@ -169,4 +172,4 @@ class LocalBackend:
             logits = logits / temperature  # as TRL's selective_log_softmax(logits / temperature)
         logprobs = torch.log_softmax(logits, dim=-1)
         index = torch.tensor(completion_ids, device=self.device).unsqueeze(1)
-        return logprobs.gather(1, index).squeeze(1).tolist()  # type: ignore[no-any-return]
+        return logprobs.gather(1, index).squeeze(1).tolist()

@@ -258,7 +258,7 @@ class ValueMemo:
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
-                return self._values[key]  # type: ignore[no-any-return]
+                return self._values[key]
         value = make()
         cost = canonical_bytes(value)
         if cost > self.max_bytes // 8:
@@ -269,7 +269,7 @@ class ValueMemo:
                 self._bytes += cost
             while len(self._values) > self.size or self._bytes > self.max_bytes:
                 self._bytes -= canonical_bytes(self._values.popitem(last=False)[1])
-            return self._values.get(key, value)  # type: ignore[no-any-return]
+            return self._values.get(key, value)
 
 
 def canonical_bytes(value: Any) -> int:

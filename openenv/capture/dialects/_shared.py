@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -75,7 +76,7 @@ def response_id(prefix: str, turn_id: str) -> str:
 # Text already streamed to the client, piece by piece, per channel (`text`, `reasoning`; see
 # `capture/streaming.py`): a channel's text that starts with its pieces is cut at the same places first, so
 # the finished reply's events repeat the streamed ones.
-streamed_pieces: ContextVar[Mapping[str, tuple[str, ...]]] = ContextVar("streamed_pieces", default={})
+streamed_pieces: ContextVar[Mapping[str, tuple[str, ...]]] = ContextVar("streamed_pieces", default=MappingProxyType({}))
 
 
 def chunk_text(text: str, size: int = CHUNK_CHARS, *, channel: str = "text") -> Iterator[str]:
@@ -86,8 +87,8 @@ def chunk_text(text: str, size: int = CHUNK_CHARS, *, channel: str = "text") -> 
     if pieces and text.startswith("".join(pieces)):
         yield from pieces
         start = sum(map(len, pieces))
-    for start in range(start, len(text), size):
-        yield text[start : start + size]
+    for offset in range(start, len(text), size):
+        yield text[offset : offset + size]
 
 
 def json_schema_format(holder: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -95,7 +96,7 @@ def json_schema_format(holder: Mapping[str, Any] | None) -> dict[str, Any] | Non
     `output_config`, OpenAI Responses `text`), or None when no JSON schema is asked for."""
     fmt = (holder or {}).get("format")
     if isinstance(fmt, Mapping) and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
-        return fmt["schema"]  # type: ignore[no-any-return]
+        return fmt["schema"]
     return None
 
 

@@ -120,7 +120,7 @@ class SequencesOut(BaseModel):
 
 
 def _registry(request: Request) -> CaptureSessionRegistry:
-    return request.app.state.sessions  # type: ignore[no-any-return]
+    return request.app.state.sessions
 
 
 @router.post("", status_code=201)

@@ -19,6 +19,7 @@ from openenv.harness.sandbox.files import copy_plain
 from openenv.harness.sandbox.pull import PullPolicy
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
+from openenv.settings import flag
 
 __all__ = ["sandbox_factory", "verify_isolated"]
 
@@ -70,7 +71,7 @@ def sandbox_factory(
     client = options.get("client") or docker.from_env()
     options["client"] = client
     image, built, said = task_image(client, task, substitutes or {}, _to_stderr, pull=pull)
-    if os.environ.get("OPENENV_DOCKER_HARBOR_ROOT") == "1":  # Harbor's own defaults, by explicit opt-in
+    if flag("OPENENV_DOCKER_HARBOR_ROOT"):  # Harbor's own defaults, by explicit opt-in (`true` too, not only `1`)
         options.setdefault("user", None)
         options.setdefault("read_only", False)
         said.append("Docker sandbox as root on a writable root filesystem (OPENENV_DOCKER_HARBOR_ROOT=1)")

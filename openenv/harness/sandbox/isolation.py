@@ -99,7 +99,7 @@ def _outermost(paths: object) -> list[Path]:
     """Distinct paths, dropping any that lies under another or under a system folder."""
     system = [Path(d) for d in SYSTEM_DIRS]
     kept: list[Path] = []
-    for path in sorted(set(paths), key=lambda p: len(p.parts)):  # type: ignore[call-overload]
+    for path in sorted(set(paths), key=lambda p: len(p.parts)):  # type: ignore[call-overload]  # paths is any iterable of Paths; typed object for callers
         if not any(path == k or k in path.parents for k in [*system, *kept]):
             kept.append(path)
     return kept

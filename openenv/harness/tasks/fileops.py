@@ -11,7 +11,7 @@ shell command (the oracle's `solution/solve.sh`):
 | `typo`   | In NAME, the word BAD is a typo for GOOD; fix it. | `sed -i 's/BAD/GOOD/' NAME` |
 
 It exists so that a small model trained on this machine can be *shown* to learn through a real harness
-(issue 21, `docs/learning.md`): the slots come from small closed vocabularies, so a model with a few
+(issue 21, `research/learning/learning.md`): the slots come from small closed vocabularies, so a model with a few
 hundred thousand weights can learn to copy them, while the held-out split holds (kind, slots)
 combinations that no training instance has (no held-out instruction is a training instruction). `generate(out, seed)` writes `out/train/<id>/` and
 `out/heldout/<id>/`; both load with the one Harbor loader (`load_task_set(folder)`).
@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     bad = sorted(set(kinds) - set(KINDS))
     if bad:
         parser.error(f"unknown kinds {bad}; known: {', '.join(KINDS)}")
-    ids = generate(args.out, args.seed, train=args.train, heldout=args.heldout, kinds=kinds)  # type: ignore[arg-type]
+    ids = generate(args.out, args.seed, train=args.train, heldout=args.heldout, kinds=kinds)
     print(f"{len(ids['train'])} train and {len(ids['heldout'])} held-out fileops tasks in {args.out}")
     return 0
 

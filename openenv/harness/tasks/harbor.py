@@ -167,7 +167,7 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         build_steps=plan.unreproducible if plan else [],
         outside_files=plan.outside_files(workdir) if plan else [],
         schema_version=str(schema_version) if schema_version is not None else None,
-        source=source,  # type: ignore[arg-type]
+        source=source,  # type: ignore[arg-type]  # the caller's str; pydantic validates it into Task.source's Literal
         metadata={str(k): str(v) for k, v in {**_table(config, "metadata"),
                                               **({"name": task_meta["name"]} if "name" in task_meta else {})}.items()},
     )

@@ -11,8 +11,8 @@ __all__ = ["env_types", "registry"]
 
 async def registry(conn: HTTPConnection) -> EnvSessionRegistry:
     """The live registry (created in the app's lifespan). Async so FastAPI does not run it in a thread."""
-    return conn.app.state.registry  # type: ignore[no-any-return]
+    return conn.app.state.registry
 
 
 async def env_types(conn: HTTPConnection) -> EnvTypes:
-    return conn.app.state.types  # type: ignore[no-any-return]
+    return conn.app.state.types

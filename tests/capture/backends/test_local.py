@@ -35,3 +35,19 @@ async def test_greedy_matches_vllm(local_backend: LocalBackend, renderer: Render
 
 def test_context_window_comes_from_the_model_config(local_backend: LocalBackend) -> None:
     assert local_backend.context_window == local_backend.model.config.max_position_embeddings
+
+
+def test_loading_and_building_the_model_draw_no_progress_bar_and_leave_the_callers_setting(
+        tiny_model, capfd, tmp_path) -> None:
+    """`openenv run` printed transformers' `Loading weights` and, on a fresh machine, `Writing model shards`
+    bars into its own progress (issue 46)."""
+    from transformers.utils import logging as hf_logging
+
+    from openenv.models.tiny import build_tiny_model
+
+    assert hf_logging.is_progress_bar_enabled()
+    LocalBackend(tiny_model)
+    build_tiny_model(tmp_path / "tiny", force=True)
+    printed = capfd.readouterr().err
+    assert "Loading weights" not in printed and "Writing model shards" not in printed, printed[-500:]
+    assert hf_logging.is_progress_bar_enabled()

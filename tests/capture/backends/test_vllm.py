@@ -19,7 +19,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.core.net import free_port
 from openenv.errors import BackendUnavailable, BadRequest
-from openenv.testing.faults import FaultProxy
+from openenv.soak.faults import FaultProxy
 
 
 def prompt(renderer: Renderer) -> list[int]:

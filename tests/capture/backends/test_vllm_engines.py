@@ -17,7 +17,7 @@ from openenv.capture.backends.vllm import VLLMBackend
 from openenv.capture.backends.vllm_engines import VLLMEngines, vllm_backend
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BackendUnavailable, BadRequest
-from openenv.testing.faults import FaultProxy
+from openenv.soak.faults import FaultProxy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -27,7 +27,7 @@ PARAMS = SamplingParams(max_tokens=4, temperature=0.0)
 @pytest.fixture(scope="module")
 def second_vllm(tiny_model: Path) -> Iterator[str]:
     """A second vLLM CPU server on the tiny model (this module's own; ~30 s, ~1.8 GB)."""
-    from openenv.testing.vllm_server import VLLMServer
+    from openenv.soak.vllm_server import VLLMServer
 
     server = VLLMServer(tiny_model).start()
     try:

@@ -206,7 +206,7 @@ def _tool_choice(choice: p.ToolChoice | None) -> ToolChoice:
         case "none":
             return ToolChoice(mode="none")
         case "tool":
-            return ToolChoice(mode="named", name=choice.name)  # type: ignore[union-attr]
+            return ToolChoice(mode="named", name=choice.name)  # type: ignore[union-attr]  # `tool` is the named variant of the union, which has `name`
     raise AssertionError(choice)
 
 
@@ -288,7 +288,7 @@ def _block_events(index: int, block: p.ResponseBlock) -> Iterator[ServerSentEven
 
 
 def _event(model: BaseModel) -> ServerSentEvent:
-    return ServerSentEvent(event=model.type, data=model.model_dump_json())  # type: ignore[attr-defined]
+    return ServerSentEvent(event=model.type, data=model.model_dump_json())  # type: ignore[attr-defined]  # every event model declares a `type` Literal; BaseModel does not
 
 
 # ---- errors and token counting ---------------------------------------------------------------------

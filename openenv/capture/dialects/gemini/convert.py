@@ -218,7 +218,7 @@ def _json_schema(config: p.GenerationConfig) -> dict[str, Any] | None:
     schema = config.response_json_schema or config.response_schema
     if config.response_mime_type != "application/json" or not schema:
         return None
-    return normalize_schema(schema)  # type: ignore[no-any-return]
+    return normalize_schema(schema)
 
 
 def _tools(tools: list[p.Tool] | None) -> tuple[Tool, ...]:

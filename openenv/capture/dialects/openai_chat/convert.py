@@ -96,11 +96,11 @@ def _message(msg: p.ChatMessage, known_name: str | None, values: ValueMemo) -> M
             assert isinstance(msg, p.AssistantMessage)
             calls = tuple((c.id, c.function.name, c.function.arguments) for c in msg.tool_calls or ())
             key = ("assistant", _text(msg.content), msg.reasoning_content or msg.reasoning or "", calls)
-            return values.get(key, lambda: _assistant_message(*key[1:]))  # type: ignore[arg-type]
+            return values.get(key, lambda: _assistant_message(*key[1:]))
         case "tool":
             assert isinstance(msg, p.ToolMessage)
             key = ("tool", msg.tool_call_id, _text(msg.content), msg.name or known_name)
-            return values.get(key, lambda: _tool_message(*key[1:]))  # type: ignore[arg-type]
+            return values.get(key, lambda: _tool_message(*key[1:]))  # type: ignore[arg-type]  # the key's tail is _tool_message's arguments, a tuple mypy cannot split
         case _:
             assert_never(msg.role)
 
@@ -166,7 +166,7 @@ def _tool_choice(choice: str | p.NamedToolChoice | None) -> ToolChoice:
         return ToolChoice()
     if isinstance(choice, p.NamedToolChoice):
         return ToolChoice(mode="named", name=choice.function.name)
-    return ToolChoice(mode=choice)  # type: ignore[arg-type]
+    return ToolChoice(mode=choice)  # type: ignore[arg-type]  # the remaining wire values are ToolChoice's own mode names
 
 
 # ---- completion -> reply -------------------------------------------------------------------------

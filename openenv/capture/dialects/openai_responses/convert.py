@@ -219,7 +219,7 @@ def _tool_choice(choice: str | p.ToolChoiceNamed | None) -> ToolChoice:
         if choice.name and choice.type in ("function", "custom"):
             return ToolChoice(mode="named", name=choice.name)
         return ToolChoice()  # allowed_tools, built-in tool types: leave the choice to the model
-    return ToolChoice(mode=choice)  # type: ignore[arg-type]
+    return ToolChoice(mode=choice)  # type: ignore[arg-type]  # the remaining wire values are ToolChoice's own mode names
 
 
 # ---- completion -> reply -------------------------------------------------------------------------
@@ -413,7 +413,7 @@ def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
 
 
 def _event(model: BaseModel) -> ServerSentEvent:
-    event_type: str = model.type  # type: ignore[attr-defined]
+    event_type: str = model.type  # type: ignore[attr-defined]  # every event model declares a `type` Literal; BaseModel does not
     return ServerSentEvent(event=event_type, data=model.model_dump_json(exclude_none=True))
 
 

@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from openenv.core.net import free_port
 from openenv.server import LocalServer
-from openenv.testing.soak_relay import RETRY_HEADER, LedgerRelay
+from openenv.soak.relay import RETRY_HEADER, LedgerRelay
 
 BODY = b'{"model": "tiny", "messages": []}'
 

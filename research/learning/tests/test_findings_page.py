@@ -1,16 +1,12 @@
-"""The transfer matrix on the findings page (`examples/learn_findings_docs.py`): the table is the runs' numbers and
+"""The transfer matrix on the findings page (`research/learning/learn_findings_docs.py`): the table is the runs' numbers and
 each verdict follows the documented rule (a difference counts when it is larger than the seed spread)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
-
-from learn_findings_docs import write_findings_docs  # noqa: E402
+from learn_findings_docs import write_findings_docs  # research/learning (on sys.path: conftest.py)
 
 
 def _cell(rate: float) -> dict[str, Any]:

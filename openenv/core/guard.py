@@ -4,7 +4,7 @@ A test session starts a vLLM server (1.8 GB) for its tests. If the session dies 
 (pytest-timeout's `os._exit`, SIGKILL, an OOM kill), nothing stops the server: an orphan was found
 still running 20 minutes after a failed session. `guarded(argv)` prefixes a command with this module:
 
-    python -m openenv.testing.guard <parent pid> -- <argv...>
+    python -m openenv.core.guard <parent pid> -- <argv...>
 
 The guard leads its own process group (start it with `start_new_session=True`), asks the kernel for a
 signal when its parent dies (`prctl(PR_SET_PDEATHSIG)`, Linux; it also polls its parent id), and
@@ -31,7 +31,7 @@ GRACE_S = 10.0
 
 def guarded(argv: list[str], *, python: str | None = None) -> list[str]:
     """`argv` run under the guard, tied to this process (start the result with `start_new_session=True`)."""
-    return [python or sys.executable, "-m", "openenv.testing.guard", str(os.getpid()), "--", *argv]
+    return [python or sys.executable, "-m", "openenv.core.guard", str(os.getpid()), "--", *argv]
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> bool:
@@ -61,7 +61,7 @@ def _stop_group(child: subprocess.Popen[bytes]) -> None:
 
 def main(args: list[str]) -> int:
     if len(args) < 3 or args[1] != "--":
-        print("usage: python -m openenv.testing.guard PARENT_PID -- COMMAND...", file=sys.stderr)
+        print("usage: python -m openenv.core.guard PARENT_PID -- COMMAND...", file=sys.stderr)
         return 2
     parent = int(args[0])
     wake = threading.Event()

@@ -1,4 +1,4 @@
-"""`examples/learn_cpu.py --set FIELD=VALUE`: any LearnConfig field from the command line (how a stage is run
+"""`research/learning/learn_cpu.py --set FIELD=VALUE`: any LearnConfig field from the command line (how a stage is run
 at another size), validated by LearnConfig before anything runs; a bad one is a usage error naming the field."""
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "examples"))
+HERE = Path(__file__).resolve().parents[1]  # research/learning: its scripts (on sys.path: conftest.py)
 
 
 def _usage_error(tmp_path: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "learn_cpu.py"), "--only-matrix", "--out",
+    done = subprocess.run([sys.executable, str(HERE / "learn_cpu.py"), "--only-matrix", "--out",
                            str(tmp_path), *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     assert not any(tmp_path.iterdir()), "a rejected setting must not start any stage"
@@ -49,9 +48,8 @@ def test_a_stage_run_here_replaces_its_part_of_the_page_and_the_others_keep_thei
     matrix and the committed findings and shaping, not with those sections gone."""
     import json
 
+    from learn import LearnConfig
     from learn_cpu import saved_stages
-
-    from openenv.train.learn import LearnConfig
 
     cfg = LearnConfig(out=tmp_path / "learn", shaping_runs=[("pi", "first"), ("pi", "after")])  # codex: the page's
     cfg.matrix_dir.mkdir(parents=True)

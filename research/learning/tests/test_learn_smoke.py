@@ -1,4 +1,4 @@
-"""The CI smoke of the learning recipe (`examples/learn_cpu.py --smoke`, docs/learning.md): the whole chain
+"""The CI smoke of the learning recipe (`research/learning/learn_cpu.py --smoke`, research/learning/learning.md): the whole chain
 at toy sizes, through the real pi harness in local sandboxes, in one command. Oracle episodes -> token
 export -> TRL SFT on the sampled tokens -> one GRPO step per mode (exact tokens, and rows re-tokenized
 from text) -> held-out `openenv eval` of every model; then the imperfect teacher (its episodes recorded
@@ -22,15 +22,16 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parents[1]  # research/learning: its scripts (on sys.path: conftest.py)
 
 
 @pytest.mark.slow
+@pytest.mark.extended  # the scheduled tier (tests/extended.py): 4-10 min of research per run
 @pytest.mark.timeout(1800)  # ~4 min alone on 2 cores; 10+ min when the machine is shared
 def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     out = tmp_path / "learn"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(ROOT / "examples" / "learn_cpu.py"), "--smoke", "--no-docs",
+    done = subprocess.run([sys.executable, str(HERE / "learn_cpu.py"), "--smoke", "--no-docs",
                            "--seeds", "0", "--out", str(out)], env=env, capture_output=True, text=True, timeout=1700)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
@@ -95,7 +96,6 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert found["naive"][0]["tokens"] == "naive" and found["signal"][0]["signal_sampler"]
     assert found["exact"][0]["tokens"] == "exact" and not found["exact"][0]["signal_sampler"]
     assert json.loads((out / "findings" / "results.json").read_text())["signal"] == found["signal"]
-    sys.path.insert(0, str(ROOT / "examples"))
     from learn_findings_docs import write_findings_docs
 
     # Tool-call shaping: half the demonstrations list the workspace first (one more call), the teacher's model tuned

@@ -1,9 +1,9 @@
 """A harness-free proxy of the recipe's GRPO, for choosing settings in seconds instead of pi-hours.
 
-    .venv/bin/python examples/learn_proxy.py --start .cache/learn/sft-round1 --rows .cache/learn/oracle/dataset/tokens
-    .venv/bin/python examples/learn_proxy.py --start .cache/learn/transfer-mini-swe-agent/sft \\
+    .venv/bin/python research/learning/learn_proxy.py --start .cache/learn/sft-round1 --rows .cache/learn/oracle/dataset/tokens
+    .venv/bin/python research/learning/learn_proxy.py --start .cache/learn/transfer-mini-swe-agent/sft \\
         --rows .cache/learn/oracle-mini-swe-agent/dataset/tokens
-    .venv/bin/python examples/learn_proxy.py --start .cache/learn/teacher/sft/sft-round1 \\
+    .venv/bin/python research/learning/learn_proxy.py --start .cache/learn/teacher/sft/sft-round1 \\
         --rows .cache/learn/oracle/dataset/tokens --steps 24 --every 12
 
 (`--rows` gives the harness's prompt and the reference reply; take the oracle's, not the imperfect teacher's.)
@@ -17,7 +17,7 @@ advantages times the sampled tokens' log-probabilities, Adam, warmup, clipping).
 
 It prints, every `--every` steps, the held-out sampled solve rate (overall and by task kind), the mean
 probability of the reference reply on the held-out tasks (no sampling noise: the number to compare settings
-by), and the sampled solve rate on the training tasks. docs/learning.md reports what it measured.
+by), and the sampled solve rate on the training tasks. research/learning/learning.md reports what it measured.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
-import torch  # noqa: E402
-from datasets import load_from_disk  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
+import torch
+from datasets import load_from_disk
+from learn import LearnConfig, grpo_ids, heldout_ids
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from openenv.harness.tasks.fileops import kind_of  # noqa: E402
-from openenv.train.learn import LearnConfig, grpo_ids, heldout_ids  # noqa: E402
+from openenv.harness.tasks.fileops import kind_of
 
 COMMAND = re.compile(r'"command": "([^"]*)"')
 Row = tuple[list[int], list[int], str]  # prompt ids, reference first-turn ids, expected command

@@ -1,9 +1,9 @@
 """Learning, shown on this CPU: a model built here learns the `fileops` tasks through the real pi harness.
 
-    .venv/bin/python examples/learn_cpu.py                      # the full run of docs/learning.md
-    .venv/bin/python examples/learn_cpu.py --smoke --out DIR    # a few SFT steps, one GRPO step, one eval
+    .venv/bin/python research/learning/learn_cpu.py                      # the full run of research/learning/learning.md
+    .venv/bin/python research/learning/learn_cpu.py --smoke --out DIR    # a few SFT steps, one GRPO step, one eval
 
-Stages (openenv.train.learn): fileops tasks from a seed with a held-out split -> oracle episodes through
+Stages (research/learning/learn.py): fileops tasks from a seed with a held-out split -> oracle episodes through
 pi (`openenv eval --policy oracle`) -> `openenv export` token rows -> TRL SFTTrainer on the sampled tokens
 (env_mask) of a random-init model -> GRPO through pi (HarnessRollout, EpisodeGRPOTrainer) from the SFT
 model, one run per seed, plus one run with the token splice off (rows re-tokenized from text) -> held-out
@@ -17,7 +17,7 @@ shaping (demonstrations that list the workspace first, and right after the write
 the write through codex and claude-code too: `shaping_runs`); one harness or
 four (GRPO through pi, codex, claude-code and gemini-cli alone and over their mix, and over the mix for
 `matrix_long_mix` times the steps, every run evaluated through every harness). Writes results.json under --out and, unless --no-docs,
-docs/learning.md and docs/learning.png (`learn_docs.py`, beside this script) and docs/learning-findings.md
+research/learning/learning.md and research/learning/learning.png (`learn_docs.py`, beside this script) and research/learning/learning-findings.md
 (`learn_findings_docs.py`).
 """
 
@@ -34,14 +34,31 @@ from pydantic import ValidationError
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
-from openenv.models.learner import build_learner  # noqa: E402
-from openenv.train.learn import (LEAN, LearnConfig, Placement, append_commands, call_forms, echo_changes,  # noqa: E402
-                                 grpo_ids, heldout_solve_rate, look_outcomes, looked_ids, make_tasks, matrix_ids,
-                                 oracle_ids, record_oracle, slipped_ids, teacher_tasks, train_grpo_run, transfer_ids)
-from openenv.train.sft import sft_dataset, train_sft  # noqa: E402
+from learn import (
+    LEAN,
+    LearnConfig,
+    Placement,
+    append_commands,
+    call_forms,
+    echo_changes,
+    grpo_ids,
+    heldout_solve_rate,
+    look_outcomes,
+    looked_ids,
+    make_tasks,
+    matrix_ids,
+    oracle_ids,
+    record_oracle,
+    slipped_ids,
+    teacher_tasks,
+    train_grpo_run,
+    transfer_ids,
+)
+from learn_docs import write_docs
+from learn_findings_docs import write_findings_docs
 
-from learn_docs import write_docs  # noqa: E402  (this folder: a script's own directory is on sys.path)
-from learn_findings_docs import write_findings_docs  # noqa: E402
+from openenv.models.learner import build_learner
+from openenv.train.sft import sft_dataset, train_sft
 
 SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
          "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
@@ -461,7 +478,7 @@ def _saved(folder: Path) -> dict[str, Any]:
 def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[str, Any]]:
     """Every findings-page stage's saved results under `cfg.out`: `findings`, `matrix` and the shaping stages
     (`shaping_key`: pi's two placements, then each other harness's that ran here or is on the page); a stage with
-    none there keeps what the page's own JSON (`page`, docs/learning-findings.json) holds, so running one stage on
+    none there keeps what the page's own JSON (`page`, research/learning/learning-findings.json) holds, so running one stage on
     a machine that has not run the others does not drop theirs from the page ({} where neither has it)."""
     shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
     harnesses = ["pi", *sorted({h for h in LEAN if h != "pi" and (any(shaping_key(at, h) in shown for at in LOOK_AT)
@@ -473,7 +490,7 @@ def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[s
 
 
 def write_stages(stages: dict[str, dict[str, Any]], docs: Path) -> None:
-    """docs/learning-findings.md (and its JSON, PNG) from `saved_stages`' or a full run's stages."""
+    """research/learning/learning-findings.md (and its JSON, PNG) from `saved_stages`' or a full run's stages."""
     shaping = {k: v for k, v in stages.items() if k.startswith("shaping")}
     write_findings_docs(stages.get("findings", {}), docs, shaping=shaping, matrix=stages.get("matrix", {}))
 
@@ -513,14 +530,14 @@ def main() -> None:
                         "and in the mix, every run evaluated through every harness) and write the page")
     parser.add_argument("--no-matrix", action="store_true", help="skip the one-harness-or-four stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
-    parser.add_argument("--no-docs", action="store_true", help="do not write docs/learning.md and the PNG")
+    parser.add_argument("--no-docs", action="store_true", help="do not write research/learning/learning.md and the PNG")
     parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
     parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", type=setting,
-                        help="any LearnConfig field (openenv/train/learn.py), VALUE as JSON or a plain string; e.g. "
+                        help="any LearnConfig field (research/learning/learn.py), VALUE as JSON or a plain string; e.g. "
                         "--set matrix_eval_tasks=16 --set 'matrix_harnesses=[\"pi\",\"codex\"]'. Repeatable; "
                         "the stage's results.json records the config it ran with")
     args = parser.parse_args()
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parent  # the pages live beside the scripts
     if args.docs_only:
         if (args.out / "results.json").is_file():
             write_docs(json.loads((args.out / "results.json").read_text()), docs)

@@ -26,8 +26,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from openenv.core.polling import settle
 from openenv.server import LocalServer
-from openenv.testing.polling import settle
 
 __all__ = ["LedgerRelay", "SessionLedger"]
 
@@ -146,14 +146,13 @@ class LedgerRelay:
         body = await request.body()
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_REQUEST}
         path = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        token = _token(request.url.path)
-        counted = request.method == "POST" and token is not None
-        if counted:
+        token = _token(request.url.path) if request.method == "POST" else None  # None: not counted
+        if token is not None:
             with self._lock:
-                self._ledgers.setdefault(token, SessionLedger()).posts += 1  # type: ignore[arg-type]
-        reply = await self._send(request.method, path, headers, body, token if counted else None)
-        if counted and reply.status_code < 400 and self._take_armed(token):  # type: ignore[arg-type]
-            await self._replay(token, path, headers, body, reply.content)  # type: ignore[arg-type]
+                self._ledgers.setdefault(token, SessionLedger()).posts += 1
+        reply = await self._send(request.method, path, headers, body, token)
+        if token is not None and reply.status_code < 400 and self._take_armed(token):
+            await self._replay(token, path, headers, body, reply.content)
         return Response(reply.content, status_code=reply.status_code,
                         headers={k: v for k, v in reply.headers.items() if k.lower() not in _DROP_REPLY})
 

@@ -12,7 +12,7 @@ import pytest
 
 from openenv.harness.tasks import load_task_set
 from openenv.harness.tasks.fileops import KINDS, generate, instances
-from tests.learn.conftest import grade, starting_workspace
+from tests.harness.tasks.fileops_grading import grade, starting_workspace
 
 
 def test_the_same_seed_gives_the_same_tasks_and_another_seed_others() -> None:

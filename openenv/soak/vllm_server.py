@@ -17,16 +17,16 @@ import tempfile
 from pathlib import Path
 from typing import Self
 
+from openenv.core.guard import guarded
 from openenv.core.net import free_port, wait_for_health
 from openenv.errors import TransportError
-from openenv.testing.guard import guarded
 
 __all__ = ["VLLMServer"]
 
 
 class VLLMServer:
     """A vLLM server subprocess in its own process group, killed as a group on stop, and with this
-    process if it dies first (`openenv.testing.guard`)."""
+    process if it dies first (`openenv.core.guard`)."""
 
     def __init__(
         self,

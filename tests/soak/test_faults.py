@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from openenv.core.net import free_port
-from openenv.testing.faults import FaultProxy
-from openenv.testing.polling import settle
+from openenv.core.polling import settle
+from openenv.soak.faults import FaultProxy
 
 
 class _Upstream(BaseHTTPRequestHandler):

@@ -1,4 +1,4 @@
-"""Learning, shown on a laptop CPU (issue 21): the stages of `examples/learn_cpu.py`.
+"""Learning, shown on a laptop CPU (issue 21): the stages of `research/learning/learn_cpu.py`.
 
 1. `make_tasks`: the `fileops` task family (`openenv.harness.tasks.fileops`) from a seed, as Harbor
    folders, with a held-out split.
@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
-from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName, Lean, lean_envs  # noqa: F401 (re-exported)
+from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName, Lean, lean_envs
 
 __all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "Placement",
            "append_commands", "call_forms", "echo_changes", "looked_ids", "grpo_ids", "heldout_ids", "look_outcomes",
@@ -45,7 +45,7 @@ Placement = Literal["first", "after"]
 
 
 class LearnConfig(BaseModel):
-    """One learning run's settings (defaults: the run in `docs/learning.md`)."""
+    """One learning run's settings (defaults: the run in `research/learning/learning.md`)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from openenv.testing.polling import settle
+from openenv.core.polling import settle
 
 
 def test_it_returns_the_first_value_that_is_done_without_waiting_longer() -> None:

@@ -1,4 +1,4 @@
-"""The learner model of docs/learning.md: a random-init model whose chat template lists each tool on one
+"""The learner model of research/learning/learning.md: a random-init model whose chat template lists each tool on one
 line, so a harness's tool schemas do not bury the instruction (see `openenv.models.learner`)."""
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession
 from openenv.capture.trajectory import TurnRecord
+from openenv.core.polling import settle
 from openenv.errors import OpenEnvError
 from openenv.executor.base import EpisodeExecutor, WorkerContext
 from openenv.harness.environment import HarnessEnvironment
@@ -52,9 +53,8 @@ from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.sandbox.base import ProcessStatus
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.tasks import Task
-from openenv.testing.faults import FaultProxy
-from openenv.testing.polling import settle
-from openenv.testing.soak_relay import LedgerRelay
+from openenv.soak.faults import FaultProxy
+from openenv.soak.relay import LedgerRelay
 
 __all__ = [
     "EXPECTED_STATUS",

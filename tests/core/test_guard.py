@@ -19,12 +19,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from openenv.testing.guard import die_with_parent, guarded
+from openenv.core.guard import die_with_parent, guarded
 
 CONFTEST = r'''
 import sys
 import pytest
-from openenv.testing.vllm_server import VLLMServer
+from openenv.soak.vllm_server import VLLMServer
 
 FAKE = """
 import http.server, json, os, subprocess, sys

@@ -1,4 +1,4 @@
-"""The recipe's configuration (`openenv.train.learn`): the lean harness specs, which training tasks each
+"""The recipe's configuration (`research/learning/learn.py`): the lean harness specs, which training tasks each
 stage sees, and the imperfect teacher's demonstrations. The stages themselves run in the smoke
 (`test_learn_smoke.py`)."""
 
@@ -9,15 +9,28 @@ import subprocess
 from pathlib import Path
 
 import yaml
+from learn import (
+    LEAN,
+    LEAN_MINI_FLAGS,
+    LEAN_PI_FLAGS,
+    LearnConfig,
+    append_commands,
+    grpo_ids,
+    heldout_ids,
+    heldout_solve_rate,
+    lean_envs,
+    look_outcomes,
+    oracle_ids,
+    slipped_ids,
+    teacher_tasks,
+    transfer_ids,
+)
 
 from openenv.capture.canonical import Completion, ToolCallPart
 from openenv.capture.trajectory import TurnRecord
 from openenv.harness.tasks.fileops import kind_of
 from openenv.resources import shipped_envs_dir
-from openenv.train.learn import (LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, LearnConfig, append_commands, grpo_ids,
-                                 heldout_ids, heldout_solve_rate, lean_envs, look_outcomes, oracle_ids, slipped_ids, teacher_tasks,
-                                 transfer_ids)
-from tests.learn.conftest import grade, starting_workspace
+from tests.harness.tasks.fileops_grading import grade, starting_workspace
 
 
 def _command(folder: Path, harness: str) -> list[str]:
