@@ -65,7 +65,7 @@ def _parse(args: list[str]) -> dict[str, Any]:
             typer.echo(command.get_help(ctx))
         raise typer.Exit(0)
     try:
-        return command.main(args, prog_name="openenv serve harbor", standalone_mode=False)  # type: ignore[no-any-return]
+        return command.main(args, prog_name="openenv serve harbor", standalone_mode=False)  # type: ignore[no-any-return]  # click's main returns Any; standalone_mode=False returns the command's int
     except click.UsageError as exc:
         console.print(f"[red]error:[/red] {escape(exc.format_message())}")
         raise typer.Exit(2) from None

@@ -57,7 +57,7 @@ def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path 
           marks: dict[str, float], substitutes: dict[str, str]) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
     """The episode, in a worker thread: returns its last observation, summary, turn records, the
     capture record's sequences (for the conversations) and the saved log's stem."""
-    settings = EpisodeSettings(sandbox=admitted.sandbox, sampling=admitted.sampling,  # type: ignore[arg-type]
+    settings = EpisodeSettings(sandbox=admitted.sandbox, sampling=admitted.sampling,  # type: ignore[arg-type]  # wire strs; EpisodeSettings (pydantic) validates them into its Literals
                                timeout_s=admitted.timeout_s, budget=admitted.budget,
                                image_substitutes=substitutes)
     env = HarnessEnvironment(admitted.harness, engine=admitted.engine, settings=settings)

@@ -218,7 +218,7 @@ class _Pinned:
 
     async def logprob_mode(self) -> LogprobMode:
         """This session's engine's verdict (probed once per engine, `VLLMBackend.logprob_mode`)."""
-        return await self._call(lambda backend: backend.logprob_mode(), count=False)  # type: ignore[no-any-return]
+        return await self._call(lambda backend: backend.logprob_mode(), count=False)  # type: ignore[no-any-return]  # _call is generic over the backend method and returns Any
 
     async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
                     temperature: float | None = None) -> list[float]:

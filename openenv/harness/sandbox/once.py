@@ -85,10 +85,10 @@ def once(key: str, work: Callable[[], T], *, on_wait: Callable[[str], None] | No
         flight.done.wait()
         if flight.error is not None:
             raise flight.error
-        return flight.result  # type: ignore[return-value]
+        return flight.result  # type: ignore[return-value]  # set when the flight succeeded; a failed one raised above
     try:
         flight.result = _across_processes(key, work, on_wait, folder or lock_dir())
-        return flight.result  # type: ignore[return-value]
+        return flight.result  # type: ignore[return-value]  # set when the flight succeeded; a failed one raised above
     except BaseException as exc:
         flight.error = exc
         raise

@@ -47,7 +47,7 @@ def pull_policy(value: str | None = None) -> PullPolicy:
     if chosen not in get_args(PullPolicy):
         where = "--pull" if value else PULL_ENV
         raise BadRequest(f"{where} must be one of missing, always, never; got {chosen!r}")
-    return chosen  # type: ignore[return-value]
+    return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
 
 
 def split_reference(reference: str) -> tuple[str, str]:

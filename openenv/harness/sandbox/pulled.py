@@ -2,7 +2,7 @@
 
 An engine cannot label an image it pulls (labels live in the image's own config), so each image a pull
 brought in gets a ledger entry instead: `<openenv cache>/pulled-images/<hash>.json` with the reference,
-the owners using it (`sweeper.owner_label()`: host/pid/start time, so a reused pid is not mistaken for
+the owners using it (`owners.owner_label()`: host/pid/start time, so a reused pid is not mistaken for
 the user) and when it was last used. A run claims an image before it looks for it, and again on each use.
 
 `collect()` removes an image whose users are all gone (the run ended, was killed, or its driver died)
@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openenv.harness.sandbox.sweeper import is_orphan, owner_label
+from openenv.harness.sandbox.owners import is_orphan, owner_label
 
 if TYPE_CHECKING:
     import docker
@@ -87,7 +87,7 @@ def record(client: docker.DockerClient, reference: str) -> None:
     try:
         image = client.images.get(reference)
         image_id, size = image.id, int(image.attrs.get("Size") or 0)
-    except Exception:  # noqa: BLE001 - the ledger is bookkeeping; a pull that worked is not failed by it
+    except Exception:
         image_id, size = "", 0
     with _locked(_path(reference)) as entry:
         owners = set(entry.get("owners", [])) | {owner_label()}
@@ -177,5 +177,5 @@ def _collect_quietly() -> None:
             collect(client, leaving=(owner_label(),))
         finally:
             client.close()
-    except Exception:  # noqa: BLE001 - an exit hook must not turn a clean exit into a traceback
+    except Exception:
         pass

@@ -62,7 +62,7 @@ def pull_policy(value: str | None = None) -> PullPolicy:
     chosen = (value or os.environ.get(PULL_ENV) or "missing").strip().lower()
     if chosen not in ("missing", "always", "never"):
         raise BadRequest(f"pull policy must be missing, always or never, got {chosen!r} (from --pull or {PULL_ENV})")
-    return chosen  # type: ignore[return-value]
+    return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
 
 
 def fetch_tools_missing() -> str | None:
@@ -366,9 +366,9 @@ def _image_config(layout: Path) -> dict[str, object]:
 
     index = json.loads((layout / "index.json").read_text())
     manifest = blob(index["manifests"][0]["digest"])
-    config = blob(manifest["config"]["digest"]).get("config") or {}  # type: ignore[index]
-    env = dict(item.partition("=")[::2] for item in config.get("Env") or [])  # type: ignore[union-attr]
-    return {"env": env, "workdir": config.get("WorkingDir") or None, "user": config.get("User") or None}  # type: ignore[union-attr]
+    config = blob(manifest["config"]["digest"]).get("config") or {}  # type: ignore[index]  # the image config is untyped JSON from skopeo
+    env = dict(item.partition("=")[::2] for item in config.get("Env") or [])  # type: ignore[union-attr]  # the image config is untyped JSON from skopeo
+    return {"env": env, "workdir": config.get("WorkingDir") or None, "user": config.get("User") or None}  # type: ignore[union-attr]  # the image config is untyped JSON from skopeo
 
 
 # ---- paths inside an unpacked root --------------------------------------------------------------

@@ -17,8 +17,9 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
 from pydantic import BaseModel, ConfigDict, Field
+
+from openenv.harness.sandbox.owners import is_orphan, owner_label
 
 if TYPE_CHECKING:
     import docker
@@ -62,29 +63,6 @@ def _remove_folder(labels: dict[str, str], report: SweepReport) -> None:
     if same_host and root.name.startswith(ROOT_PREFIX) and root.is_dir():
         shutil.rmtree(root, ignore_errors=True)
         report.folders.append(str(root))
-
-
-def owner_label(pid: int | None = None) -> str:
-    """`host/pid/start-time` for this process: a pid alone is reused, the start time makes it unique."""
-    proc = psutil.Process(pid or os.getpid())
-    return f"{socket.gethostname()}/{proc.pid}/{proc.create_time():.2f}"
-
-
-def is_orphan(owner: str | None) -> bool:
-    """True when `owner` names a process on this host that is no longer running.
-
-    Objects owned by another host (a shared engine) are never orphans here: we cannot see their owner.
-    """
-    if not owner:
-        return True
-    host, _, rest = owner.partition("/")
-    pid, _, started = rest.partition("/")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        return f"{psutil.Process(int(pid)).create_time():.2f}" != started
-    except psutil.NoSuchProcess:
-        return True
 
 
 def sandbox_labels() -> dict[str, str]:
