@@ -31,7 +31,9 @@ fi
 if ! pgrep -x dockerd >/dev/null 2>&1; then
   echo "docker: starting dockerd (log: $LOG)"
   mkdir -p "$(dirname "$LOG")"
-  nohup dockerd >>"$LOG" 2>&1 </dev/null &
+  # Its own session: started from inside a test run (a fixture calling this script), dockerd would share
+  # that run's process group and die with it when the run's guard kills the group.
+  setsid nohup dockerd >>"$LOG" 2>&1 </dev/null &
 fi
 
 for _ in $(seq 1 120); do
