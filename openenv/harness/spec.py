@@ -81,9 +81,15 @@ class InstallSpec(_Spec):
     package: str
     version: str
     bin: str = Field(description="executable name inside the prefix's bin/ folder")
-    node: Literal["system", "22"] | None = Field(
-        default=None, description="npm harnesses only: which Node.js runs the CLI"
+    node: Literal["system", "22", "24"] | None = Field(
+        default=None, description="npm harnesses only: which Node.js runs the CLI (22 and 24 are installed into "
+        "the harness cache as nodeNN/ from the npm registry's `node` package)"
     )
+
+    @property
+    def node_dir(self) -> str | None:
+        """The harness cache folder of the Node.js this CLI runs on (`node22`), None for the system's."""
+        return f"node{self.node}" if self.node not in (None, "system") else None
     python: Literal["3.12", "3.13"] | None = Field(
         default=None,
         description="pip harnesses only: the Python the venv is made with when the system's (3.11) is too "
