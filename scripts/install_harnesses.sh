@@ -42,6 +42,8 @@ nanocoder       npm     @nanocollective/nanocoder        1.30.0    nanocoder 22
 gptme           pip     gptme                            0.35.1    gptme    -
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 openclaw        npm     openclaw                         2026.9.6  openclaw 24
+aider           pip     aider-chat                       0.86.2    aider    -
+codebuddy       pip     codebuddy-agent-sdk              0.3.274   codebuddy -
 "
 
 log() { printf '[install_harnesses] %s\n' "$*" >&2; }
@@ -234,6 +236,22 @@ portable_debs() {  # portable_debs NAME
   "$CACHE/$1/bin/$command" -V >&2
 }
 
+# Executables a pip package ships inside site-packages rather than as a console script, linked into the
+# venv's bin/ ("name:bin=path under site-packages"): the CodeBuddy Code binary rides in its Python SDK.
+BIN_LINKS="codebuddy:codebuddy=codebuddy_agent_sdk/bin/codebuddy-headless"
+
+link_bins() {  # link_bins NAME
+  local entry bin target site
+  entry="$(tr ' ' '\n' <<<"$BIN_LINKS" | awk -F: -v n="$1" '$1 == n { print $2 }')"
+  [[ -n "$entry" ]] || return 0
+  bin="${entry%%=*}"
+  site="$(compgen -G "$CACHE/$1/lib/python*/site-packages" | head -n1)"
+  target="$site/${entry#*=}"
+  if [[ ! -f "$target" ]]; then log "$1: $target is missing from the install"; return 1; fi
+  chmod a+rx "$target"
+  ln -sfn "$target" "$CACHE/$1/bin/$bin"
+}
+
 install_one() {
   local row method package version bin node
   row="$(pin_row "$1")"
@@ -245,7 +263,7 @@ install_one() {
   ensure_debs "$1" || return 1
   case "$method" in
     npm) install_npm "$1" "$package" "$version" "$node" ;;
-    pip) install_pip "$1" "$package" "$version" "$node" ;;
+    pip) { install_pip "$1" "$package" "$version" "$node" && link_bins "$1"; } || return 1 ;;
   esac
   portable_debs "$1"
 }

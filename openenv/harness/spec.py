@@ -267,6 +267,12 @@ class HarnessSpec(_Spec):
         description="a tool the harness needs called to end its run (gptme's `complete`); the oracle calls "
         "it after the plan, with schema placeholders for any required arguments",
     )
+    edit_format: Literal["diff"] | None = Field(
+        default=None,
+        description="the harness changes files only through edit blocks in its reply text, in this format "
+        "(aider's SEARCH/REPLACE `diff`); the oracle and demo policies then write the solution's files as "
+        "blocks and the shell step as a fenced ```bash block (see openenv/harness/edit_blocks.py)",
+    )
     aux: list[AuxRule] = Field(default_factory=list)
     stdin_devnull: bool = True
     model: str = Field(default="tiny", description="model name the harness is configured with")
