@@ -16,9 +16,10 @@ set -euo pipefail
 if [[ $(id -u) -eq 0 ]]; then DEFAULT_CACHE=/var/cache/openenv/harnesses
 else DEFAULT_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/openenv/harnesses"; fi
 CACHE="${OPENENV_HARNESS_CACHE:-$DEFAULT_CACHE}"
-NODE22_VERSION="22.23.3"
+# The Node.js each newer-Node runtime column names, installed from the npm registry's `node` package.
+NODE_VERSIONS="22:22.23.3 24:24.21.0"
 
-# The last column is the runtime: for npm, which Node.js runs the CLI (system or 22); for pip, which
+# The last column is the runtime: for npm, which Node.js runs the CLI (system, 22 or 24); for pip, which
 # Python makes the venv (- is the system python3; 3.12 is python3.12 from PATH or pyenv).
 # name          method  package                          version   bin      runtime
 PINS="
@@ -41,6 +42,9 @@ terminus-2      pip     harbor                           0.26.0    python   3.12
 nanocoder       npm     @nanocollective/nanocoder        1.30.0    nanocoder 22
 gptme           pip     gptme                            0.35.1    gptme    -
 mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
+openclaw        npm     openclaw                         2026.9.6  openclaw 24
+aider           pip     aider-chat                       0.86.2    aider    -
+codebuddy       pip     codebuddy-agent-sdk              0.3.274   codebuddy -
 "
 
 log() { printf '[install_harnesses] %s\n' "$*" >&2; }
@@ -55,14 +59,17 @@ installed_npm_version() {  # installed_npm_version PREFIX PACKAGE
   sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$manifest" | head -n1
 }
 
-install_node22() {
-  local prefix="$CACHE/node22"
-  if [[ -x "$prefix/bin/node" ]] && [[ "$("$prefix/bin/node" --version)" == "v$NODE22_VERSION" ]]; then
+install_node() {  # install_node MAJOR: $CACHE/nodeMAJOR/bin/node at the version NODE_VERSIONS pins
+  local major="$1" version prefix
+  version="$(tr ' ' '\n' <<<"$NODE_VERSIONS" | awk -F: -v m="$major" '$1 == m { print $2 }')"
+  if [[ -z "$version" ]]; then log "no Node.js $major in NODE_VERSIONS ($NODE_VERSIONS)"; return 1; fi
+  prefix="$CACHE/node$major"
+  if [[ -x "$prefix/bin/node" ]] && [[ "$("$prefix/bin/node" --version)" == "v$version" ]]; then
     return 0
   fi
-  log "node@$NODE22_VERSION -> $prefix"
+  log "node@$version -> $prefix"
   mkdir -p "$prefix"
-  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "node@$NODE22_VERSION" >&2
+  npm install --prefix "$prefix" --no-audit --no-fund --loglevel=error "node@$version" >&2
   local bin
   for bin in "$prefix/node_modules/node/bin/node" "$prefix/node_modules/.bin/node"; do
     if [[ -x "$bin" ]] && "$bin" --version >/dev/null 2>&1; then
@@ -71,17 +78,18 @@ install_node22() {
       return 0
     fi
   done
-  log "node@$NODE22_VERSION installed but no runnable node binary was found under $prefix"
+  log "node@$version installed but no runnable node binary was found under $prefix"
   return 1
 }
 
 install_npm() {  # install_npm NAME PACKAGE VERSION NODE
   local prefix="$CACHE/$1"
+  # The runtime first (a no-op when it is there): a harness installed before its Node still needs it.
+  if [[ "$4" != "system" ]]; then install_node "$4" || return 1; fi
   if [[ "$(installed_npm_version "$prefix" "$2")" == "$3" ]]; then
     log "$1 $3 already installed"
     return 0
   fi
-  if [[ "$4" == "22" ]]; then install_node22; fi
   log "$1: npm $2@$3 -> $prefix"
   mkdir -p "$prefix"
   npm install -g --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@$3" >&2
@@ -229,6 +237,22 @@ portable_debs() {  # portable_debs NAME
   "$CACHE/$1/bin/$command" -V >&2
 }
 
+# Executables a pip package ships inside site-packages rather than as a console script, linked into the
+# venv's bin/ ("name:bin=path under site-packages"): the CodeBuddy Code binary rides in its Python SDK.
+BIN_LINKS="codebuddy:codebuddy=codebuddy_agent_sdk/bin/codebuddy-headless"
+
+link_bins() {  # link_bins NAME
+  local entry bin target site
+  entry="$(tr ' ' '\n' <<<"$BIN_LINKS" | awk -F: -v n="$1" '$1 == n { print $2 }')"
+  [[ -n "$entry" ]] || return 0
+  bin="${entry%%=*}"
+  site="$(compgen -G "$CACHE/$1/lib/python*/site-packages" | head -n1)"
+  target="$site/${entry#*=}"
+  if [[ ! -f "$target" ]]; then log "$1: $target is missing from the install"; return 1; fi
+  chmod a+rx "$target"
+  ln -sfn "$target" "$CACHE/$1/bin/$bin"
+}
+
 install_one() {  # install_one NAME[@VERSION]: the pin, or another version (`openenv harness check`)
   local row method package version bin node name="${1%%@*}" wanted=""
   [[ "$1" == *@* ]] && wanted="${1#*@}"
@@ -249,7 +273,7 @@ install_one() {  # install_one NAME[@VERSION]: the pin, or another version (`ope
   # `|| return 1`: called under `||` in main, errexit is off in here, so a failed npm/pip must say so itself.
   case "$method" in
     npm) install_npm "$name" "$package" "$version" "$node" || return 1 ;;
-    pip) install_pip "$name" "$package" "$version" "$node" || return 1 ;;
+    pip) { install_pip "$name" "$package" "$version" "$node" && link_bins "$name"; } || return 1 ;;
   esac
   portable_debs "$name"
 }

@@ -9,7 +9,7 @@ writes the same folder (plus the Space card) as a harness env's Space, with `spa
                    and Node 22 (offline: openenv/python from scripts/build_python_image.sh)
     openenv-src/   the running openenv, installable (`openenv.source_tree.write_source_tree`)
     harness/       the host's pinned install of the CLI (`openenv harness install`), placed at the same
-                   path inside the image (Node 22 for harnesses that need it under harness/node22)
+                   path inside the image (Node 22 or 24 for harnesses that need it under harness/node22, harness/node24)
     model/         the model folder's tokenizer and chat template (no weights: the engine holds them)
 
 The image is configured at `docker run` by environment variables:
@@ -80,7 +80,7 @@ def env_dockerfile(spec: HarnessSpec, *, port: int = ENV_PORT, base: str = "open
     `allowed_host`: a name the server answers to besides loopback ones (a Space's host, or `*`)."""
     extra = f', "--allowed-host", "{allowed_host}"' if allowed_host else ""
     cache = str(cache_root())
-    node22 = f" PATH={cache}/node22/bin:$PATH" if spec.install.node == "22" else ""
+    node22 = f" PATH={cache}/{spec.install.node_dir}/bin:$PATH" if spec.install.node_dir else ""
     return f"""\
 # The {spec.name} harness ({spec.install.package} {spec.install.version}) as an openenv env server:
 # reset/step/state over HTTP and WebSocket, tools over MCP at /mcp, the capture proxy inside.
@@ -117,7 +117,7 @@ def space_dockerfile(spec: HarnessSpec, *, port: int, allowed_host: str | None =
 
     extra = f', "--allowed-host", "{allowed_host}"' if allowed_host else ""
     cache = str(cache_root())
-    node22 = f" PATH={cache}/node22/bin:$PATH" if spec.install.node == "22" else ""
+    node22 = f" PATH={cache}/{spec.install.node_dir}/bin:$PATH" if spec.install.node_dir else ""
     harbor = harbor_root()
     links = " && ".join(f"ln -s {harbor}/{name} /{name}" for name in _HARBOR_LINKS)
     return f"""\
@@ -198,8 +198,8 @@ def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int =
     dest.mkdir(parents=True)
     write_source_tree(dest / "openenv-src")
     _copy_tree(prefix(spec), dest / "harness" / spec.name)
-    if spec.install.node == "22":
-        _copy_tree(cache_root() / "node22", dest / "harness" / "node22")
+    if spec.install.node_dir:
+        _copy_tree(cache_root() / spec.install.node_dir, dest / "harness" / spec.install.node_dir)
     (dest / "model").mkdir()
     for pattern in _MODEL_FILES:
         for file in model.glob(pattern):

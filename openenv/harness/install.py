@@ -70,8 +70,8 @@ def prefix(spec: HarnessSpec) -> Path:
 
 
 def node_bin_dir(spec: HarnessSpec) -> Path | None:
-    """The Node 22 bin folder to put first on PATH, for harnesses that need a newer Node than the system's."""
-    return cache_root() / "node22" / "bin" if spec.install.node == "22" else None
+    """The Node bin folder to put first on PATH, for harnesses that need a newer Node than the system's."""
+    return cache_root() / spec.install.node_dir / "bin" if spec.install.node_dir else None
 
 
 def resolve_bin(spec: HarnessSpec) -> Path | None:

@@ -23,6 +23,12 @@ plan is read off the conversation itself, which makes it stateless and safe to r
 
 A harness that reads commands out of the reply's text instead of tool calls (terminus-2's JSON keystrokes)
 gets the same plan written in its own format (`shell_tool.reply`), one step per assistant turn.
+
+A harness that edits only through blocks in its reply (aider, `spec.edit_format`) gets one reply: the
+files the solution writes as edit blocks (`edit_blocks`: the solution replayed in a throw-away local
+sandbox), then the look as a fenced ```bash block, which the harness runs after applying the edits. When
+the solution cannot be written as blocks (it deletes a file, writes bytes, needs an image build), the
+oracle's reply runs the solution command in that block instead; the demo policy refuses.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ __all__ = ["FINAL_TEXT", "OraclePolicy", "apply_solution", "demonstration_comman
 FINAL_TEXT = "I applied the fix and the task is done."
 LOOK_COMMAND = "ls -la"
 AUX_TEXT = "Fix the task"
+EDIT_PREFACE = "Here are the changes that fix the task."
+LOOK_PREFACE = "Then check the workspace:"
 
 
 def hermes_tool_call(name: str, arguments: dict[str, Any]) -> str:
@@ -157,12 +165,38 @@ class OraclePolicy:
                  demonstrate: bool = False, look_after: bool = False) -> None:
         self.spec = spec
         self.task = task
-        self.plan = [
+        self.staged = staged
+        self.demonstrate = demonstrate
+        self._edits: str | None = None
+        # An edit-block harness gets one reply of its own (`_edit_reply`), not this plan.
+        self.plan = [] if spec.edit_format is not None else [
             *([LOOK_COMMAND] if look_first else []),
             demonstration_command(task) if demonstrate else solution_command(task, staged=staged),
             *([LOOK_COMMAND] if look_after else []),
             *([spec.finish_command] if spec.finish_command else []),
         ]
+
+    def _edit_reply(self) -> str:
+        """The one reply of an edit-block harness (see the module docstring), built once per episode."""
+        if self._edits is None:
+            from openenv.harness.edit_blocks import EditsUnavailable, aider_diff_blocks, changed_files, solved_workspace
+
+            try:
+                blocks = aider_diff_blocks(changed_files(self.task.workspace, solved_workspace(self.task)))
+                shell = LOOK_COMMAND
+            except EditsUnavailable:
+                if self.demonstrate:
+                    raise
+                blocks, shell = "", solution_command(self.task, staged=self.staged)
+            self._edits = f"{EDIT_PREFACE}\n\n{blocks}\n{LOOK_PREFACE}\n\n```bash\n{shell}\n```\n"
+        return self._edits
+
+    def _edit_format_reply(self, request: CanonicalRequest) -> str:
+        """The edit blocks until the harness has them in its history; then the final text (a harness that asks
+        again, e.g. to reflect on a failed block, is answered without a second copy of the edits)."""
+        reply = self._edit_reply()
+        said = (m.text() for m in request.messages if m.role == "assistant")
+        return FINAL_TEXT if any(reply.strip() in text for text in said) else reply
 
     def _shell_call(self, request: CanonicalRequest, command: str) -> str:
         tool = next((t for t in request.tools if t.name == self.spec.shell_tool.name), None)
@@ -183,6 +217,8 @@ class OraclePolicy:
         """The completion text for one pending request."""
         if aux:
             return AUX_TEXT
+        if self.spec.edit_format is not None:
+            return self._edit_format_reply(request)
         if self.spec.shell_tool.in_text:
             return self._text_reply(request)
         if not request.tools:

@@ -81,9 +81,15 @@ class InstallSpec(_Spec):
     package: str
     version: str
     bin: str = Field(description="executable name inside the prefix's bin/ folder")
-    node: Literal["system", "22"] | None = Field(
-        default=None, description="npm harnesses only: which Node.js runs the CLI"
+    node: Literal["system", "22", "24"] | None = Field(
+        default=None, description="npm harnesses only: which Node.js runs the CLI (22 and 24 are installed into "
+        "the harness cache as nodeNN/ from the npm registry's `node` package)"
     )
+
+    @property
+    def node_dir(self) -> str | None:
+        """The harness cache folder of the Node.js this CLI runs on (`node22`), None for the system's."""
+        return f"node{self.node}" if self.node not in (None, "system") else None
     python: Literal["3.12", "3.13"] | None = Field(
         default=None,
         description="pip harnesses only: the Python the venv is made with when the system's (3.11) is too "
@@ -260,6 +266,12 @@ class HarnessSpec(_Spec):
         default=None,
         description="a tool the harness needs called to end its run (gptme's `complete`); the oracle calls "
         "it after the plan, with schema placeholders for any required arguments",
+    )
+    edit_format: Literal["diff"] | None = Field(
+        default=None,
+        description="the harness changes files only through edit blocks in its reply text, in this format "
+        "(aider's SEARCH/REPLACE `diff`); the oracle and demo policies then write the solution's files as "
+        "blocks and the shell step as a fenced ```bash block (see openenv/harness/edit_blocks.py)",
     )
     aux: list[AuxRule] = Field(default_factory=list)
     stdin_devnull: bool = True

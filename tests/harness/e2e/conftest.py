@@ -9,6 +9,7 @@ import pytest
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.install import install_status
+from openenv.harness.oracle import LOOK_COMMAND
 from openenv.harness.rollout import run_episode
 from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks import builtin_task
@@ -45,7 +46,10 @@ def oracle_episode(capture_server, no_leftover_processes) -> Callable[..., Episo
         detail = f"{summary}\n--- harness output ---\n{obs.output_tail}\n{obs.metadata}"
         assert summary.reward == 1.0, detail
         assert summary.status == "exited", detail
-        if env.spec.shell_tool.in_text:  # terminus-2: look, fix, complete, confirm; no tool calls
+        if env.spec.edit_format is not None:  # aider: one reply, the fix as edit blocks and a ```bash look
+            assert summary.turns >= 1 and summary.tool_calls == 0, detail
+            assert "Applied edit to" in obs.output_tail and f"Running {LOOK_COMMAND}" in obs.output_tail, detail
+        elif env.spec.shell_tool.in_text:  # terminus-2: look, fix, complete, confirm; no tool calls
             assert summary.turns >= 4, detail
         else:
             assert summary.tool_calls >= 2 and summary.turns >= 3, detail
