@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/engines.py instant --port P
     .venv/bin/python bench/engines.py replay --port P [--vllm-url URL]
+    .venv/bin/python bench/engines.py paced --port P [--prefill-tps 20000] [--decode-tps 100]
+                                                     [--concurrency 256] [--completion-tokens N]
 
 Both proxies reach them the way they reach vLLM: ours posts token ids to `/v1/completions`
 (`return_token_ids`, `logprobs`), the reference posts messages to `/v1/chat/completions` and reads
@@ -15,6 +17,12 @@ so the engine answers as fast as it can:
   case: every turn links). Its CPU stands in for vLLM's front end: a chat request is also rendered
   with the chat template and tokenized in full, as vLLM's chat endpoint does every request (the
   result is dropped: the cached ids above are what it answers); a token-id request is only parsed.
+- **paced** is the instant engine at a realistic speed: a request holds one of `--concurrency` slots
+  (vLLM's running batch) for `prompt / prefill_tps + completion / decode_tps` seconds, then answers,
+  and reports that engine time in the `x-engine-ms` header. The proxy can then be loaded far past what
+  the CPU vLLM serves, and the engine's own cost (its time, its queueing) is known and subtracted from
+  what a client sees through the proxy (`bench/bench_sessions.py`). A sleep costs no CPU, so the
+  proxy's CPU per turn is measured unpolluted on the same machine.
 - **replay** answers each request with the completion the driver queued (`POST /replay/next`), and
   renders chat prompts as vLLM does, by asking a real vLLM's `/tokenize` with the same messages and
   tools (transformers' chat template when no vLLM URL is given). It logs what it saw and sampled
@@ -24,8 +32,10 @@ so the engine answers as fast as it can:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +134,47 @@ class InstantEngine:
             body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True, return_dict=False)
 
 
+class PacedEngine(InstantEngine):
+    """The instant engine behind a batch of `concurrency` slots that each hold a request for as long as
+    a GPU engine would: prefill at `prefill_tps` prompt tokens/s, decode at `decode_tps` tokens/s."""
+
+    def __init__(self, prefill_tps: float, decode_tps: float, concurrency: int, completion_tokens: int | None) -> None:
+        super().__init__()
+        if completion_tokens:  # pad the tool call out to N tokens with spaces before end-of-turn
+            pad = self.tokenizer.encode(" ", add_special_tokens=False)
+            body = self.completion[:-1]
+            self.completion = (body + pad * max(0, completion_tokens - len(self.completion)))[:completion_tokens - 1]
+            self.completion.append(self.tokenizer.eos_token_id)
+        self.prefill_tps, self.decode_tps = prefill_tps, decode_tps
+        self.slots = asyncio.Semaphore(concurrency)
+
+    def seconds(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return prompt_tokens / self.prefill_tps + completion_tokens / self.decode_tps
+
+    async def paced(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """Wait for a slot and hold it for the request's engine time; returns the ms from arrival
+        to answer (queueing included), the engine's whole share of the client's latency."""
+        t0 = time.perf_counter()
+        async with self.slots:
+            await asyncio.sleep(self.seconds(prompt_tokens, completion_tokens))
+        return 1000 * (time.perf_counter() - t0)
+
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body["prompt"]
+        scoring = body.get("prompt_logprobs") is not None
+        ms = await self.paced(len(prompt), 0 if scoring else len(self.completion))
+        reply = _score_reply(prompt) if scoring else _completion_reply(list(self.completion))
+        reply["engine_ms"] = ms
+        return reply
+
+    async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = self.chat_prompt(body)  # the cached render only: the sleep stands in for the front end too
+        ms = await self.paced(len(prompt), len(self.completion))
+        reply = _chat_reply(prompt, list(self.completion), self.message)
+        reply["engine_ms"] = ms
+        return reply
+
+
 class ReplayEngine:
     """Answers with queued completions and logs (prompt ids, completion ids) per request."""
 
@@ -168,6 +219,14 @@ class ReplayEngine:
         return list(reply.json()["tokens"])
 
 
+def _answer(reply: dict[str, Any]) -> Any:
+    """A JSON response; a paced engine's time rides in the `x-engine-ms` header, out of the body."""
+    from starlette.responses import JSONResponse
+
+    ms = reply.pop("engine_ms", None)
+    return JSONResponse(reply, headers=None if ms is None else {"x-engine-ms": f"{ms:.3f}"})
+
+
 def build_app(engine: InstantEngine | ReplayEngine) -> Any:
     from starlette.applications import Starlette
     from starlette.requests import Request
@@ -178,10 +237,10 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
         return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 1 << 20}]})
 
     async def completions(request: Request) -> JSONResponse:
-        return JSONResponse(await engine.completions(await request.json()))
+        return _answer(await engine.completions(await request.json()))
 
     async def chat(request: Request) -> JSONResponse:
-        return JSONResponse(await engine.chat(await request.json()))
+        return _answer(await engine.chat(await request.json()))
 
     async def queue(request: Request) -> JSONResponse:
         assert isinstance(engine, ReplayEngine)
@@ -206,13 +265,28 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kind", choices=["instant", "replay"])
+    parser.add_argument("kind", choices=["instant", "paced", "replay"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--vllm-url")
+    parser.add_argument("--prefill-tps", type=float, default=20000.0,
+                        help="paced: prompt tokens per second of prefill (default 20000)")
+    parser.add_argument("--decode-tps", type=float, default=100.0,
+                        help="paced: sampled tokens per second per sequence (default 100)")
+    parser.add_argument("--concurrency", type=int, default=256, help="paced: requests served at once (batch slots)")
+    parser.add_argument("--completion-tokens", type=int, help="paced: sampled tokens per reply (default: the call's)")
     args = parser.parse_args()
+    for name in ("prefill_tps", "decode_tps", "concurrency"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive")
     import uvicorn
 
-    engine = InstantEngine() if args.kind == "instant" else ReplayEngine(args.vllm_url)
+    engine: InstantEngine | ReplayEngine
+    if args.kind == "instant":
+        engine = InstantEngine()
+    elif args.kind == "paced":
+        engine = PacedEngine(args.prefill_tps, args.decode_tps, args.concurrency, args.completion_tokens)
+    else:
+        engine = ReplayEngine(args.vllm_url)
     uvicorn.run(build_app(engine), host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
                 loop="uvloop", http="httptools")
 

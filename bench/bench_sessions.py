@@ -1,0 +1,280 @@
+"""One proxy process under many concurrent agent sessions, in front of a stand-in engine at realistic speed.
+
+    .venv/bin/python bench/bench_sessions.py [--levels 1,10,100,1000] [--turns 8] [--tool-chars 11400]
+                                             [--targets ours,reference] [--dialects] [--prefill-tps 20000]
+                                             [--decode-tps 100] [--json PATH]
+
+For each target proxy (ours: `openenv proxy --backend vllm`; the reference's capture server from
+`.cache/reference-venv`) and each concurrency level N, in one run:
+
+- N sessions are opened, then play N distinct tool-loop conversations at once (`--turns` requests each,
+  every tool result `--tool-chars` of fresh text, so the last prompt of the default is ~32k tiny-model
+  tokens and no cache shared across sessions helps), through the proxy, to the paced engine of
+  bench/engines.py (a slot per session: no engine queueing, so what grows with N is the proxy's);
+- the same N x turns requests go straight to the same engine at the same concurrency, with prompts of the
+  same lengths: **added latency** at p50/p99 is through-the-proxy minus direct, at each percentile;
+- **proxy CPU per turn** is the proxy process's user+system time over the conversations / turns played;
+- **memory per open session** is the proxy's RSS with the N played sessions still open, minus before
+  they opened, / N (the recorded trajectories included: that is what an open session holds);
+- after every session is closed: sessions still listed, open file descriptors and TCP connections of
+  the proxy against their values before the level, and RSS against the value before the first level
+  (after a warm-up), which must come back within 5%.
+
+`--dialects` adds, for ours, a level of N sessions each replaying one recorded harness session of
+bench/sessions/ (claude-code: Anthropic Messages, codex: Responses, gemini-cli: Gemini, pi: Chat), so
+all four wire formats are under the same load.
+
+Nothing here is asserted in tests (tests/bench/test_bench_sessions.py runs it tiny, for shape).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+sys.path.insert(0, str(REPO))
+
+import servers
+from bench_proxy import TARGETS, Target, conversation_bodies, fresh, restart_fresh
+
+__all__ = ["level", "main", "percentile", "run"]
+
+HARNESS_DIALECTS = {"claude-code": "anthropic", "codex": "responses", "gemini-cli": "gemini", "pi": "chat"}
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100) by nearest rank; 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+def _cpu(proc: psutil.Process) -> float:
+    t = proc.cpu_times()
+    return float(t.user + t.system)
+
+
+def _tcp(proc: psutil.Process) -> int:
+    return sum(1 for c in proc.net_connections(kind="tcp") if c.status != psutil.CONN_LISTEN)
+
+
+def recorded(harness: str) -> list[tuple[str, bytes]]:
+    """A recorded harness session of bench/sessions/: (route with query, body) per request."""
+    rows = [json.loads(line) for line in (REPO / "bench" / "sessions" / f"{harness}.jsonl").read_text().splitlines()]
+    return [(row["route"] + (f"?{row['query']}" if row.get("query") else ""), json.dumps(row["body"]).encode())
+            for row in rows]
+
+
+async def _post(http: Any, url: str, body: bytes, headers: dict[str, str], times: list[float]) -> int:
+    t0 = time.perf_counter()
+    async with http.post(url, data=body, headers={"content-type": "application/json", **headers}) as r:
+        payload = await r.read()
+        if r.status != 200:
+            raise RuntimeError(f"{url} answered {r.status}: {payload[:300]!r}")
+    times.append(1000 * (time.perf_counter() - t0))
+    return len(payload)
+
+
+async def _sessions(target: Target, http: Any, n: int) -> list[tuple[str, dict[str, str], str]]:
+    opened: list[tuple[str, dict[str, str], str]] = []
+    for start in range(0, n, 100):  # open in batches: the admin route is not what is measured
+        opened += await asyncio.gather(*(target.open(http) for _ in range(start, min(n, start + 100))))
+    return opened
+
+
+async def _prompt_lengths(target: Target, http: Any, token: str) -> list[int]:
+    """Prompt length of every turn of one of our sessions, read back from its trajectory."""
+    async with http.get(f"{target.base}/sessions/{token}/trajectory") as r:
+        doc = await r.json()
+    return [int(turn["prompt_len"]) for turn in doc["turns"] if not turn.get("aux")]
+
+
+async def _direct(engine_url: str, http: Any, lengths: list[list[int]]) -> list[float]:
+    """The same requests straight to the engine: token-id prompts of the proxied prompts' lengths."""
+    times: list[float] = []
+
+    async def play(session: list[int]) -> None:
+        for length in session:
+            body = json.dumps({"model": "tiny", "prompt": [7] * length, "max_tokens": 64, "logprobs": 0,
+                               "return_token_ids": True}).encode()
+            await _post(http, f"{engine_url}/v1/completions", body, {}, times)
+
+    await asyncio.gather(*(play(s) for s in lengths))
+    return times
+
+
+async def level(target: Target, engine_url: str, n: int, turns: int, tool_chars: int, *,
+                dialects: bool = False, rss_start: float) -> dict[str, Any]:
+    """One row: N concurrent sessions through `target` (see the module docstring)."""
+    import aiohttp
+
+    assert target.proc is not None
+    proc = psutil.Process(target.proc.pid)
+    gc.collect()
+    fds0, tcp0 = proc.num_fds(), _tcp(proc)
+    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1800)) as http:
+        rss0 = proc.memory_info().rss
+        sessions = await _sessions(target, http, n)
+        harnesses = list(HARNESS_DIALECTS)
+        if dialects:
+            plays = [[(route, body) for route, body in recorded(harnesses[i % len(harnesses)])] for i in range(n)]
+        else:
+            plays = [[("/v1/chat/completions", b) for b in conversation_bodies(turns, f"[{i}]\n", tool_chars,
+                                                                               fresh(turns))] for i in range(n)]
+        times: list[float] = []
+
+        async def play(session: tuple[str, dict[str, str], str], requests: list[tuple[str, bytes]]) -> None:
+            url, headers, _ = session
+            base = url.rsplit("/v1/chat/completions", 1)[0]
+            for route, body in requests:
+                await _post(http, base + route, body, headers, times)
+
+        cpu0, t0 = _cpu(proc), time.perf_counter()
+        await asyncio.gather(*(play(s, p) for s, p in zip(sessions, plays)))
+        wall, cpu = time.perf_counter() - t0, _cpu(proc) - cpu0
+        rss_open = proc.memory_info().rss
+        lengths = None
+        if target.name == "ours" and not dialects:
+            lengths = await asyncio.gather(*(_prompt_lengths(target, http, tok) for _, _, tok in sessions))
+        for start in range(0, n, 100):
+            await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start:start + 100]))
+        if lengths is None:  # the reference: the same conversations, measured by our renderer's lengths
+            lengths = [[0] * turns for _ in range(n)]
+        direct = await _direct(engine_url, http, lengths) if any(any(s) for s in lengths) else []
+        listed = await _still_open(target, http, [tok for _, _, tok in sessions])
+    await asyncio.sleep(1.0)  # let the server drop closed keep-alive connections
+    gc.collect()
+    played = len(times)
+    row: dict[str, Any] = {
+        "target": target.name, "sessions": n, "turns": played, "dialects": dialects, "wall_s": round(wall, 2),
+        "turns_per_s": played / wall, "cpu_ms_per_turn": 1000 * cpu / played,
+        "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99),
+        "mem_kb_per_session": (rss_open - rss0) / 1024 / n,
+        "left_sessions": listed, "left_fds": proc.num_fds() - fds0, "left_tcp": _tcp(proc) - tcp0,
+        "rss_vs_start": proc.memory_info().rss / rss_start,
+    }
+    if direct:
+        row.update(direct_p50_ms=percentile(direct, 50), direct_p99_ms=percentile(direct, 99),
+                   added_p50_ms=row["p50_ms"] - percentile(direct, 50),
+                   added_p99_ms=row["p99_ms"] - percentile(direct, 99),
+                   last_prompt_tokens=max(max(s) for s in lengths))
+    return row
+
+
+async def _still_open(target: Target, http: Any, tokens: list[str]) -> int | None:
+    """How many closed sessions ours still answers for (its trajectory route: 404 once closed); None
+    for the reference, which has no such route to ask."""
+    if target.name != "ours":
+        return None
+
+    async def alive(token: str) -> bool:
+        async with http.get(f"{target.base}/sessions/{token}/trajectory") as r:
+            await r.read()
+            return r.status == 200
+
+    found = 0
+    for start in range(0, len(tokens), 100):
+        found += sum(await asyncio.gather(*(alive(t) for t in tokens[start:start + 100])))
+    return found
+
+
+def run(targets: list[str], levels: list[int], turns: int, tool_chars: int, *, dialects: bool,
+        prefill_tps: float, decode_tps: float, on_row: Any = print) -> list[dict[str, Any]]:
+    """Every target at every level, one engine for all (slots = the largest level)."""
+    engine = servers.engine("paced", "--prefill-tps", str(prefill_tps), "--decode-tps", str(decode_tps),
+                            "--concurrency", str(max(levels)))
+    rows: list[dict[str, Any]] = []
+    try:
+        for key in targets:
+            restart_fresh()
+            target = TARGETS[key](engine.base).start()
+            try:
+                assert target.proc is not None
+                asyncio.run(level(target, engine.base, 4, 2, 500, rss_start=1.0))  # warm-up
+                rss_start = psutil.Process(target.proc.pid).memory_info().rss
+                modes = [False, True] if dialects and key == "ours" else [False]
+                for mode in modes:
+                    for n in levels:
+                        try:
+                            row = asyncio.run(level(target, engine.base, n, turns, tool_chars, dialects=mode,
+                                                    rss_start=rss_start))
+                        except Exception as exc:  # noqa: BLE001 - a failed row is a result; the run goes on
+                            row = {"target": target.name, "sessions": n, "dialects": mode,
+                                   "error": f"{type(exc).__name__}: {exc}"[:300]}
+                        rows.append(row)
+                        on_row(row)
+            finally:
+                target.stop()
+    finally:
+        engine.stop()
+    for row in rows:
+        base = next((r for r in rows if r["target"] == row["target"] and r.get("dialects") == row.get("dialects")
+                     and "error" not in r), None)
+        if "error" not in row and base is not None:
+            row["cpu_vs_first_level"] = row["cpu_ms_per_turn"] / base["cpu_ms_per_turn"]
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """The rows as a Markdown table."""
+    head = ("| proxy | sessions | turns | turns/s | CPU ms/turn | vs 1 session | p50 / p99 ms | "
+            "added p50 / p99 ms | KB per open session | left: sessions, fds, tcp | RSS vs start |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    lines = [head]
+    for r in rows:
+        name = r["target"] + (" (4 dialects)" if r.get("dialects") else "")
+        if "error" in r:
+            lines.append(f"| {name} | {r['sessions']} | failed: {r['error']} |||||||||")
+            continue
+        added = (f"{r['added_p50_ms']:.1f} / {r['added_p99_ms']:.1f}" if "added_p50_ms" in r else "n/a")
+        lines.append(
+            f"| {name} | {r['sessions']} | {r['turns']} | {r['turns_per_s']:.0f} | {r['cpu_ms_per_turn']:.2f} | "
+            f"{r.get('cpu_vs_first_level', 1):.2f}x | {r['p50_ms']:.0f} / {r['p99_ms']:.0f} | {added} | "
+            f"{r['mem_kb_per_session']:.0f} | {r['left_sessions']}, {r['left_fds']}, {r['left_tcp']} | "
+            f"{r['rss_vs_start']:.3f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--levels", default="1,10,100,1000", help="concurrent sessions per row (comma-separated)")
+    parser.add_argument("--turns", type=int, default=8, help="requests per conversation")
+    parser.add_argument("--tool-chars", type=int, default=11400, help="characters of new text per turn")
+    parser.add_argument("--targets", default="ours,reference", help="ours, reference (comma-separated)")
+    parser.add_argument("--dialects", action="store_true", help="also replay recorded sessions of all 4 dialects")
+    parser.add_argument("--prefill-tps", type=float, default=20000.0)
+    parser.add_argument("--decode-tps", type=float, default=100.0)
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    args = parser.parse_args()
+    levels = [int(x) for x in args.levels.split(",")]
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    unknown = [t for t in targets if t not in ("ours", "reference")]
+    if unknown or not levels or min(levels) < 1:
+        parser.error(f"--targets takes ours, reference (got {unknown}); --levels positive integers")
+    if "reference" in targets and not servers.REF_PYTHON.exists():
+        print("reference venv missing (.cache/reference-venv): measuring ours only", file=sys.stderr)
+        targets.remove("reference")
+    rows = run(targets, levels, args.turns, args.tool_chars, dialects=args.dialects, prefill_tps=args.prefill_tps,
+               decode_tps=args.decode_tps, on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True))
+    print(table(rows))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    if any("error" in r for r in rows):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
