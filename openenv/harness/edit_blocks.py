@@ -40,7 +40,7 @@ def solved_workspace(task: Task, *, timeout_s: float = 120) -> dict[str, bytes]:
     Raises:
         EditsUnavailable: the task needs an image build, or its solution failed there.
     """
-    from openenv.harness.oracle import apply_solution
+    from openenv.harness.solution import apply_solution
     from openenv.harness.sandbox import LocalSandbox
 
     if task.needs_build():

@@ -41,11 +41,10 @@ from typing import Any
 
 from openenv.capture.canonical import CanonicalRequest, Tool
 from openenv.errors import BadRequest
-from openenv.harness.sandbox.base import CommandResult, Sandbox
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
-__all__ = ["FINAL_TEXT", "OraclePolicy", "apply_solution", "demonstration_command", "fill_required", "hermes_tool_call",
+__all__ = ["FINAL_TEXT", "OraclePolicy", "demonstration_command", "fill_required", "hermes_tool_call",
            "solution_command"]
 
 FINAL_TEXT = "I applied the fix and the task is done."
@@ -137,20 +136,6 @@ def demonstration_command(task: Task) -> str:
     if len(lines) == 1:
         return _env_prefix(task) + body
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in task.solution_env.items()) + body
-
-
-def apply_solution(sandbox: Sandbox, task: Task, *, timeout_s: float = 600) -> CommandResult:
-    """Run the task's solution in the sandbox as Harbor's oracle agent does, without a harness: the
-    solution/ folder staged read-only at /solution, `solve.sh` run from the workdir with `[solution].env`.
-
-    Raises:
-        BadRequest: the task has no solution.
-    """
-    if task.solution is None:
-        raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
-    sandbox.stage("/solution", dict(task.solution_files or {"solve.sh": task.solution}), readonly=True)
-    return sandbox.run(["bash", "/solution/solve.sh"], env={**task.env, **task.solution_env}, timeout_s=timeout_s,
-                       cwd=sandbox.workdir)
 
 
 class OraclePolicy:

@@ -23,7 +23,7 @@ import pytest
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.environment import HarnessEnvironment, stage_workspace
-from openenv.harness.oracle import apply_solution
+from openenv.harness.solution import apply_solution
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated

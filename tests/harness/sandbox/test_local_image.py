@@ -19,7 +19,7 @@ import pytest
 
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.environment import HarnessEnvironment
-from openenv.harness.oracle import apply_solution
+from openenv.harness.solution import apply_solution
 from openenv.harness.sandbox.docker import engine_available
 from openenv.harness.sandbox.images import OFFLINE_BASE
 from openenv.harness.sandbox.isolation import SANDBOX_UID

@@ -19,7 +19,7 @@ import pytest
 
 from openenv.errors import EnvError
 from openenv.harness.environment import stage_workspace
-from openenv.harness.oracle import apply_solution
+from openenv.harness.solution import apply_solution
 from openenv.harness.sandbox import pulled
 from openenv.harness.sandbox.docker_episode import sandbox_factory
 from openenv.harness.sandbox.images import OFFLINE_BASE
