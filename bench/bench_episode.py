@@ -1,7 +1,13 @@
 """What one machine sustains: real harness episodes through openenv vs the same harness CLI on its own.
 
-    .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code] [--concurrency 1,2,4]
+    .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code,codex] [--concurrency 1,4]
                                             [--rounds 2] [--task fix-temperature-conversion] [--json]
+
+Episodes per node, the high levels (issue 48; ~20 min on 2 idle cores, run them on a quiet machine):
+
+    .venv/bin/python bench/bench_episode.py --harnesses pi,claude-code,codex --concurrency 16,32 \
+        --rounds 1 --json > episodes-16-32.json
+    .venv/bin/python bench/bench_episode.py --render episodes-16-32.json
 
 For each harness and each concurrency `c`, side by side in the same run (the two alternate, so load
 drifts hit both):
@@ -50,7 +56,6 @@ from typing import Any, Self
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.core.net import free_port
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
@@ -437,7 +442,7 @@ def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     from openenv.errors import TransportError
 
     try:
-        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=60)
+        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=240)  # a loaded shared box
     except TransportError as exc:
         raise SystemExit(f"{argv}: {exc}") from exc
     return server.proc, server.base
@@ -547,8 +552,9 @@ def render(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--harnesses", default="pi,claude-code")
-    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--harnesses", default="pi,claude-code,codex")
+    parser.add_argument("--concurrency", default="1,4",
+                        help="episodes at once, comma-separated (issue 48's levels: 1,4,16,32)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="paired batches (c episodes each side, the order alternating) per concurrency")
     parser.add_argument("--render", nargs="+", type=Path, metavar="JSON",
