@@ -129,7 +129,35 @@ def _anthropic_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tu
                  ("message_stop", {"type": "message_stop"})]), "text/event-stream"
 
 
+def _responses_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
+    """An OpenAI Responses reply (an event stream when `stream`, as Codex asks) with one function call or
+    a text message: the events Codex reads (created, output item added/done, completed)."""
+    if call:
+        item = {"type": "function_call", "id": "fc_floor", "call_id": "call_floor", "name": call["name"],
+                "arguments": json.dumps(call["arguments"]), "status": "completed"}
+    else:
+        item = {"type": "message", "id": "msg_floor", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+    response = {"id": "resp_floor", "object": "response", "created_at": 0, "model": "tiny", "status": "completed",
+                "output": [item], "usage": usage}
+    if not stream:
+        return json.dumps(response).encode(), "application/json"
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    return _sse([("response.created", {"type": "response.created", "response": start, "sequence_number": 0}),
+                 ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                 "item": item, "sequence_number": 1}),
+                 ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
+                                                "item": item, "sequence_number": 2}),
+                 ("response.completed", {"type": "response.completed", "response": response,
+                                         "sequence_number": 3})]), "text/event-stream"
+
+
 def _tool_results(body: dict[str, Any], anthropic: bool) -> int:
+    if isinstance(body.get("input"), list):  # OpenAI Responses: results are input items
+        return sum(1 for item in body["input"] if isinstance(item, dict)
+                   and item.get("type") in ("function_call_output", "custom_tool_call_output"))
     if not anthropic:
         return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
     return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
@@ -161,7 +189,8 @@ def oracle_app() -> Any:
             done = _tool_results(body, anthropic)
             call = ({"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
                     if done < len(plan) else None)
-        encode = _anthropic_reply if anthropic else _openai_reply
+        responses = request.url.path.endswith("/responses")
+        encode = _responses_reply if responses else _anthropic_reply if anthropic else _openai_reply
         data, media = encode(call, FINAL_TEXT, bool(body.get("stream")))
         return Response(data, media_type=media)
 
@@ -174,6 +203,7 @@ def oracle_app() -> Any:
     prefix = "/{harness}/{task}/v1"
     return Starlette(routes=[Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
                              Route(f"{prefix}/messages", answer, methods=["POST"]),
+                             Route(f"{prefix}/responses", answer, methods=["POST"]),
                              Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
                              Route(f"{prefix}/models", models), Route("/health", models)])
 
