@@ -1,7 +1,13 @@
 """What one machine sustains: real harness episodes through openenv vs the same harness CLI on its own.
 
-    .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code] [--concurrency 1,2,4]
+    .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code,codex] [--concurrency 1,4]
                                             [--rounds 2] [--task fix-temperature-conversion] [--json]
+
+Episodes per node, the high levels (issue 48; ~20 min on 2 idle cores, run them on a quiet machine):
+
+    .venv/bin/python bench/bench_episode.py --harnesses pi,claude-code,codex --concurrency 16,32 \
+        --rounds 1 --json > episodes-16-32.json
+    .venv/bin/python bench/bench_episode.py --render episodes-16-32.json
 
 For each harness and each concurrency `c`, side by side in the same run (the two alternate, so load
 drifts hit both):
@@ -50,7 +56,6 @@ from typing import Any, Self
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from openenv.core.net import free_port
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
@@ -124,7 +129,35 @@ def _anthropic_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tu
                  ("message_stop", {"type": "message_stop"})]), "text/event-stream"
 
 
+def _responses_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
+    """An OpenAI Responses reply (an event stream when `stream`, as Codex asks) with one function call or
+    a text message: the events Codex reads (created, output item added/done, completed)."""
+    if call:
+        item = {"type": "function_call", "id": "fc_floor", "call_id": "call_floor", "name": call["name"],
+                "arguments": json.dumps(call["arguments"]), "status": "completed"}
+    else:
+        item = {"type": "message", "id": "msg_floor", "role": "assistant", "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
+    response = {"id": "resp_floor", "object": "response", "created_at": 0, "model": "tiny", "status": "completed",
+                "output": [item], "usage": usage}
+    if not stream:
+        return json.dumps(response).encode(), "application/json"
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    return _sse([("response.created", {"type": "response.created", "response": start, "sequence_number": 0}),
+                 ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
+                                                 "item": item, "sequence_number": 1}),
+                 ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
+                                                "item": item, "sequence_number": 2}),
+                 ("response.completed", {"type": "response.completed", "response": response,
+                                         "sequence_number": 3})]), "text/event-stream"
+
+
 def _tool_results(body: dict[str, Any], anthropic: bool) -> int:
+    if isinstance(body.get("input"), list):  # OpenAI Responses: results are input items
+        return sum(1 for item in body["input"] if isinstance(item, dict)
+                   and item.get("type") in ("function_call_output", "custom_tool_call_output"))
     if not anthropic:
         return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
     return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
@@ -156,7 +189,8 @@ def oracle_app() -> Any:
             done = _tool_results(body, anthropic)
             call = ({"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
                     if done < len(plan) else None)
-        encode = _anthropic_reply if anthropic else _openai_reply
+        responses = request.url.path.endswith("/responses")
+        encode = _responses_reply if responses else _anthropic_reply if anthropic else _openai_reply
         data, media = encode(call, FINAL_TEXT, bool(body.get("stream")))
         return Response(data, media_type=media)
 
@@ -169,6 +203,7 @@ def oracle_app() -> Any:
     prefix = "/{harness}/{task}/v1"
     return Starlette(routes=[Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
                              Route(f"{prefix}/messages", answer, methods=["POST"]),
+                             Route(f"{prefix}/responses", answer, methods=["POST"]),
                              Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
                              Route(f"{prefix}/models", models), Route("/health", models)])
 
@@ -437,7 +472,7 @@ def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     from openenv.errors import TransportError
 
     try:
-        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=60)
+        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=240)  # a loaded shared box
     except TransportError as exc:
         raise SystemExit(f"{argv}: {exc}") from exc
     return server.proc, server.base
@@ -547,8 +582,9 @@ def render(report: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--harnesses", default="pi,claude-code")
-    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--harnesses", default="pi,claude-code,codex")
+    parser.add_argument("--concurrency", default="1,4",
+                        help="episodes at once, comma-separated (issue 48's levels: 1,4,16,32)")
     parser.add_argument("--rounds", type=int, default=2,
                         help="paired batches (c episodes each side, the order alternating) per concurrency")
     parser.add_argument("--render", nargs="+", type=Path, metavar="JSON",

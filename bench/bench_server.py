@@ -1,12 +1,17 @@
 """Env-server throughput: ours vs the reference `openenv==0.10.0`, echo env, same client, same run.
 
     .venv/bin/python bench/bench_server.py [--seconds 1.5] [--rounds 5] [--clients 1,16] [--client-procs 2]
-                                           [--json]
+                                           [--servers reference,ours] [--json]
+    .venv/bin/python bench/bench_server.py --clients 1,16,64,256 --servers reference,ours   # the sweep
+
 
 Measures WebSocket step round trips/s and HTTP steps/s at each client count, the server process's
 CPU-ms per op (psutil, user+system, over the measured window) and the load generator's own CPU-ms per
-op. Every server is a subprocess with 64 sessions allowed (the reference's default cap is 1, which
-refuses a second client). Rows:
+op, the p99 round-trip latency of the ops in the window, the server's RSS at the window's end, and
+failed requests (a non-200 reply, an error frame or a dropped connection: counted, not fatal, so a
+server that refuses clients at 256 shows it in the row). Every server is a subprocess with
+MAX_SESSIONS (300) sessions allowed, above the largest sweep point (the reference's default cap is 1,
+which refuses a second client). Rows:
 
   reference          openenv==0.10.0 as installed: asyncio loop, h11 (it does not depend on uvloop)
   reference-uvloop   the same, given uvloop + httptools (installed into its venv by this script)
@@ -30,13 +35,14 @@ call), its only HTTP mode.
 `--json` prints one JSON object on stdout (progress goes to stderr): the run's context (python, cpus,
 load_average, seconds, rounds, client_procs, reference) and `rows`, one per (transport, clients,
 server) with ops_per_s, server_cpu_ms and client_cpu_ms (per op), ops_vs_reference,
-server_cpu_vs_reference and client_cores.
+server_cpu_vs_reference, client_cores, p99_ms, failed and server_rss_mb.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -48,7 +54,7 @@ import tempfile
 import textwrap
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, TextIO
@@ -58,14 +64,17 @@ import httpx
 import psutil
 import uvloop
 from websockets.asyncio.client import connect
+from websockets.exceptions import WebSocketException
 
 from openenv.core.net import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 
-from servers import REF_VENV, REF_VERSION, reference_env  # noqa: E402 - bench/ on the path first
+from servers import REF_VENV, REF_VERSION, reference_env
+
 STEP_ACTION = {"message": "hello"}
+MAX_SESSIONS = 300  # both servers' cap: above the sweep's 256 clients, so a refusal is a failure
 # Our server checks a bearer token on every request (docs/security.md); every client sends it, the
 # reference ignores it. Set here so that servers and client processes inherit it.
 os.environ.setdefault("OPENENV_TOKEN", secrets.token_urlsafe(32))
@@ -83,7 +92,7 @@ class ThreadedEcho(EchoEnvironment):
 
 env = ThreadedEcho if {threaded} else EchoEnvironment
 security = ServerSecurity(token=os.environ["OPENENV_TOKEN"])  # as served: token, Host/Origin, JSON, caps
-uvicorn.run(create_app(env, max_sessions=64, security=security), host="127.0.0.1", port={port},
+uvicorn.run(create_app(env, max_sessions={max_sessions}, security=security), host="127.0.0.1", port={port},
             log_level="warning", loop="{loop}", http="{http}", ws="websockets-sansio")
 """
 
@@ -122,7 +131,7 @@ class EchoEnvironment(Environment):
     def state(self):
         return self._state
 
-app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs=64)
+app = create_app(EchoEnvironment, EchoAction, EchoObservation, env_name="echo", max_concurrent_envs={max_sessions})
 uvicorn.run(app, host="127.0.0.1", port={port}, log_level="warning", loop="{loop}", http="{http}")
 """
 
@@ -140,7 +149,7 @@ class Server:
     def start(self) -> tuple[subprocess.Popen[bytes], str]:
         port = free_port()
         code = textwrap.dedent(self.script).format(
-            port=port, loop=self.loop, http=self.http, threaded=self.threaded
+            port=port, loop=self.loop, http=self.http, threaded=self.threaded, max_sessions=MAX_SESSIONS
         )
         log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)  # noqa: SIM115 (the server keeps it)
         # Its own session, so its own scheduler autogroup: the server does not split one CPU share
@@ -225,60 +234,99 @@ def http_request(
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
 
 
-async def http_client(url: str, window: Window, stateful: bool) -> tuple[int, float]:
-    """Steps inside the window, and when the first step went out (after connecting and resetting)."""
+@dataclass
+class Tally:
+    """One client's ops inside the window, their round-trip seconds, its failures, and when it was ready."""
+
+    ops: int = 0
+    failed: int = 0
+    ready: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+
+    def op(self, window: Window, sent: float, ok: bool) -> None:
+        now = time.time()
+        if not ok:
+            self.failed += 1
+        elif window.counts(now):
+            self.ops += 1
+            self.latencies.append(now - sent)
+
+
+async def http_client(url: str, window: Window, stateful: bool) -> Tally:
+    """Steps inside the window, and when the first step went out (after connecting and resetting).
+
+    A failed request (non-200, a dropped connection) is counted; the client reconnects and goes on.
+    """
     host, port = url.removeprefix("http://").split(":")
-    _, conn = await asyncio.get_running_loop().create_connection(HTTPConnection, host, int(port))
-    hostport, sid = f"{host}:{port}", None
-    if stateful:
-        status, body = await conn.request(http_request("POST", "/reset", hostport, b"{}"))
-        sid = json.loads(body)["session_id"]
-    step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
-    n, ready = 0, time.time()
+    hostport, tally = f"{host}:{port}", Tally(ready=window.stop)
+    conn: HTTPConnection | None = None
+    sid = None
     while time.time() < window.stop:
-        status, body = await conn.request(step)
-        if status != 200:
-            raise SystemExit(f"HTTP step failed on {url}: {status} {body[:200]!r}")
-        n += window.counts(time.time())
-    if sid is not None:
-        await conn.request(http_request("DELETE", "/session", hostport, b"", sid))
-    assert conn.transport is not None
-    conn.transport.close()
-    return n, ready
+        try:
+            if conn is None:
+                _, conn = await asyncio.get_running_loop().create_connection(HTTPConnection, host, int(port))
+                if stateful:
+                    status, body = await conn.request(http_request("POST", "/reset", hostport, b"{}"))
+                    if status != 200:
+                        raise ConnectionError(f"reset: {status} {body[:200]!r}")
+                    sid = json.loads(body)["session_id"]
+                step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
+                tally.ready = time.time()
+            sent = time.time()
+            status, _ = await conn.request(step)
+            tally.op(window, sent, status == 200)
+        except (OSError, ConnectionError, ValueError, KeyError):
+            tally.op(window, time.time(), False)
+            if conn is not None and conn.transport is not None:
+                conn.transport.close()
+            conn = None
+            await asyncio.sleep(0.05)
+    if conn is not None and conn.transport is not None:
+        if sid is not None:
+            with contextlib.suppress(OSError, ConnectionError):
+                await conn.request(http_request("DELETE", "/session", hostport, b"", sid))
+        conn.transport.close()
+    return tally
 
 
-async def ws_client(url: str, window: Window) -> tuple[int, float]:
-    async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None,
-                       additional_headers={"Authorization": AUTH}) as ws:
-        await ws.send('{"type":"reset","data":{}}')
-        await ws.recv()
-        frame = json.dumps({"type": "step", "data": STEP_ACTION})
-        await ws.send(frame)
-        first = json.loads(await ws.recv())
-        if first.get("type") != "observation":
-            raise SystemExit(f"unexpected step reply from {url}: {first}")
-        n, ready = 0, time.time()
-        while time.time() < window.stop:
-            await ws.send(frame)
-            await ws.recv()
-            n += window.counts(time.time())
-        return n, ready
+async def ws_client(url: str, window: Window) -> Tally:
+    """Step round trips inside the window; an error frame or a dropped socket is a failure (reconnects)."""
+    tally = Tally(ready=window.stop)
+    frame = json.dumps({"type": "step", "data": STEP_ACTION})
+    while time.time() < window.stop:
+        try:
+            async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None,
+                               additional_headers={"Authorization": AUTH}) as ws:
+                await ws.send('{"type":"reset","data":{}}')
+                if json.loads(await ws.recv()).get("type") == "error":
+                    raise ConnectionError("reset refused")
+                tally.ready = time.time()
+                while time.time() < window.stop:
+                    sent = time.time()
+                    await ws.send(frame)
+                    reply = await ws.recv()
+                    tally.op(window, sent, '"observation"' in reply if isinstance(reply, str) else False)
+        except (OSError, ConnectionError, WebSocketException, ValueError):
+            tally.op(window, time.time(), False)
+            await asyncio.sleep(0.05)
+    return tally
 
 
 def client_process(
     transport: str, url: str, stateful: bool, clients: int, window: Window
-) -> tuple[int, float, float]:
+) -> tuple[int, float, float, list[float], int]:
     """Run `clients` clients in this (pool) process.
 
     Returns:
-        Ops inside the window, this process's CPU-s over the window, and the last client's start.
+        Ops inside the window, this process's CPU-s over the window, the last client's start, the
+        window's round-trip seconds, and failed requests.
     """
 
     async def cpu_at(when: float) -> float:
         await asyncio.sleep(max(0.0, when - time.time()))
         return time.process_time()
 
-    async def run() -> tuple[int, float, float]:
+    async def run() -> tuple[int, float, float, list[float], int]:
         if transport == "ws":
             jobs = [ws_client(url, window) for _ in range(clients)]
         else:
@@ -286,7 +334,9 @@ def client_process(
         cpu = asyncio.gather(cpu_at(window.start), cpu_at(window.stop))
         done = await asyncio.gather(*jobs)
         cpu0, cpu1 = await cpu
-        return sum(n for n, _ in done), cpu1 - cpu0, max(ready for _, ready in done)
+        latencies = [x for t in done for x in t.latencies]
+        return (sum(t.ops for t in done), cpu1 - cpu0, max(t.ready for t in done), latencies,
+                sum(t.failed for t in done))
 
     return uvloop.run(run())
 
@@ -307,6 +357,9 @@ class Sample:
     ops_per_s: float
     server_cpu_ms: float  # per op
     client_cpu_ms: float  # per op, all client processes together
+    p99_ms: float = 0.0  # round trip, ops inside the window
+    failed: int = 0  # requests that failed, whole run of the clients (warm-up included)
+    server_rss_mb: float = 0.0  # at the window's end
 
 
 def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid: int) -> Sample:
@@ -329,6 +382,7 @@ def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid
         cpu0 = proc.cpu_times()
         time.sleep(max(0.0, window.stop - time.time()))
         cpu1 = proc.cpu_times()
+        rss = proc.memory_info().rss
         results = [job.result() for job in jobs]
         ops = sum(r[0] for r in results)
         if ops and max(r[2] for r in results) <= window.start:
@@ -338,7 +392,10 @@ def measure(pool: ProcessPoolExecutor, load: Load, server: Server, url: str, pid
             raise SystemExit(f"{server.name}: no window with every client stepping and ops completing")
     server_ms = ((cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)) * 1000
     client_ms = sum(r[1] for r in results) * 1000
-    return Sample(ops / load.seconds, server_ms / ops, client_ms / ops)
+    latencies = sorted(x for r in results for x in r[3])
+    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))] * 1000
+    failed = sum(r[4] for r in results)
+    return Sample(ops / load.seconds, server_ms / ops, client_ms / ops, p99, failed, rss / 1e6)
 
 
 def _spawn(_: int) -> None:
@@ -386,13 +443,16 @@ def main() -> None:
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--client-procs", type=int, default=2, help="load-generator processes sharing them")
     parser.add_argument("--transports", default="ws,http")
+    parser.add_argument("--servers", default=",".join(SERVER_NAMES),
+                        help=f"which rows to run (reference always included): {','.join(SERVER_NAMES)}")
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]
     transports = args.transports.split(",")
     loads = [Load(t, n, args.client_procs, args.seconds, args.warmup) for t in transports for n in counts]
-    samples = run_all(loads, args.rounds, log=sys.stderr if args.json else sys.stdout)
-    rows = result_rows(samples, loads)
+    names = [n for n in SERVER_NAMES if n == "reference" or n in args.servers.split(",")]
+    samples = run_all(loads, args.rounds, log=sys.stderr if args.json else sys.stdout, names=names)
+    rows = result_rows(samples, loads, names)
     context = {
         "python": sys.version.split()[0],
         "cpus": os.cpu_count(),
@@ -408,9 +468,12 @@ def main() -> None:
         print_table(rows, context)
 
 
-def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load], list[Sample]]:
-    """Every server under every load, `rounds` times; the samples per (server, load), one per round."""
-    running = [(server, *server.start()) for server in servers(ensure_reference_venv())]
+def run_all(
+    loads: list[Load], rounds: int, log: TextIO, names: list[str] | None = None
+) -> dict[tuple[str, Load], list[Sample]]:
+    """Every server (of `names`, default all) under every load, `rounds` times; samples per (server, load)."""
+    chosen = [s for s in servers(ensure_reference_venv()) if names is None or s.name in names]
+    running = [(server, *server.start()) for server in chosen]
     procs = max(load.procs for load in loads)
     context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(procs, mp_context=context, initializer=os.setsid)  # own autogroups
@@ -428,7 +491,8 @@ def run_all(loads: list[Load], rounds: int, log: TextIO) -> dict[tuple[str, Load
                 m = _median(samples[(server.name, load)])
                 print(
                     f"  {server.name:16} {load.transport:4} x{load.clients:<3} {m.ops_per_s:9.0f} ops/s "
-                    f"server {m.server_cpu_ms:6.3f} client {m.client_cpu_ms:6.3f} CPU-ms/op",
+                    f"server {m.server_cpu_ms:6.3f} client {m.client_cpu_ms:6.3f} CPU-ms/op "
+                    f"p99 {m.p99_ms:7.1f} ms rss {m.server_rss_mb:5.0f} MB failed {sum(s.failed for s in samples[(server.name, load)])}",
                     file=log,
                     flush=True,
                 )
@@ -444,12 +508,17 @@ def _median(values: list[Sample]) -> Sample:
     return Sample(*(statistics.median(getattr(v, f) for v in values) for f in Sample.__dataclass_fields__))
 
 
-def result_rows(samples: dict[tuple[str, Load], list[Sample]], loads: list[Load]) -> list[dict[str, Any]]:
-    """One row per (load, server): medians, and the median of the per-round ratios to the reference."""
+def result_rows(
+    samples: dict[tuple[str, Load], list[Sample]], loads: list[Load], names: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """One row per (load, server): medians, and the median of the per-round ratios to the reference.
+
+    `failed` is the sum over rounds (any failed request matters), the rest are medians.
+    """
     rows = []
     for load in loads:
         ref = samples[("reference", load)]
-        for name in SERVER_NAMES:
+        for name in names or SERVER_NAMES:
             ours = samples[(name, load)]
             m = _median(ours)
             ops_ratio = statistics.median(o.ops_per_s / r.ops_per_s for o, r in zip(ours, ref, strict=True))
@@ -465,6 +534,7 @@ def result_rows(samples: dict[tuple[str, Load], list[Sample]], loads: list[Load]
                     "ops_vs_reference": round(ops_ratio, 3),
                     "server_cpu_vs_reference": round(cpu_ratio, 3),
                     "client_cores": round(m.client_cpu_ms * m.ops_per_s / 1000, 3),
+                    "failed": sum(s.failed for s in ours),
                 }
             )
     return rows
@@ -473,14 +543,15 @@ def result_rows(samples: dict[tuple[str, Load], list[Sample]], loads: list[Load]
 def print_table(rows: list[dict[str, Any]], context: dict[str, Any]) -> None:
     print(
         "\n| transport | clients | server | ops/s | vs reference | server CPU-ms/op | vs reference "
-        "| client CPU-ms/op | client cores |"
+        "| client CPU-ms/op | client cores | p99 ms | server RSS MB | failed |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['transport']} | {r['clients']} | {r['server']} | {r['ops_per_s']:,.0f} "
             f"| {r['ops_vs_reference']:.2f}x | {r['server_cpu_ms']:.3f} | {r['server_cpu_vs_reference']:.2f}x "
-            f"| {r['client_cpu_ms']:.3f} | {r['client_cores']:.2f} |"
+            f"| {r['client_cpu_ms']:.3f} | {r['client_cores']:.2f} | {r['p99_ms']:.1f} "
+            f"| {r['server_rss_mb']:.0f} | {r['failed']} |"
         )
     print(
         f"\n(python {context['python']}, {context['cpus']} CPUs, load average {context['load_average']}, "

@@ -91,3 +91,42 @@ def test_a_connection_survives_the_garbage_collector_while_both_sides_are_paused
         assert cut == 0, f"{cut} of 300 round trips were cut off"
     finally:
         gc.set_threshold(*thresholds)
+
+
+def test_the_script_starts_without_asyncio_and_carries_bytes_both_ways(tmp_path):
+    """Every sandboxed command waits for this script to listen before the harness starts: it must not pay
+    for importing asyncio (0.07 CPU-s of its 0.1 CPU-s start, seconds of wall on a loaded machine)."""
+    import subprocess
+    import sys
+
+    from openenv.harness import forwarder
+
+    echo, echo_port = _echo_server()
+    bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
+    inner_port, ready = free_port(), tmp_path / "ready"
+    # -I -S as the sandbox runs it; report the modules it loaded once it is listening.
+    probe = (
+        "import runpy, sys, threading, pathlib\n"
+        f"ready = pathlib.Path({str(ready)!r})\n"
+        "def report():\n"
+        "    import time\n"
+        "    while not ready.exists(): time.sleep(0.01)\n"
+        "    print(sorted(sys.modules), flush=True)\n"
+        "threading.Thread(target=report, daemon=True).start()\n"
+        f"sys.argv = ['forwarder.py', '--listen', '127.0.0.1:{inner_port}', '--to-unix', {str(bridge.socket_path)!r},"
+        f" '--ready', {str(ready)!r}]\n"
+        f"runpy.run_path({forwarder.__file__!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", probe], stdout=subprocess.PIPE, text=True)
+    try:
+        modules = proc.stdout.readline()
+        assert modules, "the forwarder script never became ready"
+        assert "'asyncio'" not in modules
+        payload = b"y" * 300_000
+        assert _round_trip(inner_port, payload, timeout=10) == payload.upper()
+        assert _round_trip(inner_port, b"twice", timeout=10) == b"TWICE"
+    finally:
+        proc.kill()
+        proc.wait(5)
+        bridge.close()
+        echo.close()
