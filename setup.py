@@ -26,8 +26,11 @@ class BuildPyWithGuard(build_py):
         (out / GUARD_PTH).write_text(f"import {GUARD_MODULE}; {GUARD_MODULE}.install_guard()\n")
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        extra = [] if getattr(self, "editable_mode", False) else [
-            str(Path(self.build_lib) / f"{GUARD_MODULE}.py"), str(Path(self.build_lib) / GUARD_PTH)]
+        extra = (
+            []
+            if getattr(self, "editable_mode", False)
+            else [str(Path(self.build_lib) / f"{GUARD_MODULE}.py"), str(Path(self.build_lib) / GUARD_PTH)]
+        )
         return [*super().get_outputs(include_bytecode), *extra]
 
 

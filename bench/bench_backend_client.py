@@ -59,9 +59,14 @@ async def with_aiohttp(url: str, prompt: TokenIds, calls: int) -> float:
     import aiohttp
 
     body = VLLMBackend(url, model="tiny", context_window=1 << 20)._body(prompt, PARAMS)
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=4.0),
-                                     headers={"content-type": "application/json"}, auto_decompress=False,
-                                     skip_auto_headers=("User-Agent",), cookie_jar=aiohttp.DummyCookieJar()) as http:
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=256, keepalive_timeout=4.0),
+        headers={"content-type": "application/json"},
+        auto_decompress=False,
+        skip_auto_headers=("User-Agent",),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    ) as http:
+
         async def call() -> None:
             async with http.post(f"{url}/v1/completions", data=msgspec.json.encode(body)) as r:
                 raw = await r.read()
@@ -73,11 +78,16 @@ async def with_aiohttp(url: str, prompt: TokenIds, calls: int) -> float:
 
 async def with_httpx(url: str, prompt: TokenIds, calls: int) -> float:
     body = VLLMBackend(url, model="tiny", context_window=1 << 20)._body(prompt, PARAMS)
-    async with httpx.AsyncClient(base_url=url, timeout=600,
-                                 limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)) as http:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=600, limits=httpx.Limits(max_connections=256, max_keepalive_connections=64)
+    ) as http:
+
         async def call() -> None:
-            r = await http.post("/v1/completions", content=msgspec.json.encode(body),
-                                headers={"content-type": "application/json"})
+            r = await http.post(
+                "/v1/completions",
+                content=msgspec.json.encode(body),
+                headers={"content-type": "application/json"},
+            )
             r.raise_for_status()
             msgspec.json.decode(r.content)
 
@@ -104,14 +114,30 @@ def main() -> None:
             for _ in range(args.rounds):
                 for name, client in clients.items():
                     best[name] = min(best[name], uvloop.run(client(url, prompt, args.calls)))
-            rows.append({"prompt": n, **best, "aiohttp_ratio": best["aiohttp"] / best["ours"],
-                         "httpx_ratio": best["httpx"] / best["ours"]})
+            rows.append(
+                {
+                    "prompt": n,
+                    **best,
+                    "aiohttp_ratio": best["aiohttp"] / best["ours"],
+                    "httpx_ratio": best["httpx"] / best["ours"],
+                }
+            )
     finally:
         engine.stop()
     print(f"\nCPU-ms per engine call (best of {args.rounds} rounds x {args.calls} calls), instant engine")
-    print(_table(rows, [("prompt", "prompt tokens", "d"), ("ours", "VLLMBackend (EngineHTTP)", ".3f"),
-                        ("aiohttp", "aiohttp", ".3f"), ("httpx", "httpx.AsyncClient", ".3f"),
-                        ("aiohttp_ratio", "aiohttp / ours", ".2f"), ("httpx_ratio", "httpx / ours", ".2f")]))
+    print(
+        _table(
+            rows,
+            [
+                ("prompt", "prompt tokens", "d"),
+                ("ours", "VLLMBackend (EngineHTTP)", ".3f"),
+                ("aiohttp", "aiohttp", ".3f"),
+                ("httpx", "httpx.AsyncClient", ".3f"),
+                ("aiohttp_ratio", "aiohttp / ours", ".2f"),
+                ("httpx_ratio", "httpx / ours", ".2f"),
+            ],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -81,8 +81,14 @@ def main() -> None:
         raw = json.dumps(recorded["body"]).encode()
         dialect, ctx = endpoint_for(recorded["path"])
         base, *cells = measure(raw, dialect, ctx, args.repeat)
-        rows.append({"request": f"{path.parent.name}/{path.stem}", "kb": len(raw) / 1024, "json_loads_us": base,
-                     **{f"{c}_us": cell for c, cell in zip(columns, cells)}})
+        rows.append(
+            {
+                "request": f"{path.parent.name}/{path.stem}",
+                "kb": len(raw) / 1024,
+                "json_loads_us": base,
+                **{f"{c}_us": cell for c, cell in zip(columns, cells)},
+            }
+        )
     if args.json:
         print(json.dumps({"benchmark": "dialects", "repeat": args.repeat, "rows": rows}, indent=1))
         return

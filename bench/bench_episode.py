@@ -63,6 +63,7 @@ PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier"
 
 # ---- the floor's stand-in model server ----------------------------------------------------------------
 
+
 def _plan(harness: str, task_id: str) -> tuple[Any, list[str]]:
     from openenv.harness.catalog import get_spec
     from openenv.harness.oracle import solution_command
@@ -70,7 +71,10 @@ def _plan(harness: str, task_id: str) -> tuple[Any, list[str]]:
 
     spec = get_spec(harness)
     # The floor runs the CLI on the host, with no /solution and no /app: the inline (unstaged) form.
-    plan = [solution_command(find_task(task_id), staged=False), *([spec.finish_command] if spec.finish_command else [])]
+    plan = [
+        solution_command(find_task(task_id), staged=False),
+        *([spec.finish_command] if spec.finish_command else []),
+    ]
     return spec, plan
 
 
@@ -86,82 +90,170 @@ def _openai_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple
     """An OpenAI Chat reply (a chunk stream when `stream`) carrying one tool call or a text answer."""
     base = {"id": "chatcmpl-floor", "created": 0, "model": "tiny"}
     usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    tool_calls = [{"index": 0, "id": "call_floor", "type": "function",
-                   "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}] if call else None
+    tool_calls = (
+        [
+            {
+                "index": 0,
+                "id": "call_floor",
+                "type": "function",
+                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
+            }
+        ]
+        if call
+        else None
+    )
     finish = "tool_calls" if call else "stop"
     if not stream:
         message = {"role": "assistant", "content": None if call else text}
         if tool_calls:
             message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in tool_calls]
-        body = {**base, "object": "chat.completion", "usage": usage,
-                "choices": [{"index": 0, "message": message, "finish_reason": finish}]}
+        body = {
+            **base,
+            "object": "chat.completion",
+            "usage": usage,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        }
         return json.dumps(body).encode(), "application/json"
     delta: dict[str, Any] = {"role": "assistant", "content": None if call else text}
     if tool_calls:
         delta["tool_calls"] = tool_calls
     chunk = {**base, "object": "chat.completion.chunk"}
-    return _sse([(None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
-                 (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
-                 (None, {**chunk, "choices": [], "usage": usage}),
-                 (None, "[DONE]")]), "text/event-stream"
+    return _sse(
+        [
+            (None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
+            (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
+            (None, {**chunk, "choices": [], "usage": usage}),
+            (None, "[DONE]"),
+        ]
+    ), "text/event-stream"
 
 
 def _anthropic_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
     """An Anthropic Messages reply (an event stream when `stream`) with one tool_use or a text block."""
-    block = ({"type": "tool_use", "id": "toolu_floor", "name": call["name"], "input": call["arguments"]} if call
-             else {"type": "text", "text": text})
+    block = (
+        {"type": "tool_use", "id": "toolu_floor", "name": call["name"], "input": call["arguments"]}
+        if call
+        else {"type": "text", "text": text}
+    )
     stop = "tool_use" if call else "end_turn"
     usage = {"input_tokens": 1, "output_tokens": 1}
-    message = {"id": "msg_floor", "type": "message", "role": "assistant", "model": "tiny",
-               "stop_sequence": None}
+    message = {
+        "id": "msg_floor",
+        "type": "message",
+        "role": "assistant",
+        "model": "tiny",
+        "stop_sequence": None,
+    }
     if not stream:
-        return json.dumps({**message, "content": [block], "stop_reason": stop, "usage": usage}).encode(), "application/json"
+        return json.dumps(
+            {**message, "content": [block], "stop_reason": stop, "usage": usage}
+        ).encode(), "application/json"
     start = {**block, "input": {}} if call else {"type": "text", "text": ""}
-    delta = ({"type": "input_json_delta", "partial_json": json.dumps(call["arguments"])} if call
-             else {"type": "text_delta", "text": text})
-    return _sse([("message_start", {"type": "message_start",
-                                    "message": {**message, "content": [], "stop_reason": None, "usage": usage}}),
-                 ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
-                 ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-                 ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                 ("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                    "usage": {"output_tokens": 1}}),
-                 ("message_stop", {"type": "message_stop"})]), "text/event-stream"
+    delta = (
+        {"type": "input_json_delta", "partial_json": json.dumps(call["arguments"])}
+        if call
+        else {"type": "text_delta", "text": text}
+    )
+    return _sse(
+        [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {**message, "content": [], "stop_reason": None, "usage": usage},
+                },
+            ),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 1},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+    ), "text/event-stream"
 
 
 def _responses_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
     """An OpenAI Responses reply (an event stream when `stream`, as Codex asks) with one function call or
     a text message: the events Codex reads (created, output item added/done, completed)."""
     if call:
-        item = {"type": "function_call", "id": "fc_floor", "call_id": "call_floor", "name": call["name"],
-                "arguments": json.dumps(call["arguments"]), "status": "completed"}
+        item = {
+            "type": "function_call",
+            "id": "fc_floor",
+            "call_id": "call_floor",
+            "name": call["name"],
+            "arguments": json.dumps(call["arguments"]),
+            "status": "completed",
+        }
     else:
-        item = {"type": "message", "id": "msg_floor", "role": "assistant", "status": "completed",
-                "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    usage = {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
-             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}}
-    response = {"id": "resp_floor", "object": "response", "created_at": 0, "model": "tiny", "status": "completed",
-                "output": [item], "usage": usage}
+        item = {
+            "type": "message",
+            "id": "msg_floor",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }
+    usage = {
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "total_tokens": 2,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": 0},
+    }
+    response = {
+        "id": "resp_floor",
+        "object": "response",
+        "created_at": 0,
+        "model": "tiny",
+        "status": "completed",
+        "output": [item],
+        "usage": usage,
+    }
     if not stream:
         return json.dumps(response).encode(), "application/json"
     start = {**response, "status": "in_progress", "output": [], "usage": None}
-    return _sse([("response.created", {"type": "response.created", "response": start, "sequence_number": 0}),
-                 ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                                 "item": item, "sequence_number": 1}),
-                 ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
-                                                "item": item, "sequence_number": 2}),
-                 ("response.completed", {"type": "response.completed", "response": response,
-                                         "sequence_number": 3})]), "text/event-stream"
+    return _sse(
+        [
+            ("response.created", {"type": "response.created", "response": start, "sequence_number": 0}),
+            (
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": 0, "item": item, "sequence_number": 1},
+            ),
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": 0, "item": item, "sequence_number": 2},
+            ),
+            (
+                "response.completed",
+                {"type": "response.completed", "response": response, "sequence_number": 3},
+            ),
+        ]
+    ), "text/event-stream"
 
 
 def _tool_results(body: dict[str, Any], anthropic: bool) -> int:
     if isinstance(body.get("input"), list):  # OpenAI Responses: results are input items
-        return sum(1 for item in body["input"] if isinstance(item, dict)
-                   and item.get("type") in ("function_call_output", "custom_tool_call_output"))
+        return sum(
+            1
+            for item in body["input"]
+            if isinstance(item, dict)
+            and item.get("type") in ("function_call_output", "custom_tool_call_output")
+        )
     if not anthropic:
         return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
-    return sum(1 for m in body.get("messages", []) if isinstance(m.get("content"), list)
-               for block in m["content"] if isinstance(block, dict) and block.get("type") == "tool_result")
+    return sum(
+        1
+        for m in body.get("messages", [])
+        if isinstance(m.get("content"), list)
+        for block in m["content"]
+        if isinstance(block, dict) and block.get("type") == "tool_result"
+    )
 
 
 def oracle_app() -> Any:
@@ -187,8 +279,11 @@ def oracle_app() -> Any:
             call = None
         else:
             done = _tool_results(body, anthropic)
-            call = ({"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
-                    if done < len(plan) else None)
+            call = (
+                {"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
+                if done < len(plan)
+                else None
+            )
         responses = request.url.path.endswith("/responses")
         encode = _responses_reply if responses else _anthropic_reply if anthropic else _openai_reply
         data, media = encode(call, FINAL_TEXT, bool(body.get("stream")))
@@ -201,14 +296,20 @@ def oracle_app() -> Any:
         return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model"}]})
 
     prefix = "/{harness}/{task}/v1"
-    return Starlette(routes=[Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
-                             Route(f"{prefix}/messages", answer, methods=["POST"]),
-                             Route(f"{prefix}/responses", answer, methods=["POST"]),
-                             Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
-                             Route(f"{prefix}/models", models), Route("/health", models)])
+    return Starlette(
+        routes=[
+            Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
+            Route(f"{prefix}/messages", answer, methods=["POST"]),
+            Route(f"{prefix}/responses", answer, methods=["POST"]),
+            Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route(f"{prefix}/models", models),
+            Route("/health", models),
+        ]
+    )
 
 
 # ---- measuring ----------------------------------------------------------------------------------------
+
 
 class Phases:
     """Exclusive wall seconds per phase, per thread (nested sections subtract from their parent), and the
@@ -251,6 +352,7 @@ class Phases:
         def timed(*args: Any, **kwargs: Any) -> Any:
             with self.section(name):
                 return fn(*args, **kwargs)
+
         return timed
 
 
@@ -322,14 +424,26 @@ class CpuGroup:
     to `os.times()` (this process + reaped children; says so)."""
 
     def __init__(self) -> None:
-        mount = next((Path(line.split()[1]) for line in Path("/proc/mounts").read_text().splitlines()
-                      if line.split()[2] == "cgroup" and "cpuacct" in line.split()[3].split(",")), None)
+        mount = next(
+            (
+                Path(line.split()[1])
+                for line in Path("/proc/mounts").read_text().splitlines()
+                if line.split()[2] == "cgroup" and "cpuacct" in line.split()[3].split(",")
+            ),
+            None,
+        )
         self.path: Path | None = None
         self._home: Path | None = None
         if mount is None:
             return
-        own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
-                    if "cpuacct" in line.split(":", 2)[1].split(",")), "/")
+        own = next(
+            (
+                line.split(":", 2)[2]
+                for line in Path("/proc/self/cgroup").read_text().splitlines()
+                if "cpuacct" in line.split(":", 2)[1].split(",")
+            ),
+            "/",
+        )
         home, path = mount / own.lstrip("/"), mount / own.lstrip("/") / f"openenv-bench-{os.getpid()}"
         try:
             path.mkdir()
@@ -371,8 +485,9 @@ def _cpu() -> tuple[float, float]:
     return t.user + t.system, total
 
 
-def _batch(run_one: Callable[[], dict[str, Any]], concurrency: int, exclude: set[int],
-           *, count_self: bool) -> dict[str, Any]:
+def _batch(
+    run_one: Callable[[], dict[str, Any]], concurrency: int, exclude: set[int], *, count_self: bool
+) -> dict[str, Any]:
     """`concurrency` episodes at once: their results, the batch's wall, CPU and peak memory."""
     load = os.getloadavg()[0]
     self0, all0 = _cpu()
@@ -382,28 +497,40 @@ def _batch(run_one: Callable[[], dict[str, Any]], concurrency: int, exclude: set
     wall = time.perf_counter() - start
     self1, all1 = _cpu()
     peak = sampler.peak_children + (max(0, sampler.peak_self_growth) if count_self else 0)
-    return {"episodes": episodes, "wall_s": wall, "cpu_s": all1 - all0 - sampler.cpu_s,
-            "self_cpu_s": self1 - self0 - sampler.cpu_s, "peak_mb": peak / 1e6, "load_1m": load,
-            "self_growth_mb": sampler.peak_self_growth / 1e6}
+    return {
+        "episodes": episodes,
+        "wall_s": wall,
+        "cpu_s": all1 - all0 - sampler.cpu_s,
+        "self_cpu_s": self1 - self0 - sampler.cpu_s,
+        "peak_mb": peak / 1e6,
+        "load_1m": load,
+        "self_growth_mb": sampler.peak_self_growth / 1e6,
+    }
 
 
 def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
     """One side's batches at one concurrency, per episode."""
     episodes = [e for b in batches for e in b["episodes"]]
     n, wall = len(episodes), sum(b["wall_s"] for b in batches)
-    return {"episodes": n, "wall_s": wall, "episodes_per_min": 60 * n / wall,
-            "wall_per_episode_s": sum(e["wall_s"] for e in episodes) / n,
-            "cpu_per_episode_s": sum(b["cpu_s"] for b in batches) / n,
-            "self_cpu_per_episode_s": sum(b["self_cpu_s"] for b in batches) / n,
-            "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,
-            "ok": sum(1 for e in episodes if e["ok"]), "load_1m": sum(b["load_1m"] for b in batches) / len(batches),
-            "phases": {p: sum(e.get("phases", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
-            "phase_cpu": {p: sum(e.get("phase_cpu", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
-            "self_growth_mb": max(b["self_growth_mb"] for b in batches),
-            "errors": [e["error"] for e in episodes if e.get("error")][:3]}
+    return {
+        "episodes": n,
+        "wall_s": wall,
+        "episodes_per_min": 60 * n / wall,
+        "wall_per_episode_s": sum(e["wall_s"] for e in episodes) / n,
+        "cpu_per_episode_s": sum(b["cpu_s"] for b in batches) / n,
+        "self_cpu_per_episode_s": sum(b["self_cpu_s"] for b in batches) / n,
+        "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,
+        "ok": sum(1 for e in episodes if e["ok"]),
+        "load_1m": sum(b["load_1m"] for b in batches) / len(batches),
+        "phases": {p: sum(e.get("phases", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
+        "phase_cpu": {p: sum(e.get("phase_cpu", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
+        "self_growth_mb": max(b["self_growth_mb"] for b in batches),
+        "errors": [e["error"] for e in episodes if e.get("error")][:3],
+    }
 
 
 # ---- the two sides -------------------------------------------------------------------------------------
+
 
 def floor_episode(harness: str, task_id: str, url: str) -> dict[str, Any]:
     """The harness CLI on its own: task files in a temp folder, its config, the stand-in model."""
@@ -422,39 +549,69 @@ def floor_episode(harness: str, task_id: str, url: str) -> dict[str, Any]:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data if isinstance(data, bytes) else data.encode())
         home.mkdir()
-        ctx = SessionContext(base_url=f"{url}/{harness}/{task_id}", api_key="floor", model=spec.model,
-                             workspace=workspace, home=home, instruction=task.instruction)
+        ctx = SessionContext(
+            base_url=f"{url}/{harness}/{task_id}",
+            api_key="floor",
+            model=spec.model,
+            workspace=workspace,
+            home=home,
+            instruction=task.instruction,
+        )
         spec.write_config(ctx)
-        env = {"PATH": harness_path(spec), "HOME": str(home), "TMPDIR": str(root), "LANG": "C.UTF-8",
-               **task.env, **spec.environment(ctx)}
+        env = {
+            "PATH": harness_path(spec),
+            "HOME": str(home),
+            "TMPDIR": str(root),
+            "LANG": "C.UTF-8",
+            **task.env,
+            **spec.environment(ctx),
+        }
         for argv in spec.setup_argvs(ctx):
             subprocess.run(argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
         # A session of its own, as the sandbox gives the harness: with the kernel's autogroup scheduling
         # a session is a scheduling group, and sharing ours would starve it on a loaded machine.
-        done = subprocess.run(spec.argv(ctx), env=env, cwd=workspace, stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=300, check=False, start_new_session=True)
-        changed = any((workspace / rel).read_bytes() != (data if isinstance(data, bytes) else data.encode())
-                      for rel, data in task.workspace.items())
-        error = None if done.returncode == 0 and changed else (
-            f"exit {done.returncode}, workspace {'changed' if changed else 'unchanged'}: "
-            f"{(done.stdout + done.stderr).decode(errors='replace')[-400:]}")
+        done = subprocess.run(
+            spec.argv(ctx),
+            env=env,
+            cwd=workspace,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=300,
+            check=False,
+            start_new_session=True,
+        )
+        changed = any(
+            (workspace / rel).read_bytes() != (data if isinstance(data, bytes) else data.encode())
+            for rel, data in task.workspace.items()
+        )
+        error = (
+            None
+            if done.returncode == 0 and changed
+            else (
+                f"exit {done.returncode}, workspace {'changed' if changed else 'unchanged'}: "
+                f"{(done.stdout + done.stderr).decode(errors='replace')[-400:]}"
+            )
+        )
         return {"ok": error is None, "error": error, "wall_s": time.perf_counter() - start}
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def openenv_episode(harness: str, task_id: str, server: Any, engine_url: str, logs: Path, phases: Phases) -> dict[str, Any]:
+def openenv_episode(
+    harness: str, task_id: str, server: Any, engine_url: str, logs: Path, phases: Phases
+) -> dict[str, Any]:
     """One `openenv eval` episode (oracle policy) on this thread, with its phases timed."""
     from openenv.eval.episodes import EpisodeRequest, run_recorded_episode
 
     phases.reset()
     start, cpu0 = time.perf_counter(), _cpu()[1]
-    request = EpisodeRequest(harness=harness, task=task_id, backend="vllm", policy="oracle",
-                             vllm_url=engine_url)
+    request = EpisodeRequest(
+        harness=harness, task=task_id, backend="vllm", policy="oracle", vllm_url=engine_url
+    )
     try:
         result = run_recorded_episode(request, logs, server=server)
         error = None if result.summary.reward == 1.0 else f"reward {result.summary.reward}: {result.summary}"
-    except Exception as exc:  # noqa: BLE001 - shown in the table, the run goes on
+    except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
     wall = time.perf_counter() - start
     times = phases.totals()
@@ -464,7 +621,6 @@ def openenv_episode(harness: str, task_id: str, server: Any, engine_url: str, lo
     return {"ok": error is None, "error": error, "wall_s": wall, "phases": times, "phase_cpu": cpu}
 
 
-
 def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     """A stand-in (`argv` under our interpreter) on a free port, once its /health answers."""
     import servers
@@ -472,14 +628,21 @@ def _serve(argv: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     from openenv.errors import TransportError
 
     try:
-        server = servers.spawn(lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=240)  # a loaded shared box
+        server = servers.spawn(
+            lambda port: [sys.executable, *argv, "--port", str(port)], "/health", timeout=240
+        )  # a loaded shared box
     except TransportError as exc:
         raise SystemExit(f"{argv}: {exc}") from exc
     return server.proc, server.base
 
 
-def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
-        on_row: Callable[[dict[str, Any]], None] = lambda row: None) -> dict[str, Any]:
+def run(
+    harnesses: list[str],
+    concurrency: list[int],
+    rounds: int,
+    task: str,
+    on_row: Callable[[dict[str, Any]], None] = lambda row: None,
+) -> dict[str, Any]:
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
     from openenv.models import tiny_model_path
@@ -508,11 +671,16 @@ def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
                     sides = {"floor": (floor, False), "openenv": (ours, True)}
                     batches: dict[str, list[dict[str, Any]]] = {"floor": [], "openenv": []}
                     for r in range(rounds):
-                        for side in (("floor", "openenv") if r % 2 == 0 else ("openenv", "floor")):
+                        for side in ("floor", "openenv") if r % 2 == 0 else ("openenv", "floor"):
                             fn, count_self = sides[side]
                             batches[side].append(_batch(fn, c, exclude, count_self=count_self))
                     for side in ("floor", "openenv"):
-                        row = {"harness": harness, "concurrency": c, "side": side, **_summary(batches[side], c)}
+                        row = {
+                            "harness": harness,
+                            "concurrency": c,
+                            "side": side,
+                            **_summary(batches[side], c),
+                        }
                         rows.append(row)
                         on_row(row)
         finally:
@@ -523,9 +691,16 @@ def run(harnesses: list[str], concurrency: list[int], rounds: int, task: str,
             proc.terminate()
             proc.wait(10)
         shutil.rmtree(logs, ignore_errors=True)
-    return {"task": task, "rounds": rounds, "rows": rows, "ratios": ratios(rows), "cpu_counted_by": CPU.kind,
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "load_before": load_before, "load_after": os.getloadavg()}
+    return {
+        "task": task,
+        "rounds": rounds,
+        "rows": rows,
+        "ratios": ratios(rows),
+        "cpu_counted_by": CPU.kind,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
 
 
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -536,59 +711,105 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         floor = by.get((harness, c, "floor"))
         if side != "openenv" or floor is None:
             continue
-        out.append({"harness": harness, "concurrency": c,
-                    "wall": ours["wall_per_episode_s"] / floor["wall_per_episode_s"],
-                    "cpu": ours["cpu_per_episode_s"] / floor["cpu_per_episode_s"],
-                    "throughput": floor["episodes_per_min"] / ours["episodes_per_min"],
-                    "memory": ours["peak_mb_per_episode"] / max(floor["peak_mb_per_episode"], 1e-9)})
+        out.append(
+            {
+                "harness": harness,
+                "concurrency": c,
+                "wall": ours["wall_per_episode_s"] / floor["wall_per_episode_s"],
+                "cpu": ours["cpu_per_episode_s"] / floor["cpu_per_episode_s"],
+                "throughput": floor["episodes_per_min"] / ours["episodes_per_min"],
+                "memory": ours["peak_mb_per_episode"] / max(floor["peak_mb_per_episode"], 1e-9),
+            }
+        )
     return out
 
 
 def render(report: dict[str, Any]) -> str:
     """The tables, as markdown."""
-    head = ("| harness | c | side | episodes/min | wall/episode (s) | CPU/episode (s) | of which proxy+env (s) "
-            "| peak MB per episode | ok | load 1m |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    head = (
+        "| harness | c | side | episodes/min | wall/episode (s) | CPU/episode (s) | of which proxy+env (s) "
+        "| peak MB per episode | ok | load 1m |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
     lines = [head]
     for r in report["rows"]:
-        lines.append(f"| {r['harness']} | {r['concurrency']} | {r['side']} | {r['episodes_per_min']:.1f} "
-                     f"| {r['wall_per_episode_s']:.2f} | {r['cpu_per_episode_s']:.2f} "
-                     f"| {r['self_cpu_per_episode_s']:.2f} | {r['peak_mb_per_episode']:.0f} "
-                     f"| {r['ok']}/{r['episodes']} | {r['load_1m']:.1f} |")
-    lines += ["", "| harness | c | wall ratio | CPU ratio | throughput ratio (floor/openenv) | memory ratio |",
-              "|---|---:|---:|---:|---:|---:|"]
+        lines.append(
+            f"| {r['harness']} | {r['concurrency']} | {r['side']} | {r['episodes_per_min']:.1f} "
+            f"| {r['wall_per_episode_s']:.2f} | {r['cpu_per_episode_s']:.2f} "
+            f"| {r['self_cpu_per_episode_s']:.2f} | {r['peak_mb_per_episode']:.0f} "
+            f"| {r['ok']}/{r['episodes']} | {r['load_1m']:.1f} |"
+        )
+    lines += [
+        "",
+        "| harness | c | wall ratio | CPU ratio | throughput ratio (floor/openenv) | memory ratio |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in report["ratios"]:
-        lines.append(f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x | {r['cpu']:.2f}x "
-                     f"| {r['throughput']:.2f}x | {r['memory']:.2f}x |")
-    lines += ["", "where openenv's wall time goes, seconds per episode:", "",
-              "| harness | c | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
+        lines.append(
+            f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x | {r['cpu']:.2f}x "
+            f"| {r['throughput']:.2f}x | {r['memory']:.2f}x |"
+        )
+    lines += [
+        "",
+        "where openenv's wall time goes, seconds per episode:",
+        "",
+        "| harness | c | " + " | ".join(PHASES) + " |",
+        "|---|---:|" + "---:|" * len(PHASES),
+    ]
     for r in report["rows"]:
         if r["side"] == "openenv":
-            lines.append(f"| {r['harness']} | {r['concurrency']} | "
-                         + " | ".join(f"{r['phases'][p]:.2f}" for p in PHASES) + " |")
-    lines += ["", ("where openenv's CPU goes at c=1 (one episode at a time, so the run's CPU is the episode's), "
-                   "CPU seconds per episode; the floor's whole episode beside it:"), "",
-              "| harness | floor | " + " | ".join(PHASES) + " |", "|---|---:|" + "---:|" * len(PHASES)]
+            lines.append(
+                f"| {r['harness']} | {r['concurrency']} | "
+                + " | ".join(f"{r['phases'][p]:.2f}" for p in PHASES)
+                + " |"
+            )
+    lines += [
+        "",
+        (
+            "where openenv's CPU goes at c=1 (one episode at a time, so the run's CPU is the episode's), "
+            "CPU seconds per episode; the floor's whole episode beside it:"
+        ),
+        "",
+        "| harness | floor | " + " | ".join(PHASES) + " |",
+        "|---|---:|" + "---:|" * len(PHASES),
+    ]
     by = {(r["harness"], r["concurrency"], r["side"]): r for r in report["rows"]}
     for r in report["rows"]:
         if r["side"] == "openenv" and r["concurrency"] == 1 and "phase_cpu" in r:
             floor = by.get((r["harness"], 1, "floor"))
-            lines.append(f"| {r['harness']} | {floor['cpu_per_episode_s'] if floor else float('nan'):.2f} | "
-                         + " | ".join(f"{r['phase_cpu'][p]:.2f}" for p in PHASES) + " |")
-    lines.append(f"\nload average before {tuple(round(x, 1) for x in report['load_before'])}, "
-                 f"after {tuple(round(x, 1) for x in report['load_after'])}; task {report['task']}, "
-                 f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}")
+            lines.append(
+                f"| {r['harness']} | {floor['cpu_per_episode_s'] if floor else float('nan'):.2f} | "
+                + " | ".join(f"{r['phase_cpu'][p]:.2f}" for p in PHASES)
+                + " |"
+            )
+    lines.append(
+        f"\nload average before {tuple(round(x, 1) for x in report['load_before'])}, "
+        f"after {tuple(round(x, 1) for x in report['load_after'])}; task {report['task']}, "
+        f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}"
+    )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--harnesses", default="pi,claude-code,codex")
-    parser.add_argument("--concurrency", default="1,4",
-                        help="episodes at once, comma-separated (issue 48's levels: 1,4,16,32)")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="paired batches (c episodes each side, the order alternating) per concurrency")
-    parser.add_argument("--render", nargs="+", type=Path, metavar="JSON",
-                        help="print the markdown of earlier --json reports (one per harness), merged")
+    parser.add_argument(
+        "--concurrency",
+        default="1,4",
+        help="episodes at once, comma-separated (issue 48's levels: 1,4,16,32)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=2,
+        help="paired batches (c episodes each side, the order alternating) per concurrency",
+    )
+    parser.add_argument(
+        "--render",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="print the markdown of earlier --json reports (one per harness), merged",
+    )
     parser.add_argument("--task", default=TASK)
     parser.add_argument("--json", action="store_true", help="print the raw report as JSON")
     parser.add_argument("--serve-oracle", action="store_true", help=argparse.SUPPRESS)
@@ -603,17 +824,27 @@ def main() -> None:
     if args.render:
         parts = [json.loads(path.read_text()) for path in args.render]
         rows = [r for part in parts for r in part["rows"]]
-        print(render({**parts[0], "rows": rows, "ratios": ratios(rows), "load_after": parts[-1]["load_after"]}))
+        print(
+            render({**parts[0], "rows": rows, "ratios": ratios(rows), "load_after": parts[-1]["load_after"]})
+        )
         return
 
     def show(row: dict[str, Any]) -> None:
-        print(f"  {row['harness']:12} c={row['concurrency']} {row['side']:8} {row['episodes_per_min']:6.1f}/min "
-              f"{row['wall_per_episode_s']:6.2f} s/ep {row['cpu_per_episode_s']:6.2f} CPU-s/ep "
-              f"{row['peak_mb_per_episode']:5.0f} MB/ep ok {row['ok']}/{row['episodes']} "
-              f"load {row['load_1m']:.1f} {row['errors'] or ''}", file=sys.stderr)
+        print(
+            f"  {row['harness']:12} c={row['concurrency']} {row['side']:8} {row['episodes_per_min']:6.1f}/min "
+            f"{row['wall_per_episode_s']:6.2f} s/ep {row['cpu_per_episode_s']:6.2f} CPU-s/ep "
+            f"{row['peak_mb_per_episode']:5.0f} MB/ep ok {row['ok']}/{row['episodes']} "
+            f"load {row['load_1m']:.1f} {row['errors'] or ''}",
+            file=sys.stderr,
+        )
 
-    report = run(args.harnesses.split(","), [int(c) for c in args.concurrency.split(",")], args.rounds,
-                 args.task, on_row=show)
+    report = run(
+        args.harnesses.split(","),
+        [int(c) for c in args.concurrency.split(",")],
+        args.rounds,
+        args.task,
+        on_row=show,
+    )
     print(json.dumps(report, indent=1) if args.json else render(report))
 
 

@@ -58,7 +58,9 @@ def start_servers(vllm_url: str | None) -> dict[str, Spawned]:
     try:
         started["ours"] = servers.ours(started["engine"].base)
         if REF_PYTHON.exists():
-            started[f"reference {REF_VERSION}"] = servers.reference(started["engine"].base, capture_level="tokens")
+            started[f"reference {REF_VERSION}"] = servers.reference(
+                started["engine"].base, capture_level="tokens"
+            )
     except BaseException:
         for server in started.values():
             server.stop()
@@ -82,8 +84,12 @@ def non_canonical(ids: list[int], tokenizer: Any) -> list[int]:
     for token in [*ids, None]:
         if token is None or token in special:
             text = tokenizer.decode(run)
-            out += [t for piece in re.split(r"(?=[ \n])", text) if piece
-                    for t in tokenizer.encode(piece, add_special_tokens=False)]
+            out += [
+                t
+                for piece in re.split(r"(?=[ \n])", text)
+                if piece
+                for t in tokenizer.encode(piece, add_special_tokens=False)
+            ]
             run = []
             if token is not None:
                 out.append(token)
@@ -92,8 +98,9 @@ def non_canonical(ids: list[int], tokenizer: Any) -> list[int]:
     return out
 
 
-def replay(lines: list[dict[str, Any]], proxy: str, base: str, engine: str, variant: str,
-           tokenizer: Any) -> dict[str, Any]:
+def replay(
+    lines: list[dict[str, Any]], proxy: str, base: str, engine: str, variant: str, tokenizer: Any
+) -> dict[str, Any]:
     """Send one session's requests through `proxy`; returns the engine log and the exported rows."""
     with httpx.Client(timeout=120) as http:
         http.post(f"{engine}/replay/log")  # clears the log and the queue
@@ -121,8 +128,10 @@ def replay(lines: list[dict[str, Any]], proxy: str, base: str, engine: str, vari
             http.delete(f"{base}/sessions/{token}")
         else:
             out = http.get(f"{base}/sessions/{token}/sequences").json()
-            rows = [(s["prompt_ids"] + s["completion_ids"], [0] * len(s["prompt_ids"]) + s["env_mask"])
-                    for s in out["sequences"]]
+            rows = [
+                (s["prompt_ids"] + s["completion_ids"], [0] * len(s["prompt_ids"]) + s["env_mask"])
+                for s in out["sequences"]
+            ]
             http.delete(f"{base}/sessions/{token}")
     for entry, is_aux in zip(log, aux):
         entry["aux"] = is_aux
@@ -148,16 +157,22 @@ def score(log: list[dict[str, Any]], rows: list[tuple[list[int], list[int]]]) ->
         for r, (tokens, mask) in enumerate(rows):
             if tokens[: len(seen)] == seen:
                 covered[r] = max(covered[r], len(seen))
-                if all(mask[start:start + n]):
+                if all(mask[start : start + n]):
                     hit = True
         trained += hit
         trained_tokens += n if hit else 0
     history = [_extends(prev, cur) for prev, cur in itertools.pairwise(log)]
     total = sum(len(t) for t, _ in rows)
-    return {"turns": len(log), "sequences": len(rows), "turns_trained": trained / len(log) if log else 0.0,
-            "sampled_tokens": sum(len(e["completion_ids"]) for e in log), "trained_tokens": trained_tokens,
-            "exact_tokens": sum(covered) / total if total else 0.0, "row_tokens": total,
-            "history_exact": sum(history) / len(history) if history else 1.0}
+    return {
+        "turns": len(log),
+        "sequences": len(rows),
+        "turns_trained": trained / len(log) if log else 0.0,
+        "sampled_tokens": sum(len(e["completion_ids"]) for e in log),
+        "trained_tokens": trained_tokens,
+        "exact_tokens": sum(covered) / total if total else 0.0,
+        "row_tokens": total,
+        "history_exact": sum(history) / len(history) if history else 1.0,
+    }
 
 
 def _best_entry(log: list[dict[str, Any]], tokens: list[int]) -> dict[str, Any]:
@@ -165,8 +180,10 @@ def _best_entry(log: list[dict[str, Any]], tokens: list[int]) -> dict[str, Any]:
     best: dict[str, Any] = {}
     for entry in log:
         seen = entry["prompt_ids"] + entry["completion_ids"]
-        if len(seen) > len(best.get("prompt_ids", [])) + len(best.get("completion_ids", [])) \
-                and tokens[: len(seen)] == seen:
+        if (
+            len(seen) > len(best.get("prompt_ids", [])) + len(best.get("completion_ids", []))
+            and tokens[: len(seen)] == seen
+        ):
             best = entry
     return best
 
@@ -179,8 +196,9 @@ def _extends(prev: dict[str, Any], cur: dict[str, Any]) -> bool:
 # ---- the benchmark -------------------------------------------------------------------------------
 
 
-def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None,
-        limit: int | None = None) -> list[dict[str, Any]]:
+def run(
+    vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None, limit: int | None = None
+) -> list[dict[str, Any]]:
     """Every session (the first `limit` by name, if given) x variant x proxy; one row each."""
     from transformers import AutoTokenizer
 
@@ -198,8 +216,15 @@ def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None,
                     if proxy == "engine":
                         continue
                     got = replay(lines, proxy, server.base, engine, variant, tokenizer)
-                    results.append({"session": path.stem, "dialect": _dialect(lines), "variant": variant,
-                                    "proxy": proxy, **score(got["log"], got["rows"])})
+                    results.append(
+                        {
+                            "session": path.stem,
+                            "dialect": _dialect(lines),
+                            "variant": variant,
+                            "proxy": proxy,
+                            **score(got["log"], got["rows"]),
+                        }
+                    )
                     if on_session is not None:
                         on_session(results[-1])
     finally:
@@ -210,8 +235,12 @@ def run(vllm_url: str | None, folder: Path = SESSIONS, on_session: Any = None,
 
 def _dialect(lines: list[dict[str, Any]]) -> str:
     route = lines[0]["route"]
-    for needle, name in (("messages", "anthropic"), ("responses", "openai responses"), ("chat", "openai chat"),
-                         ("enerateContent", "gemini")):
+    for needle, name in (
+        ("messages", "anthropic"),
+        ("responses", "openai responses"),
+        ("chat", "openai chat"),
+        ("enerateContent", "gemini"),
+    ):
         if needle in route:
             return name
     return route
@@ -219,8 +248,11 @@ def _dialect(lines: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--vllm-url", help="a vLLM whose /tokenize renders the reference's prompts "
-                                           "(default: start one; 'none' uses transformers' chat template)")
+    parser.add_argument(
+        "--vllm-url",
+        help="a vLLM whose /tokenize renders the reference's prompts "
+        "(default: start one; 'none' uses transformers' chat template)",
+    )
     parser.add_argument("--sessions", type=Path, default=SESSIONS)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
@@ -234,15 +266,22 @@ def main() -> None:
         url = server.base_url
     t0 = time.perf_counter()
     try:
-        rows = run(None if url == "none" else url.rstrip("/"), args.sessions,
-                   on_session=lambda r: print(json.dumps(r), file=sys.stderr))
+        rows = run(
+            None if url == "none" else url.rstrip("/"),
+            args.sessions,
+            on_session=lambda r: print(json.dumps(r), file=sys.stderr),
+        )
     finally:
         if server is not None:
             server.stop()
-    print(f"{'session':12} {'variant':14} {'proxy':18} {'turns':>5} {'seqs':>4} {'trained':>7} {'exact':>6} {'history':>7}")
+    print(
+        f"{'session':12} {'variant':14} {'proxy':18} {'turns':>5} {'seqs':>4} {'trained':>7} {'exact':>6} {'history':>7}"
+    )
     for r in rows:
-        print(f"{r['session']:12} {r['variant']:14} {r['proxy']:18} {r['turns']:5d} {r['sequences']:4d} "
-              f"{r['turns_trained']:7.2f} {r['exact_tokens']:6.3f} {r['history_exact']:7.2f}")
+        print(
+            f"{r['session']:12} {r['variant']:14} {r['proxy']:18} {r['turns']:5d} {r['sequences']:4d} "
+            f"{r['turns_trained']:7.2f} {r['exact_tokens']:6.3f} {r['history_exact']:7.2f}"
+        )
     print(f"({time.perf_counter() - t0:.0f}s)")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -31,7 +31,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "harbor"
-REFERENCE_PY = Path(os.environ.get("OPENENV_REFERENCE_PYTHON", REPO / ".cache" / "reference-venv" / "bin" / "python"))
+REFERENCE_PY = Path(
+    os.environ.get("OPENENV_REFERENCE_PYTHON", REPO / ".cache" / "reference-venv" / "bin" / "python")
+)
 
 
 def _cli_episode(harness: str, task: str, out: Path) -> float:
@@ -39,8 +41,19 @@ def _cli_episode(harness: str, task: str, out: Path) -> float:
     from openenv.harness.tasks import find_task
 
     the_task = find_task(task, str(FIXTURES))
-    summary = _run_one(harness, the_task, str(FIXTURES), "local", None, None, "oracle", "auto", "local", None,
-                       out / f"cli-{time.monotonic_ns()}.jsonl")
+    summary = _run_one(
+        harness,
+        the_task,
+        str(FIXTURES),
+        "local",
+        None,
+        None,
+        "oracle",
+        "auto",
+        "local",
+        None,
+        out / f"cli-{time.monotonic_ns()}.jsonl",
+    )
     assert summary.reward == 1.0, summary
     return float(summary.wall_s)
 
@@ -58,8 +71,15 @@ def _rollout(url: str, index: int) -> float:
         print(json.dumps({{"wall": wall, "ok": r.ok, "reward": r.reward, "server_wall": r.wall_s}}))
     """)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    done = subprocess.run([str(REFERENCE_PY), "-I", "-c", script], cwd="/", env=env, capture_output=True, text=True,
-                          check=True, timeout=900)
+    done = subprocess.run(
+        [str(REFERENCE_PY), "-I", "-c", script],
+        cwd="/",
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=900,
+    )
     out = json.loads(done.stdout.splitlines()[-1])
     assert out["ok"] and out["reward"] == 1.0, out
     return float(out["wall"])
@@ -71,10 +91,30 @@ def measure(rounds: int, harness: str, task: str, work: Path) -> dict[str, Any]:
     names = sorted(p.name for p in FIXTURES.iterdir() if (p / "task.toml").is_file())
     port = free_port()
     log = (work / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "serve", "harbor", "--tasks", str(FIXTURES),
-                               "--port", str(port), "--no-token", "--oracle-harness", harness, "--runs-dir",
-                               str(work / "runs"), "--max-rollouts", "1"], cwd=REPO, stdout=log,
-                              stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(REPO)})
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "serve",
+            "harbor",
+            "--tasks",
+            str(FIXTURES),
+            "--port",
+            str(port),
+            "--no-token",
+            "--oracle-harness",
+            harness,
+            "--runs-dir",
+            str(work / "runs"),
+            "--max-rollouts",
+            "1",
+        ],
+        cwd=REPO,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_health(url, timeout_s=180)
@@ -83,8 +123,11 @@ def measure(rounds: int, harness: str, task: str, work: Path) -> dict[str, Any]:
         _cli_episode(harness, task, work)  # warm-up: this process's engine
         rows = []
         for i in range(rounds):
-            pair = [("run_rollout", lambda: _rollout(url, index)), ("openenv run", lambda: _cli_episode(harness, task, work))]
-            for name, run in (pair if i % 2 == 0 else pair[::-1]):
+            pair = [
+                ("run_rollout", lambda: _rollout(url, index)),
+                ("openenv run", lambda: _cli_episode(harness, task, work)),
+            ]
+            for name, run in pair if i % 2 == 0 else pair[::-1]:
                 wall = run()
                 rows.append({"road": name, "wall_s": wall, "load": os.getloadavg()[0]})
                 print(f"{name}: {wall:.2f} s (load {rows[-1]['load']:.1f})", file=sys.stderr)
@@ -94,8 +137,16 @@ def measure(rounds: int, harness: str, task: str, work: Path) -> dict[str, Any]:
         log.close()
     cli = statistics.median(r["wall_s"] for r in rows if r["road"] == "openenv run")
     rollout = statistics.median(r["wall_s"] for r in rows if r["road"] == "run_rollout")
-    return {"harness": harness, "task": task, "rounds": rounds, "rows": rows, "cli_median_s": cli,
-            "rollout_median_s": rollout, "ratio": rollout / cli, "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    return {
+        "harness": harness,
+        "task": task,
+        "rounds": rounds,
+        "rows": rows,
+        "cli_median_s": cli,
+        "rollout_median_s": rollout,
+        "ratio": rollout / cli,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
 
 
 def section(data: dict[str, Any]) -> tuple[str, str]:
@@ -104,24 +155,26 @@ def section(data: dict[str, Any]) -> tuple[str, str]:
     text = textwrap.dedent(f"""\
         ## 6c. Harbor road: `run_rollout` vs `openenv run` (same oracle episode)
 
-        Measured {data['when']} by `bench/bench_harbor.py` ({data['rounds']} rounds, alternating; 1-min load
-        {min(loads):.1f}-{max(loads):.1f}): {data['harness']} on the Harbor fixture `{data['task']}`, `--policy oracle`,
+        Measured {data["when"]} by `bench/bench_harbor.py` ({data["rounds"]} rounds, alternating; 1-min load
+        {min(loads):.1f}-{max(loads):.1f}): {data["harness"]} on the Harbor fixture `{data["task"]}`, `--policy oracle`,
         local sandbox, tiny model on the local engine. `openenv run` is the CLI's own episode function in one
         process with the engine loaded; `run_rollout` is the reference's `HarborEnv` (its venv) calling
         `openenv serve harbor`, timed by the client around the call.
 
         | road | median wall s |
         |---|---|
-        | `openenv run` | {data['cli_median_s']:.2f} |
-        | `run_rollout` (reference client, WebSocket) | {data['rollout_median_s']:.2f} |
-        | ratio | **{data['ratio']:.2f}x** (target <= 1.1x) |
+        | `openenv run` | {data["cli_median_s"]:.2f} |
+        | `run_rollout` (reference client, WebSocket) | {data["rollout_median_s"]:.2f} |
+        | ratio | **{data["ratio"]:.2f}x** (target <= 1.1x) |
 
-        Every run, in order: {', '.join(f"{r['road']} {r['wall_s']:.1f} s" for r in data['rows'])}. On a
+        Every run, in order: {", ".join(f"{r['road']} {r['wall_s']:.1f} s" for r in data["rows"])}. On a
         machine this loaded the spread of one road (seconds) is larger than the gap between the roads; the
         ratio of medians is the figure, and its noise is of that size.
         """)
-    line = (f"Harbor road overhead (run_rollout / openenv run, same oracle episode): {data['ratio']:.2f}x "
-            f"(target <= 1.1x): {'**met**' if data['ratio'] <= 1.1 else '**not met**'}")
+    line = (
+        f"Harbor road overhead (run_rollout / openenv run, same oracle episode): {data['ratio']:.2f}x "
+        f"(target <= 1.1x): {'**met**' if data['ratio'] <= 1.1 else '**not met**'}"
+    )
     return text, line
 
 

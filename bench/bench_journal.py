@@ -38,15 +38,23 @@ async def _play(registry: Any, bodies: list[bytes]) -> None:
     ctx = RequestContext(path_params={}, query={}, headers={})
     for body in bodies:
         state = registry.dialect_state
-        await session.handle(dialect.to_canonical(dialect.parse(body, ctx, state), state), dialect.name, digest=None)
+        await session.handle(
+            dialect.to_canonical(dialect.parse(body, ctx, state), state), dialect.name, digest=None
+        )
     registry.close(session.token)
 
 
-async def _round(renderer: Any, backend: Any, fsync: bool | None, conversations: list[list[bytes]]) -> tuple[float, float]:
+async def _round(
+    renderer: Any, backend: Any, fsync: bool | None, conversations: list[list[bytes]]
+) -> tuple[float, float]:
     from openenv.capture.registry import CaptureSessionRegistry
 
-    registry = CaptureSessionRegistry(renderer=renderer, backend=backend, journal_dir=FOLDER if fsync is not None else None,
-                             journal_fsync=bool(fsync))
+    registry = CaptureSessionRegistry(
+        renderer=renderer,
+        backend=backend,
+        journal_dir=FOLDER if fsync is not None else None,
+        journal_fsync=bool(fsync),
+    )
     cpu, wall = time.process_time(), time.perf_counter()
     await asyncio.gather(*(_play(registry, c) for c in conversations))
     return time.process_time() - cpu, time.perf_counter() - wall
@@ -68,7 +76,9 @@ def main() -> None:
     order = list(MODES)
     for k in range(args.rounds + 1):  # round 0 warms up and is not counted
         for mode in order:  # each mode plays text no conversation has sent: no cache favours a mode
-            conversations = [conversation_bodies(args.turns, start=fresh(args.turns)) for _ in range(args.sessions)]
+            conversations = [
+                conversation_bodies(args.turns, start=fresh(args.turns)) for _ in range(args.sessions)
+            ]
             shutil.rmtree(FOLDER, ignore_errors=True)
             cpu, wall = asyncio.run(_round(renderer, backend, MODES[mode], conversations))
             if k:
@@ -80,12 +90,25 @@ def main() -> None:
     base_cpu, base_wall = totals["off"][0] / turns, totals["off"][1] / turns
     rows = []
     for mode, (cpu, wall) in totals.items():
-        rows.append([mode, f"{1000 * cpu / turns:.3f}", f"{cpu / turns / base_cpu:.2f}x",
-                     f"{1000 * (cpu / turns - base_cpu):+.3f}", f"{1000 * wall / turns:.3f}",
-                     f"{1000 * (wall / turns - base_wall):+.3f}"])
-    print(f"{args.sessions} sessions x {args.turns} turns, {args.rounds} rounds ({turns} turns per mode), "
-          f"journal on {FOLDER}")
-    print(_markdown(["journal", "CPU-ms / turn", "vs off", "CPU-ms added", "wall-ms / turn", "wall-ms added"], rows))
+        rows.append(
+            [
+                mode,
+                f"{1000 * cpu / turns:.3f}",
+                f"{cpu / turns / base_cpu:.2f}x",
+                f"{1000 * (cpu / turns - base_cpu):+.3f}",
+                f"{1000 * wall / turns:.3f}",
+                f"{1000 * (wall / turns - base_wall):+.3f}",
+            ]
+        )
+    print(
+        f"{args.sessions} sessions x {args.turns} turns, {args.rounds} rounds ({turns} turns per mode), "
+        f"journal on {FOLDER}"
+    )
+    print(
+        _markdown(
+            ["journal", "CPU-ms / turn", "vs off", "CPU-ms added", "wall-ms / turn", "wall-ms added"], rows
+        )
+    )
 
 
 def _markdown(head: list[str], rows: list[list[str]]) -> str:

@@ -52,10 +52,14 @@ def _timed(fn: Callable[[], object], reps: int) -> list[float]:
 
 def _image(base: str, work: Path) -> str:
     (work / "main.py").write_text("print('hi')\n")
-    (work / "Dockerfile").write_text(f"FROM {base}\nUSER root\nRUN echo bench > /etc/bench-marker && mkdir -p /srv/app\n"
-                                     "COPY main.py /srv/app/main.py\nWORKDIR /srv/app\n")
+    (work / "Dockerfile").write_text(
+        f"FROM {base}\nUSER root\nRUN echo bench > /etc/bench-marker && mkdir -p /srv/app\n"
+        "COPY main.py /srv/app/main.py\nWORKDIR /srv/app\n"
+    )
     tag = "openenv-bench/local-image:1"
-    subprocess.run(["docker", "build", "-q", "--network", "none", "-t", tag, str(work)], check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "build", "-q", "--network", "none", "-t", tag, str(work)], check=True, capture_output=True
+    )
     return tag
 
 
@@ -72,7 +76,9 @@ def _host_episode() -> None:
 
 
 def _docker_run(ref: str) -> None:
-    subprocess.run(["docker", "run", "--rm", "--network", "none", ref, "sh", "-c", ":"], check=True, capture_output=True)
+    subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", ref, "sh", "-c", ":"], check=True, capture_output=True
+    )
 
 
 def _docker_first(ref: str) -> None:
@@ -82,8 +88,13 @@ def _docker_first(ref: str) -> None:
 
 def _row(label: str, times: list[float], base: float) -> dict[str, Any]:
     median = statistics.median(times)
-    return {"what": label, "n": len(times), "median_ms": round(median * 1000, 1),
-            "p90_ms": round(_p90(times) * 1000, 1), "ratio": round(median / base, 3) if base else None}
+    return {
+        "what": label,
+        "n": len(times),
+        "median_ms": round(median * 1000, 1),
+        "p90_ms": round(_p90(times) * 1000, 1),
+        "ratio": round(median / base, 3) if base else None,
+    }
 
 
 def main() -> None:
@@ -102,18 +113,22 @@ def main() -> None:
             subprocess.run(["docker", "rmi", ref, tag], check=True, capture_output=True)
             task = Task(id="bench", instruction="x", tests={"test.sh": "true"}, image=ref, workdir="/srv/app")
             counter = iter(range(10_000))
-            fresh = lambda: work / f"cache-{next(counter)}"  # noqa: E731
+            fresh = lambda: work / f"cache-{next(counter)}"
             results: dict[str, list[float]] = {}
             results["rootfs get, miss (skopeo fetch + umoci unpack)"] = _timed(
-                lambda: RootfsCache(fresh()).get(ref), args.miss_reps)
+                lambda: RootfsCache(fresh()).get(ref), args.miss_reps
+            )
             warm_cache = fresh()
             RootfsCache(warm_cache).get(ref)
             results["rootfs get, hit (cached digest, no network)"] = _timed(
-                lambda: RootfsCache(warm_cache).get(ref), args.reps * 4)
+                lambda: RootfsCache(warm_cache).get(ref), args.reps * 4
+            )
             results["local sandbox over the image: first episode start (miss)"] = _timed(
-                lambda: _episode(task, fresh()), args.miss_reps)
+                lambda: _episode(task, fresh()), args.miss_reps
+            )
             results["local sandbox over the image: warm episode start (hit)"] = _timed(
-                lambda: _episode(task, warm_cache), args.reps)
+                lambda: _episode(task, warm_cache), args.reps
+            )
             results["local sandbox on the host system (no image)"] = _timed(_host_episode, args.reps)
 
             def docker_first() -> None:
@@ -121,7 +136,9 @@ def main() -> None:
                 _docker_first(ref)
 
             results["docker: first (docker pull + docker run)"] = _timed(docker_first, args.miss_reps)
-            results["docker: warm (docker run, image present; baseline)"] = _timed(lambda: _docker_run(ref), args.reps)
+            results["docker: warm (docker run, image present; baseline)"] = _timed(
+                lambda: _docker_run(ref), args.reps
+            )
             subprocess.run(["docker", "rmi", ref], capture_output=True)
     base = statistics.median(results["docker: warm (docker run, image present; baseline)"])
     rows = [_row(label, times, base) for label, times in results.items()]

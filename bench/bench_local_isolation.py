@@ -36,8 +36,9 @@ def _p90(values: list[float]) -> float:
 
 def _makers(port: int) -> dict[str, Callable[[], LocalSandbox]]:
     return {
-        "none (baseline: host, no cgroup)": lambda: LocalSandbox(isolation="none", network="host",
-                                                                 limits=_NO_LIMITS, forward_ports=(port,)),
+        "none (baseline: host, no cgroup)": lambda: LocalSandbox(
+            isolation="none", network="host", limits=_NO_LIMITS, forward_ports=(port,)
+        ),
         "bwrap + cgroup, loopback netns": lambda: LocalSandbox(forward_ports=(port,)),
         "bwrap + cgroup, host network": lambda: LocalSandbox(network="host", forward_ports=(port,)),
     }
@@ -48,8 +49,11 @@ def _first_command(make: Callable[[], LocalSandbox]) -> float:
     box = make()
     try:
         marker = box.workspace / "started"
-        box.start(["sh", "-c", f"touch {box.workdir}/started 2>/dev/null || touch {marker}; sleep 30"], env={},
-                  timeout_s=60)
+        box.start(
+            ["sh", "-c", f"touch {box.workdir}/started 2>/dev/null || touch {marker}; sleep 30"],
+            env={},
+            timeout_s=60,
+        )
         while not marker.exists():
             time.sleep(0.001)
         return time.perf_counter() - start
@@ -74,8 +78,12 @@ def _first_request(harness: str, server: Any, reps: int, isolation: str) -> list
 
     times = []
     for _ in range(reps):
-        env = HarnessEnvironment(harness, server=server, isolation=isolation,  # type: ignore[arg-type]
-                                 network="host" if isolation == "none" else "loopback")
+        env = HarnessEnvironment(
+            harness,
+            server=server,
+            isolation=isolation,  # type: ignore[arg-type]
+            network="host" if isolation == "none" else "loopback",
+        )
         start = time.perf_counter()
         try:
             obs = env.reset(task=builtin_task("fix-temperature-conversion"))
@@ -88,8 +96,12 @@ def _first_request(harness: str, server: Any, reps: int, isolation: str) -> list
 
 def _row(label: str, times: list[float], base: float) -> dict[str, Any]:
     median = statistics.median(times)
-    return {"what": label, "median_ms": round(median * 1000, 1), "p90_ms": round(_p90(times) * 1000, 1),
-            "ratio": round(median / base, 2) if base else None}
+    return {
+        "what": label,
+        "median_ms": round(median * 1000, 1),
+        "p90_ms": round(_p90(times) * 1000, 1),
+        "ratio": round(median / base, 2) if base else None,
+    }
 
 
 def main() -> None:
@@ -102,8 +114,10 @@ def main() -> None:
     logging.getLogger("openenv.sandbox").setLevel(logging.ERROR)  # the opt-out warnings, once per sandbox
     rows = []
     makers = _makers(free_port())
-    for title, measure in (("sandbox + first command", lambda m: [_first_command(m) for _ in range(args.reps)]),
-                           ("run(['true'])", lambda m: _short_command(m, args.reps))):
+    for title, measure in (
+        ("sandbox + first command", lambda m: [_first_command(m) for _ in range(args.reps)]),
+        ("run(['true'])", lambda m: _short_command(m, args.reps)),
+    ):
         results = {label: measure(make) for label, make in makers.items()}
         base = statistics.median(next(iter(results.values())))
         rows += [_row(f"{title}: {label}", times, base) for label, times in results.items()]
@@ -120,8 +134,10 @@ def main() -> None:
         finally:
             server.stop()
         base = statistics.median(base_times)
-        rows += [_row(f"{args.harness} first model request: none (baseline)", base_times, base),
-                 _row(f"{args.harness} first model request: bwrap + cgroup, loopback", isolated, base)]
+        rows += [
+            _row(f"{args.harness} first model request: none (baseline)", base_times, base),
+            _row(f"{args.harness} first model request: bwrap + cgroup, loopback", isolated, base),
+        ]
     if args.json:
         print(json.dumps(rows))
         return

@@ -32,8 +32,16 @@ TEMPERATURE = 0.7
 
 
 def body(prompt: list[int]) -> dict[str, Any]:
-    return {"model": "tiny", "prompt": prompt, "max_tokens": MAX_TOKENS, "min_tokens": MAX_TOKENS,
-            "temperature": TEMPERATURE, "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False}
+    return {
+        "model": "tiny",
+        "prompt": prompt,
+        "max_tokens": MAX_TOKENS,
+        "min_tokens": MAX_TOKENS,
+        "temperature": TEMPERATURE,
+        "logprobs": 0,
+        "return_token_ids": True,
+        "skip_special_tokens": False,
+    }
 
 
 def timed(client: httpx.Client, url: str, payload: dict[str, Any]) -> float:
@@ -54,22 +62,40 @@ def measure(urls: dict[str, str], requests: int) -> dict[str, Any]:
             for mode in order:
                 timed(client, urls[mode], body(prompt))
         for i in range(requests):
-            round_ = {mode: timed(client, urls[mode], body(prompt)) for mode in (order if i % 2 == 0 else order[::-1])}
+            round_ = {
+                mode: timed(client, urls[mode], body(prompt))
+                for mode in (order if i % 2 == 0 else order[::-1])
+            }
             for mode, ms in round_.items():
                 times[mode].append(ms)
             ratios.append(round_["processed"] / round_["raw"])
-    rows = [{"mode": mode, "n": len(ms), "median_ms": statistics.median(ms),
-             "p90_ms": statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0]} for mode, ms in times.items()]
+    rows = [
+        {
+            "mode": mode,
+            "n": len(ms),
+            "median_ms": statistics.median(ms),
+            "p90_ms": statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0],
+        }
+        for mode, ms in times.items()
+    ]
     raw = next(r for r in rows if r["mode"] == "raw")
     for row in rows:
         row["ratio"] = row["median_ms"] / raw["median_ms"]
-    return {"rows": rows, "paired_ratio": statistics.median(ratios), "load": os.getloadavg(),
-            "max_tokens": MAX_TOKENS, "prompt_tokens": len(prompt), "temperature": TEMPERATURE}
+    return {
+        "rows": rows,
+        "paired_ratio": statistics.median(ratios),
+        "load": os.getloadavg(),
+        "max_tokens": MAX_TOKENS,
+        "prompt_tokens": len(prompt),
+        "temperature": TEMPERATURE,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--processed-url", help="a vLLM on the tiny model started processed (default: start one)")
+    parser.add_argument(
+        "--processed-url", help="a vLLM on the tiny model started processed (default: start one)"
+    )
     parser.add_argument("--raw-url", help="one started with raw_logprobs (default: start one)")
     parser.add_argument("--requests", type=int, default=24)
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
@@ -100,8 +126,10 @@ def main() -> None:
         print(json.dumps(result))
         return
     for row in result["rows"]:
-        print(f"{row['mode']:>9}: median {row['median_ms']:.1f} ms, p90 {row['p90_ms']:.1f} ms, "
-              f"{row['ratio']:.3f}x raw")
+        print(
+            f"{row['mode']:>9}: median {row['median_ms']:.1f} ms, p90 {row['p90_ms']:.1f} ms, "
+            f"{row['ratio']:.3f}x raw"
+        )
     print(f"paired processed/raw: {result['paired_ratio']:.3f}x (load {result['load'][0]:.1f})")
 
 

@@ -54,13 +54,33 @@ sys.path.insert(0, str(REPO))
 import servers
 from servers import REF_PYTHON, REF_VENV, REF_VERSION
 
-__all__ = ["REF_PYTHON", "REF_VENV", "REF_VERSION", "Target", "TARGETS", "latency", "start_engine", "throughput",
-           "throughput_table"]
+__all__ = [
+    "REF_PYTHON",
+    "REF_VENV",
+    "REF_VERSION",
+    "Target",
+    "TARGETS",
+    "latency",
+    "start_engine",
+    "throughput",
+    "throughput_table",
+]
 
-TOOLS = [{"type": "function", "function": {
-    "name": f"tool_{i}", "description": "Run a shell command in the workspace and return its output. " * 4,
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
-                   "required": ["command"]}}} for i in range(8)]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"tool_{i}",
+            "description": "Run a shell command in the workspace and return its output. " * 4,
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}, "timeout": {"type": "integer"}},
+                "required": ["command"],
+            },
+        },
+    }
+    for i in range(8)
+]
 SYSTEM = "You are a coding agent working in a repository. Use the tools to inspect and edit files. " * 20
 CALL = '<tool_call>\n{"name": "tool_0", "arguments": {"command": "cat module.py"}}\n</tool_call>'
 
@@ -105,7 +125,13 @@ def serve_instant(port: int) -> None:
     renderer = Renderer.from_pretrained(tiny_model_path())
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
     registry = CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids))
-    uvicorn.run(create_app(registry, freeze_gc=True), host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    uvicorn.run(
+        create_app(registry, freeze_gc=True),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 # ---- conversations -----------------------------------------------------------------------------------
@@ -115,7 +141,9 @@ def serve_instant(port: int) -> None:
 def _corpus() -> str:
     """Real-looking tool output: the stdlib's own sources (~13 MB, deterministic)."""
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in stdlib.rglob("*.py") if not {"test", "tests", "site-packages", "idlelib"} & set(p.parts))
+    files = sorted(
+        p for p in stdlib.rglob("*.py") if not {"test", "tests", "site-packages", "idlelib"} & set(p.parts)
+    )
     return "".join(p.read_text(errors="replace") for p in files)
 
 
@@ -123,7 +151,7 @@ def tool_outputs(n: int, chars: int = 1900, start: int = 0) -> list[str]:
     """`n` consecutive `chars`-long slices of the corpus from slice number `start` (wrapping around)."""
     text = _corpus()
     slices = len(text) // chars
-    return [text[(k % slices) * chars:(k % slices + 1) * chars] for k in range(start, start + n)]
+    return [text[(k % slices) * chars : (k % slices + 1) * chars] for k in range(start, start + n)]
 
 
 _SAME_SLICES = 61  # slices 0-60: the task and tool results every "same" conversation plays
@@ -155,14 +183,20 @@ def conversation_bodies(turns: int, tag: str = "", chars: int = 1900, start: int
     report, *outputs = (tag + out for out in tool_outputs(turns + 1, chars, start))
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": f"Fix the failing test in module.py. The test report:\n{report}"}]
+        {"role": "user", "content": f"Fix the failing test in module.py. The test report:\n{report}"},
+    ]
     bodies = []
     for k, output in enumerate(outputs[:turns]):
         bodies.append(json.dumps({"model": "tiny", "messages": messages, "tools": TOOLS}).encode())
-        call = {"id": f"call_{k}", "type": "function",
-                "function": {"name": "tool_0", "arguments": '{"command": "cat module.py"}'}}
-        messages = messages + [{"role": "assistant", "content": None, "tool_calls": [call]},
-                               {"role": "tool", "tool_call_id": f"call_{k}", "content": output}]
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "tool_0", "arguments": '{"command": "cat module.py"}'},
+        }
+        messages = messages + [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": output},
+        ]
     return bodies
 
 
@@ -247,7 +281,11 @@ class Reference(Target):
     async def open(self, http: Any) -> tuple[str, dict[str, str], str]:
         async with http.post(f"{self.base}/sessions", json={}) as r:
             token = str((await r.json())["session_id"])
-        return f"{self.base}/v1/chat/completions", {"authorization": f"Bearer {token}"}, token  # key = session id
+        return (
+            f"{self.base}/v1/chat/completions",
+            {"authorization": f"Bearer {token}"},
+            token,
+        )  # key = session id
 
     async def merged(self, http: Any, token: str) -> bool:
         async with http.get(f"{self.base}/sessions/{token}/rollout") as r:
@@ -271,8 +309,9 @@ async def _play(http: Any, url: str, headers: dict[str, str], bodies: list[bytes
                 raise RuntimeError(f"proxy answered {r.status}: {await r.text()}")
 
 
-async def _round(target: Target, plays: list[list[bytes]], check: bool = False,
-                 engine: psutil.Process | None = None) -> tuple[float, float]:
+async def _round(
+    target: Target, plays: list[list[bytes]], check: bool = False, engine: psutil.Process | None = None
+) -> tuple[float, float]:
     """Open a session per conversation, play them all concurrently, close them. Returns the proxy's
     and the engine's CPU seconds spent on the conversations only (session admin is outside the span)."""
     import aiohttp
@@ -282,7 +321,9 @@ async def _round(target: Target, plays: list[list[bytes]], check: bool = False,
         assert target.proc is not None
         proc = psutil.Process(target.proc.pid)
         cpu0, engine0 = _cpu(proc), _cpu(engine) if engine else 0.0
-        await asyncio.gather(*(_play(http, url, headers, bodies) for (url, headers, _), bodies in zip(sessions, plays)))
+        await asyncio.gather(
+            *(_play(http, url, headers, bodies) for (url, headers, _), bodies in zip(sessions, plays))
+        )
         cpu, engine_cpu = _cpu(proc) - cpu0, (_cpu(engine) - engine0 if engine else 0.0)
         for _, _, token in sessions:
             if check and not await target.merged(http, token):
@@ -291,8 +332,17 @@ async def _round(target: Target, plays: list[list[bytes]], check: bool = False,
     return cpu, engine_cpu
 
 
-def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 960, distinct: bool = False,
-               tool_chars: int = 1900, max_seconds: float = 20.0, engine_pid: int | None = None) -> dict[str, Any]:
+def throughput(
+    target: Target,
+    turns: int,
+    sessions: int,
+    *,
+    min_turns: int = 960,
+    distinct: bool = False,
+    tool_chars: int = 1900,
+    max_seconds: float = 20.0,
+    engine_pid: int | None = None,
+) -> dict[str, Any]:
     """One row: `sessions` concurrent conversations of `turns` turns, repeated until `min_turns` turns
     were played or `max_seconds` passed (at least one round). With `distinct`, every conversation has
     its own tool outputs, so no cache shared across sessions can help (the default: identical
@@ -307,8 +357,10 @@ def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 96
     wall = cpu = engine_cpu = 0.0
     done = 0
     for r in range(rounds):
-        plays = [conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars, fresh(turns)) if distinct else bodies
-                 for i in range(sessions)]
+        plays = [
+            conversation_bodies(turns, f"[{r}.{i}]\n", tool_chars, fresh(turns)) if distinct else bodies
+            for i in range(sessions)
+        ]
         t0 = time.perf_counter()
         proxy_s, engine_s = asyncio.run(_round(target, plays, engine=engine))
         cpu, engine_cpu = cpu + proxy_s, engine_cpu + engine_s
@@ -316,9 +368,16 @@ def throughput(target: Target, turns: int, sessions: int, *, min_turns: int = 96
         done += sessions * turns
         if wall > max_seconds:
             break
-    return {"target": target.name, "turns": turns, "turns_per_s": done / wall, "cpu_ms": 1000 * cpu / done,
-            "engine_cpu_ms": 1000 * engine_cpu / done if engine else None,  # None: no engine process measured
-            "rss_mb": proc.memory_info().rss / 2**20, "done": done, "distinct": distinct}
+    return {
+        "target": target.name,
+        "turns": turns,
+        "turns_per_s": done / wall,
+        "cpu_ms": 1000 * cpu / done,
+        "engine_cpu_ms": 1000 * engine_cpu / done if engine else None,  # None: no engine process measured
+        "rss_mb": proc.memory_info().rss / 2**20,
+        "done": done,
+        "distinct": distinct,
+    }
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -340,9 +399,17 @@ def prompt_tokens_at(turns: int, tool_chars: int = 1900) -> int:
     return len(renderer.full_prompt(req.messages, req.tools)[1])
 
 
-def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, *,
-                     distinct: tuple[bool, ...] = (False,), tool_chars: int = 1900, min_turns: int = 960,
-                     max_seconds: float = 20.0, on_row: Any = None) -> list[dict[str, Any]]:
+def throughput_table(
+    targets: list[str],
+    turn_counts: list[int],
+    sessions: int,
+    *,
+    distinct: tuple[bool, ...] = (False,),
+    tool_chars: int = 1900,
+    min_turns: int = 960,
+    max_seconds: float = 20.0,
+    on_row: Any = None,
+) -> list[dict[str, Any]]:
     """Every target at every conversation length (and sharing mode); ratios vs the target's own 1-turn
     row and vs the reference in the same mode and length. Starts the instant engine and each proxy once."""
     engine = start_engine() if set(targets) - {"ours-inproc"} else None
@@ -356,12 +423,23 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
                 for mode in distinct:
                     for turns in turn_counts:
                         try:
-                            row = throughput(target, turns, sessions, distinct=mode, tool_chars=tool_chars,
-                                             min_turns=min_turns, max_seconds=max_seconds,
-                                             engine_pid=engine.pid if engine else None)
-                        except Exception as exc:  # noqa: BLE001 - a failed row is a result; the run goes on
-                            row = {"target": target.name, "turns": turns, "distinct": mode,
-                                   "error": f"{type(exc).__name__}: {exc}"[:200]}
+                            row = throughput(
+                                target,
+                                turns,
+                                sessions,
+                                distinct=mode,
+                                tool_chars=tool_chars,
+                                min_turns=min_turns,
+                                max_seconds=max_seconds,
+                                engine_pid=engine.pid if engine else None,
+                            )
+                        except Exception as exc:
+                            row = {
+                                "target": target.name,
+                                "turns": turns,
+                                "distinct": mode,
+                                "error": f"{type(exc).__name__}: {exc}"[:200],
+                            }
                         rows.append(row)
                         if on_row is not None:
                             on_row(row)
@@ -376,13 +454,20 @@ def throughput_table(targets: list[str], turn_counts: list[int], sessions: int, 
             continue
         same = [r for r in rows if r["distinct"] == row["distinct"] and "error" not in r]
         base = next(r for r in same if r["target"] == row["target"])
-        ref = next((r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None)
+        ref = next(
+            (r for r in same if r["target"].startswith("reference") and r["turns"] == row["turns"]), None
+        )
         engines = None if ref is None else (ref["engine_cpu_ms"], row["engine_cpu_ms"])
-        row.update(tokens=tokens[row["turns"]], cpu_ratio=row["cpu_ms"] / base["cpu_ms"],
-                   per_core=1000 / row["cpu_ms"], rate_vs_ref=row["turns_per_s"] / ref["turns_per_s"] if ref else None,
-                   cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None,
-                   system_vs_ref=(ref["cpu_ms"] + engines[0]) / (row["cpu_ms"] + engines[1])
-                   if engines is not None and None not in engines else None)
+        row.update(
+            tokens=tokens[row["turns"]],
+            cpu_ratio=row["cpu_ms"] / base["cpu_ms"],
+            per_core=1000 / row["cpu_ms"],
+            rate_vs_ref=row["turns_per_s"] / ref["turns_per_s"] if ref else None,
+            cpu_vs_ref=ref["cpu_ms"] / row["cpu_ms"] if ref else None,
+            system_vs_ref=(ref["cpu_ms"] + engines[0]) / (row["cpu_ms"] + engines[1])
+            if engines is not None and None not in engines
+            else None,
+        )
     return rows
 
 
@@ -395,19 +480,32 @@ DIRECT = "vllm direct"
 DIRECT_CAPTURING = "vllm direct + logprobs, ids"
 
 
-def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[bool, ...] = (False, True),
-            on_progress: Any = None) -> list[dict[str, Any]]:
+def latency(
+    vllm_url: str,
+    requests: int,
+    max_tokens: int,
+    *,
+    streams: tuple[bool, ...] = (False, True),
+    on_progress: Any = None,
+) -> list[dict[str, Any]]:
     """Latency straight to vLLM (plain, and asking for the logprobs and token ids a capture needs),
     through our proxy and (if installed) through the reference, on the same chat request, non-streamed
     and streamed (to the last byte). Targets alternate order every round (ABCD DCBA ...) so drift and
     background load hit all alike. Proxy CPU-ms per request is the proxy process's own user+system time,
     which a loaded machine does not inflate."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing test."}]
-    body = {"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.0, "max_tokens": max_tokens}
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "tools": TOOLS,
+        "temperature": 0.0,
+        "max_tokens": max_tokens,
+    }
     chat = f"{vllm_url}/v1/chat/completions"
     targets: dict[str, tuple[str, dict[str, str], subprocess.Popen[bytes] | None, dict[str, Any]]] = {
         DIRECT: (chat, {}, None, {}),
-        DIRECT_CAPTURING: (chat, {}, None, {"logprobs": True, "return_token_ids": True})}
+        DIRECT_CAPTURING: (chat, {}, None, {"logprobs": True, "return_token_ids": True}),
+    }
     ours, ours_url = _start_ours(vllm_url)  # a subprocess, like vLLM and the reference: no shared GIL
     reference = _start_reference(vllm_url)
     targets["openenv proxy"] = (ours_url, {}, ours, {})
@@ -438,11 +536,19 @@ def latency(vllm_url: str, requests: int, max_tokens: int, *, streams: tuple[boo
     for (name, stream), t in times.items():
         base = statistics.median(times[(DIRECT, stream)])
         capturing = statistics.median(times[(DIRECT_CAPTURING, stream)])
-        rows.append({"target": name, "stream": stream, "n": len(t), "median_ms": 1000 * statistics.median(t),
-                     "p90_ms": 1000 * _p90(t), "ratio": statistics.median(t) / base,
-                     "ratio_capturing": statistics.median(t) / capturing,
-                     "added_ms": 1000 * (statistics.median(t) - base),
-                     "proxy_cpu_ms": 1000 * cpu[(name, stream)] / len(t) if targets[name][2] is not None else None})
+        rows.append(
+            {
+                "target": name,
+                "stream": stream,
+                "n": len(t),
+                "median_ms": 1000 * statistics.median(t),
+                "p90_ms": 1000 * _p90(t),
+                "ratio": statistics.median(t) / base,
+                "ratio_capturing": statistics.median(t) / capturing,
+                "added_ms": 1000 * (statistics.median(t) - base),
+                "proxy_cpu_ms": 1000 * cpu[(name, stream)] / len(t) if targets[name][2] is not None else None,
+            }
+        )
     return rows
 
 
@@ -483,7 +589,10 @@ def _start_reference(vllm_url: str) -> tuple[subprocess.Popen[bytes], tuple[str,
         print(f"(reference server not measured: {exc})", file=sys.stderr)
         ref.stop()
         return None
-    return ref.proc, (f"{ref.base}/v1/chat/completions", {"authorization": f"Bearer {token}"})  # key = session id
+    return ref.proc, (
+        f"{ref.base}/v1/chat/completions",
+        {"authorization": f"Bearer {token}"},
+    )  # key = session id
 
 
 def _reference_session(base: str) -> str:
@@ -500,7 +609,9 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, str]]) -> s
     lines = [head, "-" * len(head)]
     for row in rows:
         cells = ["-" if row[key] is None else format(row[key], fmt) for key, _, fmt in columns]
-        lines.append(" | ".join(f"{c:>{len(t) if i else 18}}" for i, (c, (_, t, _)) in enumerate(zip(cells, columns))))
+        lines.append(
+            " | ".join(f"{c:>{len(t) if i else 18}}" for i, (c, (_, t, _)) in enumerate(zip(cells, columns)))
+        )
     return "\n".join(lines)
 
 
@@ -526,16 +637,33 @@ def main() -> None:
     out: dict[str, Any] = {}
     if not args.skip_throughput:
         rows = out["throughput"] = throughput_table(
-            args.targets.split(","), [int(t) for t in args.turns.split(",")], args.sessions,
-            distinct=(args.distinct,), tool_chars=args.tool_chars)
+            args.targets.split(","),
+            [int(t) for t in args.turns.split(",")],
+            args.sessions,
+            distinct=(args.distinct,),
+            tool_chars=args.tool_chars,
+        )
         shared = "distinct tool outputs per session" if args.distinct else "identical conversations"
-        print(f"\nthroughput: {args.sessions} concurrent sessions ({shared}), instant engine, "
-              "vs base = the target's 1-turn row")
-        print(_table(rows, [("target", "target", "s"), ("turns", "turns", "d"), ("tokens", "last prompt tokens", "d"),
-                            ("turns_per_s", "turns/s", ".0f"), ("cpu_ms", "CPU-ms/turn", ".2f"),
-                            ("cpu_ratio", "vs base", ".2f"), ("per_core", "turns/s per core", ".0f"),
-                            ("engine_cpu_ms", "engine CPU-ms/turn", ".2f"),
-                            ("rss_mb", "RSS MB", ".0f")]))
+        print(
+            f"\nthroughput: {args.sessions} concurrent sessions ({shared}), instant engine, "
+            "vs base = the target's 1-turn row"
+        )
+        print(
+            _table(
+                rows,
+                [
+                    ("target", "target", "s"),
+                    ("turns", "turns", "d"),
+                    ("tokens", "last prompt tokens", "d"),
+                    ("turns_per_s", "turns/s", ".0f"),
+                    ("cpu_ms", "CPU-ms/turn", ".2f"),
+                    ("cpu_ratio", "vs base", ".2f"),
+                    ("per_core", "turns/s per core", ".0f"),
+                    ("engine_cpu_ms", "engine CPU-ms/turn", ".2f"),
+                    ("rss_mb", "RSS MB", ".0f"),
+                ],
+            )
+        )
     if not args.skip_latency:
         server = None
         url = args.vllm_url
@@ -550,11 +678,23 @@ def main() -> None:
         finally:
             if server is not None:
                 server.stop()
-        print(f"\nlatency: {args.requests} chat requests each, greedy, max_tokens={args.max_tokens}, "
-              "baseline = vLLM direct")
-        print(_table(rows, [("target", "target", "s"), ("stream", "stream", "d"), ("median_ms", "median ms", ".1f"),
-                            ("p90_ms", "p90 ms", ".1f"), ("ratio", "vs vLLM", ".3f"),
-                            ("ratio_capturing", "vs vLLM + logprobs", ".3f")]))
+        print(
+            f"\nlatency: {args.requests} chat requests each, greedy, max_tokens={args.max_tokens}, "
+            "baseline = vLLM direct"
+        )
+        print(
+            _table(
+                rows,
+                [
+                    ("target", "target", "s"),
+                    ("stream", "stream", "d"),
+                    ("median_ms", "median ms", ".1f"),
+                    ("p90_ms", "p90 ms", ".1f"),
+                    ("ratio", "vs vLLM", ".3f"),
+                    ("ratio_capturing", "vs vLLM + logprobs", ".3f"),
+                ],
+            )
+        )
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))
 

@@ -33,24 +33,30 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from openenv.harness.sandbox.docker_episode import sandbox_factory  # noqa: E402
-from openenv.harness.sandbox.images import OFFLINE_BASE  # noqa: E402
-from openenv.harness.tasks import load_harbor_task  # noqa: E402
-from openenv.harness.tasks.model import Task  # noqa: E402
-from openenv.testing.registry import LoopbackRegistry  # noqa: E402
+from openenv.harness.sandbox.docker_episode import sandbox_factory
+from openenv.harness.sandbox.images import OFFLINE_BASE
+from openenv.harness.tasks import load_harbor_task
+from openenv.harness.tasks.model import Task
+from openenv.testing.registry import LoopbackRegistry
 
 HEADING = "## 9. Registry images"
 
 
 def _image(client: docker.DockerClient, tag: str, layer_mb: int) -> None:
-    dockerfile = (f"FROM {OFFLINE_BASE}\nUSER root\nRUN head -c {layer_mb}M /dev/urandom > /opt/blob && "
-                  "mkdir -p /app && echo 'print(1)' > /app/main.py\nWORKDIR /app\n")
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, network_mode="none", rm=True)
+    dockerfile = (
+        f"FROM {OFFLINE_BASE}\nUSER root\nRUN head -c {layer_mb}M /dev/urandom > /opt/blob && "
+        "mkdir -p /app && echo 'print(1)' > /app/main.py\nWORKDIR /app\n"
+    )
+    client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, network_mode="none", rm=True
+    )
 
 
 def _task(folder: Path, reference: str) -> Task:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "task.toml").write_text(f'schema_version = "1.4"\n[environment]\ndocker_image = "{reference}"\n')
+    (folder / "task.toml").write_text(
+        f'schema_version = "1.4"\n[environment]\ndocker_image = "{reference}"\n'
+    )
     (folder / "instruction.md").write_text("Nothing to do.\n")
     (folder / "tests").mkdir(exist_ok=True)
     (folder / "tests" / "test.sh").write_text("#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n")
@@ -82,14 +88,17 @@ def _sandbox_start(client: docker.DockerClient, task: Task) -> float:
 
 def _docker_run(reference: str) -> float:
     start = time.perf_counter()
-    subprocess.run(["docker", "run", "--rm", "--network", "none", reference, "true"], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["docker", "run", "--rm", "--network", "none", reference, "true"], check=True, capture_output=True
+    )
     return time.perf_counter() - start
 
 
 def measure(reps: int, layer_mb: int) -> dict[str, list[float]]:
     client = docker.from_env()
-    times: dict[str, list[float]] = {k: [] for k in ("sandbox first", "sandbox warm", "run first", "run warm")}
+    times: dict[str, list[float]] = {
+        k: [] for k in ("sandbox first", "sandbox warm", "run first", "run warm")
+    }
     with tempfile.TemporaryDirectory(prefix="openenv-bench-pull-") as tmp:
         os.environ["OPENENV_PULLED_DIR"] = f"{tmp}/pulled"  # the bench's pulls are not the user's ledger
         os.environ["OPENENV_LOCK_DIR"] = f"{tmp}/locks"
@@ -135,11 +144,17 @@ def section(times: dict[str, list[float]], reps: int, layer_mb: int) -> str:
     ]
     for what, key, baseline in rows:
         values = times[key]
-        lines.append(f"| {what} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
-                     f"{statistics.median(values) / baseline:.2f} |")
-    lines += ["", "A warm sandbox start does more than `docker run ... true`: the workdir is copied out of the "
-              "image for the episode's workspace, the proxy forwarder is started and a command is run in the "
-              "container; the pull itself is the engine's (one per image, however many episodes ask).", ""]
+        lines.append(
+            f"| {what} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
+            f"{statistics.median(values) / baseline:.2f} |"
+        )
+    lines += [
+        "",
+        "A warm sandbox start does more than `docker run ... true`: the workdir is copied out of the "
+        "image for the episode's workspace, the proxy forwarder is started and a command is run in the "
+        "container; the pull itself is the engine's (one per image, however many episodes ask).",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -150,7 +165,7 @@ def write(path: Path, text: str) -> None:
         doc = doc.rstrip("\n") + "\n\n" + text
     else:
         end = doc.find("\n## ", start + 1)
-        doc = doc[:start] + text + ("" if end < 0 else doc[end + 1:])
+        doc = doc[:start] + text + ("" if end < 0 else doc[end + 1 :])
     path.write_text(doc)
 
 

@@ -39,7 +39,9 @@ PHASES = ("parse", "canonical", "digest", "handle", "reply")
 KEYS = (*PHASES, "whole")
 
 
-async def play(registry: Any, plays: list[list[bytes]], first: dict[str, float], later: dict[str, float]) -> None:
+async def play(
+    registry: Any, plays: list[list[bytes]], first: dict[str, float], later: dict[str, float]
+) -> None:
     """Play each conversation in its own session; a phase's CPU seconds go to `first` for a
     conversation's first turn (system prompt and task, no tool result) and to `later` for the rest."""
     from openenv.capture.dialects._shared import parse_body
@@ -71,10 +73,16 @@ async def play(registry: Any, plays: list[list[bytes]], first: dict[str, float],
         registry.close(session.token)
 
 
-def measure(renderer: Any, turns: int, sessions: int, same: bool, rnd: int, registry: Any) -> dict[str, float]:
+def measure(
+    renderer: Any, turns: int, sessions: int, same: bool, rnd: int, registry: Any
+) -> dict[str, float]:
     """CPU-ms of each phase per turn after the first, of the first turn, and of all turns, in one round."""
-    plays = [conversation_bodies(turns) if same else conversation_bodies(turns, f"[{turns}.{rnd}.{i}]\n", start=fresh(turns))
-             for i in range(sessions)]
+    plays = [
+        conversation_bodies(turns)
+        if same
+        else conversation_bodies(turns, f"[{turns}.{rnd}.{i}]\n", start=fresh(turns))
+        for i in range(sessions)
+    ]
     first, later = dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)
     asyncio.run(play(registry, plays, first, later))
     n_later = sessions * (turns - 1)
@@ -93,7 +101,14 @@ def rows(renderer: Any, lengths: list[int], sessions: int, same: bool, rounds: i
     ids = renderer.encode(CALL) + [renderer.tokenizer.eos_token_id]
     registries = {n: CaptureSessionRegistry(renderer=renderer, backend=InstantBackend(ids)) for n in lengths}
     for n, registry in registries.items():
-        asyncio.run(play(registry, [conversation_bodies(n, "warm\n")], dict.fromkeys(KEYS, 0.0), dict.fromkeys(KEYS, 0.0)))
+        asyncio.run(
+            play(
+                registry,
+                [conversation_bodies(n, "warm\n")],
+                dict.fromkeys(KEYS, 0.0),
+                dict.fromkeys(KEYS, 0.0),
+            )
+        )
     best: dict[int, dict[str, float]] = {}
     for rnd in range(rounds):
         for n in lengths:
@@ -119,7 +134,9 @@ def main() -> None:
     # ~400k start-up objects (torch, transformers) at random turns, ~10% of the CPU and most of the noise.
     gc.collect()
     gc.freeze()
-    table_rows = rows(renderer, [int(t) for t in args.turns.split(",")], args.sessions, args.same, args.rounds)
+    table_rows = rows(
+        renderer, [int(t) for t in args.turns.split(",")], args.sessions, args.same, args.rounds
+    )
     one = next((r for r in table_rows if r["turns"] == 1), table_rows[0])
     two = next((r for r in table_rows if r["turns"] == 2), None)
     for r in table_rows:
@@ -127,17 +144,31 @@ def main() -> None:
         r["vs_one"] = r["all"] / one["all"]
         r["parse_vs_whole"] = r["parse"] / r["whole"]
     shared = "the same tool outputs" if args.same else "distinct tool outputs"
-    print(f"\nrequest path: {args.sessions} sessions x best of {args.rounds} rounds ({shared}), CPU-ms per turn.\n"
-          "Phases are per turn after the first (each pays for its new tool result once); `vs 2 turns` compares "
-          "that with the 2-turn conversation's second turn (flat = 1.00).\n`first turn` is a conversation's "
-          "first turn; `all turns` averages every turn (the older metric), `vs 1 turn` compares it with the "
-          "1-turn row.")
-    table = _table(table_rows, [("turns", "turns/conversation", "d"), ("first", "first turn", ".3f"),
-                          ("whole", "whole-body parse", ".3f"), ("parse", "parse", ".3f"),
-                          ("parse_vs_whole", "vs whole", ".2f"), ("canonical", "to_canonical", ".3f"),
-                          ("digest", "digest", ".3f"), ("handle", "handle", ".3f"), ("reply", "reply", ".3f"),
-                          ("total", "total", ".3f"), ("vs_two", "vs 2 turns", ".2f"),
-                          ("all", "all turns", ".3f"), ("vs_one", "vs 1 turn", ".2f")])
+    print(
+        f"\nrequest path: {args.sessions} sessions x best of {args.rounds} rounds ({shared}), CPU-ms per turn.\n"
+        "Phases are per turn after the first (each pays for its new tool result once); `vs 2 turns` compares "
+        "that with the 2-turn conversation's second turn (flat = 1.00).\n`first turn` is a conversation's "
+        "first turn; `all turns` averages every turn (the older metric), `vs 1 turn` compares it with the "
+        "1-turn row."
+    )
+    table = _table(
+        table_rows,
+        [
+            ("turns", "turns/conversation", "d"),
+            ("first", "first turn", ".3f"),
+            ("whole", "whole-body parse", ".3f"),
+            ("parse", "parse", ".3f"),
+            ("parse_vs_whole", "vs whole", ".2f"),
+            ("canonical", "to_canonical", ".3f"),
+            ("digest", "digest", ".3f"),
+            ("handle", "handle", ".3f"),
+            ("reply", "reply", ".3f"),
+            ("total", "total", ".3f"),
+            ("vs_two", "vs 2 turns", ".2f"),
+            ("all", "all turns", ".3f"),
+            ("vs_one", "vs 1 turn", ".2f"),
+        ],
+    )
     print(table.replace("nan", "  -"))
 
 

@@ -59,7 +59,9 @@ def _sandbox_makers(port: int, pool: WarmPool) -> dict[str, Callable[[], Sandbox
     }
 
 
-def _drain(makers: dict[str, Callable[[], Sandbox]], label: str, pool: WarmPool | None, reps: int) -> list[float]:
+def _drain(
+    makers: dict[str, Callable[[], Sandbox]], label: str, pool: WarmPool | None, reps: int
+) -> list[float]:
     """Time `reps` runs; with a pool, let it refill between runs (episodes are seconds apart in use)."""
     times = []
     for _ in range(reps):
@@ -102,8 +104,13 @@ def _first_request(harness: str, server: Any, reps: int, mode: str) -> list[floa
     return times
 
 
-def _row(table: list[tuple[str, str, float, float, float]], what: str, label: str, times: list[float],
-         baseline: list[float]) -> None:
+def _row(
+    table: list[tuple[str, str, float, float, float]],
+    what: str,
+    label: str,
+    times: list[float],
+    baseline: list[float],
+) -> None:
     median = statistics.median(times)
     table.append((what, label, median, _percentile(times, 0.9), median / statistics.median(baseline)))
 
@@ -119,8 +126,9 @@ def main() -> None:
     port = free_port()
     with WarmPool(size=1, forward_ports=(port,)) as pool:
         makers = _sandbox_makers(port, pool)
-        measured = {label: _drain(makers, label, pool if "pool" in label else None, args.reps)
-                    for label in makers}
+        measured = {
+            label: _drain(makers, label, pool if "pool" in label else None, args.reps) for label in makers
+        }
     for label, times in measured.items():
         _row(table, "first command", label, times, measured["local (loopback netns)"])
 
@@ -140,16 +148,23 @@ def main() -> None:
             local = _first_request(harness, server, args.episode_reps, "local")
             _row(table, f"first request: {harness}", "local (loopback netns)", local, local)
             for mode, label in (("docker", "docker"), ("pool", "docker (warm pool)")):
-                _row(table, f"first request: {harness}", label,
-                     _first_request(harness, server, args.episode_reps, mode), local)
+                _row(
+                    table,
+                    f"first request: {harness}",
+                    label,
+                    _first_request(harness, server, args.episode_reps, mode),
+                    local,
+                )
     finally:
         server.stop()
 
     print(f"\n{'measurement':<30} {'sandbox':<24} {'median s':>9} {'p90 s':>8} {'x local':>8}")
     for what, label, median, p90, ratio in table:
         print(f"{what:<30} {label:<24} {median:>9.3f} {p90:>8.3f} {ratio:>8.2f}")
-    print(f"\n(first command: {args.reps} reps; first request: {args.episode_reps} reps per harness; "
-          f"baseline = local in the loopback netns; targets: docker <= 5 s and <= 1.5x local)")
+    print(
+        f"\n(first command: {args.reps} reps; first request: {args.episode_reps} reps per harness; "
+        f"baseline = local in the loopback netns; targets: docker <= 5 s and <= 1.5x local)"
+    )
 
 
 if __name__ == "__main__":

@@ -37,9 +37,16 @@ sys.path.insert(0, str(REPO))
 from openenv.core.net import free_port
 from openenv.executor import EngineSpec, WorkerContext
 
-TOOLS = [{"type": "function", "function": {"name": "tool_0", "description": "run a shell command",
-                                           "parameters": {"type": "object",
-                                                          "properties": {"command": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "tool_0",
+            "description": "run a shell command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 @dataclass(frozen=True)
@@ -56,18 +63,24 @@ class StandInEpisode:
         server = context.capture(self.engine)
         assert server is not None
         session = server.open_session(mode="auto")
-        messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent. " * 40},
-                                          {"role": "user", "content": "Fix the failing test in module.py."}]
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a coding agent. " * 40},
+            {"role": "user", "content": "Fix the failing test in module.py."},
+        ]
         with httpx.Client(base_url=session.base_url, trust_env=False, timeout=30) as client:
             for turn in range(self.turns):
-                reply = client.post("/v1/chat/completions", json={"model": "tiny", "messages": messages,
-                                                                  "tools": TOOLS, "max_tokens": 64})
+                reply = client.post(
+                    "/v1/chat/completions",
+                    json={"model": "tiny", "messages": messages, "tools": TOOLS, "max_tokens": 64},
+                )
                 reply.raise_for_status()
                 message = reply.json()["choices"][0]["message"]
                 calls = message.get("tool_calls") or []
                 messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": calls})
                 for call in calls:
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": f"output {turn}\n" * 20})
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call["id"], "content": f"output {turn}\n" * 20}
+                    )
         rows = [row.model_dump(mode="json") for row in session.sequences()]
         server.close_session(session.token)
         return {"rows": rows, "node": context.node_id}
@@ -107,10 +120,15 @@ def _measure(executor: Any, engine: EngineSpec, episodes: int, turns: int) -> di
     results = [f.result() for f in [executor.submit(job) for _ in range(episodes)]]
     wall, cpu, all_cpu = time.perf_counter() - start, time.process_time() - cpu0, _namespace_cpu_s() - all0
     assert all(r["rows"] for r in results)
-    return {"latency_ms": 1000 * sorted(one)[len(one) // 2], "episodes_per_s": episodes / wall,
-            "driver_cpu_ms": 1000 * cpu / episodes, "cluster_cpu_ms": 1000 * all_cpu / episodes,
-            "job_bytes": len(cloudpickle.dumps(job)),
-            "result_bytes": len(pickle.dumps(results[0])), "nodes": len({r["node"] for r in results})}
+    return {
+        "latency_ms": 1000 * sorted(one)[len(one) // 2],
+        "episodes_per_s": episodes / wall,
+        "driver_cpu_ms": 1000 * cpu / episodes,
+        "cluster_cpu_ms": 1000 * all_cpu / episodes,
+        "job_bytes": len(cloudpickle.dumps(job)),
+        "result_bytes": len(pickle.dumps(results[0])),
+        "nodes": len({r["node"] for r in results}),
+    }
 
 
 def _ray_driver(url: str, episodes: int, turns: int) -> None:
@@ -135,7 +153,7 @@ def _cpu_s(procs: list[Any]) -> float:
         try:
             times = proc.cpu_times()
             total += times.user + times.system + times.children_user + times.children_system
-        except Exception:  # noqa: BLE001, S112 - a process that ended mid-count
+        except Exception:
             continue
     return total
 
@@ -153,14 +171,23 @@ def _real_job_bytes() -> dict[str, float]:
     from openenv.train.sequences import TrainedRows
 
     task = load_task_set("builtin")[0]
-    job = TrainingEpisodeJob(harness="pi", task=task, policy="sample", engine=EngineSpec(vllm_urls=("http://x:8000",)),
-                             settings=EpisodeSettings(sampling=SamplingParams(max_tokens=256, temperature=1.0)))
+    job = TrainingEpisodeJob(
+        harness="pi",
+        task=task,
+        policy="sample",
+        engine=EngineSpec(vllm_urls=("http://x:8000",)),
+        settings=EpisodeSettings(sampling=SamplingParams(max_tokens=256, temperature=1.0)),
+    )
     n = 30000
-    row = SequenceRow(prompt_ids=list(range(1000, 1000 + n // 10)), completion_ids=list(range(n)),
-                      logprobs=[-0.123456789] * n, env_mask=[1] * n, turn_ids=["t"] * 40)
+    row = SequenceRow(
+        prompt_ids=list(range(1000, 1000 + n // 10)),
+        completion_ids=list(range(n)),
+        logprobs=[-0.123456789] * n,
+        env_mask=[1] * n,
+        turn_ids=["t"] * 40,
+    )
     result = TrainingEpisodeResult(harness="pi", task_id=task.id, policy="sample", trained=TrainedRows(row))
     return {"training": len(cloudpickle.dumps(job)), "row_bytes_per_token": len(pickle.dumps(result)) / n}
-
 
 
 def main() -> None:
@@ -181,7 +208,9 @@ def main() -> None:
     from openenv.testing.ray_cluster import LoopbackRayCluster
 
     port = free_port()
-    engine_proc = subprocess.Popen([sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)])
+    engine_proc = subprocess.Popen(
+        [sys.executable, str(REPO / "bench" / "engines.py"), "instant", "--port", str(port)]
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         import httpx
@@ -203,8 +232,19 @@ def main() -> None:
         thread["cluster_cpu_ms"] = thread["driver_cpu_ms"]  # one process does it all
         env = {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         with LoopbackRayCluster(workers=1, slots=1, env=env, forward={port: port}) as cluster:
-            done = cluster.run([sys.executable, __file__, "--ray-driver", url, "--episodes", str(args.episodes),
-                                "--turns", str(args.turns)], timeout=600)
+            done = cluster.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--ray-driver",
+                    url,
+                    "--episodes",
+                    str(args.episodes),
+                    "--turns",
+                    str(args.turns),
+                ],
+                timeout=600,
+            )
             if done.returncode != 0:
                 raise SystemExit(f"the Ray driver failed: {done.stderr[-3000:]}")
             ray = json.loads(done.stdout.strip().splitlines()[-1])
@@ -213,26 +253,45 @@ def main() -> None:
     finally:
         engine_proc.terminate()
         engine_proc.wait(10)
-    report = {"episodes": args.episodes, "turns": args.turns, "thread": thread, "ray": ray,
-              "real_job_bytes": _real_job_bytes(),
-              "latency_ratio": ray["latency_ms"] / thread["latency_ms"],
-              "throughput_ratio": thread["episodes_per_s"] / ray["episodes_per_s"],
-              "load_avg": os.getloadavg()}
+    report = {
+        "episodes": args.episodes,
+        "turns": args.turns,
+        "thread": thread,
+        "ray": ray,
+        "real_job_bytes": _real_job_bytes(),
+        "latency_ratio": ray["latency_ms"] / thread["latency_ms"],
+        "throughput_ratio": thread["episodes_per_s"] / ray["episodes_per_s"],
+        "load_avg": os.getloadavg(),
+    }
     if args.json:
         print(json.dumps(report))
         return
-    print(f"stand-in episodes of {args.turns} turns, instant engine; ray = 2 nodes x 1 slot in a loopback netns")
+    print(
+        f"stand-in episodes of {args.turns} turns, instant engine; ray = 2 nodes x 1 slot in a loopback netns"
+    )
     print(f"{'':28}{'thread':>12}{'ray':>12}")
-    for key, label in (("latency_ms", "wall per episode, 1 in flight (ms)"), ("episodes_per_s", "episodes/s, 2 slots"),
-                       ("driver_cpu_ms", "driver CPU per episode (ms)"), ("cluster_cpu_ms", "all CPU per episode (ms)"),
-                       ("job_bytes", "job bytes out"), ("result_bytes", "result bytes back"), ("nodes", "nodes used")):
+    for key, label in (
+        ("latency_ms", "wall per episode, 1 in flight (ms)"),
+        ("episodes_per_s", "episodes/s, 2 slots"),
+        ("driver_cpu_ms", "driver CPU per episode (ms)"),
+        ("cluster_cpu_ms", "all CPU per episode (ms)"),
+        ("job_bytes", "job bytes out"),
+        ("result_bytes", "result bytes back"),
+        ("nodes", "nodes used"),
+    ):
         print(f"{label:<36}{thread[key]:>10.1f}{ray[key]:>12.1f}")
-    print(f"an EpisodeWorker after its episodes: {ray['worker_rss_mb']:.0f} MB RSS; the 2-node cluster: "
-          f"{ray['cluster_rss_mb']:.0f} MB")
-    print(f"a real TrainingEpisodeJob (built-in task): {report['real_job_bytes']['training']} bytes; "
-          f"a result row costs {report['real_job_bytes']['row_bytes_per_token']:.1f} bytes per token")
-    print(f"ray/thread wall per episode: {report['latency_ratio']:.2f}x; thread/ray throughput: "
-          f"{report['throughput_ratio']:.2f}x; cluster start {ray['cluster_start_s']} s; load {report['load_avg']}")
+    print(
+        f"an EpisodeWorker after its episodes: {ray['worker_rss_mb']:.0f} MB RSS; the 2-node cluster: "
+        f"{ray['cluster_rss_mb']:.0f} MB"
+    )
+    print(
+        f"a real TrainingEpisodeJob (built-in task): {report['real_job_bytes']['training']} bytes; "
+        f"a result row costs {report['real_job_bytes']['row_bytes_per_token']:.1f} bytes per token"
+    )
+    print(
+        f"ray/thread wall per episode: {report['latency_ratio']:.2f}x; thread/ray throughput: "
+        f"{report['throughput_ratio']:.2f}x; cluster start {ray['cluster_start_s']} s; load {report['load_avg']}"
+    )
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ class Server:
         code = textwrap.dedent(self.script).format(
             port=port, loop=self.loop, http=self.http, threaded=self.threaded, max_sessions=MAX_SESSIONS
         )
-        log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)  # noqa: SIM115 (the server keeps it)
+        log = tempfile.NamedTemporaryFile(prefix=f"bench-{self.name}-", suffix=".log", delete=False)
         # Its own session, so its own scheduler autogroup: the server does not split one CPU share
         # with the load generator on a loaded machine (measure() gives the clients theirs too).
         proc = subprocess.Popen(
@@ -227,7 +227,12 @@ class HTTPConnection(asyncio.Protocol):
 def http_request(
     method: str, path: str, host: str, body: bytes = b"", session_id: str | None = None
 ) -> bytes:
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}", "Content-Type: application/json", f"Authorization: {AUTH}"]
+    lines = [
+        f"{method} {path} HTTP/1.1",
+        f"Host: {host}",
+        "Content-Type: application/json",
+        f"Authorization: {AUTH}",
+    ]
     lines.append(f"Content-Length: {len(body)}")
     if session_id is not None:
         lines.append(f"X-Session-Id: {session_id}")
@@ -270,7 +275,9 @@ async def http_client(url: str, window: Window, stateful: bool) -> Tally:
                     if status != 200:
                         raise ConnectionError(f"reset: {status} {body[:200]!r}")
                     sid = json.loads(body)["session_id"]
-                step = http_request("POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid)
+                step = http_request(
+                    "POST", "/step", hostport, json.dumps({"action": STEP_ACTION}).encode(), sid
+                )
                 tally.ready = time.time()
             sent = time.time()
             status, _ = await conn.request(step)
@@ -295,8 +302,12 @@ async def ws_client(url: str, window: Window) -> Tally:
     frame = json.dumps({"type": "step", "data": STEP_ACTION})
     while time.time() < window.stop:
         try:
-            async with connect(url.replace("http://", "ws://") + "/ws", compression=None, ping_interval=None,
-                               additional_headers={"Authorization": AUTH}) as ws:
+            async with connect(
+                url.replace("http://", "ws://") + "/ws",
+                compression=None,
+                ping_interval=None,
+                additional_headers={"Authorization": AUTH},
+            ) as ws:
                 await ws.send('{"type":"reset","data":{}}')
                 if json.loads(await ws.recv()).get("type") == "error":
                     raise ConnectionError("reset refused")
@@ -335,8 +346,13 @@ def client_process(
         done = await asyncio.gather(*jobs)
         cpu0, cpu1 = await cpu
         latencies = [x for t in done for x in t.latencies]
-        return (sum(t.ops for t in done), cpu1 - cpu0, max(t.ready for t in done), latencies,
-                sum(t.failed for t in done))
+        return (
+            sum(t.ops for t in done),
+            cpu1 - cpu0,
+            max(t.ready for t in done),
+            latencies,
+            sum(t.failed for t in done),
+        )
 
     return uvloop.run(run())
 
@@ -443,8 +459,11 @@ def main() -> None:
     parser.add_argument("--clients", default="1,16")
     parser.add_argument("--client-procs", type=int, default=2, help="load-generator processes sharing them")
     parser.add_argument("--transports", default="ws,http")
-    parser.add_argument("--servers", default=",".join(SERVER_NAMES),
-                        help=f"which rows to run (reference always included): {','.join(SERVER_NAMES)}")
+    parser.add_argument(
+        "--servers",
+        default=",".join(SERVER_NAMES),
+        help=f"which rows to run (reference always included): {','.join(SERVER_NAMES)}",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
     args = parser.parse_args()
     counts = [int(c) for c in args.clients.split(",")]

@@ -33,7 +33,6 @@ import argparse
 import asyncio
 import gc
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -72,9 +71,14 @@ def _tcp(proc: psutil.Process) -> int:
 
 def recorded(harness: str) -> list[tuple[str, bytes]]:
     """A recorded harness session of bench/sessions/: (route with query, body) per request."""
-    rows = [json.loads(line) for line in (REPO / "bench" / "sessions" / f"{harness}.jsonl").read_text().splitlines()]
-    return [(row["route"] + (f"?{row['query']}" if row.get("query") else ""), json.dumps(row["body"]).encode())
-            for row in rows]
+    rows = [
+        json.loads(line)
+        for line in (REPO / "bench" / "sessions" / f"{harness}.jsonl").read_text().splitlines()
+    ]
+    return [
+        (row["route"] + (f"?{row['query']}" if row.get("query") else ""), json.dumps(row["body"]).encode())
+        for row in rows
+    ]
 
 
 async def _post(http: Any, url: str, body: bytes, headers: dict[str, str], times: list[float]) -> int:
@@ -107,16 +111,31 @@ async def _direct(engine_url: str, http: Any, lengths: list[list[int]]) -> list[
 
     async def play(session: list[int]) -> None:
         for length in session:
-            body = json.dumps({"model": "tiny", "prompt": [7] * length, "max_tokens": 64, "logprobs": 0,
-                               "return_token_ids": True}).encode()
+            body = json.dumps(
+                {
+                    "model": "tiny",
+                    "prompt": [7] * length,
+                    "max_tokens": 64,
+                    "logprobs": 0,
+                    "return_token_ids": True,
+                }
+            ).encode()
             await _post(http, f"{engine_url}/v1/completions", body, {}, times)
 
     await asyncio.gather(*(play(s) for s in lengths))
     return times
 
 
-async def level(target: Target, engine_url: str, n: int, turns: int, tool_chars: int, *,
-                dialects: bool = False, rss_start: float) -> dict[str, Any]:
+async def level(
+    target: Target,
+    engine_url: str,
+    n: int,
+    turns: int,
+    tool_chars: int,
+    *,
+    dialects: bool = False,
+    rss_start: float,
+) -> dict[str, Any]:
     """One row: N concurrent sessions through `target` (see the module docstring)."""
     import aiohttp
 
@@ -130,10 +149,17 @@ async def level(target: Target, engine_url: str, n: int, turns: int, tool_chars:
         sessions = await _sessions(target, http, n)
         harnesses = list(HARNESS_DIALECTS)
         if dialects:
-            plays = [[(route, body) for route, body in recorded(harnesses[i % len(harnesses)])] for i in range(n)]
+            plays = [
+                [(route, body) for route, body in recorded(harnesses[i % len(harnesses)])] for i in range(n)
+            ]
         else:
-            plays = [[("/v1/chat/completions", b) for b in conversation_bodies(turns, f"[{i}]\n", tool_chars,
-                                                                               fresh(turns))] for i in range(n)]
+            plays = [
+                [
+                    ("/v1/chat/completions", b)
+                    for b in conversation_bodies(turns, f"[{i}]\n", tool_chars, fresh(turns))
+                ]
+                for i in range(n)
+            ]
         times: list[float] = []
 
         async def play(session: tuple[str, dict[str, str], str], requests: list[tuple[str, bytes]]) -> None:
@@ -150,7 +176,7 @@ async def level(target: Target, engine_url: str, n: int, turns: int, tool_chars:
         if target.name == "ours" and not dialects:
             lengths = await asyncio.gather(*(_prompt_lengths(target, http, tok) for _, _, tok in sessions))
         for start in range(0, n, 100):
-            await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start:start + 100]))
+            await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start : start + 100]))
         if lengths is None:  # the reference: the same conversations, measured by our renderer's lengths
             lengths = [[0] * turns for _ in range(n)]
         direct = await _direct(engine_url, http, lengths) if any(any(s) for s in lengths) else []
@@ -159,18 +185,29 @@ async def level(target: Target, engine_url: str, n: int, turns: int, tool_chars:
     gc.collect()
     played = len(times)
     row: dict[str, Any] = {
-        "target": target.name, "sessions": n, "turns": played, "dialects": dialects, "wall_s": round(wall, 2),
-        "turns_per_s": played / wall, "cpu_ms_per_turn": 1000 * cpu / played,
-        "p50_ms": percentile(times, 50), "p99_ms": percentile(times, 99),
+        "target": target.name,
+        "sessions": n,
+        "turns": played,
+        "dialects": dialects,
+        "wall_s": round(wall, 2),
+        "turns_per_s": played / wall,
+        "cpu_ms_per_turn": 1000 * cpu / played,
+        "p50_ms": percentile(times, 50),
+        "p99_ms": percentile(times, 99),
         "mem_kb_per_session": (rss_open - rss0) / 1024 / n,
-        "left_sessions": listed, "left_fds": proc.num_fds() - fds0, "left_tcp": _tcp(proc) - tcp0,
+        "left_sessions": listed,
+        "left_fds": proc.num_fds() - fds0,
+        "left_tcp": _tcp(proc) - tcp0,
         "rss_vs_start": proc.memory_info().rss / rss_start,
     }
     if direct:
-        row.update(direct_p50_ms=percentile(direct, 50), direct_p99_ms=percentile(direct, 99),
-                   added_p50_ms=row["p50_ms"] - percentile(direct, 50),
-                   added_p99_ms=row["p99_ms"] - percentile(direct, 99),
-                   last_prompt_tokens=max(max(s) for s in lengths))
+        row.update(
+            direct_p50_ms=percentile(direct, 50),
+            direct_p99_ms=percentile(direct, 99),
+            added_p50_ms=row["p50_ms"] - percentile(direct, 50),
+            added_p99_ms=row["p99_ms"] - percentile(direct, 99),
+            last_prompt_tokens=max(max(s) for s in lengths),
+        )
     return row
 
 
@@ -187,15 +224,31 @@ async def _still_open(target: Target, http: Any, tokens: list[str]) -> int | Non
 
     found = 0
     for start in range(0, len(tokens), 100):
-        found += sum(await asyncio.gather(*(alive(t) for t in tokens[start:start + 100])))
+        found += sum(await asyncio.gather(*(alive(t) for t in tokens[start : start + 100])))
     return found
 
 
-def run(targets: list[str], levels: list[int], turns: int, tool_chars: int, *, dialects: bool,
-        prefill_tps: float, decode_tps: float, on_row: Any = print) -> list[dict[str, Any]]:
+def run(
+    targets: list[str],
+    levels: list[int],
+    turns: int,
+    tool_chars: int,
+    *,
+    dialects: bool,
+    prefill_tps: float,
+    decode_tps: float,
+    on_row: Any = print,
+) -> list[dict[str, Any]]:
     """Every target at every level, one engine for all (slots = the largest level)."""
-    engine = servers.engine("paced", "--prefill-tps", str(prefill_tps), "--decode-tps", str(decode_tps),
-                            "--concurrency", str(max(levels)))
+    engine = servers.engine(
+        "paced",
+        "--prefill-tps",
+        str(prefill_tps),
+        "--decode-tps",
+        str(decode_tps),
+        "--concurrency",
+        str(max(levels)),
+    )
     rows: list[dict[str, Any]] = []
     try:
         for key in targets:
@@ -209,11 +262,24 @@ def run(targets: list[str], levels: list[int], turns: int, tool_chars: int, *, d
                 for mode in modes:
                     for n in levels:
                         try:
-                            row = asyncio.run(level(target, engine.base, n, turns, tool_chars, dialects=mode,
-                                                    rss_start=rss_start))
-                        except Exception as exc:  # noqa: BLE001 - a failed row is a result; the run goes on
-                            row = {"target": target.name, "sessions": n, "dialects": mode,
-                                   "error": f"{type(exc).__name__}: {exc}"[:300]}
+                            row = asyncio.run(
+                                level(
+                                    target,
+                                    engine.base,
+                                    n,
+                                    turns,
+                                    tool_chars,
+                                    dialects=mode,
+                                    rss_start=rss_start,
+                                )
+                            )
+                        except Exception as exc:
+                            row = {
+                                "target": target.name,
+                                "sessions": n,
+                                "dialects": mode,
+                                "error": f"{type(exc).__name__}: {exc}"[:300],
+                            }
                         rows.append(row)
                         on_row(row)
             finally:
@@ -221,8 +287,16 @@ def run(targets: list[str], levels: list[int], turns: int, tool_chars: int, *, d
     finally:
         engine.stop()
     for row in rows:
-        base = next((r for r in rows if r["target"] == row["target"] and r.get("dialects") == row.get("dialects")
-                     and "error" not in r), None)
+        base = next(
+            (
+                r
+                for r in rows
+                if r["target"] == row["target"]
+                and r.get("dialects") == row.get("dialects")
+                and "error" not in r
+            ),
+            None,
+        )
         if "error" not in row and base is not None:
             row["cpu_vs_first_level"] = row["cpu_ms_per_turn"] / base["cpu_ms_per_turn"]
     return rows
@@ -230,31 +304,38 @@ def run(targets: list[str], levels: list[int], turns: int, tool_chars: int, *, d
 
 def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
-    head = ("| proxy | sessions | turns | turns/s | CPU ms/turn | vs 1 session | p50 / p99 ms | "
-            "added p50 / p99 ms | KB per open session | left: sessions, fds, tcp | RSS vs start |\n"
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    head = (
+        "| proxy | sessions | turns | turns/s | CPU ms/turn | vs 1 session | p50 / p99 ms | "
+        "added p50 / p99 ms | KB per open session | left: sessions, fds, tcp | RSS vs start |\n"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+    )
     lines = [head]
     for r in rows:
         name = r["target"] + (" (4 dialects)" if r.get("dialects") else "")
         if "error" in r:
             lines.append(f"| {name} | {r['sessions']} | failed: {r['error']} |||||||||")
             continue
-        added = (f"{r['added_p50_ms']:.1f} / {r['added_p99_ms']:.1f}" if "added_p50_ms" in r else "n/a")
+        added = f"{r['added_p50_ms']:.1f} / {r['added_p99_ms']:.1f}" if "added_p50_ms" in r else "n/a"
         lines.append(
             f"| {name} | {r['sessions']} | {r['turns']} | {r['turns_per_s']:.0f} | {r['cpu_ms_per_turn']:.2f} | "
             f"{r.get('cpu_vs_first_level', 1):.2f}x | {r['p50_ms']:.0f} / {r['p99_ms']:.0f} | {added} | "
             f"{r['mem_kb_per_session']:.0f} | {r['left_sessions']}, {r['left_fds']}, {r['left_tcp']} | "
-            f"{r['rss_vs_start']:.3f} |")
+            f"{r['rss_vs_start']:.3f} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--levels", default="1,10,100,1000", help="concurrent sessions per row (comma-separated)")
+    parser.add_argument(
+        "--levels", default="1,10,100,1000", help="concurrent sessions per row (comma-separated)"
+    )
     parser.add_argument("--turns", type=int, default=8, help="requests per conversation")
     parser.add_argument("--tool-chars", type=int, default=11400, help="characters of new text per turn")
     parser.add_argument("--targets", default="ours,reference", help="ours, reference (comma-separated)")
-    parser.add_argument("--dialects", action="store_true", help="also replay recorded sessions of all 4 dialects")
+    parser.add_argument(
+        "--dialects", action="store_true", help="also replay recorded sessions of all 4 dialects"
+    )
     parser.add_argument("--prefill-tps", type=float, default=20000.0)
     parser.add_argument("--decode-tps", type=float, default=100.0)
     parser.add_argument("--json", type=Path, help="write the rows here")
@@ -267,8 +348,16 @@ def main() -> None:
     if "reference" in targets and not servers.REF_PYTHON.exists():
         print("reference venv missing (.cache/reference-venv): measuring ours only", file=sys.stderr)
         targets.remove("reference")
-    rows = run(targets, levels, args.turns, args.tool_chars, dialects=args.dialects, prefill_tps=args.prefill_tps,
-               decode_tps=args.decode_tps, on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True))
+    rows = run(
+        targets,
+        levels,
+        args.turns,
+        args.tool_chars,
+        dialects=args.dialects,
+        prefill_tps=args.prefill_tps,
+        decode_tps=args.decode_tps,
+        on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True),
+    )
     print(table(rows))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -24,14 +24,15 @@ from typing import Any
 import httpx
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench_proxy  # noqa: E402
+import bench_proxy
 
 MAX_TOKENS = 64
 MESSAGES = [{"role": "user", "content": "Write a long story about a robot who learns to code."}]
 
 
-def one(client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any] | None
-        ) -> tuple[float, float, float]:
+def one(
+    client: httpx.Client, url: str, headers: dict[str, str], body: dict[str, Any] | None
+) -> tuple[float, float, float]:
     """(first byte, first text, last byte) in seconds."""
     t0 = time.perf_counter()
     first_byte = first_text = None
@@ -71,18 +72,36 @@ def _capture_body() -> dict[str, Any]:
 
     renderer = Renderer.from_pretrained(tiny_model_path())
     _, ids = renderer.full_prompt([Message(role="user", parts=(TextPart(text=MESSAGES[0]["content"]),))], [])
-    return {"model": "tiny", "prompt": ids, "logprobs": 0, "return_token_ids": True, "skip_special_tokens": False,
-            "temperature": 0.0, "max_tokens": MAX_TOKENS, "stream": True}
+    return {
+        "model": "tiny",
+        "prompt": ids,
+        "logprobs": 0,
+        "return_token_ids": True,
+        "skip_special_tokens": False,
+        "temperature": 0.0,
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+    }
 
 
 def measure(vllm_url: str, requests: int) -> list[dict[str, Any]]:
     """One run: a row per target (medians, their ratios to vLLM direct, and the paired ratios)."""
-    body = {"model": "tiny", "messages": MESSAGES, "temperature": 0.0, "max_tokens": MAX_TOKENS, "stream": True}
+    body = {
+        "model": "tiny",
+        "messages": MESSAGES,
+        "temperature": 0.0,
+        "max_tokens": MAX_TOKENS,
+        "stream": True,
+    }
     chat = f"{vllm_url}/v1/chat/completions"
     targets: dict[str, tuple[str, dict[str, str], Any]] = {"vLLM direct": (chat, {}, None)}
     # What the proxy itself asks vLLM for (prompt ids, the sampled ids and logprobs): vLLM's own cost of
     # capturing, so the proxy's share of the gap shows apart from it.
-    targets["vLLM direct, as the proxy asks (ids, logprobs)"] = (f"{vllm_url}/v1/completions", {}, _capture_body())
+    targets["vLLM direct, as the proxy asks (ids, logprobs)"] = (
+        f"{vllm_url}/v1/completions",
+        {},
+        _capture_body(),
+    )
     ours, ours_url = bench_proxy._start_ours(vllm_url)
     targets["openenv proxy"] = (ours_url, {}, ours)
     reference = bench_proxy._start_reference(vllm_url)
@@ -111,7 +130,9 @@ def measure(vllm_url: str, requests: int) -> list[dict[str, Any]]:
             base_ms = 1000 * statistics.median(s[k] for s in direct)
             row[f"{key}_ms"] = ours_ms
             row[f"{key}_ratio"] = ours_ms / base_ms
-            row[f"{key}_paired"] = statistics.median(s[k] / d[k] for s, d in zip(samples, direct, strict=True))
+            row[f"{key}_paired"] = statistics.median(
+                s[k] / d[k] for s, d in zip(samples, direct, strict=True)
+            )
         rows.append(row)
     return rows
 
@@ -124,8 +145,14 @@ def runs(vllm_url: str, requests: int, count: int) -> list[dict[str, Any]]:
     for _ in range(count):
         before = os.getloadavg()[0]
         rows = measure(vllm_url, requests)
-        out.append({"rows": rows, "load": [before, os.getloadavg()[0]], "keepalive_s": keepalive_interval(),
-                    "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+        out.append(
+            {
+                "rows": rows,
+                "load": [before, os.getloadavg()[0]],
+                "keepalive_s": keepalive_interval(),
+                "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            }
+        )
     return out
 
 
@@ -142,13 +169,17 @@ def main() -> None:
         return
     for run in done:
         print(f"run at {run['when']}, load average {run['load'][0]:.1f} -> {run['load'][1]:.1f}")
-        print("| target | n | TTFB ms | x direct | paired | first text ms | x direct | paired | whole reply ms "
-              "| x direct |")
+        print(
+            "| target | n | TTFB ms | x direct | paired | first text ms | x direct | paired | whole reply ms "
+            "| x direct |"
+        )
         print("|---|---|---|---|---|---|---|---|---|---|")
         for r in run["rows"]:
-            print(f"| {r['target']} | {r['n']} | {r['ttfb_ms']:.1f} | {r['ttfb_ratio']:.2f} | {r['ttfb_paired']:.2f} | "
-                  f"{r['ttft_ms']:.1f} | {r['ttft_ratio']:.2f} | {r['ttft_paired']:.2f} | {r['total_ms']:.1f} | "
-                  f"{r['total_ratio']:.2f} |")
+            print(
+                f"| {r['target']} | {r['n']} | {r['ttfb_ms']:.1f} | {r['ttfb_ratio']:.2f} | {r['ttfb_paired']:.2f} | "
+                f"{r['ttft_ms']:.1f} | {r['ttft_ratio']:.2f} | {r['ttft_paired']:.2f} | {r['total_ms']:.1f} | "
+                f"{r['total_ratio']:.2f} |"
+            )
 
 
 if __name__ == "__main__":

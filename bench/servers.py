@@ -22,8 +22,19 @@ REF_VENV = REPO / ".cache" / "reference-venv"  # scripts/install_reference.sh (t
 REF_PYTHON = REF_VENV / "bin" / "python"
 REF_VERSION = "0.10.0"
 
-__all__ = ["REF_PYTHON", "REF_VENV", "REF_VERSION", "Spawned", "engine", "ours", "ours_command", "reference",
-           "reference_command", "reference_env", "spawn"]
+__all__ = [
+    "REF_PYTHON",
+    "REF_VENV",
+    "REF_VERSION",
+    "Spawned",
+    "engine",
+    "ours",
+    "ours_command",
+    "reference",
+    "reference_command",
+    "reference_env",
+    "spawn",
+]
 
 
 @dataclass
@@ -49,8 +60,14 @@ class Spawned:
             self.proc.wait(timeout)
 
 
-def spawn(command: Callable[[int], list[str]], health: str, *, cwd: Path | str = REPO,
-          env: dict[str, str] | None = None, timeout: float = 600) -> Spawned:
+def spawn(
+    command: Callable[[int], list[str]],
+    health: str,
+    *,
+    cwd: Path | str = REPO,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+) -> Spawned:
     """Start `command(port)` on a free loopback port, silent, and wait until its `health` route answers 200.
 
     Raises:
@@ -60,12 +77,18 @@ def spawn(command: Callable[[int], list[str]], health: str, *, cwd: Path | str =
     from openenv.core.net import free_port, wait_for_health
 
     port = free_port()
-    proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        command(port), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     base = f"http://127.0.0.1:{port}"
     try:
-        wait_for_health(base, path=health, timeout_s=timeout, interval_s=0.1,
-                        gone=lambda: None if proc.poll() is None else f"it exited with {proc.returncode}")
+        wait_for_health(
+            base,
+            path=health,
+            timeout_s=timeout,
+            interval_s=0.1,
+            gone=lambda: None if proc.poll() is None else f"it exited with {proc.returncode}",
+        )
     except BaseException:
         if proc.poll() is None:
             proc.terminate()
@@ -79,9 +102,24 @@ def ours_command(engine_url: str, port: int, *, session_token: str | None = None
     no journal; with `session_token`, also one auto session of that token."""
     from openenv.models import tiny_model_path
 
-    return [sys.executable, "-m", "openenv.cli.main", "proxy", "--backend", "vllm", "--vllm-url", engine_url,
-            "--model", str(tiny_model_path()), "--port", str(port), "--admin-on-model-port", "--no-admin-key",
-            "--no-journal", *(["--session-token", session_token] if session_token else [])]
+    return [
+        sys.executable,
+        "-m",
+        "openenv.cli.main",
+        "proxy",
+        "--backend",
+        "vllm",
+        "--vllm-url",
+        engine_url,
+        "--model",
+        str(tiny_model_path()),
+        "--port",
+        str(port),
+        "--admin-on-model-port",
+        "--no-admin-key",
+        "--no-journal",
+        *(["--session-token", session_token] if session_token else []),
+    ]
 
 
 def ours(engine_url: str, *, session_token: str | None = None) -> Spawned:
@@ -92,9 +130,20 @@ def ours(engine_url: str, *, session_token: str | None = None) -> Spawned:
 
 def reference_command(engine_url: str, port: int, *, capture_level: str | None = None) -> list[str]:
     """The reference capture server in front of `engine_url` (its default capture level unless given)."""
-    return [str(REF_PYTHON), "-m", "openenv.core.harness.capture.server", "--llm-url", engine_url,
-            "--model", "tiny", "--host", "127.0.0.1", "--port", str(port),
-            *(["--capture-level", capture_level] if capture_level else [])]
+    return [
+        str(REF_PYTHON),
+        "-m",
+        "openenv.core.harness.capture.server",
+        "--llm-url",
+        engine_url,
+        "--model",
+        "tiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *(["--capture-level", capture_level] if capture_level else []),
+    ]
 
 
 def reference_env() -> dict[str, str]:
@@ -104,8 +153,13 @@ def reference_env() -> dict[str, str]:
 
 def reference(engine_url: str, *, capture_level: str | None = None, timeout: float = 600) -> Spawned:
     """The reference capture server (needs `.cache/reference-venv`), run from /tmp, away from our egg-info."""
-    return spawn(lambda port: reference_command(engine_url, port, capture_level=capture_level), "/health",
-                 cwd="/tmp", env=reference_env(), timeout=timeout)
+    return spawn(
+        lambda port: reference_command(engine_url, port, capture_level=capture_level),
+        "/health",
+        cwd="/tmp",
+        env=reference_env(),
+        timeout=timeout,
+    )
 
 
 def engine(kind: str, *args: str) -> Spawned:

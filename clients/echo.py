@@ -10,7 +10,6 @@ import argparse
 import asyncio
 
 from echo_env import EchoAction, EchoClient
-
 from openenv.auto import AutoEnv
 
 __all__ = ["EchoClient", "main"]

@@ -78,9 +78,13 @@ class HarborSession(ResourceSession):
             if index is None:  # TRL passes the prompt and the group id: a group's rollouts play one task
                 index = (self._seed or 0) % self._env.num_tasks(split)
             self.result = self._env.run_rollout(
-                split=split, task_index=int(index),
-                harness=f.harness, sandbox=f.sandbox, sampling=f.sampling or None,
-                agent_timeout_sec=float(timeout_s or f.agent_timeout_sec), agent_step_limit=f.agent_step_limit,
+                split=split,
+                task_index=int(index),
+                harness=f.harness,
+                sandbox=f.sandbox,
+                sampling=f.sampling or None,
+                agent_timeout_sec=float(timeout_s or f.agent_timeout_sec),
+                agent_step_limit=f.agent_step_limit,
             )
         if not self.result.ok:
             raise RuntimeError(f"rollout failed on the server: {self.result.error}")
@@ -89,22 +93,43 @@ class HarborSession(ResourceSession):
     def fetch_training_trace(self) -> TrainingTrace:
         """The trainable turns as the reference's validated `TrainingTrace` (ids, logprobs, full masks)."""
         assert self.result is not None, "wait_for_completion() first"
-        return TrainingTrace(turns=[
-            TrainingTurn(
-                node_id=t.node_id, prompt_token_ids=t.prompt_token_ids, completion_token_ids=t.completion_token_ids,
-                per_token_logps=t.per_token_logps, loss_mask=list(t.loss_mask or []),
-                request={"messages": t.request_messages},
-                response={"choices": [{"message": {"role": "assistant", "content": t.text, "tool_calls": [
-                    {"function": {"name": c["name"], "arguments": c.get("arguments", "")}} for c in t.tool_calls]}}]},
-                metadata={"turn": t.turn, "finish_reason": t.finish_reason},
-            )
-            for t in self.result.turns if t.trainable and not t.discarded
-        ])
+        return TrainingTrace(
+            turns=[
+                TrainingTurn(
+                    node_id=t.node_id,
+                    prompt_token_ids=t.prompt_token_ids,
+                    completion_token_ids=t.completion_token_ids,
+                    per_token_logps=t.per_token_logps,
+                    loss_mask=list(t.loss_mask or []),
+                    request={"messages": t.request_messages},
+                    response={
+                        "choices": [
+                            {
+                                "message": {
+                                    "role": "assistant",
+                                    "content": t.text,
+                                    "tool_calls": [
+                                        {"function": {"name": c["name"], "arguments": c.get("arguments", "")}}
+                                        for c in t.tool_calls
+                                    ],
+                                }
+                            }
+                        ]
+                    },
+                    metadata={"turn": t.turn, "finish_reason": t.finish_reason},
+                )
+                for t in self.result.turns
+                if t.trainable and not t.discarded
+            ]
+        )
 
     def verify(self, transcript: list[dict[str, Any]], final_state: Any | None = None) -> VerifyResult:
         result = self.result
-        return VerifyResult(env_reward=None if result is None else result.reward, done=result is not None,
-                            metrics={} if result is None else {"wall_s": result.wall_s, **result.phase_timings})
+        return VerifyResult(
+            env_reward=None if result is None else result.reward,
+            done=result is not None,
+            metrics={} if result is None else {"wall_s": result.wall_s, **result.phase_timings},
+        )
 
     def close(self) -> None:
         if self._env is not None:
@@ -122,9 +147,18 @@ class HarborSessionFactory(ResourceSessionFactory[HarborSession]):
         sampling: TRL's training policy (`training_sampling(...)`), passed as `sampling=` by its worker.
     """
 
-    def __init__(self, base_url: str, *, token: str | None = None, harness: str = "pi", sandbox: str = "local",
-                 split: str = "", sampling: dict[str, Any] | None = None, agent_timeout_sec: float = 0.0,
-                 agent_step_limit: int = 0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        harness: str = "pi",
+        sandbox: str = "local",
+        split: str = "",
+        sampling: dict[str, Any] | None = None,
+        agent_timeout_sec: float = 0.0,
+        agent_step_limit: int = 0,
+    ) -> None:
         self.base_url = base_url
         self.headers = {"Authorization": f"Bearer {token}"} if token else None
         self.harness, self.sandbox, self.split = harness, sandbox, split

@@ -32,15 +32,22 @@ def main() -> None:
     parser.add_argument("--out", default=".cache/runs/grpo-cpu")
     args = parser.parse_args()
     recipe = GRPORecipe(
-        tasks=[args.task], steps=args.steps, num_generations=args.num_generations, learning_rate=args.lr,
-        rollout=RolloutConfig(harness=args.harness, max_tokens=args.max_tokens, max_concurrency=args.num_generations),
+        tasks=[args.task],
+        steps=args.steps,
+        num_generations=args.num_generations,
+        learning_rate=args.lr,
+        rollout=RolloutConfig(
+            harness=args.harness, max_tokens=args.max_tokens, max_concurrency=args.num_generations
+        ),
         output_dir=args.out,
     )
     metrics = train_grpo(recipe)
     print(json.dumps({k: v for k, v in metrics.items() if k != "steps"}, indent=2))
     for step in metrics["steps"]:
-        print(f"step {step['step']:>3}  reward {step['reward']:.3f}  plain_text {step.get('rewards/plain_text/mean', 0):.3f}"
-              f"  step_time {step.get('step_time', 0):.1f}s")
+        print(
+            f"step {step['step']:>3}  reward {step['reward']:.3f}  plain_text {step.get('rewards/plain_text/mean', 0):.3f}"
+            f"  step_time {step.get('step_time', 0):.1f}s"
+        )
 
 
 if __name__ == "__main__":

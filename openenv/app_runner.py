@@ -55,8 +55,20 @@ def app_command(manifest: Manifest, folder: Path, python: Path, *, host: str, po
     """The uvicorn command line that serves `manifest.app` from `folder`."""
     if manifest.app is None:
         raise BadRequest(f"{manifest.name} names an environment class, not an app; our server serves it")
-    return [str(python), "-m", "uvicorn", manifest.app, "--app-dir", str(folder),
-            "--host", host, "--port", str(port), "--log-level", "warning"]
+    return [
+        str(python),
+        "-m",
+        "uvicorn",
+        manifest.app,
+        "--app-dir",
+        str(folder),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
 
 
 def app_environ() -> dict[str, str]:
@@ -90,8 +102,12 @@ class AppProcess:
         self.port = self.port or free_port()
         self._proc = subprocess.Popen(
             app_command(self.manifest, self.folder, self.python, host=self.host, port=self.port),
-            cwd=self.folder, env=app_environ(), stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            cwd=self.folder,
+            env=app_environ(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
         )
         self._drainer = threading.Thread(target=self._drain, name=f"app-{self.manifest.name}", daemon=True)
         self._drainer.start()

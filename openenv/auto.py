@@ -97,17 +97,23 @@ def space_url(space_id: str, *, endpoint: str | None = None) -> str:
     except RepositoryNotFoundError:
         raise NotFound(f"the Hub at {api.endpoint} has no Space {space_id!r}", name=space_id) from None
     except (HfHubHTTPError, OSError, ValueError) as exc:
-        raise TransportError(f"cannot look up Space {space_id!r} on the Hub at {api.endpoint}: {exc}") from None
+        raise TransportError(
+            f"cannot look up Space {space_id!r} on the Hub at {api.endpoint}: {exc}"
+        ) from None
     stage = info.runtime.stage if info.runtime is not None else None
     if stage in _DEAD_STAGES:
-        raise TransportError(f"Space {space_id!r} is {stage} on the Hub; it will not answer until it is "
-                             "fixed or restarted there", stage=stage)
+        raise TransportError(
+            f"Space {space_id!r} is {stage} on the Hub; it will not answer until it is "
+            "fixed or restarted there",
+            stage=stage,
+        )
     return (info.host or hf_space_url(space_id)).rstrip("/")
 
 
 # Space runtime stages in which no request reaches the app (SLEEPING, BUILDING, APP_STARTING will).
-_DEAD_STAGES = frozenset({"NO_APP_FILE", "CONFIG_ERROR", "BUILD_ERROR", "RUNTIME_ERROR", "STOPPED", "PAUSED",
-                          "DELETING"})
+_DEAD_STAGES = frozenset(
+    {"NO_APP_FILE", "CONFIG_ERROR", "BUILD_ERROR", "RUNTIME_ERROR", "STOPPED", "PAUSED", "DELETING"}
+)
 
 
 def discover_envs(search_paths: list[Path] | None = None) -> list[EnvSource]:
@@ -236,7 +242,10 @@ def start_container(image: str, *, timeout_s: float = 120.0) -> tuple[str, Any]:
     port = free_port()
     token = generate_token()  # the container's server requires it; this process's clients find it
     container = docker.from_env().containers.run(
-        image, detach=True, remove=True, ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
+        image,
+        detach=True,
+        remove=True,
+        ports={f"{_CONTAINER_PORT}/tcp": ("127.0.0.1", port)},
         environment={TOKEN_ENV: token},
     )
     url = f"http://127.0.0.1:{port}"

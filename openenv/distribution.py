@@ -25,8 +25,16 @@ import sys
 from importlib.machinery import ModuleSpec, PathFinder
 from typing import Any
 
-__all__ = ["NAME", "PACKAGE", "PackageClash", "check_no_clash", "install_guard", "installed", "owners",
-           "requirements"]
+__all__ = [
+    "NAME",
+    "PACKAGE",
+    "PackageClash",
+    "check_no_clash",
+    "install_guard",
+    "installed",
+    "owners",
+    "requirements",
+]
 
 NAME = "openenv-harness"  # the distribution; the import package stays `openenv`
 PACKAGE = "openenv"
@@ -75,8 +83,7 @@ def check_no_clash(package_dir: str) -> None:
     if package_dir in _CHECKED:
         return
     site, package = os.path.split(package_dir)
-    others = {name: version for name, version in owners(site, package).items()
-              if _normal(name) != _OURS}
+    others = {name: version for name, version in owners(site, package).items() if _normal(name) != _OURS}
     if others:
         named = ", ".join(f"{name} {version}" for name, version in sorted(others.items()))
         uninstall = " ".join(sorted({*others, NAME}))
@@ -84,7 +91,8 @@ def check_no_clash(package_dir: str) -> None:
         raise PackageClash(
             f"{NAME}: {package_dir} also holds files of {named} (Hugging Face's OpenEnv uses the same import "
             f"name `openenv`), so it mixes two projects and is not imported; fix: pip uninstall -y {uninstall} "
-            f"&& pip install {NAME} (the reference OpenEnv needs a virtualenv of its own)")
+            f"&& pip install {NAME} (the reference OpenEnv needs a virtualenv of its own)"
+        )
     _CHECKED.add(package_dir)
 
 

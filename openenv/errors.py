@@ -1,23 +1,23 @@
 """One error hierarchy for openenv; every layer raises these and each edge renders them once.
 
-    OpenEnvError
-    ├── BadRequest              the caller sent something we cannot accept (4xx)
-    │   ├── InvalidAction       an action failed validation against the env's model
-    │   ├── MalformedMessage    a body or WebSocket frame that is not valid JSON
-    │   ├── UnknownMessageType  a WebSocket frame whose `type` the server does not handle
-    │   ├── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
-    │   ├── PayloadTooLarge     a body or frame over the server's size cap (413)
-    │   └── UnsupportedMediaType a body that is not `application/json` (415)
-    ├── Unauthorized            a protected API called without its key
-    ├── Forbidden               a request from a place the server does not serve (Origin, Host) (403)
-    ├── NotFound                an unknown session, env or route target
-    │   └── UnknownSession      a session id or token that is not (or no longer) live
-    ├── CapacityError           a server is at its configured session limit
-    ├── BackendUnavailable      the inference backend is down, slow or failing (retryable)
-    ├── EnvError                an environment failed while handling a valid request
-    │   └── SandboxLost         a sandbox's container vanished or stopped under a live episode
-    └── TransportError          a client lost (or never got) its connection to an env server
-        └── UnexpectedReply     a server answered something the client cannot read (not a frame, wrong model)
+OpenEnvError
+├── BadRequest              the caller sent something we cannot accept (4xx)
+│   ├── InvalidAction       an action failed validation against the env's model
+│   ├── MalformedMessage    a body or WebSocket frame that is not valid JSON
+│   ├── UnknownMessageType  a WebSocket frame whose `type` the server does not handle
+│   ├── Unsupported         a valid request for a feature we refuse on purpose (n>1, ...)
+│   ├── PayloadTooLarge     a body or frame over the server's size cap (413)
+│   └── UnsupportedMediaType a body that is not `application/json` (415)
+├── Unauthorized            a protected API called without its key
+├── Forbidden               a request from a place the server does not serve (Origin, Host) (403)
+├── NotFound                an unknown session, env or route target
+│   └── UnknownSession      a session id or token that is not (or no longer) live
+├── CapacityError           a server is at its configured session limit
+├── BackendUnavailable      the inference backend is down, slow or failing (retryable)
+├── EnvError                an environment failed while handling a valid request
+│   └── SandboxLost         a sandbox's container vanished or stopped under a live episode
+└── TransportError          a client lost (or never got) its connection to an env server
+    └── UnexpectedReply     a server answered something the client cannot read (not a frame, wrong model)
 """
 
 from __future__ import annotations

@@ -58,7 +58,9 @@ class UnicodeText(spaces.Text):
     character. Samples are drawn from printable ASCII (letters, digits, punctuation, whitespace).
     """
 
-    def __init__(self, max_length: int, *, min_length: int = 0, seed: int | np.random.Generator | None = None):
+    def __init__(
+        self, max_length: int, *, min_length: int = 0, seed: int | np.random.Generator | None = None
+    ):
         super().__init__(max_length, min_length=min_length, charset=string.printable, seed=seed)
 
     def contains(self, x: Any) -> bool:
@@ -68,8 +70,11 @@ class UnicodeText(spaces.Text):
         return f"UnicodeText({self.min_length}, {self.max_length})"
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, UnicodeText) and self.min_length == other.min_length
-                and self.max_length == other.max_length)
+        return (
+            isinstance(other, UnicodeText)
+            and self.min_length == other.min_length
+            and self.max_length == other.max_length
+        )
 
 
 @dataclass(frozen=True)
@@ -153,7 +158,7 @@ def _served_schemas(client: SyncEnvClient[Any, Any, Any]) -> dict[str, Any]:
 class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
     """Gymnasium view of an openenv session: `terminated` is the observation's `done`, never truncated."""
 
-    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium declares it this way)
+    metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(
         self,
@@ -179,11 +184,17 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
         """
         self.client = client
         self._info: Callable[[Observation], dict[str, Any]] = lambda obs: {}
-        spec = None if (action_space or observation_space) else gym_spec_for(client.action_type,
-                                                                            **(spec_options or {}))
+        spec = (
+            None
+            if (action_space or observation_space)
+            else gym_spec_for(client.action_type, **(spec_options or {}))
+        )
         if spec is not None:
             action_space, observation_space = spec.action_space, spec.observation_space
-            to_action, from_observation = to_action or spec.to_action, from_observation or spec.from_observation
+            to_action, from_observation = (
+                to_action or spec.to_action,
+                from_observation or spec.from_observation,
+            )
             self._info = spec.info or self._info
         typed = client.observation_type is not AnyObservation
         served = {} if typed or (action_space and observation_space) else _served_schemas(client)
@@ -206,7 +217,13 @@ class OpenEnvGym(gymnasium.Env[GymDict, GymDict]):
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs = self.client.step(self._to_action(action))
         reward = float(obs.reward) if obs.reward is not None else 0.0
-        return self._from_observation(obs), reward, obs.done, False, {"metadata": obs.metadata, **self._info(obs)}
+        return (
+            self._from_observation(obs),
+            reward,
+            obs.done,
+            False,
+            {"metadata": obs.metadata, **self._info(obs)},
+        )
 
     def close(self) -> None:
         self.client.close()
@@ -251,8 +268,13 @@ def register_envs() -> list[str]:
     for env_id, kwargs in wanted.items():
         if env_id not in gymnasium.registry:
             harness = bool(kwargs) and find_env_dir(kwargs["env"], _HARNESS_MARKER) is not None
-            gymnasium.register(env_id, entry_point="openenv.gym:make_env", kwargs=kwargs,
-                               disable_env_checker=True, nondeterministic=harness)
+            gymnasium.register(
+                env_id,
+                entry_point="openenv.gym:make_env",
+                kwargs=kwargs,
+                disable_env_checker=True,
+                nondeterministic=harness,
+            )
             added.append(env_id)
     return added
 

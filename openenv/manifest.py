@@ -62,21 +62,25 @@ class Manifest(BaseModel):
         default=None, pattern=_REF, description="`module:Class` of the typed EnvClient."
     )
     app: str | None = Field(
-        default=None, pattern=_REF,
+        default=None,
+        pattern=_REF,
         description="`module:attr` of an ASGI app serving the env (the reference's), run by its own interpreter.",
     )
     type: str | None = Field(default=None, description="The reference's deployment kind, e.g. `space`.")
     runtime: str | None = Field(default=None, description="The reference's app runtime, e.g. `fastapi`.")
     port: int = Field(default=8000, ge=1, le=65535, description="The port the app listens on when deployed.")
     validation: dict[str, Any] | None = Field(
-        default=None, description="The reference validator's block (reward range, resources...); not read here."
+        default=None,
+        description="The reference validator's block (reward range, resources...); not read here.",
     )
 
     @model_validator(mode="after")
     def _serves_something(self) -> Manifest:
         if self.environment is None and self.app is None:
-            raise ValueError("name the env to serve: `environment: module:Class` (ours) or `app: module:attr` "
-                             "(an ASGI app, as the reference's `openenv init` writes)")
+            raise ValueError(
+                "name the env to serve: `environment: module:Class` (ours) or `app: module:attr` "
+                "(an ASGI app, as the reference's `openenv init` writes)"
+            )
         return self
 
     @property
@@ -117,7 +121,8 @@ class Manifest(BaseModel):
         if self.environment is None:
             raise BadRequest(
                 f"{self.name} names an ASGI app ({self.app}), not an environment class; it is served by "
-                "running the app (`openenv serve FOLDER`), not imported", app=self.app,
+                "running the app (`openenv serve FOLDER`), not imported",
+                app=self.app,
             )
         return import_object(self.environment, folder)
 

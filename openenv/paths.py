@@ -75,8 +75,11 @@ def safe_name(name: str, what: str = "name") -> str:
         BadRequest: anything else (`../x`, `a/b`, `.env`, empty), naming `what` it was.
     """
     if not isinstance(name, str) or not _NAME.match(name) or len(name) > 255:
-        raise BadRequest(f"{what} {name!r} is not a plain name (letters, digits, '_', '.', '-'; no "
-                         "leading '.' or '-', no '/')", **{what.replace(" ", "_"): repr(name)[:80]})
+        raise BadRequest(
+            f"{what} {name!r} is not a plain name (letters, digits, '_', '.', '-'; no "
+            "leading '.' or '-', no '/')",
+            **{what.replace(" ", "_"): repr(name)[:80]},
+        )
     return name
 
 
@@ -110,4 +113,3 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-

@@ -40,7 +40,15 @@ from openenv.resources import env_dirs
 from openenv.source_tree import write_source_tree
 from openenv.space_package import space_package, write_space_package
 
-__all__ = ["SPACE_PORT", "SpaceFiles", "build_space_folder", "env_folder", "push_space", "space_files", "space_readme"]
+__all__ = [
+    "SPACE_PORT",
+    "SpaceFiles",
+    "build_space_folder",
+    "env_folder",
+    "push_space",
+    "space_files",
+    "space_readme",
+]
 
 SPACE_PORT = 7860  # the port Spaces route to unless app_port says otherwise; we state it explicitly
 # Never shipped from an env folder, .gitignore or not: caches and build leftovers (dotfiles go by name).
@@ -80,14 +88,14 @@ def space_readme(manifest: Manifest, repo_id: str | None) -> str:
         f"# {manifest.name}\n\n{manifest.description}\n\n"
         "An openenv environment: `reset`/`step`/`state` over HTTP and WebSocket, "
         "and its tools over MCP at `/mcp`. With openenv-harness (`pip install openenv-harness`):\n\n"
-        f"```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\")\n```\n\n"
+        f'```python\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env("{target}")\n```\n\n'
         "The server requires a bearer token: set the Space secret `OPENENV_TOKEN`, and the same value in "
         "`OPENENV_TOKEN` where the client runs.\n\n"
         "With the reference OpenEnv (`pip install openenv`), `AutoEnv.from_env` installs this repository's "
         f"client package `{package.distribution}` and returns its `{package.client_class}` (dict actions and "
         "observations) connected to the Space; it finds public Spaces only:\n\n"
-        f"```python\nimport os\n\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env(\"{target}\", trust_remote_code=True, "
-        "token=os.environ[\"OPENENV_TOKEN\"]).sync()\n```\n"
+        f'```python\nimport os\n\nfrom openenv import AutoEnv\n\nenv = AutoEnv.from_env("{target}", trust_remote_code=True, '
+        'token=os.environ["OPENENV_TOKEN"]).sync()\n```\n'
     )
 
 
@@ -108,8 +116,11 @@ def build_space_folder(env: str, dest: Path, *, repo_id: str | None = None, publ
     """
     manifest, folder = Manifest.load(env_folder(env))
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
-        raise BadRequest(f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
-                         "deleted or overwritten)", path=str(dest))
+        raise BadRequest(
+            f"{dest} exists and is not empty; give --out a new or empty folder (nothing in it is "
+            "deleted or overwritten)",
+            path=str(dest),
+        )
     if (folder / "spec.yaml").is_file():  # a harness env: its image needs the CLI, the proxy and a tokenizer
         _harness_space_folder(manifest, dest, repo_id)
     else:
@@ -127,7 +138,9 @@ def _env_space_folder(manifest: Manifest, folder: Path, dest: Path, repo_id: str
         (dest / "env" / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(folder / rel, dest / "env" / rel, follow_symlinks=False)
     allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
-    (dest / "Dockerfile").write_text(_DOCKERFILE.format(name=manifest.name, port=SPACE_PORT, allowed_host=allowed))
+    (dest / "Dockerfile").write_text(
+        _DOCKERFILE.format(name=manifest.name, port=SPACE_PORT, allowed_host=allowed)
+    )
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
 
 
@@ -140,8 +153,14 @@ def _harness_space_folder(manifest: Manifest, dest: Path, repo_id: str | None) -
     if dest.exists():
         dest.rmdir()  # checked empty above; write_env_context makes it
     allowed = urlsplit(hf_space_url(repo_id)).hostname if repo_id else "*"
-    write_env_context(get_spec(manifest.name), dest, model=tiny_model_path(), port=SPACE_PORT, allowed_host=allowed,
-                      space=True)
+    write_env_context(
+        get_spec(manifest.name),
+        dest,
+        model=tiny_model_path(),
+        port=SPACE_PORT,
+        allowed_host=allowed,
+        space=True,
+    )
     (dest / "README.md").write_text(space_readme(manifest, repo_id))
 
 
@@ -157,12 +176,17 @@ def _require_token(dockerfile: str) -> str:
     """
     lines = dockerfile.rstrip("\n").splitlines()
     cmd = json.loads(lines[-1].removeprefix("CMD "))
-    guard = (f'if [ "${{#OPENENV_TOKEN}}" -lt {MIN_TOKEN_CHARS} ]; then echo "refusing to serve: this public Space '
-             f'needs the Space secret OPENENV_TOKEN ({MIN_TOKEN_CHARS}+ characters; clients send it as a bearer '
-             f'token)" >&2; exit 78; fi; exec {shlex.join(cmd)}')
+    guard = (
+        f'if [ "${{#OPENENV_TOKEN}}" -lt {MIN_TOKEN_CHARS} ]; then echo "refusing to serve: this public Space '
+        f"needs the Space secret OPENENV_TOKEN ({MIN_TOKEN_CHARS}+ characters; clients send it as a bearer "
+        f'token)" >&2; exit 78; fi; exec {shlex.join(cmd)}'
+    )
     lines[-1] = "CMD " + json.dumps(["sh", "-c", guard])
-    return "\n".join(lines[:-1]) + "\n# Public Space: no token, no server (a made-up one would be printed to the "\
+    return (
+        "\n".join(lines[:-1])
+        + "\n# Public Space: no token, no server (a made-up one would be printed to the "
         "public log).\n" + lines[-1] + "\n"
+    )
 
 
 @dataclass
@@ -230,8 +254,11 @@ class _GitIgnores:
             self._rules.append((folder, self._spec.from_lines(file.read_text(errors="replace").splitlines())))
 
     def ignored(self, path: Path, *, is_dir: bool) -> bool:
-        return any(path.is_relative_to(base) and spec.match_file(path.relative_to(base).as_posix() + ("/" if is_dir else ""))
-                   for base, spec in self._rules)
+        return any(
+            path.is_relative_to(base)
+            and spec.match_file(path.relative_to(base).as_posix() + ("/" if is_dir else ""))
+            for base, spec in self._rules
+        )
 
 
 def env_folder(env: str) -> Path:
@@ -240,12 +267,16 @@ def env_folder(env: str) -> Path:
     for folder in candidates:
         if (folder / MANIFEST_FILE).is_file():
             return folder
-    raise NotFound(f"{env!r} is not an env folder (no {MANIFEST_FILE}) nor one under "
-                   f"{', '.join(map(str, env_dirs()))}; `openenv push` publishes an env folder", env=env)
+    raise NotFound(
+        f"{env!r} is not an env folder (no {MANIFEST_FILE}) nor one under "
+        f"{', '.join(map(str, env_dirs()))}; `openenv push` publishes an env folder",
+        env=env,
+    )
 
 
-def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint: str | None = None,
-               private: bool = True) -> str:
+def push_space(
+    folder: Path, repo_id: str, *, token: str | None = None, endpoint: str | None = None, private: bool = True
+) -> str:
     """Create (or reuse) the Docker Space `repo_id` and upload `folder` as one commit.
 
     Args:
@@ -269,8 +300,9 @@ def push_space(folder: Path, repo_id: str, *, token: str | None = None, endpoint
     api = HfApi(endpoint=endpoint, token=token)
     try:
         api.create_repo(repo_id, repo_type="space", space_sdk="docker", private=private, exist_ok=True)
-        api.upload_folder(folder_path=str(folder), repo_id=repo_id, repo_type="space",
-                          commit_message="openenv push")
+        api.upload_folder(
+            folder_path=str(folder), repo_id=repo_id, repo_type="space", commit_message="openenv push"
+        )
     except (HfHubHTTPError, ValueError) as exc:  # the card check answers with a ValueError
         raise TransportError(f"the Hub at {api.endpoint} refused the upload of {repo_id}: {exc}") from None
     return url

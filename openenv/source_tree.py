@@ -31,14 +31,31 @@ def write_source_tree(dest: Path) -> Path:
     groups: dict[str, list[str]] = {}
     for ep in dist.entry_points:
         groups.setdefault(ep.group, []).append(f"{json.dumps(ep.name)} = {json.dumps(ep.value)}")
-    lines = ["[build-system]", 'requires = ["setuptools>=68"]', 'build-backend = "setuptools.build_meta"', "",
-             "[project]", f"name = {json.dumps(NAME)}", f"version = {json.dumps(dist.version)}",
-             'requires-python = ">=3.11"',
-             "dependencies = [", *(f"  {json.dumps(req)}," for req in requirements()), "]", ""]
+    lines = [
+        "[build-system]",
+        'requires = ["setuptools>=68"]',
+        'build-backend = "setuptools.build_meta"',
+        "",
+        "[project]",
+        f"name = {json.dumps(NAME)}",
+        f"version = {json.dumps(dist.version)}",
+        'requires-python = ">=3.11"',
+        "dependencies = [",
+        *(f"  {json.dumps(req)}," for req in requirements()),
+        "]",
+        "",
+    ]
     for group, entries in groups.items():
         table = "[project.scripts]" if group == "console_scripts" else f'[project.entry-points."{group}"]'
         lines += [table, *entries, ""]
-    lines += ["[tool.setuptools.packages.find]", 'include = ["openenv*", "echo_env*"]', "namespaces = false", "",
-              "[tool.setuptools.package-data]", '"*" = ["**/*"]', ""]
+    lines += [
+        "[tool.setuptools.packages.find]",
+        'include = ["openenv*", "echo_env*"]',
+        "namespaces = false",
+        "",
+        "[tool.setuptools.package-data]",
+        '"*" = ["**/*"]',
+        "",
+    ]
     (dest / "pyproject.toml").write_text("\n".join(lines))
     return dest

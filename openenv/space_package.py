@@ -62,8 +62,12 @@ def space_package(repo_id: str | None, env_name: str) -> SpacePackage:
         module = f"{module}_env"
     key = module.replace("_env", "")  # the reference's rule (every occurrence, not only the suffix)
     client_class = "".join(word.capitalize() for word in key.split("_")) + "Env"
-    return SpacePackage(module=module, distribution=f"openenv-{module}", client_class=client_class,
-                        repo_id=repo_id or f"<owner>/{env_name}")
+    return SpacePackage(
+        module=module,
+        distribution=f"openenv-{module}",
+        client_class=client_class,
+        repo_id=repo_id or f"<owner>/{env_name}",
+    )
 
 
 _PYPROJECT = """\
@@ -143,21 +147,44 @@ def write_space_package(dest: Path, manifest: Manifest, repo_id: str | None, *, 
     folder = dest / package.module
     folder.mkdir(parents=True)
     description = (manifest.description or manifest.name).strip()
-    (dest / "pyproject.toml").write_text(_PYPROJECT.format(
-        repo_id=package.repo_id, module=package.module, distribution=package.distribution,
-        version=manifest.version, description=_toml_string(f"Client of the {manifest.name} env's Space")))
+    (dest / "pyproject.toml").write_text(
+        _PYPROJECT.format(
+            repo_id=package.repo_id,
+            module=package.module,
+            distribution=package.distribution,
+            version=manifest.version,
+            description=_toml_string(f"Client of the {manifest.name} env's Space"),
+        )
+    )
     (folder / "__init__.py").write_text(
         f'"""The `{manifest.name}` env\'s Space client for the reference OpenEnv (see client.py)."""\n\n'
-        f"from .client import {package.client_class}\n\n__all__ = [\"{package.client_class}\"]\n")
+        f'from .client import {package.client_class}\n\n__all__ = ["{package.client_class}"]\n'
+    )
     (folder / "openenv.yaml").write_text(
         "# Read by the reference OpenEnv's discovery (AutoEnv): `name` gives the client class "
         f"{package.client_class}.\n"
-        + yaml.safe_dump({"spec_version": 1, "name": package.module, "type": "space", "runtime": "fastapi",
-                          "port": port, "description": description, "space": package.repo_id, "env": manifest.name},
-                         sort_keys=False))
-    (folder / "client.py").write_text(_CLIENT.format(env=manifest.name, repo_id=package.repo_id,
-                                                     client_class=package.client_class,
-                                                     distribution=package.distribution))
+        + yaml.safe_dump(
+            {
+                "spec_version": 1,
+                "name": package.module,
+                "type": "space",
+                "runtime": "fastapi",
+                "port": port,
+                "description": description,
+                "space": package.repo_id,
+                "env": manifest.name,
+            },
+            sort_keys=False,
+        )
+    )
+    (folder / "client.py").write_text(
+        _CLIENT.format(
+            env=manifest.name,
+            repo_id=package.repo_id,
+            client_class=package.client_class,
+            distribution=package.distribution,
+        )
+    )
     return package
 
 

@@ -55,7 +55,7 @@ def _run(name: str, body: Callable[[], str]) -> Check:
         return Check(name, True, body())
     except _Failed as exc:
         return Check(name, False, str(exc))
-    except Exception as exc:  # noqa: BLE001 (a check that crashes, e.g. on a SyntaxError in the env, has failed)
+    except Exception as exc:
         return Check(name, False, f"{type(exc).__name__}: {exc}")
 
 
@@ -129,8 +129,12 @@ def _app_checks(manifest: Manifest, folder: Path, python: str | None) -> list[Ch
         assert manifest.app is not None
         interpreter = find_python(folder, python)
         proc = subprocess.run(
-            [str(interpreter), "-c", _IMPORT_APP, manifest.app], cwd=folder, env=app_environ(),
-            capture_output=True, text=True, timeout=300,
+            [str(interpreter), "-c", _IMPORT_APP, manifest.app],
+            cwd=folder,
+            env=app_environ(),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         if proc.returncode != 0:
             last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
@@ -248,8 +252,10 @@ def _http_round_trip(http: httpx.Client, ctx: dict[str, Any]) -> str:
         if sid:
             http.delete("/session", headers=headers)
     if not sid:
-        return (f"reset -> step {action} -> state conform to the schemas (stateless HTTP, as the reference "
-                "serves it: each request ran on a fresh env)")
+        return (
+            f"reset -> step {action} -> state conform to the schemas (stateless HTTP, as the reference "
+            "serves it: each request ran on a fresh env)"
+        )
     return f"reset -> step {action} -> state conform to the schemas"
 
 

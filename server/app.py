@@ -35,8 +35,12 @@ def build_app() -> FastAPI:
     idle = float(os.environ.get("OPENENV_IDLE_TIMEOUT_S", "600"))
     security = ServerSecurity.from_environ(os.environ.get("OPENENV_HOST", "127.0.0.1"), os.environ)
     if security.token and not os.environ.get("OPENENV_TOKEN"):
-        print(f"openenv: token {security.token} (clients send 'Authorization: Bearer <token>' or set "
-              "OPENENV_TOKEN)", file=sys.stderr, flush=True)
+        print(
+            f"openenv: token {security.token} (clients send 'Authorization: Bearer <token>' or set "
+            "OPENENV_TOKEN)",
+            file=sys.stderr,
+            flush=True,
+        )
     return create_app(
         loaded.env_class,
         metadata=loaded.metadata,

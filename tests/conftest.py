@@ -26,7 +26,9 @@ from openenv.testing.skips import pytest_terminal_summary  # noqa: F401  (the on
 
 # The suite runs on the repo's own build (`.ci/run` makes it with scripts/build_tiny_model.py); the
 # product's default is the user cache. Set here so every subprocess a test starts uses the same model.
-os.environ.setdefault("OPENENV_TINY_MODEL", str(Path(__file__).resolve().parents[1] / ".cache" / "tiny-model"))
+os.environ.setdefault(
+    "OPENENV_TINY_MODEL", str(Path(__file__).resolve().parents[1] / ".cache" / "tiny-model")
+)
 
 if TYPE_CHECKING:
     from openenv.capture.backends.local import LocalBackend
@@ -79,8 +81,16 @@ def local_backend(tiny_model: Path) -> LocalBackend:
     return LocalBackend(tiny_model)
 
 
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+)
 
 
 @pytest.fixture(scope="session")
@@ -130,8 +140,11 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for flag in (*CHROMIUM_FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
-                 "--window-size=1400,1000"):
+    for flag in (
+        *CHROMIUM_FLAGS,
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(flag)
     session = webdriver.Chrome(options=options, service=Service(driver))
     session.set_page_load_timeout(60)
@@ -152,4 +165,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         report.outcome = "failed"
         report.longrepr = f"skipped, but CI requires every prerequisite (OPENENV_REQUIRE_ALL=1): {reason}"
-

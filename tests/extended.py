@@ -27,19 +27,30 @@ ENV = "OPENENV_EXTENDED"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--extended", action="store_true", default=False,
-                     help="also run the tests marked `extended` (the scheduled tier; also OPENENV_EXTENDED=1)")
+    parser.addoption(
+        "--extended",
+        action="store_true",
+        default=False,
+        help="also run the tests marked `extended` (the scheduled tier; also OPENENV_EXTENDED=1)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", f"{MARKER}: a long test every commit leaves to the scheduled run "
-                                       "(`scripts/test.sh --extended`; see tests/extended.py)")
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}: a long test every commit leaves to the scheduled run "
+        "(`scripts/test.sh --extended`; see tests/extended.py)",
+    )
 
 
 def extended_run(config: pytest.Config) -> bool:
     """Whether this run includes the extended tier: `--extended`, OPENENV_EXTENDED=1, or a `-m` naming it."""
     asked = parse_flag(ENV, os.environ.get(ENV), False)
-    return bool(config.getoption("--extended", default=False)) or asked or MARKER in (config.option.markexpr or "")
+    return (
+        bool(config.getoption("--extended", default=False))
+        or asked
+        or MARKER in (config.option.markexpr or "")
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

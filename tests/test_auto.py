@@ -6,8 +6,8 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from echo_env import EchoEnvironment, EchoObservation
 
+from echo_env import EchoEnvironment, EchoObservation
 from openenv import auto
 from openenv.auto import AutoEnv, EnvSource, discover_envs, hf_space_url, load_env, resolve
 from openenv.errors import NotFound

@@ -16,8 +16,15 @@ REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 README_LIMIT = 10 * 1024
 # Every Markdown page a reader reaches: the README, docs/, each folder's README, the research area.
-PAGES = sorted({README, *(REPO / "docs").glob("*.md"), *(REPO / "research").rglob("*.md"),
-                REPO / "envs" / "README.md", REPO / "bench" / "README.md"})
+PAGES = sorted(
+    {
+        README,
+        *(REPO / "docs").glob("*.md"),
+        *(REPO / "research").rglob("*.md"),
+        REPO / "envs" / "README.md",
+        REPO / "bench" / "README.md",
+    }
+)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 
@@ -25,7 +32,11 @@ BLOCK = re.compile(r"^```(bash|python)\n(.*?)^```", re.S | re.M)
 def relative_links(text: str) -> list[str]:
     """The targets of `[text](target)` links that are not URLs or page anchors, without their anchor."""
     targets = [m.group(1) for m in LINK.finditer(re.sub(r"```.*?```", "", text, flags=re.S))]
-    return [t.split("#", 1)[0] for t in targets if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")]
+    return [
+        t.split("#", 1)[0]
+        for t in targets
+        if not re.match(r"[a-z][a-z0-9+.-]*:", t) and not t.startswith("#")
+    ]
 
 
 def dead_links(page: Path) -> list[str]:

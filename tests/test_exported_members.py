@@ -17,7 +17,8 @@ import openenv
 _NOT_API = ("openenv.harness.tasks.builtin.", "openenv.envs.")
 
 MODULES = sorted(
-    m.name for m in pkgutil.walk_packages(openenv.__path__, "openenv.")
+    m.name
+    for m in pkgutil.walk_packages(openenv.__path__, "openenv.")
     if not m.name.startswith(_NOT_API) and m.name != "openenv.harness.tasks.run_tests"
 )
 
@@ -31,8 +32,10 @@ PACKAGE_EXPORTS = {
 
 def _public_definitions(module: object, name: str) -> set[str]:
     return {
-        attr for attr, value in vars(module).items()
-        if not attr.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value))
+        attr
+        for attr, value in vars(module).items()
+        if not attr.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
         and value.__module__ == name
     }
 

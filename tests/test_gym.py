@@ -5,12 +5,12 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
-from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 from pydantic import BaseModel
 
 import openenv.gym
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from openenv.gym import GENERIC_ID, OpenEnvGym, gym_id, space_for_model
 from openenv.server import LocalServer, create_app
 

@@ -64,8 +64,14 @@ def _build(client: Any, context: Path, tag: str) -> None:
     import docker.errors
 
     try:
-        client.images.build(path=str(context), tag=tag, buildargs={"BASE_IMAGE": PYTHON_IMAGE},
-                            network_mode="none", rm=True, labels=LABELS)
+        client.images.build(
+            path=str(context),
+            tag=tag,
+            buildargs={"BASE_IMAGE": PYTHON_IMAGE},
+            network_mode="none",
+            rm=True,
+            labels=LABELS,
+        )
     except docker.errors.BuildError as exc:
         log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
         pytest.fail(f"building {context} failed: {exc.msg}\n{log[-3000:]}")
@@ -83,21 +89,33 @@ def _wait_healthy(url: str, container: Any, timeout_s: float = 120) -> None:
 
 
 def _validate(url: str, token: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "openenv.cli.main", "validate", "--url", url],
-                          capture_output=True, text=True, timeout=120, check=False,
-                          env={**os.environ, "OPENENV_TOKEN": token, "COLUMNS": "200"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "validate", "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "OPENENV_TOKEN": token, "COLUMNS": "200"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
 
-def test_the_root_dockerfile_builds_offline_and_passes_validate(docker_client: Any, images: list[str]) -> None:
+def test_the_root_dockerfile_builds_offline_and_passes_validate(
+    docker_client: Any, images: list[str]
+) -> None:
     tag = f"openenv-test/root:{uuid.uuid4().hex[:8]}"
     _build(docker_client, REPO, tag)
     images.append(tag)
     port, token = free_port(), secrets.token_urlsafe(16)
-    container = docker_client.containers.run(tag, detach=True, remove=True, labels=LABELS,
-                                             ports={"8000/tcp": ("127.0.0.1", port)},
-                                             environment={"OPENENV_TOKEN": token})
+    container = docker_client.containers.run(
+        tag,
+        detach=True,
+        remove=True,
+        labels=LABELS,
+        ports={"8000/tcp": ("127.0.0.1", port)},
+        environment={"OPENENV_TOKEN": token},
+    )
     try:
         _wait_healthy(f"http://127.0.0.1:{port}", container)
         assert "all 4 checks passed" in _validate(f"http://127.0.0.1:{port}", token)
@@ -111,8 +129,9 @@ def test_openenv_build_makes_the_pi_env_image(docker_client: Any) -> None:
     spec = get_spec("pi")
     if not install_status(spec).ready:
         pytest.skip("pi is not installed; run scripts/install.sh --all")
-    built = subprocess.run([sys.executable, "-m", "openenv.cli.main", "build", "pi"], capture_output=True,
-                           text=True, check=False)
+    built = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "build", "pi"], capture_output=True, text=True, check=False
+    )
     assert built.returncode == 0, built.stdout + built.stderr  # the tag stays: it is the product's image
     config = docker_client.images.get(env_image_tag(spec)).attrs["Config"]
     assert config["Labels"]["openenv.harness"] == "pi" and config["Labels"]["openenv.kind"] == "env"

@@ -56,11 +56,20 @@ def _imports(path: Path) -> Iterator[str]:
 def _research_imports(path: Path) -> list[str]:
     """Every import of the research area in `path` (`research.learning...`, or one of its script modules by
     the name a script's folder on `sys.path` would give it)."""
-    scripts = {p.stem for p in (ROOT.parent / "research").rglob("*.py")} if (ROOT.parent / "research").is_dir() else set()
+    scripts = (
+        {p.stem for p in (ROOT.parent / "research").rglob("*.py")}
+        if (ROOT.parent / "research").is_dir()
+        else set()
+    )
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        names = ([node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0
-                 else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+        names = (
+            [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level == 0
+            else [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else []
+        )
         found += [n for n in names if n.split(".")[0] == "research" or n in scripts]
     return found
 
@@ -128,8 +137,11 @@ def test_no_module_imports_itself_back_through_others() -> None:
 def test_the_product_never_imports_the_test_helpers() -> None:
     """`openenv.testing` holds the suite's helpers only (issue 46: the soak, its fault proxy and the vLLM
     launcher were products living there, imported by `openenv soak`). No exemptions."""
-    users = {m: sorted(d for d in deps if d.startswith("openenv.testing")) for m, deps in GRAPH.items()
-             if not m.startswith("openenv.testing") and any(d.startswith("openenv.testing") for d in deps)}
+    users = {
+        m: sorted(d for d in deps if d.startswith("openenv.testing"))
+        for m, deps in GRAPH.items()
+        if not m.startswith("openenv.testing") and any(d.startswith("openenv.testing") for d in deps)
+    }
     assert users == {}
 
 
@@ -158,16 +170,25 @@ def _foreign_privates(source: str) -> list[str]:
             defined.add(node.id)
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             defined.add(node.target.id)
-    return [f"{node.lineno}: {ast.unparse(node)}" for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
-            and node.attr not in defined]
+    return [
+        f"{node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+        and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        and node.attr not in defined
+    ]
 
 
 def test_the_private_attribute_finder_finds_a_read_across_modules() -> None:
     assert _foreign_privates("def f(gate):\n    return gate.pending._done\n") == ["2: gate.pending._done"]
-    assert _foreign_privates("class P:\n    def __init__(self):\n        self._done = 1\n"
-                             "def f(p):\n    return p._done\n") == []
+    assert (
+        _foreign_privates(
+            "class P:\n    def __init__(self):\n        self._done = 1\ndef f(p):\n    return p._done\n"
+        )
+        == []
+    )
 
 
 def test_no_module_reads_the_private_attributes_of_another() -> None:
@@ -180,7 +201,10 @@ def test_no_module_reads_the_private_attributes_of_another() -> None:
 def test_every_type_ignore_names_its_code_and_says_why() -> None:
     """A `# type: ignore` is a claim the checker cannot verify; the reader gets the claim (issue 46:
     61 bare ones, halved, the rest explained)."""
-    bare = [f"{name}:{n}" for name, path in MODULES.items()
-            for n, line in enumerate(path.read_text().splitlines(), 1)
-            if "# type: ignore" in line and not re.search(r"# type: ignore\[[a-z-, ]+\]  # \S", line)]
+    bare = [
+        f"{name}:{n}"
+        for name, path in MODULES.items()
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "# type: ignore" in line and not re.search(r"# type: ignore\[[a-z-, ]+\]  # \S", line)
+    ]
     assert bare == []

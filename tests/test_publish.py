@@ -55,8 +55,9 @@ class HubStandIn:
 
         repo_id = f"{owner}/{name}"
         if not any(f"{r['organization']}/{r['name']}" == repo_id for r in self.repos):
-            return JSONResponse({"error": "Repository not found"}, status_code=404,
-                                headers={"X-Error-Code": "RepoNotFound"})
+            return JSONResponse(
+                {"error": "Repository not found"}, status_code=404, headers={"X-Error-Code": "RepoNotFound"}
+            )
         host = "https://" + f"{owner}-{name}".replace("_", "-").replace(".", "-").lower() + ".hf.space"
         return {"id": repo_id, "host": host, "runtime": {"stage": "BUILDING", "hardware": {"current": None}}}
 
@@ -73,7 +74,11 @@ class HubStandIn:
 
         body = await request.json()
         content = body["content"]
-        matter = yaml.safe_load(content.split("---\n", 2)[1]) if content.startswith("---\n") else yaml.safe_load(content)
+        matter = (
+            yaml.safe_load(content.split("---\n", 2)[1])
+            if content.startswith("---\n")
+            else yaml.safe_load(content)
+        )
         if body.get("repoType") == "space" and not (matter or {}).get("sdk"):
             return JSONResponse({"errors": [{"message": "sdk is required for a Space"}]}, status_code=400)
         return {"errors": [], "warnings": []}
@@ -89,8 +94,11 @@ class HubStandIn:
                 self.commit_headers.append(item["value"])
             elif item["key"] == "file":
                 self.files[item["value"]["path"]] = base64.b64decode(item["value"]["content"])
-        return {"commitUrl": f"{request.base_url}spaces/{owner}/{name}/commit/abc123", "commitOid": "abc123",
-                "success": True}
+        return {
+            "commitUrl": f"{request.base_url}spaces/{owner}/{name}/commit/abc123",
+            "commitOid": "abc123",
+            "success": True,
+        }
 
 
 @pytest.fixture
@@ -114,8 +122,9 @@ def _front_matter(readme: str) -> dict[str, Any]:
 
 
 def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_code(tmp_path):
-    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run",
-                                      "--out", str(tmp_path / "space")])
+    result = CliRunner().invoke(
+        cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run", "--out", str(tmp_path / "space")]
+    )
     assert result.exit_code == 0, result.output
     space = tmp_path / "space"
     matter = _front_matter((space / "README.md").read_text())
@@ -123,8 +132,10 @@ def test_dry_run_writes_a_docker_space_folder_with_front_matter_dockerfile_and_c
     assert "openenv" in matter["tags"]
     assert 'AutoEnv.from_env("alice/echo-env")' in (space / "README.md").read_text()
     dockerfile = (space / "Dockerfile").read_text()
-    assert (f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}", '
-            '"--allowed-host", "alice-echo-env.hf.space"]') in dockerfile
+    assert (
+        f'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "{SPACE_PORT}", '
+        '"--allowed-host", "alice-echo-env.hf.space"]'
+    ) in dockerfile
     assert "pip install --no-cache-dir /app/openenv-src" in dockerfile
     assert (space / "env" / "openenv.yaml").is_file()
     project = tomllib.loads((space / "openenv-src" / "pyproject.toml").read_text())["project"]
@@ -143,47 +154,74 @@ def test_the_space_root_is_the_client_package_the_reference_autoenv_installs(tmp
     """`pip install git+https://huggingface.co/spaces/alice/echo-env` (the reference's `AutoEnv`) builds
     `openenv-echo_env` from the root: `echo_env/openenv.yaml` and `echo_env/client.py` with `EchoEnv`, the
     names its discovery derives. The end-to-end install is tests/interop/test_reference_autoenv_space.py."""
-    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run",
-                                      "--out", str(tmp_path / "space")])
+    result = CliRunner().invoke(
+        cli, ["push", "echo", "--repo", "alice/echo-env", "--dry-run", "--out", str(tmp_path / "space")]
+    )
     assert result.exit_code == 0, result.output
     space = tmp_path / "space"
     pyproject = tomllib.loads((space / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == "openenv-echo_env" and pyproject["project"]["dependencies"] == []
     assert pyproject["tool"]["setuptools"]["packages"] == ["echo_env"]  # not openenv-src/ nor env/
     manifest = yaml.safe_load((space / "echo_env" / "openenv.yaml").read_text())
-    assert manifest["name"] == "echo_env" and manifest["space"] == "alice/echo-env" and manifest["port"] == SPACE_PORT
+    assert (
+        manifest["name"] == "echo_env"
+        and manifest["space"] == "alice/echo-env"
+        and manifest["port"] == SPACE_PORT
+    )
     client = (space / "echo_env" / "client.py").read_text()
-    assert "class EchoEnv(GenericEnvClient):" in client and "from openenv.core.generic_client import" in client
+    assert (
+        "class EchoEnv(GenericEnvClient):" in client and "from openenv.core.generic_client import" in client
+    )
     compile(client, "client.py", "exec")
     assert "openenv-echo_env" in (space / "README.md").read_text()
 
 
-@pytest.mark.parametrize(("repo_id", "module", "client_class"), [
-    ("alice/echo-env", "echo_env", "EchoEnv"),
-    ("alice/coding", "coding_env", "CodingEnv"),
-    ("alice/My.Space", "my_space_env", "MySpaceEnv"),
-    ("alice/3d-maze", "space_3d_maze_env", "Space3dMazeEnv"),
-    ("alice/my-envoy", "my_envoy_env", "MyoyEnv"),  # the reference drops every "_env", not only the suffix
-    (None, "echo_env", "EchoEnv"),
-])
+@pytest.mark.parametrize(
+    ("repo_id", "module", "client_class"),
+    [
+        ("alice/echo-env", "echo_env", "EchoEnv"),
+        ("alice/coding", "coding_env", "CodingEnv"),
+        ("alice/My.Space", "my_space_env", "MySpaceEnv"),
+        ("alice/3d-maze", "space_3d_maze_env", "Space3dMazeEnv"),
+        (
+            "alice/my-envoy",
+            "my_envoy_env",
+            "MyoyEnv",
+        ),  # the reference drops every "_env", not only the suffix
+        (None, "echo_env", "EchoEnv"),
+    ],
+)
 def test_space_package_names_follow_the_reference_discovery_rules(repo_id, module, client_class):
     package = space_package(repo_id, "echo")
-    assert (package.module, package.distribution, package.client_class) == (module, f"openenv-{module}", client_class)
+    assert (package.module, package.distribution, package.client_class) == (
+        module,
+        f"openenv-{module}",
+        client_class,
+    )
     assert package.module.isidentifier()
 
 
 def test_a_public_space_does_not_start_without_a_token_secret_and_a_private_one_is_unchanged(tmp_path):
     private = (build_space_folder("echo", tmp_path / "private", repo_id="alice/e") / "Dockerfile").read_text()
-    public = (build_space_folder("echo", tmp_path / "public", repo_id="alice/e", public=True) / "Dockerfile").read_text()
-    assert private.splitlines()[-1] == ('CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "7860", '
-                                        '"--allowed-host", "alice-e.hf.space"]')
+    public = (
+        build_space_folder("echo", tmp_path / "public", repo_id="alice/e", public=True) / "Dockerfile"
+    ).read_text()
+    assert private.splitlines()[-1] == (
+        'CMD ["openenv", "serve", "/app/env", "--host", "0.0.0.0", "--port", "7860", '
+        '"--allowed-host", "alice-e.hf.space"]'
+    )
     cmd = json.loads(public.splitlines()[-1].removeprefix("CMD "))
     assert cmd[:2] == ["sh", "-c"]
     guard = cmd[2]
     for token, serves in ((None, False), ("", False), ("x" * 15, False), ("x" * 16, True)):
         env = {"PATH": "/usr/bin:/bin"} | ({} if token is None else {"OPENENV_TOKEN": token})
-        ran = subprocess.run(["sh", "-c", guard.replace("exec openenv serve", "echo serving")], env=env, check=False,
-                             capture_output=True, text=True)
+        ran = subprocess.run(
+            ["sh", "-c", guard.replace("exec openenv serve", "echo serving")],
+            env=env,
+            check=False,
+            capture_output=True,
+            text=True,
+        )
         assert (ran.returncode == 0 and "serving /app/env" in ran.stdout) is serves, (token, ran)
         if not serves:
             assert ran.returncode == 78 and "needs the Space secret OPENENV_TOKEN" in ran.stderr
@@ -193,9 +231,21 @@ def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path)
     """Runs the Dockerfile's CMD (on the host, not in Docker) against the folder's own env copy."""
     space = build_space_folder("echo", tmp_path / "space")
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "serve", str(space / "env"),
-                             "--host", "127.0.0.1", "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "serve",
+            str(space / "env"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -213,15 +263,23 @@ def test_space_folder_env_is_served_by_the_command_its_dockerfile_runs(tmp_path)
         proc.wait(10)
 
 
-def test_push_uploads_the_space_folder_through_huggingface_hub_then_autoenv_resolves_the_space(hub, tmp_path,
-                                                                                             monkeypatch):
+def test_push_uploads_the_space_folder_through_huggingface_hub_then_autoenv_resolves_the_space(
+    hub, tmp_path, monkeypatch
+):
     monkeypatch.setenv("HF_TOKEN", "hf_standin_token")
-    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/Echo_Env", "--endpoint", hub.url,
-                                      "--out", str(tmp_path / "space")])
+    result = CliRunner().invoke(
+        cli,
+        ["push", "echo", "--repo", "alice/Echo_Env", "--endpoint", hub.url, "--out", str(tmp_path / "space")],
+    )
     assert result.exit_code == 0, result.output
     assert "https://alice-echo-env.hf.space" in result.output
     [repo] = hub.repos
-    assert (repo["organization"], repo["name"], repo["type"], repo["sdk"]) == ("alice", "Echo_Env", "space", "docker")
+    assert (repo["organization"], repo["name"], repo["type"], repo["sdk"]) == (
+        "alice",
+        "Echo_Env",
+        "space",
+        "docker",
+    )
     assert repo["visibility"] == "private"  # private unless --public
     assert hub.auth == ["Bearer hf_standin_token"]
     space = tmp_path / "space"
@@ -260,7 +318,9 @@ def careless_env(tmp_path: Path) -> Path:
     folder = scaffold("careless_env", tmp_path / "checkout")
     (folder / ".env").write_text("HF_TOKEN=hf_secret_from_dotenv\n")
     (folder / ".git").mkdir()
-    (folder / ".git" / "config").write_text('[remote "origin"]\n\turl = https://user:ghp_secret@github.com/x/y\n')
+    (folder / ".git" / "config").write_text(
+        '[remote "origin"]\n\turl = https://user:ghp_secret@github.com/x/y\n'
+    )
     (folder / ".gitignore").write_text("secrets.txt\nbuild/\n*.log\n")
     (folder / "secrets.txt").write_text("api_key=sk-secret\n")
     (folder / "build").mkdir()
@@ -279,8 +339,17 @@ def careless_env(tmp_path: Path) -> Path:
 def test_push_copies_what_git_would_and_never_a_dotfile(careless_env: Path, tmp_path: Path) -> None:
     space = build_space_folder(str(careless_env), tmp_path / "space")
     shipped = {p.relative_to(space / "env").as_posix() for p in (space / "env").rglob("*") if p.is_file()}
-    for leaked in (".env", ".git/config", ".gitignore", "secrets.txt", "build/big.bin", "run.log",
-                   "data/private.csv", "data/.gitignore", "key"):
+    for leaked in (
+        ".env",
+        ".git/config",
+        ".gitignore",
+        "secrets.txt",
+        "build/big.bin",
+        "run.log",
+        "data/private.csv",
+        "data/.gitignore",
+        "key",
+    ):
         assert leaked not in shipped, leaked
     assert {"openenv.yaml", "data/public.csv"} <= shipped
     everything = b"".join(p.read_bytes() for p in space.rglob("*") if p.is_file())
@@ -308,6 +377,8 @@ def test_push_refuses_a_non_empty_out_folder_and_deletes_nothing(tmp_path: Path)
 
 def test_push_public_is_an_explicit_choice(hub, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_standin_token")
-    result = CliRunner().invoke(cli, ["push", "echo", "--repo", "alice/open", "--endpoint", hub.url, "--public"])
+    result = CliRunner().invoke(
+        cli, ["push", "echo", "--repo", "alice/open", "--endpoint", hub.url, "--public"]
+    )
     assert result.exit_code == 0, result.output
     assert hub.repos[0]["visibility"] == "public" and "(public)" in result.output

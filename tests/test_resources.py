@@ -37,13 +37,15 @@ def test_builtin_tasks_and_the_installer_are_package_data() -> None:
     assert harness_installer().is_file() and harness_installer().read_text().startswith("#!")
 
 
-def test_an_extra_folder_adds_a_harness_and_shadows_a_shipped_one(tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_extra_folder_adds_a_harness_and_shadows_a_shipped_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     pi = (shipped_envs_dir() / "pi" / "spec.yaml").read_text()
     for name in ("mine", "pi"):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "spec.yaml").write_text(pi.replace("name: pi", f"name: {name}")
-                                                   .replace("description: ", "description: extra "))
+        (tmp_path / name / "spec.yaml").write_text(
+            pi.replace("name: pi", f"name: {name}").replace("description: ", "description: extra ")
+        )
     monkeypatch.setenv(ENVS_PATH_VAR, str(tmp_path))
     assert env_dirs()[0] == tmp_path.resolve() and env_dirs()[-1] == shipped_envs_dir().resolve()
     assert "mine" in harness_names() and "codex" in harness_names()
@@ -62,10 +64,16 @@ def _walks_up_or_imports_testing(path: Path) -> list[str]:
     found = []
     for node in ast.walk(tree):
         # Path(__file__).parents[n] / .parent.parent: a folder above the package (a checkout's root)
-        above = (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute)
-                 and node.value.attr == "parents") or (
-            isinstance(node, ast.Attribute) and node.attr == "parent"
-            and isinstance(node.value, ast.Attribute) and node.value.attr == "parent")
+        above = (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "parents"
+        ) or (
+            isinstance(node, ast.Attribute)
+            and node.attr == "parent"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "parent"
+        )
         if above and "__file__" in ast.dump(node):
             found.append(f"{path.name}:{node.lineno} walks up from __file__")
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("openenv.testing"):
@@ -74,8 +82,11 @@ def _walks_up_or_imports_testing(path: Path) -> list[str]:
 
 
 def test_product_code_neither_walks_up_to_a_repository_nor_imports_openenv_testing() -> None:
-    product = [p for p in PACKAGE.rglob("*.py")
-               if not {"testing", "envs", "builtin", "template"} & set(p.relative_to(PACKAGE).parts)]
+    product = [
+        p
+        for p in PACKAGE.rglob("*.py")
+        if not {"testing", "envs", "builtin", "template"} & set(p.relative_to(PACKAGE).parts)
+    ]
     assert len(product) > 50
     offenders = [hit for path in product for hit in _walks_up_or_imports_testing(path)]
     assert offenders == []

@@ -16,7 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_docs_table_is_the_generated_one() -> None:
     page = (REPO / "docs" / "settings.md").read_text()
     copy = page.split("<!-- settings:start -->\n", 1)[1].split("<!-- settings:end -->", 1)[0]
-    assert copy == markdown_table(), "docs/settings.md's table is stale: paste `python -m openenv.settings` into it"
+    assert copy == markdown_table(), (
+        "docs/settings.md's table is stale: paste `python -m openenv.settings` into it"
+    )
 
 
 def test_every_variable_the_package_reads_is_declared() -> None:
@@ -49,9 +51,14 @@ def _raw_reads(source: str, names: set[str]) -> list[str]:
 def test_every_boolean_setting_is_read_through_flag() -> None:
     """OPENENV_DOCKER_HARBOR_ROOT was read as `== "1"`, so `true` silently meant off (issue 46)."""
     flags = {s.name for s in SETTINGS if s.kind == "flag"}
-    assert _raw_reads('import os\nos.environ.get("OPENENV_X") == "1"\nos.environ["OPENENV_X"]\n', {"OPENENV_X"})
-    found = {str(p.relative_to(REPO)): hits for p in (REPO / "openenv").rglob("*.py")
-             if p.name != "settings.py" and (hits := _raw_reads(p.read_text(), flags))}
+    assert _raw_reads(
+        'import os\nos.environ.get("OPENENV_X") == "1"\nos.environ["OPENENV_X"]\n', {"OPENENV_X"}
+    )
+    found = {
+        str(p.relative_to(REPO)): hits
+        for p in (REPO / "openenv").rglob("*.py")
+        if p.name != "settings.py" and (hits := _raw_reads(p.read_text(), flags))
+    }
     assert found == {}
 
 
@@ -62,15 +69,28 @@ def test_the_isolation_setting_documents_every_value_the_code_takes() -> None:
 
     [isolation] = [s for s in SETTINGS if s.name == "OPENENV_SANDBOX_ISOLATION"]
     taken = {v for v in get_args(EpisodeSettings.model_fields["isolation"].annotation) if isinstance(v, str)}
-    taken |= {v for arg in get_args(EpisodeSettings.model_fields["isolation"].annotation) for v in get_args(arg)}
+    taken |= {
+        v for arg in get_args(EpisodeSettings.model_fields["isolation"].annotation) for v in get_args(arg)
+    }
     assert taken and all(f"`{value}`" in isolation.doc for value in taken), (taken, isolation.doc)
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("1", True), ("true", True), (" YES ", True), ("On", True),
-    ("0", False), ("false", False), ("NO", False), ("off", False),
-    (None, None), ("", None), ("  ", None),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("1", True),
+        ("true", True),
+        (" YES ", True),
+        ("On", True),
+        ("0", False),
+        ("false", False),
+        ("NO", False),
+        ("off", False),
+        (None, None),
+        ("", None),
+        ("  ", None),
+    ],
+)
 def test_one_boolean_parser(value: str | None, expected: bool | None) -> None:
     for default in (False, True):
         assert parse_flag("OPENENV_X", value, default) is (default if expected is None else expected)

@@ -45,7 +45,10 @@ TASK = "fix-temperature-conversion"
 TAG = "openenv-test/space-pi:cached"
 LABELS = {"openenv.test": "space"}
 # The offline stand-ins of the Space's public bases.
-OFFLINE = {SPACE_BASES["BASE_IMAGE"]: "openenv/python:latest", SPACE_BASES["NODE_IMAGE"]: "openenv/base:latest"}
+OFFLINE = {
+    SPACE_BASES["BASE_IMAGE"]: "openenv/python:latest",
+    SPACE_BASES["NODE_IMAGE"]: "openenv/base:latest",
+}
 
 
 class HarnessClient(EnvClient[HarnessAction, HarnessObservation, HarnessState]):
@@ -63,18 +66,31 @@ def space_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
     subprocess.run(["bash", str(REPO / "scripts" / "build_python_image.sh")], check=True)
     space = tmp_path_factory.mktemp("space") / "pi"
-    subprocess.run([sys.executable, "-m", "openenv.cli.main", "push", "pi", "--dry-run", "--out", str(space)],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "push", "pi", "--dry-run", "--out", str(space)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     dockerfile = (space / "Dockerfile").read_text()
     instructions = [line for line in dockerfile.splitlines() if line and not line.startswith("#")]
-    assert "USER 1000" in instructions and not any("SYS_ADMIN" in line or "seccomp" in line for line in instructions)
+    assert "USER 1000" in instructions and not any(
+        "SYS_ADMIN" in line or "seccomp" in line for line in instructions
+    )
     args, said = build_args(dockerfile, OFFLINE)
     assert sorted(args) == ["BASE_IMAGE", "NODE_IMAGE"]  # every FROM is a public image we stand in for
     for line in said:
         print(f"[space] {line}")
     try:
-        docker.from_env().images.build(path=str(space), tag=TAG, buildargs=args, network_mode="none", rm=True, forcerm=True,
-                                       labels=LABELS)
+        docker.from_env().images.build(
+            path=str(space),
+            tag=TAG,
+            buildargs=args,
+            network_mode="none",
+            rm=True,
+            forcerm=True,
+            labels=LABELS,
+        )
     except docker.errors.BuildError as exc:
         log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
         pytest.fail(f"building the Space failed: {exc.msg}\n{log[-3000:]}")
@@ -82,7 +98,9 @@ def space_image(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 @pytest.fixture(scope="module")
-def space(space_image: str, vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def space(
+    space_image: str, vllm_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, str]]:
     """The Space's container, run as Spaces run it; yields (URL, token)."""
     import docker
 
@@ -91,31 +109,55 @@ def space(space_image: str, vllm_url: str, tmp_path_factory: pytest.TempPathFact
     engine = urlsplit(vllm_url)
     sock_dir = tmp_path_factory.mktemp("engine")
     sock_dir.chmod(0o755)  # uid 1000 enters the mount and connects to the socket
-    bridge = UnixToTcpBridge(sock_dir / "engine.sock", engine.hostname or "127.0.0.1", engine.port or 80).start()
+    bridge = UnixToTcpBridge(
+        sock_dir / "engine.sock", engine.hostname or "127.0.0.1", engine.port or 80
+    ).start()
     (sock_dir / "engine.sock").chmod(0o666)
-    command = ["sh", "-c", ("python -m openenv.harness.forwarder --listen 127.0.0.1:8001 "
-                            "--to-unix /engine/engine.sock & exec \"$@\""), "sh",
-               *client.images.get(space_image).attrs["Config"]["Cmd"]]
+    command = [
+        "sh",
+        "-c",
+        (
+            "python -m openenv.harness.forwarder --listen 127.0.0.1:8001 "
+            '--to-unix /engine/engine.sock & exec "$@"'
+        ),
+        "sh",
+        *client.images.get(space_image).attrs["Config"]["Cmd"],
+    ]
     container = client.containers.run(
-        space_image, command, detach=True, remove=True, labels=LABELS, user="1000", cap_drop=["ALL"],
-        read_only=True, tmpfs={"/tmp": "rw,exec,mode=1777", "/data": "rw,mode=1777"},
-        ports={"7860/tcp": ("127.0.0.1", port)}, volumes={str(sock_dir): {"bind": "/engine", "mode": "rw"}},
-        environment={"OPENENV_VLLM_URL": "http://127.0.0.1:8001", "OPENENV_TOKEN": token})
+        space_image,
+        command,
+        detach=True,
+        remove=True,
+        labels=LABELS,
+        user="1000",
+        cap_drop=["ALL"],
+        read_only=True,
+        tmpfs={"/tmp": "rw,exec,mode=1777", "/data": "rw,mode=1777"},
+        ports={"7860/tcp": ("127.0.0.1", port)},
+        volumes={str(sock_dir): {"bind": "/engine", "mode": "rw"}},
+        environment={"OPENENV_VLLM_URL": "http://127.0.0.1:8001", "OPENENV_TOKEN": token},
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         host = client.api.inspect_container(container.id)["HostConfig"]
-        assert host["CapDrop"] == ["ALL"] and not host["CapAdd"] and not host["SecurityOpt"]  # default seccomp
+        assert (
+            host["CapDrop"] == ["ALL"] and not host["CapAdd"] and not host["SecurityOpt"]
+        )  # default seccomp
         assert host["ReadonlyRootfs"] and not host["Privileged"]
 
         def gone() -> str | None:
             container.reload()
-            return None if container.status in ("created", "running") else f"the container is {container.status}"
+            return (
+                None if container.status in ("created", "running") else f"the container is {container.status}"
+            )
 
         try:
             wait_for_health(url, timeout_s=120, gone=gone, interval_s=0.3)
         except TransportError as exc:
             pytest.fail(f"{exc}\n{container.logs(tail=30).decode(errors='replace')}")
-        who = container.exec_run(["sh", "-c", "id -u; grep -E '^(CapEff|Seccomp):' /proc/1/status"]).output.decode()
+        who = container.exec_run(
+            ["sh", "-c", "id -u; grep -E '^(CapEff|Seccomp):' /proc/1/status"]
+        ).output.decode()
         assert who.split()[0] == "1000" and "CapEff:\t0000000000000000" in who and "Seccomp:\t2" in who, who
         yield url, token
     finally:
@@ -133,8 +175,9 @@ def test_an_oracle_episode_through_our_client_scores_one_in_the_space(space: tup
         first_prompt = len(obs.pending.prompt_ids) if obs.pending is not None else 0
         while not obs.done:
             assert obs.pending is not None
-            obs = env.step(HarnessAction(kind="complete", text=oracle.reply(obs.pending.request,
-                                                                            aux=obs.pending.aux)))
+            obs = env.step(
+                HarnessAction(kind="complete", text=oracle.reply(obs.pending.request, aux=obs.pending.aux))
+            )
     assert obs.reward == 1.0, (obs.reward_status, obs.no_reward_reason, obs.output_tail)
     assert first_prompt > 100 and obs.turns >= 2 and obs.stats is not None and obs.stats.merge_ratio == 1.0
 
@@ -158,22 +201,31 @@ with client.sync() as env:
 
 
 def test_an_oracle_episode_through_the_reference_generic_client_scores_one_in_the_space(
-        space: tuple[str, str], reference: Reference) -> None:
+    space: tuple[str, str], reference: Reference
+) -> None:
     """Only the reference's client talks to the Space; our oracle reads each observation it prints and
     answers with the action it sends next (its replies in the model's tool-call format)."""
     url, token = space
     oracle = OraclePolicy(get_spec("pi"), builtin_task(TASK))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env.update(SPACE_URL=url, SPACE_TOKEN=token, SPACE_TASK=TASK)
-    proc = subprocess.Popen([str(reference.python), "-I", "-c", _REFERENCE_DRIVER], cwd=reference.workdir, env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [str(reference.python), "-I", "-c", _REFERENCE_DRIVER],
+        cwd=reference.workdir,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen: list[HarnessObservation] = []
     try:
         assert proc.stdout is not None and proc.stdin is not None
         for line in proc.stdout:
             said: dict[str, Any] = json.loads(line)
-            obs = HarnessObservation.model_validate({**said["observation"], "reward": said["reward"],
-                                                     "done": said["done"]})
+            obs = HarnessObservation.model_validate(
+                {**said["observation"], "reward": said["reward"], "done": said["done"]}
+            )
             seen.append(obs)
             if obs.done:
                 break

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from echo_env import EchoEnvironment, EchoObservation
 from fastapi import FastAPI
 
+from echo_env import EchoEnvironment, EchoObservation
 from openenv.core.net import free_port
 from openenv.server import LocalServer, create_app
 from openenv.validate import Check, example_action, validate_folder, validate_url
@@ -205,15 +205,20 @@ def test_example_actions_come_from_examples_or_required_fields(schema: dict, act
 
 def test_a_manifest_that_names_neither_an_environment_nor_an_app_says_so(tmp_path: Path) -> None:
     (check,) = validate_folder(write_env(tmp_path, "name: empty\n"))
-    assert not check.ok and "name the env to serve: `environment: module:Class` (ours) or `app:" in check.message
+    assert (
+        not check.ok and "name the env to serve: `environment: module:Class` (ours) or `app:" in check.message
+    )
 
 
 def test_an_app_folder_is_checked_for_its_module_and_its_import(tmp_path: Path) -> None:
     """A reference-style manifest (`app:`): the module must be in the folder and import under the interpreter
     that serves it; here an app that needs nothing but FastAPI, so this interpreter serves it."""
     mod = module_name(tmp_path)
-    folder = write_env(tmp_path, f"spec_version: 1\nname: plain\ntype: space\nruntime: fastapi\napp: {mod}:app\n"
-                                 "port: 8000\n", "from fastapi import FastAPI\napp = FastAPI()\n")
+    folder = write_env(
+        tmp_path,
+        f"spec_version: 1\nname: plain\ntype: space\nruntime: fastapi\napp: {mod}:app\nport: 8000\n",
+        "from fastapi import FastAPI\napp = FastAPI()\n",
+    )
     checks = by_name(validate_folder(folder, python=sys.executable))
     assert list(checks) == ["manifest", "app.module", "app.import"]
     assert checks["app.module"].message == f"{mod.replace('.', '/')}.py"

@@ -60,13 +60,20 @@ class WheelEnv:
     def env(self) -> dict[str, str]:
         drop = ("PYTHONPATH", "OPENENV_TINY_MODEL", "OPENENV_ENVS_PATH", "VIRTUAL_ENV")
         env = {k: v for k, v in os.environ.items() if k not in drop}
-        return {**env, "HOME": str(self.home), "XDG_CACHE_HOME": str(self.home / ".cache"),
-                "PATH": f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"}
+        return {
+            **env,
+            "HOME": str(self.home),
+            "XDG_CACHE_HOME": str(self.home / ".cache"),
+            "PATH": f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        }
 
     def run(self, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(argv, cwd=self.home, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout, check=False)
-        assert proc.returncode == 0, f"{argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        proc = subprocess.run(
+            argv, cwd=self.home, env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        assert proc.returncode == 0, (
+            f"{argv} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
         return proc
 
 
@@ -77,8 +84,13 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
     home.mkdir()
     # Build from a copy of the files git would commit: setuptools builds in-tree, and a stale build/ in
     # the checkout would carry deleted files into the wheel.
-    listed = subprocess.run(["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, check=True,
-                            capture_output=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "-co", "--exclude-standard"], cwd=REPO, check=True, capture_output=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for rel in filter(None, listed):
         source, target = REPO / rel, src / rel
         if not source.is_symlink() and not source.is_file():
@@ -89,31 +101,78 @@ def wheel_env(tmp_path_factory: pytest.TempPathFactory) -> WheelEnv:
         else:
             shutil.copy2(source, target)
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(dist), str(src)], check=True, capture_output=True, text=True, cwd=root, env=clean)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(src),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=clean,
+    )
     (wheel,) = dist.glob("openenv_harness-*.whl")
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True)
-    purelib = subprocess.run([str(venv / "bin" / "python"), "-c",
-                              "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+    )
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     (Path(purelib) / "zz_repo_venv_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                    "--no-deps", "--force-reinstall", "-q", str(wheel)], check=True, capture_output=True, text=True,
-                   cwd=root, env=clean)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "--no-deps",
+            "--force-reinstall",
+            "-q",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=clean,
+    )
     return WheelEnv(venv, home, wheel)
 
 
 def test_the_wheel_is_what_runs_and_it_carries_specs_tasks_and_the_installer(wheel_env: WheelEnv) -> None:
-    out = wheel_env.run(wheel_env.python, "-c", textwrap.dedent("""
+    out = wheel_env.run(
+        wheel_env.python,
+        "-c",
+        textwrap.dedent("""
         import json, openenv, echo_env
         from openenv.resources import harness_installer, shipped_envs_dir, builtin_tasks_dir
         print(json.dumps([openenv.__file__, echo_env.__file__, str(shipped_envs_dir()),
                           str(builtin_tasks_dir()), harness_installer().is_file()]))
-    """)).stdout
+    """),
+    ).stdout
     package, echo, envs, tasks, installer = json.loads(out)
     site = str(wheel_env.venv)
-    assert package.startswith(site) and echo.startswith(site) and envs.startswith(site) and tasks.startswith(site)
+    assert (
+        package.startswith(site)
+        and echo.startswith(site)
+        and envs.startswith(site)
+        and tasks.startswith(site)
+    )
     assert installer is True
 
 
@@ -132,8 +191,18 @@ def _require(name: str) -> None:
 
 def test_an_oracle_episode_of_pi_from_the_wheel_scores_one(wheel_env: WheelEnv) -> None:
     _require("pi")
-    out = wheel_env.run(wheel_env.openenv, "run", "--harness", "pi", "--task", TASK, "--policy", "oracle",
-                        "--json", timeout=600).stdout
+    out = wheel_env.run(
+        wheel_env.openenv,
+        "run",
+        "--harness",
+        "pi",
+        "--task",
+        TASK,
+        "--policy",
+        "oracle",
+        "--json",
+        timeout=600,
+    ).stdout
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["reward"] == 1.0 and summary["turns"] >= 2 and summary["merge_ratio"] == 1.0
     # the wheel's own builder made the tiny model in the fresh cache
@@ -142,7 +211,10 @@ def test_an_oracle_episode_of_pi_from_the_wheel_scores_one(wheel_env: WheelEnv) 
 
 def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> None:
     _require("pi")
-    out = wheel_env.run(wheel_env.python, "-c", textwrap.dedent(f"""
+    out = wheel_env.run(
+        wheel_env.python,
+        "-c",
+        textwrap.dedent(f"""
         import json
         from openenv import AutoEnv
         from openenv.harness.catalog import get_spec
@@ -157,7 +229,9 @@ def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> Non
                 obs = env.step({{"kind": "complete", "text": oracle.reply(obs.pending.request)}})
             print(json.dumps({{"first_prompt_ids": first, "reward": obs.reward, "turns": obs.turns,
                               "sequences": len(obs.sequences), "task": env.state().task_id}}))
-    """), timeout=300).stdout
+    """),
+        timeout=300,
+    ).stdout
     seen = json.loads(out.strip().splitlines()[-1])
     assert seen["first_prompt_ids"] > 100 and seen["task"] == TASK
     assert seen["reward"] == 1.0 and seen["turns"] >= 2 and seen["sequences"] == 1
@@ -166,9 +240,14 @@ def test_autoenv_from_env_pi_plays_an_oracle_episode(wheel_env: WheelEnv) -> Non
 @pytest.fixture
 def served_pi(wheel_env: WheelEnv) -> Iterator[tuple[str, str]]:
     port, token = free_port(), secrets.token_urlsafe(16)
-    proc = subprocess.Popen([wheel_env.openenv, "serve", "pi", "--port", str(port)], cwd=wheel_env.home,
-                            env={**wheel_env.env(), "OPENENV_TOKEN": token}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [wheel_env.openenv, "serve", "pi", "--port", str(port)],
+        cwd=wheel_env.home,
+        env={**wheel_env.env(), "OPENENV_TOKEN": token},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         try:
@@ -189,7 +268,12 @@ async def test_openenv_serve_pi_from_the_wheel_lists_its_tools_over_mcp(served_p
         tools = await client.list_tools()
         harnesses: Any = await client.call_tool("list_harnesses", {})
         tasks: Any = await client.call_tool("list_tasks", {})
-    assert sorted(t.name for t in tools.tools) == ["get_trajectory", "list_harnesses", "list_tasks", "run_episode"]
+    assert sorted(t.name for t in tools.tools) == [
+        "get_trajectory",
+        "list_harnesses",
+        "list_tasks",
+        "run_episode",
+    ]
     assert {h["name"] for h in harnesses.structured_content["result"]} == set(harness_names())
     assert [t["id"] for t in tasks.structured_content["result"]] == builtin_task_ids()
 
@@ -204,8 +288,9 @@ def _pip_sources(wheel: Path) -> dict[str, str]:
     """Where docs/install.md's `pip install` finds things: the wheel stands in for the index entry (not published
     yet); the dependencies come from the offline wheelhouse scripts/build_python_image.sh downloaded (core
     and proxy dependencies: the same index, fetched once), else from pip's index and cache."""
-    cache = subprocess.run([sys.executable, "-m", "pip", "cache", "dir"], check=True, capture_output=True,
-                           text=True).stdout.strip()
+    cache = subprocess.run(
+        [sys.executable, "-m", "pip", "cache", "dir"], check=True, capture_output=True, text=True
+    ).stdout.strip()
     sources = {"PIP_CACHE_DIR": cache, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     houses = sorted((REPO / ".cache" / "docker").glob("wheels-*/.complete"), key=lambda p: p.stat().st_mtime)
     if houses:
@@ -213,28 +298,43 @@ def _pip_sources(wheel: Path) -> dict[str, str]:
     return {**sources, "PIP_FIND_LINKS": f"{wheel.parent} /opt/wheels"}
 
 
-def test_the_readme_install_line_and_its_python_snippet_work_in_a_fresh_venv(wheel_env: WheelEnv,
-                                                                            tmp_path: Path) -> None:
+def test_the_readme_install_line_and_its_python_snippet_work_in_a_fresh_venv(
+    wheel_env: WheelEnv, tmp_path: Path
+) -> None:
     readme = (REPO / "docs" / "install.md").read_text()
-    line = next(line.split("#", 1)[0].strip() for line in _fenced(readme, "## Install as a package", "bash").splitlines()
-                if line.startswith("pip install"))
+    line = next(
+        line.split("#", 1)[0].strip()
+        for line in _fenced(readme, "## Install as a package", "bash").splitlines()
+        if line.startswith("pip install")
+    )
     assert line == f"pip install {NAME}", line  # our own name: PyPI's `openenv` is another project
     snippet = _fenced(readme, "## Using an environment from Python", "python")
     venv, home = tmp_path / "venv", tmp_path / "home"
     home.mkdir()
     subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", str(venv)], check=True)
     drop = ("PYTHONPATH", "OPENENV_TINY_MODEL", "OPENENV_ENVS_PATH", "VIRTUAL_ENV")
-    env = {**{k: v for k, v in os.environ.items() if k not in drop}, "HOME": str(home),
-           "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
-           **_pip_sources(wheel_env.wheel)}
-    installed = subprocess.run(["bash", "-c", line], cwd=home, env=env, capture_output=True, text=True,
-                               timeout=600, check=False)
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in drop},
+        "HOME": str(home),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+        **_pip_sources(wheel_env.wheel),
+    }
+    installed = subprocess.run(
+        ["bash", "-c", line], cwd=home, env=env, capture_output=True, text=True, timeout=600, check=False
+    )
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
     script = home / "snippet.py"
     script.write_text(snippet + "\nprint(repr(obs.echoed_message), obs.reward, openenv_file)\n")
     script.write_text("import openenv\nopenenv_file = openenv.__file__\n" + script.read_text())
-    ran = subprocess.run([str(venv / "bin" / "python"), str(script)], cwd=home, env=env, capture_output=True,
-                         text=True, timeout=300, check=False)
+    ran = subprocess.run(
+        [str(venv / "bin" / "python"), str(script)],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
     message, reward, package = ran.stdout.split()
     assert message == "'hi'" and float(reward) > 0 and package.startswith(str(venv))
@@ -242,27 +342,42 @@ def test_the_readme_install_line_and_its_python_snippet_work_in_a_fresh_venv(whe
 
 @pytest.mark.parametrize("order", ["reference-over-ours", "ours-over-reference"])
 def test_a_reference_openenv_beside_ours_fails_the_import_with_one_line_then_the_fix_works(
-        wheel_env: WheelEnv, tmp_path: Path, order: str) -> None:
+    wheel_env: WheelEnv, tmp_path: Path, order: str
+) -> None:
     """Hugging Face's `openenv==0.10.0` writes into the same `site-packages/openenv/`: whichever came last,
     `import openenv` must refuse the mixed folder with one line (the guard .pth covers their
     `__init__.py`, ours covers the other order), and the command it names must repair the venv."""
     venv = tmp_path / "venv"
-    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
-                   check=True)
+    subprocess.run(
+        [getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)],
+        check=True,
+    )
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
     def pip(*args: str) -> None:
-        done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args, "-q"],
-                              capture_output=True, text=True, env=clean, cwd=tmp_path, check=False)
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args, "-q"],
+            capture_output=True,
+            text=True,
+            env=clean,
+            cwd=tmp_path,
+            check=False,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
 
     ours, reference = str(wheel_env.wheel), "openenv==0.10.0"
-    for requirement in ([ours, reference] if order == "reference-over-ours" else [reference, ours]):
+    for requirement in [ours, reference] if order == "reference-over-ours" else [reference, ours]:
         pip("install", "--no-deps", requirement)
 
     def python(code: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True,
-                              env=clean, cwd="/", check=False)
+        return subprocess.run(
+            [str(venv / "bin" / "python"), "-c", code],
+            capture_output=True,
+            text=True,
+            env=clean,
+            cwd="/",
+            check=False,
+        )
 
     for code in ("import openenv", "import openenv.harness"):
         failed = python(code)

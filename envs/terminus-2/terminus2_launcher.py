@@ -35,21 +35,39 @@ class HereEnvironment:
         self.default_user = None
         self.trial_paths = SimpleNamespace(agent_dir=logs)
 
-    async def exec(self, command: str, cwd: str | None = None, env: dict[str, str] | None = None,
-                   timeout_sec: float | None = None, user: str | int | None = None, **_: object) -> ExecResult:
+    async def exec(
+        self,
+        command: str,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        timeout_sec: float | None = None,
+        user: str | int | None = None,
+        **_: object,
+    ) -> ExecResult:
         # `user` is ignored: the whole sandbox already runs as one user.
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=cwd, env={**os.environ, **(env or {})},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            "bash",
+            "-c",
+            command,
+            cwd=cwd,
+            env={**os.environ, **(env or {})},
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec)
         except TimeoutError:
             proc.kill()
             out, err = await proc.communicate()
-            return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-                              return_code=124)
-        return ExecResult(stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-                          return_code=proc.returncode if proc.returncode is not None else -1)
+            return ExecResult(
+                stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"), return_code=124
+            )
+        return ExecResult(
+            stdout=out.decode(errors="replace"),
+            stderr=err.decode(errors="replace"),
+            return_code=proc.returncode if proc.returncode is not None else -1,
+        )
 
     async def upload_file(self, source_path: Path | str, target_path: str) -> None:
         Path(target_path).parent.mkdir(parents=True, exist_ok=True)
@@ -70,10 +88,18 @@ async def run(args: argparse.Namespace) -> int:
     logs = Path(args.logs)
     logs.mkdir(parents=True, exist_ok=True)
     agent = Terminus2(
-        logs_dir=logs, model_name=args.model, api_base=args.api_base, max_turns=args.max_turns,
-        record_terminal_session=False, enable_summarize=False,
-        model_info={"max_input_tokens": args.context, "max_output_tokens": args.max_tokens,
-                    "input_cost_per_token": 0.0, "output_cost_per_token": 0.0},
+        logs_dir=logs,
+        model_name=args.model,
+        api_base=args.api_base,
+        max_turns=args.max_turns,
+        record_terminal_session=False,
+        enable_summarize=False,
+        model_info={
+            "max_input_tokens": args.context,
+            "max_output_tokens": args.max_tokens,
+            "input_cost_per_token": 0.0,
+            "output_cost_per_token": 0.0,
+        },
     )
     env = HereEnvironment(logs)
     await agent.setup(env)

@@ -29,9 +29,15 @@ __all__ = ["Routes", "create_app"]
 Routes = Literal["all", "model", "admin"]
 
 
-def create_app(registry: CaptureSessionRegistry, *, freeze_gc: bool = False, admin_key: str | None = None,
-               routes: Routes = "all", model_base_url: str | None = None,
-               max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+def create_app(
+    registry: CaptureSessionRegistry,
+    *,
+    freeze_gc: bool = False,
+    admin_key: str | None = None,
+    routes: Routes = "all",
+    model_base_url: str | None = None,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> FastAPI:
     """The proxy app over `registry`'s sessions, renderer and backend.
 
     Args:
@@ -84,8 +90,10 @@ async def _require_admin_key(request: Request) -> None:
         return
     scheme, _, given = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
-        raise Unauthorized("the admin API needs 'Authorization: Bearer <admin key>' (the key the proxy was "
-                           "started with: --admin-key or OPENENV_CAPTURE_ADMIN_KEY)")
+        raise Unauthorized(
+            "the admin API needs 'Authorization: Bearer <admin key>' (the key the proxy was "
+            "started with: --admin-key or OPENENV_CAPTURE_ADMIN_KEY)"
+        )
 
 
 def _dialect(request: Request) -> Dialect[Any]:
@@ -101,5 +109,3 @@ async def _render(request: Request, exc: OpenEnvError) -> Response:
 async def _crash(request: Request, exc: Exception) -> Response:
     """Last resort (routes convert their own): a generic message and an error id, never the exception text."""
     return await _render(request, internal_error(exc))
-
-

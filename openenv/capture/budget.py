@@ -42,9 +42,11 @@ class Budget(BaseModel):
         def low(a: int | None, b: int | None) -> int | None:
             return b if a is None else a if b is None else min(a, b)
 
-        return Budget(max_turns=low(self.max_turns, other.max_turns),
-                      max_sampled_tokens=low(self.max_sampled_tokens, other.max_sampled_tokens),
-                      max_context_tokens=low(self.max_context_tokens, other.max_context_tokens))
+        return Budget(
+            max_turns=low(self.max_turns, other.max_turns),
+            max_sampled_tokens=low(self.max_sampled_tokens, other.max_sampled_tokens),
+            max_context_tokens=low(self.max_context_tokens, other.max_context_tokens),
+        )
 
     def exceeded(self, turns: int, sampled: int, prompt_len: int) -> str | None:
         """Which cap a next turn would break, as `name=value`, or None; checked before sampling."""
@@ -58,13 +60,20 @@ class Budget(BaseModel):
 
     def room(self, sampled: int, prompt_len: int) -> int | None:
         """The most tokens the next turn may sample, or None when no cap applies."""
-        rooms = [cap for cap in (None if self.max_sampled_tokens is None else self.max_sampled_tokens - sampled,
-                                 None if self.max_context_tokens is None else self.max_context_tokens - prompt_len)
-                 if cap is not None]
+        rooms = [
+            cap
+            for cap in (
+                None if self.max_sampled_tokens is None else self.max_sampled_tokens - sampled,
+                None if self.max_context_tokens is None else self.max_context_tokens - prompt_len,
+            )
+            if cap is not None
+        ]
         return max(min(rooms), 1) if rooms else None
 
 
 def budget_reply_text(reason: str) -> str:
     """The final reply a harness gets when a cap is hit: plain text that reads as the end of the task."""
-    return (f"I have to stop here: this episode's budget is spent ({reason}). "
-            "I am ending the task now without further actions.")
+    return (
+        f"I have to stop here: this episode's budget is spent ({reason}). "
+        "I am ending the task now without further actions."
+    )

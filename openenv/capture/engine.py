@@ -52,8 +52,13 @@ class EngineSpec:
     vllm_urls: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, backend: str | None = None, *, model: str | Path | None = None,
-           vllm_url: str | Sequence[str] | None = None) -> EngineSpec:
+    def of(
+        cls,
+        backend: str | None = None,
+        *,
+        model: str | Path | None = None,
+        vllm_url: str | Sequence[str] | None = None,
+    ) -> EngineSpec:
         """The spec for a caller's words: what is not given comes from `$OPENENV_BACKEND` (default
         `local`), `$OPENENV_MODEL` and, for `vllm`, `$OPENENV_VLLM_URL`. A missing URL is not an error
         here (a served env is built before it is configured); `check` and starting a server refuse it.
@@ -85,11 +90,15 @@ class EngineSpec:
             BadRequest: the `local` backend (the model lives inside one process), or `vllm` without a URL.
         """
         if self.backend == "local":
-            raise BadRequest("the 'local' backend runs the model inside one process, so Ray workers on other "
-                             "machines cannot use it; serve the model with vLLM and pass backend='vllm' with a "
-                             "URL every node reaches (CLI: --backend vllm --vllm-url URL)")
+            raise BadRequest(
+                "the 'local' backend runs the model inside one process, so Ray workers on other "
+                "machines cannot use it; serve the model with vLLM and pass backend='vllm' with a "
+                "URL every node reaches (CLI: --backend vllm --vllm-url URL)"
+            )
         if not self.vllm_urls:
-            raise BadRequest("backend='vllm' on Ray needs the engine URL(s) (vllm_url=, or $OPENENV_VLLM_URL)")
+            raise BadRequest(
+                "backend='vllm' on Ray needs the engine URL(s) (vllm_url=, or $OPENENV_VLLM_URL)"
+            )
 
     def folder(self) -> Path:
         """The model folder: the one named, else the tiny model (built on first use)."""
@@ -109,7 +118,9 @@ class EngineSpec:
         return make_backend(self.backend, model=self.folder(), vllm_url=self.vllm_urls, **options)
 
 
-def start_capture_server(spec: EngineSpec, *, backend: Backend | None = None, **options: Any) -> CaptureServer:
+def start_capture_server(
+    spec: EngineSpec, *, backend: Backend | None = None, **options: Any
+) -> CaptureServer:
     """A new capture server on 127.0.0.1 for `spec`, its admin API locked with a random key.
 
     Args:
@@ -167,5 +178,7 @@ def fold_engine_words(data: Any, field: str = "engine") -> Any:
         if any(value is not None for value in words.values()):
             raise ValueError(f"pass {field}= or {'/'.join(f'{w}=' for w in _ENGINE_WORDS)}, not both")
         return data
-    data[field] = EngineSpec.of(words.get("backend"), model=words.get("model"), vllm_url=words.get("vllm_url"))
+    data[field] = EngineSpec.of(
+        words.get("backend"), model=words.get("model"), vllm_url=words.get("vllm_url")
+    )
     return data

@@ -78,8 +78,13 @@ class PendingTurn:
         aux: whether the session's aux predicate tagged it (kept out of sequences).
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, turn: Turn, request: CanonicalRequest,
-                 prompt_ids: Sequence[int]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        turn: Turn,
+        request: CanonicalRequest,
+        prompt_ids: Sequence[int],
+    ) -> None:
         self.id = turn.id
         self.request = request
         self.dialect = turn.dialect
@@ -100,8 +105,9 @@ class PendingTurn:
         """
         return await on_loop(self.loop, self._resolve(Sample(timeout)))
 
-    async def complete(self, *, text: str | None = None, token_ids: list[int] | None = None,
-                       timeout: float | None = None) -> Completion:
+    async def complete(
+        self, *, text: str | None = None, token_ids: list[int] | None = None, timeout: float | None = None
+    ) -> Completion:
         """Answer with the policy's reply, as text (tokenized, end-of-turn appended) or exact ids;
         the backend scores it for logprobs and it is parsed into tool calls like a sample.
 
@@ -159,12 +165,16 @@ class SyncPendingTurn:
     def sample(self, timeout: float | None = None) -> Completion:
         return call_on_loop(self.turn.loop, self.turn.sample(timeout), _outer(timeout))
 
-    def complete(self, *, text: str | None = None, token_ids: list[int] | None = None,
-                 timeout: float | None = None) -> Completion:
+    def complete(
+        self, *, text: str | None = None, token_ids: list[int] | None = None, timeout: float | None = None
+    ) -> Completion:
         if (text is None) == (token_ids is None):
             raise BadRequest("complete() takes exactly one of text= or token_ids=")
-        return call_on_loop(self.turn.loop, self.turn.complete(text=text, token_ids=token_ids, timeout=timeout),
-                            _outer(timeout))
+        return call_on_loop(
+            self.turn.loop,
+            self.turn.complete(text=text, token_ids=token_ids, timeout=timeout),
+            _outer(timeout),
+        )
 
     def fail(self, message: str | OpenEnvError = "the controller failed this turn") -> None:
         call_on_loop(self.turn.loop, self.turn.fail(message), None)

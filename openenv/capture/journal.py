@@ -76,17 +76,32 @@ class Journal:
         self.path = folder / f"{self.id}.jsonl"
         self.fsync = fsync
         # O_APPEND: each line is one write() at the file's end, whole or (killed mid-write) cut short.
-        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-        self._write({"t": "session", "version": VERSION, "id": self.id, "opened": time.time(), **(meta or {})})
+        self._fd: int | None = os.open(
+            self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600
+        )
+        self._write(
+            {"t": "session", "version": VERSION, "id": self.id, "opened": time.time(), **(meta or {})}
+        )
         if fsync:
             _fsync_dir(folder)  # the file's name survives a crash too, not only its bytes
 
-    async def turn(self, turn: Turn, *, prompt_ids: Sequence[int], env_ids: Sequence[int],
-                   max_tokens: int | None = None) -> None:
+    async def turn(
+        self, turn: Turn, *, prompt_ids: Sequence[int], env_ids: Sequence[int], max_tokens: int | None = None
+    ) -> None:
         """Append a finished turn (recorded or a gap) and wait until it is durable."""
-        line: dict[str, Any] = {"t": "turn", "id": turn.id, "index": turn.index, "dialect": turn.dialect,
-                                "aux": turn.aux, "source": turn.source, "gap": turn.gap, "seq": turn.sequence,
-                                "parent": turn.parent, "kind": turn.kind, "prompt_len": turn.prompt_len}
+        line: dict[str, Any] = {
+            "t": "turn",
+            "id": turn.id,
+            "index": turn.index,
+            "dialect": turn.dialect,
+            "aux": turn.aux,
+            "source": turn.source,
+            "gap": turn.gap,
+            "seq": turn.sequence,
+            "parent": turn.parent,
+            "kind": turn.kind,
+            "prompt_len": turn.prompt_len,
+        }
         if max_tokens is not None:
             line["max_tokens"] = max_tokens
         if turn.overridden:
@@ -220,25 +235,47 @@ def rebuild(path: str | Path) -> tuple[Trajectory, JournalContents]:
     for line in contents.turns:
         mode = line.get("logprob_mode")
         known = mode in ("processed", "raw")
-        turn = trajectory.add(Turn(id=line["id"], index=0, dialect=line["dialect"], aux=bool(line["aux"]),
-                                   n_messages=0, prompt_len=int(line["prompt_len"]), source=line.get("source"),
-                                   gap=line.get("gap"), temperature=line.get("temperature"),
-                                   logprob_mode=mode if known else "unknown",
-                                   trainable=known and bool(line.get("trainable"))))
+        turn = trajectory.add(
+            Turn(
+                id=line["id"],
+                index=0,
+                dialect=line["dialect"],
+                aux=bool(line["aux"]),
+                n_messages=0,
+                prompt_len=int(line["prompt_len"]),
+                source=line.get("source"),
+                gap=line.get("gap"),
+                temperature=line.get("temperature"),
+                logprob_mode=mode if known else "unknown",
+                trainable=known and bool(line.get("trainable")),
+            )
+        )
         if "completion_ids" not in line:
             continue
         ids = tuple(line["completion_ids"])
-        turn.completion = Completion(id=turn.id, model="", created=0, token_ids=ids,
-                                     logprobs=tuple(line["logprobs"]), finish_reason=line.get("finish", "stop"),
-                                     usage=Usage(prompt_tokens=turn.prompt_len, completion_tokens=len(ids)))
+        turn.completion = Completion(
+            id=turn.id,
+            model="",
+            created=0,
+            token_ids=ids,
+            logprobs=tuple(line["logprobs"]),
+            finish_reason=line.get("finish", "stop"),
+            usage=Usage(prompt_tokens=turn.prompt_len, completion_tokens=len(ids)),
+        )
         link = None
         if line["kind"] == "merged":
             seq = trajectory.sequences[line["seq"]]
             link = Link(seq, seq.turns[-1])
         elif line.get("parent") is not None:  # a fork: its parent is known, its prompt ids are stored whole
             link = _fork_parent(trajectory, line["parent"])
-        trajectory.record(turn, link=link, prompt_ids=line.get("prompt_ids", ()), env_ids=line.get("env_ids", ()),
-                          messages=(), rewritten=line["kind"] == "break")
+        trajectory.record(
+            turn,
+            link=link,
+            prompt_ids=line.get("prompt_ids", ()),
+            env_ids=line.get("env_ids", ()),
+            messages=(),
+            rewritten=line["kind"] == "break",
+        )
     return trajectory, contents
 
 

@@ -28,15 +28,27 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.sampling_policy import SamplingPolicy, truncating_fields
 from openenv.errors import BadRequest
 
-__all__ = ["PROCESSED_FLAG", "LogprobMode", "UntrainableEngine", "engine_logprob_mode", "exact_for_training",
-           "logprob_meaning", "needs_processed", "require_trainable_engine", "row_logprob_mode", "verdict_from_gaps"]
+__all__ = [
+    "PROCESSED_FLAG",
+    "LogprobMode",
+    "UntrainableEngine",
+    "engine_logprob_mode",
+    "exact_for_training",
+    "logprob_meaning",
+    "needs_processed",
+    "require_trainable_engine",
+    "row_logprob_mode",
+    "verdict_from_gaps",
+]
 
 LogprobMode = Literal["processed", "raw", "unknown"]
 # The vLLM flag that makes its sampled-token logprobs the sampling distribution's (vllm/config/model.py:
 # "Processed means the values after applying all processors, including temperature and top_k/top_p").
 PROCESSED_FLAG = ("--logprobs-mode", "processed_logprobs")
-_HOW = ("start vLLM with `--logprobs-mode processed_logprobs` (openenv.testing.VLLMServer does), use the local "
-        "backend, or sample at temperature 1")
+_HOW = (
+    "start vLLM with `--logprobs-mode processed_logprobs` (openenv.testing.VLLMServer does), use the local "
+    "backend, or sample at temperature 1"
+)
 
 
 class UntrainableEngine(BadRequest):
@@ -87,8 +99,9 @@ def needs_processed(params: SamplingParams | None, *, policy: SamplingPolicy) ->
     return params.temperature > 0 and params.temperature != 1.0
 
 
-def require_trainable_engine(mode: LogprobMode, params: SamplingParams | None, *, policy: SamplingPolicy,
-                             engine: str = "the engine") -> None:
+def require_trainable_engine(
+    mode: LogprobMode, params: SamplingParams | None, *, policy: SamplingPolicy, engine: str = "the engine"
+) -> None:
     """Refuse a training session (`policy="trainer"` with sampling of its own) whose logprobs would not be its
     sampling distribution's: a temperature other than 1 on an engine that is not `processed`. An evaluation
     session (`policy="request"`) is never refused; its rows say `trainable: false`.
@@ -100,9 +113,12 @@ def require_trainable_engine(mode: LogprobMode, params: SamplingParams | None, *
         return
     assert params is not None and params.temperature is not None
     temperature = params.temperature
-    raise UntrainableEngine(f"{engine} returns {mode} logprobs, not log_softmax(logits / {temperature:g}), so a "
-                            f"training session at temperature {temperature:g} would record the wrong "
-                            f"distribution's logprobs; {_HOW}", param="temperature")
+    raise UntrainableEngine(
+        f"{engine} returns {mode} logprobs, not log_softmax(logits / {temperature:g}), so a "
+        f"training session at temperature {temperature:g} would record the wrong "
+        f"distribution's logprobs; {_HOW}",
+        param="temperature",
+    )
 
 
 def logprob_meaning(parts: Sequence[Any]) -> dict[str, Any]:
@@ -110,9 +126,11 @@ def logprob_meaning(parts: Sequence[Any]) -> dict[str, Any]:
     an episode's rows): the common temperature (None if they differ), `row_logprob_mode` of their modes,
     and trainable only if every part is (and there is one)."""
     temperatures = {part.temperature for part in parts}
-    return {"temperature": temperatures.pop() if len(temperatures) == 1 else None,
-            "logprob_mode": row_logprob_mode(part.logprob_mode for part in parts),
-            "trainable": bool(parts) and all(part.trainable for part in parts)}
+    return {
+        "temperature": temperatures.pop() if len(temperatures) == 1 else None,
+        "logprob_mode": row_logprob_mode(part.logprob_mode for part in parts),
+        "trainable": bool(parts) and all(part.trainable for part in parts),
+    }
 
 
 def row_logprob_mode(modes: Iterable[LogprobMode]) -> LogprobMode:

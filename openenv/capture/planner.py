@@ -61,7 +61,7 @@ class PromptPlanner:
         assert link.turn.completion is not None
         bridge = r.bridge_text(link.turn.completion.token_ids)
         if r.append_only:
-            return "", r.suffix_ids(bridge, req.messages[link.n_messages:])
+            return "", r.suffix_ids(bridge, req.messages[link.n_messages :])
         full = r.full_text(req.messages, req.tools)
         suffix = r.extend_text(full, link.sequence.text[: link.turn.text_len])
         return full, None if suffix is None else tuple(r.encode(bridge + suffix))

@@ -43,11 +43,21 @@ class CaptureSessionRegistry:
             converted histories), shared by every session, in bytes (`DialectState`).
     """
 
-    def __init__(self, *, renderer: Renderer, backend: Backend, parser: str = "hermes",
-                 served_model: str = "tiny", sampling: SamplingParams | None = None,
-                 max_sessions: int = 4096, journal_dir: str | Path | None = None, journal_fsync: bool = True,
-                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None,
-                 dialect_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        renderer: Renderer,
+        backend: Backend,
+        parser: str = "hermes",
+        served_model: str = "tiny",
+        sampling: SamplingParams | None = None,
+        max_sessions: int = 4096,
+        journal_dir: str | Path | None = None,
+        journal_fsync: bool = True,
+        limits: TurnLimits | None = None,
+        idle_timeout_s: float | None = None,
+        dialect_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
         self.renderer = renderer
         self.backend = backend
         self.dialect_state = DialectState(dialect_bytes)
@@ -65,9 +75,17 @@ class CaptureSessionRegistry:
         self._bound: dict[str, Backend] = {}
         self.reaped = 0
 
-    def open(self, *, base_url: str, mode: Mode = "auto", sampling: SamplingParams | None = None,
-             aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
-             sampling_policy: SamplingPolicy = "trainer") -> CaptureSession:
+    def open(
+        self,
+        *,
+        base_url: str,
+        mode: Mode = "auto",
+        sampling: SamplingParams | None = None,
+        aux: AuxPredicate | None = None,
+        gate_aux: bool = False,
+        token: str | None = None,
+        sampling_policy: SamplingPolicy = "trainer",
+    ) -> CaptureSession:
         """A new session whose harness-facing base URL is `{base_url}/s/{token}`.
 
         `sampling_policy="trainer"` (a training session) samples with `sampling` only, which must then be a
@@ -92,13 +110,27 @@ class CaptureSessionRegistry:
         self._bound[token] = backend
         journal = None
         if self.journal_dir is not None:
-            journal = Journal(self.journal_dir, fsync=self.journal_fsync,
-                              meta={"mode": mode, "served_model": self.served_model})
-        session = CaptureSession(token=token, base_url=f"{base_url.rstrip('/')}/s/{token}",
-                          loop=asyncio.get_running_loop(), renderer=self.renderer, backend=backend,
-                          parser=self.parser, mode=mode, sampling=merged, aux=aux, gate_aux=gate_aux,
-                          served_model=self.served_model, journal=journal, limits=self.limits,
-                          sampling_policy=sampling_policy)
+            journal = Journal(
+                self.journal_dir,
+                fsync=self.journal_fsync,
+                meta={"mode": mode, "served_model": self.served_model},
+            )
+        session = CaptureSession(
+            token=token,
+            base_url=f"{base_url.rstrip('/')}/s/{token}",
+            loop=asyncio.get_running_loop(),
+            renderer=self.renderer,
+            backend=backend,
+            parser=self.parser,
+            mode=mode,
+            sampling=merged,
+            aux=aux,
+            gate_aux=gate_aux,
+            served_model=self.served_model,
+            journal=journal,
+            limits=self.limits,
+            sampling_policy=sampling_policy,
+        )
         self.sessions[token] = session
         return session
 
@@ -111,8 +143,10 @@ class CaptureSessionRegistry:
         session = self.sessions.get(token or "")
         if session is None:
             shown = f"{token[:6]}..." if token else "none given"
-            raise UnknownSession(f"unknown session token ({shown}); open a session with POST /sessions "
-                                 "and point the harness at its base_url")
+            raise UnknownSession(
+                f"unknown session token ({shown}); open a session with POST /sessions "
+                "and point the harness at its base_url"
+            )
         return session
 
     def close(self, token: str, reason: str = "closed") -> CaptureSession:

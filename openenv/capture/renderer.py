@@ -46,7 +46,9 @@ def _head_cost(head: str, ids: list[int]) -> int:
 
 
 def _suffix_cost(ids: tuple[int, ...] | None) -> int:
-    return 2 * _ID_BYTES * len(ids) if ids else 0  # ids, and the messages' text the key keeps (~4 chars per id)
+    return (
+        2 * _ID_BYTES * len(ids) if ids else 0
+    )  # ids, and the messages' text the key keeps (~4 chars per id)
 
 
 def template_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -86,8 +88,13 @@ def template_tools(tools: Sequence[Tool]) -> list[dict[str, Any]] | None:
     """Tools in the OpenAI function shape HF templates render; None when there are none."""
     if not tools:
         return None
-    return [{"type": "function", "function": {"name": t.name, "description": t.description,
-                                              "parameters": t.parameters}} for t in tools]
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
 
 
 class Renderer:
@@ -104,12 +111,15 @@ class Renderer:
         self.tokenizer = tokenizer
         # What `apply_chat_template` passes, resolved once: its per-call overhead was 3x the render.
         self.template_kwargs = {**tokenizer.special_tokens_map, **(template_kwargs or {})}
-        self._templates = {False: tokenizer.get_chat_template(None, None),
-                           True: tokenizer.get_chat_template(None, [{}])}
+        self._templates = {
+            False: tokenizer.get_chat_template(None, None),
+            True: tokenizer.get_chat_template(None, [{}]),
+        }
         # OPENENV_FAST_PATHS=0 (`fast_paths.py`): the tokenizer's own `encode`, no word encoder.
         fast = fast_paths()
         exact = (_fast_encoder(tokenizer) if fast else None) or (
-            lambda text: tokenizer.encode(text, add_special_tokens=False))
+            lambda text: tokenizer.encode(text, add_special_tokens=False)
+        )
         words = WordEncoder.for_tokenizer(tokenizer, exact) if fast else None
         self._encode = words.encode if words is not None else exact
         self.eot_text = self._probe_eot()
@@ -130,16 +140,26 @@ class Renderer:
 
     # ---- text and ids ----------------------------------------------------------------------------
 
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
-               generation_prompt: bool = True) -> str:
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        *,
+        generation_prompt: bool = True,
+    ) -> str:
         """The template's text for template-shaped messages (what `apply_chat_template` renders)."""
         try:
             rendered, _ = render_jinja_template(
-                conversations=[messages], tools=tools, chat_template=self._templates[bool(tools)],
-                add_generation_prompt=generation_prompt, **self.template_kwargs)
+                conversations=[messages],
+                tools=tools,
+                chat_template=self._templates[bool(tools)],
+                add_generation_prompt=generation_prompt,
+                **self.template_kwargs,
+            )
         except TemplateError as exc:  # templates reject shapes they cannot render (raise_exception)
-            raise BadRequest(f"the model's chat template cannot render this conversation: {exc}",
-                             param="messages") from None
+            raise BadRequest(
+                f"the model's chat template cannot render this conversation: {exc}", param="messages"
+            ) from None
         return str(rendered[0])
 
     def encode(self, text: str) -> list[int]:
@@ -189,7 +209,7 @@ class Renderer:
         """What the template puts after the completion's last id: the rest of the end-of-turn
         marker (`\\n` when the model sampled `<|im_end|>`, all of `<|im_end|>\\n` when it did not)."""
         if completion_ids and completion_ids[-1] in self.eos_ids and self.eot_text.startswith(self.eos_text):
-            return self.eot_text[len(self.eos_text):]
+            return self.eot_text[len(self.eos_text) :]
         return self.eot_text
 
     def suffix_text(self, new: Sequence[Message]) -> str | None:
@@ -224,13 +244,16 @@ class Renderer:
     # ---- template probes ---------------------------------------------------------------------------
 
     def _probe_eot(self) -> str:
-        msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                {"role": "assistant", "content": _SENTINEL}]
+        msgs = [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "u"},
+            {"role": "assistant", "content": _SENTINEL},
+        ]
         try:
             text = self.render(msgs, None, generation_prompt=False)
         except BadRequest:
             text = ""
-        tail = text[text.rfind(_SENTINEL) + len(_SENTINEL):] if _SENTINEL in text else ""
+        tail = text[text.rfind(_SENTINEL) + len(_SENTINEL) :] if _SENTINEL in text else ""
         return tail or str(self.tokenizer.eos_token or "")
 
     def _render_anchor(self) -> str:
@@ -255,8 +278,13 @@ class Renderer:
             Message(role="system", parts=(TextPart(text="S"),)),
             Message(role="user", parts=(TextPart(text="U"),)),
             Message(role="assistant", parts=(ThinkingPart(text="R"), TextPart(text="C"), call)),
-            Message(role="tool", parts=(ToolResultPart(tool_call_id="call_1", content="T1", name="probe"),
-                                        ToolResultPart(tool_call_id="call_1", content="T2", name="probe"))),
+            Message(
+                role="tool",
+                parts=(
+                    ToolResultPart(tool_call_id="call_1", content="T1", name="probe"),
+                    ToolResultPart(tool_call_id="call_1", content="T2", name="probe"),
+                ),
+            ),
             Message(role="assistant", parts=(ThinkingPart(text="R2"), TextPart(text="D"))),
             Message(role="user", parts=(TextPart(text="U2"),)),
         ]
@@ -267,7 +295,7 @@ class Renderer:
                 expected = self.extend_text(self.full_text(convo[:end], tools), earlier)
                 if expected is None or expected != self.suffix_text(convo[cut:end]):
                     return False
-        except Exception:  # noqa: BLE001  (any template failure: take the always-correct path)
+        except Exception:
             return False
         return True
 
@@ -291,5 +319,4 @@ def after_reply(full: str, earlier: str, eot_text: str) -> str | None:
     end = full.find(eot_text, len(earlier))
     if end < 0:
         return None
-    return full[end + len(eot_text):]
-
+    return full[end + len(eot_text) :]

@@ -63,7 +63,9 @@ class ReplayCache:
             inflight.set_exception(exc)
             raise
         except BaseException:
-            inflight.set_exception(BackendUnavailable("the first attempt of this request was cancelled; retry"))
+            inflight.set_exception(
+                BackendUnavailable("the first attempt of this request was cancelled; retry")
+            )
             raise
         finally:
             if self._inflight.get(digest) is inflight:

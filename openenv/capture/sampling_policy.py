@@ -51,9 +51,15 @@ _TRUNCATING = {
 def truncating_fields(params: SamplingParams) -> tuple[str, ...]:
     """The fields of `params` that make its sampling distribution other than `softmax(logits / T)` over the
     full vocabulary (values that change nothing, such as `top_p=1` or `top_k=-1`, are not counted)."""
-    neutral: dict[str, tuple[object, ...]] = {"top_p": (None, 1.0), "top_k": (None, 0, -1), "min_p": (None, 0.0),
-                                              "presence_penalty": (None, 0.0), "frequency_penalty": (None, 0.0),
-                                              "repetition_penalty": (None, 1.0), "json_schema": (None,)}
+    neutral: dict[str, tuple[object, ...]] = {
+        "top_p": (None, 1.0),
+        "top_k": (None, 0, -1),
+        "min_p": (None, 0.0),
+        "presence_penalty": (None, 0.0),
+        "frequency_penalty": (None, 0.0),
+        "repetition_penalty": (None, 1.0),
+        "json_schema": (None,),
+    }
     return tuple(name for name in _TRUNCATING if getattr(params, name) not in neutral[name])
 
 
@@ -71,15 +77,19 @@ def training_sampling(params: SamplingParams | None) -> SamplingParams | None:
     bad = truncating_fields(params)
     if bad:
         name = bad[0]
-        raise BadRequest(f"a training policy samples the full vocabulary at its temperature, but sampling sets "
-                         f"{name}={getattr(params, name)!r}, which {_TRUNCATING[name]}: the trainer's loss "
-                         f"recomputes log_softmax(logits / temperature) and would see a distribution the engine "
-                         f"did not sample; remove {name} (or evaluate with policy='request')", param=name)
+        raise BadRequest(
+            f"a training policy samples the full vocabulary at its temperature, but sampling sets "
+            f"{name}={getattr(params, name)!r}, which {_TRUNCATING[name]}: the trainer's loss "
+            f"recomputes log_softmax(logits / temperature) and would see a distribution the engine "
+            f"did not sample; remove {name} (or evaluate with policy='request')",
+            param=name,
+        )
     return params
 
 
-def effective_params(requested: SamplingParams, trainer: SamplingParams | None, *, policy: SamplingPolicy,
-                     aux: bool) -> tuple[SamplingParams, tuple[str, ...]]:
+def effective_params(
+    requested: SamplingParams, trainer: SamplingParams | None, *, policy: SamplingPolicy, aux: bool
+) -> tuple[SamplingParams, tuple[str, ...]]:
     """The parameters to sample with, and the names of the request's fields that were overridden.
 
     `request` policy, auxiliary turns and sessions without settings: the request's fields with the
@@ -91,7 +101,12 @@ def effective_params(requested: SamplingParams, trainer: SamplingParams | None, 
     base = trainer
     asked = requested.model_dump(exclude_defaults=True)
     chosen = base.model_dump()
-    overridden = tuple(sorted(name for name, value in asked.items()
-                              if name not in _REQUEST_MAY_SET and chosen.get(name) != value))
+    overridden = tuple(
+        sorted(
+            name
+            for name, value in asked.items()
+            if name not in _REQUEST_MAY_SET and chosen.get(name) != value
+        )
+    )
     kept = {name: asked[name] for name in _REQUEST_MAY_SET if name in asked and getattr(base, name) is None}
     return base.model_copy(update=kept), overridden

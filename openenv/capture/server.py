@@ -60,21 +60,42 @@ class CaptureServer:
             pending.sample()
     """
 
-    def __init__(self, *, backend: Backend, model: str | Path | None = None, renderer: Renderer | None = None,
-                 parser: str = "hermes", served_model: str = "tiny", sampling: SamplingParams | None = None,
-                 host: str = "127.0.0.1", port: int = 0, admin_key: str | None = None,
-                 admin_port: int | None = None, journal_dir: str | Path | None = None, journal_fsync: bool = True,
-                 limits: TurnLimits | None = None, idle_timeout_s: float | None = None,
-                 max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        *,
+        backend: Backend,
+        model: str | Path | None = None,
+        renderer: Renderer | None = None,
+        parser: str = "hermes",
+        served_model: str = "tiny",
+        sampling: SamplingParams | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        admin_key: str | None = None,
+        admin_port: int | None = None,
+        journal_dir: str | Path | None = None,
+        journal_fsync: bool = True,
+        limits: TurnLimits | None = None,
+        idle_timeout_s: float | None = None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
         if renderer is None:
             if model is None:
                 raise ValueError("CaptureServer needs model= (a tokenizer folder) or renderer=")
             renderer = Renderer.from_pretrained(model)
         if journal_dir is None and os.environ.get("OPENENV_JOURNAL_DIR"):
             journal_dir = os.environ["OPENENV_JOURNAL_DIR"]
-        self.registry = CaptureSessionRegistry(renderer=renderer, backend=backend, parser=parser,
-                                      served_model=served_model, sampling=sampling, journal_dir=journal_dir,
-                                      journal_fsync=journal_fsync, limits=limits, idle_timeout_s=idle_timeout_s)
+        self.registry = CaptureSessionRegistry(
+            renderer=renderer,
+            backend=backend,
+            parser=parser,
+            served_model=served_model,
+            sampling=sampling,
+            journal_dir=journal_dir,
+            journal_fsync=journal_fsync,
+            limits=limits,
+            idle_timeout_s=idle_timeout_s,
+        )
         self.max_body_bytes = max_body_bytes
         self.host = host
         self.port = port
@@ -96,12 +117,17 @@ class CaptureServer:
     def start(self, timeout: float = 30.0) -> Self:
         """Serve in a background thread; returns once the socket(s) accept connections."""
         split = self.admin_port is not None
-        app = create_app(self.registry, admin_key=self.admin_key, routes="model" if split else "all",
-                         max_body_bytes=self.max_body_bytes)
+        app = create_app(
+            self.registry,
+            admin_key=self.admin_key,
+            routes="model" if split else "all",
+            max_body_bytes=self.max_body_bytes,
+        )
         self._server = self._uvicorn(app, self.port)
         if split:
-            admin_app = create_app(self.registry, admin_key=self.admin_key, routes="admin",
-                                   max_body_bytes=self.max_body_bytes)
+            admin_app = create_app(
+                self.registry, admin_key=self.admin_key, routes="admin", max_body_bytes=self.max_body_bytes
+            )
             self._admin = self._uvicorn(admin_app, self.admin_port or 0)
         servers = [s for s in (self._server, self._admin) if s is not None]
         self._thread = ServerThread(servers, name="capture-server")
@@ -116,8 +142,15 @@ class CaptureServer:
         return self
 
     def _uvicorn(self, app: Any, port: int) -> uvicorn.Server:
-        config = uvicorn.Config(app, host=self.host, port=port, log_level="warning", access_log=False,
-                                lifespan="on", timeout_graceful_shutdown=2)
+        config = uvicorn.Config(
+            app,
+            host=self.host,
+            port=port,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+        )
         return uvicorn.Server(config)
 
     def stop(self) -> None:
@@ -131,9 +164,17 @@ class CaptureServer:
 
     # ---- sessions --------------------------------------------------------------------------------
 
-    def open_session(self, *, mode: Mode = "gated", sampling: SamplingParams | None = None,
-                     aux: AuxPredicate | None = None, gate_aux: bool = False, token: str | None = None,
-                     timeout: float = 30.0, sampling_policy: SamplingPolicy = "trainer") -> SyncCaptureSession:
+    def open_session(
+        self,
+        *,
+        mode: Mode = "gated",
+        sampling: SamplingParams | None = None,
+        aux: AuxPredicate | None = None,
+        gate_aux: bool = False,
+        token: str | None = None,
+        timeout: float = 30.0,
+        sampling_policy: SamplingPolicy = "trainer",
+    ) -> SyncCaptureSession:
         """A new session, as its blocking twin for a controller in this thread (`.session` is the async
         one); hand the harness `session.base_url` (and `session.token` as its API key).
 
@@ -157,10 +198,24 @@ class CaptureServer:
         """Close a session (its trajectory stays readable on the session you hold)."""
         self._run(self._close(token), timeout)
 
-    async def _open(self, mode: Mode, sampling: SamplingParams | None, aux: AuxPredicate | None,
-                    gate_aux: bool, token: str | None, sampling_policy: SamplingPolicy) -> CaptureSession:
-        session = self.registry.open(base_url=self.base_url, mode=mode, sampling=sampling, aux=aux,
-                                     gate_aux=gate_aux, token=token, sampling_policy=sampling_policy)
+    async def _open(
+        self,
+        mode: Mode,
+        sampling: SamplingParams | None,
+        aux: AuxPredicate | None,
+        gate_aux: bool,
+        token: str | None,
+        sampling_policy: SamplingPolicy,
+    ) -> CaptureSession:
+        session = self.registry.open(
+            base_url=self.base_url,
+            mode=mode,
+            sampling=sampling,
+            aux=aux,
+            gate_aux=gate_aux,
+            token=token,
+            sampling_policy=sampling_policy,
+        )
         try:
             await session.check_trainable()
         except BaseException:

@@ -75,12 +75,25 @@ class CaptureSession:
     The async methods may be awaited from any event loop; `sync()` gives their blocking twin.
     """
 
-    def __init__(self, *, token: str, base_url: str, loop: asyncio.AbstractEventLoop, renderer: Renderer,
-                 backend: Backend, parser: CompletionParser, mode: Mode = "auto",
-                 sampling: SamplingParams | None = None, aux: AuxPredicate | None = None,
-                 gate_aux: bool = False, served_model: str = "", budget: Budget | None = None,
-                 journal: Journal | None = None, limits: TurnLimits | None = None,
-                 sampling_policy: SamplingPolicy = "trainer") -> None:
+    def __init__(
+        self,
+        *,
+        token: str,
+        base_url: str,
+        loop: asyncio.AbstractEventLoop,
+        renderer: Renderer,
+        backend: Backend,
+        parser: CompletionParser,
+        mode: Mode = "auto",
+        sampling: SamplingParams | None = None,
+        aux: AuxPredicate | None = None,
+        gate_aux: bool = False,
+        served_model: str = "",
+        budget: Budget | None = None,
+        journal: Journal | None = None,
+        limits: TurnLimits | None = None,
+        sampling_policy: SamplingPolicy = "trainer",
+    ) -> None:
         self.token = token
         self.base_url = base_url
         self.loop = loop
@@ -158,8 +171,16 @@ class CaptureSession:
 
     # ---- request path (runs on the server loop) ----------------------------------------------------
 
-    async def handle(self, req: CanonicalRequest, dialect: str, *, digest: str | None = None,
-                     retry: bool = False, offload: bool = False, on_tokens: TokenSink | None = None) -> Completion:
+    async def handle(
+        self,
+        req: CanonicalRequest,
+        dialect: str,
+        *,
+        digest: str | None = None,
+        retry: bool = False,
+        offload: bool = False,
+        on_tokens: TokenSink | None = None,
+    ) -> Completion:
         """Answer one generation request: render, link, wait for a decision, generate, record.
 
         Args:
@@ -186,8 +207,10 @@ class CaptureSession:
             return await asyncio.shield(inflight)
         cap = self.limits.max_turns
         if cap is not None and len(self.trajectory.turns) >= cap:
-            raise TurnCapReached(f"this session has stored its cap of {cap} turns; open a new session "
-                                 "(the proxy's max_turns setting)")
+            raise TurnCapReached(
+                f"this session has stored its cap of {cap} turns; open a new session "
+                "(the proxy's max_turns setting)"
+            )
         busy = self.limits.max_inflight
         if busy is not None and self._answering >= busy:  # each one held holds its body, prompt and a thread
             raise SessionBusy(f"this session is already answering {busy} requests; retry when one is done")
@@ -207,18 +230,31 @@ class CaptureSession:
         client leaving must not cancel it)."""
         return self.replay.shared(digest)
 
-    async def _handle(self, req: CanonicalRequest, dialect: str, offload: bool = False,
-                      on_tokens: TokenSink | None = None) -> Completion:
+    async def _handle(
+        self, req: CanonicalRequest, dialect: str, offload: bool = False, on_tokens: TokenSink | None = None
+    ) -> Completion:
         aux = bool(self._aux and self._aux(req))
         plan_for = self.planner.plan
-        plan = (await asyncio.to_thread(plan_for, req, self.trajectory, aux=aux) if offload
-                else plan_for(req, self.trajectory, aux=aux))
+        plan = (
+            await asyncio.to_thread(plan_for, req, self.trajectory, aux=aux)
+            if offload
+            else plan_for(req, self.trajectory, aux=aux)
+        )
+
         # Before anything is parked, scored or sampled: a prompt that cannot fit is refused at once (a
         # controller's `complete()` used to score it whole, whatever its length).
         def new_turn() -> Turn:
-            return self.trajectory.add(Turn(id=_turn_id(), index=0, dialect=dialect, aux=aux,
-                                            n_messages=len(req.messages), prompt_len=len(plan.prompt_ids),
-                                            created=int(time.time())))
+            return self.trajectory.add(
+                Turn(
+                    id=_turn_id(),
+                    index=0,
+                    dialect=dialect,
+                    aux=aux,
+                    n_messages=len(req.messages),
+                    prompt_len=len(plan.prompt_ids),
+                    created=int(time.time()),
+                )
+            )
 
         try:
             window = await self._context_window()
@@ -228,11 +264,17 @@ class CaptureSession:
             await self._journal_turn(turn, plan)
             raise
         if len(plan.prompt_ids) >= window:
-            raise BadRequest(f"the prompt is {len(plan.prompt_ids)} tokens but the context window is {window}; "
-                             "shorten the conversation", param="messages")
+            raise BadRequest(
+                f"the prompt is {len(plan.prompt_ids)} tokens but the context window is {window}; "
+                "shorten the conversation",
+                param="messages",
+            )
         turn = new_turn()
-        over = None if aux or self.budget is None else \
-            self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
+        over = (
+            None
+            if aux or self.budget is None
+            else self.budget.exceeded(self._used_turns, self._used_tokens, len(plan.prompt_ids))
+        )
         if over is not None:
             return self._budget_reply(turn, req, over)
         decision: Decision = Sample()
@@ -241,10 +283,15 @@ class CaptureSession:
             pending = PendingTurn(self.loop, turn, req, plan.prompt_ids)
             decision = await self.gate.wait(pending)
         try:
-            done = await _within(self._answer(turn, req, plan, decision, on_tokens), decision,
-                                 self.limits.turn_timeout_s)
+            done = await _within(
+                self._answer(turn, req, plan, decision, on_tokens), decision, self.limits.turn_timeout_s
+            )
         except Exception as exc:  # the harness and the controller both hear of any failure
-            error = exc if isinstance(exc, OpenEnvError) else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
+            error = (
+                exc
+                if isinstance(exc, OpenEnvError)
+                else EnvError(f"turn failed: {type(exc).__name__}: {exc}")
+            )
             turn.gap = f"{type(error).__name__}: {error.message}"
             if pending is not None:
                 pending.reject(error)
@@ -258,9 +305,16 @@ class CaptureSession:
                 abandon(pending)
             raise
         if not aux:
-            self.trajectory.record(turn, link=plan.link, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
-                                   messages=req.messages, tools=req.tools, text=plan.text,
-                                   rewritten=plan.rewritten)
+            self.trajectory.record(
+                turn,
+                link=plan.link,
+                prompt_ids=plan.prompt_ids,
+                env_ids=plan.env_ids,
+                messages=req.messages,
+                tools=req.tools,
+                text=plan.text,
+                rewritten=plan.rewritten,
+            )
             self._used_turns += 1
             self._used_tokens += len(done.token_ids)
         await self._journal_turn(turn, plan)  # on disk before the harness sees the reply
@@ -273,16 +327,20 @@ class CaptureSession:
         self.budget_hit = self.budget_hit or reason
         turn.budget = reason
         turn.completion = Completion(
-            id=turn.id, model=req.model or self._served_model, created=int(time.time()),
-            text=budget_reply_text(reason), finish_reason="stop",
+            id=turn.id,
+            model=req.model or self._served_model,
+            created=int(time.time()),
+            text=budget_reply_text(reason),
+            finish_reason="stop",
             usage=Usage(prompt_tokens=turn.prompt_len, completion_tokens=0),
         )
         return turn.completion
 
     async def _journal_turn(self, turn: Turn, plan: Plan) -> None:
         if self.journal is not None:
-            await self.journal.turn(turn, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids,
-                                    max_tokens=turn.max_tokens)
+            await self.journal.turn(
+                turn, prompt_ids=plan.prompt_ids, env_ids=plan.env_ids, max_tokens=turn.max_tokens
+            )
 
     def count_tokens(self, req: CanonicalRequest, dialect: str) -> int:
         """Prompt tokens a request would take. Counted (`count_tokens_calls`), never stored as a turn: a
@@ -292,41 +350,68 @@ class CaptureSession:
         self.last_active = time.monotonic()
         return len(ids)
 
-    async def _answer(self, turn: Turn, req: CanonicalRequest, plan: Plan, decision: Decision,
-                      on_tokens: TokenSink | None = None) -> Completion:
+    async def _answer(
+        self,
+        turn: Turn,
+        req: CanonicalRequest,
+        plan: Plan,
+        decision: Decision,
+        on_tokens: TokenSink | None = None,
+    ) -> Completion:
         match decision:
             case Fail(error):
                 raise error
             case Sample():
                 turn.source = "sample"
-                sink = None if on_tokens is None else (lambda new: on_tokens(turn.id, turn.created, turn.prompt_len, new))
+                sink = (
+                    None
+                    if on_tokens is None
+                    else (lambda new: on_tokens(turn.id, turn.created, turn.prompt_len, new))
+                )
                 ids, logprobs, finish = await self._generate(req, plan.prompt_ids, turn, sink)
             case Complete(text, token_ids):
                 turn.source = "complete"
                 ids = list(token_ids) if token_ids is not None else self._policy_ids(text or "")
                 window = await self._context_window()
                 if len(plan.prompt_ids) + len(ids) > window:
-                    raise BadRequest(f"the prompt ({len(plan.prompt_ids)} tokens) and the supplied reply "
-                                     f"({len(ids)}) exceed the context window of {window}", param="completion")
-                params, _ = effective_params(req.sampling, self.sampling, policy=self.sampling_policy, aux=turn.aux)
+                    raise BadRequest(
+                        f"the prompt ({len(plan.prompt_ids)} tokens) and the supplied reply "
+                        f"({len(ids)}) exceed the context window of {window}",
+                        param="completion",
+                    )
+                params, _ = effective_params(
+                    req.sampling, self.sampling, policy=self.sampling_policy, aux=turn.aux
+                )
                 self._mark(turn, params, getattr(self._backend, "score_logprob_mode", "unknown"))
-                logprobs = await self._backend.score(plan.prompt_ids, ids, temperature=params.temperature) if ids else []
+                logprobs = (
+                    await self._backend.score(plan.prompt_ids, ids, temperature=params.temperature)
+                    if ids
+                    else []
+                )
                 finish = "stop"
             case _:
                 assert_never(decision)
         turn.completion = self._completion(turn, req, ids, logprobs, finish, len(plan.prompt_ids))
         return turn.completion
 
-    async def _generate(self, req: CanonicalRequest, prompt_ids: Sequence[int],
-                        turn: Turn | None = None, on_tokens: Callable[[list[int]], None] | None = None,
-                        ) -> tuple[list[int], list[float], str]:
-        params, overridden = effective_params(req.sampling, self.sampling, policy=self.sampling_policy,
-                                              aux=turn is not None and turn.aux)
+    async def _generate(
+        self,
+        req: CanonicalRequest,
+        prompt_ids: Sequence[int],
+        turn: Turn | None = None,
+        on_tokens: Callable[[list[int]], None] | None = None,
+    ) -> tuple[list[int], list[float], str]:
+        params, overridden = effective_params(
+            req.sampling, self.sampling, policy=self.sampling_policy, aux=turn is not None and turn.aux
+        )
         window = await self._context_window()
         room = window - len(prompt_ids)
         if room <= 0:
-            raise BadRequest(f"the prompt is {len(prompt_ids)} tokens but the context window is "
-                             f"{window}; shorten the conversation", param="messages")
+            raise BadRequest(
+                f"the prompt is {len(prompt_ids)} tokens but the context window is "
+                f"{window}; shorten the conversation",
+                param="messages",
+            )
         if self.budget is not None:
             room = min(room, self.budget.room(self._used_tokens, len(prompt_ids)) or room)
         # A request that names no max_tokens gets the proxy's default output budget, not the whole window.
@@ -366,8 +451,12 @@ class CaptureSession:
             BackendUnavailable: the engine did not answer the probe.
         """
         if needs_processed(self.sampling, policy=self.sampling_policy):
-            require_trainable_engine(await self.logprob_mode(), self.sampling, policy=self.sampling_policy,
-                                     engine=f"the {self._backend.name} backend")
+            require_trainable_engine(
+                await self.logprob_mode(),
+                self.sampling,
+                policy=self.sampling_policy,
+                engine=f"the {self._backend.name} backend",
+            )
 
     async def _mode_or_unknown(self) -> LogprobMode:
         """The verdict for a turn already sampled: a probe that fails now marks the turn `unknown` rather than
@@ -395,18 +484,33 @@ class CaptureSession:
         eos = self._renderer.tokenizer.eos_token_id
         return ids + [eos] if eos is not None and (not ids or ids[-1] != eos) else ids
 
-    def _completion(self, turn: Turn, req: CanonicalRequest, ids: list[int], logprobs: list[float],
-                    finish: str, prompt_len: int) -> Completion:
+    def _completion(
+        self,
+        turn: Turn,
+        req: CanonicalRequest,
+        ids: list[int],
+        logprobs: list[float],
+        finish: str,
+        prompt_len: int,
+    ) -> Completion:
         parsed = self._parser.parse(self._renderer.completion_text(ids))
-        calls = tuple(ToolCallPart(id=f"call_{turn.id}_{i}", name=c.name, arguments=c.arguments)
-                      for i, c in enumerate(parsed.tool_calls))
+        calls = tuple(
+            ToolCallPart(id=f"call_{turn.id}_{i}", name=c.name, arguments=c.arguments)
+            for i, c in enumerate(parsed.tool_calls)
+        )
         attempts = token_spans(parsed.attempts, ids, self._renderer.decode) if parsed.attempts else ()
         return Completion(
-            id=turn.id, model=req.model or self._served_model, created=turn.created or int(time.time()),
+            id=turn.id,
+            model=req.model or self._served_model,
+            created=turn.created or int(time.time()),
             text=parsed.content,
-            reasoning=parsed.reasoning, tool_calls=calls, token_ids=tuple(ids), logprobs=tuple(logprobs),
+            reasoning=parsed.reasoning,
+            tool_calls=calls,
+            token_ids=tuple(ids),
+            logprobs=tuple(logprobs),
             finish_reason="tool_calls" if calls else finish,  # type: ignore[arg-type]  # the engine's finish reasons are a subset of the Literal (length, stop)
-            usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)), call_attempts=attempts,
+            usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)),
+            call_attempts=attempts,
         )
 
 
@@ -504,8 +608,9 @@ class SessionBusy(OpenEnvError):
     code = "session_busy"
 
 
-async def _within(answer: Coroutine[Any, Any, Completion], decision: Decision,
-                  default: float | None = None) -> Completion:
+async def _within(
+    answer: Coroutine[Any, Any, Completion], decision: Decision, default: float | None = None
+) -> Completion:
     """The answer, within the controller's turn timeout (else the session's). Past it the turn is a gap and
     the harness gets its retryable error now, not when a stalled backend's own (longer) timeout fires."""
     timeout = None if isinstance(decision, Fail) else (decision.timeout or default)
@@ -515,8 +620,9 @@ async def _within(answer: Coroutine[Any, Any, Completion], decision: Decision,
         async with asyncio.timeout(timeout):  # a timer handle on this task, no extra task per turn
             return await answer
     except TimeoutError:
-        raise BackendUnavailable(f"the backend gave no answer within the turn timeout of {timeout:g} s; "
-                                 "retry the request") from None
+        raise BackendUnavailable(
+            f"the backend gave no answer within the turn timeout of {timeout:g} s; retry the request"
+        ) from None
 
 
 def _turn_id() -> str:

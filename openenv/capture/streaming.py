@@ -83,7 +83,7 @@ def opens_reasoning(renderer: Any) -> bool:
 
         try:
             prompt = renderer.full_text([Message(role="user", parts=(TextPart(text="x"),))], [])
-        except Exception:  # noqa: BLE001 - a template that cannot render this is not a thinking one
+        except Exception:
             prompt = ""
         _REASONING_TEMPLATES[key] = prompt.rstrip().endswith(OPEN)
     return _REASONING_TEMPLATES[key]
@@ -131,15 +131,23 @@ class ReplySoFar:
             as the content they are; without them any `<|` stops the content.
     """
 
-    def __init__(self, decode: Callable[[Sequence[int]], str], *, parser: str = "hermes",
-                 thinking: bool = False, eos_ids: frozenset[int] | None = None) -> None:
+    def __init__(
+        self,
+        decode: Callable[[Sequence[int]], str],
+        *,
+        parser: str = "hermes",
+        thinking: bool = False,
+        eos_ids: frozenset[int] | None = None,
+    ) -> None:
         self._decode = decode
         self._llama = parser == "llama3_json"
         self._thinking = thinking
         self._eos = eos_ids or frozenset()
         # Incremental decoding (see `_text`): the text of ids[:_stable_n], checked against a full decode.
         self._stable, self._stable_n, self._whole = "", 0, False
-        self._openers = tuple(o for o in OPENERS if o != "<|") if eos_ids and parser in _PLAIN_SPECIALS else OPENERS
+        self._openers = (
+            tuple(o for o in OPENERS if o != "<|") if eos_ids and parser in _PLAIN_SPECIALS else OPENERS
+        )
         self.ids: list[int] = []
         self.streamed = {"reasoning": "", "text": ""}
         self.phase = "start"  # start | reasoning | text | frozen
@@ -178,9 +186,9 @@ class ReplySoFar:
             elif self._thinking:
                 return out  # reasoning only if `</think>` comes: nothing is certain yet
             else:
-                body = raw.lstrip()[len(OPEN):]
+                body = raw.lstrip()[len(OPEN) :]
                 return out + self._grow("reasoning", _held_back(body, (CLOSE,)).strip())
-        body = raw[self._text_from:].lstrip()
+        body = raw[self._text_from :].lstrip()
         if self._llama and body[:1] in ("{", "<"):
             self.phase = "frozen"
             return out
@@ -203,12 +211,12 @@ class ReplySoFar:
         if self._whole:
             return self._decode(self.ids[:end])
         start = max(self._stable_n - _CONTEXT, 0)
-        context = self._decode(self.ids[start:self._stable_n]) if self._stable_n else ""
+        context = self._decode(self.ids[start : self._stable_n]) if self._stable_n else ""
         tail = self._decode(self.ids[start:end])
         if not tail.startswith(context):
             self._whole = True
             return self._decode(self.ids[:end])
-        text = self._stable + tail[len(context):]
+        text = self._stable + tail[len(context) :]
         if end - self._stable_n >= _STEP and not text.endswith("\ufffd"):
             full = self._decode(self.ids[:end])
             if full != text:
@@ -222,15 +230,19 @@ class ReplySoFar:
         if len(value) <= len(before):
             return []
         if not value.startswith(before):  # cannot happen with the rules above; never send a contradiction
-            _log.warning("streamed %s %r... is not a prefix of %r...; streaming stops", channel, before[:40],
-                         value[:40])
+            _log.warning(
+                "streamed %s %r... is not a prefix of %r...; streaming stops",
+                channel,
+                before[:40],
+                value[:40],
+            )
             self.phase = "frozen"
             return []
         frozen, self.phase = self.phase == "frozen", self.phase
         self.streamed[channel] = value
         if frozen:
             self.phase = "frozen"
-        return [(channel, value[len(before):])]
+        return [(channel, value[len(before) :])]
 
 
 class _Events:
@@ -241,14 +253,23 @@ class _Events:
     block start, the end of the reasoning block), found by diffing two stub renders that differ only in
     that piece. Deltas are made from one rendered template per channel."""
 
-    def __init__(self, dialect: Dialect, req: Any, turn_id: str, model: str, created: int, prompt_len: int) -> None:
+    def __init__(
+        self, dialect: Dialect, req: Any, turn_id: str, model: str, created: int, prompt_len: int
+    ) -> None:
         self.dialect, self.req = dialect, req
-        self.stub = {"id": turn_id, "model": model, "created": created,
-                     "usage": Usage(prompt_tokens=prompt_len, completion_tokens=0)}
+        self.stub = {
+            "id": turn_id,
+            "model": model,
+            "created": created,
+            "usage": Usage(prompt_tokens=prompt_len, completion_tokens=0),
+        }
         call = ToolCallPart(id=f"call_{turn_id}_0", name="f", arguments="{}")
-        renders = [self._render({"text": ("a", "z")}), self._render({"reasoning": ("a", "z")}),
-                   self._render({}, Completion(**self.stub, tool_calls=(call,), finish_reason="tool_calls"))]
-        self.head = renders[0][:min(_common(renders[0], other) for other in renders[1:])]
+        renders = [
+            self._render({"text": ("a", "z")}),
+            self._render({"reasoning": ("a", "z")}),
+            self._render({}, Completion(**self.stub, tool_calls=(call,), finish_reason="tool_calls")),
+        ]
+        self.head = renders[0][: min(_common(renders[0], other) for other in renders[1:])]
         self.made: list[bytes] = []  # every event made: sent, and (Gemini) the newest one held back
         self.pieces: dict[str, list[str]] = {"reasoning": [], "text": []}
         self.order: list[Delta] = []
@@ -263,8 +284,11 @@ class _Events:
 
     def _render(self, pieces: dict[str, tuple[str, ...]], done: Completion | None = None) -> list[bytes]:
         if done is None:
-            done = Completion(**self.stub, text="".join(pieces.get("text", ())),
-                              reasoning="".join(pieces.get("reasoning", ())))
+            done = Completion(
+                **self.stub,
+                text="".join(pieces.get("text", ())),
+                reasoning="".join(pieces.get("reasoning", ())),
+            )
         token = streamed_pieces.set(pieces)
         try:
             return [e.encode() for e in self.dialect.sse_events(done, self.req)]
@@ -278,7 +302,7 @@ class _Events:
         """Record `events` as made; return those to send now (all but a held newest one)."""
         self.made.extend(events)
         keep = len(self.made) - (1 if self.hold and self.made else 0)
-        out, self.sent_n = self.made[self.sent_n:keep], max(self.sent_n, keep)
+        out, self.sent_n = self.made[self.sent_n : keep], max(self.sent_n, keep)
         return out
 
     def start(self) -> list[bytes]:
@@ -301,22 +325,28 @@ class _Events:
         self._base = self._so_far()
         first = self._render({**self._base, channel: (piece, "z")})
         self._at = _common(first, self._render({**self._base, channel: (piece + "y", "z")}))
-        if first[:len(self.made)] != self.made:
-            _log.warning("the events made so far are not a prefix of the %s channel's (%r...)", channel, piece[:40])
+        if first[: len(self.made)] != self.made:
+            _log.warning(
+                "the events made so far are not a prefix of the %s channel's (%r...)", channel, piece[:40]
+            )
         self.channel = channel
         template = self._render({**self._base, channel: (_MARK, "z")})[self._at]
         filled = template.replace(_MARK_JSON, to_json(piece)[1:-1], 1)
         ok = template.count(_MARK_JSON) == 1 and filled == first[self._at]
         self.template = template if ok else b""
-        return first[len(self.made):self._at]
+        return first[len(self.made) : self._at]
 
     def finish(self, done: Completion) -> list[bytes]:
         """The finished reply's events that were not sent yet."""
         events = self._render(self._so_far(), done)
-        if events[:self.sent_n] != self.made[:self.sent_n]:
-            _log.warning("turn %s: the streamed events are not a prefix of the finished reply's (text %r...); "
-                         "the rest is sent as rendered", done.id, done.text[:40])
-        return events[self.sent_n:]
+        if events[: self.sent_n] != self.made[: self.sent_n]:
+            _log.warning(
+                "turn %s: the streamed events are not a prefix of the finished reply's (text %r...); "
+                "the rest is sent as rendered",
+                done.id,
+                done.text[:40],
+            )
+        return events[self.sent_n :]
 
 
 def _common(a: Sequence[bytes], b: Sequence[bytes]) -> int:
@@ -329,13 +359,20 @@ def _common(a: Sequence[bytes], b: Sequence[bytes]) -> int:
     return n
 
 
-async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *,
-                       decode: Callable[[Sequence[int]], str],
-                       model: str, parser: str = "hermes", thinking: bool = False,
-                       eos_ids: frozenset[int] | None = None,
-                       keepalive_s: float | None = None,
-                       pieces: MutableMapping[str, tuple[Delta, ...]] | None = None,
-                       key: str | None = None) -> tuple[bytes | None, AsyncIterator[bytes]]:
+async def stream_reply(
+    dialect: Dialect,
+    req: Any,
+    handle: Callable[..., Any],
+    *,
+    decode: Callable[[Sequence[int]], str],
+    model: str,
+    parser: str = "hermes",
+    thinking: bool = False,
+    eos_ids: frozenset[int] | None = None,
+    keepalive_s: float | None = None,
+    pieces: MutableMapping[str, tuple[Delta, ...]] | None = None,
+    key: str | None = None,
+) -> tuple[bytes | None, AsyncIterator[bytes]]:
     """Run `handle(on_tokens=...)` and stream its reply.
 
     Returns (None, body) once the stream has begun (the first event or keep-alive is due), or raises the
@@ -387,7 +424,9 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
         cut = pieces.get(key, ()) if pieces is not None and key is not None else ()
         if not cut:
             return [e.encode() for e in dialect.sse_events(completion, req)]
-        replayed = _Events(dialect, req, completion.id, model, completion.created, completion.usage.prompt_tokens)
+        replayed = _Events(
+            dialect, req, completion.id, model, completion.created, completion.usage.prompt_tokens
+        )
         out = replayed.start()
         for channel, piece in cut:
             out += replayed.delta(channel, piece)
@@ -421,7 +460,7 @@ async def stream_reply(dialect: Dialect, req: Any, handle: Callable[..., Any], *
                 except OpenEnvError as exc:
                     yield _error_event(dialect, exc)
                     return
-                except Exception as exc:  # noqa: BLE001 - the stream has begun: the error goes in-band
+                except Exception as exc:
                     yield _error_event(dialect, EnvError(f"turn failed: {type(exc).__name__}: {exc}"))
                     return
                 if kind == "tokens":

@@ -62,7 +62,9 @@ class Turn:
     kind: Literal["merged", "new", "break", "fork"] | None = None
     text_len: int = 0
     budget: str | None = None  # the cap this request hit: answered with the final reply, not sampled
-    max_tokens: int | None = None  # the output budget the backend was given (the proxy's default if none asked)
+    max_tokens: int | None = (
+        None  # the output budget the backend was given (the proxy's default if none asked)
+    )
     # Sampling fields the request set that the trainer's policy overrode (capture/sampling_policy.py).
     overridden: tuple[str, ...] = ()
     created: int = 0  # unix seconds when the request arrived (the reply's `created`, known before it streams)
@@ -97,7 +99,9 @@ class TrainingSequence:
 
     def end_of(self, turn: Turn) -> int:
         """Index in `completion_ids` just past `turn`'s completion."""
-        return turn.prompt_len - len(self.prompt_ids) + len(turn.completion.token_ids if turn.completion else ())
+        return (
+            turn.prompt_len - len(self.prompt_ids) + len(turn.completion.token_ids if turn.completion else ())
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +128,22 @@ class SequenceRow(BaseModel):
     turn_ids: list[str]
     origin: Origin = "new"
     parent: int | None = Field(default=None, description="index of the sequence this one came from")
-    temperature: float | None = Field(default=None, description="the temperature its model turns were sampled "
-                                      "at (None: they differ, or it is not recorded)")
-    logprob_mode: LogprobMode = Field(default="unknown", description="what its logprobs are: `processed` "
-                                      "(log_softmax(logits / temperature)), `raw` (log_softmax(logits)) or "
-                                      "`unknown` (e.g. a journal written before the mode was recorded)")
-    trainable: bool = Field(default=False, description="every logprob equals the trainer's "
-                            "log_softmax(logits / temperature) over the full vocabulary")
+    temperature: float | None = Field(
+        default=None,
+        description="the temperature its model turns were sampled "
+        "at (None: they differ, or it is not recorded)",
+    )
+    logprob_mode: LogprobMode = Field(
+        default="unknown",
+        description="what its logprobs are: `processed` "
+        "(log_softmax(logits / temperature)), `raw` (log_softmax(logits)) or "
+        "`unknown` (e.g. a journal written before the mode was recorded)",
+    )
+    trainable: bool = Field(
+        default=False,
+        description="every logprob equals the trainer's "
+        "log_softmax(logits / temperature) over the full vocabulary",
+    )
 
 
 class SequenceStats(BaseModel):
@@ -148,8 +161,11 @@ class SequenceStats(BaseModel):
     merge_ratio: float
     sampled_tokens: int = Field(default=0, description="completion tokens of the model turns (policy tokens)")
     aux_tokens: int = Field(default=0, description="completion tokens of aux turns (never trained)")
-    malformed_tool_calls: int = Field(default=0, description="tool-call attempts of model turns that did not "
-                                      "parse cleanly (malformed or missing their closing tag)")
+    malformed_tool_calls: int = Field(
+        default=0,
+        description="tool-call attempts of model turns that did not "
+        "parse cleanly (malformed or missing their closing tag)",
+    )
 
 
 class TurnRecord(BaseModel):
@@ -168,10 +184,15 @@ class TurnRecord(BaseModel):
     kind: str | None
     prompt_len: int
     completion: Completion | None
-    budget: str | None = Field(default=None, description="the budget cap this request hit (answered, not sampled)")
+    budget: str | None = Field(
+        default=None, description="the budget cap this request hit (answered, not sampled)"
+    )
     max_tokens: int | None = None
-    overridden: tuple[str, ...] = Field(default=(), description="sampling fields of the request that the trainer's "
-                                        "policy overrode: the reply was sampled without them")
+    overridden: tuple[str, ...] = Field(
+        default=(),
+        description="sampling fields of the request that the trainer's "
+        "policy overrode: the reply was sampled without them",
+    )
     temperature: float | None = None
     logprob_mode: LogprobMode = "unknown"
     trainable: bool = False
@@ -215,8 +236,14 @@ class Trajectory:
         whole = end == len(seq.completion_ids)
         if not whole:
             return TokenIds(seq.prompt_ids, seq.completion_ids[:end], then)
-        return TokenIds(seq.prompt_ids, seq.completion_ids, then, buffer=seq.ids_json, length=len(seq.ids_json),
-                        tail=_json_items(then))
+        return TokenIds(
+            seq.prompt_ids,
+            seq.completion_ids,
+            then,
+            buffer=seq.ids_json,
+            length=len(seq.ids_json),
+            tail=_json_items(then),
+        )
 
     def is_head(self, link: Link) -> bool:
         return link.sequence.turns[-1] is link.turn
@@ -233,9 +260,18 @@ class Trajectory:
         self.turns.append(turn)
         return turn
 
-    def record(self, turn: Turn, *, link: Link | None, prompt_ids: Seq[int], env_ids: Seq[int],
-               messages: tuple[Message, ...], tools: tuple[Tool, ...] = (), text: str = "",
-               rewritten: bool = False) -> None:
+    def record(
+        self,
+        turn: Turn,
+        *,
+        link: Link | None,
+        prompt_ids: Seq[int],
+        env_ids: Seq[int],
+        messages: tuple[Message, ...],
+        tools: tuple[Tool, ...] = (),
+        text: str = "",
+        rewritten: bool = False,
+    ) -> None:
         """Attach a finished turn to a sequence.
 
         Args:
@@ -258,8 +294,9 @@ class Trajectory:
             _append_json(seq.ids_json, env_ids)
         else:
             origin, parent = self._lineage(link, messages, tools)
-            seq = TrainingSequence(index=len(self.sequences), prompt_ids=list(prompt_ids), origin=origin,
-                                   parent=parent)
+            seq = TrainingSequence(
+                index=len(self.sequences), prompt_ids=list(prompt_ids), origin=origin, parent=parent
+            )
             _append_json(seq.ids_json, seq.prompt_ids)
             self.sequences.append(seq)
             turn.kind = "fork" if link is not None else ("break" if rewritten else "new")
@@ -276,7 +313,9 @@ class Trajectory:
         seq.tools = tools
         seq.text = text
 
-    def _lineage(self, link: Link | None, messages: Seq[Message], tools: Seq[Tool]) -> tuple[Origin, int | None]:
+    def _lineage(
+        self, link: Link | None, messages: Seq[Message], tools: Seq[Tool]
+    ) -> tuple[Origin, int | None]:
         """Why a new sequence begins and the index of the sequence it came from (see the module doc)."""
         if link is not None:
             return "fork", link.sequence.index
@@ -284,9 +323,15 @@ class Trajectory:
             return "new", None
         for seq in reversed(self.sequences):
             for turn in seq.turns:
-                if turn.n_messages == len(messages) and seq.tools == tuple(tools) and _asked(turn, seq, messages):
+                if (
+                    turn.n_messages == len(messages)
+                    and seq.tools == tuple(tools)
+                    and _asked(turn, seq, messages)
+                ):
                     return "retry", seq.index
-        same = [q for q in self.sequences if q.tools == tuple(tools) and _system(q.messages) == _system(messages)]
+        same = [
+            q for q in self.sequences if q.tools == tuple(tools) and _system(q.messages) == _system(messages)
+        ]
         latest = max(self.sequences, key=lambda q: q.head.index)  # the sequence of the newest model turn
         if any(q is latest for q in same):
             compacted = latest
@@ -294,21 +339,40 @@ class Trajectory:
             compacted = max(same, key=lambda q: q.head.index)
         else:
             return "sub-agent", latest.index
-        while compacted.origin in ("fork", "retry") and compacted.parent is not None and _summary_like(compacted):
-            compacted = self.sequences[compacted.parent]  # the summary request forked it: go to the conversation
+        while (
+            compacted.origin in ("fork", "retry")
+            and compacted.parent is not None
+            and _summary_like(compacted)
+        ):
+            compacted = self.sequences[
+                compacted.parent
+            ]  # the summary request forked it: go to the conversation
         for q in self.sequences:  # the summary request(s) of this compaction
-            if q.parent == compacted.index and _summary_like(q) and q.head.index > compacted.head.index \
-                    and (q.origin in ("fork", "retry") or (q.origin == "sub-agent" and not q.tools)):
+            if (
+                q.parent == compacted.index
+                and _summary_like(q)
+                and q.head.index > compacted.head.index
+                and (q.origin in ("fork", "retry") or (q.origin == "sub-agent" and not q.tools))
+            ):
                 q.origin = "compaction"
         return "compaction", compacted.index
 
     # ---- export ------------------------------------------------------------------------------------
 
     def rows(self) -> list[SequenceRow]:
-        return [SequenceRow(prompt_ids=s.prompt_ids, completion_ids=s.completion_ids, logprobs=s.logprobs,
-                            env_mask=s.env_mask, turn_ids=[t.id for t in s.turns], origin=s.origin, parent=s.parent,
-                            **logprob_meaning(s.turns))
-                for s in self.sequences]
+        return [
+            SequenceRow(
+                prompt_ids=s.prompt_ids,
+                completion_ids=s.completion_ids,
+                logprobs=s.logprobs,
+                env_mask=s.env_mask,
+                turn_ids=[t.id for t in s.turns],
+                origin=s.origin,
+                parent=s.parent,
+                **logprob_meaning(s.turns),
+            )
+            for s in self.sequences
+        ]
 
     def stats(self) -> SequenceStats:
         model = [t for t in self.turns if t.sequence is not None]
@@ -325,16 +389,34 @@ class Trajectory:
             merge_ratio=merged / mergeable if mergeable else 1.0,
             sampled_tokens=sum(_completion_len(t) for t in model),
             aux_tokens=sum(_completion_len(t) for t in self.turns if t.aux),
-            malformed_tool_calls=sum(a.status != "parsed" for t in model if t.completion
-                                     for a in t.completion.call_attempts),
+            malformed_tool_calls=sum(
+                a.status != "parsed" for t in model if t.completion for a in t.completion.call_attempts
+            ),
         )
 
     def records(self) -> list[TurnRecord]:
-        return [TurnRecord(id=t.id, index=t.index, dialect=t.dialect, aux=t.aux, source=t.source, gap=t.gap,
-                           sequence=t.sequence, parent=t.parent, kind=t.kind, prompt_len=t.prompt_len,
-                           completion=t.completion, budget=t.budget,
-                           max_tokens=t.max_tokens, overridden=t.overridden, temperature=t.temperature,
-                           logprob_mode=t.logprob_mode, trainable=t.trainable) for t in self.turns]
+        return [
+            TurnRecord(
+                id=t.id,
+                index=t.index,
+                dialect=t.dialect,
+                aux=t.aux,
+                source=t.source,
+                gap=t.gap,
+                sequence=t.sequence,
+                parent=t.parent,
+                kind=t.kind,
+                prompt_len=t.prompt_len,
+                completion=t.completion,
+                budget=t.budget,
+                max_tokens=t.max_tokens,
+                overridden=t.overridden,
+                temperature=t.temperature,
+                logprob_mode=t.logprob_mode,
+                trainable=t.trainable,
+            )
+            for t in self.turns
+        ]
 
 
 def _completion_len(turn: Turn) -> int:

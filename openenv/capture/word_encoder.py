@@ -34,23 +34,28 @@ _IDENTITY_ON_ASCII = {"NFC", "NFD", "NFKC", "NFKD"}
 _MAX_WORDS = 1 << 16  # remembered words; past it the dict starts over (~15 MB at most)
 # Every kind of word the common patterns cut: contractions in both cases, letters after punctuation,
 # digit runs, runs of spaces before words and at line ends, tabs, CR/LF, form feeds and ASCII controls.
-_PROBE = ("It's 'S'LL we'd I'M x'Ve\n  def f(a_b, c2=30_000):\r\n\treturn a_b**2 + 12345  # ok?!\n\n\n"
-          "    x  =  [1,2 ,3]\t\t\n\x0b\x0c\x1c\x1d\x1e\x1f\x7f\x00 end  \n  .. ---===>>> ~`|\\ \"quoted\"  ")
+_PROBE = (
+    "It's 'S'LL we'd I'M x'Ve\n  def f(a_b, c2=30_000):\r\n\treturn a_b**2 + 12345  # ok?!\n\n\n"
+    '    x  =  [1,2 ,3]\t\t\n\x0b\x0c\x1c\x1d\x1e\x1f\x7f\x00 end  \n  .. ---===>>> ~`|\\ "quoted"  '
+)
 
 
 class WordEncoder:
     """Encodes ASCII text exactly as `tokenizer` would (see module doc); other text with `fallback`."""
 
-    def __init__(self, pattern: str, added: list[dict[str, Any]], model: Any,
-                 fallback: Callable[[str], list[int]]) -> None:
+    def __init__(
+        self, pattern: str, added: list[dict[str, Any]], model: Any, fallback: Callable[[str], list[int]]
+    ) -> None:
         words = regex.compile(pattern)
         if words.groups:  # findall would return the groups, not the words
             raise ValueError(f"the split pattern has capture groups: {pattern!r}")
         self._words = words.findall
         # Added tokens are cut out in two passes, as the tokenizer does: those matched on the raw text
         # first, then those matched on normalized text (the same text, for ASCII) in what is left.
-        self._passes = [_alternation([t["content"] for t in added if bool(t.get("normalized")) is normalized])
-                        for normalized in (False, True)]
+        self._passes = [
+            _alternation([t["content"] for t in added if bool(t.get("normalized")) is normalized])
+            for normalized in (False, True)
+        ]
         self._added_ids = {t["content"]: t["id"] for t in added}
         self._model = model
         self._fallback = fallback
@@ -99,7 +104,7 @@ class WordEncoder:
         start = 0
         for match in tokens.finditer(text):
             if match.start() > start:
-                out += self._cut(text[start:match.start()], depth + 1)
+                out += self._cut(text[start : match.start()], depth + 1)
             out.append(self._added_ids[match.group()])
             start = match.end()
         if start < len(text):
@@ -143,8 +148,12 @@ def _pattern(pre: dict[str, Any] | None) -> str | None:
     if not steps or len(steps) != 2:
         return None
     split, level = steps
-    if (split.get("type") != "Split" or split.get("behavior") != "Isolated" or split.get("invert")
-            or "Regex" not in (split.get("pattern") or {})):
+    if (
+        split.get("type") != "Split"
+        or split.get("behavior") != "Isolated"
+        or split.get("invert")
+        or "Regex" not in (split.get("pattern") or {})
+    ):
         return None
     if level.get("type") != "ByteLevel" or level.get("use_regex", True) or level.get("add_prefix_space"):
         return None

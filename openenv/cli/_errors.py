@@ -8,8 +8,6 @@ included), 2 a usage error (a bad option, an unknown name).
 
 from __future__ import annotations
 
-from openenv.settings import flag
-
 import sys
 from collections.abc import Callable
 from typing import NoReturn
@@ -17,6 +15,7 @@ from typing import NoReturn
 import typer
 
 from openenv.extras import extra_for_module, install_hint
+from openenv.settings import flag
 
 __all__ = ["fail", "guard", "one_line"]
 
@@ -43,10 +42,14 @@ def guard(run: Callable[[], object]) -> None:
         if flag("OPENENV_DEBUG"):
             raise
         extra = extra_for_module(exc.name or "")
-        _print(f"error: this command needs the Python package {exc.name!r}, which is not installed",
-               f"install it with: {install_hint(extra)}" if extra else f"install it with: pip install {exc.name}")
+        _print(
+            f"error: this command needs the Python package {exc.name!r}, which is not installed",
+            f"install it with: {install_hint(extra)}"
+            if extra
+            else f"install it with: pip install {exc.name}",
+        )
         sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - the last line of defence against a traceback
+    except Exception as exc:
         if flag("OPENENV_DEBUG"):
             raise
         from openenv.errors import OpenEnvError
@@ -54,8 +57,10 @@ def guard(run: Callable[[], object]) -> None:
         if isinstance(exc, OpenEnvError):  # ours, worded for the user already
             _print(f"error: {one_line(exc.message)}")
         else:
-            _print(f"error: {one_line(f'{type(exc).__name__}: {exc}')}",
-                   "(an unexpected failure; set OPENENV_DEBUG=1 to see where it came from)")
+            _print(
+                f"error: {one_line(f'{type(exc).__name__}: {exc}')}",
+                "(an unexpected failure; set OPENENV_DEBUG=1 to see where it came from)",
+            )
         sys.exit(1)
 
 

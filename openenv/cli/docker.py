@@ -13,20 +13,33 @@ from rich.console import Console
 
 __all__ = ["build", "register", "sweep"]
 
-sandbox_app = typer.Typer(help="Docker sandbox upkeep (orphaned containers from dead runs).",
-                          no_args_is_help=True)
+sandbox_app = typer.Typer(
+    help="Docker sandbox upkeep (orphaned containers from dead runs).", no_args_is_help=True
+)
 _out = Console(stderr=True)
 
 
 def build(
-    harness: Annotated[str, typer.Argument(help="a harness name from `openenv harness list`, or `all`")] = "all",
-    base: Annotated[str | None, typer.Option(help="BASE_IMAGE; default: openenv/python (env image) or "
-                                             "openenv/base if built (--sandbox)")] = None,
+    harness: Annotated[
+        str, typer.Argument(help="a harness name from `openenv harness list`, or `all`")
+    ] = "all",
+    base: Annotated[
+        str | None,
+        typer.Option(
+            help="BASE_IMAGE; default: openenv/python (env image) or openenv/base if built (--sandbox)"
+        ),
+    ] = None,
     network: Annotated[str, typer.Option(help="build network; `none` keeps the build offline")] = "none",
-    sandbox: Annotated[bool, typer.Option("--sandbox", help="build only the CLI image DockerSandbox runs "
-                                          "(envs/<harness>/Dockerfile)")] = False,
-    model: Annotated[Path | None, typer.Option(help="model folder whose tokenizer the image bundles "
-                                               "(default: the tiny model)")] = None,
+    sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--sandbox", help="build only the CLI image DockerSandbox runs (envs/<harness>/Dockerfile)"
+        ),
+    ] = False,
+    model: Annotated[
+        Path | None,
+        typer.Option(help="model folder whose tokenizer the image bundles (default: the tiny model)"),
+    ] = None,
 ) -> None:
     """Build a harness's env image: the pinned CLI, the env server and the capture proxy, served by
     `openenv serve HARNESS` and pointed at an engine by OPENENV_VLLM_URL (see openenv/harness/env_image.py).
@@ -52,13 +65,20 @@ def build(
         skipped = [spec.name for spec in specs if spec.install.method != "npm"]
         specs = [spec for spec in specs if spec.install.method == "npm"]
         if skipped:
-            _out.print(f"[yellow]skipped (pip harnesses are not bundled into env images yet): {', '.join(skipped)}[/]")
+            _out.print(
+                f"[yellow]skipped (pip harnesses are not bundled into env images yet): {', '.join(skipped)}[/]"
+            )
     for spec in specs:
         name = spec.name
         try:
             if sandbox:
-                tag = build_harness_image(client, spec, base=base, network=network,
-                                          progress=lambda line, n=name: _out.print(f"  {n}: {line}"))
+                tag = build_harness_image(
+                    client,
+                    spec,
+                    base=base,
+                    network=network,
+                    progress=lambda line, n=name: _out.print(f"  {n}: {line}"),
+                )
             else:
                 tag = _build_env_image(client, spec, base, network, model, name)
             _out.print(f"[green]{name}: built {tag}[/]")
@@ -70,21 +90,31 @@ def build(
         raise typer.Exit(1)
 
 
-def _build_env_image(client: Any, spec: Any, base: str | None, network: str, model: Path | None, name: str) -> str:
+def _build_env_image(
+    client: Any, spec: Any, base: str | None, network: str, model: Path | None, name: str
+) -> str:
     import tempfile
 
     from openenv.harness.env_image import build_env_image
     from openenv.models import tiny_model_path
 
     with tempfile.TemporaryDirectory(prefix="openenv-build-") as tmp:
-        return build_env_image(client, spec, model=model or tiny_model_path(), base=base or "openenv/python:latest",
-                               network=network, workdir=Path(tmp),
-                               progress=lambda line: _out.print(f"  {name}: {line}"))
+        return build_env_image(
+            client,
+            spec,
+            model=model or tiny_model_path(),
+            base=base or "openenv/python:latest",
+            network=network,
+            workdir=Path(tmp),
+            progress=lambda line: _out.print(f"  {name}: {line}"),
+        )
 
 
 @sandbox_app.command("sweep")
 def sweep(
-    everything: Annotated[bool, typer.Option("--all", help="remove every openenv sandbox, live owners too")] = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="remove every openenv sandbox, live owners too")
+    ] = False,
 ) -> None:
     """Remove containers, volumes, networks and images left by openenv processes that died without cleaning up;
     garbage-collect the task images openenv pulled that no live run uses (down to $OPENENV_PULLED_KEEP_GB,
@@ -102,9 +132,11 @@ def sweep(
         _out.print(f"[yellow]no Docker objects swept[/]: {reason}")
         return
     report = run_sweep(docker.from_env(), everything=everything)
-    Console().print(f"removed {len(report.containers)} containers, {len(report.volumes)} volumes, "
-                    f"{len(report.networks)} networks, {len(report.images)} images, {len(report.folders)} episode "
-                    f"folders; {len(report.pulled)} pulled images collected")
+    Console().print(
+        f"removed {len(report.containers)} containers, {len(report.volumes)} volumes, "
+        f"{len(report.networks)} networks, {len(report.images)} images, {len(report.folders)} episode "
+        f"folders; {len(report.pulled)} pulled images collected"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -31,43 +31,91 @@ def _csv(value: str) -> list[str]:
 
 def eval_(
     harness: Annotated[str, typer.Option(help="comma-separated harness names, e.g. pi,mini-swe-agent")],
-    tasks: Annotated[str, typer.Option(help="task set: builtin, a Harbor folder, a parquet/jsonl file, or a Harbor "
-                                       "dataset NAME@VERSION (see --registry)")]
-    = "builtin",
-    registry: Annotated[str | None, typer.Option(help="Harbor registry (file or URL) that NAME@VERSION is looked up in "
-                                                 "(default $OPENENV_HARBOR_REGISTRY, else Harbor's public one)")] = None,
+    tasks: Annotated[
+        str,
+        typer.Option(
+            help="task set: builtin, a Harbor folder, a parquet/jsonl file, or a Harbor "
+            "dataset NAME@VERSION (see --registry)"
+        ),
+    ] = "builtin",
+    registry: Annotated[
+        str | None,
+        typer.Option(
+            help="Harbor registry (file or URL) that NAME@VERSION is looked up in "
+            "(default $OPENENV_HARBOR_REGISTRY, else Harbor's public one)"
+        ),
+    ] = None,
     only: Annotated[str | None, typer.Option(help="comma-separated task ids to keep from the set")] = None,
     backend: Annotated[str, typer.Option(help="local or vllm")] = "local",
-    policy: Annotated[str, typer.Option(help="sample (the model answers), oracle (reference solution, run as "
-                                        "Harbor runs it) or demo (the solution's own commands: demonstrations "
-                                        "to train on)")]
-    = "sample",
-    look_first: Annotated[bool, typer.Option("--look-first", help="with --policy oracle or demo: list the "
-                                             "workspace before acting (one more tool call)")] = False,
-    look_after: Annotated[bool, typer.Option("--look-after", help="with --policy oracle or demo: list the "
-                                             "workspace right after acting (one more tool call that cannot "
-                                             "cost the solve)")] = False,
+    policy: Annotated[
+        str,
+        typer.Option(
+            help="sample (the model answers), oracle (reference solution, run as "
+            "Harbor runs it) or demo (the solution's own commands: demonstrations "
+            "to train on)"
+        ),
+    ] = "sample",
+    look_first: Annotated[
+        bool,
+        typer.Option(
+            "--look-first",
+            help="with --policy oracle or demo: list the workspace before acting (one more tool call)",
+        ),
+    ] = False,
+    look_after: Annotated[
+        bool,
+        typer.Option(
+            "--look-after",
+            help="with --policy oracle or demo: list the "
+            "workspace right after acting (one more tool call that cannot "
+            "cost the solve)",
+        ),
+    ] = False,
     n: Annotated[int, typer.Option("-n", help="episodes per (harness, task)")] = 1,
-    concurrency: Annotated[int | None, typer.Option(help="episodes at once (default 2; with --ray: every "
-                                                         "episode slot the cluster offers)")] = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="episodes at once (default 2; with --ray: every episode slot the cluster offers)"),
+    ] = None,
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
     max_tokens: Annotated[int | None, typer.Option(help="cap on each sampled reply")] = None,
     timeout: Annotated[float | None, typer.Option(help="per-episode harness budget in seconds")] = None,
-    sandbox: Annotated[str, typer.Option(help="local (bubblewrap here) or docker (a container of the task's "
-                                              "image, no network but the proxy)")] = "local",
-    pull: Annotated[str | None, typer.Option(
-        "--pull", metavar="missing|always|never", help="--sandbox docker: pull a task image the engine lacks "
-        "(missing, the default, as Docker's), ask the registry again once per run (always), or never (offline); "
-        "default $OPENENV_PULL, else missing")] = None,
+    sandbox: Annotated[
+        str,
+        typer.Option(
+            help="local (bubblewrap here) or docker (a container of the task's "
+            "image, no network but the proxy)"
+        ),
+    ] = "local",
+    pull: Annotated[
+        str | None,
+        typer.Option(
+            "--pull",
+            metavar="missing|always|never",
+            help="--sandbox docker: pull a task image the engine lacks "
+            "(missing, the default, as Docker's), ask the registry again once per run (always), or never (offline); "
+            "default $OPENENV_PULL, else missing",
+        ),
+    ] = None,
     out: Annotated[Path, typer.Option(help="results folder")] = Path("artifacts/eval"),
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
-    allow_errors: Annotated[bool, typer.Option("--allow-errors", help="exit 0 even when episodes ended in status "
-                                               "error (they are still counted apart, never scored)")] = False,
-    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
-                                            help="run the episodes on a Ray cluster (`auto`: the one this machine "
-                                                 "is part of); needs --backend vllm and "
-                                                 + escape(install_hint("ray")))] = None,
+    allow_errors: Annotated[
+        bool,
+        typer.Option(
+            "--allow-errors",
+            help="exit 0 even when episodes ended in status "
+            "error (they are still counted apart, never scored)",
+        ),
+    ] = False,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS|auto",
+            help="run the episodes on a Ray cluster (`auto`: the one this machine "
+            "is part of); needs --backend vllm and " + escape(install_hint("ray")),
+        ),
+    ] = None,
 ) -> None:
     """Run every harness on every task; write results.md, results.json and solve_rate.png to --out.
 
@@ -92,11 +140,23 @@ def eval_(
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
             fail(f"task set {tasks!r} has no task(s) {', '.join(unknown)}; it has {', '.join(ids)}")
-        plan = EvalPlan(harnesses=names, tasks=wanted, task_set=tasks, backend=backend,
-                        policy=policy, look_first=look_first, look_after=look_after,  # type: ignore[arg-type]  # CLI strs; EvalPlan (pydantic) validates them into its Literals
-                        repeats=n, concurrency=concurrency or 2,
-                        model=str(model) if model else None, vllm_url=vllm_url, max_tokens=max_tokens,
-                        timeout_s=timeout, sandbox=sandbox, pull=pull)  # type: ignore[arg-type]  # CLI strs; EvalPlan validates them
+        plan = EvalPlan(
+            harnesses=names,
+            tasks=wanted,
+            task_set=tasks,
+            backend=backend,
+            policy=policy,
+            look_first=look_first,
+            look_after=look_after,  # type: ignore[arg-type]  # CLI strs; EvalPlan (pydantic) validates them into its Literals
+            repeats=n,
+            concurrency=concurrency or 2,
+            model=str(model) if model else None,
+            vllm_url=vllm_url,
+            max_tokens=max_tokens,
+            timeout_s=timeout,
+            sandbox=sandbox,
+            pull=pull,
+        )  # type: ignore[arg-type]  # CLI strs; EvalPlan validates them
         if not ray:  # a Ray run checks every node the same way (EpisodeWorker)
             _preflight(plan)
         executor = _ray_executor(plan, ray, concurrency) if ray else None
@@ -119,8 +179,11 @@ def eval_(
             _err.print(f"{kind}: {path}")
     errors = sum(r.errors for r in report.rows)
     if errors and not allow_errors:  # the table is still written: the scored episodes are real results
-        typer.echo(f"error: {errors} of {len(results)} episodes ended in status error (our side failed; not in the "
-                   "solve rates); their causes are above and in results.json", err=True)
+        typer.echo(
+            f"error: {errors} of {len(results)} episodes ended in status error (our side failed; not in the "
+            "solve rates); their causes are above and in results.json",
+            err=True,
+        )
         raise typer.Exit(1)
 
 
@@ -140,8 +203,11 @@ def _preflight(plan: EvalPlan) -> None:
 
     problems = node_problems(plan.engine, plan.harnesses, plan.episode.sandbox)
     if problems:
-        fail(problems[0], "nothing was run: fix that, then run the same command again"
-             + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""))
+        fail(
+            problems[0],
+            "nothing was run: fix that, then run the same command again"
+            + (f" ({len(problems) - 1} more: {'; '.join(problems[1:])})" if len(problems) > 1 else ""),
+        )
 
 
 def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExecutor:
@@ -149,11 +215,14 @@ def _ray_executor(plan: EvalPlan, address: str, slots: int | None) -> EpisodeExe
     from openenv.executor.cluster import RayExecutor
 
     _err.print(f"connecting to the Ray cluster at {address} and starting the episode workers")
-    executor = RayExecutor(address, engine=plan.engine, harnesses=plan.harnesses, slots=slots,
-                           sandbox=plan.episode.sandbox)
+    executor = RayExecutor(
+        address, engine=plan.engine, harnesses=plan.harnesses, slots=slots, sandbox=plan.episode.sandbox
+    )
     nodes = executor.nodes()
-    _err.print(f"{executor.slots} episode workers on {len(set(nodes.values()))} node(s): "
-               f"{', '.join(sorted(set(nodes.values())))}")
+    _err.print(
+        f"{executor.slots} episode workers on {len(set(nodes.values()))} node(s): "
+        f"{', '.join(sorted(set(nodes.values())))}"
+    )
     return executor
 
 
@@ -167,8 +236,13 @@ def _run_with_progress(
     from openenv.eval.report import is_error
 
     per_harness = len(plan.tasks) * plan.repeats
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("solved {task.fields[solved]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("solved {task.fields[solved]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=_err) as progress:
         bars = {h: progress.add_task(h, total=per_harness, solved=0) for h in plan.harnesses}
         total = progress.add_task("all", total=per_harness * len(plan.harnesses), solved=0)
@@ -181,16 +255,28 @@ def _run_with_progress(
             progress.update(bars[h], advance=1, solved=solved[h])
             progress.update(total, advance=1, solved=sum(solved.values()))
             if failed:
-                progress.console.print(f"error (not scored) {h} {result.summary.task}: "
-                                       f"{result.error or result.summary.error}", markup=False, soft_wrap=True)
+                progress.console.print(
+                    f"error (not scored) {h} {result.summary.task}: {result.error or result.summary.error}",
+                    markup=False,
+                    soft_wrap=True,
+                )
 
         return run_eval(plan, out, on_result=advance, executor=executor)
 
 
 def _print_table(report: Report) -> None:
-    table = Table("harness", "episodes", "scored", "solved", "solve rate", "mean reward", "mean tool calls",
-                  "mean turns", "errors", caption="solve rate = solved / scored; errors (our side failed) count "
-                  "nowhere else")
+    table = Table(
+        "harness",
+        "episodes",
+        "scored",
+        "solved",
+        "solve rate",
+        "mean reward",
+        "mean tool calls",
+        "mean turns",
+        "errors",
+        caption="solve rate = solved / scored; errors (our side failed) count nowhere else",
+    )
     for r in report.rows:
         table.add_row(*r.cells())
     Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -16,9 +16,12 @@ _err = Console(stderr=True)
 def export(
     paths: Annotated[list[Path], typer.Argument(help="trajectory .jsonl files or folders of them")],
     out: Annotated[Path, typer.Option(help="dataset folder")] = Path("artifacts/dataset"),
-    shape: Annotated[list[str], typer.Option(help="tokens (RL rows), messages (SFT rows); repeat for both")]
-    = ["tokens"],  # noqa: B006 - typer reads the default, never mutates it
-    strict: Annotated[bool, typer.Option("--strict", help="fail on any bad log instead of skipping it")] = False,
+    shape: Annotated[
+        list[str], typer.Option(help="tokens (RL rows), messages (SFT rows); repeat for both")
+    ] = ["tokens"],  # noqa: B006 - typer reads the default, never mutates it
+    strict: Annotated[
+        bool, typer.Option("--strict", help="fail on any bad log instead of skipping it")
+    ] = False,
 ) -> None:
     """Write `OUT/<shape>/` (datasets.save_to_disk) and `OUT/<shape>.parquet` for each --shape.
 
@@ -41,8 +44,10 @@ def export(
             raise typer.Exit(1)
         for s in shape:
             result = export_episodes(logs, out, shape=s)  # type: ignore[arg-type]  # a CLI str; export_episodes validates it against its Literal
-            typer.echo(f"{s}: {result.rows} rows from {len(logs)} episode(s) -> {result.disk_path} and "
-                       f"{result.parquet_path}" + (f" ({len(skipped)} bad log(s) skipped)" if skipped else ""))
+            typer.echo(
+                f"{s}: {result.rows} rows from {len(logs)} episode(s) -> {result.disk_path} and "
+                f"{result.parquet_path}" + (f" ({len(skipped)} bad log(s) skipped)" if skipped else "")
+            )
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(1) from None

@@ -19,10 +19,12 @@ __all__ = ["HARBOR_HELP", "serve_harbor"]
 
 console = Console()
 harbor_app = typer.Typer(add_completion=False)
-HARBOR_HELP = ("`harbor` serves the Harbor env road (the reference's HarborEnv, TRL's harness trainer) and takes: "
-               "--tasks SPEC (repeat: one split each), --max-rollouts N, --allow-llm-url URL (repeat), --backend, "
-               "--model, --vllm-url, --oracle-harness, --open-discovery/--token-discovery, --runs-dir, --max-tokens, "
-               "--temperature, --image-substitute; `openenv serve harbor --tasks X --help-harbor` explains each.")
+HARBOR_HELP = (
+    "`harbor` serves the Harbor env road (the reference's HarborEnv, TRL's harness trainer) and takes: "
+    "--tasks SPEC (repeat: one split each), --max-rollouts N, --allow-llm-url URL (repeat), --backend, "
+    "--model, --vllm-url, --oracle-harness, --open-discovery/--token-discovery, --runs-dir, --max-tokens, "
+    "--temperature, --image-substitute; `openenv serve harbor --tasks X --help-harbor` explains each."
+)
 
 
 def _default_rollouts() -> int:
@@ -32,27 +34,58 @@ def _default_rollouts() -> int:
 
 @harbor_app.command()
 def _options(
-    tasks: Annotated[list[str], typer.Option("--tasks", help="a task set (a Harbor task folder or folder of them, "
-                                             "`builtin`, a parquet/jsonl file, a Hub id); repeat: one split each")],
-    max_rollouts: Annotated[int | None, typer.Option(min=1, help="rollouts at once; later ones queue (default: "
-                                                     "one per two cores)")] = None,
-    allow_llm_url: Annotated[list[str] | None, typer.Option(help="an engine URL a rollout's llm_url may name "
-                                                            "besides this server's own (repeat)")] = None,
+    tasks: Annotated[
+        list[str],
+        typer.Option(
+            "--tasks",
+            help="a task set (a Harbor task folder or folder of them, "
+            "`builtin`, a parquet/jsonl file, a Hub id); repeat: one split each",
+        ),
+    ],
+    max_rollouts: Annotated[
+        int | None,
+        typer.Option(min=1, help="rollouts at once; later ones queue (default: one per two cores)"),
+    ] = None,
+    allow_llm_url: Annotated[
+        list[str] | None,
+        typer.Option(help="an engine URL a rollout's llm_url may name besides this server's own (repeat)"),
+    ] = None,
     backend: Annotated[str, typer.Option(help="local (in-process transformers) or vllm")] = "local",
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
-    vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL(s), comma-separated (default "
-                                                 "$OPENENV_VLLM_URL)")] = None,
-    oracle_harness: Annotated[str, typer.Option(help="the harness that plays harness='oracle' (the task's "
-                                                "solution/solve.sh, as --policy oracle)")] = "pi",
-    open_discovery: Annotated[bool | None, typer.Option("--open-discovery/--token-discovery", help="serve the Task "
-                              "API without the token (default: open on a loopback bind, token elsewhere)")] = None,
-    runs_dir: Annotated[Path, typer.Option(help="each episode's JSONL log goes here")] = Path("artifacts/harbor-runs"),
-    max_tokens: Annotated[int | None, typer.Option(min=1, help="default output cap per turn (a rollout's "
-                                                   "sampling.max_tokens overrides it)")] = None,
+    vllm_url: Annotated[
+        str | None, typer.Option(help="vLLM base URL(s), comma-separated (default $OPENENV_VLLM_URL)")
+    ] = None,
+    oracle_harness: Annotated[
+        str,
+        typer.Option(
+            help="the harness that plays harness='oracle' (the task's solution/solve.sh, as --policy oracle)"
+        ),
+    ] = "pi",
+    open_discovery: Annotated[
+        bool | None,
+        typer.Option(
+            "--open-discovery/--token-discovery",
+            help="serve the Task API without the token (default: open on a loopback bind, token elsewhere)",
+        ),
+    ] = None,
+    runs_dir: Annotated[Path, typer.Option(help="each episode's JSONL log goes here")] = Path(
+        "artifacts/harbor-runs"
+    ),
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="default output cap per turn (a rollout's sampling.max_tokens overrides it)"
+        ),
+    ] = None,
     temperature: Annotated[float | None, typer.Option(min=0.0, help="default temperature")] = None,
-    image_substitute: Annotated[list[str] | None, typer.Option(
-        "--image-substitute", help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO (as "
-        "`openenv run`); repeatable")] = None,
+    image_substitute: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--image-substitute",
+            help="FROM=TO: run a Docker task whose image FROM is not in the engine on TO (as "
+            "`openenv run`); repeatable",
+        ),
+    ] = None,
     help_harbor: Annotated[bool, typer.Option("--help-harbor", help="show this help")] = False,
 ) -> dict[str, Any]:
     return dict(locals())
@@ -71,9 +104,19 @@ def _parse(args: list[str]) -> dict[str, Any]:
         raise typer.Exit(2) from None
 
 
-def serve_harbor(args: list[str], *, host: str, port: int | None, token: str | None, no_token: bool,
-                 allowed_hosts: list[str], allowed_origins: list[str], max_body_bytes: int, max_sessions: int,
-                 idle_timeout_s: float | None) -> None:
+def serve_harbor(
+    args: list[str],
+    *,
+    host: str,
+    port: int | None,
+    token: str | None,
+    no_token: bool,
+    allowed_hosts: list[str],
+    allowed_origins: list[str],
+    max_body_bytes: int,
+    max_sessions: int,
+    idle_timeout_s: float | None,
+) -> None:
     """Load the splits, check the engine, and serve until interrupted."""
     import uvicorn
 
@@ -93,41 +136,77 @@ def serve_harbor(args: list[str], *, host: str, port: int | None, token: str | N
         engine.check()
         get_spec(opts["oracle_harness"])
         splits = Splits.load(opts["tasks"])
-        security = ServerSecurity.for_bind(host, token=token or os.environ.get(TOKEN_ENV) or None, no_token=no_token,
-                                           allowed_hosts=allowed_hosts, allowed_origins=allowed_origins,
-                                           max_body_bytes=max_body_bytes)
+        security = ServerSecurity.for_bind(
+            host,
+            token=token or os.environ.get(TOKEN_ENV) or None,
+            no_token=no_token,
+            allowed_hosts=allowed_hosts,
+            allowed_origins=allowed_origins,
+            max_body_bytes=max_body_bytes,
+        )
     except OpenEnvError as exc:
         console.print(f"[red]error:[/red] {escape(exc.message)}")
         raise typer.Exit(2) from None
-    sampling = DEFAULT_SAMPLING.model_copy(update={k: v for k, v in (("max_tokens", opts["max_tokens"]),
-                                                   ("temperature", opts["temperature"])) if v is not None})
+    sampling = DEFAULT_SAMPLING.model_copy(
+        update={
+            k: v
+            for k, v in (("max_tokens", opts["max_tokens"]), ("temperature", opts["temperature"]))
+            if v is not None
+        }
+    )
     allowed = tuple(u.strip() for u in opts["allow_llm_url"] or [] if u.strip())
     substitutes: dict[str, str] = {}
     if opts["image_substitute"]:
         from openenv.harness.sandbox.images import parse_substitutes
 
         substitutes = parse_substitutes(opts["image_substitute"])
-    policy = RolloutPolicy(engine=engine, allowed_llm_urls=allowed, oracle_harness=opts["oracle_harness"],
-                           default_sampling=sampling, image_substitutes=tuple(substitutes.items()))
+    policy = RolloutPolicy(
+        engine=engine,
+        allowed_llm_urls=allowed,
+        oracle_harness=opts["oracle_harness"],
+        default_sampling=sampling,
+        image_substitutes=tuple(substitutes.items()),
+    )
     rollouts = opts["max_rollouts"] or _default_rollouts()
     service = HarborService(splits=splits, policy=policy, max_rollouts=rollouts, runs_dir=opts["runs_dir"])
     open_discovery = is_loopback_host(host) if opts["open_discovery"] is None else opts["open_discovery"]
-    app = build_harbor_app(service, security=security, open_discovery=open_discovery,
-                           max_sessions=max(max_sessions, rollouts), idle_timeout_s=idle_timeout_s)
-    console.print(f"serving [bold]harbor_env[/bold] on http://{host}:{port}: "
-                  + ", ".join(f"{escape(s['name'])} ({s['num_tasks']} tasks)" for s in splits.listing())
-                  + f"; {rollouts} rollout(s) at once; engine {engine.backend} {escape(str(engine.folder()))}",
-                  soft_wrap=True, highlight=False)
-    console.print(f"Task API ({'no token' if open_discovery else 'token'}) at /harbor_env/splits; rollouts: MCP "
-                  "run_rollout over /ws and /mcp (token)", highlight=False)
+    app = build_harbor_app(
+        service,
+        security=security,
+        open_discovery=open_discovery,
+        max_sessions=max(max_sessions, rollouts),
+        idle_timeout_s=idle_timeout_s,
+    )
+    console.print(
+        f"serving [bold]harbor_env[/bold] on http://{host}:{port}: "
+        + ", ".join(f"{escape(s['name'])} ({s['num_tasks']} tasks)" for s in splits.listing())
+        + f"; {rollouts} rollout(s) at once; engine {engine.backend} {escape(str(engine.folder()))}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    console.print(
+        f"Task API ({'no token' if open_discovery else 'token'}) at /harbor_env/splits; rollouts: MCP "
+        "run_rollout over /ws and /mcp (token)",
+        highlight=False,
+    )
     if allowed:
         console.print("rollouts may also name: " + ", ".join(escape(u) for u in allowed), highlight=False)
     if security.token is None:
         console.print("[yellow]no token[/yellow]: any program on this machine can run rollouts")
     else:
-        console.print(f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
-                      f"clients on this machine read it from {token_file(port)}; others: export "
-                      f"{TOKEN_ENV}=<token>)", highlight=False, soft_wrap=True)
+        console.print(
+            f"token: {security.token}\n  (clients send 'Authorization: Bearer <token>'; this user's "
+            f"clients on this machine read it from {token_file(port)}; others: export "
+            f"{TOKEN_ENV}=<token>)",
+            highlight=False,
+            soft_wrap=True,
+        )
         token_file_while_serving(app, port, security.token)
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws="websockets-sansio",
-                ws_max_size=max(security.max_frame_bytes, 256 * 2**20))
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        log_level="warning",
+        ws="websockets-sansio",
+        ws_max_size=max(security.max_frame_bytes, 256 * 2**20),
+    )

@@ -31,23 +31,50 @@ def _sandboxes(choice: str) -> list[str]:
 
 
 def check(
-    target: Annotated[str, typer.Argument(metavar="NAME[@VERSION]",
-                                          help="a harness (see `openenv harness list`), optionally @ a version "
-                                          "its registry has; default: the pinned version")],
-    sandbox: Annotated[str, typer.Option(help="local, docker or both: where the oracle solves the fixtures")]
-    = "local",
-    pin: Annotated[bool, typer.Option("--pin", help="when every check passes, make VERSION the harness's pin "
-                                      "(its spec.yaml and the installer's table)")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="print the verdict as one JSON object on stdout")] = False,
-    results: Annotated[Path | None, typer.Option(help="evidence folder (default artifacts/harness-check/"
-                                                 "NAME@VERSION/UTC-TIME)")] = None,
-    cache: Annotated[Path | None, typer.Option(help="scratch cache to install into (default: harness-check/"
-                                               "NAME@VERSION beside the pinned harness cache; reused)")] = None,
-    fixtures: Annotated[str | None, typer.Option(help="comma-separated task ids the oracle solves: built-in "
-                                                 "tasks and bash-* Harbor fixtures (default "
-                                                 "fix-deep-merge,bash-strict-report)")] = None,
-    backend: Annotated[str, typer.Option(help="engine of the sampled episode: local (in-process tiny model) "
-                                         "or vllm")] = "local",
+    target: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME[@VERSION]",
+            help="a harness (see `openenv harness list`), optionally @ a version "
+            "its registry has; default: the pinned version",
+        ),
+    ],
+    sandbox: Annotated[
+        str, typer.Option(help="local, docker or both: where the oracle solves the fixtures")
+    ] = "local",
+    pin: Annotated[
+        bool,
+        typer.Option(
+            "--pin",
+            help="when every check passes, make VERSION the harness's pin "
+            "(its spec.yaml and the installer's table)",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print the verdict as one JSON object on stdout")
+    ] = False,
+    results: Annotated[
+        Path | None,
+        typer.Option(help="evidence folder (default artifacts/harness-check/NAME@VERSION/UTC-TIME)"),
+    ] = None,
+    cache: Annotated[
+        Path | None,
+        typer.Option(
+            help="scratch cache to install into (default: harness-check/"
+            "NAME@VERSION beside the pinned harness cache; reused)"
+        ),
+    ] = None,
+    fixtures: Annotated[
+        str | None,
+        typer.Option(
+            help="comma-separated task ids the oracle solves: built-in "
+            "tasks and bash-* Harbor fixtures (default "
+            "fix-deep-merge,bash-strict-report)"
+        ),
+    ] = None,
+    backend: Annotated[
+        str, typer.Option(help="engine of the sampled episode: local (in-process tiny model) or vllm")
+    ] = "local",
     model: Annotated[Path | None, typer.Option(help="model folder (default: the tiny model)")] = None,
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL (default $OPENENV_VLLM_URL)")] = None,
 ) -> None:
@@ -85,19 +112,30 @@ def check(
     engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
     t0 = time.monotonic()
     with stdout_to_stderr(), _err.status(f"checking {spec.name}@{version}") as live:
+
         def progress(line: str) -> None:
             if line[:1] in "✓✗-":
                 _err.print(f"[dim]{time.strftime('%H:%M:%S')}[/] {line}", markup=True, highlight=False)
             live.update(f"[{time.monotonic() - t0:.0f} s] {spec.name}@{version}: {line}")
 
-        verdict = qualify(spec, version, sandboxes=chosen, results=folder, fixtures=names, engine=engine,
-                          cache=cache, progress=progress)
+        verdict = qualify(
+            spec,
+            version,
+            sandboxes=chosen,
+            results=folder,
+            fixtures=names,
+            engine=engine,
+            cache=cache,
+            progress=progress,
+        )
     if pin and verdict.passed:
         changed = write_pin(spec.name, version)
         verdict.pinned_now = True
         write_verdict(verdict)
         where = ", ".join(str(p) for p in changed) or "already the pin"
-        _err.print(f"pinned {spec.name} {version} ({where}); install it with `openenv harness install {spec.name}`")
+        _err.print(
+            f"pinned {spec.name} {version} ({where}); install it with `openenv harness install {spec.name}`"
+        )
     if as_json:
         typer.echo(verdict.model_dump_json())
     else:
@@ -105,16 +143,24 @@ def check(
     if not verdict.passed:
         if pin:
             _err.print(f"--pin: {spec.name} stays at {spec.install.version} (a check failed)")
-        fail(f"{spec.name}@{version} failed check(s): {', '.join(verdict.failed)}; evidence in {verdict.results_dir}")
+        fail(
+            f"{spec.name}@{version} failed check(s): {', '.join(verdict.failed)}; evidence in {verdict.results_dir}"
+        )
 
 
 def _print_verdict(verdict: object) -> None:
     from openenv.harness.qualification import Verdict
 
     assert isinstance(verdict, Verdict)
-    table = Table("check", "result", "evidence", "detail", title=f"{verdict.harness}@{verdict.version} "
-                  f"(pinned {verdict.pinned}; {verdict.date}, openenv {verdict.commit or 'wheel'}, "
-                  f"{verdict.wall_s:.0f} s)")
+    table = Table(
+        "check",
+        "result",
+        "evidence",
+        "detail",
+        title=f"{verdict.harness}@{verdict.version} "
+        f"(pinned {verdict.pinned}; {verdict.date}, openenv {verdict.commit or 'wheel'}, "
+        f"{verdict.wall_s:.0f} s)",
+    )
     for row in verdict.checks:
         color = "green" if row.ok else "red" if row.ok is False else "yellow"
         table.add_row(row.check, f"[{color}]{row.result}[/]", row.evidence or "-", row.detail)
@@ -126,7 +172,9 @@ def _print_verdict(verdict: object) -> None:
 def outdated(
     names: Annotated[list[str] | None, typer.Argument(help="harness names (default: every harness)")] = None,
     timeout: Annotated[float, typer.Option(help="seconds each registry query may take")] = 20.0,
-    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per harness, one per line")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="one JSON object per harness, one per line")
+    ] = False,
 ) -> None:
     """Each harness's pinned version against the newest its registry offers.
 
@@ -151,18 +199,29 @@ def outdated(
             typer.echo(row.model_dump_json())
     else:
         table = Table("harness", "package", "pinned", "newest", "status")
-        marks = {"current": "[green]up to date[/]", "outdated": "[yellow]newer available[/]", "ahead": "pin is newer",
-                 "unreachable": "[red]registry unreachable[/] (below)"}
+        marks = {
+            "current": "[green]up to date[/]",
+            "outdated": "[yellow]newer available[/]",
+            "ahead": "pin is newer",
+            "unreachable": "[red]registry unreachable[/] (below)",
+        }
         for row in rows:
-            table.add_row(row.name, f"{row.registry}:{row.package}", row.pinned, row.latest or "-", marks[row.status])
+            table.add_row(
+                row.name, f"{row.registry}:{row.package}", row.pinned, row.latest or "-", marks[row.status]
+            )
         Console().print(table)
         for row in rows:
             if row.status == "unreachable":
-                Console(soft_wrap=True).print(f"{row.name}: {row.registry} gave no version: {row.error}", markup=False)
+                Console(soft_wrap=True).print(
+                    f"{row.name}: {row.registry} gave no version: {row.error}", markup=False
+                )
         newer = [r for r in rows if r.status == "outdated"]
         if newer:
-            Console(soft_wrap=True).print("check one before pinning it: " + "; ".join(
-                f"openenv harness check {r.name}@{r.latest}" for r in newer[:3]), markup=False)
+            Console(soft_wrap=True).print(
+                "check one before pinning it: "
+                + "; ".join(f"openenv harness check {r.name}@{r.latest}" for r in newer[:3]),
+                markup=False,
+            )
     if any(r.status == "unreachable" for r in rows):
         raise typer.Exit(1)
 

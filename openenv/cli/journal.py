@@ -12,8 +12,9 @@ from rich.console import Console
 __all__ = ["rebuild_cmd", "register"]
 
 _err = Console(stderr=True)
-journal_app = typer.Typer(help="Capture journals: each proxy session's turns, written before each reply.",
-                          no_args_is_help=True)
+journal_app = typer.Typer(
+    help="Capture journals: each proxy session's turns, written before each reply.", no_args_is_help=True
+)
 
 
 @journal_app.command("rebuild")
@@ -44,7 +45,9 @@ def rebuild_cmd(
                 rows, stats, contents = rebuild_rows(path)
             except (OpenEnvError, OSError, KeyError, IndexError, TypeError) as exc:
                 bad += 1
-                _err.print(f"[yellow]skipped[/] {path}: {getattr(exc, 'message', None) or type(exc).__name__}")
+                _err.print(
+                    f"[yellow]skipped[/] {path}: {getattr(exc, 'message', None) or type(exc).__name__}"
+                )
                 continue
             journal_id = contents.header.get("id", path.stem)
             for row in rows:

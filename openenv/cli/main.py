@@ -19,7 +19,20 @@ app = typer.Typer(
 )
 
 # Each module exposes `register(app)`; heavy imports stay inside the command bodies so `--help` is fast.
-_COMMAND_MODULES = ("envs", "proxy", "journal", "harness", "harness_check", "docker", "publish", "view", "export", "eval", "train", "soak")
+_COMMAND_MODULES = (
+    "envs",
+    "proxy",
+    "journal",
+    "harness",
+    "harness_check",
+    "docker",
+    "publish",
+    "view",
+    "export",
+    "eval",
+    "train",
+    "soak",
+)
 
 for _name in _COMMAND_MODULES:
     try:

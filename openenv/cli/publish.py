@@ -17,17 +17,31 @@ _err = Console(stderr=True)
 
 def push(
     env: Annotated[str, typer.Argument(help="env name (under envs/) or env folder")] = ".",
-    repo: Annotated[str | None, typer.Option(help="Space id owner/name (default: <your user>/<env name>)")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="write the Space folder locally, upload nothing")]
-    = False,
-    out: Annotated[Path | None, typer.Option(help="where the Space folder goes: a new or empty folder (default: "
-                                                  "build/space-<env> for --dry-run, else a temporary folder)")]
-    = None,
-    endpoint: Annotated[str | None, typer.Option(help="Hub URL (default $HF_ENDPOINT or huggingface.co)")] = None,
-    private: Annotated[bool, typer.Option("--private/--public", help="create the Space private (default) or public: "
-                                          "anyone can read its files and reach /health; episodes still need "
-                                          "the OPENENV_TOKEN secret, without which it does not start")]
-    = True,
+    repo: Annotated[
+        str | None, typer.Option(help="Space id owner/name (default: <your user>/<env name>)")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="write the Space folder locally, upload nothing")
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="where the Space folder goes: a new or empty folder (default: "
+            "build/space-<env> for --dry-run, else a temporary folder)"
+        ),
+    ] = None,
+    endpoint: Annotated[
+        str | None, typer.Option(help="Hub URL (default $HF_ENDPOINT or huggingface.co)")
+    ] = None,
+    private: Annotated[
+        bool,
+        typer.Option(
+            "--private/--public",
+            help="create the Space private (default) or public: "
+            "anyone can read its files and reach /health; episodes still need "
+            "the OPENENV_TOKEN secret, without which it does not start",
+        ),
+    ] = True,
 ) -> None:
     """Publish an env as a Docker Space: README front matter (sdk: docker, app_port), Dockerfile and code.
 
@@ -62,8 +76,10 @@ def push(
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     visibility = "private" if private else "public"
-    typer.echo(f"pushed {repo_id} ({visibility}); the env serves at {url} (AutoEnv.from_env({repo_id!r})); "
-               "set the Space secret OPENENV_TOKEN and export the same value where clients run")
+    typer.echo(
+        f"pushed {repo_id} ({visibility}); the env serves at {url} (AutoEnv.from_env({repo_id!r})); "
+        "set the Space secret OPENENV_TOKEN and export the same value where clients run"
+    )
 
 
 def _say_what_was_left_out(env: str) -> None:

@@ -25,24 +25,38 @@ _err = Console(stderr=True)
 
 def soak(
     episodes: Annotated[int, typer.Option(help="how many episodes")] = 200,
-    concurrency: Annotated[int | None, typer.Option(help="episodes at once (one proxy, relay and fault proxy each; "
-                                                          "default 6, with --ray every slot the cluster offers)")]
-    = None,
+    concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="episodes at once (one proxy, relay and fault proxy each; "
+            "default 6, with --ray every slot the cluster offers)"
+        ),
+    ] = None,
     harness: Annotated[str, typer.Option(help="the harness CLI every episode runs")] = "codex",
     seed: Annotated[int, typer.Option(help="shuffles the fault plan")] = 0,
-    kinds: Annotated[str | None, typer.Option(help="comma-separated fault kinds to draw from (default: all)")]
-    = None,
-    vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL; default $OPENENV_VLLM_URL, else one is "
-                                                      "started on the tiny model")] = None,
-    backend_timeout: Annotated[float, typer.Option(help="backend timeout (s); `upstream_slow` stalls past it")]
-    = 20.0,
+    kinds: Annotated[
+        str | None, typer.Option(help="comma-separated fault kinds to draw from (default: all)")
+    ] = None,
+    vllm_url: Annotated[
+        str | None,
+        typer.Option(help="vLLM base URL; default $OPENENV_VLLM_URL, else one is started on the tiny model"),
+    ] = None,
+    backend_timeout: Annotated[
+        float, typer.Option(help="backend timeout (s); `upstream_slow` stalls past it")
+    ] = 20.0,
     hang_timeout: Annotated[float, typer.Option(help="harness budget (s) in `harness_hung` episodes")] = 10.0,
     out: Annotated[Path | None, typer.Option(help="also write the JSON report here")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the JSON report on stdout")] = False,
-    ray: Annotated[str | None, typer.Option("--ray", metavar="ADDRESS|auto",
-                                            help="run the episodes on Ray workers (each with its own fault proxy, "
-                                                 "proxy and relay on its node); the engine URL must be reachable "
-                                                 "from every node")] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS|auto",
+            help="run the episodes on Ray workers (each with its own fault proxy, "
+            "proxy and relay on its node); the engine URL must be reachable "
+            "from every node",
+        ),
+    ] = None,
 ) -> None:
     """Run the fault soak; exit 1 if any episode missed its expected outcome or anything was lost or leaked."""
     from pydantic import ValidationError
@@ -50,9 +64,14 @@ def soak(
     from openenv.soak.runner import SoakConfig
 
     try:
-        fields: dict[str, object] = {"episodes": episodes, "concurrency": concurrency or 6, "harness": harness,
-                                     "seed": seed, "backend_timeout_s": backend_timeout,
-                                     "hang_timeout_s": hang_timeout}
+        fields: dict[str, object] = {
+            "episodes": episodes,
+            "concurrency": concurrency or 6,
+            "harness": harness,
+            "seed": seed,
+            "backend_timeout_s": backend_timeout,
+            "hang_timeout_s": hang_timeout,
+        }
         if kinds:
             fields["kinds"] = [k.strip() for k in kinds.split(",") if k.strip()]
         config = SoakConfig.model_validate(fields)
@@ -72,7 +91,9 @@ def soak(
         raise typer.Exit(1)
 
 
-def _with_vllm(config: SoakConfig, url: str | None, ray: str | None = None, slots: int | None = None) -> SoakReport:
+def _with_vllm(
+    config: SoakConfig, url: str | None, ray: str | None = None, slots: int | None = None
+) -> SoakReport:
     if ray:
         if not url:
             raise typer.BadParameter("--ray needs --vllm-url (an engine every node reaches)")
@@ -93,7 +114,9 @@ def _on_ray(config: SoakConfig, url: str, address: str, slots: int | None) -> So
     from openenv.executor.cluster import RayExecutor
 
     try:
-        executor = RayExecutor(address, engine=EngineSpec(vllm_urls=(url,)), harnesses=[config.harness], slots=slots)
+        executor = RayExecutor(
+            address, engine=EngineSpec(vllm_urls=(url,)), harnesses=[config.harness], slots=slots
+        )
     except OpenEnvError as exc:
         _err.print(f"[red]error:[/] {exc.message}")
         raise typer.Exit(2) from None
@@ -111,8 +134,13 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
 
     from openenv.soak.runner import run_soak
 
-    columns = (TextColumn("soak {task.fields[harness]}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("missed {task.fields[missed]}"), TimeElapsedColumn())
+    columns = (
+        TextColumn("soak {task.fields[harness]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("missed {task.fields[missed]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=_err) as progress:
         bar = progress.add_task("soak", total=config.episodes, harness=config.harness, missed=0)
         missed = 0
@@ -127,22 +155,39 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
 
 def _targets_met(report: SoakReport) -> bool:
     return report.ok == report.episodes and not (
-        report.lost_turns or report.duplicate_turns or report.env_missing_turns or report.gaps_unaccounted
-        or report.leaked_processes or report.leaked_children or report.leaked_dirs or report.leaked_sessions)
+        report.lost_turns
+        or report.duplicate_turns
+        or report.env_missing_turns
+        or report.gaps_unaccounted
+        or report.leaked_processes
+        or report.leaked_children
+        or report.leaked_dirs
+        or report.leaked_sessions
+    )
 
 
 def _print_tables(report: SoakReport) -> None:
     from openenv.soak.runner import FAULT_KINDS
 
     console = Console() if sys.stdout.isatty() else Console(width=120)  # piped: keep the rows whole
-    kinds = Table(title=f"soak: {report.episodes} {report.config.harness} episodes, concurrency "
-                        f"{report.config.concurrency}, seed {report.config.seed}")
+    kinds = Table(
+        title=f"soak: {report.episodes} {report.config.harness} episodes, concurrency "
+        f"{report.config.concurrency}, seed {report.config.seed}"
+    )
     for column in ("fault", "episodes", "as expected", "statuses", "gaps", "faults hit", "replays", "mean s"):
         kinds.add_column(column, justify="left" if column in ("fault", "statuses") else "right")
     for name, k in sorted(report.per_kind.items(), key=lambda item: FAULT_KINDS.index(item[0])):
         statuses = ", ".join(f"{s} {n}" for s, n in sorted(k.statuses.items()))
-        kinds.add_row(name, str(k.episodes), str(k.ok), statuses, str(k.gaps), str(k.faults_hit), str(k.replays),
-                      f"{k.wall_s / max(k.episodes, 1):.1f}")
+        kinds.add_row(
+            name,
+            str(k.episodes),
+            str(k.ok),
+            statuses,
+            str(k.gaps),
+            str(k.faults_hit),
+            str(k.replays),
+            f"{k.wall_s / max(k.episodes, 1):.1f}",
+        )
     console.print(kinds)
     totals = Table(title="ledger (targets: 0 lost, 0 duplicated, 0 unaccounted, 0 leaked)")
     totals.add_column("figure")
@@ -156,20 +201,25 @@ def _print_tables(report: SoakReport) -> None:
 
 def _ledger_rows(r: SoakReport) -> list[tuple[str, str]]:
     return [
-        ("requests sent by harnesses", str(r.requests)), ("turns recorded", str(r.turns)),
-        ("refused after close (401)", str(r.refused)), ("retries replayed (identical)",
-                                                       f"{r.replays} ({r.replays_identical})"),
-        ("lost turns", str(r.lost_turns)), ("duplicate turns", str(r.duplicate_turns)),
+        ("requests sent by harnesses", str(r.requests)),
+        ("turns recorded", str(r.turns)),
+        ("refused after close (401)", str(r.refused)),
+        ("retries replayed (identical)", f"{r.replays} ({r.replays_identical})"),
+        ("lost turns", str(r.lost_turns)),
+        ("duplicate turns", str(r.duplicate_turns)),
         ("turns missing from the env's trajectory", str(r.env_missing_turns)),
         ("backend gaps / faults injected", f"{r.gaps_backend} / {r.faults_hit}"),
         ("gaps from real backend timeouts (load)", str(r.backend_timeouts)),
-        ("gaps at close (parked turns)", str(r.gaps_closed)), ("gaps unaccounted", str(r.gaps_unaccounted)),
+        ("gaps at close (parked turns)", str(r.gaps_closed)),
+        ("gaps unaccounted", str(r.gaps_unaccounted)),
         ("leaked processes (slow to die)", f"{r.leaked_processes} ({r.slow_cleanups})"),
-        ("leaked child processes", str(r.leaked_children)), ("leaked sandbox folders", str(r.leaked_dirs)),
+        ("leaked child processes", str(r.leaked_children)),
+        ("leaked sandbox folders", str(r.leaked_dirs)),
         ("leaked proxy sessions", str(r.leaked_sessions)),
         ("RSS MB start -> end", f"{r.rss_mb_start} -> {r.rss_mb_end}"),
         ("threads start -> end", f"{r.threads_start} -> {r.threads_end}"),
-        ("fds start -> end", f"{r.fds_start} -> {r.fds_end}"), ("wall s", f"{r.wall_s}"),
+        ("fds start -> end", f"{r.fds_start} -> {r.fds_end}"),
+        ("wall s", f"{r.wall_s}"),
     ]
 
 

@@ -20,8 +20,12 @@ train_app = typer.Typer(help="Train a model with RL inside real harnesses (TRL G
 
 @train_app.command()
 def grpo(
-    task: Annotated[list[str], typer.Option(help="Task id (repeatable); one GRPO prompt each.")] = ["fix-temperature-conversion"],  # noqa: B006
-    harness: Annotated[str, typer.Option(help="A harness or a weighted mix, e.g. 'pi=2,claude-code=1'.")] = "pi",
+    task: Annotated[list[str], typer.Option(help="Task id (repeatable); one GRPO prompt each.")] = [  # noqa: B006
+        "fix-temperature-conversion"
+    ],
+    harness: Annotated[
+        str, typer.Option(help="A harness or a weighted mix, e.g. 'pi=2,claude-code=1'.")
+    ] = "pi",
     model: Annotated[str | None, typer.Option(help="Model folder (default: the repo's tiny model).")] = None,
     backend: Annotated[str, typer.Option(help="local (the trainer's own model) or vllm.")] = "local",
     vllm_url: Annotated[str | None, typer.Option(help="vLLM base URL for --backend vllm.")] = None,
@@ -29,10 +33,16 @@ def grpo(
     num_generations: Annotated[int, typer.Option(help="Episodes per group.")] = 4,
     max_tokens: Annotated[int, typer.Option(help="Cap on each sampled turn.")] = 24,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 2e-2,
-    rewards: Annotated[str, typer.Option(help="task, or task+plain_text (adds the warm-up shaping term).")] = "task",
+    rewards: Annotated[
+        str, typer.Option(help="task, or task+plain_text (adds the warm-up shaping term).")
+    ] = "task",
     bonus_scale: Annotated[float, typer.Option(help="Tool-call bonus for a zero-call solve.")] = 0.5,
-    max_retries: Annotated[int, typer.Option(help="Retries of a failed episode before its group is masked.")] = 2,
-    out: Annotated[str, typer.Option(help="Output folder (metrics.json, reward_curve.png).")] = ".cache/runs/grpo",
+    max_retries: Annotated[
+        int, typer.Option(help="Retries of a failed episode before its group is masked.")
+    ] = 2,
+    out: Annotated[
+        str, typer.Option(help="Output folder (metrics.json, reward_curve.png).")
+    ] = ".cache/runs/grpo",
 ) -> None:
     """Run GRPO and write metrics.json and reward_curve.png."""
     from pydantic import ValidationError
@@ -44,10 +54,22 @@ def grpo(
 
     try:
         recipe = GRPORecipe(
-            model=model, tasks=task, steps=steps, num_generations=num_generations, learning_rate=lr,
-            rewards=rewards, bonus_scale=bonus_scale, output_dir=out,  # type: ignore[arg-type]  # CLI strs; GRPORecipe (pydantic) validates them into its Literals
-            rollout=RolloutConfig(harness=harness, backend=_backend(backend), vllm_url=vllm_url, max_tokens=max_tokens,
-                                  max_concurrency=num_generations, failure=FailurePolicy(max_retries=max_retries)),
+            model=model,
+            tasks=task,
+            steps=steps,
+            num_generations=num_generations,
+            learning_rate=lr,
+            rewards=rewards,
+            bonus_scale=bonus_scale,
+            output_dir=out,  # type: ignore[arg-type]  # CLI strs; GRPORecipe (pydantic) validates them into its Literals
+            rollout=RolloutConfig(
+                harness=harness,
+                backend=_backend(backend),
+                vllm_url=vllm_url,
+                max_tokens=max_tokens,
+                max_concurrency=num_generations,
+                failure=FailurePolicy(max_retries=max_retries),
+            ),
         )
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc, "option")) from None

@@ -18,14 +18,22 @@ _err = Console(stderr=True)
 
 
 def view(
-    trajectory: Annotated[list[Path] | None, typer.Argument(help="trajectory .jsonl files or folders")] = None,
-    proxy: Annotated[str | None, typer.Option(help="a capture proxy's base URL, to view a live session")] = None,
+    trajectory: Annotated[
+        list[Path] | None, typer.Argument(help="trajectory .jsonl files or folders")
+    ] = None,
+    proxy: Annotated[
+        str | None, typer.Option(help="a capture proxy's base URL, to view a live session")
+    ] = None,
     session: Annotated[str | None, typer.Option(help="the session token to view (with --proxy)")] = None,
-    admin_key: Annotated[str | None, typer.Option(envvar="OPENENV_CAPTURE_ADMIN_KEY",
-                                                  help="the proxy's admin key, if it was started with one")]
-    = None,
-    model: Annotated[Path | None, typer.Option(help="tokenizer folder for token text (default: tiny model)")]
-    = None,
+    admin_key: Annotated[
+        str | None,
+        typer.Option(
+            envvar="OPENENV_CAPTURE_ADMIN_KEY", help="the proxy's admin key, if it was started with one"
+        ),
+    ] = None,
+    model: Annotated[
+        Path | None, typer.Option(help="tokenizer folder for token text (default: tiny model)")
+    ] = None,
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free one)")] = 0,
     open_browser: Annotated[bool, typer.Option("--open", help="open the page in a browser")] = False,
 ) -> None:
@@ -33,8 +41,8 @@ def view(
     breakdown, and the training sequences with their merge ratio and breaks."""
     from openenv.errors import OpenEnvError
     from openenv.export import find_logs, read_episode
-    from openenv.server import LocalServer
     from openenv.models import tiny_model_path
+    from openenv.server import LocalServer
     from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_decode, viewer_url
 
     if (proxy is None) == (not trajectory):

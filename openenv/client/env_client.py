@@ -134,7 +134,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
         The keywords go to the server as the reference OpenEnv sends them, beside `seed` and
         `episode_id` in the frame's `data`, and reach the env's `reset(seed, episode_id, **options)`.
         """
-        data: dict[str, Any] = {k: v for k, v in (("seed", seed), ("episode_id", episode_id)) if v is not None}
+        data: dict[str, Any] = {
+            k: v for k, v in (("seed", seed), ("episode_id", episode_id)) if v is not None
+        }
         if self._nest_reset_options:
             frame = await self._request("reset", _json({**data, "options": options}))
         else:
@@ -199,7 +201,9 @@ class EnvClient(Generic[ActT, ObsT, StateT]):
             try:
                 with map_transport_errors(self.ws_url):
                     await self._ws.send(
-                        f'{{"type":"{kind}"}}' if data_json is None else f'{{"type":"{kind}","data":{data_json}}}'
+                        f'{{"type":"{kind}"}}'
+                        if data_json is None
+                        else f'{{"type":"{kind}","data":{data_json}}}'
                     )
                     raw = await asyncio.wait_for(self._ws.recv(), self.request_timeout_s)
             except TransportError as exc:
@@ -303,7 +307,11 @@ def _json(data: dict[str, Any]) -> str:
 
 def _refuses_reset_keywords(err: BadRequest) -> bool:
     """Whether `err` is an older server of ours refusing reset keywords it wanted under `options`."""
-    return err.code == "bad_request" and "reset" in err.message and "Extra inputs are not permitted" in err.message
+    return (
+        err.code == "bad_request"
+        and "reset" in err.message
+        and "Extra inputs are not permitted" in err.message
+    )
 
 
 def _expect(frame: ReplyFrame, kind: str, during: str) -> None:

@@ -176,8 +176,10 @@ def call_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], 
     """
     if _running_loop() is loop:
         coro.close()
-        raise RuntimeError("a blocking call cannot wait on its own event loop (a sync session method on the "
-                           "server's loop); await the async one instead")
+        raise RuntimeError(
+            "a blocking call cannot wait on its own event loop (a sync session method on the "
+            "server's loop); await the async one instead"
+        )
     return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)
 
 

@@ -20,8 +20,14 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def wait_for_health(url: str, *, timeout_s: float, gone: Callable[[], str | None] | None = None,
-                    interval_s: float = 0.2, path: str = "/health") -> None:
+def wait_for_health(
+    url: str,
+    *,
+    timeout_s: float,
+    gone: Callable[[], str | None] | None = None,
+    interval_s: float = 0.2,
+    path: str = "/health",
+) -> None:
     """Poll `GET url/health` (or `url` + `path`) until it answers 200.
 
     Args:

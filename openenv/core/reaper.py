@@ -16,7 +16,9 @@ __all__ = ["reap_periodically"]
 log = logging.getLogger(__name__)
 
 
-async def reap_periodically(idle_timeout_s: float | None, reap: Callable[[], object | Awaitable[object]]) -> None:
+async def reap_periodically(
+    idle_timeout_s: float | None, reap: Callable[[], object | Awaitable[object]]
+) -> None:
     """Call `reap` a few times per `idle_timeout_s` until cancelled (at once a no-op without a timeout).
 
     A round that raises is logged and the next one runs anyway.

@@ -70,8 +70,10 @@ class ResetRequest(BaseModel):
         """
         extra = dict(self.__pydantic_extra__ or {})
         if clash := sorted(set(extra) & set(self.options)):
-            raise BadRequest(f"reset keyword(s) {', '.join(map(repr, clash))} given both at the top level and "
-                             "in 'options'; send each once (top level, as the reference OpenEnv does)")
+            raise BadRequest(
+                f"reset keyword(s) {', '.join(map(repr, clash))} given both at the top level and "
+                "in 'options'; send each once (top level, as the reference OpenEnv does)"
+            )
         return {**self.options, **extra}
 
 
@@ -129,9 +131,9 @@ class CloseMessage(BaseModel):
 ClientMessage = Annotated[
     ResetMessage | StepMessage | StateMessage | CloseMessage | McpMessage, Field(discriminator="type")
 ]
-client_message_adapter: TypeAdapter[
-    ResetMessage | StepMessage | StateMessage | CloseMessage | McpMessage
-] = TypeAdapter(ClientMessage)
+client_message_adapter: TypeAdapter[ResetMessage | StepMessage | StateMessage | CloseMessage | McpMessage] = (
+    TypeAdapter(ClientMessage)
+)
 
 
 class ErrorBody(BaseModel):

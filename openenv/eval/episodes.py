@@ -53,7 +53,9 @@ class EvalEpisodeResult(BaseModel):
     summary: EpisodeSummary
     trajectory: str
     error: str | None = None
-    node: str | None = Field(default=None, description="the node that ran it (a Ray node id, or local:<host>)")
+    node: str | None = Field(
+        default=None, description="the node that ran it (a Ray node id, or local:<host>)"
+    )
 
 
 def run_recorded_episode(
@@ -76,8 +78,12 @@ def run_recorded_episode(
 
     episode_id = log_name(request.harness, request.task)  # refuses '../x' before anything runs
     task = find_task(request.task, request.task_set)
-    env = HarnessEnvironment(request.harness, server=server, engine=request.engine,  # type: ignore[arg-type]  # engine and server are exclusive by the request's validator (issue 46 item 1 removes this)
-                             settings=request.settings)
+    env = HarnessEnvironment(
+        request.harness,
+        server=server,
+        engine=request.engine,  # type: ignore[arg-type]  # engine and server are exclusive by the request's validator (issue 46 item 1 removes this)
+        settings=request.settings,
+    )
     requests: dict[str, CanonicalRequest] = {}
 
     def remember(obs: HarnessObservation) -> None:
@@ -85,13 +91,20 @@ def run_recorded_episode(
             requests[obs.pending.turn_id] = obs.pending.request
 
     try:
-        obs, summary = run_episode(env, task, policy=request.policy, on_step=remember,
-                                   timeout_s=request.settings.timeout_s, look_first=request.look_first,
-                                   look_after=request.look_after)
+        obs, summary = run_episode(
+            env,
+            task,
+            policy=request.policy,
+            on_step=remember,
+            timeout_s=request.settings.timeout_s,
+            look_first=request.look_first,
+            look_after=request.look_after,
+        )
         path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)
     finally:
         env.close()
     append_requests(path, requests)
     summary.trajectory = str(path)
-    return EvalEpisodeResult(episode_id=episode_id, summary=summary, trajectory=str(path), error=summary.error)
-
+    return EvalEpisodeResult(
+        episode_id=episode_id, summary=summary, trajectory=str(path), error=summary.error
+    )

@@ -39,12 +39,21 @@ class HarnessScore(BaseModel):
 
     def cells(self) -> list[str]:
         """The row as the table shows it (`-` where no episode was scored)."""
+
         def shown(value: float | None, spec: str) -> str:
             return "-" if value is None else format(value, spec)
 
-        return [self.harness, str(self.episodes), str(self.scored), str(self.solved), shown(self.solve_rate, ".0%"),
-                shown(self.mean_reward, ".3f"), shown(self.mean_tool_calls, ".2f"), shown(self.mean_turns, ".2f"),
-                str(self.errors)]
+        return [
+            self.harness,
+            str(self.episodes),
+            str(self.scored),
+            str(self.solved),
+            shown(self.solve_rate, ".0%"),
+            shown(self.mean_reward, ".3f"),
+            shown(self.mean_tool_calls, ".2f"),
+            shown(self.mean_turns, ".2f"),
+            str(self.errors),
+        ]
 
 
 class Report(BaseModel):
@@ -60,10 +69,12 @@ class Report(BaseModel):
     episodes: list[EvalEpisodeResult]
 
     def markdown(self) -> str:
-        head = (f"Backend `{self.backend}`, policy `{self.policy}`, {len(self.tasks)} task(s) x {self.repeats} "
-                "repeat(s). Errors (our side failed) are in no other column; solve rate = solved / scored."
-                "\n\n| harness | episodes | scored | solved | solve rate | mean reward | mean tool calls | "
-                "mean turns | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+        head = (
+            f"Backend `{self.backend}`, policy `{self.policy}`, {len(self.tasks)} task(s) x {self.repeats} "
+            "repeat(s). Errors (our side failed) are in no other column; solve rate = solved / scored."
+            "\n\n| harness | episodes | scored | solved | solve rate | mean reward | mean tool calls | "
+            "mean turns | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        )
         lines = ["| " + " | ".join(r.cells()) + " |" for r in self.rows]
         return head + "\n".join(lines) + "\n"
 
@@ -73,8 +84,9 @@ def is_error(result: EvalEpisodeResult) -> bool:
     return result.error is not None or result.summary.status == "error" or result.summary.reward is None
 
 
-def summarize(results: Sequence[EvalEpisodeResult], *, backend: str, policy: str, tasks: list[str],
-              repeats: int) -> Report:
+def summarize(
+    results: Sequence[EvalEpisodeResult], *, backend: str, policy: str, tasks: list[str], repeats: int
+) -> Report:
     """Group episode results by harness (in first-seen order) into table rows."""
     by_harness: dict[str, list[EvalEpisodeResult]] = {}
     for result in results:
@@ -83,21 +95,32 @@ def summarize(results: Sequence[EvalEpisodeResult], *, backend: str, policy: str
     for harness, group in by_harness.items():
         scored = [r for r in group if not is_error(r)]
         solved = sum((r.summary.reward or 0.0) >= SOLVED_AT for r in scored)
-        rows.append(HarnessScore(
-            harness=harness, episodes=len(group), scored=len(scored), solved=solved,
-            solve_rate=solved / len(scored) if scored else None,
-            mean_reward=fmean(r.summary.reward or 0.0 for r in scored) if scored else None,
-            mean_tool_calls=fmean(r.summary.tool_calls for r in scored) if scored else None,
-            mean_turns=fmean(r.summary.turns for r in scored) if scored else None,
-            errors=len(group) - len(scored),
-        ))
-    return Report(backend=backend, policy=policy, tasks=tasks, repeats=repeats, rows=rows, episodes=list(results))
+        rows.append(
+            HarnessScore(
+                harness=harness,
+                episodes=len(group),
+                scored=len(scored),
+                solved=solved,
+                solve_rate=solved / len(scored) if scored else None,
+                mean_reward=fmean(r.summary.reward or 0.0 for r in scored) if scored else None,
+                mean_tool_calls=fmean(r.summary.tool_calls for r in scored) if scored else None,
+                mean_turns=fmean(r.summary.turns for r in scored) if scored else None,
+                errors=len(group) - len(scored),
+            )
+        )
+    return Report(
+        backend=backend, policy=policy, tasks=tasks, repeats=repeats, rows=rows, episodes=list(results)
+    )
 
 
 def write_report(report: Report, out_dir: Path) -> dict[str, Path]:
     """Write `results.md`, `results.json` and `solve_rate.png` into `out_dir`; returns their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"markdown": out_dir / "results.md", "json": out_dir / "results.json", "chart": out_dir / "solve_rate.png"}
+    paths = {
+        "markdown": out_dir / "results.md",
+        "json": out_dir / "results.json",
+        "chart": out_dir / "solve_rate.png",
+    }
     paths["markdown"].write_text(report.markdown())
     paths["json"].write_text(report.model_dump_json(indent=2))
     _bar_chart(report, paths["chart"])
@@ -114,8 +137,11 @@ def _bar_chart(report: Report, path: Path) -> None:
     rates = [100 * (r.solve_rate or 0.0) for r in report.rows]
     fig, ax = plt.subplots(figsize=(max(4.0, 1.2 * len(names) + 2), 3.6), dpi=100)
     bars = ax.bar(names, rates, color="#3b7dd8")
-    ax.bar_label(bars, labels=[f"{r:.0f}%" if row.scored else "no score" for r, row in zip(rates, report.rows,
-                                                                                         strict=True)], padding=2)
+    ax.bar_label(
+        bars,
+        labels=[f"{r:.0f}%" if row.scored else "no score" for r, row in zip(rates, report.rows, strict=True)],
+        padding=2,
+    )
     ax.set_ylim(0, 110)
     ax.set_ylabel("solve rate (%)")
     ax.set_title(f"solve rate per harness ({report.backend}, {report.policy}, {len(report.tasks)} tasks)")

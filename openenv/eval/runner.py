@@ -48,10 +48,16 @@ class EvalPlan(BaseModel):
     tasks: list[str] = Field(min_length=1, description="task ids from `task_set`")
     task_set: str = "builtin"
     policy: Policy = "sample"
-    look_first: bool = Field(default=False, description="the oracle (`oracle`, `demo`) lists the workspace before "
-                             "it acts: one more tool call, as an agent that inspects first")
-    look_after: bool = Field(default=False, description="the oracle lists the workspace right after it acts: one "
-                             "more tool call, as an agent that checks its work (it cannot undo the solve)")
+    look_first: bool = Field(
+        default=False,
+        description="the oracle (`oracle`, `demo`) lists the workspace before "
+        "it acts: one more tool call, as an agent that inspects first",
+    )
+    look_after: bool = Field(
+        default=False,
+        description="the oracle lists the workspace right after it acts: one "
+        "more tool call, as an agent that checks its work (it cannot undo the solve)",
+    )
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)
     engine: EngineSpec
@@ -63,10 +69,21 @@ class EvalPlan(BaseModel):
         return fold_setting_words(fold_engine_words(data), "episode")
 
     def requests(self) -> list[EpisodeRequest]:
-        return [EpisodeRequest(harness=h, task=t, task_set=self.task_set, policy=self.policy, engine=self.engine,
-                               settings=self.episode, look_first=self.look_first,
-                               look_after=self.look_after)
-                for h in self.harnesses for t in self.tasks for _ in range(self.repeats)]
+        return [
+            EpisodeRequest(
+                harness=h,
+                task=t,
+                task_set=self.task_set,
+                policy=self.policy,
+                engine=self.engine,
+                settings=self.episode,
+                look_first=self.look_first,
+                look_after=self.look_after,
+            )
+            for h in self.harnesses
+            for t in self.tasks
+            for _ in range(self.repeats)
+        ]
 
 
 @dataclass(frozen=True)
@@ -86,23 +103,45 @@ class EvalEpisodeJob:
         try:
             server = context.capture(self.engine)
             result = run_recorded_episode(self.request, logs, server=server)
-        except Exception as exc:  # noqa: BLE001 - one broken episode must not sink the whole table
+        except Exception as exc:
             result = self.lost(f"{type(exc).__name__}: {exc}")
         result.node = context.node_id
         return result
 
     def lost(self, reason: str) -> EvalEpisodeResult:
         request = self.request
-        summary = EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy, reward=None,
-                                 reward_status="error", no_reward_reason=reason, status="error", error=reason,
-                                 turns=0, tool_calls=0, sequences=0, merge_ratio=0.0, aux_turns=0,
-                                 reward_breakdown={}, wall_s=0.0)
-        return EvalEpisodeResult(episode_id=f"{request.harness}-{request.task}-failed", summary=summary,
-                                 trajectory="", error=reason)
+        summary = EpisodeSummary(
+            harness=request.harness,
+            task=request.task,
+            policy=request.policy,
+            reward=None,
+            reward_status="error",
+            no_reward_reason=reason,
+            status="error",
+            error=reason,
+            turns=0,
+            tool_calls=0,
+            sequences=0,
+            merge_ratio=0.0,
+            aux_turns=0,
+            reward_breakdown={},
+            wall_s=0.0,
+        )
+        return EvalEpisodeResult(
+            episode_id=f"{request.harness}-{request.task}-failed",
+            summary=summary,
+            trajectory="",
+            error=reason,
+        )
 
 
-def run_eval(plan: EvalPlan, out_dir: Path, *, on_result: Progress | None = None,
-             executor: EpisodeExecutor | None = None) -> list[EvalEpisodeResult]:
+def run_eval(
+    plan: EvalPlan,
+    out_dir: Path,
+    *,
+    on_result: Progress | None = None,
+    executor: EpisodeExecutor | None = None,
+) -> list[EvalEpisodeResult]:
     """Run the plan; each episode's log goes to `out_dir/episodes/`. Results come back in plan order.
 
     Args:
@@ -170,7 +209,7 @@ def _bring_home(executor: EpisodeExecutor, result: EvalEpisodeResult, logs: Path
     """Copy a remote worker's episode log into `logs/` and point the result at the copy."""
     try:
         data = executor.fetch(result.node or "", result.trajectory)
-    except Exception as exc:  # noqa: BLE001 - the table still counts the episode; say where the log is
+    except Exception as exc:
         result.error = result.error or f"log left on node {result.node}: {type(exc).__name__}: {exc}"
         return
     logs.mkdir(parents=True, exist_ok=True)

@@ -65,7 +65,9 @@ class HarnessTools:
         $OPENENV_TASK_SETS): id and instruction."""
         from openenv.harness.tasks import load_task_set
 
-        return [TaskInfo(id=t.id, instruction=t.instruction) for t in load_task_set(_known_task_set(task_set))]
+        return [
+            TaskInfo(id=t.id, instruction=t.instruction) for t in load_task_set(_known_task_set(task_set))
+        ]
 
     def list_harnesses(self) -> list[HarnessInfo]:
         """List the coding-agent harnesses this server can run, with pinned version, wire dialect and install status."""
@@ -75,13 +77,25 @@ class HarnessTools:
         infos = []
         for name in harness_names():
             spec = get_spec(name)
-            infos.append(HarnessInfo(name=name, version=spec.install.version, dialect=spec.dialect,
-                                     installed=install_status(spec).ready))
+            infos.append(
+                HarnessInfo(
+                    name=name,
+                    version=spec.install.version,
+                    dialect=spec.dialect,
+                    installed=install_status(spec).ready,
+                )
+            )
         return infos
 
-    async def run_episode(self, task: str, harness: str | None = None, backend: BackendName = "local",
-                          policy: Policy = "sample", task_set: str = "builtin",
-                          max_tokens: int | None = None) -> EvalEpisodeResult:
+    async def run_episode(
+        self,
+        task: str,
+        harness: str | None = None,
+        backend: BackendName = "local",
+        policy: Policy = "sample",
+        task_set: str = "builtin",
+        max_tokens: int | None = None,
+    ) -> EvalEpisodeResult:
         """Run one whole episode of `harness` on `task` and return its reward and trajectory summary.
 
         `policy`: `sample` lets the backend (`local` or `vllm`) answer every turn; `oracle` applies the
@@ -91,15 +105,22 @@ class HarnessTools:
         name = harness or self.default_harness
         if name is None:
             raise NotFound("run_episode needs a harness; call list_harnesses for the names")
-        request = EpisodeRequest(harness=_known_harness(name), task=safe_name(task, "task id"),
-                                 task_set=_known_task_set(task_set), backend=backend, policy=policy,
-                                 max_tokens=max_tokens)
+        request = EpisodeRequest(
+            harness=_known_harness(name),
+            task=safe_name(task, "task id"),
+            task_set=_known_task_set(task_set),
+            backend=backend,
+            policy=policy,
+            max_tokens=max_tokens,
+        )
         return await asyncio.to_thread(run_recorded_episode, request, self.out_dir)
 
     def get_trajectory(self, episode_id: str) -> EpisodeLog:
         """The full log of an episode run by `run_episode`: turns, token sequences, requests and summary."""
         if not _EPISODE_ID.match(episode_id):  # the same plain-name rule as the names log_name makes
-            raise NotFound(f"{episode_id!r} is not an episode id (letters, digits, '-', '_', '.'; no leading '.')")
+            raise NotFound(
+                f"{episode_id!r} is not an episode id (letters, digits, '-', '_', '.'; no leading '.')"
+            )
         path = self.out_dir / f"{episode_id}.jsonl"
         if not path.is_file():
             raise NotFound(f"no episode {episode_id!r} in {self.out_dir}; run_episode returns the ids")
@@ -109,8 +130,10 @@ class HarnessTools:
 def _known_task_set(name: str) -> str:
     known = served_task_sets()
     if name not in known:
-        raise BadRequest(f"unknown task set {name!r}; this server offers: {', '.join(known)} (its operator adds "
-                         "more with $OPENENV_TASK_SETS)")
+        raise BadRequest(
+            f"unknown task set {name!r}; this server offers: {', '.join(known)} (its operator adds "
+            "more with $OPENENV_TASK_SETS)"
+        )
     return name
 
 

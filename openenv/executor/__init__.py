@@ -23,14 +23,27 @@ from openenv.executor.base import (
 if TYPE_CHECKING:
     from openenv.capture.server import CaptureServer
 
-__all__ = ["EngineSpec", "EpisodeExecutor", "EpisodeJob", "ExecutorKind", "ThreadExecutor", "WorkerContext",
-           "make_executor"]
+__all__ = [
+    "EngineSpec",
+    "EpisodeExecutor",
+    "EpisodeJob",
+    "ExecutorKind",
+    "ThreadExecutor",
+    "WorkerContext",
+    "make_executor",
+]
 
 
-def make_executor(kind: ExecutorKind, *, slots: int | None, engine: EngineSpec, harnesses: Sequence[str],
-                  address: str | None = "auto",
-                  capture: Callable[[EngineSpec], CaptureServer | None] | None = None,
-                  **ray_options: Any) -> EpisodeExecutor:
+def make_executor(
+    kind: ExecutorKind,
+    *,
+    slots: int | None,
+    engine: EngineSpec,
+    harnesses: Sequence[str],
+    address: str | None = "auto",
+    capture: Callable[[EngineSpec], CaptureServer | None] | None = None,
+    **ray_options: Any,
+) -> EpisodeExecutor:
     """A thread executor with `slots` threads, or a Ray executor on the cluster at `address`.
 
     `capture` (threads only) returns the capture server the jobs share; `ray_options` go to `RayExecutor`.

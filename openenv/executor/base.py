@@ -94,7 +94,9 @@ class ThreadExecutor:
 
     kind: ExecutorKind = "thread"
 
-    def __init__(self, slots: int, *, capture: Callable[[EngineSpec], CaptureServer | None] | None = None) -> None:
+    def __init__(
+        self, slots: int, *, capture: Callable[[EngineSpec], CaptureServer | None] | None = None
+    ) -> None:
         if slots < 1:
             raise BadRequest(f"an executor needs at least 1 slot, got {slots}")
         self.slots = slots

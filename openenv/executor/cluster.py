@@ -85,19 +85,33 @@ class RayExecutor:
 
     kind: ExecutorKind = "ray"
 
-    def __init__(self, address: str | None = "auto", *, engine: EngineSpec, harnesses: Sequence[str],
-                 slots: int | None = None, slot_resource: str | None = SLOT_RESOURCE,
-                 artifacts: str | Path | None = None, run_id: str | None = None, start_timeout_s: float = 180.0,
-                 max_replacements: int | None = None, sandbox: str = "local") -> None:
+    def __init__(
+        self,
+        address: str | None = "auto",
+        *,
+        engine: EngineSpec,
+        harnesses: Sequence[str],
+        slots: int | None = None,
+        slot_resource: str | None = SLOT_RESOURCE,
+        artifacts: str | Path | None = None,
+        run_id: str | None = None,
+        start_timeout_s: float = 180.0,
+        max_replacements: int | None = None,
+        sandbox: str = "local",
+    ) -> None:
         engine.check_remote()
         ray = self._ray = _import_ray()
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             try:
-                ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)
+                ray.init(
+                    address=address, include_dashboard=False, log_to_driver=False, configure_logging=False
+                )
             except ConnectionError as exc:
-                raise ClusterNotReady(f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
-                                      "or pass its address (--ray HOST:PORT)") from None
+                raise ClusterNotReady(
+                    f"no Ray cluster at {address!r} ({exc}); start one with `ray start --head` "
+                    "or pass its address (--ray HOST:PORT)"
+                ) from None
         self.engine, self.harnesses, self.sandbox = engine, list(harnesses), sandbox
         self.run_id = run_id or uuid.uuid4().hex[:10]
         self.artifacts = str(artifacts or "/tmp/openenv-ray")
@@ -192,21 +206,30 @@ class RayExecutor:
             raise ClusterNotReady(
                 f"no node of the cluster offers the {self.slot_resource!r} resource, which caps the episodes a "
                 f"node runs at once; start each node with `ray start ... --resources "
-                f"'{{\"{self.slot_resource}\": N}}'` (N: episodes it may run at once)")
+                f"'{{\"{self.slot_resource}\": N}}'` (N: episodes it may run at once)"
+            )
         if wanted is not None and wanted > offered:
-            raise ClusterNotReady(f"{wanted} episode slots asked for, but the cluster offers {offered} "
-                                  f"({self.slot_resource!r}); add nodes or lower the concurrency")
+            raise ClusterNotReady(
+                f"{wanted} episode slots asked for, but the cluster offers {offered} "
+                f"({self.slot_resource!r}); add nodes or lower the concurrency"
+            )
         return wanted or offered
 
     def _actor_class(self) -> Any:
-        options: dict[str, Any] = {"num_cpus": 0, "max_restarts": 0, "max_concurrency": 4,
-                                   "scheduling_strategy": "SPREAD"}
+        options: dict[str, Any] = {
+            "num_cpus": 0,
+            "max_restarts": 0,
+            "max_concurrency": 4,
+            "scheduling_strategy": "SPREAD",
+        }
         if self.slot_resource is not None:
             options["resources"] = {self.slot_resource: 1}
         return self._ray.remote(EpisodeWorker).options(**options)
 
     def _new_actor(self) -> Any:
-        return self._actor_class().remote(self.run_id, self.engine, self.harnesses, self.artifacts, self.sandbox)
+        return self._actor_class().remote(
+            self.run_id, self.engine, self.harnesses, self.artifacts, self.sandbox
+        )
 
     def _start_actors(self, timeout_s: float) -> None:
         ray = self._ray
@@ -220,8 +243,10 @@ class RayExecutor:
             except ray.exceptions.RayError as exc:
                 problems.append(_root_cause(exc))
         if waiting:
-            problems.append(f"{len(waiting)} of {self.slots} workers did not start within {timeout_s:g} s "
-                            "(no node with a free slot? see `ray status`)")
+            problems.append(
+                f"{len(waiting)} of {self.slots} workers did not start within {timeout_s:g} s "
+                "(no node with a free slot? see `ray status`)"
+            )
         if problems:
             for handle in handles:
                 with contextlib.suppress(Exception):
@@ -245,7 +270,8 @@ class RayExecutor:
                 self._busy[id(actor)] = actor
             ref = actor.handle.run.remote(job)
             ref.future().add_done_callback(
-                lambda done, a=actor, j=job, f=future: self._events.put(lambda: self._finished(a, j, f, done)))
+                lambda done, a=actor, j=job, f=future: self._events.put(lambda: self._finished(a, j, f, done))
+            )
 
     def _handle_events(self) -> None:
         while True:
@@ -261,14 +287,22 @@ class RayExecutor:
         ray = self._ray
         try:
             result = done.result()
-        except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                ray.exceptions.ObjectLostError) as exc:
+        except (
+            ray.exceptions.RayActorError,
+            ray.exceptions.WorkerCrashedError,
+            ray.exceptions.NodeDiedError,
+            ray.exceptions.ObjectLostError,
+        ) as exc:
             self._worker_died(actor, exc)
-            future.set_result(job.lost(f"WorkerLost: the worker on node {actor.info['node_ip']} died mid-episode "
-                                       f"({type(exc).__name__}); the episode is retried elsewhere"))
+            future.set_result(
+                job.lost(
+                    f"WorkerLost: the worker on node {actor.info['node_ip']} died mid-episode "
+                    f"({type(exc).__name__}); the episode is retried elsewhere"
+                )
+            )
             self._dispatch()
             return
-        except Exception as exc:  # noqa: BLE001 - a job that raised is a failed episode, not a crashed run
+        except Exception as exc:
             future.set_result(job.lost(f"{type(exc).__name__}: {_root_cause(exc)}"))
         else:
             future.set_result(result)
@@ -308,7 +342,7 @@ class RayExecutor:
         def joined(done: Future[Any]) -> None:
             try:
                 info = done.result()
-            except Exception as exc:  # noqa: BLE001 - no room or a bad node: the pool stays smaller
+            except Exception as exc:
                 log.warning("a replacement episode worker did not start: %s", _root_cause(exc))
                 return
             actor = _Actor(handle, info)
@@ -341,8 +375,12 @@ class RayExecutor:
         with contextlib.suppress(Exception):
             for report in self._ray.get(refs, timeout=60):
                 if report.processes or report.folders:
-                    log.warning("swept %d processes and %d folders of dead workers on %s", len(report.processes),
-                                len(report.folders), report.host)
+                    log.warning(
+                        "swept %d processes and %d folders of dead workers on %s",
+                        len(report.processes),
+                        len(report.folders),
+                        report.host,
+                    )
 
     def _install_exit_hooks(self) -> None:
         atexit.register(self.close)

@@ -40,14 +40,22 @@ def _tokenizer_problems(model: str | None) -> list[str]:
 
         try:
             folder = tiny_model_path()
-        except Exception as exc:  # noqa: BLE001 - any failure to find or build it is "missing" here
-            return [(f"the tiny model is not built here ({type(exc).__name__}: {exc}); run "
-                     "`python scripts/build_tiny_model.py` on this node or pass the model folder")]
+        except Exception as exc:
+            return [
+                (
+                    f"the tiny model is not built here ({type(exc).__name__}: {exc}); run "
+                    "`python scripts/build_tiny_model.py` on this node or pass the model folder"
+                )
+            ]
     else:
         folder = Path(model)
     if not folder.is_dir():
-        return [(f"the tokenizer folder {folder} does not exist here (copy the model folder to the same "
-                 "path on every node, or put it on a shared filesystem)")]
+        return [
+            (
+                f"the tokenizer folder {folder} does not exist here (copy the model folder to the same "
+                "path on every node, or put it on a shared filesystem)"
+            )
+        ]
     if not any((folder / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         return [f"the folder {folder} has no tokenizer (tokenizer.json / tokenizer_config.json)"]
     return []
@@ -61,12 +69,14 @@ def _harness_problems(harnesses: Sequence[str]) -> list[str]:
     for name in dict.fromkeys(harnesses):
         try:
             spec = get_spec(name)
-        except Exception as exc:  # noqa: BLE001 - NotFound with the list of known harnesses
+        except Exception as exc:
             problems.append(f"harness {name!r}: {getattr(exc, 'message', exc)}")
             continue
         if resolve_bin(spec) is None:
-            problems.append(f"the {name} CLI is not installed here (run `openenv harness install {name}` on "
-                            "this node, or share $OPENENV_HARNESS_CACHE)")
+            problems.append(
+                f"the {name} CLI is not installed here (run `openenv harness install {name}` on "
+                "this node, or share $OPENENV_HARNESS_CACHE)"
+            )
     return problems
 
 

@@ -34,8 +34,9 @@ class OrphanSweep(BaseModel):
     containers: list[str] = Field(default_factory=list, description="Docker sandboxes of the run removed")
 
 
-def sweep_dead_workers(owners: Sequence[tuple[str, str]], *, grace_s: float = 1.0,
-                       run: str | None = None) -> OrphanSweep:
+def sweep_dead_workers(
+    owners: Sequence[tuple[str, str]], *, grace_s: float = 1.0, run: str | None = None
+) -> OrphanSweep:
     """Kill the sandbox processes and remove the temp folders of dead workers on this host; with `run`,
     also the run's Docker sandboxes whose owner is dead (a dead worker's, wherever its episode was).
 

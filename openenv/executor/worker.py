@@ -59,15 +59,23 @@ class EpisodeWorker:
             has no Docker engine for a Docker run.
     """
 
-    def __init__(self, run_id: str, engine: EngineSpec, harnesses: Sequence[str], artifacts: str,
-                 sandbox: str = "local") -> None:
+    def __init__(
+        self,
+        run_id: str,
+        engine: EngineSpec,
+        harnesses: Sequence[str],
+        artifacts: str,
+        sandbox: str = "local",
+    ) -> None:
         from openenv.harness.sandbox.sweeper import owner_label
 
         self.node_id, self.node_ip = _node()
         problems = node_problems(engine, harnesses, sandbox)
         if problems:
-            raise NodeNotReady(f"node {self.node_ip} ({self.node_id[:12]}) cannot run this run's episodes: "
-                               + "; ".join(problems))
+            raise NodeNotReady(
+                f"node {self.node_ip} ({self.node_id[:12]}) cannot run this run's episodes: "
+                + "; ".join(problems)
+            )
         self.owner = owner_label()
         self.folder = Path(artifacts) / run_id / f"worker-{os.getpid()}-{secrets.token_hex(3)}"
         self.tmp = self.folder / "tmp"
@@ -85,13 +93,24 @@ class EpisodeWorker:
 
     def info(self) -> dict[str, str]:
         """Where this worker is: node id and address, owner label, folders (small; for the driver)."""
-        return {"node_id": self.node_id, "node_ip": self.node_ip, "owner": self.owner,
-                "folder": str(self.folder), "tmp": str(self.tmp), "pid": str(os.getpid())}
+        return {
+            "node_id": self.node_id,
+            "node_ip": self.node_ip,
+            "owner": self.owner,
+            "folder": str(self.folder),
+            "tmp": str(self.tmp),
+            "pid": str(os.getpid()),
+        }
 
     def run(self, job: EpisodeJob) -> Any:
         """Run one job next to this worker's proxy; its full trajectory goes under the worker's folder."""
-        context = WorkerContext(capture=self._capture, artifacts=self.folder / "episodes", node_id=self.node_id,
-                                node_ip=self.node_ip, cache=self._cache)
+        context = WorkerContext(
+            capture=self._capture,
+            artifacts=self.folder / "episodes",
+            node_id=self.node_id,
+            node_ip=self.node_ip,
+            cache=self._cache,
+        )
         return job.run(context)
 
     def read(self, path: str) -> bytes:
@@ -130,4 +149,3 @@ class EpisodeWorker:
                 spec.check_remote()
                 self._servers[spec] = start_capture_server(spec)
             return self._servers[spec]
-

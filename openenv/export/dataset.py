@@ -31,16 +31,27 @@ from openenv.capture.canonical import (
 from openenv.errors import BadRequest
 from openenv.export.log import EpisodeLog
 
-__all__ = ["ExportResult", "Shape", "export_episodes", "messages_features", "messages_rows", "token_features",
-           "token_rows"]
+__all__ = [
+    "ExportResult",
+    "Shape",
+    "export_episodes",
+    "messages_features",
+    "messages_rows",
+    "token_features",
+    "token_rows",
+]
 
 Shape = Literal["tokens", "messages"]
 
 
 def _episode_fields(log: EpisodeLog) -> dict[str, Any]:
     s = log.summary
-    return {"episode": log.name, "harness": s.harness if s else "", "task": s.task if s else "",
-            "reward": float(s.reward or 0.0) if s else 0.0}
+    return {
+        "episode": log.name,
+        "harness": s.harness if s else "",
+        "task": s.task if s else "",
+        "reward": float(s.reward or 0.0) if s else 0.0,
+    }
 
 
 def token_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:
@@ -55,25 +66,42 @@ def token_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:
 def token_features() -> Any:
     from datasets import Features, List, Value
 
-    return Features({
-        "episode": Value("string"), "harness": Value("string"), "task": Value("string"),
-        "reward": Value("float64"), "sequence": Value("int32"),
-        "prompt_ids": List(Value("int32")), "completion_ids": List(Value("int32")),
-        "logprobs": List(Value("float32")), "env_mask": List(Value("int8")), "turn_ids": List(Value("string")),
-        "origin": Value("string"), "parent": Value("int32"),  # lineage: why the sequence began, from which
-    })
+    return Features(
+        {
+            "episode": Value("string"),
+            "harness": Value("string"),
+            "task": Value("string"),
+            "reward": Value("float64"),
+            "sequence": Value("int32"),
+            "prompt_ids": List(Value("int32")),
+            "completion_ids": List(Value("int32")),
+            "logprobs": List(Value("float32")),
+            "env_mask": List(Value("int8")),
+            "turn_ids": List(Value("string")),
+            "origin": Value("string"),
+            "parent": Value("int32"),  # lineage: why the sequence began, from which
+        }
+    )
 
 
 def _chat_message(message: Message) -> dict[str, Any]:
     """A canonical message in the OpenAI chat shape (one fixed schema, so Arrow can store it)."""
-    calls = [{"id": p.id, "name": p.name, "arguments": p.arguments}
-             for p in message.parts if isinstance(p, ToolCallPart)]
+    calls = [
+        {"id": p.id, "name": p.name, "arguments": p.arguments}
+        for p in message.parts
+        if isinstance(p, ToolCallPart)
+    ]
     result = next((p for p in message.parts if isinstance(p, ToolResultPart)), None)
     content = result.content if result is not None else message.text()
     reasoning = "".join(p.text for p in message.parts if isinstance(p, ThinkingPart))
-    return {"role": message.role, "content": content, "reasoning": reasoning, "tool_calls": calls,
-            "tool_call_id": result.tool_call_id if result is not None else "",
-            "name": (result.name or "") if result is not None else ""}
+    return {
+        "role": message.role,
+        "content": content,
+        "reasoning": reasoning,
+        "tool_calls": calls,
+        "tool_call_id": result.tool_call_id if result is not None else "",
+        "name": (result.name or "") if result is not None else "",
+    }
 
 
 def _reply(done: Completion) -> Message:
@@ -96,12 +124,19 @@ def messages_rows(logs: Sequence[EpisodeLog]) -> list[dict[str, Any]]:
             head = turns.get(seq.turn_ids[-1])
             request = log.requests.get(seq.turn_ids[-1])
             if head is None or head.completion is None or request is None:
-                raise BadRequest(f"episode {log.name} has no request for turn {seq.turn_ids[-1]}; messages "
-                                 "export needs logs written by `openenv eval` (or the MCP run_episode tool)")
+                raise BadRequest(
+                    f"episode {log.name} has no request for turn {seq.turn_ids[-1]}; messages "
+                    "export needs logs written by `openenv eval` (or the MCP run_episode tool)"
+                )
             chat = [*request.messages, _reply(head.completion)]
-            rows.append({**_episode_fields(log), "sequence": index,
-                         "messages": [_chat_message(m) for m in chat],
-                         "tools": [json.dumps(t.model_dump()) for t in request.tools]})
+            rows.append(
+                {
+                    **_episode_fields(log),
+                    "sequence": index,
+                    "messages": [_chat_message(m) for m in chat],
+                    "tools": [json.dumps(t.model_dump()) for t in request.tools],
+                }
+            )
     return rows
 
 
@@ -109,13 +144,25 @@ def messages_features() -> Any:
     from datasets import Features, List, Value
 
     call = {"id": Value("string"), "name": Value("string"), "arguments": Value("string")}
-    message = {"role": Value("string"), "content": Value("string"), "reasoning": Value("string"),
-               "tool_calls": List(call), "tool_call_id": Value("string"), "name": Value("string")}
-    return Features({
-        "episode": Value("string"), "harness": Value("string"), "task": Value("string"),
-        "reward": Value("float64"), "sequence": Value("int32"), "messages": List(message),
-        "tools": List(Value("string")),
-    })
+    message = {
+        "role": Value("string"),
+        "content": Value("string"),
+        "reasoning": Value("string"),
+        "tool_calls": List(call),
+        "tool_call_id": Value("string"),
+        "name": Value("string"),
+    }
+    return Features(
+        {
+            "episode": Value("string"),
+            "harness": Value("string"),
+            "task": Value("string"),
+            "reward": Value("float64"),
+            "sequence": Value("int32"),
+            "messages": List(message),
+            "tools": List(Value("string")),
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -136,8 +183,11 @@ def export_episodes(logs: Sequence[EpisodeLog], out: Path, *, shape: Shape) -> E
     """
     from datasets import Dataset
 
-    rows, features = (token_rows(logs), token_features()) if shape == "tokens" else (
-        messages_rows(logs), messages_features())
+    rows, features = (
+        (token_rows(logs), token_features())
+        if shape == "tokens"
+        else (messages_rows(logs), messages_features())
+    )
     if not rows:
         raise BadRequest(f"the {len(logs)} episode log(s) hold no training sequences; nothing to export")
     dataset = Dataset.from_list(rows, features=features)

@@ -23,8 +23,15 @@ from openenv.errors import BadRequest, NotFound
 from openenv.harness.summary import EpisodeSummary
 from openenv.paths import safe_name, write_atomic
 
-__all__ = ["EpisodeLog", "SkippedLog", "append_requests", "find_logs", "log_name",
-           "read_episode", "read_episodes"]
+__all__ = [
+    "EpisodeLog",
+    "SkippedLog",
+    "append_requests",
+    "find_logs",
+    "log_name",
+    "read_episode",
+    "read_episodes",
+]
 
 
 class EpisodeLog(BaseModel):
@@ -44,9 +51,13 @@ class EpisodeLog(BaseModel):
         merged = sum(t.kind == "merged" for t in model)
         mergeable = max(len(model) - 1, 0)
         return SequenceStats(
-            turns=len(model), sequences=len(self.sequences), merged=merged,
-            breaks=sum(t.kind == "break" for t in model), forks=sum(t.kind == "fork" for t in model),
-            aux=sum(t.aux for t in self.turns), gaps=sum(t.gap is not None for t in self.turns),
+            turns=len(model),
+            sequences=len(self.sequences),
+            merged=merged,
+            breaks=sum(t.kind == "break" for t in model),
+            forks=sum(t.kind == "fork" for t in model),
+            aux=sum(t.aux for t in self.turns),
+            gaps=sum(t.gap is not None for t in self.turns),
             merge_ratio=merged / mergeable if mergeable else 1.0,
         )
 
@@ -130,8 +141,10 @@ def append_requests(path: str | Path, requests: Mapping[str, CanonicalRequest]) 
     """Add one `request` line per turn id to an episode log, atomically: the log is rewritten whole via a
     temp file, so a crash leaves the log without them or with all of them, never a torn line."""
     file = Path(path)
-    lines = "".join(json.dumps({"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")})
-                    + "\n" for turn_id, request in requests.items())
+    lines = "".join(
+        json.dumps({"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")}) + "\n"
+        for turn_id, request in requests.items()
+    )
     write_atomic(file, file.read_bytes() + lines.encode())
 
 

@@ -11,5 +11,13 @@ from openenv.harbor_server.service import HarborService
 from openenv.harbor_server.splits import Splits
 from openenv.harbor_server.wire import HarborRolloutResult, HarborTaskRef, HarborTurn
 
-__all__ = ["HarborRolloutResult", "HarborService", "HarborTaskRef", "HarborTurn", "RolloutPolicy", "Splits",
-           "build_harbor_app", "check_training_sampling"]
+__all__ = [
+    "HarborRolloutResult",
+    "HarborService",
+    "HarborTaskRef",
+    "HarborTurn",
+    "RolloutPolicy",
+    "Splits",
+    "build_harbor_app",
+    "check_training_sampling",
+]

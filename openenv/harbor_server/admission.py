@@ -29,7 +29,14 @@ from openenv.capture.engine import EngineSpec
 from openenv.errors import BadRequest
 from openenv.harness.catalog import harness_names
 
-__all__ = ["ORACLE", "REFERENCE_SANDBOXES", "SANDBOXES", "Admitted", "RolloutPolicy", "check_training_sampling"]
+__all__ = [
+    "ORACLE",
+    "REFERENCE_SANDBOXES",
+    "SANDBOXES",
+    "Admitted",
+    "RolloutPolicy",
+    "check_training_sampling",
+]
 
 ORACLE = "oracle"
 SANDBOXES = ("local", "docker")
@@ -38,8 +45,14 @@ SANDBOXES = ("local", "docker")
 REFERENCE_SANDBOXES = ("e2b", "modal", "daytona", "runloop", "gke", "hf-sandbox")
 # Knobs that narrow or distort the sampling distribution, with their no-op values (as the reference's
 # `capture.upstream.NON_POLICY_SAMPLING`: TRL's worker sends them at these values).
-NEUTRAL_SAMPLING: dict[str, float] = {"top_p": 1.0, "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0,
-                                      "presence_penalty": 0.0, "repetition_penalty": 1.0}
+NEUTRAL_SAMPLING: dict[str, float] = {
+    "top_p": 1.0,
+    "top_k": -1,
+    "min_p": 0.0,
+    "frequency_penalty": 0.0,
+    "presence_penalty": 0.0,
+    "repetition_penalty": 1.0,
+}
 Purpose = Literal["train", "eval"]
 
 
@@ -53,11 +66,13 @@ def check_training_sampling(sampling: dict[str, Any] | None) -> SamplingParams |
     if sampling is None:
         return None
     if not isinstance(sampling, dict):
-        raise BadRequest("sampling must be a JSON object, e.g. {\"temperature\": 1.0}")
+        raise BadRequest('sampling must be a JSON object, e.g. {"temperature": 1.0}')
     unknown = sorted(set(sampling) - {"temperature", "max_tokens", *NEUTRAL_SAMPLING})
     if unknown:
-        raise BadRequest(f"sampling field(s) {', '.join(unknown)} are not a training policy; this server takes "
-                         "temperature and max_tokens (and the truncating knobs only at their no-op values)")
+        raise BadRequest(
+            f"sampling field(s) {', '.join(unknown)} are not a training policy; this server takes "
+            "temperature and max_tokens (and the truncating knobs only at their no-op values)"
+        )
     for key, neutral in NEUTRAL_SAMPLING.items():
         if key not in sampling:
             continue
@@ -65,16 +80,26 @@ def check_training_sampling(sampling: dict[str, Any] | None) -> SamplingParams |
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BadRequest(f"sampling {key} must be a number")
         if not (value == neutral or (key == "top_k" and value == 0)):
-            raise BadRequest(f"sampling {key}={value} truncates or distorts the policy, so the recorded logprobs "
-                             f"would not be the trainer's; a training rollout takes {key}={neutral} (or leave it out)")
+            raise BadRequest(
+                f"sampling {key}={value} truncates or distorts the policy, so the recorded logprobs "
+                f"would not be the trainer's; a training rollout takes {key}={neutral} (or leave it out)"
+            )
     temperature = sampling.get("temperature")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                                    or not math.isfinite(temperature) or temperature <= 0):
+    if temperature is not None and (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not math.isfinite(temperature)
+        or temperature <= 0
+    ):
         raise BadRequest(f"sampling temperature must be a finite number above 0, got {temperature!r}")
     max_tokens = sampling.get("max_tokens")
-    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+    if max_tokens is not None and (
+        isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+    ):
         raise BadRequest(f"sampling max_tokens must be a whole number above 0, got {max_tokens!r}")
-    return SamplingParams(temperature=None if temperature is None else float(temperature), max_tokens=max_tokens)
+    return SamplingParams(
+        temperature=None if temperature is None else float(temperature), max_tokens=max_tokens
+    )
 
 
 def _url_key(url: str) -> str:
@@ -117,25 +142,35 @@ class RolloutPolicy:
         harness = str(args.get("harness") or "")
         names = harness_names()
         if harness != ORACLE and harness not in names:
-            raise BadRequest(f"harness {harness!r} is not one this server runs; it runs: {ORACLE}, {', '.join(names)}")
+            raise BadRequest(
+                f"harness {harness!r} is not one this server runs; it runs: {ORACLE}, {', '.join(names)}"
+            )
         sandbox = str(args.get("sandbox") or "")
         if sandbox not in SANDBOXES:
-            hosted = " (a hosted backend of the reference's; this server runs episodes on its own machine)" \
-                if sandbox in REFERENCE_SANDBOXES else ""
-            raise BadRequest(f"sandbox {sandbox!r} is not offered here{hosted}; this server offers: "
-                             f"{', '.join(SANDBOXES)}")
+            hosted = (
+                " (a hosted backend of the reference's; this server runs episodes on its own machine)"
+                if sandbox in REFERENCE_SANDBOXES
+                else ""
+            )
+            raise BadRequest(
+                f"sandbox {sandbox!r} is not offered here{hosted}; this server offers: {', '.join(SANDBOXES)}"
+            )
         if args.get("keep_sandbox"):
             raise BadRequest("keep_sandbox is not offered: every episode's sandbox is removed when it ends")
         provider = args.get("provider", "openai")
         if provider != "openai":
-            raise BadRequest(f"provider {provider!r} is not offered: this server samples from its own engines")
+            raise BadRequest(
+                f"provider {provider!r} is not offered: this server samples from its own engines"
+            )
         if args.get("api_key") or args.get("auth_header"):
             raise BadRequest("api_key/auth_header are not taken: the operator configures engine credentials")
         engine = self._engine(str(args.get("llm_url") or ""))
         model = str(args.get("model") or "")
         if model and model not in self._model_names(engine):
-            raise BadRequest(f"model {model!r} is not what this server renders with "
-                             f"({', '.join(self._model_names(engine))}); leave model empty")
+            raise BadRequest(
+                f"model {model!r} is not what this server renders with "
+                f"({', '.join(self._model_names(engine))}); leave model empty"
+            )
         purpose_word = str(args.get("purpose") or "auto")
         if purpose_word not in ("auto", "train", "eval"):
             raise BadRequest(f"purpose {purpose_word!r}: expected auto, train or eval")
@@ -147,8 +182,15 @@ class RolloutPolicy:
                 raise BadRequest("eval_sampling goes with purpose='eval'; a training rollout takes sampling=")
             sampling = check_training_sampling(args.get("sampling"))
         timeout = args.get("agent_timeout_sec") or 0
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0 or not math.isfinite(timeout):
-            raise BadRequest(f"agent_timeout_sec must be 0 (the task's) or a number of seconds, got {timeout!r}")
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or timeout < 0
+            or not math.isfinite(timeout)
+        ):
+            raise BadRequest(
+                f"agent_timeout_sec must be 0 (the task's) or a number of seconds, got {timeout!r}"
+            )
         steps = args.get("agent_step_limit") or 0
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
             raise BadRequest(f"agent_step_limit must be 0 (no cap) or a whole number, got {steps!r}")
@@ -157,10 +199,16 @@ class RolloutPolicy:
             findings.append("force_build ignored: a task image is built once per content and reused")
         return Admitted(
             harness=self.oracle_harness if harness == ORACLE else harness,
-            policy="oracle" if harness == ORACLE else "sample", sandbox=sandbox, engine=engine,
-            sampling=self.default_sampling.merged(sampling) if self.default_sampling and sampling else
-            (sampling or self.default_sampling), timeout_s=float(timeout) or None,
-            budget=Budget(max_turns=steps) if steps else None, purpose=purpose, findings=findings,
+            policy="oracle" if harness == ORACLE else "sample",
+            sandbox=sandbox,
+            engine=engine,
+            sampling=self.default_sampling.merged(sampling)
+            if self.default_sampling and sampling
+            else (sampling or self.default_sampling),
+            timeout_s=float(timeout) or None,
+            budget=Budget(max_turns=steps) if steps else None,
+            purpose=purpose,
+            findings=findings,
         )
 
     def _engine(self, llm_url: str) -> EngineSpec:
@@ -172,11 +220,16 @@ class RolloutPolicy:
         if key in {_url_key(u) for u in self.allowed_llm_urls}:
             return EngineSpec(backend="vllm", model=self.engine.model, vllm_urls=(key,))
         offered = [*self.engine.vllm_urls, *self.allowed_llm_urls]
-        raise BadRequest(f"llm_url {llm_url!r} is not an engine this server may connect to (a client cannot point "
-                         "the server at an address its operator did not allow); "
-                         + (f"allowed: {', '.join(offered)}" if offered else
-                            "leave llm_url empty to use the server's own engine")
-                         + " (the operator adds engines with --allow-llm-url)")
+        raise BadRequest(
+            f"llm_url {llm_url!r} is not an engine this server may connect to (a client cannot point "
+            "the server at an address its operator did not allow); "
+            + (
+                f"allowed: {', '.join(offered)}"
+                if offered
+                else "leave llm_url empty to use the server's own engine"
+            )
+            + " (the operator adds engines with --allow-llm-url)"
+        )
 
     def _model_names(self, engine: EngineSpec) -> list[str]:
         folder = str(engine.folder())
@@ -191,8 +244,10 @@ class RolloutPolicy:
         allowed = {"temperature", "max_tokens", "top_p", "top_k", "min_p"}
         unknown = sorted(set(given) - allowed)
         if unknown:
-            raise BadRequest(f"eval_sampling field(s) {', '.join(unknown)} are not taken; allowed: "
-                             f"{', '.join(sorted(allowed))}")
+            raise BadRequest(
+                f"eval_sampling field(s) {', '.join(unknown)} are not taken; allowed: "
+                f"{', '.join(sorted(allowed))}"
+            )
         try:
             return SamplingParams(**given)
         except ValueError as exc:

@@ -24,10 +24,16 @@ from openenv.server.security import ServerSecurity
 __all__ = ["ENV_NAME", "TASK_API_ROUTES", "build_harbor_app"]
 
 ENV_NAME = "harbor_env"
-TASK_API_ROUTES = frozenset({
-    ("GET", "/list_environments"), ("GET", f"/{ENV_NAME}/splits"), ("POST", f"/{ENV_NAME}/num_tasks"),
-    ("POST", f"/{ENV_NAME}/task"), ("POST", f"/{ENV_NAME}/task_range"), ("POST", f"/{ENV_NAME}/tasks"),
-})
+TASK_API_ROUTES = frozenset(
+    {
+        ("GET", "/list_environments"),
+        ("GET", f"/{ENV_NAME}/splits"),
+        ("POST", f"/{ENV_NAME}/num_tasks"),
+        ("POST", f"/{ENV_NAME}/task"),
+        ("POST", f"/{ENV_NAME}/task_range"),
+        ("POST", f"/{ENV_NAME}/tasks"),
+    }
+)
 
 
 class _Split(BaseModel):
@@ -43,8 +49,14 @@ class _Range(_Split):
     stop: int | None = None
 
 
-def build_harbor_app(service: HarborService, *, security: ServerSecurity, open_discovery: bool,
-                     max_sessions: int = 64, idle_timeout_s: float | None = 600.0) -> FastAPI:
+def build_harbor_app(
+    service: HarborService,
+    *,
+    security: ServerSecurity,
+    open_discovery: bool,
+    max_sessions: int = 64,
+    idle_timeout_s: float | None = 600.0,
+) -> FastAPI:
     """The app; `open_discovery` puts the Task API outside the token (see the module doc)."""
     if open_discovery:
         security = dataclasses.replace(security, public_routes=security.public_routes | TASK_API_ROUTES)

@@ -27,7 +27,9 @@ TOOLS = ("run_rollout", "capabilities")
 class HarborAction(Action):
     """A reference MCP action: call a tool, or list them."""
 
-    type: Literal["call_tool", "list_tools"] = Field(description="call_tool runs `tool_name`; list_tools lists them")
+    type: Literal["call_tool", "list_tools"] = Field(
+        description="call_tool runs `tool_name`; list_tools lists them"
+    )
     tool_name: str = ""
     arguments: dict[str, Any] = Field(default_factory=dict)
 
@@ -52,11 +54,17 @@ class HarborState(State):
 
 def _tool_list() -> list[dict[str, Any]]:
     return [
-        {"name": "run_rollout", "description": "Run one whole episode (harness, sandbox, engine, verifier) and "
-         "return a HarborRolloutResult as JSON.", "input_schema": {"type": "object", "properties": {
-             k: {} for k in RUN_ROLLOUT_ARGS}}},
-        {"name": "capabilities", "description": "Harnesses, sandboxes, task splits and the engine of this server.",
-         "input_schema": {"type": "object", "properties": {}}},
+        {
+            "name": "run_rollout",
+            "description": "Run one whole episode (harness, sandbox, engine, verifier) and "
+            "return a HarborRolloutResult as JSON.",
+            "input_schema": {"type": "object", "properties": {k: {} for k in RUN_ROLLOUT_ARGS}},
+        },
+        {
+            "name": "capabilities",
+            "description": "Harnesses, sandboxes, task splits and the engine of this server.",
+            "input_schema": {"type": "object", "properties": {}},
+        },
     ]
 
 
@@ -76,19 +84,28 @@ def harbor_environment(service: HarborService) -> type[Environment[Any, Any, Any
 
         @classmethod
         def metadata(cls) -> EnvMetadata:
-            return EnvMetadata(name="harbor_env", description="Harbor tasks as whole-episode rollouts "
-                               "(the reference's Harbor env protocol) on openenv's harnesses and sandboxes")
+            return EnvMetadata(
+                name="harbor_env",
+                description="Harbor tasks as whole-episode rollouts "
+                "(the reference's Harbor env protocol) on openenv's harnesses and sandboxes",
+            )
 
         @classmethod
         def mcp_tools(cls) -> list[Callable[..., Any]]:
             return _mcp_tools(service)
 
-        def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> Observation:
+        def reset(
+            self, seed: int | None = None, episode_id: str | None = None, **options: Any
+        ) -> Observation:
             self._state = HarborState(episode_id=episode_id)
-            return ToolCallObservation(tool_name="", result="ready: call run_rollout(split=..., task_index=..., "
-                                       "harness=..., sandbox=...)")
+            return ToolCallObservation(
+                tool_name="",
+                result="ready: call run_rollout(split=..., task_index=..., harness=..., sandbox=...)",
+            )
 
-        def step(self, action: HarborAction) -> Observation:  # pragma: no cover - the server awaits step_async
+        def step(
+            self, action: HarborAction
+        ) -> Observation:  # pragma: no cover - the server awaits step_async
             raise NotImplementedError("HarborEnvironment is async: the server awaits step_async")
 
         async def step_async(self, action: HarborAction) -> Observation:
@@ -108,7 +125,9 @@ def harbor_environment(service: HarborService) -> type[Environment[Any, Any, Any
                     return ToolCallObservation(tool_name=name, result=service.capabilities_json())
             except OpenEnvError as exc:
                 return _refused(name, "invalid_args", exc.message)
-            return _refused(name, "tool_not_found", f"no tool {name!r}; this server's tools: {', '.join(TOOLS)}")
+            return _refused(
+                name, "tool_not_found", f"no tool {name!r}; this server's tools: {', '.join(TOOLS)}"
+            )
 
         @property
         def state(self) -> HarborState:
@@ -124,12 +143,25 @@ def _refused(name: str, kind: str, message: str) -> ToolCallObservation:
 def _mcp_tools(service: HarborService) -> list[Callable[..., Any]]:
     """The same two tools for `/mcp` (the official MCP SDK builds their schemas from these signatures)."""
 
-    async def run_rollout(split: str = "", task_index: int = 0, harness: str = "opencode", sandbox: str = "e2b",
-                          reward_key: str = "", keep_sandbox: bool = False, force_build: bool = False,
-                          llm_url: str = "", model: str = "", api_key: str = "", auth_header: str = "",
-                          provider: str = "openai", purpose: str = "auto", eval_sampling: dict[str, Any] | None = None,
-                          agent_timeout_sec: float = 0.0, agent_step_limit: int = 0,
-                          sampling: dict[str, Any] | None = None) -> str:
+    async def run_rollout(
+        split: str = "",
+        task_index: int = 0,
+        harness: str = "opencode",
+        sandbox: str = "e2b",
+        reward_key: str = "",
+        keep_sandbox: bool = False,
+        force_build: bool = False,
+        llm_url: str = "",
+        model: str = "",
+        api_key: str = "",
+        auth_header: str = "",
+        provider: str = "openai",
+        purpose: str = "auto",
+        eval_sampling: dict[str, Any] | None = None,
+        agent_timeout_sec: float = 0.0,
+        agent_step_limit: int = 0,
+        sampling: dict[str, Any] | None = None,
+    ) -> str:
         """Run one whole episode (harness, sandbox, engine, verifier); returns a HarborRolloutResult as JSON."""
         args = dict(locals())
         return (await service.run_rollout(args)).model_dump_json()

@@ -53,13 +53,23 @@ class EpisodeHandle:
             env.close()
 
 
-def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path | None,
-          marks: dict[str, float], substitutes: dict[str, str]) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
+def _play(
+    admitted: Admitted,
+    task: Task,
+    handle: EpisodeHandle,
+    runs_dir: Path | None,
+    marks: dict[str, float],
+    substitutes: dict[str, str],
+) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
     """The episode, in a worker thread: returns its last observation, summary, turn records, the
     capture record's sequences (for the conversations) and the saved log's stem."""
-    settings = EpisodeSettings(sandbox=admitted.sandbox, sampling=admitted.sampling,  # type: ignore[arg-type]  # wire strs; EpisodeSettings (pydantic) validates them into its Literals
-                               timeout_s=admitted.timeout_s, budget=admitted.budget,
-                               image_substitutes=substitutes)
+    settings = EpisodeSettings(
+        sandbox=admitted.sandbox,
+        sampling=admitted.sampling,  # type: ignore[arg-type]  # wire strs; EpisodeSettings (pydantic) validates them into its Literals
+        timeout_s=admitted.timeout_s,
+        budget=admitted.budget,
+        image_substitutes=substitutes,
+    )
     env = HarnessEnvironment(admitted.harness, engine=admitted.engine, settings=settings)
     handle.env = env
     if handle.cancelled.is_set():  # the client left while the env was being built
@@ -70,8 +80,9 @@ def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path 
         marks.setdefault("started", time.monotonic())
 
     try:
-        obs, summary = run_episode(env, task, policy=admitted.policy, on_step=first_request,
-                                   timeout_s=admitted.timeout_s)
+        obs, summary = run_episode(
+            env, task, policy=admitted.policy, on_step=first_request, timeout_s=admitted.timeout_s
+        )
         records = env.trajectory()
         captured = env.capture_record()
         sequences = list(captured[0].sequences) if captured is not None else []
@@ -86,15 +97,24 @@ def _play(admitted: Admitted, task: Task, handle: EpisodeHandle, runs_dir: Path 
         env.close()
 
 
-async def run_admitted(admitted: Admitted, task: Task, *, split: str, harness_word: str, reward_key: str,
-                       runs_dir: Path | None, queued_s: float = 0.0,
-                       image_substitutes: dict[str, str] | None = None) -> HarborRolloutResult:
+async def run_admitted(
+    admitted: Admitted,
+    task: Task,
+    *,
+    split: str,
+    harness_word: str,
+    reward_key: str,
+    runs_dir: Path | None,
+    queued_s: float = 0.0,
+    image_substitutes: dict[str, str] | None = None,
+) -> HarborRolloutResult:
     """Play one admitted rollout and map its outcome (see the module doc). Cancellation closes it."""
     handle = EpisodeHandle()
     marks: dict[str, float] = {}
     start = time.monotonic()
-    work = asyncio.ensure_future(asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks,
-                                                 dict(image_substitutes or {})))
+    work = asyncio.ensure_future(
+        asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks, dict(image_substitutes or {}))
+    )
     try:
         obs, summary, records, sequences, stem = await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -102,35 +122,78 @@ async def run_admitted(admitted: Admitted, task: Task, *, split: str, harness_wo
         raise
     except (BadRequest, NotFound):
         raise  # the request's own mistake (a task this sandbox cannot run): refused, as admission refuses
-    except Exception as exc:  # noqa: BLE001 - our side failed before an episode existed: a result, not a crash
+    except Exception as exc:
         return _failed(admitted, task, split, harness_word, exc, time.monotonic() - start + queued_s)
     try:
-        return _result(admitted, task, split=split, harness_word=harness_word, reward_key=reward_key, obs=obs,
-                       summary=summary, records=records, sequences=sequences, stem=stem, marks=marks, start=start,
-                       queued_s=queued_s)
-    except Exception as exc:  # noqa: BLE001 - a mapping bug must not lose the episode's log or crash the call
+        return _result(
+            admitted,
+            task,
+            split=split,
+            harness_word=harness_word,
+            reward_key=reward_key,
+            obs=obs,
+            summary=summary,
+            records=records,
+            sequences=sequences,
+            stem=stem,
+            marks=marks,
+            start=start,
+            queued_s=queued_s,
+        )
+    except Exception as exc:
         return _failed(admitted, task, split, harness_word, exc, time.monotonic() - start + queued_s, stem)
 
 
-def _failed(admitted: Admitted, task: Task, split: str, harness_word: str, exc: Exception, wall: float,
-            stem: str = "") -> HarborRolloutResult:
+def _failed(
+    admitted: Admitted, task: Task, split: str, harness_word: str, exc: Exception, wall: float, stem: str = ""
+) -> HarborRolloutResult:
     reason = exc.message if isinstance(exc, OpenEnvError) else str(exc) or "(no message)"
-    return HarborRolloutResult(task_id=task.id, task_name=task.id, dataset=split, harness=harness_word,
-                               sandbox=admitted.sandbox, trial_name=stem, ok=False, wall_s=round(wall, 4),
-                               error=f"{type(exc).__name__}: {reason}", exception_type=type(exc).__name__)
+    return HarborRolloutResult(
+        task_id=task.id,
+        task_name=task.id,
+        dataset=split,
+        harness=harness_word,
+        sandbox=admitted.sandbox,
+        trial_name=stem,
+        ok=False,
+        wall_s=round(wall, 4),
+        error=f"{type(exc).__name__}: {reason}",
+        exception_type=type(exc).__name__,
+    )
 
 
-def _result(admitted: Admitted, task: Task, *, split: str, harness_word: str, reward_key: str,
-            obs: HarnessObservation, summary: EpisodeSummary, records: list[TurnRecord], sequences: list[Any],
-            stem: str, marks: dict[str, float], start: float, queued_s: float) -> HarborRolloutResult:
+def _result(
+    admitted: Admitted,
+    task: Task,
+    *,
+    split: str,
+    harness_word: str,
+    reward_key: str,
+    obs: HarnessObservation,
+    summary: EpisodeSummary,
+    records: list[TurnRecord],
+    sequences: list[Any],
+    stem: str,
+    marks: dict[str, float],
+    start: float,
+    queued_s: float,
+) -> HarborRolloutResult:
     wall = time.monotonic() - start
     timings = {"queue_s": round(queued_s, 4), "episode_s": round(wall, 4)}
     if "started" in marks:
         timings["start_s"] = round(marks["started"] - start, 4)
     result = HarborRolloutResult(
-        task_id=task.id, task_name=task.id, dataset=split, harness=harness_word, sandbox=admitted.sandbox,
-        trial_name=stem, session_id=uuid.uuid4().hex, wall_s=round(wall + queued_s, 4), phase_timings=timings,
-        agent_log_tail=obs.output_tail[-2000:], findings=list(admitted.findings) + list(summary.notes),
+        task_id=task.id,
+        task_name=task.id,
+        dataset=split,
+        harness=harness_word,
+        sandbox=admitted.sandbox,
+        trial_name=stem,
+        session_id=uuid.uuid4().hex,
+        wall_s=round(wall + queued_s, 4),
+        phase_timings=timings,
+        agent_log_tail=obs.output_tail[-2000:],
+        findings=list(admitted.findings) + list(summary.notes),
     )
     trainable = admitted.policy == "sample" and admitted.purpose == "train"
     result.rollout_type = "train" if trainable else "eval"
@@ -148,8 +211,10 @@ def _result(admitted: Admitted, task: Task, *, split: str, harness_word: str, re
     result.reward_key = reward_key
     if reward_key:
         if reward_key not in result.rewards:
-            result.findings.append(f"reward_key {reward_key!r} is not among the verifier's rewards "
-                                   f"({', '.join(result.rewards) or 'none'}); no reward")
+            result.findings.append(
+                f"reward_key {reward_key!r} is not among the verifier's rewards "
+                f"({', '.join(result.rewards) or 'none'}); no reward"
+            )
             return result
         result.reward = result.rewards[reward_key]
     else:
@@ -159,8 +224,9 @@ def _result(admitted: Admitted, task: Task, *, split: str, harness_word: str, re
     return result
 
 
-def harbor_turns(rows: list[SequenceRow], records: list[TurnRecord], *, trainable: bool,
-                 sampling: Any = None) -> list[HarborTurn]:
+def harbor_turns(
+    rows: list[SequenceRow], records: list[TurnRecord], *, trainable: bool, sampling: Any = None
+) -> list[HarborTurn]:
     """Our training rows as the reference's per-turn rows (see the module doc); each turn once.
 
     Raises:
@@ -183,21 +249,33 @@ def harbor_turns(rows: list[SequenceRow], records: list[TurnRecord], *, trainabl
             start = begin - len(row.prompt_ids)
             if start < 0 or full[begin:end] != list(done.token_ids):
                 raise ValueError(f"turn {turn_id}: its sampled span does not match the row's tokens")
-            span = row.env_mask[start:start + len(done.token_ids)] if trainable else [0] * len(done.token_ids)
+            span = (
+                row.env_mask[start : start + len(done.token_ids)] if trainable else [0] * len(done.token_ids)
+            )
             params: dict[str, Any] = {}
             if sampling is not None and sampling.temperature is not None:
                 params["temperature"] = sampling.temperature
             if record.max_tokens is not None:
                 params["max_tokens"] = record.max_tokens
-            turns.append(HarborTurn(
-                turn=len(turns), node_id=turn_id, finish_reason=done.finish_reason,
-                prompt_token_ids=full[:begin], completion_token_ids=list(done.token_ids),
-                per_token_logps=list(row.logprobs[start:start + len(done.token_ids)]),
-                loss_mask=[0] * begin + list(span), n_tools=len(done.tool_calls),
-                trainable=bool(span) and any(span), sampling_params=params,
-                requested_sampling_params={"overridden": list(record.overridden)} if record.overridden else {},
-                text=done.text, tool_calls=[{"name": c.name, "arguments": c.arguments} for c in done.tool_calls],
-            ))
+            turns.append(
+                HarborTurn(
+                    turn=len(turns),
+                    node_id=turn_id,
+                    finish_reason=done.finish_reason,
+                    prompt_token_ids=full[:begin],
+                    completion_token_ids=list(done.token_ids),
+                    per_token_logps=list(row.logprobs[start : start + len(done.token_ids)]),
+                    loss_mask=[0] * begin + list(span),
+                    n_tools=len(done.tool_calls),
+                    trainable=bool(span) and any(span),
+                    sampling_params=params,
+                    requested_sampling_params={"overridden": list(record.overridden)}
+                    if record.overridden
+                    else {},
+                    text=done.text,
+                    tool_calls=[{"name": c.name, "arguments": c.arguments} for c in done.tool_calls],
+                )
+            )
     return turns
 
 
@@ -208,7 +286,16 @@ def _conversations(sequences: list[Any]) -> list[HarborConversation]:
         messages = [m.model_dump(mode="json") for m in seq.messages]
         head = seq.turns[-1].completion if seq.turns else None
         if head is not None:
-            messages.append({"role": "assistant", "content": head.text,
-                             "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in head.tool_calls]})
-        out.append(HarborConversation(root_id=str(seq.index), role="agent", n_turns=len(seq.turns), messages=messages))
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": head.text,
+                    "tool_calls": [{"name": c.name, "arguments": c.arguments} for c in head.tool_calls],
+                }
+            )
+        out.append(
+            HarborConversation(
+                root_id=str(seq.index), role="agent", n_turns=len(seq.turns), messages=messages
+            )
+        )
     return out

@@ -22,19 +22,33 @@ __all__ = ["RUN_ROLLOUT_ARGS", "HarborService"]
 
 # `run_rollout`'s arguments, with the reference client's defaults (`openenv.harbor.client.HarborEnv`).
 RUN_ROLLOUT_ARGS: dict[str, Any] = {
-    "split": "", "task_index": 0, "harness": "opencode", "sandbox": "e2b", "reward_key": "", "keep_sandbox": False,
-    "force_build": False, "llm_url": "", "model": "", "api_key": "", "auth_header": "", "provider": "openai",
-    "purpose": "auto", "eval_sampling": None, "agent_timeout_sec": 0.0, "agent_step_limit": 0, "sampling": None,
+    "split": "",
+    "task_index": 0,
+    "harness": "opencode",
+    "sandbox": "e2b",
+    "reward_key": "",
+    "keep_sandbox": False,
+    "force_build": False,
+    "llm_url": "",
+    "model": "",
+    "api_key": "",
+    "auth_header": "",
+    "provider": "openai",
+    "purpose": "auto",
+    "eval_sampling": None,
+    "agent_timeout_sec": 0.0,
+    "agent_step_limit": 0,
+    "sampling": None,
 }
 
 
 @dataclass
 class HarborService:
     """Args:
-        splits: the served task sets.
-        policy: the operator's rules for what a rollout may ask (engines, sandboxes, sampling).
-        max_rollouts: rollouts that run at once; later ones wait their turn (their wait is `queue_s`).
-        runs_dir: where each episode's JSONL log is written (None: not written).
+    splits: the served task sets.
+    policy: the operator's rules for what a rollout may ask (engines, sandboxes, sampling).
+    max_rollouts: rollouts that run at once; later ones wait their turn (their wait is `queue_s`).
+    runs_dir: where each episode's JSONL log is written (None: not written).
     """
 
     splits: Splits
@@ -73,10 +87,16 @@ class HarborService:
         async with self._slots:
             self.running += 1
             try:
-                return await run_admitted(admitted, task, split=split, harness_word=str(args["harness"]),
-                                          reward_key=str(args["reward_key"] or ""), runs_dir=self.runs_dir,
-                                          queued_s=time.monotonic() - waited,
-                                          image_substitutes=dict(self.policy.image_substitutes))
+                return await run_admitted(
+                    admitted,
+                    task,
+                    split=split,
+                    harness_word=str(args["harness"]),
+                    reward_key=str(args["reward_key"] or ""),
+                    runs_dir=self.runs_dir,
+                    queued_s=time.monotonic() - waited,
+                    image_substitutes=dict(self.policy.image_substitutes),
+                )
             finally:
                 self.running -= 1
 
@@ -85,23 +105,55 @@ class HarborService:
         llm), plus ours only: `max_rollouts`, `running` and `allowed_llm_urls`."""
         from openenv.harness.catalog import get_spec, harness_names
 
-        harnesses = [{"name": ORACLE, "dialect": "", "kind": "base", "status": "validated", "needs_subclass": False,
-                      "notes": f"the task's solution/solve.sh through {self.policy.oracle_harness} (--policy oracle)"}]
+        harnesses = [
+            {
+                "name": ORACLE,
+                "dialect": "",
+                "kind": "base",
+                "status": "validated",
+                "needs_subclass": False,
+                "notes": f"the task's solution/solve.sh through {self.policy.oracle_harness} (--policy oracle)",
+            }
+        ]
         for name in harness_names():
-            harnesses.append({"name": name, "dialect": get_spec(name).dialect, "kind": "installed",
-                              "status": "validated", "needs_subclass": False, "notes": ""})
-        sandboxes = [{"name": "local", "available": True, "detail": "this machine (bubblewrap)"},
-                     {"name": "docker", "available": self._docker_reason() is None,
-                      "detail": self._docker_reason() or "a container per episode"}]
-        sandboxes += [{"name": n, "available": False, "detail": "not offered by this server"}
-                      for n in REFERENCE_SANDBOXES]
+            harnesses.append(
+                {
+                    "name": name,
+                    "dialect": get_spec(name).dialect,
+                    "kind": "installed",
+                    "status": "validated",
+                    "needs_subclass": False,
+                    "notes": "",
+                }
+            )
+        sandboxes = [
+            {"name": "local", "available": True, "detail": "this machine (bubblewrap)"},
+            {
+                "name": "docker",
+                "available": self._docker_reason() is None,
+                "detail": self._docker_reason() or "a container per episode",
+            },
+        ]
+        sandboxes += [
+            {"name": n, "available": False, "detail": "not offered by this server"}
+            for n in REFERENCE_SANDBOXES
+        ]
         engine = self.policy.engine
         return {
-            "harnesses": harnesses, "sandboxes": sandboxes, "datasets": self.splits.listing(),
-            "llm": {"ok": True, "backend": engine.backend, "urls": list(engine.vllm_urls),
-                    "model": str(engine.folder()), "capture_level": "tokens"},
-            "allowed_llm_urls": list(self.policy.allowed_llm_urls), "sandbox_names": list(SANDBOXES),
-            "max_rollouts": self.max_rollouts, "running": self.running,
+            "harnesses": harnesses,
+            "sandboxes": sandboxes,
+            "datasets": self.splits.listing(),
+            "llm": {
+                "ok": True,
+                "backend": engine.backend,
+                "urls": list(engine.vllm_urls),
+                "model": str(engine.folder()),
+                "capture_level": "tokens",
+            },
+            "allowed_llm_urls": list(self.policy.allowed_llm_urls),
+            "sandbox_names": list(SANDBOXES),
+            "max_rollouts": self.max_rollouts,
+            "running": self.running,
         }
 
     def capabilities_json(self) -> str:
@@ -111,6 +163,7 @@ class HarborService:
         if self._docker == "unchecked":
             try:
                 from openenv.harness.sandbox.docker import engine_available
+
                 self._docker = engine_available()
             except ModuleNotFoundError as exc:
                 self._docker = f"the Python package {exc.name!r} is not installed"

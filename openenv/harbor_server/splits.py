@@ -39,7 +39,9 @@ class Splits:
                 message says why).
         """
         if not specs:
-            raise BadRequest("serve harbor needs at least one --tasks SPEC (a Harbor task folder, `builtin`, ...)")
+            raise BadRequest(
+                "serve harbor needs at least one --tasks SPEC (a Harbor task folder, `builtin`, ...)"
+            )
         sets: dict[str, list[Task]] = {}
         for spec in specs:
             name = spec  # as given: a split name is what the operator typed, not a resolved host path
@@ -75,8 +77,9 @@ class Splits:
         """
         tasks = self.sets[self.split(split)]
         if not 0 <= index < len(tasks):
-            raise IndexError(f"task index {index} is out of range for split {self.split(split)!r} "
-                             f"({len(tasks)} tasks)")
+            raise IndexError(
+                f"task index {index} is out of range for split {self.split(split)!r} ({len(tasks)} tasks)"
+            )
         return tasks[index]
 
     def ref(self, split: str, index: int) -> HarborTaskRef:

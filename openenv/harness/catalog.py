@@ -16,8 +16,15 @@ from openenv.errors import NotFound
 from openenv.harness.spec import HarnessSpec, load_spec
 from openenv.resources import env_dirs, find_env_dir, shipped_envs_dir
 
-__all__ = ["SPEC_FILE", "UnsupportedHarness", "get_spec", "harness_dir", "harness_names", "reload_specs",
-           "unsupported_harnesses"]
+__all__ = [
+    "SPEC_FILE",
+    "UnsupportedHarness",
+    "get_spec",
+    "harness_dir",
+    "harness_names",
+    "reload_specs",
+    "unsupported_harnesses",
+]
 
 SPEC_FILE = "spec.yaml"
 UNSUPPORTED_FILE = "unsupported.yaml"

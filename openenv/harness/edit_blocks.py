@@ -40,20 +40,27 @@ def solved_workspace(task: Task, *, timeout_s: float = 120) -> dict[str, bytes]:
     Raises:
         EditsUnavailable: the task needs an image build, or its solution failed there.
     """
-    from openenv.harness.solution import apply_solution
     from openenv.harness.sandbox import LocalSandbox
+    from openenv.harness.solution import apply_solution
 
     if task.needs_build():
-        raise EditsUnavailable(f"task {task.id!r} needs an image build; its solution cannot be replayed locally")
+        raise EditsUnavailable(
+            f"task {task.id!r} needs an image build; its solution cannot be replayed locally"
+        )
     with LocalSandbox(workdir=task.workdir) as box:
         box.stage(box.workdir, dict(task.workspace), readonly=False)
         result = apply_solution(box, task, timeout_s=timeout_s)
         if result.exit_code != 0:
-            raise EditsUnavailable(f"task {task.id!r}'s solution exited {result.exit_code} in a local sandbox: "
-                                   f"{result.output[-500:]}")
+            raise EditsUnavailable(
+                f"task {task.id!r}'s solution exited {result.exit_code} in a local sandbox: "
+                f"{result.output[-500:]}"
+            )
         root = box.host_path(box.workdir)
-        return {path.relative_to(root).as_posix(): path.read_bytes()
-                for path in sorted(root.rglob("*")) if path.is_file() and not path.is_symlink()}
+        return {
+            path.relative_to(root).as_posix(): path.read_bytes()
+            for path in sorted(root.rglob("*"))
+            if path.is_file() and not path.is_symlink()
+        }
 
 
 def changed_files(before: dict[str, str | bytes], after: dict[str, bytes]) -> dict[str, tuple[str, str]]:
@@ -93,5 +100,7 @@ def aider_diff_blocks(changes: dict[str, tuple[str, str]]) -> str:
             raise EditsUnavailable(f"{path} has a line aider reads as an edit-block marker")
         search = old if not old or old.endswith("\n") else old + "\n"
         replace = new if not new or new.endswith("\n") else new + "\n"
-        blocks.append(f"{path}\n{FENCE}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n{FENCE}\n")
+        blocks.append(
+            f"{path}\n{FENCE}\n<<<<<<< SEARCH\n{search}=======\n{replace}>>>>>>> REPLACE\n{FENCE}\n"
+        )
     return "\n".join(blocks)

@@ -47,8 +47,17 @@ from openenv.harness.install import cache_root, install, install_status, prefix
 from openenv.harness.spec import HarnessSpec
 from openenv.source_tree import write_source_tree
 
-__all__ = ["ENV_PORT", "MODEL_DIR", "SPACE_BASES", "build_args", "build_env_image", "env_dockerfile", "env_image_tag",
-           "space_dockerfile", "write_env_context"]
+__all__ = [
+    "ENV_PORT",
+    "MODEL_DIR",
+    "SPACE_BASES",
+    "build_args",
+    "build_env_image",
+    "env_dockerfile",
+    "env_image_tag",
+    "space_dockerfile",
+    "write_env_context",
+]
 
 ENV_PORT = 8000
 MODEL_DIR = "/opt/openenv/model"
@@ -73,8 +82,13 @@ def env_image_tag(spec: HarnessSpec) -> str:
     return f"openenv/env-{spec.name}:{re.sub(r'[^A-Za-z0-9_.-]', '-', spec.install.version)}"
 
 
-def env_dockerfile(spec: HarnessSpec, *, port: int = ENV_PORT, base: str = "openenv/python:latest",
-                   allowed_host: str | None = None) -> str:
+def env_dockerfile(
+    spec: HarnessSpec,
+    *,
+    port: int = ENV_PORT,
+    base: str = "openenv/python:latest",
+    allowed_host: str | None = None,
+) -> str:
     """The Dockerfile of a harness env image (see the module docstring for the context it expects).
 
     `allowed_host`: a name the server answers to besides loopback ones (a Space's host, or `*`)."""
@@ -93,7 +107,7 @@ def env_dockerfile(spec: HarnessSpec, *, port: int = ENV_PORT, base: str = "open
 ARG BASE_IMAGE={base}
 FROM ${{BASE_IMAGE}}
 # Dependencies first: this layer stays cached while openenv itself changes.
-RUN pip install -q {' '.join(shlex.quote(req) for req in _dependencies())}
+RUN pip install -q {" ".join(shlex.quote(req) for req in _dependencies())}
 COPY openenv-src/ /opt/openenv/src/
 RUN pip install -q --no-deps /opt/openenv/src
 COPY model/ {MODEL_DIR}/
@@ -134,11 +148,11 @@ FROM ${{NODE_IMAGE}} AS node
 FROM ${{BASE_IMAGE}}
 COPY --from=node /usr/local/bin/node /usr/local/bin/node
 # Dependencies first: this layer stays cached while openenv itself changes.
-RUN pip install --no-cache-dir -q {' '.join(shlex.quote(req) for req in _dependencies())}
+RUN pip install --no-cache-dir -q {" ".join(shlex.quote(req) for req in _dependencies())}
 # Then what changes seldom (the pinned CLI, the tokenizer, the Harbor links), openenv itself last.
 COPY model/ {MODEL_DIR}/
 COPY harness/ {cache}/
-RUN rm -rf {' '.join('/' + name for name in _HARBOR_LINKS)} && {links} && touch {CONTAINER_MARKER}
+RUN rm -rf {" ".join("/" + name for name in _HARBOR_LINKS)} && {links} && touch {CONTAINER_MARKER}
 COPY openenv-src/ /opt/openenv/src/
 RUN pip install --no-cache-dir -q --no-deps /opt/openenv/src
 ENV HOME=/tmp/home OPENENV_HARNESS_CACHE={cache} OPENENV_MODEL={MODEL_DIR} OPENENV_BACKEND=vllm \\
@@ -167,6 +181,7 @@ def build_args(dockerfile: str, substitutes: dict[str, str]) -> tuple[dict[str, 
 
 def _copy_tree(src: Path, dest: Path) -> None:
     """Hard links where the filesystem allows (a 200 MB CLI in milliseconds), else copies; links kept."""
+
     def link_or_copy(a: str, b: str) -> Any:
         try:
             return os.link(a, b)
@@ -176,9 +191,17 @@ def _copy_tree(src: Path, dest: Path) -> None:
     shutil.copytree(src, dest, symlinks=True, copy_function=link_or_copy)
 
 
-def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int = ENV_PORT,
-                      base: str = "openenv/python:latest", allowed_host: str | None = None,
-                      progress: Progress = print, space: bool = False) -> Path:
+def write_env_context(
+    spec: HarnessSpec,
+    dest: Path,
+    *,
+    model: Path,
+    port: int = ENV_PORT,
+    base: str = "openenv/python:latest",
+    allowed_host: str | None = None,
+    progress: Progress = print,
+    space: bool = False,
+) -> Path:
     """Write the build context of `spec`'s env image into `dest` (which must not exist yet); `space`:
     with the Space's Dockerfile (`space_dockerfile`) instead of the env image's.
 
@@ -188,8 +211,10 @@ def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int =
         EnvError: installing the pinned CLI failed.
     """
     if spec.install.method != "npm":
-        raise BadRequest(f"{spec.name} installs with {spec.install.method}: its virtualenv is tied to this "
-                         "host's Python, so only npm harnesses are bundled into env images for now")
+        raise BadRequest(
+            f"{spec.name} installs with {spec.install.method}: its virtualenv is tied to this "
+            "host's Python, so only npm harnesses are bundled into env images for now"
+        )
     if not (model / "tokenizer_config.json").is_file():
         raise BadRequest(f"{model} has no tokenizer_config.json; pass a model folder with a tokenizer")
     if not install_status(spec).ready:
@@ -204,15 +229,27 @@ def write_env_context(spec: HarnessSpec, dest: Path, *, model: Path, port: int =
     for pattern in _MODEL_FILES:
         for file in model.glob(pattern):
             shutil.copy2(file, dest / "model" / file.name)
-    (dest / "Dockerfile").write_text(space_dockerfile(spec, port=port, allowed_host=allowed_host) if space else
-                                     env_dockerfile(spec, port=port, base=base, allowed_host=allowed_host))
-    (dest / "openenv-env.json").write_text(json.dumps({"harness": spec.name, "version": spec.install.version,
-                                                         "port": port}, indent=2) + "\n")
+    (dest / "Dockerfile").write_text(
+        space_dockerfile(spec, port=port, allowed_host=allowed_host)
+        if space
+        else env_dockerfile(spec, port=port, base=base, allowed_host=allowed_host)
+    )
+    (dest / "openenv-env.json").write_text(
+        json.dumps({"harness": spec.name, "version": spec.install.version, "port": port}, indent=2) + "\n"
+    )
     return dest
 
 
-def build_env_image(client: Any, spec: HarnessSpec, *, model: Path, base: str = "openenv/python:latest",
-                    network: str = "none", workdir: Path, progress: Progress = print) -> str:
+def build_env_image(
+    client: Any,
+    spec: HarnessSpec,
+    *,
+    model: Path,
+    base: str = "openenv/python:latest",
+    network: str = "none",
+    workdir: Path,
+    progress: Progress = print,
+) -> str:
     """Build `spec`'s env image from a fresh context under `workdir`; return its tag.
 
     Raises:
@@ -224,8 +261,14 @@ def build_env_image(client: Any, spec: HarnessSpec, *, model: Path, base: str = 
     tag = env_image_tag(spec)
     progress(f"building {tag} FROM {base} (network {network})")
     try:
-        _, logs = client.images.build(path=str(context), tag=tag, network_mode=network, rm=True,
-                                      buildargs={"BASE_IMAGE": base}, labels={"openenv.harness": spec.name})
+        _, logs = client.images.build(
+            path=str(context),
+            tag=tag,
+            network_mode=network,
+            rm=True,
+            buildargs={"BASE_IMAGE": base},
+            labels={"openenv.harness": spec.name},
+        )
     except docker.errors.BuildError as exc:
         tail = "".join(str(line.get("stream", line.get("error", ""))) for line in list(exc.build_log)[-15:])
         raise EnvError(f"building {tag} failed: {exc.msg}\n{tail}") from None

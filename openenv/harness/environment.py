@@ -24,9 +24,9 @@ from openenv.capture.backends.named import BackendName
 from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.engine import EngineSpec, shared_capture_server
+from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
-from openenv.capture.renderer import Renderer
 from openenv.capture.trajectory import Trajectory, TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message
@@ -50,8 +50,14 @@ from openenv.harness.tasks.sets import served_task_sets
 from openenv.harness.verifier import RewardRule, Verdict, verify
 from openenv.settings import flag
 
-__all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "HarnessEnvironment", "ResetOptions", "SandboxKind",
-           "stage_workspace"]
+__all__ = [
+    "DEFAULT_SAMPLING",
+    "EpisodeSettings",
+    "HarnessEnvironment",
+    "ResetOptions",
+    "SandboxKind",
+    "stage_workspace",
+]
 
 SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
 
@@ -221,12 +227,20 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         if engine is not None and (backend or model or vllm_url):
             raise BadRequest("pass engine= or backend=/model=/vllm_url=, not both")
         self.engine: EngineSpec = engine or EngineSpec.of(backend, model=model, vllm_url=vllm_url)
-        words = {"sampling": sampling, "network": network, "isolation": isolation, "turn_timeout_s": turn_timeout_s,
-                 "sandbox": sandbox, "image_substitutes": image_substitutes or {},
-                 "local_without_build": local_without_build, "budget": budget}
+        words = {
+            "sampling": sampling,
+            "network": network,
+            "isolation": isolation,
+            "turn_timeout_s": turn_timeout_s,
+            "sandbox": sandbox,
+            "image_substitutes": image_substitutes or {},
+            "local_without_build": local_without_build,
+            "budget": budget,
+        }
         self.settings: EpisodeSettings = _settings(settings, words)
         self._isolation: Isolation = self.settings.isolation or _env_choice(
-            "OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"), "bwrap")
+            "OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"), "bwrap"
+        )
         self._sampling = self.settings.sampling
         self._network = "loopback" if self.settings.network == "auto" else self.settings.network
         self._rule = reward_rule or RewardRule()
@@ -235,15 +249,20 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self._sandbox_factory = sandbox_factory
         self._verifier = verifier
         self._image_substitutes = dict(self.settings.image_substitutes)
-        self._local_without_build = (flag("OPENENV_LOCAL_WITHOUT_BUILD") if self.settings.local_without_build is None
-                                     else self.settings.local_without_build)
+        self._local_without_build = (
+            flag("OPENENV_LOCAL_WITHOUT_BUILD")
+            if self.settings.local_without_build is None
+            else self.settings.local_without_build
+        )
         self._budget = self.settings.budget
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
 
     # ---- Environment API --------------------------------------------------------------------------
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, **options: Any) -> HarnessObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **options: Any
+    ) -> HarnessObservation:
         """Start an episode and return at the harness's first model request.
 
         Options (keyword arguments, as the reference OpenEnv's clients pass them over the wire):
@@ -263,25 +282,41 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
         server = self._ensure_server()
         sandbox = make_sandbox((server.port,))
-        session = server.open_session(mode="gated", sampling=self._sampling, sampling_policy=self.settings.sampling_policy,
-                                      aux=lambda req: self.spec.aux_reason(req) is not None)
+        session = server.open_session(
+            mode="gated",
+            sampling=self._sampling,
+            sampling_policy=self.settings.sampling_policy,
+            aux=lambda req: self.spec.aux_reason(req) is not None,
+        )
         session.set_budget(Budget().tightest(task.budget).tightest(self._budget).tightest(opts.budget))
         try:
             if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
                 stage_workspace(sandbox, task)
             if opts.stage_solution or opts.policy == "oracle":
                 _stage_solution(sandbox, task)
-            ctx = SessionContext(base_url=session.base_url, api_key=session.token, model=self.spec.model,
-                                 workspace=Path(sandbox.workdir), home=sandbox.home, instruction=task.instruction)
+            ctx = SessionContext(
+                base_url=session.base_url,
+                api_key=session.token,
+                model=self.spec.model,
+                workspace=Path(sandbox.workdir),
+                home=sandbox.home,
+                instruction=task.instruction,
+            )
             process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s, task_env=task.env)
         except BaseException:
             server.close_session(session.token)
             sandbox.close()
             raise
-        self._episode = _Episode(task=task, sandbox=sandbox, session=session, process=process,
-                                 verifier=verifier, notes=notes)
-        self._state = HarnessState(episode_id=episode_id or uuid.uuid4().hex, harness=self.spec.name,
-                                   task_id=task.id, status="waiting", harness_status="running")
+        self._episode = _Episode(
+            task=task, sandbox=sandbox, session=session, process=process, verifier=verifier, notes=notes
+        )
+        self._state = HarnessState(
+            episode_id=episode_id or uuid.uuid4().hex,
+            harness=self.spec.name,
+            task_id=task.id,
+            status="waiting",
+            harness_status="running",
+        )
         return self._advance()
 
     def step(self, action: HarnessAction) -> HarnessObservation:
@@ -321,12 +356,16 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         whoever runs the server) only when the server allows inline tasks (`--allow-inline-tasks`)."""
         task = options.get("task")
         if task is not None and not isinstance(task, str) and not allow_inline_tasks:
-            raise BadRequest("reset option 'task' must be a task id of this server's task set (an inline task "
-                             "runs its own commands); start the server with --allow-inline-tasks to accept them")
+            raise BadRequest(
+                "reset option 'task' must be a task id of this server's task set (an inline task "
+                "runs its own commands); start the server with --allow-inline-tasks to accept them"
+            )
         task_set = options.get("task_set")
         if task_set is not None and task_set not in served_task_sets() and not allow_inline_tasks:
-            raise BadRequest(f"reset option 'task_set' {task_set!r} is not one this server offers "
-                             f"({', '.join(served_task_sets())}); its operator adds sets with --task-set")
+            raise BadRequest(
+                f"reset option 'task_set' {task_set!r} is not one this server offers "
+                f"({', '.join(served_task_sets())}); its operator adds sets with --task-set"
+            )
 
     def trajectory(self) -> list[TurnRecord]:
         """Every turn of the current (or last) episode, aux turns included, for saving as JSONL."""
@@ -353,11 +392,13 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             from openenv.harness.sandbox.container import ContainerSandbox
 
             return ContainerSandbox(forward_ports=ports, workdir=workdir)
-        return LocalSandbox(network=self._network, forward_ports=ports, workdir=workdir,
-                            isolation=self._isolation)
+        return LocalSandbox(
+            network=self._network, forward_ports=ports, workdir=workdir, isolation=self._isolation
+        )
 
-    def _sandbox_parts(self, kind: SandboxKind, task: Task,
-                       notes: list[str]) -> tuple[SandboxFactory, Callable[..., Verdict]]:
+    def _sandbox_parts(
+        self, kind: SandboxKind, task: Task, notes: list[str]
+    ) -> tuple[SandboxFactory, Callable[..., Verdict]]:
         """The episode's sandbox factory and grader.
 
         Docker runs the task's own image (built from environment/ where it must be) and grades in the
@@ -370,20 +411,38 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 
             grader = verify_isolated if task.verifier_mode == "separate" else verify
-            return (sandbox_factory(task, substitutes=self._image_substitutes, notes=notes, pull=self.settings.pull),
-                    self._verifier or grader)
+            return (
+                sandbox_factory(
+                    task, substitutes=self._image_substitutes, notes=notes, pull=self.settings.pull
+                ),
+                self._verifier or grader,
+            )
         if task.image or (task.needs_build() and not self._local_without_build):
-            if self._isolation == "bwrap":  # the task's own image, fetched (or built) and unpacked, no daemon to run it
+            if (
+                self._isolation == "bwrap"
+            ):  # the task's own image, fetched (or built) and unpacked, no daemon to run it
                 from openenv.harness.sandbox.local_image import local_image_factory, stderr_progress
                 from openenv.harness.sandbox.rootfs import RootfsCache
 
                 cache = RootfsCache(policy=self.settings.pull, progress=stderr_progress)
-                return (local_image_factory(task, cache=cache, substitutes=self._image_substitutes, notes=notes,
-                                            network=self._network, isolation=self._isolation),
-                        self._verifier or verify)
+                return (
+                    local_image_factory(
+                        task,
+                        cache=cache,
+                        substitutes=self._image_substitutes,
+                        notes=notes,
+                        network=self._network,
+                        isolation=self._isolation,
+                    ),
+                    self._verifier or verify,
+                )
         if task.needs_build() or task.image:
-            what = task.build_steps[:2] + [f"files outside {task.workdir}: {', '.join(task.outside_files[:3])}"
-                                            ] * bool(task.outside_files) + [f"docker_image {task.image}"] * bool(task.image)
+            what = (
+                task.build_steps[:2]
+                + [f"files outside {task.workdir}: {', '.join(task.outside_files[:3])}"]
+                * bool(task.outside_files)
+                + [f"docker_image {task.image}"] * bool(task.image)
+            )
             if not self._local_without_build:
                 raise BadRequest(
                     f"task {task.id!r} needs an image build the local sandbox cannot reproduce ({'; '.join(what)}). "
@@ -417,13 +476,21 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             if action.kind == "sample":
                 done = pending.sample(timeout=self._turn_timeout_s)
             else:
-                done = pending.complete(text=action.text, token_ids=action.token_ids, timeout=self._turn_timeout_s)
+                done = pending.complete(
+                    text=action.text, token_ids=action.token_ids, timeout=self._turn_timeout_s
+                )
         except OpenEnvError as exc:  # the harness got a retryable error; the trajectory marks the gap
             episode.errors.append(f"{type(exc).__name__}: {exc.message}")
             return
-        episode.last_turn = LastTurn(turn_id=done.id, text=done.text, reasoning=done.reasoning,
-                                     tool_calls=list(done.tool_calls), token_ids=list(done.token_ids),
-                                     logprobs=list(done.logprobs), finish_reason=done.finish_reason)
+        episode.last_turn = LastTurn(
+            turn_id=done.id,
+            text=done.text,
+            reasoning=done.reasoning,
+            tool_calls=list(done.tool_calls),
+            token_ids=list(done.token_ids),
+            logprobs=list(done.logprobs),
+            finish_reason=done.finish_reason,
+        )
 
     def _advance(self) -> HarnessObservation:
         """Wait for the harness's next model request, or for it to end."""
@@ -449,11 +516,19 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         turns, tool_calls = self._counts(episode.session.turns())
         self._state.harness_status = episode.process.status()
         return HarnessObservation(
-            pending=PendingTurnView(turn_id=pending.id, dialect=pending.dialect, request=pending.request,
-                                   prompt_ids=list(pending.prompt_ids), aux=pending.aux,
-                                   text=self._ensure_server().registry.renderer.decode(pending.prompt_ids)),
-            last_turn=episode.last_turn, turns=turns, tool_calls=tool_calls,
-            harness_status=self._state.harness_status, output_tail=episode.process.output_tail(1000),
+            pending=PendingTurnView(
+                turn_id=pending.id,
+                dialect=pending.dialect,
+                request=pending.request,
+                prompt_ids=list(pending.prompt_ids),
+                aux=pending.aux,
+                text=self._ensure_server().registry.renderer.decode(pending.prompt_ids),
+            ),
+            last_turn=episode.last_turn,
+            turns=turns,
+            tool_calls=tool_calls,
+            harness_status=self._state.harness_status,
+            output_tail=episode.process.output_tail(1000),
             metadata={"errors": list(episode.errors)} if episode.errors else {},
         )
 
@@ -468,28 +543,45 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         records = episode.session.turns()
         turns, tool_calls = self._counts(records)
         try:
-            verdict: Verdict = episode.verifier(episode.sandbox, episode.task, tool_calls=tool_calls,
-                                                rule=self._rule)
-        except Exception as exc:  # noqa: BLE001 - a grader that crashed is an episode error, not a step crash
-            verdict = Verdict(reward=None, status="verifier_error", reason=f"the verifier crashed: "
-                              f"{type(exc).__name__}: {getattr(exc, 'message', exc)}", tool_calls=tool_calls)
+            verdict: Verdict = episode.verifier(
+                episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule
+            )
+        except Exception as exc:
+            verdict = Verdict(
+                reward=None,
+                status="verifier_error",
+                reason=f"the verifier crashed: {type(exc).__name__}: {getattr(exc, 'message', exc)}",
+                tool_calls=tool_calls,
+            )
         rows, stats = episode.session.sequences(), episode.session.stats()
         episode.records = records
         self._release(episode)
         self._state.status, self._state.harness_status = "done", status
         # Only a verdict on an episode the policy really played is a reward (openenv/harness/outcome.py).
         error = episode_error(status, records, tail, verdict.status, verdict.reason)
-        metadata: dict[str, Any] = {"verifier_output": verdict.output_tail[-2000:], "errors": episode.errors,
-                                    "notes": episode.notes}
+        metadata: dict[str, Any] = {
+            "verifier_output": verdict.output_tail[-2000:],
+            "errors": episode.errors,
+            "notes": episode.notes,
+        }
         if error is not None:
             metadata["error"] = error
         breakdown = {k: v for k, v in verdict.breakdown().items() if error is None or k != "reward"}
         return HarnessObservation(
-            done=True, reward=verdict.reward if error is None else None, last_turn=episode.last_turn, turns=turns,
-            tool_calls=tool_calls, harness_status=status, output_tail=tail, reward_breakdown=breakdown,
-            sequences=rows, reward_status=verdict.status if error is None or verdict.status != "scored" else "error",
+            done=True,
+            reward=verdict.reward if error is None else None,
+            last_turn=episode.last_turn,
+            turns=turns,
+            tool_calls=tool_calls,
+            harness_status=status,
+            output_tail=tail,
+            reward_breakdown=breakdown,
+            sequences=rows,
+            reward_status=verdict.status if error is None or verdict.status != "scored" else "error",
             no_reward_reason=error if error is not None else (verdict.reason or None),
-            stats=stats, metadata=metadata, budget_hit=episode.session.budget_hit,
+            stats=stats,
+            metadata=metadata,
+            budget_hit=episode.session.budget_hit,
         )
 
     def _release(self, episode: _Episode) -> None:

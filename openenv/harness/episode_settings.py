@@ -22,7 +22,15 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.sampling_policy import SamplingPolicy, training_sampling
 from openenv.errors import BadRequest
 
-__all__ = ["DEFAULT_SAMPLING", "EpisodeSettings", "Isolation", "Network", "Pull", "SandboxKind", "fold_setting_words"]
+__all__ = [
+    "DEFAULT_SAMPLING",
+    "EpisodeSettings",
+    "Isolation",
+    "Network",
+    "Pull",
+    "SandboxKind",
+    "fold_setting_words",
+]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; set `sampling` to change it.
 DEFAULT_SAMPLING = SamplingParams(max_tokens=256, temperature=1.0)
@@ -105,10 +113,14 @@ class EpisodeSettings(BaseModel):
                 raise ValueError(exc.message) from None
         return self
 
-    def sampled_with(self, *, max_tokens: int | None = None, temperature: float | None = None) -> EpisodeSettings:
+    def sampled_with(
+        self, *, max_tokens: int | None = None, temperature: float | None = None
+    ) -> EpisodeSettings:
         """These settings with the sampling's `max_tokens` / `temperature` replaced where given (the two
         a run's config and the CLI set on their own)."""
-        changes = {k: v for k, v in {"max_tokens": max_tokens, "temperature": temperature}.items() if v is not None}
+        changes = {
+            k: v for k, v in {"max_tokens": max_tokens, "temperature": temperature}.items() if v is not None
+        }
         if not changes:
             return self
         sampling = {**(self.sampling or SamplingParams()).model_dump(), **changes}

@@ -40,8 +40,9 @@ KINDS = ("sample", "complete", "run")
 _COUNT = spaces.Box(0, np.iinfo(np.int64).max, shape=(), dtype=np.int64)
 
 
-def harness_gym_spec(*, vocab_size: int = 2**31 - 1, reply_length: int = 8192,
-                     prompt_length: int = 1 << 22) -> GymSpec:
+def harness_gym_spec(
+    *, vocab_size: int = 2**31 - 1, reply_length: int = 8192, prompt_length: int = 1 << 22
+) -> GymSpec:
     """The harness env's `GymSpec`.
 
     Args:
@@ -50,13 +51,15 @@ def harness_gym_spec(*, vocab_size: int = 2**31 - 1, reply_length: int = 8192,
         prompt_length: the longest rendered prompt the observation space holds.
     """
     action_space = spaces.Dict({"kind": spaces.Discrete(len(KINDS)), "text": UnicodeText(reply_length)})
-    observation_space = spaces.Dict({
-        "prompt_ids": spaces.Sequence(spaces.Discrete(vocab_size), stack=True),
-        "prompt": UnicodeText(prompt_length),
-        "last_reply": UnicodeText(prompt_length),
-        "turns": _COUNT,
-        "tool_calls": _COUNT,
-    })
+    observation_space = spaces.Dict(
+        {
+            "prompt_ids": spaces.Sequence(spaces.Discrete(vocab_size), stack=True),
+            "prompt": UnicodeText(prompt_length),
+            "last_reply": UnicodeText(prompt_length),
+            "turns": _COUNT,
+            "tool_calls": _COUNT,
+        }
+    )
     return GymSpec(action_space, observation_space, to_action, from_observation, info, nondeterministic=True)
 
 
@@ -90,8 +93,11 @@ def info(obs: Observation) -> dict[str, Any]:
     harness = _harness(obs)
     out: dict[str, Any] = {}
     if harness.pending is not None:
-        out |= {"request": harness.pending.request.model_dump(mode="json"), "aux": harness.pending.aux,
-                "turn_id": harness.pending.turn_id}
+        out |= {
+            "request": harness.pending.request.model_dump(mode="json"),
+            "aux": harness.pending.aux,
+            "turn_id": harness.pending.turn_id,
+        }
     if harness.last_turn is not None:
         out["last_turn"] = harness.last_turn.model_dump(mode="json")
     if harness.done:

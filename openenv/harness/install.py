@@ -123,7 +123,11 @@ def docker_blocker(spec: HarnessSpec) -> str | None:
     if spec.install.method == "pip":
         home = _venv_home(spec)
         root = cache_root().resolve()
-        if home is not None and str(home) not in _IMAGE_PYTHON_HOMES and not home.resolve().is_relative_to(root):
+        if (
+            home is not None
+            and str(home) not in _IMAGE_PYTHON_HOMES
+            and not home.resolve().is_relative_to(root)
+        ):
             return f"its venv runs on {home}, which Docker sandboxes do not mount; {fix}"
     for command in DOCKER_COMMANDS.get(spec.name, ()):
         if not (prefix(spec) / "bin" / command).exists():
@@ -139,7 +143,9 @@ def install(names: list[str], *, quiet: bool = False) -> None:
     """
     script = harness_installer()
     env = {**os.environ, "OPENENV_HARNESS_CACHE": str(cache_root())}
-    proc = subprocess.run(["bash", str(script), *names], env=env, capture_output=quiet, text=True, check=False)
+    proc = subprocess.run(
+        ["bash", str(script), *names], env=env, capture_output=quiet, text=True, check=False
+    )
     if proc.returncode != 0:
         tail = (proc.stderr or "")[-2000:]
         raise EnvError(f"installing {' '.join(names)} failed (exit {proc.returncode}). {tail}")

@@ -21,8 +21,14 @@ def harness_path(spec: HarnessSpec) -> str:
     return os.pathsep.join([*parts, os.environ.get("PATH", "/usr/bin:/bin")])
 
 
-def launch(spec: HarnessSpec, sandbox: Sandbox, ctx: SessionContext, *, timeout_s: float,
-           task_env: dict[str, str] | None = None) -> HarnessProcess:
+def launch(
+    spec: HarnessSpec,
+    sandbox: Sandbox,
+    ctx: SessionContext,
+    *,
+    timeout_s: float,
+    task_env: dict[str, str] | None = None,
+) -> HarnessProcess:
     """Configure and start `spec`'s harness headless on `ctx.instruction`.
 
     `task_env` (the task's Dockerfile ENV and [environment].env) is set under the harness's own

@@ -67,8 +67,9 @@ class LongEpisodePolicy:
         max_fills: shell calls that fill the context before the policy stops waiting for a compaction.
     """
 
-    def __init__(self, spec: HarnessSpec, recipe: LongEpisode, task: Task, *, solve: bool = True,
-                 max_fills: int = 6) -> None:
+    def __init__(
+        self, spec: HarnessSpec, recipe: LongEpisode, task: Task, *, solve: bool = True, max_fills: int = 6
+    ) -> None:
         self.spec = spec
         self.recipe = recipe
         self.solution = solution_command(task)
@@ -81,8 +82,11 @@ class LongEpisodePolicy:
         return hermes_tool_call(shell.name, fill_required(shell.call_arguments(command), tool))
 
     def _ran(self, request: CanonicalRequest, command: str) -> int:
-        return sum(command in arguments.values() for name, arguments in _calls(request)
-                   if name == self.spec.shell_tool.name)
+        return sum(
+            command in arguments.values()
+            for name, arguments in _calls(request)
+            if name == self.spec.shell_tool.name
+        )
 
     def is_summary_request(self, request: CanonicalRequest) -> bool:
         """The harness asks for a summary of its history (its compaction's first request)."""
@@ -105,8 +109,10 @@ class LongEpisodePolicy:
         if aux:
             return AUX_TEXT
         if self.is_summary_request(request):  # first: the history it summarizes quotes the sub-agent's task
-            return (f"<analysis>Listed the workspace, filled the context.</analysis>\n<summary>{SUMMARY_MARK} "
-                    "a sub-agent listed the workspace; the fix is not applied yet.</summary>")
+            return (
+                f"<analysis>Listed the workspace, filled the context.</analysis>\n<summary>{SUMMARY_MARK} "
+                "a sub-agent listed the workspace; the fix is not applied yet.</summary>"
+            )
         if self.is_sub_agent(request):
             return self._shell(request, "ls") if not self._ran(request, "ls") else SUB_AGENT_REPORT
         if not request.tools:
@@ -116,11 +122,16 @@ class LongEpisodePolicy:
                 return self._shell(request, self.solution)
             return FINAL_TEXT if self.solve else GIVE_UP_TEXT
         sub = self.recipe.sub_agent
-        if sub is not None and any(t.name == sub.name for t in request.tools) \
-                and not any(name == sub.name for name, _ in _calls(request)):
+        if (
+            sub is not None
+            and any(t.name == sub.name for t in request.tools)
+            and not any(name == sub.name for name, _ in _calls(request))
+        ):
             tool = next(t for t in request.tools if t.name == sub.name)
-            arguments = {k: string.Template(v).substitute(prompt=SUB_AGENT_PROMPT) if isinstance(v, str) else v
-                         for k, v in sub.arguments.items()}
+            arguments = {
+                k: string.Template(v).substitute(prompt=SUB_AGENT_PROMPT) if isinstance(v, str) else v
+                for k, v in sub.arguments.items()
+            }
             return hermes_tool_call(sub.name, fill_required(arguments, tool))
         if self._ran(request, FILL_COMMAND) < self.max_fills:
             return self._shell(request, FILL_COMMAND)

@@ -55,7 +55,9 @@ class PendingTurnView(_View):
     dialect: str
     request: CanonicalRequest = Field(description="canonical messages, tools and sampling settings")
     prompt_ids: list[int] = Field(description="the exact ids the reply will be conditioned on")
-    text: str = Field(default="", description="prompt_ids decoded: the prompt as the chat template rendered it")
+    text: str = Field(
+        default="", description="prompt_ids decoded: the prompt as the chat template rendered it"
+    )
     aux: bool = False
 
 
@@ -85,13 +87,19 @@ class HarnessObservation(Observation):
     harness_status: ProcessStatus | None = None
     output_tail: str = ""
     reward_breakdown: dict[str, float] | None = None
-    reward_status: str | None = Field(default=None, description="at done: scored, reward_missing, reward_empty, "
-                                      "reward_invalid, verifier_timeout or verifier_error")
+    reward_status: str | None = Field(
+        default=None,
+        description="at done: scored, reward_missing, reward_empty, "
+        "reward_invalid, verifier_timeout or verifier_error",
+    )
     no_reward_reason: str | None = None
     sequences: list[SequenceRow] | None = None
     stats: SequenceStats | None = None
-    budget_hit: str | None = Field(default=None, description="at done: the budget cap that ended the episode "
-                                   "(`max_turns=N`, ...); the episode's status is then `budget`")
+    budget_hit: str | None = Field(
+        default=None,
+        description="at done: the budget cap that ended the episode "
+        "(`max_turns=N`, ...); the episode's status is then `budget`",
+    )
 
 
 class HarnessState(State):

@@ -44,8 +44,14 @@ from openenv.errors import BadRequest
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 
-__all__ = ["FINAL_TEXT", "OraclePolicy", "demonstration_command", "fill_required", "hermes_tool_call",
-           "solution_command"]
+__all__ = [
+    "FINAL_TEXT",
+    "OraclePolicy",
+    "demonstration_command",
+    "fill_required",
+    "hermes_tool_call",
+    "solution_command",
+]
 
 FINAL_TEXT = "I applied the fix and the task is done."
 LOOK_COMMAND = "ls -la"
@@ -108,8 +114,10 @@ def solution_command(task: Task, *, staged: bool = True) -> str:
     if staged:
         return f"{_env_prefix(task)}bash /solution/solve.sh"
     if set(task.solution_files) - {"solve.sh"}:
-        raise BadRequest(f"task {task.id!r}'s solution/ has more files than solve.sh: the oracle needs it staged "
-                         "at /solution (reset option stage_solution=True)")
+        raise BadRequest(
+            f"task {task.id!r}'s solution/ has more files than solve.sh: the oracle needs it staged "
+            "at /solution (reset option stage_solution=True)"
+        )
     script = base64.b64encode(task.solution.encode()).decode()
     path = f"/tmp/openenv-solve-{hashlib.sha256(task.solution.encode()).hexdigest()[:12]}.sh"
     return f"echo {script} | base64 -d > {path} && {_env_prefix(task)}bash {path}"
@@ -127,9 +135,13 @@ def demonstration_command(task: Task) -> str:
     if task.solution is None:
         raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot demonstrate it")
     if set(task.solution_files) - {"solve.sh"}:
-        raise BadRequest(f"task {task.id!r}'s solution/ has more files than solve.sh: --policy demo sends "
-                         "solve.sh's own commands, which would need them; use --policy oracle")
-    lines = [line for line in task.solution.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        raise BadRequest(
+            f"task {task.id!r}'s solution/ has more files than solve.sh: --policy demo sends "
+            "solve.sh's own commands, which would need them; use --policy oracle"
+        )
+    lines = [
+        line for line in task.solution.splitlines() if line.strip() and not line.lstrip().startswith("#")
+    ]
     if not lines:
         raise BadRequest(f"task {task.id!r}'s solve.sh has no command to demonstrate")
     body = "\n".join(lines)
@@ -146,25 +158,42 @@ class OraclePolicy:
     too, or `staged=False` for the inline form (see `solution_command`).
     """
 
-    def __init__(self, spec: HarnessSpec, task: Task, *, look_first: bool = False, staged: bool = True,
-                 demonstrate: bool = False, look_after: bool = False) -> None:
+    def __init__(
+        self,
+        spec: HarnessSpec,
+        task: Task,
+        *,
+        look_first: bool = False,
+        staged: bool = True,
+        demonstrate: bool = False,
+        look_after: bool = False,
+    ) -> None:
         self.spec = spec
         self.task = task
         self.staged = staged
         self.demonstrate = demonstrate
         self._edits: str | None = None
         # An edit-block harness gets one reply of its own (`_edit_reply`), not this plan.
-        self.plan = [] if spec.edit_format is not None else [
-            *([LOOK_COMMAND] if look_first else []),
-            demonstration_command(task) if demonstrate else solution_command(task, staged=staged),
-            *([LOOK_COMMAND] if look_after else []),
-            *([spec.finish_command] if spec.finish_command else []),
-        ]
+        self.plan = (
+            []
+            if spec.edit_format is not None
+            else [
+                *([LOOK_COMMAND] if look_first else []),
+                demonstration_command(task) if demonstrate else solution_command(task, staged=staged),
+                *([LOOK_COMMAND] if look_after else []),
+                *([spec.finish_command] if spec.finish_command else []),
+            ]
+        )
 
     def _edit_reply(self) -> str:
         """The one reply of an edit-block harness (see the module docstring), built once per episode."""
         if self._edits is None:
-            from openenv.harness.edit_blocks import EditsUnavailable, aider_diff_blocks, changed_files, solved_workspace
+            from openenv.harness.edit_blocks import (
+                EditsUnavailable,
+                aider_diff_blocks,
+                changed_files,
+                solved_workspace,
+            )
 
             try:
                 blocks = aider_diff_blocks(changed_files(self.task.workspace, solved_workspace(self.task)))

@@ -54,8 +54,10 @@ def engine_failure(records: Sequence[TurnRecord]) -> str | None:
     if not main or not _ours(main[-1].gap):
         return None
     failed = sum(_ours(r.gap) for r in main)
-    return (f"the model request failed on our side and the harness gave up ({failed} of {len(main)} requests "
-            f"failed; last: {main[-1].gap})")
+    return (
+        f"the model request failed on our side and the harness gave up ({failed} of {len(main)} requests "
+        f"failed; last: {main[-1].gap})"
+    )
 
 
 def harness_start_failure(status: str, records: Sequence[TurnRecord], output_tail: str) -> str | None:
@@ -73,8 +75,16 @@ def verifier_failure(reward_status: str | None, reason: str | None) -> str | Non
     return f"the verifier gave no reward ({reward_status}): {reason or 'no reason given'}"
 
 
-def episode_error(status: str, records: Sequence[TurnRecord], output_tail: str, reward_status: str | None,
-                  reason: str | None) -> str | None:
+def episode_error(
+    status: str,
+    records: Sequence[TurnRecord],
+    output_tail: str,
+    reward_status: str | None,
+    reason: str | None,
+) -> str | None:
     """The cause that makes a finished episode an `error` (first that applies), or None when it is scored."""
-    return (engine_failure(records) or harness_start_failure(status, records, output_tail)
-            or verifier_failure(reward_status, reason))
+    return (
+        engine_failure(records)
+        or harness_start_failure(status, records, output_tail)
+        or verifier_failure(reward_status, reason)
+    )

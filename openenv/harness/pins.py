@@ -82,7 +82,9 @@ def _seed_runtimes(pinned: Path, cache: Path) -> None:
                 shutil.rmtree(dest, ignore_errors=True)
 
 
-def install_version(spec: HarnessSpec, version: str, cache: Path, log: Path, *, timeout_s: float = 900) -> float:
+def install_version(
+    spec: HarnessSpec, version: str, cache: Path, log: Path, *, timeout_s: float = 900
+) -> float:
     """Install `spec.name@version` into `cache` (a no-op when it is there already); returns the seconds taken.
 
     The installer's output goes to `log`, the evidence of what was fetched.
@@ -99,10 +101,18 @@ def install_version(spec: HarnessSpec, version: str, cache: Path, log: Path, *, 
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("w") as out:
         try:
-            proc = subprocess.run(["bash", str(harness_installer()), f"{spec.name}@{version}"], env=env, stdout=out,
-                                  stderr=subprocess.STDOUT, check=False, timeout=timeout_s)
+            proc = subprocess.run(
+                ["bash", str(harness_installer()), f"{spec.name}@{version}"],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=False,
+                timeout=timeout_s,
+            )
         except subprocess.TimeoutExpired:
-            raise EnvError(f"installing {spec.name}@{version} ran past {timeout_s:.0f} s (log: {log})") from None
+            raise EnvError(
+                f"installing {spec.name}@{version} ran past {timeout_s:.0f} s (log: {log})"
+            ) from None
     if proc.returncode != 0:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-6:])
         raise EnvError(f"installing {spec.install.package}@{version} failed (exit {proc.returncode}): {tail}")
@@ -125,15 +135,27 @@ def write_pin(name: str, version: str, *, installer: Path | None = None) -> list
     old = re.escape(spec.install.version)
     edits = [
         (spec_file, re.compile(r"(\binstall:.*?\bversion:\s*[\"']?)" + old + r"([\"']?)", re.S)),
-        (installer, re.compile(r"(?m)(^" + re.escape(name) + r"\s+\S+\s+" + re.escape(spec.install.package)
-                               + r"\s+)" + old + r"(\s)")),
+        (
+            installer,
+            re.compile(
+                r"(?m)(^"
+                + re.escape(name)
+                + r"\s+\S+\s+"
+                + re.escape(spec.install.package)
+                + r"\s+)"
+                + old
+                + r"(\s)"
+            ),
+        ),
     ]
     new_texts: list[tuple[Path, str]] = []
     for path, pattern in edits:
         text = path.read_text()
         updated, count = pattern.subn(lambda m: m.group(1) + version + m.group(2), text, count=1)
         if count != 1:
-            raise EnvError(f"{path} does not name {name}'s pin {spec.install.version} where expected; nothing written")
+            raise EnvError(
+                f"{path} does not name {name}'s pin {spec.install.version} where expected; nothing written"
+            )
         new_texts.append((path, updated))
     if version == spec.install.version:
         return []

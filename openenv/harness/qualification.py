@@ -81,7 +81,9 @@ class Verdict(BaseModel):
     sandboxes: list[str]
     fixtures: list[str]
     date: str = Field(description="UTC, ISO 8601, when the check started")
-    commit: str | None = Field(description="the openenv git commit that ran the check (None outside a checkout)")
+    commit: str | None = Field(
+        description="the openenv git commit that ran the check (None outside a checkout)"
+    )
     results_dir: str
     cache: str = Field(description="the scratch cache the version was installed into")
     checks: list[CheckResult]
@@ -103,8 +105,13 @@ def openenv_commit() -> str | None:
     """The git commit of the running openenv's source tree (`-dirty` with uncommitted changes), or None for
     an installed wheel."""
     root = package_path().resolve().parent
-    proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=10", "--exclude", "*"], cwd=root,
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["git", "describe", "--always", "--dirty", "--abbrev=10", "--exclude", "*"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
@@ -125,10 +132,16 @@ class _Recorder:
         if obs.pending is not None:
             self.started = True
             if not any(r["turn_id"] == obs.pending.turn_id for r in self.requests):
-                self.requests.append({"turn_id": obs.pending.turn_id, "dialect": obs.pending.dialect,
-                                      "aux": obs.pending.aux, "tools": [t.name for t in obs.pending.request.tools],
-                                      "messages": len(obs.pending.request.messages),
-                                      "system_chars": len(obs.pending.request.system_text())})
+                self.requests.append(
+                    {
+                        "turn_id": obs.pending.turn_id,
+                        "dialect": obs.pending.dialect,
+                        "aux": obs.pending.aux,
+                        "tools": [t.name for t in obs.pending.request.tools],
+                        "messages": len(obs.pending.request.messages),
+                        "system_chars": len(obs.pending.request.system_text()),
+                    }
+                )
         where = "done" if obs.done else f"turn {obs.turns + 1}"
         self.progress(f"{self.label}: {where} · {obs.tool_calls} tool calls · harness {obs.harness_status}")
 
@@ -145,22 +158,45 @@ class _Episode(BaseModel):
     trajectory: str
 
 
-def _episode(spec: HarnessSpec, task: Task, *, sandbox: str, policy: Policy, engine: EngineSpec, out: Path,
-             progress: Progress, budget: Budget | None = None, timeout_s: float = 300) -> _Episode:
+def _episode(
+    spec: HarnessSpec,
+    task: Task,
+    *,
+    sandbox: str,
+    policy: Policy,
+    engine: EngineSpec,
+    out: Path,
+    progress: Progress,
+    budget: Budget | None = None,
+    timeout_s: float = 300,
+) -> _Episode:
     """One episode of `spec` (the version under check) with its evidence saved to `out` (a JSONL log)."""
-    settings = EpisodeSettings(sandbox=sandbox, image_substitutes=IMAGE_SUBSTITUTES, budget=budget,  # type: ignore[arg-type]  # CLI strs; EpisodeSettings (pydantic) validates them into its Literals
-                               turn_timeout_s=min(timeout_s, 180), timeout_s=timeout_s)
+    settings = EpisodeSettings(
+        sandbox=sandbox,
+        image_substitutes=IMAGE_SUBSTITUTES,
+        budget=budget,  # type: ignore[arg-type]  # CLI strs; EpisodeSettings (pydantic) validates them into its Literals
+        turn_timeout_s=min(timeout_s, 180),
+        timeout_s=timeout_s,
+    )
     env = HarnessEnvironment(spec.name, engine=engine, settings=settings)
     env.spec = spec  # the version under check, not the pin (the scratch cache holds it)
     recorder = _Recorder(progress, f"{policy} {sandbox} {task.id}")
     try:
-        obs, summary = run_episode(env, task, policy=policy, on_step=recorder, timeout_s=timeout_s,
-                                   look_first=policy == "oracle")
+        obs, summary = run_episode(
+            env, task, policy=policy, on_step=recorder, timeout_s=timeout_s, look_first=policy == "oracle"
+        )
         save_trajectory(out, env, obs, summary)
     finally:
         env.close()
-    return _Episode(task=task.id, sandbox=sandbox, summary=summary, requests=recorder.requests,
-                    started=recorder.started, tail=(obs.output_tail or "")[-1500:], trajectory=str(out))
+    return _Episode(
+        task=task.id,
+        sandbox=sandbox,
+        summary=summary,
+        requests=recorder.requests,
+        started=recorder.started,
+        tail=(obs.output_tail or "")[-1500:],
+        trajectory=str(out),
+    )
 
 
 def _sequence_problems(ep: _Episode, spec: HarnessSpec, *, oracle: bool) -> list[str]:
@@ -177,8 +213,10 @@ def _sequence_problems(ep: _Episode, spec: HarnessSpec, *, oracle: bool) -> list
         tools = set(main[0]["tools"])
         odd = [r for r in main[1:] if set(r["tools"]) != tools]
         if odd:
-            problems.append(f"{len(odd)} untagged request(s) with other tools than the session's "
-                            f"({sorted(set(odd[0]['tools']))[:6]}): an auxiliary call the spec's aux rules miss?")
+            problems.append(
+                f"{len(odd)} untagged request(s) with other tools than the session's "
+                f"({sorted(set(odd[0]['tools']))[:6]}): an auxiliary call the spec's aux rules miss?"
+            )
     if oracle and s.tool_calls < 1:
         problems.append("no tool call reached the harness")
     return problems
@@ -191,10 +229,19 @@ class _Run:
         self.results, self.progress = results, progress
         self.rows: list[CheckResult] = []
 
-    def add(self, check: str, ok: bool | None, detail: str, evidence: Path | None = None, start: float = 0) -> bool:
+    def add(
+        self, check: str, ok: bool | None, detail: str, evidence: Path | None = None, start: float = 0
+    ) -> bool:
         wall = round(time.monotonic() - start, 1) if start else 0.0
-        self.rows.append(CheckResult(check=check, ok=ok, detail=detail, wall_s=wall,
-                                     evidence=str(evidence) if evidence is not None else None))
+        self.rows.append(
+            CheckResult(
+                check=check,
+                ok=ok,
+                detail=detail,
+                wall_s=wall,
+                evidence=str(evidence) if evidence is not None else None,
+            )
+        )
         self.progress(f"{'✓' if ok else '-' if ok is None else '✗'} {check}: {detail}")
         return bool(ok)
 
@@ -206,7 +253,9 @@ class _Run:
 def _first_episode_checks(run: _Run, spec: HarnessSpec, first: _Episode) -> bool:
     """`start` and `dialect` from the first episode's first request."""
     evidence = run.results / "first-request.json"
-    write_atomic(evidence, json.dumps({"requests": first.requests[:3], "output_tail": first.tail}, indent=1) + "\n")
+    write_atomic(
+        evidence, json.dumps({"requests": first.requests[:3], "output_tail": first.tail}, indent=1) + "\n"
+    )
     if not first.started:
         s = first.summary
         why = s.error or f"harness {s.harness_status} before its first model request"
@@ -219,15 +268,29 @@ def _first_episode_checks(run: _Run, spec: HarnessSpec, first: _Episode) -> bool
     req = first.requests[0]
     shell = spec.shell_tool.name
     if req["dialect"] != spec.dialect:
-        return run.add("dialect", False, f"first request spoke {req['dialect']}, the spec says {spec.dialect}", evidence)
+        return run.add(
+            "dialect", False, f"first request spoke {req['dialect']}, the spec says {spec.dialect}", evidence
+        )
     if not spec.shell_tool.in_text and shell not in req["tools"]:
-        return run.add("dialect", False, f"the shell tool {shell!r} is not among the {len(req['tools'])} tools "
-                       f"offered ({', '.join(req['tools'][:8])}): renamed?", evidence)
+        return run.add(
+            "dialect",
+            False,
+            f"the shell tool {shell!r} is not among the {len(req['tools'])} tools "
+            f"offered ({', '.join(req['tools'][:8])}): renamed?",
+            evidence,
+        )
     if first.summary.turns < 2:
-        return run.add("dialect", False, f"the harness took no second turn after our {spec.dialect} reply "
-                       f"(status {first.summary.status}): {' '.join(first.tail.split())[-300:]}", evidence)
+        return run.add(
+            "dialect",
+            False,
+            f"the harness took no second turn after our {spec.dialect} reply "
+            f"(status {first.summary.status}): {' '.join(first.tail.split())[-300:]}",
+            evidence,
+        )
     tools = "text protocol" if spec.shell_tool.in_text else f"{len(req['tools'])} tools incl. {shell}"
-    return run.add("dialect", True, f"{spec.dialect}, {tools}, {first.summary.turns} turns answered", evidence)
+    return run.add(
+        "dialect", True, f"{spec.dialect}, {tools}, {first.summary.turns} turns answered", evidence
+    )
 
 
 def _oracle_check(run: _Run, spec: HarnessSpec, episodes: list[_Episode], sandbox: str, start: float) -> bool:
@@ -235,34 +298,58 @@ def _oracle_check(run: _Run, spec: HarnessSpec, episodes: list[_Episode], sandbo
     for ep in episodes:
         s = ep.summary
         if s.reward != 1.0:
-            bad.append(f"{ep.task}: reward {s.reward} ({s.status}; {s.error or s.no_reward_reason or 'tests failed'})")
+            bad.append(
+                f"{ep.task}: reward {s.reward} ({s.status}; {s.error or s.no_reward_reason or 'tests failed'})"
+            )
         bad += [f"{ep.task}: {p}" for p in _sequence_problems(ep, spec, oracle=True)]
     folder = run.results / f"oracle-{sandbox}"
     if bad:
         return run.add(f"oracle:{sandbox}", False, "; ".join(bad)[:600], folder, start)
     calls = sum(ep.summary.tool_calls for ep in episodes)
     aux = sum(ep.summary.aux_turns for ep in episodes)
-    return run.add(f"oracle:{sandbox}", True, f"{len(episodes)}/{len(episodes)} solved, {calls} tool calls parsed "
-                   f"and run, 1 sequence each, {aux} aux turn(s) tagged", folder, start)
+    return run.add(
+        f"oracle:{sandbox}",
+        True,
+        f"{len(episodes)}/{len(episodes)} solved, {calls} tool calls parsed "
+        f"and run, 1 sequence each, {aux} aux turn(s) tagged",
+        folder,
+        start,
+    )
 
 
 def _sampled_check(run: _Run, spec: HarnessSpec, ep: _Episode, start: float) -> bool:
     s = ep.summary
     evidence = Path(ep.trajectory)
     if s.status == "error" or s.turns < 1:
-        return run.add("sampled", False, f"the episode ended in {s.status}: {s.error or 'no turn'}", evidence, start)
+        return run.add(
+            "sampled", False, f"the episode ended in {s.status}: {s.error or 'no turn'}", evidence, start
+        )
     problems = _sequence_problems(ep, spec, oracle=False)
     if problems:
         return run.add("sampled", False, "; ".join(problems), evidence, start)
-    return run.add("sampled", True, f"{s.turns} turns, {s.sequences} sequence(s) for {s.sequences} linear "
-                   f"session(s), {s.tokens_trained}/{s.tokens_sampled} sampled tokens trained, {s.aux_turns} aux "
-                   f"turn(s) tagged and untrained, {s.tool_calls} tool call(s) parsed ({s.malformed_tool_calls} "
-                   f"malformed)", evidence, start)
+    return run.add(
+        "sampled",
+        True,
+        f"{s.turns} turns, {s.sequences} sequence(s) for {s.sequences} linear "
+        f"session(s), {s.tokens_trained}/{s.tokens_sampled} sampled tokens trained, {s.aux_turns} aux "
+        f"turn(s) tagged and untrained, {s.tool_calls} tool call(s) parsed ({s.malformed_tool_calls} "
+        f"malformed)",
+        evidence,
+        start,
+    )
 
 
-def qualify(spec: HarnessSpec, version: str, *, sandboxes: list[str], results: Path,
-            fixtures: tuple[str, ...] = DEFAULT_FIXTURES, engine: EngineSpec | None = None,
-            cache: Path | None = None, progress: Progress = lambda _: None) -> Verdict:
+def qualify(
+    spec: HarnessSpec,
+    version: str,
+    *,
+    sandboxes: list[str],
+    results: Path,
+    fixtures: tuple[str, ...] = DEFAULT_FIXTURES,
+    engine: EngineSpec | None = None,
+    cache: Path | None = None,
+    progress: Progress = lambda _: None,
+) -> Verdict:
     """Install `spec.name@version` into a scratch cache and run every check; never raises for a failing
     harness (the failing check is a row), so the verdict and its evidence are always written.
 
@@ -281,10 +368,20 @@ def qualify(spec: HarnessSpec, version: str, *, sandboxes: list[str], results: P
     results.mkdir(parents=True, exist_ok=True)
     with using_cache(cache):
         _run_checks(run, candidate, version, sandboxes, fixtures, engine, cache)
-    verdict = Verdict(harness=spec.name, version=version, pinned=spec.install.version, package=spec.install.package,
-                      sandboxes=sandboxes, fixtures=list(fixtures), date=date, commit=openenv_commit(),
-                      results_dir=str(results), cache=str(cache), checks=run.rows,
-                      wall_s=round(time.monotonic() - started, 1))
+    verdict = Verdict(
+        harness=spec.name,
+        version=version,
+        pinned=spec.install.version,
+        package=spec.install.package,
+        sandboxes=sandboxes,
+        fixtures=list(fixtures),
+        date=date,
+        commit=openenv_commit(),
+        results_dir=str(results),
+        cache=str(cache),
+        checks=run.rows,
+        wall_s=round(time.monotonic() - started, 1),
+    )
     write_verdict(verdict)
     return verdict
 
@@ -294,8 +391,15 @@ def write_verdict(verdict: Verdict) -> Path:
     return write_atomic(Path(verdict.results_dir) / "verdict.json", verdict.model_dump_json(indent=1) + "\n")
 
 
-def _run_checks(run: _Run, spec: HarnessSpec, version: str, sandboxes: list[str], fixtures: tuple[str, ...],
-                engine: EngineSpec, cache: Path) -> None:
+def _run_checks(
+    run: _Run,
+    spec: HarnessSpec,
+    version: str,
+    sandboxes: list[str],
+    fixtures: tuple[str, ...],
+    engine: EngineSpec,
+    cache: Path,
+) -> None:
     later = ["start", "dialect", *(f"oracle:{s}" for s in sandboxes), "sampled"]
     start = time.monotonic()
     log = run.results / "install.log"
@@ -308,10 +412,17 @@ def _run_checks(run: _Run, spec: HarnessSpec, version: str, sandboxes: list[str]
     status = install_status(spec)
     if not status.ready:
         tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-3:])
-        run.add("install", False, f"the installer ended but {status.installed or 'nothing'} is installed, not "
-                f"{version}: {tail}", log, start)
+        run.add(
+            "install",
+            False,
+            f"the installer ended but {status.installed or 'nothing'} is installed, not {version}: {tail}",
+            log,
+            start,
+        )
         return run.skip(later, "the install failed")
-    run.add("install", True, f"{spec.install.method} {spec.install.package}@{version} ({took:.0f} s)", log, start)
+    run.add(
+        "install", True, f"{spec.install.method} {spec.install.package}@{version} ({took:.0f} s)", log, start
+    )
     try:
         tasks = [_load_fixture(t) for t in fixtures]
     except OpenEnvError as exc:
@@ -322,14 +433,31 @@ def _run_checks(run: _Run, spec: HarnessSpec, version: str, sandboxes: list[str]
         folder = run.results / f"oracle-{sandbox}"
         episodes = []
         for task in tasks:
-            episodes.append(_episode(spec, task, sandbox=sandbox, policy="oracle", engine=engine,
-                                     out=folder / f"{task.id}.jsonl", progress=run.progress))
+            episodes.append(
+                _episode(
+                    spec,
+                    task,
+                    sandbox=sandbox,
+                    policy="oracle",
+                    engine=engine,
+                    out=folder / f"{task.id}.jsonl",
+                    progress=run.progress,
+                )
+            )
             if index == 0 and len(episodes) == 1 and not _first_episode_checks(run, spec, episodes[0]):
                 done = {r.check for r in run.rows}
                 return run.skip([c for c in later if c not in done], f"{run.rows[-1].check} failed")
         _oracle_check(run, spec, episodes, sandbox, t0)
     t0 = time.monotonic()
-    sampled = _episode(spec, builtin_task(SAMPLED_TASK), sandbox=sandboxes[0], policy="sample", engine=engine,
-                       out=run.results / "sampled.jsonl", progress=run.progress,
-                       budget=Budget(max_turns=4), timeout_s=240)
+    sampled = _episode(
+        spec,
+        builtin_task(SAMPLED_TASK),
+        sandbox=sandboxes[0],
+        policy="sample",
+        engine=engine,
+        out=run.results / "sampled.jsonl",
+        progress=run.progress,
+        budget=Budget(max_turns=4),
+        timeout_s=240,
+    )
     _sampled_check(run, spec, sampled, t0)

@@ -22,12 +22,24 @@ import stat
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["MAX_REWARD_BYTES", "NoReward", "RewardStatus", "parse_reward_json", "parse_reward_text", "read_rewards"]
+__all__ = [
+    "MAX_REWARD_BYTES",
+    "NoReward",
+    "RewardStatus",
+    "parse_reward_json",
+    "parse_reward_text",
+    "read_rewards",
+]
 
 MAX_REWARD_BYTES = 64 * 1024
 # scored: a reward was read. The others are reasons there is none.
 RewardStatus = Literal[
-    "scored", "reward_missing", "reward_empty", "reward_invalid", "verifier_timeout", "verifier_error",
+    "scored",
+    "reward_missing",
+    "reward_empty",
+    "reward_invalid",
+    "verifier_timeout",
+    "verifier_error",
 ]
 
 
@@ -61,8 +73,9 @@ def parse_reward_json(text: str) -> dict[str, float]:
         raise NoReward("reward_invalid", "reward.json must be a non-empty object of numbers")
     bad = [key for key, value in data.items() if not _finite(value)]
     if bad:
-        raise NoReward("reward_invalid", f"reward.json values must be finite numbers; {bad[0]!r} is "
-                                         f"{data[bad[0]]!r}")
+        raise NoReward(
+            "reward_invalid", f"reward.json values must be finite numbers; {bad[0]!r} is {data[bad[0]]!r}"
+        )
     return {str(key): float(value) for key, value in data.items()}
 
 
@@ -92,7 +105,9 @@ def _read_capped(dir_fd: int, name: str) -> str | None:
         return None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise NoReward("reward_invalid", f"{name} is a symbolic link; reward files must be plain files") from None
+            raise NoReward(
+                "reward_invalid", f"{name} is a symbolic link; reward files must be plain files"
+            ) from None
         raise NoReward("reward_invalid", f"cannot open {name}: {exc.strerror}") from None
     try:
         info = os.fstat(fd)
@@ -120,7 +135,9 @@ def read_rewards(folder: Path) -> dict[str, float]:
     except FileNotFoundError:
         raise NoReward("reward_missing", f"the reward folder {folder} does not exist") from None
     except OSError as exc:
-        raise NoReward("reward_invalid", f"the reward folder {folder} is not a plain folder ({exc.strerror})") from None
+        raise NoReward(
+            "reward_invalid", f"the reward folder {folder} is not a plain folder ({exc.strerror})"
+        ) from None
     try:
         text = _read_capped(dir_fd, "reward.json")
         if text is not None:

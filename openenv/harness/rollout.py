@@ -24,7 +24,9 @@ from openenv.paths import write_atomic
 __all__ = ["run_episode", "save_trajectory"]
 
 
-def _action(obs: HarnessObservation, policy: Policy, script: OraclePolicy | LongEpisodePolicy | None) -> HarnessAction:
+def _action(
+    obs: HarnessObservation, policy: Policy, script: OraclePolicy | LongEpisodePolicy | None
+) -> HarnessAction:
     if policy == "run":
         return HarnessAction(kind="run")
     if policy == "sample" or obs.pending is None or script is None:
@@ -65,13 +67,16 @@ def run_episode(
     spec = env.spec
     script: OraclePolicy | LongEpisodePolicy | None = None
     if policy in ("oracle", "demo"):
-        script = OraclePolicy(spec, task, look_first=look_first, look_after=look_after,
-                              demonstrate=policy == "demo")
+        script = OraclePolicy(
+            spec, task, look_first=look_first, look_after=look_after, demonstrate=policy == "demo"
+        )
     elif policy == "long":
         if spec.long_episode is None:
             having = ", ".join(n for n in harness_names() if get_spec(n).long_episode is not None)
-            raise BadRequest(f"--policy long needs a long_episode recipe in {spec.name}'s spec.yaml (harnesses with "
-                             f"one: {having})")
+            raise BadRequest(
+                f"--policy long needs a long_episode recipe in {spec.name}'s spec.yaml (harnesses with "
+                f"one: {having})"
+            )
         env.spec = spec.long_variant()  # this episode only: restored below
         script = LongEpisodePolicy(env.spec, spec.long_episode, task, solve=solve)
     try:
@@ -88,33 +93,52 @@ def run_episode(
     stats = obs.stats
     error = obs.metadata.get("error")
     summary = EpisodeSummary(
-        harness=env.spec.name, task=task.id, policy=policy, reward=obs.reward,
+        harness=env.spec.name,
+        task=task.id,
+        policy=policy,
+        reward=obs.reward,
         status="error" if error else "budget" if obs.budget_hit else obs.harness_status,
-        error=error, harness_status=obs.harness_status, budget_hit=obs.budget_hit,
-        reward_status=obs.reward_status or "scored", no_reward_reason=obs.no_reward_reason,
-        turns=obs.turns, tool_calls=obs.tool_calls, sequences=stats.sequences if stats else 0,
-        merge_ratio=stats.merge_ratio if stats else 0.0, aux_turns=stats.aux if stats else 0,
-        reward_breakdown=obs.reward_breakdown or {}, wall_s=round(time.monotonic() - start, 2),
+        error=error,
+        harness_status=obs.harness_status,
+        budget_hit=obs.budget_hit,
+        reward_status=obs.reward_status or "scored",
+        no_reward_reason=obs.no_reward_reason,
+        turns=obs.turns,
+        tool_calls=obs.tool_calls,
+        sequences=stats.sequences if stats else 0,
+        merge_ratio=stats.merge_ratio if stats else 0.0,
+        aux_turns=stats.aux if stats else 0,
+        reward_breakdown=obs.reward_breakdown or {},
+        wall_s=round(time.monotonic() - start, 2),
         tokens_sampled=stats.sampled_tokens if stats else 0,
         tokens_trained=sum(sum(row.env_mask) for row in obs.sequences or []),
         aux_tokens=stats.aux_tokens if stats else 0,
         malformed_tool_calls=stats.malformed_tool_calls if stats else 0,
-        lineage=[SequenceLine(origin=row.origin, parent=row.parent, turns=len(row.turn_ids),
-                              tokens_trained=sum(row.env_mask)) for row in obs.sequences or []],
+        lineage=[
+            SequenceLine(
+                origin=row.origin,
+                parent=row.parent,
+                turns=len(row.turn_ids),
+                tokens_trained=sum(row.env_mask),
+            )
+            for row in obs.sequences or []
+        ],
         notes=[str(n) for n in obs.metadata.get("notes", [])],
         **logprob_meaning(obs.sequences or []),
     )
     return obs, summary
 
 
-def _guarded(env: HarnessEnvironment, call: Callable[[], HarnessObservation], *, started: bool) -> HarnessObservation:
+def _guarded(
+    env: HarnessEnvironment, call: Callable[[], HarnessObservation], *, started: bool
+) -> HarnessObservation:
     """`call()`, or, when our side fails under it (sandbox, harness start, proxy), the final observation of
     an `error` episode. The caller's mistakes (an unknown task, one this sandbox cannot run) still raise."""
     try:
         return call()
     except (BadRequest, NotFound):
         raise
-    except Exception as exc:  # noqa: BLE001 - becomes status `error` with its cause, never a crash or a 0
+    except Exception as exc:
         return _aborted(env, exc, started=started)
 
 
@@ -123,12 +147,19 @@ def _aborted(env: HarnessEnvironment, exc: Exception, *, started: bool) -> Harne
     reason = exc.message if isinstance(exc, OpenEnvError) else str(exc) or "(no message)"
     where = "the episode stopped" if started else "the episode could not start"
     env.close()  # kills whatever is left of the harness; the turns so far stay readable
-    return HarnessObservation(done=True, reward=None, harness_status=env.state.harness_status,
-                              reward_status="error", no_reward_reason=f"{where}: {type(exc).__name__}: {reason}",
-                              metadata={"error": f"{where}: {type(exc).__name__}: {reason}"})
+    return HarnessObservation(
+        done=True,
+        reward=None,
+        harness_status=env.state.harness_status,
+        reward_status="error",
+        no_reward_reason=f"{where}: {type(exc).__name__}: {reason}",
+        metadata={"error": f"{where}: {type(exc).__name__}: {reason}"},
+    )
 
 
-def save_trajectory(path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary) -> Path:
+def save_trajectory(
+    path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary
+) -> Path:
     """Write the episode as JSONL: one `turn` line per turn (aux included), one `sequence` line per
     training row, then the `summary` line. Written whole or not at all (temp file, fsync, rename): a
     crash mid-write leaves no truncated log for `openenv export` to trip on."""

@@ -23,5 +23,9 @@ def apply_solution(sandbox: Sandbox, task: Task, *, timeout_s: float = 600) -> C
     if task.solution is None:
         raise BadRequest(f"task {task.id!r} has no solution/solve.sh, so the oracle cannot solve it")
     sandbox.stage("/solution", dict(task.solution_files or {"solve.sh": task.solution}), readonly=True)
-    return sandbox.run(["bash", "/solution/solve.sh"], env={**task.env, **task.solution_env}, timeout_s=timeout_s,
-                       cwd=sandbox.workdir)
+    return sandbox.run(
+        ["bash", "/solution/solve.sh"],
+        env={**task.env, **task.solution_env},
+        timeout_s=timeout_s,
+        cwd=sandbox.workdir,
+    )

@@ -82,14 +82,16 @@ class InstallSpec(_Spec):
     version: str
     bin: str = Field(description="executable name inside the prefix's bin/ folder")
     node: Literal["system", "22", "24"] | None = Field(
-        default=None, description="npm harnesses only: which Node.js runs the CLI (22 and 24 are installed into "
-        "the harness cache as nodeNN/ from the npm registry's `node` package)"
+        default=None,
+        description="npm harnesses only: which Node.js runs the CLI (22 and 24 are installed into "
+        "the harness cache as nodeNN/ from the npm registry's `node` package)",
     )
 
     @property
     def node_dir(self) -> str | None:
         """The harness cache folder of the Node.js this CLI runs on (`node22`), None for the system's."""
         return f"node{self.node}" if self.node not in (None, "system") else None
+
     python: Literal["3.12", "3.13"] | None = Field(
         default=None,
         description="pip harnesses only: the Python the venv is made with when the system's (3.11) is too "
@@ -120,7 +122,9 @@ class ConfigFile(_Spec):
     @model_validator(mode="after")
     def _content_or_source(self) -> ConfigFile:
         if self.source is not None and (self.format != "text" or not isinstance(self.content, str)):
-            raise ValueError(f"{self.path}: a `source` file is text, read by load_spec from the spec's folder")
+            raise ValueError(
+                f"{self.path}: a `source` file is text, read by load_spec from the spec's folder"
+            )
         if self.source is None and self.content is None:
             raise ValueError(f"{self.path}: give `content` (templated) or `source` (a file beside spec.yaml)")
         return self
@@ -184,17 +188,30 @@ class ShellTool(_Spec):
         """The shell command a call of this tool runs: the argument `arguments` names where `${command}` stands
         (pi's `command`, codex's `cmd`); "" when the call lacks it. The inverse of `call_arguments` for plain
         commands, so trajectories can be read the same way in every harness."""
+
         def find(template: Any, value: Any) -> str | None:
             if isinstance(template, str) and "${command}" in template:
                 before, _, after = template.partition("${command}")  # terminus-2 sends "${command}\n"
                 ok = isinstance(value, str) and value.startswith(before) and value.endswith(after)
-                return value[len(before):len(value) - len(after)] if ok and len(value) >= len(before + after) else None
+                return (
+                    value[len(before) : len(value) - len(after)]
+                    if ok and len(value) >= len(before + after)
+                    else None
+                )
             if isinstance(template, dict) and isinstance(value, dict):
-                return next((found for key, item in template.items()
-                             if key in value and (found := find(item, value[key])) is not None), None)
+                return next(
+                    (
+                        found
+                        for key, item in template.items()
+                        if key in value and (found := find(item, value[key])) is not None
+                    ),
+                    None,
+                )
             if isinstance(template, list) and isinstance(value, list) and len(template) == len(value):
-                return next((found for item, got in zip(template, value) if (found := find(item, got)) is not None),
-                            None)
+                return next(
+                    (found for item, got in zip(template, value) if (found := find(item, got)) is not None),
+                    None,
+                )
             return None
 
         return find(self.arguments, arguments) or ""
@@ -237,12 +254,15 @@ class LongEpisode(_Spec):
 
     drop_args: list[str] = Field(default_factory=list, description="items removed from `command`")
     add_args: list[str] = Field(default_factory=list, description="items appended to `command`; templated")
-    env: dict[str, str] = Field(default_factory=dict, description="env vars added (e.g. a low compaction "
-                                "threshold); templated")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="env vars added (e.g. a low compaction threshold); templated"
+    )
     sub_agent: SubAgentTool | None = None
     summarizer: list[str] = Field(
-        min_length=1, description="text that marks the harness's summary request (its system prompt or its "
-        "last user message contains one of these)")
+        min_length=1,
+        description="text that marks the harness's summary request (its system prompt or its "
+        "last user message contains one of these)",
+    )
 
 
 class HarnessSpec(_Spec):
@@ -277,7 +297,9 @@ class HarnessSpec(_Spec):
     stdin_devnull: bool = True
     model: str = Field(default="tiny", description="model name the harness is configured with")
     long_episode: LongEpisode | None = Field(
-        default=None, description="how the `long` policy forces a sub-agent and a compaction (see LongEpisode)")
+        default=None,
+        description="how the `long` policy forces a sub-agent and a compaction (see LongEpisode)",
+    )
 
     @model_validator(mode="after")
     def _command_starts_with_bin(self) -> HarnessSpec:
@@ -303,7 +325,9 @@ class HarnessSpec(_Spec):
         if recipe is None:
             raise ValueError(f"{self.name} has no long_episode recipe in its spec.yaml")
         command = [arg for arg in self.command if arg not in recipe.drop_args] + recipe.add_args
-        return self.model_copy(update={"command": command, "env": {**self.env, **recipe.env}, "long_episode": None})
+        return self.model_copy(
+            update={"command": command, "env": {**self.env, **recipe.env}, "long_episode": None}
+        )
 
     def argv(self, ctx: SessionContext) -> list[str]:
         return render(self.command, ctx.variables())

@@ -22,8 +22,18 @@ Policy = Literal["sample", "oracle", "demo", "run", "long"]
 
 # Fields a log's summary line may lack (written before they existed), with what such a log meant.
 _OLD_LOG_DEFAULTS: dict[str, Any] = {
-    "harness": "", "task": "", "policy": "sample", "reward": None, "status": None, "turns": 0, "tool_calls": 0,
-    "sequences": 0, "merge_ratio": 0.0, "aux_turns": 0, "reward_breakdown": {}, "wall_s": 0.0,
+    "harness": "",
+    "task": "",
+    "policy": "sample",
+    "reward": None,
+    "status": None,
+    "turns": 0,
+    "tool_calls": 0,
+    "sequences": 0,
+    "merge_ratio": 0.0,
+    "aux_turns": 0,
+    "reward_breakdown": {},
+    "wall_s": 0.0,
 }
 
 
@@ -63,17 +73,29 @@ class EpisodeSummary(BaseModel):
     reward_breakdown: dict[str, float]
     wall_s: float
     trajectory: str | None = None
-    budget_hit: str | None = Field(default=None, description="the budget cap that ended the episode (status `budget`)")
+    budget_hit: str | None = Field(
+        default=None, description="the budget cap that ended the episode (status `budget`)"
+    )
     tokens_sampled: int = Field(default=0, description="policy tokens the model sampled (aux turns excluded)")
     tokens_trained: int = Field(default=0, description="policy tokens in the training rows (every sequence)")
     aux_tokens: int = Field(default=0, description="tokens sampled for aux requests; never trained")
     malformed_tool_calls: int = Field(default=0, description="tool-call attempts that did not parse cleanly")
-    lineage: list[SequenceLine] = Field(default_factory=list, description="each training row's origin and parent")
-    temperature: float | None = Field(default=None, description="the temperature the episode's turns were sampled at")
-    logprob_mode: LogprobMode = Field(default="unknown", description="the engine's verdict on its logprobs: "
-                                      "`processed` (log_softmax(logits / temperature)), `raw` or `unknown`")
-    trainable: bool = Field(default=False, description="every row's logprobs are the trainer's "
-                            "log_softmax(logits / temperature) over the full vocabulary")
+    lineage: list[SequenceLine] = Field(
+        default_factory=list, description="each training row's origin and parent"
+    )
+    temperature: float | None = Field(
+        default=None, description="the temperature the episode's turns were sampled at"
+    )
+    logprob_mode: LogprobMode = Field(
+        default="unknown",
+        description="the engine's verdict on its logprobs: "
+        "`processed` (log_softmax(logits / temperature)), `raw` or `unknown`",
+    )
+    trainable: bool = Field(
+        default=False,
+        description="every row's logprobs are the trainer's "
+        "log_softmax(logits / temperature) over the full vocabulary",
+    )
 
     @property
     def trained_ratio(self) -> float:

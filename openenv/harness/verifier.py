@@ -36,8 +36,15 @@ class RewardRule(BaseModel):
     tool_call_bonus: float = Field(default=0.0, ge=0)
     tool_call_budget: int = Field(default=20, gt=0)
 
-    def scalar(self, *, tests_passed: int, tests_total: int, solved: bool, tool_calls: int,
-               fraction: float | None = None) -> float:
+    def scalar(
+        self,
+        *,
+        tests_passed: int,
+        tests_total: int,
+        solved: bool,
+        tool_calls: int,
+        fraction: float | None = None,
+    ) -> float:
         if self.base == "solved":
             value = 1.0 if solved else 0.0
         elif fraction is not None:
@@ -63,7 +70,9 @@ class Verdict(BaseModel):
     tool_calls: int = 0
     exit_code: int | None = None
     timed_out: bool = False
-    reported: dict[str, float] = Field(default_factory=dict, description="reward.json / reward.txt as written")
+    reported: dict[str, float] = Field(
+        default_factory=dict, description="reward.json / reward.txt as written"
+    )
     output_tail: str = ""
 
     def breakdown(self) -> dict[str, float]:
@@ -91,34 +100,44 @@ def _counts(reported: dict[str, float]) -> tuple[int, int, bool, float | None]:
     elif len(reported) == 1:  # Harbor allows any key; a single metric is the reward
         value = next(iter(reported.values()))
     else:
-        raise NoReward("reward_invalid", f"reward.json has no 'reward' key to score by (keys: {sorted(reported)})")
+        raise NoReward(
+            "reward_invalid", f"reward.json has no 'reward' key to score by (keys: {sorted(reported)})"
+        )
     return int(value >= 1.0), 1, value >= 1.0, value
 
 
-def score(result: CommandResult, reward_dir: Path, *, tool_calls: int = 0, rule: RewardRule | None = None) -> Verdict:
+def score(
+    result: CommandResult, reward_dir: Path, *, tool_calls: int = 0, rule: RewardRule | None = None
+) -> Verdict:
     """Turn a finished test run and its reward folder into a Verdict (no reward when there is none)."""
     rule = rule or RewardRule()
-    base = {"tool_calls": tool_calls, "exit_code": result.exit_code, "timed_out": result.timed_out,
-            "output_tail": result.output[-4000:]}
+    base = {
+        "tool_calls": tool_calls,
+        "exit_code": result.exit_code,
+        "timed_out": result.timed_out,
+        "output_tail": result.output[-4000:],
+    }
     if result.timed_out:
-        return Verdict(reward=None, status="verifier_timeout", reason="the tests ran past the verifier timeout",
-                       **base)
+        return Verdict(
+            reward=None, status="verifier_timeout", reason="the tests ran past the verifier timeout", **base
+        )
     try:
         reported = read_rewards(reward_dir)
         passed, total, solved, fraction = _counts(reported)
     except NoReward as exc:
         return Verdict(reward=None, status=exc.status, reason=exc.reason, **base)
-    value = rule.scalar(tests_passed=passed, tests_total=total, solved=solved, tool_calls=tool_calls,
-                        fraction=fraction)
-    return Verdict(reward=value, tests_passed=passed, tests_total=total, solved=solved, reported=reported, **base)
+    value = rule.scalar(
+        tests_passed=passed, tests_total=total, solved=solved, tool_calls=tool_calls, fraction=fraction
+    )
+    return Verdict(
+        reward=value, tests_passed=passed, tests_total=total, solved=solved, reported=reported, **base
+    )
 
 
 TESTS_PATH, REWARD_PATH, SOLUTION_PATH = "/tests", "/logs/verifier", "/solution"
 
 
-def verify(
-    sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None
-) -> Verdict:
+def verify(sandbox: Sandbox, task: Task, *, tool_calls: int = 0, rule: RewardRule | None = None) -> Verdict:
     """Grade the workspace in Harbor's order, where the agent never had access.
 
     1. every process the agent's side started is killed (`end_agent`), daemons included;
@@ -135,16 +154,33 @@ def verify(
         home = sandbox.fresh_home()
     except (OSError, OpenEnvError) as exc:  # e.g. something of the agent's still writes there: no grading
         reason = exc.message if isinstance(exc, OpenEnvError) else f"{type(exc).__name__}: {exc}"
-        return Verdict(reward=None, status="verifier_error", reason=f"could not prepare grading: {reason}",
-                       tool_calls=tool_calls)
+        return Verdict(
+            reward=None,
+            status="verifier_error",
+            reason=f"could not prepare grading: {reason}",
+            tool_calls=tool_calls,
+        )
     # The agent's HOME and TMPDIR are its own: a ~/.gitconfig with core.fsmonitor, a usercustomize.py or a
     # .pth file planted there must not run inside the tests. So the tests get a fresh HOME and TMPDIR, no
     # global or system git config, and no user site-packages; the task's own env comes before, ours wins.
-    isolation = {"HOME": home, "TMPDIR": f"{home}/tmp", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-                 "PYTHONNOUSERSITE": "1"}
-    env = {"TESTS_DIR": TESTS_PATH, "REWARD_DIR": REWARD_PATH, "SOLUTION_DIR": SOLUTION_PATH,
-           "WORKSPACE": sandbox.workdir, **task.env, **task.verifier_env, **isolation}
-    result = sandbox.run(["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s,
-                         cwd=sandbox.workdir)
+    isolation = {
+        "HOME": home,
+        "TMPDIR": f"{home}/tmp",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "PYTHONNOUSERSITE": "1",
+    }
+    env = {
+        "TESTS_DIR": TESTS_PATH,
+        "REWARD_DIR": REWARD_PATH,
+        "SOLUTION_DIR": SOLUTION_PATH,
+        "WORKSPACE": sandbox.workdir,
+        **task.env,
+        **task.verifier_env,
+        **isolation,
+    }
+    result = sandbox.run(
+        ["sh", "-c", task.test_command], env=env, timeout_s=task.verifier_timeout_s, cwd=sandbox.workdir
+    )
     sandbox.end_agent()  # the tests' own leftovers must not write the reward while it is read
     return score(result, reward_dir, tool_calls=tool_calls, rule=rule)

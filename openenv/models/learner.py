@@ -28,20 +28,29 @@ from pathlib import Path
 
 __all__ = ["COMPACT_TEMPLATE", "LearnerShape", "build_learner"]
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
 
-_FULL_TOOLS = ('{{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are '
-               'provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
-               '{%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}\n'
-               '{{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments '
-               'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, '
-               '\\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}')
-_COMPACT_TOOLS = ('{{- "Tools:" }}\n'
-                  '{%- for tool in tools %}{%- set f = tool.function if tool.function is defined else tool %}'
-                  '{{- " " + f.name + "(" + ((f.parameters or {}).properties or {}) | list | join(", ") + ")" }}'
-                  '{%- endfor %}\n'
-                  '{{- "\\nCall one as <tool_call>\\n{\\"name\\": ..., \\"arguments\\": {...}}\\n</tool_call>'
-                  '<|im_end|>\\n" }}')
+_FULL_TOOLS = (
+    '{{- "# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are '
+    'provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}\n'
+    '{%- for tool in tools %}{{- "\\n" }}{{- tool | tojson }}{%- endfor %}\n'
+    '{{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments '
+    'within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, '
+    '\\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}'
+)
+_COMPACT_TOOLS = (
+    '{{- "Tools:" }}\n'
+    "{%- for tool in tools %}{%- set f = tool.function if tool.function is defined else tool %}"
+    '{{- " " + f.name + "(" + ((f.parameters or {}).properties or {}) | list | join(", ") + ")" }}'
+    "{%- endfor %}\n"
+    '{{- "\\nCall one as <tool_call>\\n{\\"name\\": ..., \\"arguments\\": {...}}\\n</tool_call>'
+    '<|im_end|>\\n" }}'
+)
 
 
 def _compact_template() -> str:
@@ -62,8 +71,14 @@ class LearnerShape:
         self.hidden, self.layers, self.heads, self.intermediate = hidden, layers, heads, intermediate
 
 
-def build_learner(out: Path, *, seed: int = 0, shape: LearnerShape | None = None, tokenizer: Path | None = None,
-                  compact: bool = True) -> Path:
+def build_learner(
+    out: Path,
+    *,
+    seed: int = 0,
+    shape: LearnerShape | None = None,
+    tokenizer: Path | None = None,
+    compact: bool = True,
+) -> Path:
     """Write a random-weight Qwen2 model with the project's tokenizer into `out` (replaced).
 
     Args:
@@ -87,12 +102,23 @@ def build_learner(out: Path, *, seed: int = 0, shape: LearnerShape | None = None
         (out / "chat_template.jinja").write_text(COMPACT_TEMPLATE)
     tok = AutoTokenizer.from_pretrained(out)
     eos, pad = tok.convert_tokens_to_ids("<|im_end|>"), tok.convert_tokens_to_ids("<|endoftext|>")
-    config = Qwen2Config(vocab_size=len(tok), hidden_size=shape.hidden, intermediate_size=shape.intermediate,
-                         num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                         num_key_value_heads=shape.heads, head_dim=shape.hidden // shape.heads,
-                         max_position_embeddings=MAX_POSITIONS, rope_theta=1_000_000.0, tie_word_embeddings=True,
-                         bos_token_id=pad, eos_token_id=eos, pad_token_id=pad, torch_dtype="float32",
-                         use_sliding_window=False)
+    config = Qwen2Config(
+        vocab_size=len(tok),
+        hidden_size=shape.hidden,
+        intermediate_size=shape.intermediate,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.heads,
+        head_dim=shape.hidden // shape.heads,
+        max_position_embeddings=MAX_POSITIONS,
+        rope_theta=1_000_000.0,
+        tie_word_embeddings=True,
+        bos_token_id=pad,
+        eos_token_id=eos,
+        pad_token_id=pad,
+        torch_dtype="float32",
+        use_sliding_window=False,
+    )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
     model.generation_config = GenerationConfig(bos_token_id=pad, eos_token_id=eos, pad_token_id=pad)

@@ -235,8 +235,12 @@ def tiny_model_path(build: bool = True) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: $OPENENV_TINY_MODEL, "
-                        "else ~/.cache/openenv/tiny-model)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: $OPENENV_TINY_MODEL, else ~/.cache/openenv/tiny-model)",
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even if a matching build exists")
     args = parser.parse_args(argv)
     start = time.monotonic()

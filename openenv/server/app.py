@@ -81,8 +81,13 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor = ThreadPoolExecutor(max_workers or min(max_sessions, 32), thread_name_prefix="openenv-env")
         registry = EnvSessionRegistry(
-            env_factory, types, max_sessions=max_sessions, idle_timeout_s=idle_timeout_s, executor=executor,
-            allow_inline_tasks=security.allow_inline_tasks, http_evict_after_s=http_evict_after_s,
+            env_factory,
+            types,
+            max_sessions=max_sessions,
+            idle_timeout_s=idle_timeout_s,
+            executor=executor,
+            allow_inline_tasks=security.allow_inline_tasks,
+            http_evict_after_s=http_evict_after_s,
         )
         app.state.registry = registry
         reaper = asyncio.create_task(registry.run_reaper(), name="openenv-session-reaper")

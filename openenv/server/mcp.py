@@ -54,8 +54,9 @@ def env_tools(env_factory: object) -> list[Tool]:
     return []
 
 
-def build_mcp_server(metadata: EnvMetadata, tools: list[Tool],
-                     registry: Callable[[], EnvSessionRegistry] | None = None) -> Any:
+def build_mcp_server(
+    metadata: EnvMetadata, tools: list[Tool], registry: Callable[[], EnvSessionRegistry] | None = None
+) -> Any:
     """An `MCPServer` named after the env, with `tools` registered.
 
     With `registry`, every tool call in flight holds one of the server's `max_sessions` slots (an
@@ -64,8 +65,12 @@ def build_mcp_server(metadata: EnvMetadata, tools: list[Tool],
 
     # log_level: the SDK calls logging.basicConfig with it; WARNING keeps a server's root logger as quiet
     # as Python's default instead of INFO-logging every MCP request.
-    server = MCPServer(name=f"openenv-{metadata.name}", version=metadata.version,
-                       instructions=metadata.description or None, log_level="WARNING")
+    server = MCPServer(
+        name=f"openenv-{metadata.name}",
+        version=metadata.version,
+        instructions=metadata.description or None,
+        log_level="WARNING",
+    )
     for tool in tools:
         server.add_tool(_reporting_errors(tool, registry))
     return server
@@ -94,8 +99,13 @@ class _McpEndpoint:
     """The ASGI app behind `/mcp`. The SDK's session manager runs once per lifespan, so a fresh one is
     built each time the app starts (tests and `LocalServer` may start the same app more than once)."""
 
-    def __init__(self, metadata: EnvMetadata, env_factory: object, security: ServerSecurity,
-                 registry: Callable[[], EnvSessionRegistry]) -> None:
+    def __init__(
+        self,
+        metadata: EnvMetadata,
+        env_factory: object,
+        security: ServerSecurity,
+        registry: Callable[[], EnvSessionRegistry],
+    ) -> None:
         self._metadata = metadata
         self._env_factory = env_factory
         self._security = security
@@ -107,11 +117,15 @@ class _McpEndpoint:
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+
         server = build_mcp_server(self._metadata, env_tools(self._env_factory), self._registry)
         # The app's SecurityMiddleware checked token, Host and Origin already; the SDK's own DNS-rebinding
         # check gets the same rules, so /mcp stays guarded if it is ever served without the middleware.
-        server.streamable_http_app(stateless_http=True, json_response=True,
-                                   transport_security=self._security.mcp_transport_security())
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=self._security.mcp_transport_security(),
+        )
         async with server.session_manager.run():
             self._handler = StreamableHTTPASGIApp(server.session_manager)
             self.server = server
@@ -122,8 +136,16 @@ class _McpEndpoint:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._handler is None:
-            response = JSONResponse({"error": {"code": "unavailable", "message": "MCP is not running (the "
-                                               "app's lifespan has not started)", "details": {}}}, status_code=503)
+            response = JSONResponse(
+                {
+                    "error": {
+                        "code": "unavailable",
+                        "message": "MCP is not running (the app's lifespan has not started)",
+                        "details": {},
+                    }
+                },
+                status_code=503,
+            )
             await response(scope, receive, send)
             return
         request = Request(scope, receive)

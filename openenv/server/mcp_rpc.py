@@ -45,7 +45,9 @@ class _Request(BaseModel):
     id: str | int | None = None
 
 
-def rpc_error(code: int, message: str, request_id: str | int | None = None, data: Any = None) -> dict[str, Any]:
+def rpc_error(
+    code: int, message: str, request_id: str | int | None = None, data: Any = None
+) -> dict[str, Any]:
     """A JSON-RPC error response."""
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": data}}
 
@@ -108,24 +110,37 @@ class McpRpc:
                         return rpc_error(JsonRpcCode.INVALID_PARAMS, f"Unknown session_id: {named}", req.id)
                 server = self._server()
                 if server is None:
-                    return rpc_error(JsonRpcCode.INTERNAL_ERROR, "MCP is not running (the app's lifespan has "
-                                     "not started)", req.id)
+                    return rpc_error(
+                        JsonRpcCode.INTERNAL_ERROR,
+                        "MCP is not running (the app's lifespan has not started)",
+                        req.id,
+                    )
                 if req.method == "tools/list":
                     tools = await server.list_tools()
-                    return _result({"tools": [t.model_dump(by_alias=True, exclude_none=True, mode="json")
-                                              for t in tools]}, req.id)
+                    return _result(
+                        {
+                            "tools": [
+                                t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in tools
+                            ]
+                        },
+                        req.id,
+                    )
                 return await self._call(server, req)
             case _:
                 return rpc_error(JsonRpcCode.METHOD_NOT_FOUND, f"Method not found: {req.method}", req.id)
 
-    async def _close(self, req: _Request, session: EnvSession | None,
-                     registry: EnvSessionRegistry) -> dict[str, Any]:
+    async def _close(
+        self, req: _Request, session: EnvSession | None, registry: EnvSessionRegistry
+    ) -> dict[str, Any]:
         target = req.params.get("session_id")
         if not target:
             return rpc_error(JsonRpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required", req.id)
         if session is not None and target == session.id:
-            return rpc_error(JsonRpcCode.INVALID_REQUEST,
-                             "Cannot close active WebSocket-managed session via MCP method", req.id)
+            return rpc_error(
+                JsonRpcCode.INVALID_REQUEST,
+                "Cannot close active WebSocket-managed session via MCP method",
+                req.id,
+            )
         try:
             live = registry.get(str(target))
         except UnknownSession:

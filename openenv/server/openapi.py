@@ -25,19 +25,29 @@ __all__ = ["document_env"]
 _REF = "#/components/schemas/{model}"
 # The errors each route can answer (see openenv.errors for the codes behind each status).
 _ERRORS: dict[tuple[str, str], dict[int, str]] = {
-    ("/reset", "post"): {400: "bad request or reset options", 401: "the named session is not live",
-                         404: "the env has no such thing (an unknown task id, ...)",
-                         500: "the environment failed", 503: "the server is at capacity"},
-    ("/step", "post"): {400: "bad body or invalid action", 401: "no live session named",
-                        404: "the env has no such thing", 500: "the environment failed"},
+    ("/reset", "post"): {
+        400: "bad request or reset options",
+        401: "the named session is not live",
+        404: "the env has no such thing (an unknown task id, ...)",
+        500: "the environment failed",
+        503: "the server is at capacity",
+    },
+    ("/step", "post"): {
+        400: "bad body or invalid action",
+        401: "no live session named",
+        404: "the env has no such thing",
+        500: "the environment failed",
+    },
     ("/state", "get"): {401: "no live session named", 500: "the environment failed"},
     ("/session", "delete"): {401: "no live session named"},
 }
 
 
 _GUARD_ERRORS = {
-    401: "no or a wrong bearer token", 403: "a foreign Origin or Host (a web page, DNS rebinding)",
-    413: "the body is over the server's size cap", 415: "the body is not application/json",
+    401: "no or a wrong bearer token",
+    403: "a foreign Origin or Host (a web page, DNS rebinding)",
+    413: "the body is over the server's size cap",
+    415: "the body is not application/json",
 }
 
 
@@ -58,7 +68,9 @@ def document_env(app: FastAPI, types: EnvTypes) -> None:
 def _add_env_models(schema: dict[str, Any], types: EnvTypes) -> None:
     """Point the action, observation and state at the env's own models (lifted into components)."""
     pairs: list[tuple[type[BaseModel], JsonSchemaMode]] = [
-        (types.action, "validation"), (types.observation, "serialization"), (types.state, "serialization"),
+        (types.action, "validation"),
+        (types.observation, "serialization"),
+        (types.state, "serialization"),
         (HTTPError, "serialization"),
     ]
     refs, defs = models_json_schema(pairs, ref_template=_REF)
@@ -85,8 +97,9 @@ def _nested_fields(components: dict[str, Any], observation: dict[str, Any]) -> d
     it (the reference's shape, `openenv.core.wire.observation_json`); a component of its own."""
     name = observation["$ref"].rsplit("/", 1)[-1]
     fields = {k: v for k, v in components[name].items() if k not in ("properties", "required")}
-    fields["properties"] = {k: v for k, v in components[name].get("properties", {}).items()
-                            if k not in ("reward", "done")}
+    fields["properties"] = {
+        k: v for k, v in components[name].get("properties", {}).items() if k not in ("reward", "done")
+    }
     fields["required"] = [k for k in components[name].get("required", []) if k not in ("reward", "done")]
     fields["title"] = f"{name}Fields"
     components[f"{name}Fields"] = fields
@@ -111,8 +124,10 @@ def _add_errors(schema: dict[str, Any]) -> None:
             if (method.upper(), path) in PUBLIC_ROUTES:
                 operation["security"] = []  # no token needed
     schema.setdefault("components", {}).setdefault("securitySchemes", {})["bearer"] = {
-        "type": "http", "scheme": "bearer",
-        "description": "the token the server printed when it started (docs/security.md)"}
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the token the server printed when it started (docs/security.md)",
+    }
     schema["security"] = [{"bearer": []}]
     components = schema.get("components", {}).get("schemas", {})
     for unused in ("HTTPValidationError", "ValidationError"):
@@ -120,6 +135,10 @@ def _add_errors(schema: dict[str, Any]) -> None:
 
 
 def _session_header() -> dict[str, Any]:
-    return {"name": SESSION_HEADER, "in": "header", "required": False,
-            "description": "the session id POST /reset answered (or send `session_id` in the body)",
-            "schema": {"type": "string"}}
+    return {
+        "name": SESSION_HEADER,
+        "in": "header",
+        "required": False,
+        "description": "the session id POST /reset answered (or send `session_id` in the body)",
+        "schema": {"type": "string"},
+    }

@@ -31,7 +31,12 @@ class LocalServer:
         self.token: str | None = security.token if security is not None else None
         max_frame = security.max_frame_bytes if security is not None else 16 * 2**20
         config = uvicorn.Config(
-            app, host=host, port=self.port, log_level=log_level, lifespan="on", ws="websockets-sansio",
+            app,
+            host=host,
+            port=self.port,
+            log_level=log_level,
+            lifespan="on",
+            ws="websockets-sansio",
             ws_max_size=max_frame,  # uvicorn closes with 1009 above it; the app checks again (other servers)
         )
         self._server = uvicorn.Server(config)

@@ -50,8 +50,16 @@ __all__ = [
 DEFAULT_MAX_BODY_BYTES = 16 * 2**20
 LOOPBACK_HOSTS: tuple[str, ...] = ("127.0.0.1", "localhost", "::1")
 # Routes that need no token: the liveness probe and the API's own documentation (no data, no actions).
-PUBLIC_ROUTES = frozenset({("GET", "/health"), ("HEAD", "/health"), ("GET", "/openapi.json"), ("GET", "/docs"),
-                           ("GET", "/docs/oauth2-redirect"), ("GET", "/redoc")})
+PUBLIC_ROUTES = frozenset(
+    {
+        ("GET", "/health"),
+        ("HEAD", "/health"),
+        ("GET", "/openapi.json"),
+        ("GET", "/docs"),
+        ("GET", "/docs/oauth2-redirect"),
+        ("GET", "/redoc"),
+    }
+)
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -105,8 +113,10 @@ class ServerSecurity:
         if no_token and token:
             raise BadRequest("give a token or --no-token, not both")
         if no_token and not is_loopback_host(host):
-            raise BadRequest(f"--no-token is allowed only on a loopback address (127.0.0.1, ::1), not {host!r}: "
-                             "anyone who can reach the port could run tasks on this machine")
+            raise BadRequest(
+                f"--no-token is allowed only on a loopback address (127.0.0.1, ::1), not {host!r}: "
+                "anyone who can reach the port could run tasks on this machine"
+            )
         return cls(
             token=None if no_token else (token or generate_token()),
             allowed_hosts=all_hosts([*allowed_hosts, *([] if _is_wildcard_bind(host) else [host])]),
@@ -172,7 +182,10 @@ class ServerSecurity:
         return TransportSecuritySettings(
             enable_dns_rebinding_protection=True,
             allowed_hosts=[*hosts, *(f"{h}:*" for h in hosts)],
-            allowed_origins=[*self.allowed_origins, *(f"{s}://{h}:*" for h in hosts for s in ("http", "https"))],
+            allowed_origins=[
+                *self.allowed_origins,
+                *(f"{s}://{h}:*" for h in hosts for s in ("http", "https")),
+            ],
         )
 
 
@@ -249,12 +262,20 @@ class SecurityMiddleware:
             raise Forbidden("more than one Host header; refusing to guess which one the client meant")
         raw_host = headers.get(b"host")
         if not self._host_ok(raw_host):
-            raise Forbidden(f"this server does not answer to Host {_text(raw_host)!r} (DNS rebinding?); start "
-                            "it with --allowed-host NAME to serve that name", host=_text(raw_host))
+            raise Forbidden(
+                f"this server does not answer to Host {_text(raw_host)!r} (DNS rebinding?); start "
+                "it with --allowed-host NAME to serve that name",
+                host=_text(raw_host),
+            )
         origin = headers.get(b"origin")
-        if origin is not None and not sec.origin_allowed(_text(origin), _text(raw_host), scope.get("scheme", "http")):
-            raise Forbidden(f"requests from web pages of {_text(origin)!r} are refused; start the server with "
-                            "--allowed-origin ORIGIN to allow them", origin=_text(origin))
+        if origin is not None and not sec.origin_allowed(
+            _text(origin), _text(raw_host), scope.get("scheme", "http")
+        ):
+            raise Forbidden(
+                f"requests from web pages of {_text(origin)!r} are refused; start the server with "
+                "--allowed-origin ORIGIN to allow them",
+                origin=_text(origin),
+            )
         method = scope.get("method", "GET")
         if (method, scope["path"]) not in sec.public_routes:
             self._check_token(scope, headers)
@@ -269,11 +290,15 @@ class SecurityMiddleware:
         given = headers.get(b"authorization", b"")
         if not secrets.compare_digest(given, self._expected):
             why = "no Authorization header" if not given else "a wrong token"
-            raise Unauthorized(f"{why}: send 'Authorization: Bearer <token>' with the token the server printed "
-                               "when it started (clients read $OPENENV_TOKEN)")
+            raise Unauthorized(
+                f"{why}: send 'Authorization: Bearer <token>' with the token the server printed "
+                "when it started (clients read $OPENENV_TOKEN)"
+            )
 
 
-_WANTED = frozenset({b"host", b"origin", b"authorization", b"content-type", b"content-length", b"transfer-encoding"})
+_WANTED = frozenset(
+    {b"host", b"origin", b"authorization", b"content-type", b"content-length", b"transfer-encoding"}
+)
 
 
 def _wanted_headers(scope: Scope) -> tuple[dict[bytes, bytes], int]:
@@ -300,8 +325,9 @@ async def _buffered(receive: Receive, limit: int) -> Receive:
         chunk = message.get("body", b"")
         seen += len(chunk)
         if seen > limit:
-            raise PayloadTooLarge(f"the request body is over {limit} bytes; this server accepts at most {limit}",
-                                  limit=limit)
+            raise PayloadTooLarge(
+                f"the request body is over {limit} bytes; this server accepts at most {limit}", limit=limit
+            )
         chunks.append(chunk)
         more = message.get("more_body", False)
     replay: list[Message] = [{"type": "http.request", "body": b"".join(chunks), "more_body": False}]
@@ -314,21 +340,26 @@ async def _buffered(receive: Receive, limit: int) -> Receive:
 
 def _check_body_headers(headers: dict[bytes, bytes], limit: int) -> None:
     length = headers.get(b"content-length")
-    has_body = headers.get(b"transfer-encoding") is not None or (length is not None and length.strip() != b"0")
+    has_body = headers.get(b"transfer-encoding") is not None or (
+        length is not None and length.strip() != b"0"
+    )
     if length is not None:
         try:
             size = int(length)
         except ValueError:
             size = limit + 1
         if size > limit:
-            raise PayloadTooLarge(f"the request body is {size} bytes; this server accepts at most {limit}",
-                                  limit=limit)
+            raise PayloadTooLarge(
+                f"the request body is {size} bytes; this server accepts at most {limit}", limit=limit
+            )
     if has_body:
         ctype = _text(headers.get(b"content-type")) or ""
         media = ctype.split(";", 1)[0].strip().lower()
         if media != "application/json" and not media.endswith("+json"):
-            raise UnsupportedMediaType(f"request bodies must be application/json, got {ctype or 'no Content-Type'!r}",
-                                       content_type=ctype)
+            raise UnsupportedMediaType(
+                f"request bodies must be application/json, got {ctype or 'no Content-Type'!r}",
+                content_type=ctype,
+            )
 
 
 def _text(raw: bytes | None) -> str | None:
@@ -336,19 +367,25 @@ def _text(raw: bytes | None) -> str | None:
 
 
 def error_json(err: OpenEnvError) -> bytes:
-    return json.dumps({"error": {"code": err.code, "message": err.message, "details": _plain(err.details)}}).encode()
+    return json.dumps(
+        {"error": {"code": err.code, "message": err.message, "details": _plain(err.details)}}
+    ).encode()
 
 
 def _plain(details: dict[str, Any]) -> dict[str, Any]:
-    return {k: v if isinstance(v, str | int | float | bool | type(None)) else repr(v) for k, v in details.items()}
+    return {
+        k: v if isinstance(v, str | int | float | bool | type(None)) else repr(v) for k, v in details.items()
+    }
 
 
 async def _refuse(scope: Scope, receive: Receive, send: Send, err: OpenEnvError) -> None:
     """Answer `err` as HTTP; on a WebSocket handshake, as an HTTP denial response when the server
     supports it (uvicorn does), else by closing before accept (the client sees 403)."""
     body = error_json(err)
-    headers: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"),
-                                          (b"content-length", str(len(body)).encode())]
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+    ]
     if err.status_code == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     if scope["type"] == "http":

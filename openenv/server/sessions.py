@@ -236,11 +236,21 @@ class EnvSessionRegistry:
         if self.http_evict_after_s is None:
             return
         cutoff = time.monotonic() - self.http_evict_after_s
-        idle = [s for s in self._sessions.values() if s.transport in ("http", "mcp") and not s.attached
-                and s.last_used < cutoff and not s.lock.locked()]
+        idle = [
+            s
+            for s in self._sessions.values()
+            if s.transport in ("http", "mcp")
+            and not s.attached
+            and s.last_used < cutoff
+            and not s.lock.locked()
+        ]
         if idle:
             oldest = min(idle, key=lambda s: s.last_used)
-            log.info("at capacity: closing HTTP session %s, idle %.0f s", oldest.id, time.monotonic() - oldest.last_used)
+            log.info(
+                "at capacity: closing HTTP session %s, idle %.0f s",
+                oldest.id,
+                time.monotonic() - oldest.last_used,
+            )
             await self.close(oldest.id)
 
     def get(self, session_id: str | None) -> EnvSession:
@@ -279,8 +289,11 @@ class EnvSessionRegistry:
         if self.idle_timeout_s is None:
             return []
         deadline = time.monotonic() - self.idle_timeout_s
-        idle = [s for s in self._sessions.values()
-                if s.last_used < deadline and not s.lock.locked() and not s.attached]
+        idle = [
+            s
+            for s in self._sessions.values()
+            if s.last_used < deadline and not s.lock.locked() and not s.attached
+        ]
         for session in idle:
             log.info("reaping session %s after %.0f s idle", session.id, self.idle_timeout_s)
             await self.close(session.id)

@@ -31,8 +31,13 @@ FaultMode = Literal["pass", "down", "slow", "hold", "error"]
 _MODES: tuple[FaultMode, ...] = ("pass", "down", "slow", "hold", "error")
 _HOP_HEADERS = {b"connection", b"keep-alive", b"proxy-connection"}
 _MAX_HEAD = 64 * 1024
-_REASONS = {429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway",
-            503: "Service Unavailable", 504: "Gateway Timeout"}
+_REASONS = {
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
 
 
 class _Plan:
@@ -89,10 +94,15 @@ class FaultProxy:
     @property
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"requests": self._counts["requests"], **{m: self._counts[m] for m in _MODES},
-                    "dropped": self._counts["dropped"]}
+            return {
+                "requests": self._counts["requests"],
+                **{m: self._counts[m] for m in _MODES},
+                "dropped": self._counts["dropped"],
+            }
 
-    def set(self, mode: FaultMode, *, count: int | None = None, delay_s: float = 5.0, status: int = 500) -> None:
+    def set(
+        self, mode: FaultMode, *, count: int | None = None, delay_s: float = 5.0, status: int = 500
+    ) -> None:
         """Handle the next `count` requests (all of them when None) with `mode`, then go back to `pass`."""
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}; got {mode!r}")
@@ -186,8 +196,14 @@ class FaultProxy:
             if not writer.is_closing():
                 writer.close()
 
-    async def _handle(self, plan: _Plan, head: list[bytes], body: bytes, reader: asyncio.StreamReader,
-                      writer: asyncio.StreamWriter) -> None:
+    async def _handle(
+        self,
+        plan: _Plan,
+        head: list[bytes],
+        body: bytes,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
         if plan.mode == "down":
             _reset(writer)
             return
@@ -272,8 +288,10 @@ def _reset(writer: asyncio.StreamWriter) -> None:
 async def _reply_error(writer: asyncio.StreamWriter, status: int, message: str = "") -> None:
     message = message or f"fault injected by FaultProxy: HTTP {status}"
     body = json.dumps({"error": {"message": message, "type": "fault_injected", "code": status}}).encode()
-    head = (f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
-            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode()
+    head = (
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Error')}\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+    ).encode()
     writer.write(head + body)
     await writer.drain()
 

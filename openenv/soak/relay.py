@@ -111,8 +111,10 @@ class LedgerRelay:
     # ---- lifecycle --------------------------------------------------------------------------------
 
     def start(self, timeout: float = 30.0) -> Self:
-        app = Starlette(routes=[Route("/{path:path}", self._relay, methods=["GET", "POST", "PUT", "DELETE"])],
-                        lifespan=self._lifespan)
+        app = Starlette(
+            routes=[Route("/{path:path}", self._relay, methods=["GET", "POST", "PUT", "DELETE"])],
+            lifespan=self._lifespan,
+        )
         self._server = LocalServer(app).start(timeout)
         self.port = self._server.port
         return self
@@ -153,11 +155,15 @@ class LedgerRelay:
         reply = await self._send(request.method, path, headers, body, token)
         if token is not None and reply.status_code < 400 and self._take_armed(token):
             await self._replay(token, path, headers, body, reply.content)
-        return Response(reply.content, status_code=reply.status_code,
-                        headers={k: v for k, v in reply.headers.items() if k.lower() not in _DROP_REPLY})
+        return Response(
+            reply.content,
+            status_code=reply.status_code,
+            headers={k: v for k, v in reply.headers.items() if k.lower() not in _DROP_REPLY},
+        )
 
-    async def _send(self, method: str, path: str, headers: dict[str, str], body: bytes,
-                    token: str | None) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, token: str | None
+    ) -> httpx.Response:
         assert self._client is not None
         try:
             reply = await self._client.request(method, path, headers=headers, content=body)
@@ -177,14 +183,17 @@ class LedgerRelay:
             self._armed.discard(token)
             return armed
 
-    async def _replay(self, token: str, path: str, headers: dict[str, str], body: bytes, original: bytes) -> None:
+    async def _replay(
+        self, token: str, path: str, headers: dict[str, str], body: bytes, original: bytes
+    ) -> None:
         """The same body again with the retry header; the proxy must answer with the same bytes."""
         assert self._client is not None
         problem = None
         try:
             again = await asyncio.wait_for(
                 self._client.post(path, headers={**headers, RETRY_HEADER: "1"}, content=body),
-                self._replay_timeout_s)
+                self._replay_timeout_s,
+            )
             if again.status_code != 200:
                 problem = f"the retry got HTTP {again.status_code}: {again.text[:200]}"
             elif again.content != original:

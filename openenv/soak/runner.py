@@ -72,14 +72,38 @@ __all__ = [
     "summarize",
 ]
 
-FaultKind = Literal["none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry", "harness_killed",
-                    "harness_hung", "harness_nonzero", "client_vanished"]
-FAULT_KINDS: tuple[FaultKind, ...] = ("none", "upstream_down", "upstream_slow", "upstream_5xx", "client_retry",
-                                      "harness_killed", "harness_hung", "harness_nonzero", "client_vanished")
+FaultKind = Literal[
+    "none",
+    "upstream_down",
+    "upstream_slow",
+    "upstream_5xx",
+    "client_retry",
+    "harness_killed",
+    "harness_hung",
+    "harness_nonzero",
+    "client_vanished",
+]
+FAULT_KINDS: tuple[FaultKind, ...] = (
+    "none",
+    "upstream_down",
+    "upstream_slow",
+    "upstream_5xx",
+    "client_retry",
+    "harness_killed",
+    "harness_hung",
+    "harness_nonzero",
+    "client_vanished",
+)
 EXPECTED_STATUS: dict[FaultKind, ProcessStatus] = {
-    "none": "exited", "upstream_down": "exited", "upstream_slow": "exited", "upstream_5xx": "exited",
-    "client_retry": "exited", "harness_killed": "crashed", "harness_hung": "timeout",
-    "harness_nonzero": "failed", "client_vanished": "killed",
+    "none": "exited",
+    "upstream_down": "exited",
+    "upstream_slow": "exited",
+    "upstream_5xx": "exited",
+    "client_retry": "exited",
+    "harness_killed": "crashed",
+    "harness_hung": "timeout",
+    "harness_nonzero": "failed",
+    "client_vanished": "killed",
 }
 # Faults that must each leave exactly one backend gap in the trajectory.
 _BACKEND_FAULTS = ("upstream_down", "upstream_slow", "upstream_5xx", "harness_nonzero")
@@ -89,8 +113,14 @@ _CLOSED_GAP = "UnknownSession"
 # (nearly every token does), so each sampled turn is a few tokens, ends with finish=stop, and the harness
 # finishes its episode cleanly after one turn. vLLM takes at most four stop strings.
 SOAK_SAMPLING = SamplingParams(max_tokens=16, temperature=1.0, stop=(" ", "e", "t", "a"))
-SOAK_TASK = Task(id="soak-reply", instruction="Reply with one word.", workspace={"README.md": "soak\n"},
-                 tests={"test.sh": 'test -f "$WORKSPACE/README.md"\n'}, solution="true", timeout_s=120)
+SOAK_TASK = Task(
+    id="soak-reply",
+    instruction="Reply with one word.",
+    workspace={"README.md": "soak\n"},
+    tests={"test.sh": 'test -f "$WORKSPACE/README.md"\n'},
+    solution="true",
+    timeout_s=120,
+)
 _SAMPLE = HarnessAction(kind="sample")
 
 
@@ -106,8 +136,12 @@ class SoakConfig(_Model):
     harness: str = "codex"
     seed: int = 0
     kinds: tuple[FaultKind, ...] = FAULT_KINDS
-    backend_timeout_s: float = Field(default=20.0, gt=0, description="VLLMBackend timeout; `slow` stalls past it")
-    episode_timeout_s: float = Field(default=120.0, gt=0, description="the harness's budget in normal episodes")
+    backend_timeout_s: float = Field(
+        default=20.0, gt=0, description="VLLMBackend timeout; `slow` stalls past it"
+    )
+    episode_timeout_s: float = Field(
+        default=120.0, gt=0, description="the harness's budget in normal episodes"
+    )
     hang_timeout_s: float = Field(default=10.0, gt=0, description="the harness's budget when it will hang")
     max_steps: int = Field(default=8, gt=0)
 
@@ -202,7 +236,9 @@ def fault_plan(config: SoakConfig) -> list[EpisodePlan]:
     rng = random.Random(config.seed)
     kinds = [config.kinds[i % len(config.kinds)] for i in range(config.episodes)]
     rng.shuffle(kinds)
-    return [EpisodePlan(index=i, kind=kind, status_code=_status_code(kind, rng)) for i, kind in enumerate(kinds)]
+    return [
+        EpisodePlan(index=i, kind=kind, status_code=_status_code(kind, rng)) for i, kind in enumerate(kinds)
+    ]
 
 
 def _status_code(kind: FaultKind, rng: random.Random) -> int:
@@ -275,8 +311,9 @@ def _signal_harness(sandbox: LocalSandbox, sig: signal.Signals) -> str | None:
     return None
 
 
-def _inject(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str,
-            config: SoakConfig) -> str | None:
+def _inject(
+    plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str, config: SoakConfig
+) -> str | None:
     """Arm or apply the episode's fault while its first model request is parked; a problem, or None."""
     assert slot.sandbox is not None
     match plan.kind:
@@ -299,8 +336,9 @@ def _inject(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, token: str,
     return None
 
 
-def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: SoakConfig,
-           result: SoakEpisodeResult) -> SyncCaptureSession | None:
+def _drive(
+    plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: SoakConfig, result: SoakEpisodeResult
+) -> SyncCaptureSession | None:
     """Reset, inject, step until done; the episode's session (None if reset failed before one opened)."""
     before = slot.server.last
     timeout = config.hang_timeout_s if plan.kind == "harness_hung" else config.episode_timeout_s
@@ -327,19 +365,29 @@ def _drive(plan: EpisodePlan, env: HarnessEnvironment, slot: _Slot, config: Soak
 
 def _settled_turns(session: SyncCaptureSession, wait_s: float = 3.0) -> list[TurnRecord]:
     """The session's turns once none is still open (a parked turn fails just after its session closes)."""
-    return settle(session.turns, lambda turns: all(t.completion is not None or t.gap is not None for t in turns),
-                  wait_s)
+    return settle(
+        session.turns, lambda turns: all(t.completion is not None or t.gap is not None for t in turns), wait_s
+    )
 
 
-def _account(result: SoakEpisodeResult, slot: _Slot, session: SyncCaptureSession, env: HarnessEnvironment,
-             faults_before: dict[str, int]) -> None:
+def _account(
+    result: SoakEpisodeResult,
+    slot: _Slot,
+    session: SyncCaptureSession,
+    env: HarnessEnvironment,
+    faults_before: dict[str, int],
+) -> None:
     turns = _settled_turns(session)
     ledger = slot.relay.settled_ledger(session.token)
     result.gaps_backend = sum(1 for t in turns if t.gap and not t.gap.startswith(_CLOSED_GAP))
     result.gaps_closed = sum(1 for t in turns if t.gap and t.gap.startswith(_CLOSED_GAP))
     result.gap_reasons = [t.gap[:160] for t in turns if t.gap]
     # A parked turn failed at close is answered 401 too; the rest of the 401s never became a turn.
-    result.posts, result.refused, result.turns = ledger.posts, ledger.statuses[401] - result.gaps_closed, len(turns)
+    result.posts, result.refused, result.turns = (
+        ledger.posts,
+        ledger.statuses[401] - result.gaps_closed,
+        len(turns),
+    )
     after = slot.faults.stats
     result.faults_hit = _faults_total(after) - _faults_total(faults_before)
     timeouts = sum(1 for t in turns if t.gap and "ReadTimeout" in t.gap)
@@ -351,8 +399,10 @@ def _account(result: SoakEpisodeResult, slot: _Slot, session: SyncCaptureSession
     seen = {t.id for t in env.trajectory()}
     result.env_missing_turns = sum(1 for t in turns if t.id not in seen)
     if ledger.relay_errors:
-        result.problems.append(f"{ledger.relay_errors} request(s) never reached the proxy "
-                               f"({'; '.join(ledger.relay_error_reasons)})")
+        result.problems.append(
+            f"{ledger.relay_errors} request(s) never reached the proxy "
+            f"({'; '.join(ledger.relay_error_reasons)})"
+        )
     if slot.relay.disarm(session.token):
         result.problems.append("the injected client retry never fired")
     result.session_left_open = session.token in slot.server.registry.sessions
@@ -376,11 +426,15 @@ def _judge(result: SoakEpisodeResult) -> None:
     if result.status != result.expected_status:
         p.append(f"status {result.status}, expected {result.expected_status}")
     if result.lost_turns or result.duplicate_turns or result.env_missing_turns:
-        p.append(f"lost {result.lost_turns}, duplicated {result.duplicate_turns}, "
-                 f"missing from the env's trajectory {result.env_missing_turns}")
+        p.append(
+            f"lost {result.lost_turns}, duplicated {result.duplicate_turns}, "
+            f"missing from the env's trajectory {result.env_missing_turns}"
+        )
     if result.gaps_backend != result.faults_hit + result.backend_timeouts:
-        p.append(f"{result.gaps_backend} backend gap(s) for {result.faults_hit} injected fault(s) and "
-                 f"{result.backend_timeouts} real backend timeout(s): {result.gap_reasons}")
+        p.append(
+            f"{result.gaps_backend} backend gap(s) for {result.faults_hit} injected fault(s) and "
+            f"{result.backend_timeouts} real backend timeout(s): {result.gap_reasons}"
+        )
     if result.kind in _BACKEND_FAULTS and result.faults_hit != 1:
         p.append(f"the injected {result.kind} hit {result.faults_hit} requests, expected 1")
     if result.kind == "client_retry" and result.replays_identical != 1:
@@ -388,18 +442,25 @@ def _judge(result: SoakEpisodeResult) -> None:
     if result.kind == "client_vanished" and result.gaps_closed != 1:
         p.append(f"{result.gaps_closed} turn(s) failed at close, expected the 1 parked")
     if result.leaked_pids or result.leaked_dir or result.session_left_open:
-        p.append(f"leaked: pids {result.leaked_pids}, dir {result.leaked_dir}, session {result.session_left_open}")
+        p.append(
+            f"leaked: pids {result.leaked_pids}, dir {result.leaked_dir}, session {result.session_left_open}"
+        )
 
 
 def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> SoakEpisodeResult:
     """One episode with its fault, accounted and judged; never raises for the episode's own failures."""
     start = time.monotonic()
-    result = SoakEpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
-                               status=None)
+    result = SoakEpisodeResult(
+        index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind], status=None
+    )
     slot.sandbox = None
     faults_before = slot.faults.stats
-    env = HarnessEnvironment(config.harness, server=slot.server, sandbox_factory=slot.make_sandbox,
-                             settings=EpisodeSettings(sampling=SOAK_SAMPLING, turn_timeout_s=config.episode_timeout_s))
+    env = HarnessEnvironment(
+        config.harness,
+        server=slot.server,
+        sandbox_factory=slot.make_sandbox,
+        settings=EpisodeSettings(sampling=SOAK_SAMPLING, turn_timeout_s=config.episode_timeout_s),
+    )
     session = None
     try:
         session = _drive(plan, env, slot, config, result)
@@ -426,13 +487,22 @@ def _faults_total(stats: dict[str, int]) -> int:
 
 def _process_figures() -> tuple[float, int, int, set[int]]:
     me = psutil.Process()
-    return (me.memory_info().rss / 2**20, me.num_threads(), me.num_fds(),
-            {c.pid for c in me.children(recursive=True)})
+    return (
+        me.memory_info().rss / 2**20,
+        me.num_threads(),
+        me.num_fds(),
+        {c.pid for c in me.children(recursive=True)},
+    )
 
 
-def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = None,
-             on_result: Callable[[SoakEpisodeResult], None] | None = None,
-             executor: EpisodeExecutor | None = None) -> SoakReport:
+def run_soak(
+    config: SoakConfig,
+    vllm_url: str,
+    *,
+    model: str | Path | None = None,
+    on_result: Callable[[SoakEpisodeResult], None] | None = None,
+    executor: EpisodeExecutor | None = None,
+) -> SoakReport:
     """Run the plan on `config.concurrency` slots against the vLLM at `vllm_url`; the accounted report.
 
     Args:
@@ -449,8 +519,14 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
     if executor is not None:
         results = _run_on(executor, config, vllm_url, str(model) if model else None, on_result)
         rss1, threads1, fds1, _ = _process_figures()
-        return summarize(config, sorted(results, key=lambda r: r.index), wall_s=time.monotonic() - start,
-                         start=(rss0, threads0, fds0), end=(rss1, threads1, fds1), leaked_children=0)
+        return summarize(
+            config,
+            sorted(results, key=lambda r: r.index),
+            wall_s=time.monotonic() - start,
+            start=(rss0, threads0, fds0),
+            end=(rss1, threads1, fds1),
+            leaked_children=0,
+        )
     renderer = Renderer.from_pretrained(model or tiny_model_path())
     todo: queue.SimpleQueue[EpisodePlan] = queue.SimpleQueue()
     for plan in fault_plan(config):
@@ -480,8 +556,14 @@ def run_soak(config: SoakConfig, vllm_url: str, *, model: str | Path | None = No
     wall = time.monotonic() - start
     rss1, threads1, fds1, children1 = _process_figures()
     leaked_children = len({pid for pid in children1 - children0 if _alive(pid)})
-    return summarize(config, sorted(results, key=lambda r: r.index), wall_s=wall,
-                     start=(rss0, threads0, fds0), end=(rss1, threads1, fds1), leaked_children=leaked_children)
+    return summarize(
+        config,
+        sorted(results, key=lambda r: r.index),
+        wall_s=wall,
+        start=(rss0, threads0, fds0),
+        end=(rss1, threads1, fds1),
+        leaked_children=leaked_children,
+    )
 
 
 @dataclass(frozen=True)
@@ -510,12 +592,22 @@ class SoakEpisodeJob:
 
     def lost(self, reason: str) -> SoakEpisodeResult:
         plan = self.plan
-        return SoakEpisodeResult(index=plan.index, kind=plan.kind, expected_status=EXPECTED_STATUS[plan.kind],
-                                 status=None, problems=[reason])
+        return SoakEpisodeResult(
+            index=plan.index,
+            kind=plan.kind,
+            expected_status=EXPECTED_STATUS[plan.kind],
+            status=None,
+            problems=[reason],
+        )
 
 
-def _run_on(executor: EpisodeExecutor, config: SoakConfig, vllm_url: str, model: str | None,
-            on_result: Callable[[SoakEpisodeResult], None] | None) -> list[SoakEpisodeResult]:
+def _run_on(
+    executor: EpisodeExecutor,
+    config: SoakConfig,
+    vllm_url: str,
+    model: str | None,
+    on_result: Callable[[SoakEpisodeResult], None] | None,
+) -> list[SoakEpisodeResult]:
     futures = [executor.submit(SoakEpisodeJob(plan, config, vllm_url, model)) for plan in fault_plan(config)]
     results = []
     for future in as_completed(futures):
@@ -547,27 +639,66 @@ def _per_kind(results: list[SoakEpisodeResult]) -> dict[str, KindSummary]:
     return kinds
 
 
-def summarize(config: SoakConfig, results: list[SoakEpisodeResult], *, wall_s: float,
-              start: tuple[float, int, int], end: tuple[float, int, int], leaked_children: int) -> SoakReport:
+def summarize(
+    config: SoakConfig,
+    results: list[SoakEpisodeResult],
+    *,
+    wall_s: float,
+    start: tuple[float, int, int],
+    end: tuple[float, int, int],
+    leaked_children: int,
+) -> SoakReport:
     """Totals over the episodes, with the process's RSS, threads and fds at the start and the end."""
     total: Counter[str] = Counter()
     for r in results:
-        total.update(posts=r.posts, turns=r.turns, refused=r.refused, replays=r.replays,
-                     replays_identical=r.replays_identical, lost=r.lost_turns, dup=r.duplicate_turns,
-                     missing=r.env_missing_turns, gaps_backend=r.gaps_backend, gaps_closed=r.gaps_closed,
-                     faults=r.faults_hit, timeouts=r.backend_timeouts,
-                     unaccounted=abs(r.gaps_backend - r.faults_hit - r.backend_timeouts),
-                     leaked=len(r.leaked_pids), slow=r.slow_cleanup, dirs=r.leaked_dir,
-                     sessions=r.session_left_open)
+        total.update(
+            posts=r.posts,
+            turns=r.turns,
+            refused=r.refused,
+            replays=r.replays,
+            replays_identical=r.replays_identical,
+            lost=r.lost_turns,
+            dup=r.duplicate_turns,
+            missing=r.env_missing_turns,
+            gaps_backend=r.gaps_backend,
+            gaps_closed=r.gaps_closed,
+            faults=r.faults_hit,
+            timeouts=r.backend_timeouts,
+            unaccounted=abs(r.gaps_backend - r.faults_hit - r.backend_timeouts),
+            leaked=len(r.leaked_pids),
+            slow=r.slow_cleanup,
+            dirs=r.leaked_dir,
+            sessions=r.session_left_open,
+        )
     return SoakReport(
-        config=config, episodes=len(results), ok=sum(r.ok for r in results), wall_s=round(wall_s, 1),
-        per_kind=_per_kind(results), requests=total["posts"], turns=total["turns"], refused=total["refused"],
-        replays=total["replays"], replays_identical=total["replays_identical"], lost_turns=total["lost"],
-        duplicate_turns=total["dup"], env_missing_turns=total["missing"], gaps_backend=total["gaps_backend"],
-        gaps_closed=total["gaps_closed"], faults_hit=total["faults"],
-        backend_timeouts=total["timeouts"], gaps_unaccounted=total["unaccounted"],
-        leaked_processes=total["leaked"], slow_cleanups=total["slow"], leaked_children=leaked_children,
-        leaked_dirs=total["dirs"], leaked_sessions=total["sessions"],
-        rss_mb_start=round(start[0], 1), rss_mb_end=round(end[0], 1), threads_start=start[1],
-        threads_end=end[1], fds_start=start[2], fds_end=end[2], failures=[r for r in results if not r.ok],
+        config=config,
+        episodes=len(results),
+        ok=sum(r.ok for r in results),
+        wall_s=round(wall_s, 1),
+        per_kind=_per_kind(results),
+        requests=total["posts"],
+        turns=total["turns"],
+        refused=total["refused"],
+        replays=total["replays"],
+        replays_identical=total["replays_identical"],
+        lost_turns=total["lost"],
+        duplicate_turns=total["dup"],
+        env_missing_turns=total["missing"],
+        gaps_backend=total["gaps_backend"],
+        gaps_closed=total["gaps_closed"],
+        faults_hit=total["faults"],
+        backend_timeouts=total["timeouts"],
+        gaps_unaccounted=total["unaccounted"],
+        leaked_processes=total["leaked"],
+        slow_cleanups=total["slow"],
+        leaked_children=leaked_children,
+        leaked_dirs=total["dirs"],
+        leaked_sessions=total["sessions"],
+        rss_mb_start=round(start[0], 1),
+        rss_mb_end=round(end[0], 1),
+        threads_start=start[1],
+        threads_end=end[1],
+        fds_start=start[2],
+        fds_end=end[2],
+        failures=[r for r in results if not r.ok],
     )

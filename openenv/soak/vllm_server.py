@@ -56,18 +56,28 @@ class VLLMServer:
 
     def command(self) -> list[str]:
         cmd = [
-            self.python, "-m", "vllm.entrypoints.openai.api_server",
-            "--model", self.model,
-            "--served-model-name", "tiny",
-            "--host", "127.0.0.1",
-            "--port", str(self.port),
-            "--dtype", "float32",
+            self.python,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            self.model,
+            "--served-model-name",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--dtype",
+            "float32",
             "--enforce-eager",
-            "--kv-cache-memory-bytes", str(self.kv_cache_bytes),
+            "--kv-cache-memory-bytes",
+            str(self.kv_cache_bytes),
             "--enable-auto-tool-choice",
-            "--tool-call-parser", "hermes",
+            "--tool-call-parser",
+            "hermes",
             "--disable-log-stats",
-            "--logprobs-mode", self.logprobs_mode,
+            "--logprobs-mode",
+            self.logprobs_mode,
         ]
         if self.max_model_len:
             cmd += ["--max-model-len", str(self.max_model_len)]
@@ -86,19 +96,30 @@ class VLLMServer:
         # (pytest-timeout's os._exit, SIGKILL): an orphaned vLLM holds 1.8 GB. atexit covers a normal exit
         # that skipped the fixture's teardown.
         self.proc = subprocess.Popen(
-            guarded(self.command(), python=sys.executable), stdout=log, stderr=subprocess.STDOUT, env=env,
+            guarded(self.command(), python=sys.executable),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
             start_new_session=True,
         )
         atexit.register(self.stop)
         proc = self.proc
         try:
-            wait_for_health(self.base_url, timeout_s=timeout, interval_s=0.5,
-                            gone=lambda: None if proc.poll() is None else f"it exited with {proc.returncode}")
+            wait_for_health(
+                self.base_url,
+                timeout_s=timeout,
+                interval_s=0.5,
+                gone=lambda: None if proc.poll() is None else f"it exited with {proc.returncode}",
+            )
         except TransportError:
             if proc.poll() is not None:
-                raise RuntimeError(f"vLLM exited with {proc.returncode}; log tail:\n{self.log_tail()}") from None
+                raise RuntimeError(
+                    f"vLLM exited with {proc.returncode}; log tail:\n{self.log_tail()}"
+                ) from None
             self.stop()
-            raise TimeoutError(f"vLLM not healthy after {timeout:.0f}s; log tail:\n{self.log_tail()}") from None
+            raise TimeoutError(
+                f"vLLM not healthy after {timeout:.0f}s; log tail:\n{self.log_tail()}"
+            ) from None
         return self
 
     def log_tail(self, chars: int = 4000) -> str:

@@ -47,5 +47,8 @@ def stop_descendants(grace_s: float = 5.0) -> list[str]:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     left = stop_descendants()
     if left:
-        print(f"\nstopped {len(left)} process(es) the session left running: {', '.join(left[:10])}",
-              file=sys.stderr, flush=True)
+        print(
+            f"\nstopped {len(left)} process(es) the session left running: {', '.join(left[:10])}",
+            file=sys.stderr,
+            flush=True,
+        )

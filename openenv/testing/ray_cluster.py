@@ -35,8 +35,10 @@ from openenv.harness.forwarder import UnixToTcpBridge
 __all__ = ["LoopbackRayCluster", "cluster_unavailable"]
 
 # Mounts an empty read-only tmpfs over each folder before `--`, then runs what follows.
-_HIDE_SCRIPT = ('while [ "$1" != "--" ]; do mount -t tmpfs -o size=1m,mode=755,ro openenv-hidden "$1" || exit 1; '
-                'shift; done; shift; exec "$@"')
+_HIDE_SCRIPT = (
+    'while [ "$1" != "--" ]; do mount -t tmpfs -o size=1m,mode=755,ro openenv-hidden "$1" || exit 1; '
+    'shift; done; shift; exec "$@"'
+)
 GCS_PORT = 6390  # outside Ray's worker-port range (10002-19999), private to the namespace anyway
 
 
@@ -70,15 +72,29 @@ class LoopbackRayCluster:
             others have. The nodes share this machine's filesystem otherwise.
     """
 
-    def __init__(self, *, workers: int = 1, slots: int = 1, object_store_mb: int = 80,
-                 env: dict[str, str] | None = None, forward: dict[int, int] | None = None,
-                 hide: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        workers: int = 1,
+        slots: int = 1,
+        object_store_mb: int = 80,
+        env: dict[str, str] | None = None,
+        forward: dict[int, int] | None = None,
+        hide: dict[str, list[str]] | None = None,
+    ) -> None:
         self.workers, self.slots, self.object_store_mb = workers, slots, object_store_mb
         self.root = Path(tempfile.mkdtemp(prefix="oe-ray-"))  # short: Ray's unix socket paths must fit
-        self.env = {**os.environ, **(env or {}), "RAY_TMPDIR": str(self.root), "RAY_ADDRESS": self.address,
-                    # a lost node is declared dead in ~3 s, not ~30 s
-                    "RAY_health_check_period_ms": "1000", "RAY_health_check_failure_threshold": "3",
-                    "RAY_health_check_initial_delay_ms": "1000", "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env = {
+            **os.environ,
+            **(env or {}),
+            "RAY_TMPDIR": str(self.root),
+            "RAY_ADDRESS": self.address,
+            # a lost node is declared dead in ~3 s, not ~30 s
+            "RAY_health_check_period_ms": "1000",
+            "RAY_health_check_failure_threshold": "3",
+            "RAY_health_check_initial_delay_ms": "1000",
+            "RAY_USAGE_STATS_ENABLED": "0",
+        }
         self._forward = forward or {}
         self._hide = hide or {}
         self._holder: subprocess.Popen[bytes] | None = None
@@ -99,7 +115,8 @@ class LoopbackRayCluster:
         ready = self.root / "netns-ready"
         self._holder = subprocess.Popen(
             ["unshare", "--net", "--", "sh", "-c", f"ip link set lo up && touch {ready} && exec sleep 86400"],
-            start_new_session=True)
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 10
         while not ready.exists():
             if self._holder.poll() is not None or time.monotonic() > deadline:
@@ -108,8 +125,19 @@ class LoopbackRayCluster:
         try:
             for inside, outside in self._forward.items():
                 self._carry(inside, outside)
-            self._ray_start(["--head", "--node-ip-address", "127.0.0.1", "--port", str(GCS_PORT),
-                             "--include-dashboard=false", "--temp-dir", str(self.root)], "127.0.0.1")
+            self._ray_start(
+                [
+                    "--head",
+                    "--node-ip-address",
+                    "127.0.0.1",
+                    "--port",
+                    str(GCS_PORT),
+                    "--include-dashboard=false",
+                    "--temp-dir",
+                    str(self.root),
+                ],
+                "127.0.0.1",
+            )
             for ip in self.node_ips()[1:]:
                 self._ray_start(["--address", self.address, "--node-ip-address", ip], ip)
             self._wait_for_nodes(len(self.node_ips()))
@@ -148,12 +176,22 @@ class LoopbackRayCluster:
         assert self._holder is not None, "start() the cluster first"
         return ["nsenter", f"--net=/proc/{self._holder.pid}/ns/net", "--", *argv]
 
-    def run(self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
-            cwd: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(argv), env={**self.env, **(env or {})}, cwd=cwd, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+    def run(
+        self, argv: list[str], *, timeout: float, env: dict[str, str] | None = None, cwd: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            self.command(argv),
+            env={**self.env, **(env or {})},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
 
-    def popen(self, argv: list[str], *, env: dict[str, str] | None = None, **kwargs: Any) -> subprocess.Popen[str]:
+    def popen(
+        self, argv: list[str], *, env: dict[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.Popen[str]:
         return subprocess.Popen(self.command(argv), env={**self.env, **(env or {})}, text=True, **kwargs)
 
     def processes(self) -> list[psutil.Process]:
@@ -198,36 +236,75 @@ class LoopbackRayCluster:
 
     def _ray_start(self, args: list[str], ip: str) -> None:
         ray_bin = str(Path(sys.executable).with_name("ray"))
-        argv = [ray_bin, "start", *args, "--num-cpus", "1", "--object-store-memory",
-                str(self.object_store_mb * 1_000_000), "--resources", json.dumps({"openenv_episode_slot": self.slots}),
-                "--disable-usage-stats"]
+        argv = [
+            ray_bin,
+            "start",
+            *args,
+            "--num-cpus",
+            "1",
+            "--object-store-memory",
+            str(self.object_store_mb * 1_000_000),
+            "--resources",
+            json.dumps({"openenv_episode_slot": self.slots}),
+            "--disable-usage-stats",
+        ]
         if self._hide.get(ip):  # the node's processes (raylet, workers) inherit the mount namespace
-            argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", _HIDE_SCRIPT, "sh",
-                    *self._hide[ip], "--", *argv]
+            argv = [
+                "unshare",
+                "--mount",
+                "--propagation",
+                "private",
+                "--",
+                "sh",
+                "-c",
+                _HIDE_SCRIPT,
+                "sh",
+                *self._hide[ip],
+                "--",
+                *argv,
+            ]
         done = self.run(argv, timeout=120)
         if done.returncode != 0:
-            raise RuntimeError(f"`ray start {' '.join(args[:2])}` failed ({done.returncode}): "
-                               f"{(done.stderr or done.stdout)[-2000:]}")
+            raise RuntimeError(
+                f"`ray start {' '.join(args[:2])}` failed ({done.returncode}): "
+                f"{(done.stderr or done.stdout)[-2000:]}"
+            )
 
     def _wait_for_nodes(self, count: int, timeout: float = 60) -> None:
-        probe = ("import ray, json; ray.init(address='auto', log_to_driver=False); "
-                 "print(json.dumps(sum(n['Alive'] for n in ray.nodes())))")
+        probe = (
+            "import ray, json; ray.init(address='auto', log_to_driver=False); "
+            "print(json.dumps(sum(n['Alive'] for n in ray.nodes())))"
+        )
         deadline = time.monotonic() + timeout
         while True:
             done = self.run([sys.executable, "-c", probe], timeout=60)
             if done.returncode == 0 and done.stdout.strip().splitlines()[-1:] == [str(count)]:
                 return
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the cluster did not reach {count} live nodes: {done.stdout[-500:]} "
-                                   f"{done.stderr[-1500:]}")
+                raise RuntimeError(
+                    f"the cluster did not reach {count} live nodes: {done.stdout[-500:]} "
+                    f"{done.stderr[-1500:]}"
+                )
             time.sleep(1)
 
     def _carry(self, inside: int, outside: int) -> None:
         sock = self.root / f"fwd-{outside}.sock"
         self._bridges.append(UnixToTcpBridge(sock, "127.0.0.1", outside).start())
         ready = self.root / f"fwd-{outside}.ready"
-        self.popen([sys.executable, forwarder.__file__, "--listen", f"127.0.0.1:{inside}", "--to-unix", str(sock),
-                    "--ready", str(ready)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.popen(
+            [
+                sys.executable,
+                forwarder.__file__,
+                "--listen",
+                f"127.0.0.1:{inside}",
+                "--to-unix",
+                str(sock),
+                "--ready",
+                str(ready),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 15
         while not ready.exists():
             if time.monotonic() > deadline:

@@ -25,12 +25,14 @@ from openenv.core.net import free_port
 
 __all__ = ["LoopbackRegistry", "registry_available"]
 
-MANIFEST_TYPES = ", ".join([
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.oci.image.index.v1+json",
-])
+MANIFEST_TYPES = ", ".join(
+    [
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.oci.image.index.v1+json",
+    ]
+)
 # The access log is Apache's combined format on stdout: `... "GET /v2/x/manifests/1 HTTP/1.1" 200 ...`.
 _ACCESS = re.compile(r'"(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[0-9.]+" (?P<status>\d{3}) ')
 
@@ -79,19 +81,24 @@ class LoopbackRegistry:
         if self.login is not None:
             user, password = self.login
             htpasswd = self.root / "htpasswd"
-            subprocess.run(["htpasswd", "-Bbc", str(htpasswd), user, password], check=True, capture_output=True)
+            subprocess.run(
+                ["htpasswd", "-Bbc", str(htpasswd), user, password], check=True, capture_output=True
+            )
             auth = f"auth:\n  htpasswd:\n    realm: loopback\n    path: {htpasswd}\n"
         config = self.root / "config.yml"
         config.write_text(
             "version: 0.1\n"
             "log:\n  level: info\n  accesslog:\n    disabled: false\n"
             f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'storage'}\n  delete:\n    enabled: true\n"
-            f"http:\n  addr: 127.0.0.1:{self.port}\n"
-            + auth
+            f"http:\n  addr: 127.0.0.1:{self.port}\n" + auth
         )
         log = self.log_path.open("ab")
-        self._proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=log,
-                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(
+            ["docker-registry", "serve", str(config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
         log.close()
         self._wait_ready()
         return self
@@ -108,7 +115,9 @@ class LoopbackRegistry:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"docker-registry on {self.host} did not answer within {timeout_s:g} s: {self._log_tail()}")
+        raise RuntimeError(
+            f"docker-registry on {self.host} did not answer within {timeout_s:g} s: {self._log_tail()}"
+        )
 
     def _log_tail(self) -> str:
         try:
@@ -131,8 +140,9 @@ class LoopbackRegistry:
     def __enter__(self) -> LoopbackRegistry:
         return self.start()
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
     def push(self, local_image: str, repo_tag: str) -> str:
@@ -162,8 +172,12 @@ class LoopbackRegistry:
     def digest(self, repo_tag: str) -> str:
         """The manifest digest (`sha256:...`) the registry serves for `repo_tag` (no HOST part)."""
         repository, _, tag = repo_tag.rpartition(":")
-        response = httpx.head(f"http://{self.host}/v2/{repository}/manifests/{tag}",
-                              headers={"Accept": MANIFEST_TYPES}, auth=self.login, timeout=10.0)
+        response = httpx.head(
+            f"http://{self.host}/v2/{repository}/manifests/{tag}",
+            headers={"Accept": MANIFEST_TYPES},
+            auth=self.login,
+            timeout=10.0,
+        )
         response.raise_for_status()
         return response.headers["Docker-Content-Digest"]
 

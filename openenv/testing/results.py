@@ -14,16 +14,45 @@ from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
 __all__ = ["episode_result"]
 
 
-def episode_result(rows: Sequence[SequenceRow] = (), *, reward: float = 0.0, breakdown: dict[str, float] | None = None,
-                   status: str = "exited", tool_calls: int = 0, turns: int = 0, harness: str = "pi",
-                   task_id: str = "t", policy: EpisodePolicy = "sample", sequences: SequencePolicy = "all",
-                   trained: TrainedRows | None = None, error: str | None = None,
-                   wall_s: float = 0.0) -> TrainingEpisodeResult:
+def episode_result(
+    rows: Sequence[SequenceRow] = (),
+    *,
+    reward: float = 0.0,
+    breakdown: dict[str, float] | None = None,
+    status: str = "exited",
+    tool_calls: int = 0,
+    turns: int = 0,
+    harness: str = "pi",
+    task_id: str = "t",
+    policy: EpisodePolicy = "sample",
+    sequences: SequencePolicy = "all",
+    trained: TrainedRows | None = None,
+    error: str | None = None,
+    wall_s: float = 0.0,
+) -> TrainingEpisodeResult:
     """A scored episode with `rows` (split by `sequences`, as `run_training_episode` splits them; or
     `trained` as given) and a summary holding the rest."""
-    summary = EpisodeSummary(harness=harness, task=task_id, policy=policy, reward=reward, status=status,  # type: ignore[arg-type]  # a test helper takes the status as a str; pydantic validates it
-                             turns=turns, tool_calls=tool_calls, sequences=len(rows), merge_ratio=1.0, aux_turns=0,
-                             reward_breakdown=breakdown or {}, wall_s=wall_s)
+    summary = EpisodeSummary(
+        harness=harness,
+        task=task_id,
+        policy=policy,
+        reward=reward,
+        status=status,  # type: ignore[arg-type]  # a test helper takes the status as a str; pydantic validates it
+        turns=turns,
+        tool_calls=tool_calls,
+        sequences=len(rows),
+        merge_ratio=1.0,
+        aux_turns=0,
+        reward_breakdown=breakdown or {},
+        wall_s=wall_s,
+    )
     split = trained or trained_rows(rows, sequences, sampled=sum(sum(r.env_mask) for r in rows))
-    return TrainingEpisodeResult(harness=harness, task_id=task_id, policy=policy, summary=summary, trained=split,
-                                 error=error, wall_s=wall_s)
+    return TrainingEpisodeResult(
+        harness=harness,
+        task_id=task_id,
+        policy=policy,
+        summary=summary,
+        trained=split,
+        error=error,
+        wall_s=wall_s,
+    )

@@ -19,12 +19,16 @@ def load_teacher(model_dir: str | Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(str(model_dir), dtype="float32").eval()
 
 
-def teacher_logprobs(model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0) -> list[float]:
+def teacher_logprobs(
+    model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0
+) -> list[float]:
     """log p(completion[i] | prompt + completion[:i]) for each completion token, in one forward pass, under
     `log_softmax(logits / temperature)`: what a trainer recomputes for tokens sampled at `temperature`."""
     import torch
 
     with torch.no_grad():
         logits = model(torch.tensor([prompt + completion])).logits[0, len(prompt) - 1 : -1]
-    picked = torch.log_softmax(logits.float() / temperature, -1).gather(1, torch.tensor(completion).unsqueeze(1))
+    picked = torch.log_softmax(logits.float() / temperature, -1).gather(
+        1, torch.tensor(completion).unsqueeze(1)
+    )
     return picked.squeeze(1).tolist()

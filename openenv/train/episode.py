@@ -128,9 +128,17 @@ class TrainingEpisodeResult:
         return self.error is not None or self.status == "crashed" or self.row is None
 
 
-def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, policy: EpisodePolicy = "sample",
-                         timeout_s: float | None = None, sequences: SequencePolicy = "all",
-                         keep_in: Path | None = None, tokens: RowTokens = "exact") -> TrainingEpisodeResult:
+def run_training_episode(
+    make_env: EnvFactory,
+    harness: str,
+    task: Task,
+    *,
+    policy: EpisodePolicy = "sample",
+    timeout_s: float | None = None,
+    sequences: SequencePolicy = "all",
+    keep_in: Path | None = None,
+    tokens: RowTokens = "exact",
+) -> TrainingEpisodeResult:
     """Run one episode in a fresh environment; exceptions become a failed result, never escape.
 
     `sample`: the backend samples every turn (on-policy). `oracle`: the task's reference solution is sent
@@ -155,14 +163,16 @@ def run_training_episode(make_env: EnvFactory, harness: str, task: Task, *, poli
             naive = naive_rows(*record)
             rows, result.token_changes = list(naive.rows), (naive.sampled, naive.changed)
         result.trained = trained_rows(rows, sequences, sampled=stats.sampled_tokens if stats else None)
-        if summary.status == "error":  # our side failed: not a score of 0; the failure policy retries or masks it
+        if (
+            summary.status == "error"
+        ):  # our side failed: not a score of 0; the failure policy retries or masks it
             result.error = f"error: {summary.error}"
         elif summary.reward is None:
             result.error = f"no reward ({summary.reward_status}): {summary.no_reward_reason}"
         if keep_in is not None:
             name = f"{harness}-{task.id}-{uuid.uuid4().hex[:8]}.jsonl"
             result.trajectory = str(save_trajectory(keep_in / name, env, obs, summary))
-    except Exception as exc:  # noqa: BLE001 - a failed episode is data for the failure policy, not a crash
+    except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     finally:
         if env is not None:

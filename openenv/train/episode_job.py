@@ -54,18 +54,26 @@ class TrainingEpisodeJob:
     def run(self, context: WorkerContext) -> TrainingEpisodeResult:
         try:
             server = context.capture(self.engine)
-        except Exception as exc:  # noqa: BLE001 - an engine that will not serve is a failed episode
+        except Exception as exc:
             return self.lost(f"{type(exc).__name__}: {exc}")
         build = self.env_builder or self._default_env
-        result = run_training_episode(lambda harness: build(harness, server), self.harness, self.task,
-                                      policy=self.policy, timeout_s=self.settings.timeout_s, sequences=self.sequences,
-                                      keep_in=context.artifacts, tokens=self.tokens)
+        result = run_training_episode(
+            lambda harness: build(harness, server),
+            self.harness,
+            self.task,
+            policy=self.policy,
+            timeout_s=self.settings.timeout_s,
+            sequences=self.sequences,
+            keep_in=context.artifacts,
+            tokens=self.tokens,
+        )
         result.node = context.node_id
         return result
 
     def lost(self, reason: str) -> TrainingEpisodeResult:
-        return TrainingEpisodeResult(harness=self.harness, task_id=self.task.id, policy=self.policy,
-                                     error=reason)
+        return TrainingEpisodeResult(
+            harness=self.harness, task_id=self.task.id, policy=self.policy, error=reason
+        )
 
     def _default_env(self, harness: str, server: CaptureServer | None) -> HarnessEnvironment:
         return HarnessEnvironment(harness, server=server, engine=self.engine, settings=self.settings)

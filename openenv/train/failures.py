@@ -97,8 +97,11 @@ def run_group(pool: Submitter, episodes: Sequence[Any], policy: FailurePolicy) -
             results[slot] = result
             complete = all(r is not None for r in results) and not done.done()
         if complete:
-            done.set_result(GroupOutcome(results=[r for r in results if r is not None], attempts=attempts,
-                                         errored=errored[0]))
+            done.set_result(
+                GroupOutcome(
+                    results=[r for r in results if r is not None], attempts=attempts, errored=errored[0]
+                )
+            )
 
     for slot in range(len(episodes)):
         start(slot)

@@ -29,11 +29,27 @@ def lean_prompt(tool: str) -> str:
     return f"Use the {tool} tool to do the task, then say done."
 
 
-LEAN_PI_FLAGS = ["--no-extensions", "--no-skills", "--no-prompt-templates", "--no-context-files", "--tools", "bash",
-                 "--system-prompt", lean_prompt("bash")]
-LEAN_MINI_SYSTEM_PROMPT = "Use the bash tool to do the task, then run: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
-LEAN_MINI_FLAGS = ["-c", f"agent.system_template={LEAN_MINI_SYSTEM_PROMPT}", "-c", "agent.instance_template={{task}}",
-                   "-c", "agent.step_limit=1"]
+LEAN_PI_FLAGS = [
+    "--no-extensions",
+    "--no-skills",
+    "--no-prompt-templates",
+    "--no-context-files",
+    "--tools",
+    "bash",
+    "--system-prompt",
+    lean_prompt("bash"),
+]
+LEAN_MINI_SYSTEM_PROMPT = (
+    "Use the bash tool to do the task, then run: echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+)
+LEAN_MINI_FLAGS = [
+    "-c",
+    f"agent.system_template={LEAN_MINI_SYSTEM_PROMPT}",
+    "-c",
+    "agent.instance_template={{task}}",
+    "-c",
+    "agent.step_limit=1",
+]
 
 
 @dataclass(frozen=True)
@@ -57,15 +73,30 @@ LEAN: dict[str, Lean] = {
     # Codex: `model_instructions_file` replaces the base instructions; the `include_*` switches drop the
     # permissions block and the <environment_context> user turn; the skills block and the multi-agent and
     # goal tools go with their own switches.
-    "codex": Lean(("-c", 'model_instructions_file="${home}/.codex/lean.md"', "-c", "include_permissions_instructions=false",
-                   "-c", "include_environment_context=false", "-c", "skills.include_instructions=false",
-                   "-c", "features.multi_agent=false", "-c", "features.goals=false"),
-                  after="--dangerously-bypass-approvals-and-sandbox",
-                  files={".codex/lean.md": lean_prompt("exec_command") + "\n"}),
+    "codex": Lean(
+        (
+            "-c",
+            'model_instructions_file="${home}/.codex/lean.md"',
+            "-c",
+            "include_permissions_instructions=false",
+            "-c",
+            "include_environment_context=false",
+            "-c",
+            "skills.include_instructions=false",
+            "-c",
+            "features.multi_agent=false",
+            "-c",
+            "features.goals=false",
+        ),
+        after="--dangerously-bypass-approvals-and-sandbox",
+        files={".codex/lean.md": lean_prompt("exec_command") + "\n"},
+    ),
     # Gemini CLI: GEMINI_SYSTEM_MD replaces the system prompt with a file; `tools.core` keeps one tool.
-    "gemini-cli": Lean(env={"GEMINI_SYSTEM_MD": "${home}/.gemini/system.md"},
-                       files={".gemini/system.md": lean_prompt("run_shell_command") + "\n"},
-                       settings={"tools": {"core": ["run_shell_command"]}}),
+    "gemini-cli": Lean(
+        env={"GEMINI_SYSTEM_MD": "${home}/.gemini/system.md"},
+        files={".gemini/system.md": lean_prompt("run_shell_command") + "\n"},
+        settings={"tools": {"core": ["run_shell_command"]}},
+    ),
 }
 HarnessName = Literal["pi", "mini-swe-agent", "claude-code", "codex", "gemini-cli"]
 

@@ -36,15 +36,17 @@ def rollout_metrics(outcomes: Sequence[GroupOutcome]) -> dict[str, float]:
             per_harness[r.harness].append(r)
     metrics: dict[str, float] = {}
     for name, eps in sorted(per_harness.items()):
-        metrics |= {f"harness/{name}/reward": fmean(r.reward for r in eps),
-                    f"harness/{name}/solved": fmean(r.breakdown.get("solved", 0.0) for r in eps),
-                    f"harness/{name}/tool_calls": fmean(float(r.tool_calls) for r in eps),
-                    f"harness/{name}/turns": fmean(float(r.turns) for r in eps),
-                    f"harness/{name}/episodes": float(len(eps)),
-                    f"harness/{name}/sequences": fmean(float(len(r.rows) + r.dropped_sequences) for r in eps),
-                    f"harness/{name}/tokens_trained_ratio": _ratio(eps),
-                    f"harness/{name}/aux_tokens": float(sum(r.aux_tokens for r in eps)),
-                    f"harness/{name}/malformed_tool_calls": fmean(float(r.malformed_tool_calls) for r in eps)}
+        metrics |= {
+            f"harness/{name}/reward": fmean(r.reward for r in eps),
+            f"harness/{name}/solved": fmean(r.breakdown.get("solved", 0.0) for r in eps),
+            f"harness/{name}/tool_calls": fmean(float(r.tool_calls) for r in eps),
+            f"harness/{name}/turns": fmean(float(r.turns) for r in eps),
+            f"harness/{name}/episodes": float(len(eps)),
+            f"harness/{name}/sequences": fmean(float(len(r.rows) + r.dropped_sequences) for r in eps),
+            f"harness/{name}/tokens_trained_ratio": _ratio(eps),
+            f"harness/{name}/aux_tokens": float(sum(r.aux_tokens for r in eps)),
+            f"harness/{name}/malformed_tool_calls": fmean(float(r.malformed_tool_calls) for r in eps),
+        }
     trained = [r for o in outcomes if not o.masked for r in o.results]
     metrics |= {
         "rollout/failed_episodes": float(sum(r.failed for r in results)),

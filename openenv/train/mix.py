@@ -47,7 +47,9 @@ class HarnessMix(BaseModel):
             try:
                 weights[name.strip()] = float(weight) if weight else 1.0
             except ValueError:
-                raise BadRequest(f"bad harness weight in {spec!r}: expected name=number, got {part!r}") from None
+                raise BadRequest(
+                    f"bad harness weight in {spec!r}: expected name=number, got {part!r}"
+                ) from None
         return cls(weights=weights)
 
     def draw(self, step: int, group: int) -> str:

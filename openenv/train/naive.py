@@ -66,7 +66,9 @@ def echoed_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Template dicts of canonical messages with each tool call's arguments as the string the harness sent
     (the template renders a string as given), not re-parsed as the proxy's own renderer does."""
     out = template_messages(messages)
-    calls = iter([p for m in messages if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)])
+    calls = iter(
+        [p for m in messages if m.role == "assistant" for p in m.parts if isinstance(p, ToolCallPart)]
+    )
     for message in out:
         for call in message.get("tool_calls", []):
             call["function"]["arguments"] = next(calls).arguments
@@ -85,7 +87,7 @@ def naive_row(sequence: TrainingSequence, renderer: Renderer) -> tuple[SequenceR
         if message["role"] != "assistant":
             continue
         before = renderer.encode(renderer.render(dicts[:i], tools, generation_prompt=True))
-        through = renderer.encode(renderer.render(dicts[:i + 1], tools, generation_prompt=False))
+        through = renderer.encode(renderer.render(dicts[: i + 1], tools, generation_prompt=False))
         spans.append((len(before), len(through)))
     ids = renderer.encode(renderer.render(dicts, tools, generation_prompt=False))
     start = spans[0][0] if spans else len(ids)
@@ -96,7 +98,7 @@ def naive_row(sequence: TrainingSequence, renderer: Renderer) -> tuple[SequenceR
     replies = [t for t in sequence.turns if t.completion is not None]
     # The sequence's replies are the last len(replies) assistant messages (earlier ones came from elsewhere).
     sampled = changed = 0
-    for turn, (a, b) in zip(replies, spans[len(spans) - len(replies):], strict=True):
+    for turn, (a, b) in zip(replies, spans[len(spans) - len(replies) :], strict=True):
         assert turn.completion is not None
         got = list(turn.completion.token_ids)
         blocks = SequenceMatcher(None, got, ids[a:b], autojunk=False).get_matching_blocks()
@@ -106,9 +108,15 @@ def naive_row(sequence: TrainingSequence, renderer: Renderer) -> tuple[SequenceR
                 logprobs[a + block.b + k] = turn.completion.logprobs[block.a + k]
             kept += block.size
         sampled, changed = sampled + len(got), changed + len(got) - kept
-    row = SequenceRow(prompt_ids=ids[:start], completion_ids=ids[start:], logprobs=logprobs[start:],
-                      env_mask=mask[start:], turn_ids=[t.id for t in sequence.turns], origin=sequence.origin,
-                      parent=sequence.parent)
+    row = SequenceRow(
+        prompt_ids=ids[:start],
+        completion_ids=ids[start:],
+        logprobs=logprobs[start:],
+        env_mask=mask[start:],
+        turn_ids=[t.id for t in sequence.turns],
+        origin=sequence.origin,
+        parent=sequence.parent,
+    )
     return row, sampled, changed
 
 

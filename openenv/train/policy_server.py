@@ -33,8 +33,13 @@ def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
     return Path(name)
 
 
-def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | None = None,
-                  vllm_url: str | list[str] | None = None) -> CaptureServer:
+def policy_server(
+    trainer: Any,
+    *,
+    backend: BackendName,
+    model: str | Path | None = None,
+    vllm_url: str | list[str] | None = None,
+) -> CaptureServer:
     """Start a capture server whose backend samples the trainer's current policy (`start_capture_server`:
     its admin API locked, as every episode's server: the harnesses being trained reach its port).
 
@@ -46,8 +51,10 @@ def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | Non
         # TRL's GRPOConfig turns it on by default. The local backend samples the very model being trained,
         # and with checkpointing on that model runs without its KV cache while it samples: replies came out
         # cut short with malformed tool calls, silently (found by the issue-21 learning run).
-        raise BadRequest("backend='local' samples the trainer's own model, which gradient checkpointing breaks "
-                         "for generation: pass GRPOConfig(gradient_checkpointing=False), or use backend='vllm'")
+        raise BadRequest(
+            "backend='local' samples the trainer's own model, which gradient checkpointing breaks "
+            "for generation: pass GRPOConfig(gradient_checkpointing=False), or use backend='vllm'"
+        )
     folder = str(model_folder(trainer, model))
     if backend == "local":
         live = trainer.accelerator.unwrap_model(trainer.model)
@@ -58,4 +65,6 @@ def policy_server(trainer: Any, *, backend: BackendName, model: str | Path | Non
     url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
     if not url:
         raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
-    return start_capture_server(EngineSpec.of("vllm", model=folder, vllm_url=url))  # several URLs: VLLMEngines
+    return start_capture_server(
+        EngineSpec.of("vllm", model=folder, vllm_url=url)
+    )  # several URLs: VLLMEngines

@@ -72,15 +72,30 @@ def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     sampling = recipe.rollout.episode.sampling
     assert sampling is not None and sampling.temperature is not None  # RolloutConfig refuses a run without
-    args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, per_device_train_batch_size=recipe.num_generations,
-                      num_generations=recipe.num_generations, max_steps=recipe.steps,
-                      learning_rate=recipe.learning_rate, beta=0.0, temperature=sampling.temperature,
-                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False,
-                      seed=recipe.seed)
+    args = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        use_cpu=True,
+        per_device_train_batch_size=recipe.num_generations,
+        num_generations=recipe.num_generations,
+        max_steps=recipe.steps,
+        learning_rate=recipe.learning_rate,
+        beta=0.0,
+        temperature=sampling.temperature,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        seed=recipe.seed,
+    )
     rollout = HarnessRollout(recipe.rollout)
-    trainer = EpisodeGRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model), args=args,
-                          train_dataset=task_dataset(recipe.tasks, repeat=recipe.steps * recipe.num_generations),
-                          reward_funcs=reward_funcs_for(recipe), rollout_func=rollout)
+    trainer = EpisodeGRPOTrainer(
+        model=model,
+        processing_class=AutoTokenizer.from_pretrained(model),
+        args=args,
+        train_dataset=task_dataset(recipe.tasks, repeat=recipe.steps * recipe.num_generations),
+        reward_funcs=reward_funcs_for(recipe),
+        rollout_func=rollout,
+    )
     start = time.monotonic()
     try:
         trainer.train()
@@ -94,7 +109,7 @@ def train_grpo(recipe: GRPORecipe) -> dict[str, Any]:
 
 def _summary(recipe: GRPORecipe, history: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     steps = [h for h in history if "reward" in h]
-    first, last = steps[: max(len(steps) // 4, 1)], steps[-max(len(steps) // 4, 1):]
+    first, last = steps[: max(len(steps) // 4, 1)], steps[-max(len(steps) // 4, 1) :]
 
     def mean(rows: list[dict[str, Any]], key: str) -> float:
         return sum(r.get(key) or 0.0 for r in rows) / len(rows)
@@ -120,7 +135,12 @@ def plot_reward_curve(steps: list[dict[str, Any]], path: Path) -> Path:
     xs = [s["step"] for s in steps]
     ax.plot(xs, [s["reward"] for s in steps], marker="o", label="reward (sum)")
     for key in sorted({k for s in steps for k in s if k.startswith("rewards/") and k.endswith("/mean")}):
-        ax.plot(xs, [s.get(key) for s in steps], linestyle="--", label=key.removeprefix("rewards/").removesuffix("/mean"))
+        ax.plot(
+            xs,
+            [s.get(key) for s in steps],
+            linestyle="--",
+            label=key.removeprefix("rewards/").removesuffix("/mean"),
+        )
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("mean reward")
     ax.legend(fontsize=8)

@@ -38,7 +38,9 @@ def retokenize_row(row: dict[str, Any], tokenizer: Any) -> tuple[dict[str, Any],
     re-tokenized to other ids)."""
 
     def again(ids: list[int]) -> list[int]:
-        return list(tokenizer.encode(tokenizer.decode(ids, skip_special_tokens=False), add_special_tokens=False))
+        return list(
+            tokenizer.encode(tokenizer.decode(ids, skip_special_tokens=False), add_special_tokens=False)
+        )
 
     completion, logprobs, mask = list(row["completion_ids"]), list(row["logprobs"]), list(row["env_mask"])
     new_ids: list[int] = []
@@ -54,8 +56,13 @@ def retokenize_row(row: dict[str, Any], tokenizer: Any) -> tuple[dict[str, Any],
         new_ids += ids
         new_lp += logprobs[start:end] if same else [0.0] * len(ids)
         new_mask += [value] * len(ids)
-    out = {**row, "prompt_ids": again(list(row["prompt_ids"])), "completion_ids": new_ids, "logprobs": new_lp,
-           "env_mask": new_mask}
+    out = {
+        **row,
+        "prompt_ids": again(list(row["prompt_ids"])),
+        "completion_ids": new_ids,
+        "logprobs": new_lp,
+        "env_mask": new_mask,
+    }
     return out, sampled, changed
 
 

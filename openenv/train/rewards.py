@@ -11,23 +11,45 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["RewardFunc", "default_reward_funcs", "malformed_tool_call_penalty", "partial_credit", "plain_text",
-           "task_success", "tool_call_bonus"]
+__all__ = [
+    "RewardFunc",
+    "default_reward_funcs",
+    "malformed_tool_call_penalty",
+    "partial_credit",
+    "plain_text",
+    "task_success",
+    "tool_call_bonus",
+]
 
 RewardFunc = Callable[..., list[float | None]]
 
 
-def task_success(prompts: Sequence[Any], completions: Sequence[Any], *, solved: Sequence[float],
-                 masked: Sequence[bool], **_: Any) -> list[float | None]:
+def task_success(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    solved: Sequence[float],
+    masked: Sequence[bool],
+    **_: Any,
+) -> list[float | None]:
     """1.0 when every hidden test passed, else 0.0."""
     return [None if m else float(s) for s, m in zip(solved, masked, strict=True)]
 
 
-def partial_credit(prompts: Sequence[Any], completions: Sequence[Any], *, tests_passed: Sequence[float],
-                   tests_total: Sequence[float], masked: Sequence[bool], **_: Any) -> list[float | None]:
+def partial_credit(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    tests_passed: Sequence[float],
+    tests_total: Sequence[float],
+    masked: Sequence[bool],
+    **_: Any,
+) -> list[float | None]:
     """Tests passed / tests total (0.0 when the task has no countable tests)."""
-    return [None if m else (p / t if t else 0.0)
-            for p, t, m in zip(tests_passed, tests_total, masked, strict=True)]
+    return [
+        None if m else (p / t if t else 0.0)
+        for p, t, m in zip(tests_passed, tests_total, masked, strict=True)
+    ]
 
 
 def tool_call_bonus(scale: float = 0.5, budget: int = 20) -> RewardFunc:
@@ -38,12 +60,23 @@ def tool_call_bonus(scale: float = 0.5, budget: int = 20) -> RewardFunc:
         budget: the tool-call count at which the bonus reaches 0.
     """
     if scale < 0 or budget <= 0:
-        raise ValueError(f"tool_call_bonus needs scale >= 0 and budget > 0; got scale={scale}, budget={budget}")
+        raise ValueError(
+            f"tool_call_bonus needs scale >= 0 and budget > 0; got scale={scale}, budget={budget}"
+        )
 
-    def tool_call_bonus(prompts: Sequence[Any], completions: Sequence[Any], *, solved: Sequence[float],
-                        tool_calls: Sequence[float], masked: Sequence[bool], **_: Any) -> list[float | None]:
-        return [None if m else (scale * max(0.0, 1 - n / budget) if s else 0.0)
-                for s, n, m in zip(solved, tool_calls, masked, strict=True)]
+    def tool_call_bonus(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        solved: Sequence[float],
+        tool_calls: Sequence[float],
+        masked: Sequence[bool],
+        **_: Any,
+    ) -> list[float | None]:
+        return [
+            None if m else (scale * max(0.0, 1 - n / budget) if s else 0.0)
+            for s, n, m in zip(solved, tool_calls, masked, strict=True)
+        ]
 
     return tool_call_bonus
 
@@ -62,10 +95,18 @@ def malformed_tool_call_penalty(scale: float = 0.1, cap: int = 10) -> RewardFunc
     if scale < 0 or cap <= 0:
         raise ValueError(f"malformed_tool_call_penalty needs scale >= 0 and cap > 0; got {scale}, {cap}")
 
-    def malformed_tool_call_penalty(prompts: Sequence[Any], completions: Sequence[Any], *,
-                                    malformed_tool_calls: Sequence[float], masked: Sequence[bool],
-                                    **_: Any) -> list[float | None]:
-        return [None if m else -scale * min(float(n), cap) for n, m in zip(malformed_tool_calls, masked, strict=True)]
+    def malformed_tool_call_penalty(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        malformed_tool_calls: Sequence[float],
+        masked: Sequence[bool],
+        **_: Any,
+    ) -> list[float | None]:
+        return [
+            None if m else -scale * min(float(n), cap)
+            for n, m in zip(malformed_tool_calls, masked, strict=True)
+        ]
 
     return malformed_tool_call_penalty
 
@@ -75,8 +116,9 @@ def default_reward_funcs(*, bonus_scale: float = 0.5, budget: int = 20) -> list[
     return [task_success, partial_credit, tool_call_bonus(bonus_scale, budget)]
 
 
-def plain_text(prompts: Sequence[Any], completions: Sequence[Any], *, masked: Sequence[bool],
-               **_: Any) -> list[float | None]:
+def plain_text(
+    prompts: Sequence[Any], completions: Sequence[Any], *, masked: Sequence[bool], **_: Any
+) -> list[float | None]:
     """A warm-up shaping term, not a task reward: the fraction of the reply's characters that are ASCII
     letters or spaces.
 
@@ -86,5 +128,7 @@ def plain_text(prompts: Sequence[Any], completions: Sequence[Any], *, masked: Se
     whole completion), which the policy does not control; keep it for demos.
     """
     texts = [c if isinstance(c, str) else " ".join(str(m.get("content", "")) for m in c) for c in completions]
-    return [None if m else (sum(ch.isascii() and (ch.isalpha() or ch == " ") for ch in t) / len(t) if t else 0.0)
-            for t, m in zip(texts, masked, strict=True)]
+    return [
+        None if m else (sum(ch.isascii() and (ch.isalpha() or ch == " ") for ch in t) / len(t) if t else 0.0)
+        for t, m in zip(texts, masked, strict=True)
+    ]

@@ -33,7 +33,6 @@ from openenv.capture.backends.vllm_engines import split_urls
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_executor
-from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
@@ -115,19 +114,25 @@ class RolloutConfig(BaseModel):
     def _samples(self) -> RolloutConfig:
         sampling = self.episode.sampling
         if sampling is None or not sampling.temperature or not sampling.max_tokens:
-            raise ValueError("a training run samples: its episodes need a temperature above 0 and a max_tokens "
-                             "(keep the temperature equal to GRPOConfig.temperature)")
+            raise ValueError(
+                "a training run samples: its episodes need a temperature above 0 and a max_tokens "
+                "(keep the temperature equal to GRPOConfig.temperature)"
+            )
         if self.episode.sampling_policy != "trainer":
-            raise ValueError("a training run samples with the trainer's policy: sampling_policy='request' lets the "
-                             "harness's top_p, top_k, penalties or schema reshape what the trainer recomputes; "
-                             "leave it at 'trainer' (evaluation is the place for 'request')")
+            raise ValueError(
+                "a training run samples with the trainer's policy: sampling_policy='request' lets the "
+                "harness's top_p, top_k, penalties or schema reshape what the trainer recomputes; "
+                "leave it at 'trainer' (evaluation is the place for 'request')"
+            )
         return self
 
     @model_validator(mode="after")
     def _ray_needs_an_engine(self) -> RolloutConfig:
         if self.executor == "ray" and self.backend == "local":
-            raise ValueError("executor='ray' needs backend='vllm': the 'local' backend samples the trainer's "
-                             "in-memory model, which other processes and machines cannot reach")
+            raise ValueError(
+                "executor='ray' needs backend='vllm': the 'local' backend samples the trainer's "
+                "in-memory model, which other processes and machines cannot reach"
+            )
         return self
 
     @field_validator("harness")
@@ -164,9 +169,14 @@ class HarnessRollout:
             rows carry the task that ran (`task_id`); TRL's own prompt column keeps its draw.
     """
 
-    def __init__(self, config: RolloutConfig | None = None, *,
-                 env_factory: EnvBuilder | None = None,
-                 policy_for: PolicyChooser | None = None, sampler: SignalSampler | None = None) -> None:
+    def __init__(
+        self,
+        config: RolloutConfig | None = None,
+        *,
+        env_factory: EnvBuilder | None = None,
+        policy_for: PolicyChooser | None = None,
+        sampler: SignalSampler | None = None,
+    ) -> None:
         self.config = config or RolloutConfig()
         self.mix = HarnessMix.of(self.config.harness)
         self._custom_env = env_factory
@@ -199,9 +209,11 @@ class HarnessRollout:
         plans = []
         step = int(trainer.state.global_step)
         for index, start in enumerate(range(0, len(prompts), size)):
-            group = prompts[start:start + size]
+            group = prompts[start : start + size]
             if any(p != group[0] for p in group):
-                raise BadRequest(f"group {index} mixes prompts {sorted(set(map(str, group)))}; TRL repeats each prompt")
+                raise BadRequest(
+                    f"group {index} mixes prompts {sorted(set(map(str, group)))}; TRL repeats each prompt"
+                )
             parsed = parse_prompt(group[0])
             harness = parsed.harness or self.mix.draw(step, index)
             task = self.sampler.choose(step, index) if self.sampler is not None else self._task(parsed.task)
@@ -220,20 +232,32 @@ class HarnessRollout:
         sampling = self.config.episode.sampling
         ours = None if sampling is None else sampling.temperature
         if wanted is not None and ours is not None and float(wanted) != float(ours):
-            raise BadRequest(f"RolloutConfig samples at temperature {ours:g} but GRPOConfig.temperature is "
-                             f"{float(wanted):g}: the trainer would recompute every logprob at another "
-                             f"temperature than the tokens were sampled at; set RolloutConfig(temperature="
-                             f"{float(wanted):g}) or GRPOConfig(temperature={ours:g})", param="temperature")
+            raise BadRequest(
+                f"RolloutConfig samples at temperature {ours:g} but GRPOConfig.temperature is "
+                f"{float(wanted):g}: the trainer would recompute every logprob at another "
+                f"temperature than the tokens were sampled at; set RolloutConfig(temperature="
+                f"{float(wanted):g}) or GRPOConfig(temperature={ours:g})",
+                param="temperature",
+            )
 
     def start_group(self, plan: GroupPlan, trainer: Any) -> Future[GroupOutcome]:
         """Start a group's episodes on the executor (with retries); returns the future of its outcome."""
         executor = self.executor(trainer)
         engine = self._engine(trainer)
         builder = self._custom_env  # None: the job builds the default env wherever it runs (picklable)
-        jobs = [TrainingEpisodeJob(harness=plan.harness, task=plan.task, policy=self._policy_for(i), engine=engine,
-                                   settings=self.config.episode, sequences=self.sequence_policy(trainer),
-                                   env_builder=builder, tokens=self.config.tokens)
-                for i in range(plan.size)]
+        jobs = [
+            TrainingEpisodeJob(
+                harness=plan.harness,
+                task=plan.task,
+                policy=self._policy_for(i),
+                engine=engine,
+                settings=self.config.episode,
+                sequences=self.sequence_policy(trainer),
+                env_builder=builder,
+                tokens=self.config.tokens,
+            )
+            for i in range(plan.size)
+        ]
         return run_group(executor, jobs, self.config.failure)
 
     def executor(self, trainer: Any) -> EpisodeExecutor:
@@ -241,16 +265,27 @@ class HarnessRollout:
         if self._executor is None:
             if self.config.executor == "thread":
                 self._ensure_server(trainer)
-                self._executor = make_executor("thread", slots=self.config.max_concurrency,
-                                               engine=self._engine(trainer), harnesses=[],
-                                               capture=lambda _spec: self._server)
+                self._executor = make_executor(
+                    "thread",
+                    slots=self.config.max_concurrency,
+                    engine=self._engine(trainer),
+                    harnesses=[],
+                    capture=lambda _spec: self._server,
+                )
             else:
-                self._executor = make_executor("ray", slots=self.config.ray_slots, engine=self._engine(trainer),
-                                               harnesses=sorted(self.mix.weights), address=self.config.ray_address,
-                                               sandbox=self.config.episode.sandbox)
+                self._executor = make_executor(
+                    "ray",
+                    slots=self.config.ray_slots,
+                    engine=self._engine(trainer),
+                    harnesses=sorted(self.mix.weights),
+                    address=self.config.ray_address,
+                    sandbox=self.config.episode.sandbox,
+                )
         return self._executor
 
-    def to_batch(self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any) -> dict[str, list[Any]]:
+    def to_batch(
+        self, plans: Sequence[GroupPlan], outcomes: Sequence[GroupOutcome], trainer: Any
+    ) -> dict[str, list[Any]]:
         """Flatten the groups into TRL's columns and log the rollout's metrics."""
         batch: dict[str, list[Any]] = {}
         filler = _filler_id(trainer)
@@ -266,7 +301,9 @@ class HarnessRollout:
             for plan, outcome in zip(plans, outcomes, strict=True):
                 if not outcome.masked:
                     self.sampler.observe(plan.task.id, [r.reward for r in outcome.results])
-        log = getattr(trainer, "_log_metric", None)  # TRL 1.16's `log_metric` hook (reward functions get it too)
+        log = getattr(
+            trainer, "_log_metric", None
+        )  # TRL 1.16's `log_metric` hook (reward functions get it too)
         if log is not None:
             log_rollout_metrics(log, outcomes)
             for kind, weight in (self.sampler.weights() if self.sampler is not None else {}).items():
@@ -279,9 +316,12 @@ class HarnessRollout:
             return "all"
         if self.config.sequences == "all" and not self._warned:
             self._warned = True
-            _log.warning("sequences='all' needs openenv.train.EpisodeGRPOTrainer; this %s trains one sequence "
-                         "per episode (the longest), the others are dropped and counted in "
-                         "rollout/dropped_sequences", type(trainer).__name__)
+            _log.warning(
+                "sequences='all' needs openenv.train.EpisodeGRPOTrainer; this %s trains one sequence "
+                "per episode (the longest), the others are dropped and counted in "
+                "rollout/dropped_sequences",
+                type(trainer).__name__,
+            )
         return "longest"
 
     def close(self) -> None:
@@ -299,20 +339,27 @@ class HarnessRollout:
         if self._tasks is None:
             self._tasks = {t.id: t for t in load_task_set(self.config.task_set)}
         if task_id not in self._tasks:
-            raise BadRequest(f"task {task_id!r} is not in task set {self.config.task_set!r}; "
-                             f"it has: {', '.join(sorted(self._tasks))}")
+            raise BadRequest(
+                f"task {task_id!r} is not in task set {self.config.task_set!r}; "
+                f"it has: {', '.join(sorted(self._tasks))}"
+            )
         return self._tasks[task_id]
 
     def _ensure_server(self, trainer: Any) -> CaptureServer:
         if self._server is None:
-            self._server = policy_server(trainer, backend=self.config.backend, model=self.config.model,
-                                         vllm_url=self.config.vllm_url)
+            self._server = policy_server(
+                trainer, backend=self.config.backend, model=self.config.model, vllm_url=self.config.vllm_url
+            )
         return self._server
 
     def _engine(self, trainer: Any) -> EngineSpec:
         """The engine and tokenizer folder, as a Ray worker needs them (paths valid on every node)."""
         url = self.config.vllm_url or getattr(getattr(trainer, "args", None), "vllm_server_base_url", None)
-        folder = str(model_folder(trainer, self.config.model)) if self.config.executor == "ray" else self.config.model
+        folder = (
+            str(model_folder(trainer, self.config.model))
+            if self.config.executor == "ray"
+            else self.config.model
+        )
         return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=split_urls(url))
 
 
@@ -328,8 +375,12 @@ def _filler_id(trainer: Any) -> int:
 
 def _ids(row: Any, masked: bool) -> dict[str, Any]:
     mask = [0] * len(row.env_mask) if masked else list(row.env_mask)
-    return {"prompt_ids": list(row.prompt_ids), "completion_ids": list(row.completion_ids),
-            "logprobs": list(row.logprobs), "env_mask": mask}
+    return {
+        "prompt_ids": list(row.prompt_ids),
+        "completion_ids": list(row.completion_ids),
+        "logprobs": list(row.logprobs),
+        "env_mask": mask,
+    }
 
 
 def training_row(
@@ -340,7 +391,12 @@ def training_row(
     row = result.row
     weights = row_weights(len(result.rows), loss_type) or [1.0]
     if row is None:
-        ids: dict[str, Any] = {"prompt_ids": [filler], "completion_ids": [filler], "logprobs": [0.0], "env_mask": [0]}
+        ids: dict[str, Any] = {
+            "prompt_ids": [filler],
+            "completion_ids": [filler],
+            "logprobs": [0.0],
+            "env_mask": [0],
+        }
     else:
         ids = _ids(row, masked)
     branches = [{**_ids(b, masked), "weight": w} for b, w in zip(result.branches, weights[1:], strict=True)]

@@ -31,8 +31,14 @@ from typing import Literal
 
 from openenv.capture.trajectory import SequenceRow
 
-__all__ = ["SequencePolicy", "TOKEN_NORMALIZED_LOSSES", "TrainedRows", "row_weights", "select_sequence",
-           "trained_rows"]
+__all__ = [
+    "SequencePolicy",
+    "TOKEN_NORMALIZED_LOSSES",
+    "TrainedRows",
+    "row_weights",
+    "select_sequence",
+    "trained_rows",
+]
 
 SequencePolicy = Literal["all", "longest"]
 # TRL loss types whose per-token terms are summed over the batch and divided by a token count.
@@ -78,8 +84,9 @@ class TrainedRows:
         return self.tokens_trained / self.tokens_sampled if self.tokens_sampled else 1.0
 
 
-def trained_rows(rows: Sequence[SequenceRow], policy: SequencePolicy = "all", *,
-                 sampled: int | None = None) -> TrainedRows:
+def trained_rows(
+    rows: Sequence[SequenceRow], policy: SequencePolicy = "all", *, sampled: int | None = None
+) -> TrainedRows:
     """Split an episode's rows into the primary row, the branch rows that also train, and the dropped.
 
     `sampled` is the episode's count of policy tokens from its turns (`SequenceStats.sampled_tokens`),

@@ -28,35 +28,70 @@ def sft_dataset(tokens: Path, *, min_reward: float = 1.0, tasks: Collection[str]
     """
     from datasets import Dataset, load_from_disk
 
-    data = Dataset.from_parquet(str(tokens)) if str(tokens).endswith(".parquet") else load_from_disk(str(tokens))
-    rows = [{"input_ids": [*r["prompt_ids"], *r["completion_ids"]],
-             "completion_mask": [0] * len(r["prompt_ids"]) + [int(m) for m in r["env_mask"]]}
-            for r in data if r["reward"] >= min_reward and any(r["env_mask"]) and (tasks is None or r["task"] in tasks)]
+    data = (
+        Dataset.from_parquet(str(tokens)) if str(tokens).endswith(".parquet") else load_from_disk(str(tokens))
+    )
+    rows = [
+        {
+            "input_ids": [*r["prompt_ids"], *r["completion_ids"]],
+            "completion_mask": [0] * len(r["prompt_ids"]) + [int(m) for m in r["env_mask"]],
+        }
+        for r in data
+        if r["reward"] >= min_reward and any(r["env_mask"]) and (tasks is None or r["task"] in tasks)
+    ]
     if not rows:
-        raise ValueError(f"{tokens}: no sequence of an episode with reward >= {min_reward} and a sampled token")
+        raise ValueError(
+            f"{tokens}: no sequence of an episode with reward >= {min_reward} and a sampled token"
+        )
     return Dataset.from_list(rows)
 
 
-def train_sft(model: Path, dataset: Any, out: Path, *, epochs: float = 5, learning_rate: float = 6e-3,
-              batch_size: int = 2, seed: int = 0) -> dict[str, Any]:
+def train_sft(
+    model: Path,
+    dataset: Any,
+    out: Path,
+    *,
+    epochs: float = 5,
+    learning_rate: float = 6e-3,
+    batch_size: int = 2,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Train `model` on `dataset` (rows of `sft_dataset`) and save the result to `out`; returns TRL's log
     history and the wall time (also written to `out/sft_metrics.json`)."""
     from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
-    args = SFTConfig(output_dir=str(out / "trainer"), use_cpu=True, num_train_epochs=epochs,
-                     per_device_train_batch_size=batch_size, learning_rate=learning_rate, lr_scheduler_type="cosine",
-                     warmup_steps=5, weight_decay=0.0, completion_only_loss=True, max_length=None,
-                     logging_steps=1, report_to="none", save_strategy="no", seed=seed, dataset_num_proc=None)
+    args = SFTConfig(
+        output_dir=str(out / "trainer"),
+        use_cpu=True,
+        num_train_epochs=epochs,
+        per_device_train_batch_size=batch_size,
+        learning_rate=learning_rate,
+        lr_scheduler_type="cosine",
+        warmup_steps=5,
+        weight_decay=0.0,
+        completion_only_loss=True,
+        max_length=None,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=seed,
+        dataset_num_proc=None,
+    )
     trainer = SFTTrainer(model=str(model), args=args, train_dataset=dataset, processing_class=tokenizer)
     start = time.monotonic()
     trainer.train()
     wall = time.monotonic() - start
     trainer.save_model(str(out))
     tokenizer.save_pretrained(str(out))
-    metrics = {"wall_s": wall, "rows": len(dataset), "epochs": epochs, "learning_rate": learning_rate,
-               "batch_size": batch_size,
-               "log": [h for h in trainer.state.log_history if "loss" in h]}
+    metrics = {
+        "wall_s": wall,
+        "rows": len(dataset),
+        "epochs": epochs,
+        "learning_rate": learning_rate,
+        "batch_size": batch_size,
+        "log": [h for h in trainer.state.log_history if "loss" in h],
+    }
     (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=1))
     return metrics

@@ -39,8 +39,10 @@ class SignalSamplerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key: str = Field(default="category", description="the task metadata field that names its kind (a task "
-                     "without it is a kind of its own)")
+    key: str = Field(
+        default="category",
+        description="the task metadata field that names its kind (a task without it is a kind of its own)",
+    )
     window: int = Field(default=8, gt=0, description="a kind's rate counts its last this many groups")
     floor: float = Field(default=0.1, gt=0, le=1, description="the least weight a task keeps")
     seed: int = 0

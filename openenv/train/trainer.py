@@ -32,10 +32,25 @@ from openenv.errors import BadRequest
 
 __all__ = ["EpisodeGRPOTrainer"]
 
-_PER_TOKEN = ("completion_ids", "completion_mask", "tool_mask", "sampling_per_token_logps", "old_per_token_logps",
-              "ref_per_token_logps")
-_MULTIMODAL = ("pixel_values", "image_grid_thw", "pixel_attention_mask", "spatial_shapes", "image_sizes",
-               "token_type_ids", "mm_token_type_ids", "image_position_ids", "num_images")
+_PER_TOKEN = (
+    "completion_ids",
+    "completion_mask",
+    "tool_mask",
+    "sampling_per_token_logps",
+    "old_per_token_logps",
+    "ref_per_token_logps",
+)
+_MULTIMODAL = (
+    "pixel_values",
+    "image_grid_thw",
+    "pixel_attention_mask",
+    "spatial_shapes",
+    "image_sizes",
+    "token_type_ids",
+    "mm_token_type_ids",
+    "image_position_ids",
+    "num_images",
+)
 
 
 class EpisodeGRPOTrainer(GRPOTrainer):
@@ -66,7 +81,11 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         base = out["advantages"]
         if weights is not None:
             out["advantages"] = base * torch.tensor(weights, dtype=base.dtype, device=device)
-        rows = [(float(base[i]) * float(b.get("weight", 1.0)), b) for i, bs in enumerate(branches or []) for b in bs]
+        rows = [
+            (float(base[i]) * float(b.get("weight", 1.0)), b)
+            for i, bs in enumerate(branches or [])
+            for b in bs
+        ]
         train = self.model is not None and self.model.training
         steps = self.args.steps_per_generation or 1  # GRPOConfig's __post_init__ always sets it
         fill = (-(len(base) + len(rows))) % steps if train else 0
@@ -78,7 +97,9 @@ class EpisodeGRPOTrainer(GRPOTrainer):
 
     # ---- internals --------------------------------------------------------------------------------------
 
-    def _append(self, out: dict[str, Any], rows: Sequence[tuple[float, dict[str, Any]]], fill: int) -> dict[str, Any]:
+    def _append(
+        self, out: dict[str, Any], rows: Sequence[tuple[float, dict[str, Any]]], fill: int
+    ) -> dict[str, Any]:
         device = out["advantages"].device
         pad_id = self._tokenizer.pad_token_id if self._tokenizer.pad_token_id is not None else 0
         prompts = [list(r["prompt_ids"]) for _, r in rows] + [[pad_id]] * fill
@@ -88,8 +109,10 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         advantages = [a for a, _ in rows] + [0.0] * fill
         if self.mask_truncated_completions:
             eos_and_pad = {*self.eos_token_ids, pad_id}
-            env_masks = [m if ids and ids[-1] in eos_and_pad else [0] * len(m)
-                         for ids, m in zip(completions, env_masks, strict=True)]
+            env_masks = [
+                m if ids and ids[-1] in eos_and_pad else [0] * len(m)
+                for ids, m in zip(completions, env_masks, strict=True)
+            ]
         width_c = max(len(c) for c in completions)
         new: dict[str, torch.Tensor] = {
             "prompt_ids": _pad(prompts, pad_id, "left", device),
@@ -116,20 +139,28 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         with torch.no_grad():
             if "old_per_token_logps" in out:
                 new["old_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.model, ids, attention, keep, batch_size=size)[0]
+                    self.model, ids, attention, keep, batch_size=size
+                )[0]
             if "ref_per_token_logps" in out:
                 if self.ref_model is None:
-                    raise BadRequest("branch rows with beta != 0 need a reference model (not a PEFT adapter); "
-                                     "use sequences='longest'")
+                    raise BadRequest(
+                        "branch rows with beta != 0 need a reference model (not a PEFT adapter); "
+                        "use sequences='longest'"
+                    )
                 new["ref_per_token_logps"] = self._get_per_token_logps_and_entropies(
-                    self.ref_model, ids, attention, keep, batch_size=size)[0]
+                    self.ref_model, ids, attention, keep, batch_size=size
+                )[0]
         if "importance_sampling_ratio" in out:
-            new["importance_sampling_ratio"] = self._is_ratio(new, sequence_level=out["importance_sampling_ratio"].size(1) == 1)
+            new["importance_sampling_ratio"] = self._is_ratio(
+                new, sequence_level=out["importance_sampling_ratio"].size(1) == 1
+            )
 
     def _is_ratio(self, new: dict[str, torch.Tensor], *, sequence_level: bool) -> torch.Tensor:
         """TRL's vLLM importance-sampling ratio (same modes and clip bounds) for the new rows."""
         mask = new["completion_mask"] * new["tool_mask"]
-        diff = torch.nan_to_num((new["old_per_token_logps"] - new["sampling_per_token_logps"]) * mask, nan=0.0)
+        diff = torch.nan_to_num(
+            (new["old_per_token_logps"] - new["sampling_per_token_logps"]) * mask, nan=0.0
+        )
         ratio = torch.exp(diff.sum(dim=-1, keepdim=True) if sequence_level else diff)
         lo, hi = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
         if self.vllm_importance_sampling_mode.endswith("truncate"):
@@ -139,11 +170,19 @@ class EpisodeGRPOTrainer(GRPOTrainer):
         return ratio.masked_fill((ratio < lo) | (ratio > hi), 0.0)
 
 
-def _pad(rows: Sequence[Sequence[Any]], value: Any, side: str, device: Any, width: int | None = None,
-         dtype: torch.dtype = torch.long) -> torch.Tensor:
+def _pad(
+    rows: Sequence[Sequence[Any]],
+    value: Any,
+    side: str,
+    device: Any,
+    width: int | None = None,
+    dtype: torch.dtype = torch.long,
+) -> torch.Tensor:
     width = max(len(r) for r in rows) if width is None else width
-    padded = [([value] * (width - len(r)) + list(r)) if side == "left" else (list(r) + [value] * (width - len(r)))
-              for r in rows]
+    padded = [
+        ([value] * (width - len(r)) + list(r)) if side == "left" else (list(r) + [value] * (width - len(r)))
+        for r in rows
+    ]
     return torch.tensor(padded, dtype=dtype, device=device)
 
 
@@ -159,15 +198,21 @@ def _concat(out: dict[str, Any], new: dict[str, torch.Tensor], pad_id: int) -> d
     merged = dict(out)
     width_p = max(out["prompt_ids"].size(1), new["prompt_ids"].size(1))
     for key, value in (("prompt_ids", pad_id), ("prompt_mask", 0)):
-        merged[key] = torch.cat([_widen(out[key], width_p, value, "left"), _widen(new[key], width_p, value, "left")])
+        merged[key] = torch.cat(
+            [_widen(out[key], width_p, value, "left"), _widen(new[key], width_p, value, "left")]
+        )
     width_c = max(out["completion_ids"].size(1), new["completion_ids"].size(1))
     if "tool_mask" not in out:  # TRL omits it when no row has env tokens: all ones
         merged["tool_mask"] = out["tool_mask"] = torch.ones_like(out["completion_mask"])
     for key in _PER_TOKEN:
         if key in out and out[key] is not None:
             value = pad_id if key == "completion_ids" else 0
-            merged[key] = torch.cat([_widen(out[key], width_c, value, "right"),
-                                     _widen(new[key].to(out[key].dtype), width_c, value, "right")])
+            merged[key] = torch.cat(
+                [
+                    _widen(out[key], width_c, value, "right"),
+                    _widen(new[key].to(out[key].dtype), width_c, value, "right"),
+                ]
+            )
     if "importance_sampling_ratio" in out:
         ratio, extra = out["importance_sampling_ratio"], new["importance_sampling_ratio"]
         if ratio.size(1) != 1:

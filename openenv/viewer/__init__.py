@@ -8,4 +8,11 @@ from __future__ import annotations
 from openenv.viewer.app import create_viewer_app, tokenizer_decode, viewer_url
 from openenv.viewer.model import EpisodeView, build_view, load_proxy_session
 
-__all__ = ["EpisodeView", "build_view", "create_viewer_app", "load_proxy_session", "tokenizer_decode", "viewer_url"]
+__all__ = [
+    "EpisodeView",
+    "build_view",
+    "create_viewer_app",
+    "load_proxy_session",
+    "tokenizer_decode",
+    "viewer_url",
+]

@@ -25,7 +25,8 @@ __all__ = ["EpisodeSource", "create_viewer_app", "tokenizer_decode", "viewer_url
 
 EpisodeSource = Callable[[], list[EpisodeLog]]
 _TEMPLATES = jinja2.Environment(
-    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"), autoescape=True,
+    loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+    autoescape=True,
     undefined=jinja2.StrictUndefined,
 )
 
@@ -43,7 +44,9 @@ def tokenizer_decode(model: str | Path) -> Decode:
     return decode
 
 
-def create_viewer_app(source: EpisodeSource, decode: Decode, *, security: ServerSecurity | None = None) -> FastAPI:
+def create_viewer_app(
+    source: EpisodeSource, decode: Decode, *, security: ServerSecurity | None = None
+) -> FastAPI:
     """The viewer app: `/` lists the episodes, `/episodes/{i}` shows one, `/api/episodes/{i}` as JSON.
 
     `security`: its token, Host and Origin rules guard every route (default: a fresh random token and

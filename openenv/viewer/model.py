@@ -17,8 +17,18 @@ from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import TransportError
 from openenv.export.log import EpisodeLog
 
-__all__ = ["Decode", "EpisodeView", "MessageView", "SequenceView", "TokenView", "TurnView", "build_view",
-           "lineage_order", "load_proxy_session", "logprob_colour"]
+__all__ = [
+    "Decode",
+    "EpisodeView",
+    "MessageView",
+    "SequenceView",
+    "TokenView",
+    "TurnView",
+    "build_view",
+    "lineage_order",
+    "load_proxy_session",
+    "logprob_colour",
+]
 
 Decode = Callable[[int], str]
 
@@ -103,32 +113,59 @@ def logprob_colour(logprob: float) -> str:
 
 def _message(message: Message) -> MessageView:
     result = next((p for p in message.parts if isinstance(p, ToolResultPart)), None)
-    return MessageView(role=message.role, text=message.text(),
-                       reasoning="".join(p.text for p in message.parts if isinstance(p, ThinkingPart)),
-                       tool_calls=message.tool_calls(), tool_result=result)
+    return MessageView(
+        role=message.role,
+        text=message.text(),
+        reasoning="".join(p.text for p in message.parts if isinstance(p, ThinkingPart)),
+        tool_calls=message.tool_calls(),
+        tool_result=result,
+    )
 
 
 def _turn(record: TurnRecord, log: EpisodeLog, seen: int) -> tuple[TurnView, int]:
     request = log.requests.get(record.id)
     messages = list(request.messages) if request else []
     done = record.completion
-    reply = None if done is None else MessageView(role="assistant", text=done.text, reasoning=done.reasoning,
-                                                  tool_calls=list(done.tool_calls))
-    view = TurnView(index=record.index, id=record.id, kind=record.kind, source=record.source, aux=record.aux,
-                    gap=record.gap, sequence=record.sequence, prompt_len=record.prompt_len,
-                    new_messages=[_message(m) for m in messages[seen:]], reply=reply,
-                    completion_tokens=len(done.token_ids) if done else 0)
+    reply = (
+        None
+        if done is None
+        else MessageView(
+            role="assistant", text=done.text, reasoning=done.reasoning, tool_calls=list(done.tool_calls)
+        )
+    )
+    view = TurnView(
+        index=record.index,
+        id=record.id,
+        kind=record.kind,
+        source=record.source,
+        aux=record.aux,
+        gap=record.gap,
+        sequence=record.sequence,
+        prompt_len=record.prompt_len,
+        new_messages=[_message(m) for m in messages[seen:]],
+        reply=reply,
+        completion_tokens=len(done.token_ids) if done else 0,
+    )
     return view, (len(messages) if request and not record.aux else seen)
 
 
 def _sequence(index: int, row: SequenceRow, decode: Decode) -> SequenceView:
-    tokens = [TokenView(text=decode(t), logprob=lp, env=not mask, colour="" if not mask else logprob_colour(lp))
-              for t, lp, mask in zip(row.completion_ids, row.logprobs, row.env_mask, strict=True)]
+    tokens = [
+        TokenView(text=decode(t), logprob=lp, env=not mask, colour="" if not mask else logprob_colour(lp))
+        for t, lp, mask in zip(row.completion_ids, row.logprobs, row.env_mask, strict=True)
+    ]
     model = sum(row.env_mask)
-    return SequenceView(index=index, prompt_len=len(row.prompt_ids),
-                        prompt_text="".join(decode(t) for t in row.prompt_ids), tokens=tokens, model_tokens=model,
-                        env_tokens=len(row.env_mask) - model, turn_ids=row.turn_ids, origin=row.origin,
-                        parent=row.parent)
+    return SequenceView(
+        index=index,
+        prompt_len=len(row.prompt_ids),
+        prompt_text="".join(decode(t) for t in row.prompt_ids),
+        tokens=tokens,
+        model_tokens=model,
+        env_tokens=len(row.env_mask) - model,
+        turn_ids=row.turn_ids,
+        origin=row.origin,
+        parent=row.parent,
+    )
 
 
 def lineage_order(sequences: list[SequenceView]) -> list[SequenceView]:
@@ -157,17 +194,25 @@ def build_view(log: EpisodeLog, decode: Decode) -> EpisodeView:
     sequences = [_sequence(i, row, decode) for i, row in enumerate(log.sequences)]
     sampled = [t for t in log.turns if t.completion is not None and t.sequence is not None and not t.aux]
     return EpisodeView(
-        name=log.name, harness=s.harness if s else "", task=s.task if s else "", policy=s.policy if s else "",
-        reward=s.reward if s else None, reward_breakdown=s.reward_breakdown if s else {}, stats=log.stats(),
-        turns=turns, sequences=sequences, lineage=lineage_order(sequences),
+        name=log.name,
+        harness=s.harness if s else "",
+        task=s.task if s else "",
+        policy=s.policy if s else "",
+        reward=s.reward if s else None,
+        reward_breakdown=s.reward_breakdown if s else {},
+        stats=log.stats(),
+        turns=turns,
+        sequences=sequences,
+        lineage=lineage_order(sequences),
         tokens_sampled=sum(len(t.completion.token_ids) for t in sampled if t.completion),
         tokens_trained=sum(q.model_tokens for q in sequences),
         aux_tokens=sum(len(t.completion.token_ids) for t in log.turns if t.aux and t.completion),
     )
 
 
-def load_proxy_session(proxy_url: str, token: str, *, admin_key: str | None = None,
-                       client: httpx.Client | None = None) -> EpisodeLog:
+def load_proxy_session(
+    proxy_url: str, token: str, *, admin_key: str | None = None, client: httpx.Client | None = None
+) -> EpisodeLog:
     """Read a live capture session through the proxy's admin API (`/sessions/{token}/...`).
 
     Args:
@@ -185,8 +230,11 @@ def load_proxy_session(proxy_url: str, token: str, *, admin_key: str | None = No
     finally:
         if client is None:
             http.close()
-    return EpisodeLog(name=f"session {token[:8]}", turns=[TurnRecord.model_validate(t) for t in turns],
-                      sequences=[SequenceRow.model_validate(r) for r in rows])
+    return EpisodeLog(
+        name=f"session {token[:8]}",
+        turns=[TurnRecord.model_validate(t) for t in turns],
+        sequences=[SequenceRow.model_validate(r) for r in rows],
+    )
 
 
 def _get(http: httpx.Client, url: str) -> dict[str, Any]:
@@ -195,5 +243,7 @@ def _get(http: httpx.Client, url: str) -> dict[str, Any]:
     except httpx.HTTPError as exc:
         raise TransportError(f"the capture proxy did not answer {url}: {exc}") from None
     if response.status_code != 200:
-        raise TransportError(f"the capture proxy answered {response.status_code} for {url}: {response.text[:200]}")
+        raise TransportError(
+            f"the capture proxy answered {response.status_code} for {url}: {response.text[:200]}"
+        )
     return response.json()

@@ -34,10 +34,33 @@ from openenv.harness.tasks.fileops import generate, kind_of
 from openenv.resources import ENVS_PATH_VAR
 from openenv.train.lean import LEAN, LEAN_MINI_FLAGS, LEAN_PI_FLAGS, HarnessName, Lean, lean_envs
 
-__all__ = ["LEAN", "LEAN_MINI_FLAGS", "LEAN_PI_FLAGS", "HarnessName", "Lean", "LearnConfig", "Placement",
-           "append_commands", "call_forms", "echo_changes", "looked_ids", "grpo_ids", "heldout_ids", "look_outcomes",
-           "matrix_ids", "heldout_solve_rate", "lean_envs", "make_tasks", "oracle_ids", "record_oracle",
-           "slipped_ids", "teacher_tasks", "train_grpo_run", "transfer_ids", "use_lean_envs"]
+__all__ = [
+    "LEAN",
+    "LEAN_MINI_FLAGS",
+    "LEAN_PI_FLAGS",
+    "HarnessName",
+    "Lean",
+    "LearnConfig",
+    "Placement",
+    "append_commands",
+    "call_forms",
+    "echo_changes",
+    "looked_ids",
+    "grpo_ids",
+    "heldout_ids",
+    "look_outcomes",
+    "matrix_ids",
+    "heldout_solve_rate",
+    "lean_envs",
+    "make_tasks",
+    "oracle_ids",
+    "record_oracle",
+    "slipped_ids",
+    "teacher_tasks",
+    "train_grpo_run",
+    "transfer_ids",
+    "use_lean_envs",
+]
 
 Log = Callable[[str], None]
 Placement = Literal["first", "after"]
@@ -51,42 +74,72 @@ class LearnConfig(BaseModel):
 
     out: Path = Path(".cache/learn")
     task_seed: int = 0
-    kinds: tuple[str, ...] = Field(default=("create", "append"), description="the fileops kinds generated, "
-                                   "trained and measured")
+    kinds: tuple[str, ...] = Field(
+        default=("create", "append"), description="the fileops kinds generated, trained and measured"
+    )
     train_tasks: int = 480
     heldout_tasks: int = 64
-    oracle_episodes: int = Field(default=360, ge=1, description="training tasks recorded with the oracle (the "
-                                 "SFT rows); GRPO samples the others")
+    oracle_episodes: int = Field(
+        default=360,
+        ge=1,
+        description="training tasks recorded with the oracle (the SFT rows); GRPO samples the others",
+    )
     eval_tasks: int = Field(default=64, ge=1, description="held-out tasks per solve-rate measurement")
-    sft_rounds: list[tuple[float, float]] = Field(default=[(27, 1e-2)], description="SFT as (epochs, peak "
-                                                  "learning rate) rounds, each a cosine schedule from the last")
+    sft_rounds: list[tuple[float, float]] = Field(
+        default=[(27, 1e-2)],
+        description="SFT as (epochs, peak learning rate) rounds, each a cosine schedule from the last",
+    )
     sft_batch: int = 8
     grpo_steps: int = 12
     num_generations: int = 4
     groups_per_step: int = 4
     grpo_lr: float = 5e-4
-    grpo_warmup_steps: int = Field(default=4, ge=0, description="linear warmup of the GRPO learning rate: a "
-                                   "fresh Adam's first steps move every weight by about the learning rate")
+    grpo_warmup_steps: int = Field(
+        default=4,
+        ge=0,
+        description="linear warmup of the GRPO learning rate: a "
+        "fresh Adam's first steps move every weight by about the learning rate",
+    )
     eval_every: int = 6
     max_tokens: int = Field(default=64, description="cap on each sampled reply (episodes and evals)")
     concurrency: int = 6
-    tokens: Literal["exact", "retokenize", "naive"] = Field(default="exact", description="the rows GRPO trains "
-                                                            "on: the sampled ids (`exact`), re-tokenized from "
-                                                            "text, or re-rendered from the harness's echo (`naive`)")
-    signal_sampler: bool = Field(default=False, description="draw GRPO's tasks with `SignalSampler` (by the "
-                                 "signal their kind's groups have had) instead of uniformly")
-    findings_grpo_steps: int = Field(default=12, description="GRPO steps of each run of the findings stage "
-                                     "(exact / naive tokens, uniform / signal sampler; held-out every "
-                                     "`findings_eval_every`)")
+    tokens: Literal["exact", "retokenize", "naive"] = Field(
+        default="exact",
+        description="the rows GRPO trains "
+        "on: the sampled ids (`exact`), re-tokenized from "
+        "text, or re-rendered from the harness's echo (`naive`)",
+    )
+    signal_sampler: bool = Field(
+        default=False,
+        description="draw GRPO's tasks with `SignalSampler` (by the "
+        "signal their kind's groups have had) instead of uniformly",
+    )
+    findings_grpo_steps: int = Field(
+        default=12,
+        description="GRPO steps of each run of the findings stage "
+        "(exact / naive tokens, uniform / signal sampler; held-out every "
+        "`findings_eval_every`)",
+    )
     findings_eval_every: int = 4
-    tool_bonus: tuple[float, int] | None = Field(default=None, description="GRPO's reward adds "
-                                                 "`tool_call_bonus(scale, budget)` to the verifier's (None: the "
-                                                 "verifier's alone)")
-    shaping_look: float | None = Field(default=0.5, ge=0, le=1, description="the tool-call shaping stage: the "
-                                       "share of its demonstrations that list the workspace before acting (an "
-                                       "extra, harmless call); None skips the stage")
-    shaping_bonus: tuple[float, int] = Field(default=(0.5, 4), description="the stage's tool_call_bonus (scale, "
-                                             "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25")
+    tool_bonus: tuple[float, int] | None = Field(
+        default=None,
+        description="GRPO's reward adds "
+        "`tool_call_bonus(scale, budget)` to the verifier's (None: the "
+        "verifier's alone)",
+    )
+    shaping_look: float | None = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="the tool-call shaping stage: the "
+        "share of its demonstrations that list the workspace before acting (an "
+        "extra, harmless call); None skips the stage",
+    )
+    shaping_bonus: tuple[float, int] = Field(
+        default=(0.5, 4),
+        description="the stage's tool_call_bonus (scale, "
+        "budget): a solve in 1 call gets 0.375 more than a fail, in 2 calls 0.25",
+    )
     shaping_grpo_steps: int = 12
     shaping_runs: list[tuple[HarnessName, Placement]] = Field(
         default=[("pi", "first"), ("pi", "after"), ("codex", "after"), ("claude-code", "after")],
@@ -94,42 +147,85 @@ class LearnConfig(BaseModel):
         "`shaping_dir_for(placement, harness)`: where the demonstrations' listing goes, `first` (before acting: "
         "measured to cost this learner solves, so run through pi only, for the record) or `after` (right after the "
         "write, where it cannot undo the solve), and the harness GRPO and every held-out eval run through; one other "
-        "than pi is taught by pi's shaping demonstrations plus `shaping_demos` of its own")
-    shaping_demos: int = Field(default=256, ge=1, description="demonstrations through each shaping harness but pi "
-                               "(pi's are the pi stage's 360): measured through codex, 64 left a start that never "
-                               "made the extra call (0 of 64 held-out episodes listed), nothing for the bonus to cut")
-    echo_harnesses: list[str] | None = Field(default=None, description="harnesses whose echo the findings "
-                                             "stage measures (None: every installed one)")
-    matrix_harnesses: list[HarnessName] | None = Field(default=["pi", "codex", "claude-code", "gemini-cli"],
-                                                       description="the one-harness-or-four stage: GRPO in each of "
-                                                       "these alone and over their even mix, each run evaluated in "
-                                                       "every one (None skips the stage): the four dialects")
-    matrix_demos: int = Field(default=64, ge=1, description="the imperfect teacher's demonstrations through each "
-                              "matrix harness but pi (pi's are the teacher stage's); the start is tuned on them")
-    matrix_grpo_steps: int = Field(default=10, description="GRPO steps of each matrix run (every run, single "
-                                   "harness or mix, samples the same number of episodes)")
-    matrix_eval_tasks: int = Field(default=32, ge=1, description="held-out tasks per matrix cell (a cell is one "
-                                   "model evaluated through one harness)")
-    matrix_long_mix: int = Field(default=4, ge=0, description="one more mix run per seed with this many times "
-                                 "`matrix_grpo_steps`, so each harness samples as many episodes in the mix as in "
-                                 "its run alone (at equal total episodes it gets a share); 0 or 1 skips it")
-    expert_in_group: bool = Field(default=False, description="episode 0 of every GRPO group is the oracle's "
-                                  "(the reference solution, scored by the live policy): one success per group")
-    transfer_harness: HarnessName | None = Field(default="mini-swe-agent", description="a second harness "
-                                                 "whose oracle demonstrates only `transfer_demos` tasks; the SFT "
-                                                 "model is tuned on them beside pi's rows, then GRPO runs through it")
+        "than pi is taught by pi's shaping demonstrations plus `shaping_demos` of its own",
+    )
+    shaping_demos: int = Field(
+        default=256,
+        ge=1,
+        description="demonstrations through each shaping harness but pi "
+        "(pi's are the pi stage's 360): measured through codex, 64 left a start that never "
+        "made the extra call (0 of 64 held-out episodes listed), nothing for the bonus to cut",
+    )
+    echo_harnesses: list[str] | None = Field(
+        default=None,
+        description="harnesses whose echo the findings stage measures (None: every installed one)",
+    )
+    matrix_harnesses: list[HarnessName] | None = Field(
+        default=["pi", "codex", "claude-code", "gemini-cli"],
+        description="the one-harness-or-four stage: GRPO in each of "
+        "these alone and over their even mix, each run evaluated in "
+        "every one (None skips the stage): the four dialects",
+    )
+    matrix_demos: int = Field(
+        default=64,
+        ge=1,
+        description="the imperfect teacher's demonstrations through each "
+        "matrix harness but pi (pi's are the teacher stage's); the start is tuned on them",
+    )
+    matrix_grpo_steps: int = Field(
+        default=10,
+        description="GRPO steps of each matrix run (every run, single "
+        "harness or mix, samples the same number of episodes)",
+    )
+    matrix_eval_tasks: int = Field(
+        default=32,
+        ge=1,
+        description="held-out tasks per matrix cell (a cell is one model evaluated through one harness)",
+    )
+    matrix_long_mix: int = Field(
+        default=4,
+        ge=0,
+        description="one more mix run per seed with this many times "
+        "`matrix_grpo_steps`, so each harness samples as many episodes in the mix as in "
+        "its run alone (at equal total episodes it gets a share); 0 or 1 skips it",
+    )
+    expert_in_group: bool = Field(
+        default=False,
+        description="episode 0 of every GRPO group is the oracle's "
+        "(the reference solution, scored by the live policy): one success per group",
+    )
+    transfer_harness: HarnessName | None = Field(
+        default="mini-swe-agent",
+        description="a second harness "
+        "whose oracle demonstrates only `transfer_demos` tasks; the SFT "
+        "model is tuned on them beside pi's rows, then GRPO runs through it",
+    )
     transfer_demos: int = Field(default=4, ge=1, description="the second harness's oracle demonstrations")
-    transfer_sft_epochs: float = Field(default=2, description="epochs over pi's rows and the second harness's "
-                                       "demonstrations, from the SFT model (cosine from transfer_sft_lr)")
+    transfer_sft_epochs: float = Field(
+        default=2,
+        description="epochs over pi's rows and the second harness's "
+        "demonstrations, from the SFT model (cosine from transfer_sft_lr)",
+    )
     transfer_sft_lr: float = 3e-3
-    transfer_grpo_steps: int = Field(default=12, description="GRPO steps through the second harness (a step of "
-                                     "16 mini-swe-agent episodes takes ~70 s on 2 cores, 4x pi's)")
+    transfer_grpo_steps: int = Field(
+        default=12,
+        description="GRPO steps through the second harness (a step of "
+        "16 mini-swe-agent episodes takes ~70 s on 2 cores, 4x pi's)",
+    )
     transfer_grpo_lr: float = 1e-3
-    teacher_slip: float | None = Field(default=0.75, ge=0, le=1, description="the imperfect-teacher stage: the "
-                                       "share of its `append` demonstrations in which the teacher overwrites "
-                                       "(`echo WORD > NAME`) instead of appending; None skips the stage")
-    teacher_grpo_steps: int = Field(default=24, description="GRPO steps from the imperfect teacher's SFT model "
-                                    "(held-out measured every `eval_every`)")
+    teacher_slip: float | None = Field(
+        default=0.75,
+        ge=0,
+        le=1,
+        description="the imperfect-teacher stage: the "
+        "share of its `append` demonstrations in which the teacher overwrites "
+        "(`echo WORD > NAME`) instead of appending; None skips the stage",
+    )
+    teacher_grpo_steps: int = Field(
+        default=24,
+        description="GRPO steps from the imperfect teacher's SFT model "
+        "(held-out measured every `eval_every`)",
+    )
 
     @property
     def tasks_dir(self) -> Path:
@@ -177,7 +273,9 @@ class LearnConfig(BaseModel):
 
     def matrix(self) -> LearnConfig:
         """This config with the matrix stage's GRPO steps and its held-out size."""
-        return self.model_copy(update={"grpo_steps": self.matrix_grpo_steps, "eval_tasks": self.matrix_eval_tasks})
+        return self.model_copy(
+            update={"grpo_steps": self.matrix_grpo_steps, "eval_tasks": self.matrix_eval_tasks}
+        )
 
     def stage_grpo(self, steps: int, **update: Any) -> LearnConfig:
         """This config with a stage's GRPO steps (the findings' or the shaping's), held-out every
@@ -187,14 +285,22 @@ class LearnConfig(BaseModel):
     def transfer_grpo(self) -> LearnConfig:
         """This config with the second harness's GRPO settings (held-out measured at the end: a 64-task eval through
         mini-swe-agent takes ~4 minutes on 2 cores)."""
-        return self.model_copy(update={"grpo_steps": self.transfer_grpo_steps, "grpo_lr": self.transfer_grpo_lr,
-                                       "eval_every": self.transfer_grpo_steps})
+        return self.model_copy(
+            update={
+                "grpo_steps": self.transfer_grpo_steps,
+                "grpo_lr": self.transfer_grpo_lr,
+                "eval_every": self.transfer_grpo_steps,
+            }
+        )
 
 
 def _env(cfg: LearnConfig) -> dict[str, str]:
     envs = lean_envs(cfg.out)
-    return {**os.environ, ENVS_PATH_VAR: os.pathsep.join([str(envs), os.environ.get(ENVS_PATH_VAR, "")]).rstrip(
-        os.pathsep), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    return {
+        **os.environ,
+        ENVS_PATH_VAR: os.pathsep.join([str(envs), os.environ.get(ENVS_PATH_VAR, "")]).rstrip(os.pathsep),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
 
 
 def use_lean_envs(cfg: LearnConfig) -> None:
@@ -207,10 +313,15 @@ def make_tasks(cfg: LearnConfig) -> dict[str, list[str]]:
     ids of each split."""
     split = cfg.tasks_dir / "split.json"
     data = json.loads(split.read_text()) if split.is_file() else {}
-    if not (data.get("seed") == cfg.task_seed and len(data.get("train", [])) == cfg.train_tasks
-            and len(data.get("heldout", [])) == cfg.heldout_tasks and data.get("kinds") == list(cfg.kinds)):
-        data = generate(cfg.tasks_dir, cfg.task_seed, train=cfg.train_tasks, heldout=cfg.heldout_tasks,
-                        kinds=cfg.kinds)  # type: ignore[arg-type]
+    if not (
+        data.get("seed") == cfg.task_seed
+        and len(data.get("train", [])) == cfg.train_tasks
+        and len(data.get("heldout", [])) == cfg.heldout_tasks
+        and data.get("kinds") == list(cfg.kinds)
+    ):
+        data = generate(
+            cfg.tasks_dir, cfg.task_seed, train=cfg.train_tasks, heldout=cfg.heldout_tasks, kinds=cfg.kinds
+        )  # type: ignore[arg-type]
     return {name: list(data[name]) for name in ("train", "heldout")}
 
 
@@ -251,8 +362,11 @@ def transfer_ids(cfg: LearnConfig) -> list[str]:
 def matrix_ids(cfg: LearnConfig, harness: str, count: int | None = None) -> list[str]:
     """The demonstrated training tasks whose demonstration the matrix stage records through `harness` (drawn per
     harness, so each harness shows some tasks the others do not): `matrix_demos` of them, or `count`."""
-    return _pick(oracle_ids(cfg), cfg.matrix_demos if count is None else count,
-                 cfg.task_seed + 10 + sorted(LEAN).index(harness))
+    return _pick(
+        oracle_ids(cfg),
+        cfg.matrix_demos if count is None else count,
+        cfg.task_seed + 10 + sorted(LEAN).index(harness),
+    )
 
 
 def slipped_ids(cfg: LearnConfig) -> list[str]:
@@ -306,9 +420,18 @@ def _openenv(args: list[str], cfg: LearnConfig, log: Log | None = None) -> str:
     return done.stdout
 
 
-def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harness: str = "pi",
-                  ids: list[str] | None = None, tasks: Path | None = None, folder: Path | None = None,
-                  look_first: bool = False, look_after: bool = False) -> Path:
+def record_oracle(
+    cfg: LearnConfig,
+    model: Path,
+    log: Log | None = None,
+    *,
+    harness: str = "pi",
+    ids: list[str] | None = None,
+    tasks: Path | None = None,
+    folder: Path | None = None,
+    look_first: bool = False,
+    look_after: bool = False,
+) -> Path:
     """Oracle episodes through `harness` on training tasks (`ids`, default: the `oracle_episodes` of
     `oracle_ids`; from `tasks`, default: the run's, a folder holding `train/`), exported as token rows into
     `folder`; returns the export's `tokens/` (reused when it is there). `model` is the model to be trained: its
@@ -320,10 +443,30 @@ def record_oracle(cfg: LearnConfig, model: Path, log: Log | None = None, *, harn
         return export / "tokens"
     ids = ids if ids is not None else oracle_ids(cfg)
     episodes = folder / "eval"
-    _openenv(["eval", "--harness", harness, "--tasks", str((tasks or cfg.tasks_dir) / "train"), "--only",
-              ",".join(ids), "--policy", "demo", "--model", str(model), "--concurrency", str(cfg.concurrency),
-              "--out", str(episodes), "--json", *(["--look-first"] if look_first else []),
-              *(["--look-after"] if look_after else [])], cfg, log)
+    _openenv(
+        [
+            "eval",
+            "--harness",
+            harness,
+            "--tasks",
+            str((tasks or cfg.tasks_dir) / "train"),
+            "--only",
+            ",".join(ids),
+            "--policy",
+            "demo",
+            "--model",
+            str(model),
+            "--concurrency",
+            str(cfg.concurrency),
+            "--out",
+            str(episodes),
+            "--json",
+            *(["--look-first"] if look_first else []),
+            *(["--look-after"] if look_after else []),
+        ],
+        cfg,
+        log,
+    )
     _openenv(["export", str(episodes / "episodes"), "--out", str(export), "--shape", "tokens"], cfg, log)
     return export / "tokens"
 
@@ -338,8 +481,13 @@ def call_forms(eval_folder: Path) -> dict[str, int]:
         for turn in read_episode(path).turns:
             for call in turn.completion.tool_calls if turn.completion else ():
                 text = call.arguments
-                counts["spaced" if text.startswith('{"command": "') else "compact" if text.startswith('{"command":"')
-                       else "other"] += 1
+                counts[
+                    "spaced"
+                    if text.startswith('{"command": "')
+                    else "compact"
+                    if text.startswith('{"command":"')
+                    else "other"
+                ] += 1
     return counts
 
 
@@ -354,7 +502,9 @@ def _episode_commands(eval_folder: Path) -> list[tuple[str, float, list[str]]]:
     for episode in report["episodes"]:
         summary = episode["summary"]
         tool = get_spec(str(summary.get("harness") or "pi")).shell_tool
-        log = read_episode(eval_folder / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
+        log = read_episode(
+            eval_folder / "episodes" / Path(episode["trajectory"]).name
+        )  # the folder may have moved
         calls = [call for turn in log.turns if turn.completion for call in turn.completion.tool_calls]
         commands = [tool.command_in(call.parsed_arguments()) for call in calls]
         rows.append((str(summary["task"]), float(summary.get("reward") or 0.0), commands))
@@ -363,7 +513,10 @@ def _episode_commands(eval_folder: Path) -> list[tuple[str, float, list[str]]]:
 
 def _first_commands(eval_folder: Path) -> list[tuple[str, float, str]]:
     """Each episode of an `openenv eval` folder as (task id, reward, the first command it ran; "" when none)."""
-    return [(task, reward, commands[0] if commands else "") for task, reward, commands in _episode_commands(eval_folder)]
+    return [
+        (task, reward, commands[0] if commands else "")
+        for task, reward, commands in _episode_commands(eval_folder)
+    ]
 
 
 def append_commands(eval_folder: Path) -> dict[str, int]:
@@ -373,8 +526,13 @@ def append_commands(eval_folder: Path) -> dict[str, int]:
     counts = {"append": 0, "overwrite": 0, "other": 0}
     for task, _, command in _first_commands(eval_folder):
         if kind_of(task) == "append":
-            counts["append" if ">>" in command else "overwrite" if re.search(r"(^|[^>])>([^>]|$)", command)
-                   else "other"] += 1
+            counts[
+                "append"
+                if ">>" in command
+                else "overwrite"
+                if re.search(r"(^|[^>])>([^>]|$)", command)
+                else "other"
+            ] += 1
     return counts
 
 
@@ -390,7 +548,9 @@ def look_outcomes(eval_folder: Path) -> dict[str, list[int]]:
     return counts
 
 
-def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kind: int = 1) -> dict[str, dict[str, Any]]:
+def echo_changes(
+    cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kind: int = 1
+) -> dict[str, dict[str, Any]]:
     """What a naive capture's rows change, per harness: oracle episodes (`per_kind` held-out task of each kind)
     through every installed harness (or `cfg.echo_harnesses`), each row re-rendered from the messages the harness sent
     back (`openenv.train.naive`). The oracle's replies (`demo`: the solution's own commands) are the tool calls
@@ -413,14 +573,23 @@ def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kin
     use_lean_envs(cfg)
     names = cfg.echo_harnesses or [n for n in harness_names() if install_status(get_spec(n)).ready]
     heldout = {t.id: t for t in load_task_set(str(cfg.tasks_dir / "heldout"))}
-    tasks = [heldout[i] for kind in cfg.kinds for i in [i for i in heldout_ids(cfg) if kind_of(i) == kind][:per_kind]]
+    tasks = [
+        heldout[i]
+        for kind in cfg.kinds
+        for i in [i for i in heldout_ids(cfg) if kind_of(i) == kind][:per_kind]
+    ]
     engine, sampling = EngineSpec(backend="local"), SamplingParams(max_tokens=cfg.max_tokens, temperature=1.0)
 
     def one(harness: str) -> dict[str, Any]:
         row: dict[str, Any] = {"episodes": 0, "sampled": 0, "changed": 0, "errors": []}
         for task in tasks:
-            result = run_training_episode(lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling), harness,
-                                          task, policy="demo", tokens="naive")
+            result = run_training_episode(
+                lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling),
+                harness,
+                task,
+                policy="demo",
+                tokens="naive",
+            )
             if result.error or result.token_changes is None:
                 row["errors"].append(f"{task.id}: {result.error or 'no rows'}")
                 continue
@@ -429,7 +598,9 @@ def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kin
             row["changed"] += result.token_changes[1]
         row["share"] = row["changed"] / row["sampled"] if row["sampled"] else None
         if log:
-            log(f"  echo {harness}: {row['changed']}/{row['sampled']} sampled tokens changed, {len(row['errors'])} errors")
+            log(
+                f"  echo {harness}: {row['changed']}/{row['sampled']} sampled tokens changed, {len(row['errors'])} errors"
+            )
         return row
 
     with ThreadPoolExecutor(max_workers=max(1, min(cfg.concurrency, 3))) as pool:
@@ -439,8 +610,9 @@ def echo_changes(cfg: LearnConfig, out: Path, log: Log | None = None, *, per_kin
     return report
 
 
-def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *,
-                       harness: str = "pi") -> dict[str, Any]:
+def heldout_solve_rate(
+    model: Path | None, cfg: LearnConfig, out: Path, log: Log | None = None, *, harness: str = "pi"
+) -> dict[str, Any]:
     """`openenv eval` of `model` (None: the tiny random test model) on the held-out tasks through `harness`;
     the CLI's JSON report's row (solved, episodes, solve_rate), `by_kind` (`{kind: [solved, episodes]}`, from its
     episodes' task ids), `calls_per_solved` (mean tool calls of the solved episodes; None when none was),
@@ -454,14 +626,30 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
     timing = out / "wall_s.json"  # its wall time, so that a resumed run reports what the eval took
     report = json.loads(done.read_text()) if done.is_file() else {}
     if report.get("tasks") != ids:
-        args = ["eval", "--harness", harness, "--tasks", str(cfg.tasks_dir / "heldout"), "--only", ",".join(ids),
-                "--concurrency", str(cfg.concurrency), "--max-tokens", str(cfg.max_tokens), "--out", str(out), "--json",
-                "--allow-errors"]  # an errored episode is counted apart in the report, not a failed run
+        args = [
+            "eval",
+            "--harness",
+            harness,
+            "--tasks",
+            str(cfg.tasks_dir / "heldout"),
+            "--only",
+            ",".join(ids),
+            "--concurrency",
+            str(cfg.concurrency),
+            "--max-tokens",
+            str(cfg.max_tokens),
+            "--out",
+            str(out),
+            "--json",
+            "--allow-errors",
+        ]  # an errored episode is counted apart in the report, not a failed run
         if model is not None:
             args += ["--model", str(model)]
         report = json.loads(_openenv(args, cfg, log).strip().splitlines()[-1])
         timing.write_text(json.dumps({"wall_s": round(time.monotonic() - start, 1)}))
-    wall = json.loads(timing.read_text())["wall_s"] if timing.is_file() else round(time.monotonic() - start, 1)
+    wall = (
+        json.loads(timing.read_text())["wall_s"] if timing.is_file() else round(time.monotonic() - start, 1)
+    )
     row = next(r for r in report["rows"] if r["harness"] == harness)
     by_kind: dict[str, list[int]] = {}  # kind -> [solved, episodes]
     solved_calls = []  # tool calls of each solved episode
@@ -478,15 +666,29 @@ def heldout_solve_rate(model: Path | None, cfg: LearnConfig, out: Path, log: Log
             logs.append(out / "episodes" / Path(episode["trajectory"]).name)  # the folder may have moved
     pairs = [log.offered_calls() for log in read_episodes(logs)[0]]
     offered, calls = sum(p[0] for p in pairs), sum(p[1] for p in pairs)
-    return {"solved": row["solved"], "episodes": row["episodes"], "solve_rate": row["solve_rate"],
-            "mean_tool_calls": row["mean_tool_calls"], "mean_turns": row["mean_turns"],
-            "by_kind": dict(sorted(by_kind.items())), "wall_s": wall,
-            "calls_per_solved": sum(solved_calls) / len(solved_calls) if solved_calls else None,
-            "offered_call_share": offered / calls if calls else None}
+    return {
+        "solved": row["solved"],
+        "episodes": row["episodes"],
+        "solve_rate": row["solve_rate"],
+        "mean_tool_calls": row["mean_tool_calls"],
+        "mean_turns": row["mean_turns"],
+        "by_kind": dict(sorted(by_kind.items())),
+        "wall_s": wall,
+        "calls_per_solved": sum(solved_calls) / len(solved_calls) if solved_calls else None,
+        "offered_call_share": offered / calls if calls else None,
+    }
 
 
-def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: Log | None = None,
-                   harness: str = "pi", heldout: bool = True) -> dict[str, Any]:
+def train_grpo_run(
+    cfg: LearnConfig,
+    start: Path,
+    out: Path,
+    *,
+    seed: int,
+    log: Log | None = None,
+    harness: str = "pi",
+    heldout: bool = True,
+) -> dict[str, Any]:
     """GRPO through `harness` (a harness name or a mix spec, `"pi,codex"`: `openenv.train.mix`) from `start` (the
     SFT model) for `grpo_steps` steps on the training tasks; with `heldout`, the held-out solve rate through
     `harness` (a single one) is measured every `eval_every` steps and at the end. Returns the curve
@@ -502,9 +704,15 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     use_lean_envs(cfg)
     out.mkdir(parents=True, exist_ok=True)
     train_ids = grpo_ids(cfg)
-    rollout_config = RolloutConfig(harness=harness, task_set=str(cfg.tasks_dir / "train"), backend="local",
-                                   max_tokens=cfg.max_tokens, temperature=1.0, max_concurrency=cfg.concurrency,
-                                   tokens="naive" if cfg.tokens == "naive" else "exact")
+    rollout_config = RolloutConfig(
+        harness=harness,
+        task_set=str(cfg.tasks_dir / "train"),
+        backend="local",
+        max_tokens=cfg.max_tokens,
+        temperature=1.0,
+        max_concurrency=cfg.concurrency,
+        tokens="naive" if cfg.tokens == "naive" else "exact",
+    )
     expert = (lambda i: "demo" if i == 0 else "sample") if cfg.expert_in_group else None
     sampler = None
     if cfg.signal_sampler:
@@ -520,11 +728,24 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
         rollout: HarnessRollout = RetokenizedRollout(rollout_config, policy_for=expert, sampler=sampler)
     else:
         rollout = HarnessRollout(rollout_config, policy_for=expert, sampler=sampler)
-    args = GRPOConfig(output_dir=str(out / "trainer"), use_cpu=True, num_generations=cfg.num_generations,
-                      per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step, max_steps=cfg.grpo_steps,
-                      learning_rate=cfg.grpo_lr, lr_scheduler_type="constant_with_warmup",
-                      warmup_steps=cfg.grpo_warmup_steps, adam_beta2=0.99, beta=0.0, temperature=1.0,
-                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=seed)
+    args = GRPOConfig(
+        output_dir=str(out / "trainer"),
+        use_cpu=True,
+        num_generations=cfg.num_generations,
+        per_device_train_batch_size=cfg.num_generations * cfg.groups_per_step,
+        max_steps=cfg.grpo_steps,
+        learning_rate=cfg.grpo_lr,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=cfg.grpo_warmup_steps,
+        adam_beta2=0.99,
+        beta=0.0,
+        temperature=1.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        seed=seed,
+    )
     curve: list[dict[str, Any]] = []
 
     class HeldOut(TrainerCallback):  # type: ignore[misc]
@@ -540,10 +761,15 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
                 log(f"  GRPO step {step}: held-out {rate['solved']}/{rate['episodes']}")
 
     tokenizer = AutoTokenizer.from_pretrained(start)
-    trainer = EpisodeGRPOTrainer(model=str(start), processing_class=tokenizer, args=args,
-                                 train_dataset=task_dataset(train_ids),
-                                 reward_funcs=[task_success, *([tool_call_bonus(*cfg.tool_bonus)] if cfg.tool_bonus else [])],
-                                 rollout_func=rollout, callbacks=[HeldOut()] if heldout else [])
+    trainer = EpisodeGRPOTrainer(
+        model=str(start),
+        processing_class=tokenizer,
+        args=args,
+        train_dataset=task_dataset(train_ids),
+        reward_funcs=[task_success, *([tool_call_bonus(*cfg.tool_bonus)] if cfg.tool_bonus else [])],
+        rollout_func=rollout,
+        callbacks=[HeldOut()] if heldout else [],
+    )
     began = time.monotonic()
     try:
         trainer.train()
@@ -552,13 +778,21 @@ def train_grpo_run(cfg: LearnConfig, start: Path, out: Path, *, seed: int, log: 
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
     history = [h for h in trainer.state.log_history if "reward" in h]
-    result = {"seed": seed, "harness": harness, "tokens": cfg.tokens, "expert_in_group": cfg.expert_in_group, "curve": curve, "wall_s": round(time.monotonic() - began, 1),
-              "train_reward": [h["reward"] for h in history],
-              "retokenized_changed": [h["rollout/retokenized_changed"] for h in history
-                                      if "rollout/retokenized_changed" in h],
-              "naive_changed": [h["rollout/naive_changed"] for h in history if "rollout/naive_changed" in h],
-              "zero_signal": [h.get("rollout/zero_signal_groups") for h in history],
-              "signal_sampler": cfg.signal_sampler, "tool_bonus": cfg.tool_bonus}
+    result = {
+        "seed": seed,
+        "harness": harness,
+        "tokens": cfg.tokens,
+        "expert_in_group": cfg.expert_in_group,
+        "curve": curve,
+        "wall_s": round(time.monotonic() - began, 1),
+        "train_reward": [h["reward"] for h in history],
+        "retokenized_changed": [
+            h["rollout/retokenized_changed"] for h in history if "rollout/retokenized_changed" in h
+        ],
+        "naive_changed": [h["rollout/naive_changed"] for h in history if "rollout/naive_changed" in h],
+        "zero_signal": [h.get("rollout/zero_signal_groups") for h in history],
+        "signal_sampler": cfg.signal_sampler,
+        "tool_bonus": cfg.tool_bonus,
+    }
     (out / "grpo.json").write_text(json.dumps({**result, "log": history}, indent=1))
     return result
-

@@ -60,21 +60,43 @@ from learn_findings_docs import write_findings_docs
 from openenv.models.learner import build_learner
 from openenv.train.sft import sft_dataset, train_sft
 
-SMOKE = {"train_tasks": 24, "heldout_tasks": 8, "oracle_episodes": 4, "eval_tasks": 2, "sft_rounds": [(1, 1e-2)],
-         "grpo_steps": 1, "num_generations": 2, "groups_per_step": 1, "eval_every": 1, "concurrency": 2,
-         "transfer_demos": 1, "transfer_sft_epochs": 1, "transfer_grpo_steps": 1, "teacher_slip": 1.0,
-         "teacher_grpo_steps": 1, "findings_grpo_steps": 1, "findings_eval_every": 1, "shaping_grpo_steps": 1,
-         "echo_harnesses": ["pi"], "shaping_runs": [["pi", "first"], ["pi", "after"], ["codex", "after"]],
-         "matrix_harnesses": ["pi", "codex"],
-         "matrix_demos": 1, "matrix_grpo_steps": 1, "matrix_eval_tasks": 1, "matrix_long_mix": 2, "shaping_demos": 1}
+SMOKE = {
+    "train_tasks": 24,
+    "heldout_tasks": 8,
+    "oracle_episodes": 4,
+    "eval_tasks": 2,
+    "sft_rounds": [(1, 1e-2)],
+    "grpo_steps": 1,
+    "num_generations": 2,
+    "groups_per_step": 1,
+    "eval_every": 1,
+    "concurrency": 2,
+    "transfer_demos": 1,
+    "transfer_sft_epochs": 1,
+    "transfer_grpo_steps": 1,
+    "teacher_slip": 1.0,
+    "teacher_grpo_steps": 1,
+    "findings_grpo_steps": 1,
+    "findings_eval_every": 1,
+    "shaping_grpo_steps": 1,
+    "echo_harnesses": ["pi"],
+    "shaping_runs": [["pi", "first"], ["pi", "after"], ["codex", "after"]],
+    "matrix_harnesses": ["pi", "codex"],
+    "matrix_demos": 1,
+    "matrix_grpo_steps": 1,
+    "matrix_eval_tasks": 1,
+    "matrix_long_mix": 2,
+    "shaping_demos": 1,
+}
 
 
 def log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = False,
-        findings: bool = True) -> dict[str, Any]:
+def run(
+    cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = False, findings: bool = True
+) -> dict[str, Any]:
     """Every stage; a stage whose output is already in `cfg.out` (same config) is reused, so an interrupted
     run resumes, and `results.json` is rewritten after each stage."""
     import torch
@@ -94,13 +116,17 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
         stages += [second.get(k, {}).get("wall_s", 0) for k in ("sft_train", "pi_sft", "sft")]
         stages += [r["wall_s"] for r in second.get("grpo", []) + teacher.get("grpo", [])]
         stages += [teacher["retokenized"]["wall_s"]] if "retokenized" in teacher else []
-        stages += [teacher.get(k, {}).get("wall_s", 0) for k in ("sft_train", "verified_sft_train", "sft",
-                                                                  "verified_sft")]
+        stages += [
+            teacher.get(k, {}).get("wall_s", 0)
+            for k in ("sft_train", "verified_sft_train", "sft", "verified_sft")
+        ]
         results["wall_s"] = round(sum(stages), 1)
         saved.write_text(json.dumps(results, indent=1))
 
     ids = make_tasks(cfg)
-    log(f"tasks: {len(ids['train'])} train, {len(ids['heldout'])} held-out ({', '.join(cfg.kinds)}) in {cfg.tasks_dir}")
+    log(
+        f"tasks: {len(ids['train'])} train, {len(ids['heldout'])} held-out ({', '.join(cfg.kinds)}) in {cfg.tasks_dir}"
+    )
     random_model = cfg.out / "random"
     if not (random_model / "config.json").is_file():
         build_learner(random_model, seed=0)
@@ -130,12 +156,18 @@ def run(cfg: LearnConfig, seeds: list[int], *, baseline: bool, expert: bool = Fa
             results["grpo"].append(result)
         save()
     if cfg.teacher_slip is not None:
-        results["teacher"] = run_teacher(cfg, seeds, random_model, save_partial=lambda t: (
-            results.update(teacher=t), save()), baseline=baseline)
+        results["teacher"] = run_teacher(
+            cfg,
+            seeds,
+            random_model,
+            save_partial=lambda t: (results.update(teacher=t), save()),
+            baseline=baseline,
+        )
         save()
     if cfg.transfer_harness:
-        results["transfer"] = run_transfer(cfg, seeds, random_model, tokens, save_partial=lambda t: (
-            results.update(transfer=t), save()))
+        results["transfer"] = run_transfer(
+            cfg, seeds, random_model, tokens, save_partial=lambda t: (results.update(transfer=t), save())
+        )
         save()
     if findings:
         results["findings"] = stage_alone(cfg, seeds, cfg.findings_dir, run_findings)
@@ -172,8 +204,9 @@ def stage_alone(cfg: LearnConfig, seeds: list[int], folder: Path, stage: Any) ->
     return {**head, **out}
 
 
-def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: str, *,
-               epochs_scale: float = 1.0) -> tuple[Path, dict[str, Any]]:
+def sft_rounds(
+    cfg: LearnConfig, start: Path, data: Any, folder: Path, title: str, *, epochs_scale: float = 1.0
+) -> tuple[Path, dict[str, Any]]:
     """`cfg.sft_rounds` of SFT on `data` from `start` into `folder/sft-round<i>` (a finished round is reused),
     each round's epochs times `epochs_scale`; returns the last round's model and a summary of the rounds."""
     rounds = []
@@ -185,9 +218,13 @@ def sft_rounds(cfg: LearnConfig, start: Path, data: Any, folder: Path, title: st
             train_sft(start, data, model, epochs=epochs, learning_rate=lr, batch_size=cfg.sft_batch)
         rounds.append(json.loads((model / "sft_metrics.json").read_text()))
         start = model
-    return start, {"rows": rounds[0]["rows"], "epochs": sum(r["epochs"] for r in rounds),
-                   "wall_s": round(sum(r["wall_s"] for r in rounds), 1), "rounds": rounds,
-                   "log": [h for r in rounds for h in r["log"]]}
+    return start, {
+        "rows": rounds[0]["rows"],
+        "epochs": sum(r["epochs"] for r in rounds),
+        "wall_s": round(sum(r["wall_s"] for r in rounds), 1),
+        "rounds": rounds,
+        "log": [h for r in rounds for h in r["log"]],
+    }
 
 
 def tune(cfg: LearnConfig, base: Path, data: Any, model: Path, title: str) -> dict[str, Any]:
@@ -195,15 +232,22 @@ def tune(cfg: LearnConfig, base: Path, data: Any, model: Path, title: str) -> di
     `transfer_sft_lr` (a finished one is reused); its metrics, without the per-step log."""
     if not (model / "sft_metrics.json").is_file():
         log(title)
-        train_sft(base, data, model, epochs=cfg.transfer_sft_epochs, learning_rate=cfg.transfer_sft_lr,
-                  batch_size=cfg.sft_batch)
+        train_sft(
+            base,
+            data,
+            model,
+            epochs=cfg.transfer_sft_epochs,
+            learning_rate=cfg.transfer_sft_lr,
+            batch_size=cfg.sft_batch,
+        )
     metrics = dict(json.loads((model / "sft_metrics.json").read_text()))
     metrics.pop("log", None)
     return metrics
 
 
-def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any, *,
-                baseline: bool) -> dict[str, Any]:
+def run_teacher(
+    cfg: LearnConfig, seeds: list[int], random_model: Path, save_partial: Any, *, baseline: bool
+) -> dict[str, Any]:
     """The imperfect teacher: its demonstrations are the oracle's, except that on `teacher_slip` of the `append`
     tasks it overwrites the file (`slipped_ids`). SFT on every episode it recorded, as logged (unverified);
     GRPO through pi from that model, one run per seed, reward from the tasks' own verifier. Beside it, SFT on
@@ -215,16 +259,23 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     out["verified_rows"] = len(verified)
     # As many optimizer steps as the SFT on every episode: with the same epochs, the fewer rows would mean
     # fewer steps (measured: 14/64 held-out after 756 steps, where the 1,215-step models reach 30-38).
-    checked, out["verified_sft_train"] = sft_rounds(cfg, random_model, verified, folder / "sft-verified",
-                                                    "teacher SFT, verified rows only",
-                                                    epochs_scale=out["rows"] / len(verified))
+    checked, out["verified_sft_train"] = sft_rounds(
+        cfg,
+        random_model,
+        verified,
+        folder / "sft-verified",
+        "teacher SFT, verified rows only",
+        epochs_scale=out["rows"] / len(verified),
+    )
     for name in ("sft_train", "verified_sft_train"):
         out[name].pop("log", None)
     for name, model in (("sft", sft), ("verified_sft", checked)):
         out[name] = heldout_solve_rate(model, cfg, folder / f"eval-{name}", log)
         out[name]["commands"] = append_commands(folder / f"eval-{name}")
-        log(f"teacher: {name} model held-out {out[name]['solved']}/{out[name]['episodes']} {out[name]['by_kind']}, "
-            f"append episodes' commands {out[name]['commands']}")
+        log(
+            f"teacher: {name} model held-out {out[name]['solved']}/{out[name]['episodes']} {out[name]['by_kind']}, "
+            f"append episodes' commands {out[name]['commands']}"
+        )
         save_partial(out)
 
     def grpo_with_commands(run_cfg: LearnConfig, run_folder: Path, seed: int, title: str) -> dict[str, Any]:
@@ -234,13 +285,19 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
 
     out["grpo"] = []
     for seed in seeds:
-        out["grpo"].append(grpo_with_commands(cfg.teacher_grpo(), folder / f"grpo-seed{seed}", seed,
-                                              f"teacher: GRPO seed {seed}"))
+        out["grpo"].append(
+            grpo_with_commands(
+                cfg.teacher_grpo(), folder / f"grpo-seed{seed}", seed, f"teacher: GRPO seed {seed}"
+            )
+        )
         save_partial(out)
     if baseline:
-        out["retokenized"] = grpo_with_commands(cfg.teacher_grpo().model_copy(update={"tokens": "retokenize"}),
-                                                folder / "grpo-retokenized", seeds[0],
-                                                f"teacher: GRPO seed {seeds[0]}, no splice")
+        out["retokenized"] = grpo_with_commands(
+            cfg.teacher_grpo().model_copy(update={"tokens": "retokenize"}),
+            folder / "grpo-retokenized",
+            seeds[0],
+            f"teacher: GRPO seed {seeds[0]}, no splice",
+        )
         save_partial(out)
     return out
 
@@ -248,7 +305,9 @@ def run_teacher(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
 def teacher_sft(cfg: LearnConfig, random_model: Path) -> tuple[Path, dict[str, Any], Path]:
     """The imperfect teacher's demonstrations through pi and SFT on all of them as logged (each reused when
     there): the SFT model, the stage's record (`slip`, `slipped`, `rows`, `sft_train`) and the token rows."""
-    tokens = record_oracle(cfg, random_model, log, tasks=teacher_tasks(cfg), folder=cfg.teacher_dir / "oracle")
+    tokens = record_oracle(
+        cfg, random_model, log, tasks=teacher_tasks(cfg), folder=cfg.teacher_dir / "oracle"
+    )
     logged = sft_dataset(tokens, min_reward=0.0)
     out: dict[str, Any] = {"slip": cfg.teacher_slip, "slipped": len(slipped_ids(cfg)), "rows": len(logged)}
     sft, out["sft_train"] = sft_rounds(cfg, random_model, logged, cfg.teacher_dir / "sft", "teacher SFT")
@@ -262,18 +321,38 @@ def run_findings(cfg: LearnConfig, seeds: list[int], random_model: Path, save_pa
     and with the signal sampler, one run each per seed, `findings_grpo_steps` steps."""
     folder = cfg.findings_dir
     start, _, _ = teacher_sft(cfg, random_model)
-    out: dict[str, Any] = {"steps": cfg.findings_grpo_steps, "groups_per_step": cfg.groups_per_step,
-                           "num_generations": cfg.num_generations}
+    out: dict[str, Any] = {
+        "steps": cfg.findings_grpo_steps,
+        "groups_per_step": cfg.groups_per_step,
+        "num_generations": cfg.num_generations,
+    }
     out["start"] = heldout_solve_rate(start, cfg, cfg.teacher_dir / "eval-sft", log)
     out["echo"] = echo_changes(cfg, folder / "echo", log)
     save_partial(out)
-    variants: dict[str, dict[str, Any]] = {"exact": {}, "naive": {"tokens": "naive"}, "signal": {"signal_sampler": True}}
-    return variant_runs(cfg, cfg.findings_grpo_steps, variants, start, folder, seeds, out, save_partial, "findings",
-                        after=lambda result, run_folder: result.update(call_forms=call_forms(
-                            run_folder / f"eval-step-{result['curve'][-1]['step']}")))
+    variants: dict[str, dict[str, Any]] = {
+        "exact": {},
+        "naive": {"tokens": "naive"},
+        "signal": {"signal_sampler": True},
+    }
+    return variant_runs(
+        cfg,
+        cfg.findings_grpo_steps,
+        variants,
+        start,
+        folder,
+        seeds,
+        out,
+        save_partial,
+        "findings",
+        after=lambda result, run_folder: result.update(
+            call_forms=call_forms(run_folder / f"eval-step-{result['curve'][-1]['step']}")
+        ),
+    )
 
 
-LOOK_AT: tuple[Placement, ...] = get_args(Placement)  # where a shaping stage's demonstrations list the workspace
+LOOK_AT: tuple[Placement, ...] = get_args(
+    Placement
+)  # where a shaping stage's demonstrations list the workspace
 
 
 def shaping_key(at: str, harness: str = "pi") -> str:
@@ -312,24 +391,50 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
     parts, rows, looks = [], {}, {}
     for through, ids in shown.items():
         recorded = cfg.shaping_dir_for(at, through)
-        for name, group, look in (("look", [i for i in ids if i in looked], True),
-                                  ("plain", [i for i in ids if i not in looked], False)):
+        for name, group, look in (
+            ("look", [i for i in ids if i in looked], True),
+            ("plain", [i for i in ids if i not in looked], False),
+        ):
             if group:
-                parts.append(sft_dataset(record_oracle(cfg, random_model, log, harness=through, ids=group,
-                                                       folder=recorded / f"oracle-{name}",
-                                                       look_first=look and at == "first",
-                                                       look_after=look and at == "after")))
+                parts.append(
+                    sft_dataset(
+                        record_oracle(
+                            cfg,
+                            random_model,
+                            log,
+                            harness=through,
+                            ids=group,
+                            folder=recorded / f"oracle-{name}",
+                            look_first=look and at == "first",
+                            look_after=look and at == "after",
+                        )
+                    )
+                )
                 rows[through] = rows.get(through, 0) + len(parts[-1])
                 looks[through] = looks.get(through, 0) + (len(group) if look else 0)
     data = concatenate_datasets(parts).shuffle(seed=0)
     teacher, _, _ = teacher_sft(cfg, random_model)
     start = folder / "tuned"
-    sft_train = tune(cfg, teacher, data, start, f"shaping ({harness}): SFT from the teacher's model on {len(data)} "
-                     f"rows ({sum(looks.values())} look {at}; by harness {rows})")
-    out: dict[str, Any] = {"look": cfg.shaping_look, "look_at": at, "harness": harness,
-                           "looked": sum(looks.values()), "rows": len(data), "rows_by_harness": rows,
-                           "looked_by_harness": looks, "sft_train": sft_train, "tool_bonus": list(cfg.shaping_bonus),
-                           "steps": cfg.shaping_grpo_steps}
+    sft_train = tune(
+        cfg,
+        teacher,
+        data,
+        start,
+        f"shaping ({harness}): SFT from the teacher's model on {len(data)} "
+        f"rows ({sum(looks.values())} look {at}; by harness {rows})",
+    )
+    out: dict[str, Any] = {
+        "look": cfg.shaping_look,
+        "look_at": at,
+        "harness": harness,
+        "looked": sum(looks.values()),
+        "rows": len(data),
+        "rows_by_harness": rows,
+        "looked_by_harness": looks,
+        "sft_train": sft_train,
+        "tool_bonus": list(cfg.shaping_bonus),
+        "steps": cfg.shaping_grpo_steps,
+    }
     out["sft"] = heldout_solve_rate(start, cfg, folder / "eval-tuned", log, harness=harness)
     out["sft"]["looks"] = look_outcomes(folder / "eval-tuned")
     save_partial(out)
@@ -339,13 +444,34 @@ def run_shaping(cfg: LearnConfig, seeds: list[int], random_model: Path, save_par
         for point in result["curve"]:
             point["looks"] = look_outcomes(run_folder / f"eval-step-{point['step']}")
 
-    return variant_runs(cfg, cfg.shaping_grpo_steps, variants, start, folder, seeds, out, save_partial,
-                        f"shaping ({at}, {harness})", after=looks, harness=harness)
+    return variant_runs(
+        cfg,
+        cfg.shaping_grpo_steps,
+        variants,
+        start,
+        folder,
+        seeds,
+        out,
+        save_partial,
+        f"shaping ({at}, {harness})",
+        after=looks,
+        harness=harness,
+    )
 
 
-def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any]], start: Path, folder: Path,
-                 seeds: list[int], out: dict[str, Any], save_partial: Any, stage: str,
-                 after: Any = None, harness: str = "pi") -> dict[str, Any]:
+def variant_runs(
+    cfg: LearnConfig,
+    steps: int,
+    variants: dict[str, dict[str, Any]],
+    start: Path,
+    folder: Path,
+    seeds: list[int],
+    out: dict[str, Any],
+    save_partial: Any,
+    stage: str,
+    after: Any = None,
+    harness: str = "pi",
+) -> dict[str, Any]:
     """One GRPO run of `steps` from `start` through `harness` per (seed, variant), each variant a config update,
     into `folder/<variant>-seed<seed>`; seed by seed, so that a stage cut short has every variant at the same seeds.
     Each result (after `after(result, run_folder)`, when given) goes to `out[variant]`, saved after each run."""
@@ -354,8 +480,14 @@ def variant_runs(cfg: LearnConfig, steps: int, variants: dict[str, dict[str, Any
     for seed in seeds:
         for variant, update in variants.items():
             run_folder = folder / f"{variant}-seed{seed}"
-            result = grpo_run(cfg.stage_grpo(steps, **update), start, run_folder, seed,
-                              f"{stage}: GRPO {variant}, seed {seed}", harness=harness)
+            result = grpo_run(
+                cfg.stage_grpo(steps, **update),
+                start,
+                run_folder,
+                seed,
+                f"{stage}: GRPO {variant}, seed {seed}",
+                harness=harness,
+            )
             if after is not None:
                 after(result, run_folder)
             out[variant].append(result)
@@ -377,24 +509,47 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
     parts, demos = [sft_dataset(pi_tokens, min_reward=0.0)], {}
     for harness in harnesses:
         if harness != "pi":
-            rows = sft_dataset(record_oracle(cfg, random_model, log, harness=harness, ids=matrix_ids(cfg, harness),
-                                             tasks=teacher_tasks(cfg), folder=folder / f"oracle-{harness}"),
-                               min_reward=0.0)
+            rows = sft_dataset(
+                record_oracle(
+                    cfg,
+                    random_model,
+                    log,
+                    harness=harness,
+                    ids=matrix_ids(cfg, harness),
+                    tasks=teacher_tasks(cfg),
+                    folder=folder / f"oracle-{harness}",
+                ),
+                min_reward=0.0,
+            )
             demos[harness] = len(rows)
             parts.append(rows)
     data = concatenate_datasets(parts).shuffle(seed=0)
     start = folder / "sft"
-    sft_train = tune(cfg, teacher, data, start, f"matrix: SFT from the teacher's model on {len(data)} rows "
-                     f"({demos} from the other harnesses)")
-    out: dict[str, Any] = {"harnesses": harnesses, "demos": demos, "rows": len(data), "sft_train": sft_train,
-                           "steps": mcfg.grpo_steps, "groups_per_step": mcfg.groups_per_step,
-                           "num_generations": mcfg.num_generations, "eval_tasks": mcfg.eval_tasks}
+    sft_train = tune(
+        cfg,
+        teacher,
+        data,
+        start,
+        f"matrix: SFT from the teacher's model on {len(data)} rows ({demos} from the other harnesses)",
+    )
+    out: dict[str, Any] = {
+        "harnesses": harnesses,
+        "demos": demos,
+        "rows": len(data),
+        "sft_train": sft_train,
+        "steps": mcfg.grpo_steps,
+        "groups_per_step": mcfg.groups_per_step,
+        "num_generations": mcfg.num_generations,
+        "eval_tasks": mcfg.eval_tasks,
+    }
 
     def cells(model: Path, where: Path) -> dict[str, Any]:
         row = {}
         for harness in harnesses:
             row[harness] = heldout_solve_rate(model, mcfg, where / f"eval-{harness}", log, harness=harness)
-            log(f"matrix: {where.name} through {harness}: {row[harness]['solved']}/{row[harness]['episodes']}")
+            log(
+                f"matrix: {where.name} through {harness}: {row[harness]['solved']}/{row[harness]['episodes']}"
+            )
         return row
 
     out["start"] = cells(start, folder / "start")
@@ -408,8 +563,15 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
     def train(name: str, harness: str, run_cfg: LearnConfig, seed: int, where: str) -> None:
         """One matrix run through `harness` (a name or a mix), kept as `out["runs"][name]` and in its folder."""
         run_folder = folder / f"{name.replace('_', '-')}-seed{seed}"
-        result = grpo_run(run_cfg, start, run_folder, seed, f"matrix: GRPO in {where}, seed {seed}",
-                          harness=harness, heldout=False)
+        result = grpo_run(
+            run_cfg,
+            start,
+            run_folder,
+            seed,
+            f"matrix: GRPO in {where}, seed {seed}",
+            harness=harness,
+            heldout=False,
+        )
         result["eval"] = cells(run_folder / "model", run_folder)
         out["runs"][name].append(result)
         save_partial(out)
@@ -427,8 +589,9 @@ def run_matrix(cfg: LearnConfig, seeds: list[int], random_model: Path, save_part
     return out
 
 
-def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path,
-                 save_partial: Any) -> dict[str, Any]:
+def run_transfer(
+    cfg: LearnConfig, seeds: list[int], random_model: Path, pi_tokens: Path, save_partial: Any
+) -> dict[str, Any]:
     """The second harness: its oracle demonstrates only `transfer_demos` tasks. The SFT model is tuned on
     those beside pi's rows, then GRPO runs through the second harness, one run per seed; held-out solve
     rates through the second harness for the pi SFT model, the tuned one and each GRPO run."""
@@ -441,23 +604,48 @@ def run_transfer(cfg: LearnConfig, seeds: list[int], random_model: Path, pi_toke
     demos = sft_dataset(tokens)
     data = concatenate_datasets([sft_dataset(pi_tokens, tasks=set(oracle_ids(cfg))), demos]).shuffle(seed=0)
     tuned = folder / "sft"
-    out: dict[str, Any] = {"harness": harness, "demos": len(demos), "rows": len(data), "sft_train": tune(
-        cfg, cfg.sft_dir, data, tuned, f"{harness}: SFT from the pi SFT model on {len(data)} rows ({len(demos)} "
-        f"of them {harness}'s)")}
+    out: dict[str, Any] = {
+        "harness": harness,
+        "demos": len(demos),
+        "rows": len(data),
+        "sft_train": tune(
+            cfg,
+            cfg.sft_dir,
+            data,
+            tuned,
+            f"{harness}: SFT from the pi SFT model on {len(data)} rows ({len(demos)} of them {harness}'s)",
+        ),
+    }
     for name, model in (("pi_sft", cfg.sft_dir), ("sft", tuned)):
         out[name] = heldout_solve_rate(model, cfg, folder / f"eval-{name}", log, harness=harness)
         log(f"{harness}: {name} model held-out {out[name]['solved']}/{out[name]['episodes']}")
         save_partial(out)
     out["grpo"] = []
     for seed in seeds:
-        out["grpo"].append(grpo_run(cfg.transfer_grpo(), tuned, folder / f"grpo-seed{seed}", seed,
-                                    f"{harness}: GRPO seed {seed}", harness=harness))
+        out["grpo"].append(
+            grpo_run(
+                cfg.transfer_grpo(),
+                tuned,
+                folder / f"grpo-seed{seed}",
+                seed,
+                f"{harness}: GRPO seed {seed}",
+                harness=harness,
+            )
+        )
         save_partial(out)
     return out
 
 
-def grpo_run(cfg: LearnConfig, start: Path, out: Path, seed: int, title: str, *,
-             harness: str = "pi", heldout: bool = True) -> dict[str, Any]:
+def grpo_run(
+    cfg: LearnConfig,
+    start: Path,
+    out: Path,
+    seed: int,
+    title: str,
+    *,
+    harness: str = "pi",
+    heldout: bool = True,
+) -> dict[str, Any]:
     """`train_grpo_run` into `out`, or the result a finished run left there (an interrupted run resumes): the
     same dict either way (grpo.json also holds TRL's per-step log, which the result leaves out)."""
     done = out / "grpo.json"
@@ -481,11 +669,22 @@ def saved_stages(cfg: LearnConfig, page: Path | None = None) -> dict[str, dict[s
     none there keeps what the page's own JSON (`page`, research/learning/learning-findings.json) holds, so running one stage on
     a machine that has not run the others does not drop theirs from the page ({} where neither has it)."""
     shown = dict(json.loads(page.read_text())) if page is not None and page.is_file() else {}
-    harnesses = ["pi", *sorted({h for h in LEAN if h != "pi" and (any(shaping_key(at, h) in shown for at in LOOK_AT)
-                                                                   or h in dict(cfg.shaping_runs))})]
-    here = {"findings": _saved(cfg.findings_dir),
-            **{shaping_key(at, h): _saved(cfg.shaping_dir_for(at, h)) for h in harnesses for at in LOOK_AT},
-            "matrix": _saved(cfg.matrix_dir)}
+    harnesses = [
+        "pi",
+        *sorted(
+            {
+                h
+                for h in LEAN
+                if h != "pi"
+                and (any(shaping_key(at, h) in shown for at in LOOK_AT) or h in dict(cfg.shaping_runs))
+            }
+        ),
+    ]
+    here = {
+        "findings": _saved(cfg.findings_dir),
+        **{shaping_key(at, h): _saved(cfg.shaping_dir_for(at, h)) for h in harnesses for at in LOOK_AT},
+        "matrix": _saved(cfg.matrix_dir),
+    }
     return {k: v or shown.get(k) or {} for k, v in here.items()}
 
 
@@ -515,27 +714,54 @@ def main() -> None:
     parser.add_argument("--oracle-episodes", type=int, default=None)
     parser.add_argument("--eval-tasks", type=int, default=None)
     parser.add_argument("--no-baseline", action="store_true", help="skip the no-splice GRPO run")
-    parser.add_argument("--expert", action="store_true", help="add a GRPO run with an oracle episode in each group")
+    parser.add_argument(
+        "--expert", action="store_true", help="add a GRPO run with an oracle episode in each group"
+    )
     parser.add_argument("--no-second-harness", action="store_true", help="skip the mini-swe-agent stage")
     parser.add_argument("--no-teacher", action="store_true", help="skip the imperfect-teacher stage")
-    parser.add_argument("--no-findings", action="store_true", help="skip the findings stage (exact vs naive rows, "
-                        "the signal sampler, per-harness echo changes)")
-    parser.add_argument("--only-findings", action="store_true", help="run the findings stage alone (with what it "
-                        "needs: the tasks and the imperfect teacher's SFT model) and write its page")
-    parser.add_argument("--only-shaping", action="store_true", help="run the tool-call shaping stage alone (its "
-                        "demonstrations, SFT and GRPO with and without the tool-call bonus) and write the page")
+    parser.add_argument(
+        "--no-findings",
+        action="store_true",
+        help="skip the findings stage (exact vs naive rows, the signal sampler, per-harness echo changes)",
+    )
+    parser.add_argument(
+        "--only-findings",
+        action="store_true",
+        help="run the findings stage alone (with what it "
+        "needs: the tasks and the imperfect teacher's SFT model) and write its page",
+    )
+    parser.add_argument(
+        "--only-shaping",
+        action="store_true",
+        help="run the tool-call shaping stage alone (its "
+        "demonstrations, SFT and GRPO with and without the tool-call bonus) and write the page",
+    )
     parser.add_argument("--no-shaping", action="store_true", help="skip the tool-call shaping stage")
-    parser.add_argument("--only-matrix", action="store_true", help="run the one-harness-or-four stage alone (the "
-                        "teacher's demonstrations through each matrix harness, the tuned start, GRPO in each harness "
-                        "and in the mix, every run evaluated through every harness) and write the page")
+    parser.add_argument(
+        "--only-matrix",
+        action="store_true",
+        help="run the one-harness-or-four stage alone (the "
+        "teacher's demonstrations through each matrix harness, the tuned start, GRPO in each harness "
+        "and in the mix, every run evaluated through every harness) and write the page",
+    )
     parser.add_argument("--no-matrix", action="store_true", help="skip the one-harness-or-four stage")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the CI smoke of the recipe")
-    parser.add_argument("--no-docs", action="store_true", help="do not write research/learning/learning.md and the PNG")
-    parser.add_argument("--docs-only", action="store_true", help="write the docs from OUT/results.json and stop")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE", type=setting,
-                        help="any LearnConfig field (research/learning/learn.py), VALUE as JSON or a plain string; e.g. "
-                        "--set matrix_eval_tasks=16 --set 'matrix_harnesses=[\"pi\",\"codex\"]'. Repeatable; "
-                        "the stage's results.json records the config it ran with")
+    parser.add_argument(
+        "--no-docs", action="store_true", help="do not write research/learning/learning.md and the PNG"
+    )
+    parser.add_argument(
+        "--docs-only", action="store_true", help="write the docs from OUT/results.json and stop"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        type=setting,
+        help="any LearnConfig field (research/learning/learn.py), VALUE as JSON or a plain string; e.g. "
+        '--set matrix_eval_tasks=16 --set \'matrix_harnesses=["pi","codex"]\'. Repeatable; '
+        "the stage's results.json records the config it ran with",
+    )
     args = parser.parse_args()
     docs = Path(__file__).resolve().parent  # the pages live beside the scripts
     if args.docs_only:
@@ -574,8 +800,13 @@ def main() -> None:
             write_stages(saved_stages(cfg, docs / "learning-findings.json"), docs)
             log(f"wrote {docs / 'learning-findings.md'}")
         return
-    results = run(cfg, seeds, baseline=not args.no_baseline, expert=args.expert and not args.smoke,
-                  findings=not args.no_findings)
+    results = run(
+        cfg,
+        seeds,
+        baseline=not args.no_baseline,
+        expert=args.expert and not args.smoke,
+        findings=not args.no_findings,
+    )
     if not args.no_docs and results["grpo"]:
         write_docs(results, docs)
         log(f"wrote {docs / 'learning.md'} and {docs / 'learning.png'}")
@@ -583,11 +814,17 @@ def main() -> None:
     if not args.no_docs and any(stages.values()):
         write_stages(stages, docs)
         log(f"wrote {docs / 'learning-findings.md'}")
-    printed: dict[str, Any] = {"random": results["random"], "sft": results["sft"],
-                               "grpo": [r["curve"][-1] for r in results["grpo"]]}
+    printed: dict[str, Any] = {
+        "random": results["random"],
+        "sft": results["sft"],
+        "grpo": [r["curve"][-1] for r in results["grpo"]],
+    }
     for stage, name in (("transfer", "second_harness"), ("teacher", "teacher")):
         if results.get(stage):
-            printed[name] = {"sft": results[stage]["sft"], "grpo": [r["curve"][-1] for r in results[stage]["grpo"]]}
+            printed[name] = {
+                "sft": results[stage]["sft"],
+                "grpo": [r["curve"][-1] for r in results[stage]["grpo"]],
+            }
     print(json.dumps(printed, indent=1))
 
 

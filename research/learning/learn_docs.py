@@ -48,10 +48,20 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
     if "expert" in results:
         runs.append(("GRPO, oracle episode in each group", results["expert"], "s", ":"))
     for label, run, marker, style in runs:
-        ax.plot([0] + [p["step"] for p in run["curve"]], [sft_rate] + [p["solve_rate"] for p in run["curve"]],
-                marker=marker, linestyle=style, label=label)
-        tr.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker=marker, linestyle=style,
-                label=label)
+        ax.plot(
+            [0] + [p["step"] for p in run["curve"]],
+            [sft_rate] + [p["solve_rate"] for p in run["curve"]],
+            marker=marker,
+            linestyle=style,
+            label=label,
+        )
+        tr.plot(
+            range(1, len(run["train_reward"]) + 1),
+            run["train_reward"],
+            marker=marker,
+            linestyle=style,
+            label=label,
+        )
     ax.axhline(results["random"]["solve_rate"], color="grey", linestyle=":", label="random model")
     ax.set_xlabel("GRPO step (0 = the SFT model)")
     ax.set_ylabel(f"held-out solve rate ({results['sft']['episodes']} tasks)")
@@ -64,15 +74,31 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
             part_runs.append(("GRPO, no splice (re-tokenized)", part["retokenized"], "x", "--"))
         for label, run, marker, style in part_runs:
             steps = [0] + [p["step"] for p in run["curve"]]
-            sax.plot(steps, [part["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]], marker=marker,
-                     linestyle=style, label=label)
-            stra.plot(range(1, len(run["train_reward"]) + 1), run["train_reward"], marker=marker, linestyle=style,
-                      label=label)
+            sax.plot(
+                steps,
+                [part["sft"]["solve_rate"]] + [p["solve_rate"] for p in run["curve"]],
+                marker=marker,
+                linestyle=style,
+                label=label,
+            )
+            stra.plot(
+                range(1, len(run["train_reward"]) + 1),
+                run["train_reward"],
+                marker=marker,
+                linestyle=style,
+                label=label,
+            )
         if name == "teacher":
-            sax.axhline(part["verified_sft"]["solve_rate"], color="grey", linestyle=":",
-                        label="SFT on the verified episodes")
-            sax.set_title(f"pi, imperfect teacher (SFT on its episodes; {part['slip']:.0%} of appends overwrite)",
-                          fontsize=10)
+            sax.axhline(
+                part["verified_sft"]["solve_rate"],
+                color="grey",
+                linestyle=":",
+                label="SFT on the verified episodes",
+            )
+            sax.set_title(
+                f"pi, imperfect teacher (SFT on its episodes; {part['slip']:.0%} of appends overwrite)",
+                fontsize=10,
+            )
         else:
             sax.axhline(part["pi_sft"]["solve_rate"], color="grey", linestyle=":", label="pi's SFT model")
             sax.set_title(f"{part['harness']} (SFT: pi's rows + {part['demos']} of its own)", fontsize=10)
@@ -108,44 +134,75 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         "| model | solved | solve rate | tool calls / episode | note |",
         "|---|---:|---:|---:|---|",
         row("random init", results["random"], "the learner before training"),
-        row("SFT", results["sft"], f"{results['sft_train']['rows']} oracle rows, {results['sft_train']['epochs']:g} epochs, "
-            f"{results['sft_train']['wall_s']:.0f} s"),
+        row(
+            "SFT",
+            results["sft"],
+            f"{results['sft_train']['rows']} oracle rows, {results['sft_train']['epochs']:g} epochs, "
+            f"{results['sft_train']['wall_s']:.0f} s",
+        ),
     ]
     for run in results["grpo"]:
         last = run["curve"][-1]
-        lines.append(row(f"GRPO seed {run['seed']}", last, f"{cfg['grpo_steps']} steps, {run['wall_s']:.0f} s"))
+        lines.append(
+            row(f"GRPO seed {run['seed']}", last, f"{cfg['grpo_steps']} steps, {run['wall_s']:.0f} s")
+        )
     if "retokenized" in results:
         run = results["retokenized"]
         changed = run.get("retokenized_changed") or [0.0]
-        lines.append(row("GRPO, no splice", run["curve"][-1], f"seed {run['seed']}, rows re-tokenized from text: "
-                         f"{statistics.mean(changed):.0%} of sampled tokens were in replies whose ids changed"))
+        lines.append(
+            row(
+                "GRPO, no splice",
+                run["curve"][-1],
+                f"seed {run['seed']}, rows re-tokenized from text: "
+                f"{statistics.mean(changed):.0%} of sampled tokens were in replies whose ids changed",
+            )
+        )
     if "expert" in results:
         run = results["expert"]
-        lines.append(row("GRPO, expert in group", run["curve"][-1], f"seed {run['seed']}: episode 0 of each group "
-                         "is the oracle's, scored by the live policy (one success per group); training solve rate "
-                         "per step " + ", ".join(f"{r:.2f}" for r in run["train_reward"])))
-    findings = [f"**SFT vs random**: {results['sft']['solved']}/{results['sft']['episodes']} held-out tasks solved "
-                f"after SFT, {results['random']['solved']}/{results['random']['episodes']} by the random model "
-                f"({results['random'].get('mean_tool_calls', 0):.2f} tool calls per episode vs "
-                f"{results['sft'].get('mean_tool_calls', 0):.2f}). "
-                + ("The SFT model copies the file name and word of instructions it has never seen; its failures "
-                   "are a wrong slot (a word or file name from the vocabulary, not the instruction's)."
-                   if results["sft"]["solved"] > results["random"]["solved"] else
-                   "The SFT model learned the shape of the call, not to copy the instruction's slots.")]
-    all_runs = [*results["grpo"], *([results["retokenized"]] if "retokenized" in results else [])]  # sampled only
+        lines.append(
+            row(
+                "GRPO, expert in group",
+                run["curve"][-1],
+                f"seed {run['seed']}: episode 0 of each group "
+                "is the oracle's, scored by the live policy (one success per group); training solve rate "
+                "per step " + ", ".join(f"{r:.2f}" for r in run["train_reward"]),
+            )
+        )
+    findings = [
+        f"**SFT vs random**: {results['sft']['solved']}/{results['sft']['episodes']} held-out tasks solved "
+        f"after SFT, {results['random']['solved']}/{results['random']['episodes']} by the random model "
+        f"({results['random'].get('mean_tool_calls', 0):.2f} tool calls per episode vs "
+        f"{results['sft'].get('mean_tool_calls', 0):.2f}). "
+        + (
+            "The SFT model copies the file name and word of instructions it has never seen; its failures "
+            "are a wrong slot (a word or file name from the vocabulary, not the instruction's)."
+            if results["sft"]["solved"] > results["random"]["solved"]
+            else "The SFT model learned the shape of the call, not to copy the instruction's slots."
+        )
+    ]
+    all_runs = [
+        *results["grpo"],
+        *([results["retokenized"]] if "retokenized" in results else []),
+    ]  # sampled only
     if not any(any(r["train_reward"]) for r in all_runs):
-        findings.append("**No GRPO group solved a task**, so every advantage was 0 and no GRPO step changed the "
-                        "weights (TRL logs `frac_reward_zero_std` = 1).")
+        findings.append(
+            "**No GRPO group solved a task**, so every advantage was 0 and no GRPO step changed the "
+            "weights (TRL logs `frac_reward_zero_std` = 1)."
+        )
     changed = results.get("retokenized", {}).get("retokenized_changed")
     if changed is not None and not any(changed):
-        findings.append("**The no-splice run equals the exact one here**: the model samples the canonical "
-                        "tokenization of its replies (it was trained on the canonical ids the proxy recorded), so "
-                        "re-tokenizing the text changed no sampled token. A naive proxy's other difference, "
-                        "re-rendering tool calls from the JSON the harness echoes back (pi sends "
-                        "`{\"command\":...}` where the model sampled `{\"command\": ...}`), is not modelled.")
+        findings.append(
+            "**The no-splice run equals the exact one here**: the model samples the canonical "
+            "tokenization of its replies (it was trained on the canonical ids the proxy recorded), so "
+            "re-tokenizing the text changed no sampled token. A naive proxy's other difference, "
+            "re-rendering tool calls from the JSON the harness echoes back (pi sends "
+            '`{"command":...}` where the model sampled `{"command": ...}`), is not modelled.'
+        )
     elif changed:
-        findings.append(f"**No splice**: {statistics.mean(changed):.0%} of sampled tokens were in replies whose ids "
-                        "changed when re-tokenized.")
+        findings.append(
+            f"**No splice**: {statistics.mean(changed):.0%} of sampled tokens were in replies whose ids "
+            "changed when re-tokenized."
+        )
     lines += [
         "",
         f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT {sft_rate:.1%}. "
@@ -153,7 +210,11 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
         "",
         *[f"- {f}" for f in findings],
         "",
-        *(teacher_section(results["teacher"], cfg, results["sft"]) if results.get("teacher", {}).get("grpo") else []),
+        *(
+            teacher_section(results["teacher"], cfg, results["sft"])
+            if results.get("teacher", {}).get("grpo")
+            else []
+        ),
         *(transfer_section(second) if second else []),
         GRPO_SWEEP,
         "",
@@ -169,28 +230,40 @@ def write_docs(results: dict[str, Any], docs: Path) -> None:
 
 def summary(results: dict[str, Any]) -> list[str]:
     """The page's opening: each stage's held-out numbers and verdict in one line."""
+
     def outcome(runs: list[dict[str, Any]], sft: dict[str, Any]) -> str:
-        solved = " / ".join(f"{r['curve'][-1]['solved']}" for r in runs) + f" of {runs[0]['curve'][-1]['episodes']}"
+        solved = (
+            " / ".join(f"{r['curve'][-1]['solved']}" for r in runs)
+            + f" of {runs[0]['curve'][-1]['episodes']}"
+        )
         return f"{solved}: GRPO **{_verdict([_final(r) for r in runs], sft['solve_rate'])[2]}** SFT"
 
     sft, lines = results["sft"], ["In short (held-out tasks solved, one sampled episode each):", ""]
-    lines.append(f"- **SFT on the oracle's demonstrations**: random model {results['random']['solved']}, SFT "
-                 f"{sft['solved']}, GRPO through pi (seeds {', '.join(str(r['seed']) for r in results['grpo'])}) "
-                 f"{outcome(results['grpo'], sft)} by more than the seed spread.")
+    lines.append(
+        f"- **SFT on the oracle's demonstrations**: random model {results['random']['solved']}, SFT "
+        f"{sft['solved']}, GRPO through pi (seeds {', '.join(str(r['seed']) for r in results['grpo'])}) "
+        f"{outcome(results['grpo'], sft)} by more than the seed spread."
+    )
     teacher = results.get("teacher", {})
     if teacher.get("grpo"):
-        lines.append(f"- **SFT on an imperfect teacher's demonstrations** (it overwrites instead of appending in "
-                     f"{teacher['slip']:.0%} of its `append` demonstrations): SFT {teacher['sft']['solved']}, GRPO "
-                     f"through pi {outcome(teacher['grpo'], teacher['sft'])} by more than the seed spread.")
+        lines.append(
+            f"- **SFT on an imperfect teacher's demonstrations** (it overwrites instead of appending in "
+            f"{teacher['slip']:.0%} of its `append` demonstrations): SFT {teacher['sft']['solved']}, GRPO "
+            f"through pi {outcome(teacher['grpo'], teacher['sft'])} by more than the seed spread."
+        )
     second = results.get("transfer", {})
     if second.get("grpo"):
-        lines.append(f"- **A second harness, {second['harness']}**: pi's SFT model {second['pi_sft']['solved']}, "
-                     f"tuned on {second['demos']} of its demonstrations {second['sft']['solved']}, GRPO through it "
-                     f"{outcome(second['grpo'], second['sft'])}.")
-    lines.append("- **The seed's harness-level findings at this scale** (exact vs naive tokens per harness, groups "
-                 "without signal and a sampler for them, tool-call shaping, one harness or several: the transfer "
-                 "matrix): [learning-findings.md](learning-findings.md), from the same command's findings, shaping and "
-                 "matrix stages.")
+        lines.append(
+            f"- **A second harness, {second['harness']}**: pi's SFT model {second['pi_sft']['solved']}, "
+            f"tuned on {second['demos']} of its demonstrations {second['sft']['solved']}, GRPO through it "
+            f"{outcome(second['grpo'], second['sft'])}."
+        )
+    lines.append(
+        "- **The seed's harness-level findings at this scale** (exact vs naive tokens per harness, groups "
+        "without signal and a sampler for them, tool-call shaping, one harness or several: the transfer "
+        "matrix): [learning-findings.md](learning-findings.md), from the same command's findings, shaping and "
+        "matrix stages."
+    )
     return [*lines, ""]
 
 
@@ -231,14 +304,18 @@ def teacher_section(teacher: dict[str, Any], cfg: dict[str, Any], clean_sft: dic
     ]
     for run in teacher["grpo"]:
         last = run["curve"][-1]
-        lines.append(f"| GRPO seed {run['seed']} | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
-                     f"{len(run['train_reward'])} steps, {run['wall_s']:.0f} s |")
+        lines.append(
+            f"| GRPO seed {run['seed']} | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
+            f"{len(run['train_reward'])} steps, {run['wall_s']:.0f} s |"
+        )
     if "retokenized" in teacher:
         run = teacher["retokenized"]
         last, changed = run["curve"][-1], run.get("retokenized_changed") or [0.0]
-        lines.append(f"| GRPO, no splice (seed {run['seed']}) | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
-                     "rows re-tokenized from text: "
-                     f"{statistics.mean(changed):.0%} of sampled tokens in replies whose ids changed |")
+        lines.append(
+            f"| GRPO, no splice (seed {run['seed']}) | {_solved(last)} | {_kinds(last)} | {_ops(run)} | "
+            "rows re-tokenized from text: "
+            f"{statistics.mean(changed):.0%} of sampled tokens in replies whose ids changed |"
+        )
     checked = teacher["verified_sft"]
     lines += [
         f"| SFT on the teacher's verified episodes only | {_solved(checked)} | {_kinds(checked)} | {_ops(checked)} | "
@@ -270,8 +347,11 @@ def teacher_findings(teacher: dict[str, Any], clean_sft: dict[str, Any]) -> list
         f"- **Filtering the demonstrations with the same verifier** (SFT on the {teacher['verified_rows']} "
         f"episodes that scored 1, as many optimizer steps): {checked['solved']}/{checked['episodes']}, its "
         f"`append` episodes {_ops(checked)}: "
-        + ("better than GRPO here" if checked["solve_rate"] > statistics.mean(_final(r) for r in teacher["grpo"])
-           else "not better than GRPO here")
+        + (
+            "better than GRPO here"
+            if checked["solve_rate"] > statistics.mean(_final(r) for r in teacher["grpo"])
+            else "not better than GRPO here"
+        )
         + ". Where every demonstration can be verified, filtering removes the error before training; GRPO removes "
         "it from the model's own samples, with the verifier only in the environment (demonstrations as logged: "
         "human traces, another model's runs). The SFT models' spread is wide at this size: the same 1,215 steps "
@@ -282,13 +362,18 @@ def teacher_findings(teacher: dict[str, Any], clean_sft: dict[str, Any]) -> list
     if "retokenized" in teacher:
         run = teacher["retokenized"]
         changed = statistics.mean(run.get("retokenized_changed") or [0.0])
-        lines.append(f"- **No splice**: the same GRPO with rows re-tokenized from text reached "
-                     f"{run['curve'][-1]['solved']}/{run['curve'][-1]['episodes']} (seed {run['seed']}); "
-                     f"{changed:.0%} of sampled tokens were in replies whose ids changed when re-tokenized"
-                     + (", so here too the exact and re-tokenized rows are the same rows: where the model samples "
-                        "canonical tokenizations, exact tokens change nothing, and the difference is measured where "
-                        "they do not (`docs/benchmarks.md`, section 3: non-canonical completions)."
-                        if changed == 0 else "."))
+        lines.append(
+            f"- **No splice**: the same GRPO with rows re-tokenized from text reached "
+            f"{run['curve'][-1]['solved']}/{run['curve'][-1]['episodes']} (seed {run['seed']}); "
+            f"{changed:.0%} of sampled tokens were in replies whose ids changed when re-tokenized"
+            + (
+                ", so here too the exact and re-tokenized rows are the same rows: where the model samples "
+                "canonical tokenizations, exact tokens change nothing, and the difference is measured where "
+                "they do not (`docs/benchmarks.md`, section 3: non-canonical completions)."
+                if changed == 0
+                else "."
+            )
+        )
     return lines
 
 
@@ -313,14 +398,19 @@ def transfer_section(second: dict[str, Any]) -> list[str]:
     ]
     for run in second["grpo"]:
         last = run["curve"][-1]
-        lines.append(f"| GRPO seed {run['seed']} | {_solved(last)} | {len(run['train_reward'])} steps, "
-                     f"{run['wall_s']:.0f} s |")
+        lines.append(
+            f"| GRPO seed {run['seed']} | {_solved(last)} | {len(run['train_reward'])} steps, "
+            f"{run['wall_s']:.0f} s |"
+        )
     lines += [
         "",
-        (f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT {sft['solve_rate']:.1%}. "
-         f"GRPO is **{verdict}** SFT by more than the seed spread." if len(finals) > 1 else
-         f"One GRPO seed: {finals[0]:.1%} vs SFT {sft['solve_rate']:.1%} (a spread needs more seeds: each run is "
-         f"~{second['grpo'][0]['wall_s'] / 60:.0f} min through {harness} on this machine)."),
+        (
+            f"GRPO over {len(finals)} seeds: mean {mean:.1%}, standard deviation {spread:.1%}; SFT {sft['solve_rate']:.1%}. "
+            f"GRPO is **{verdict}** SFT by more than the seed spread."
+            if len(finals) > 1
+            else f"One GRPO seed: {finals[0]:.1%} vs SFT {sft['solve_rate']:.1%} (a spread needs more seeds: each run is "
+            f"~{second['grpo'][0]['wall_s'] / 60:.0f} min through {harness} on this machine)."
+        ),
         "",
         SECOND_HARNESS,
         "",

@@ -43,11 +43,15 @@ def compare(a: list[float], b: list[float]) -> str:
 
 def _curve_table(runs: dict[str, list[dict[str, Any]]], start: float) -> list[str]:
     steps = sorted({p["step"] for rs in runs.values() for r in rs for p in r["curve"]})
-    lines = ["| run | " + " | ".join(f"step {s}" for s in [0, *steps]) + " |",
-             "|---|" + "---:|" * (len(steps) + 1)]
+    lines = [
+        "| run | " + " | ".join(f"step {s}" for s in [0, *steps]) + " |",
+        "|---|" + "---:|" * (len(steps) + 1),
+    ]
     for name, rs in runs.items():
         for r in rs:
-            cells = [f"{start:.0%}"] + [f"{v:.0%}" if (v := _rate_at(r, s)) is not None else "" for s in steps]
+            cells = [f"{start:.0%}"] + [
+                f"{v:.0%}" if (v := _rate_at(r, s)) is not None else "" for s in steps
+            ]
             lines.append(f"| {name}, seed {r['seed']} | " + " | ".join(cells) + " |")
         means = []
         for s in steps:
@@ -65,8 +69,13 @@ def _steps_to(run: dict[str, Any], rate: float) -> int | None:
     return next((p["step"] for p in run["curve"] if p["solve_rate"] >= rate), None)
 
 
-def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[str, dict[str, Any]] | None = None,
-                        matrix: dict[str, Any] | None = None) -> None:
+def write_findings_docs(
+    results: dict[str, Any],
+    docs: Path,
+    *,
+    shaping: dict[str, dict[str, Any]] | None = None,
+    matrix: dict[str, Any] | None = None,
+) -> None:
     """The page from the findings stage's results, the shaping stages' (`shaping`: by results key, `shaping` and
     `shaping_after` for pi's two placements, `shaping_after_codex` and so on for other harnesses; each gets a
     section, 3, 3b, 3c, ... in the mapping's order) and the matrix stage's (any may be empty: not run; a matrix
@@ -81,22 +90,35 @@ def write_findings_docs(results: dict[str, Any], docs: Path, *, shaping: dict[st
     ran = bool(matrix and any(matrix.get("runs", {}).values()))
     if ran:
         lines += _matrix_lines(matrix or {})
-    missing = [] if ran else ["- **One harness or four (the transfer matrix)** (`--only-matrix`): not in this run; "
-                              "its verdicts are **undecided** here."]
+    missing = (
+        []
+        if ran
+        else [
+            "- **One harness or four (the transfer matrix)** (`--only-matrix`): not in this run; "
+            "its verdicts are **undecided** here."
+        ]
+    )
     if not ran_shaping:
-        missing.append("- **Tool-call shaping** (`--only-shaping`): not in this run; its verdict is **undecided** here.")
+        missing.append(
+            "- **Tool-call shaping** (`--only-shaping`): not in this run; its verdict is **undecided** here."
+        )
     elif not shaping["shaping_after"].get("plain"):
-        missing.append("- **Tool-call shaping with the listing after the write** (`--only-shaping --set "
-                       "'shaping_runs=[[\"pi\",\"after\"]]'`): not in this run.")
+        missing.append(
+            "- **Tool-call shaping with the listing after the write** (`--only-shaping --set "
+            '\'shaping_runs=[["pi","after"]]\'`): not in this run.'
+        )
     if ran_shaping and all(stage.get("harness", "pi") == "pi" for stage in ran_shaping):
-        missing.append("- **Tool-call shaping through a harness other than pi** (`--only-shaping --set "
-                       "'shaping_runs=[[\"codex\",\"after\"]]'`): not in this run.")
+        missing.append(
+            "- **Tool-call shaping through a harness other than pi** (`--only-shaping --set "
+            '\'shaping_runs=[["codex","after"]]\'`): not in this run.'
+        )
     if missing:
         lines += ["## Not measured in this run", "", *missing]
     lines.append("")
     (docs / "learning-findings.md").write_text("\n".join(lines))
-    (docs / "learning-findings.json").write_text(json.dumps({"findings": results, **shaping, "matrix": matrix or {}},
-                                                            indent=1))
+    (docs / "learning-findings.json").write_text(
+        json.dumps({"findings": results, **shaping, "matrix": matrix or {}}, indent=1)
+    )
     if results:
         _plot(results, docs / "learning-findings.png")
 
@@ -105,8 +127,11 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
     cfg = results["config"]
     start = results["start"]["solve_rate"]
     exact, naive, signal = results.get("exact", []), results.get("naive", []), results.get("signal", [])
-    final = {name: [r["curve"][-1]["solve_rate"] for r in rs] for name, rs in
-             (("exact", exact), ("naive", naive), ("signal", signal)) if rs}
+    final = {
+        name: [r["curve"][-1]["solve_rate"] for r in rs]
+        for name, rs in (("exact", exact), ("naive", naive), ("signal", signal))
+        if rs
+    }
     wall = sum(r["wall_s"] for rs in (exact, naive, signal) for r in rs)
     lines = [
         f"Generated by `.venv/bin/python research/learning/learn_cpu.py --only-findings` (part of the full run; its GRPO "
@@ -134,51 +159,80 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
     for name, row in sorted(results.get("echo", {}).items()):
         share = f"{row['share']:.1%}" if row.get("share") is not None else "-"
         errors = "; ".join(e[:80] for e in row["errors"]) or ""
-        lines.append(f"| {name} | {row['episodes']} | {row['sampled']} | {row['changed']} | {share} | {errors} |")
+        lines.append(
+            f"| {name} | {row['episodes']} | {row['sampled']} | {row['changed']} | {share} | {errors} |"
+        )
     changed_harnesses = sorted(n for n, r in results.get("echo", {}).items() if r.get("changed"))
-    lines += ["", f"Harnesses whose echo changes sampled tokens: {', '.join(changed_harnesses) or 'none'}. The "
-              "others send back what the model sampled, or an object the proxy serializes the way the template "
-              "does.", ""]
+    lines += [
+        "",
+        f"Harnesses whose echo changes sampled tokens: {', '.join(changed_harnesses) or 'none'}. The "
+        "others send back what the model sampled, or an object the proxy serializes the way the template "
+        "does.",
+        "",
+    ]
     if exact and naive:
         naive_share = [v for r in naive for v in r.get("naive_changed", [])]
-        lines += ["GRPO through pi from the same start, exact rows vs naive rows (pi's echo re-rendered), "
-                  f"held-out solve rate; in the naive runs {statistics.mean(naive_share):.1%} of the sampled "
-                  "tokens were not in the rows trained (mean over steps)." if naive_share else "", ""]
+        lines += [
+            "GRPO through pi from the same start, exact rows vs naive rows (pi's echo re-rendered), "
+            f"held-out solve rate; in the naive runs {statistics.mean(naive_share):.1%} of the sampled "
+            "tokens were not in the rows trained (mean over steps)."
+            if naive_share
+            else "",
+            "",
+        ]
         lines += _curve_table({"exact": exact, "naive": naive}, start)
-        forms = {name: [sum(r.get("call_forms", {}).get(k, 0) for r in rs) for k in ("spaced", "compact")]
-                 for name, rs in (("exact", exact), ("naive", naive))}
-        lines += ["", f"After the last step the held-out tool calls were written {forms['naive'][0]} spaced / "
-                  f"{forms['naive'][1]} compact in the naive runs ({forms['exact'][0]} / {forms['exact'][1]} in the "
-                  "exact ones): training on pi's compact echo did not move the model to it. Why, in GRPO: the "
-                  "echo changes the same tokens in every episode of a group, and a group's advantages sum to zero, "
-                  "so a change shared by the whole group gets almost no net push (the contexts before it differ only "
-                  "in the task's words); SFT on echoed rows (all weights "
-                  "positive) would train it. What a naive capture costs GRPO is a change that differs between "
-                  "the episodes of a group (the re-tokenization of free text, `docs/benchmarks.md` section 3), "
-                  "not a constant re-serialization."]
+        forms = {
+            name: [sum(r.get("call_forms", {}).get(k, 0) for r in rs) for k in ("spaced", "compact")]
+            for name, rs in (("exact", exact), ("naive", naive))
+        }
+        lines += [
+            "",
+            f"After the last step the held-out tool calls were written {forms['naive'][0]} spaced / "
+            f"{forms['naive'][1]} compact in the naive runs ({forms['exact'][0]} / {forms['exact'][1]} in the "
+            "exact ones): training on pi's compact echo did not move the model to it. Why, in GRPO: the "
+            "echo changes the same tokens in every episode of a group, and a group's advantages sum to zero, "
+            "so a change shared by the whole group gets almost no net push (the contexts before it differ only "
+            "in the task's words); SFT on echoed rows (all weights "
+            "positive) would train it. What a naive capture costs GRPO is a change that differs between "
+            "the episodes of a group (the re-tokenization of free text, `docs/benchmarks.md` section 3), "
+            "not a constant re-serialization.",
+        ]
         verdict = compare(final["exact"], final["naive"])
-        lines += ["", f"**Finding (exact tokens train better than a naive capture's)**: final held-out exact "
-                  f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}, naive "
-                  f"{_mean_sd(final['naive'])[0]:.1%} ± {_mean_sd(final['naive'])[1]:.1%}: exact is {verdict} "
-                  f"naive, so the finding is **{_finding(verdict)}** at this scale.", ""]
+        lines += [
+            "",
+            f"**Finding (exact tokens train better than a naive capture's)**: final held-out exact "
+            f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}, naive "
+            f"{_mean_sd(final['naive'])[0]:.1%} ± {_mean_sd(final['naive'])[1]:.1%}: exact is {verdict} "
+            f"naive, so the finding is **{_finding(verdict)}** at this scale.",
+            "",
+        ]
     if exact and signal:
         sampler_zero = [v for r in signal for v in _zero_signal(r)]
-        lines += ["## 2. Groups without signal", "",
-                  "The share of each step's groups whose rewards were all equal (`rollout/zero_signal_groups`), "
-                  "TRL's uniform draw of tasks vs the signal sampler (`openenv.train.signal.SignalSampler`: each "
-                  "task weighs its kind's recent signal rate, Laplace over the kind's last 8 groups, floor 0.1; "
-                  "kinds here are `create` and `append`):", ""]
+        lines += [
+            "## 2. Groups without signal",
+            "",
+            "The share of each step's groups whose rewards were all equal (`rollout/zero_signal_groups`), "
+            "TRL's uniform draw of tasks vs the signal sampler (`openenv.train.signal.SignalSampler`: each "
+            "task weighs its kind's recent signal rate, Laplace over the kind's last 8 groups, floor 0.1; "
+            "kinds here are `create` and `append`):",
+            "",
+        ]
         steps = max(len(_zero_signal(r)) for r in exact + signal)
-        lines += ["| sampler | " + " | ".join(f"step {i + 1}" for i in range(steps)) + " | mean |",
-                  "|---|" + "---:|" * (steps + 1)]
+        lines += [
+            "| sampler | " + " | ".join(f"step {i + 1}" for i in range(steps)) + " | mean |",
+            "|---|" + "---:|" * (steps + 1),
+        ]
         for name, rs in (("uniform", exact), ("signal", signal)):
             cells = []
             for i in range(steps):
                 vals = [z[i] for r in rs if len(z := _zero_signal(r)) > i]
                 cells.append(f"{statistics.mean(vals):.2f}" if vals else "")
             flat = [v for r in rs for v in _zero_signal(r)]
-            lines.append(f"| {name} (mean of {len(rs)} seeds) | " + " | ".join(cells) +
-                         f" | **{statistics.mean(flat):.2f}** |")
+            lines.append(
+                f"| {name} (mean of {len(rs)} seeds) | "
+                + " | ".join(cells)
+                + f" | **{statistics.mean(flat):.2f}** |"
+            )
         lines += ["", "Held-out solve rate, same runs:", ""]
         lines += _curve_table({"uniform": exact, "signal sampler": signal}, start)
         target = _mean_sd(final["exact"])[0]
@@ -190,20 +244,30 @@ def _findings_lines(results: dict[str, Any]) -> list[str]:
             b = [v for r in exact if (v := _rate_at(r, step)) is not None]
             if a and b:
                 at_step.append(f"step {step}: {compare(a, b)} ({_mean_sd(a)[0]:.1%} vs {_mean_sd(b)[0]:.1%})")
-        lines += ["", f"Steps for each signal-sampler seed to reach the uniform runs' final mean ({target:.1%}): "
-                  + ", ".join(str(s) if s is not None else f"not within {results['steps']}" for s in reach) +
-                  f" (the uniform runs took {results['steps']}, by construction of the target). The sampler's "
-                  "held-out mean against the uniform draw's, step by step: " + "; ".join(at_step) + ".", ""]
+        lines += [
+            "",
+            f"Steps for each signal-sampler seed to reach the uniform runs' final mean ({target:.1%}): "
+            + ", ".join(str(s) if s is not None else f"not within {results['steps']}" for s in reach)
+            + f" (the uniform runs took {results['steps']}, by construction of the target). The sampler's "
+            "held-out mean against the uniform draw's, step by step: " + "; ".join(at_step) + ".",
+            "",
+        ]
         per_run = [statistics.mean(_zero_signal(r)) for r in exact if _zero_signal(r)]
         mean, spread = _mean_sd(per_run)
-        zero_verdict = ("reproduced" if mean - 0.5 > spread else "refuted" if 0.5 - mean > spread else "undecided")
-        lines += [f"**Finding (most groups carry no signal; the reference's pilot: 80%)**: with the uniform draw "
-                  f"{mean:.0%} ± {spread:.0%} of each run's groups were flat (mean ± sd over seeds), so the finding "
-                  f"is **{zero_verdict}** at this scale (reproduced: more than half, by more than the spread).", "",
-                  f"**The sampler**: {statistics.mean(sampler_zero):.0%} of its groups were flat; its final held-out "
-                  f"rate is {compare(final['signal'], final['exact'])} the uniform draw's "
-                  f"({_mean_sd(final['signal'])[0]:.1%} ± {_mean_sd(final['signal'])[1]:.1%} vs "
-                  f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}) after {results['steps']} steps.", ""]
+        zero_verdict = (
+            "reproduced" if mean - 0.5 > spread else "refuted" if 0.5 - mean > spread else "undecided"
+        )
+        lines += [
+            f"**Finding (most groups carry no signal; the reference's pilot: 80%)**: with the uniform draw "
+            f"{mean:.0%} ± {spread:.0%} of each run's groups were flat (mean ± sd over seeds), so the finding "
+            f"is **{zero_verdict}** at this scale (reproduced: more than half, by more than the spread).",
+            "",
+            f"**The sampler**: {statistics.mean(sampler_zero):.0%} of its groups were flat; its final held-out "
+            f"rate is {compare(final['signal'], final['exact'])} the uniform draw's "
+            f"({_mean_sd(final['signal'])[0]:.1%} ± {_mean_sd(final['signal'])[1]:.1%} vs "
+            f"{_mean_sd(final['exact'])[0]:.1%} ± {_mean_sd(final['exact'])[1]:.1%}) after {results['steps']} steps.",
+            "",
+        ]
     return lines
 
 
@@ -227,61 +291,87 @@ def _shaping_lines(shaping: dict[str, Any], number: str = "3") -> list[str]:
     scale, budget = shaping["tool_bonus"]
     first = shaping.get("look_at", "first") == "first"
     harness = shaping.get("harness", "pi")  # results from before there were other harnesses are pi's
-    where = "before acting" if first else "right after acting (the write has happened: the listing cannot undo it)"
-    title = f"## {number}. Tool-call shaping" + ("" if harness == "pi" else f" through {harness}") + \
-        ("" if first else ", the listing after the write")
+    where = (
+        "before acting"
+        if first
+        else "right after acting (the write has happened: the listing cannot undo it)"
+    )
+    title = (
+        f"## {number}. Tool-call shaping"
+        + ("" if harness == "pi" else f" through {harness}")
+        + ("" if first else ", the listing after the write")
+    )
     by_harness = shaping.get("rows_by_harness", {})
-    shown = f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which" if harness == "pi" else \
-        f"Demonstrations through pi ({by_harness.get('pi')} rows) and through {harness} ({by_harness.get(harness)}, " \
+    shown = (
+        f"Demonstrations through pi, {shaping['looked']} of {shaping['rows']} of which"
+        if harness == "pi"
+        else f"Demonstrations through pi ({by_harness.get('pi')} rows) and through {harness} ({by_harness.get(harness)}, "
         f"the learner's only lesson in {harness}'s tool call), {shaping['looked']} of all {shaping['rows']} of which"
-    lines = [title, "",
-             f"{shown} list the workspace (`ls -la`) {where}, an extra call meant to neither help nor hurt "
-             f"(`--policy demo --look-{'first' if first else 'after'}`); the imperfect teacher's SFT model tuned on all "
-             f"of them (held-out through {harness} {sft['solved']}/{sft['episodes']}, {_shown(sft['calls_per_solved'])} "
-             f"tool calls per solved episode); then {shaping['steps']} GRPO steps through {harness} from that model "
-             f"with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, budget={budget})` added "
-             f"(a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
-             f"{scale * (1 - 2 / budget):.3f}).", "",
-             f"| run | held-out solved | tool calls per solved episode | {'looked first' if first else 'listed'}: "
-             f"solved / episodes | {'acted first' if first else 'did not list'}: solved / episodes |",
-             "|---|---:|---:|---:|---:|",
-             f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} | "
-             f"{_looks(sft, 'looked')} | {_looks(sft, 'acted')} |"]
+    )
+    lines = [
+        title,
+        "",
+        f"{shown} list the workspace (`ls -la`) {where}, an extra call meant to neither help nor hurt "
+        f"(`--policy demo --look-{'first' if first else 'after'}`); the imperfect teacher's SFT model tuned on all "
+        f"of them (held-out through {harness} {sft['solved']}/{sft['episodes']}, {_shown(sft['calls_per_solved'])} "
+        f"tool calls per solved episode); then {shaping['steps']} GRPO steps through {harness} from that model "
+        f"with the verifier's reward alone, and with `tool_call_bonus(scale={scale}, budget={budget})` added "
+        f"(a solve in one call earns {scale * (1 - 1 / budget):.3f} more, in two "
+        f"{scale * (1 - 2 / budget):.3f}).",
+        "",
+        f"| run | held-out solved | tool calls per solved episode | {'looked first' if first else 'listed'}: "
+        f"solved / episodes | {'acted first' if first else 'did not list'}: solved / episodes |",
+        "|---|---:|---:|---:|---:|",
+        f"| the start (tuned) | {sft['solved']}/{sft['episodes']} | {_shown(sft['calls_per_solved'])} | "
+        f"{_looks(sft, 'looked')} | {_looks(sft, 'acted')} |",
+    ]
     for name, runs in (("verifier only", plain), ("with the bonus", bonus)):
         for r in runs:
             last = r["curve"][-1]
-            lines.append(f"| {name}, seed {r['seed']} | {last['solved']}/{last['episodes']} | "
-                         f"{_shown(_calls(r))} | {_looks(last, 'looked')} | {_looks(last, 'acted')} |")
+            lines.append(
+                f"| {name}, seed {r['seed']} | {last['solved']}/{last['episodes']} | "
+                f"{_shown(_calls(r))} | {_looks(last, 'looked')} | {_looks(last, 'acted')} |"
+            )
     if plain and bonus and all(_calls(r) is not None for r in plain + bonus):
         a, b = [float(_calls(r)) for r in bonus], [float(_calls(r)) for r in plain]  # type: ignore[arg-type]
         change = _mean_sd(a)[0] / _mean_sd(b)[0] - 1 if _mean_sd(b)[0] else 0.0
         verdict = compare(b, a)
         seed = "the seed: about -50% under Codex" if harness == "codex" else "the seed: -31%"
-        lines += ["", f"**Finding (a bonus for fewer calls cuts calls on solved tasks through {harness}; {seed})**: "
-                  f"{change:+.0%} tool calls per solved held-out episode with the bonus ({_mean_sd(a)[0]:.2f} ± "
-                  f"{_mean_sd(a)[1]:.2f} vs {_mean_sd(b)[0]:.2f} ± {_mean_sd(b)[1]:.2f}); without it the count is "
-                  f"{verdict} the bonus runs', so the finding is **"
-                  + _finding(verdict) + "** at this scale."]
+        lines += [
+            "",
+            f"**Finding (a bonus for fewer calls cuts calls on solved tasks through {harness}; {seed})**: "
+            f"{change:+.0%} tool calls per solved held-out episode with the bonus ({_mean_sd(a)[0]:.2f} ± "
+            f"{_mean_sd(a)[1]:.2f} vs {_mean_sd(b)[0]:.2f} ± {_mean_sd(b)[1]:.2f}); without it the count is "
+            f"{verdict} the bonus runs', so the finding is **" + _finding(verdict) + "** at this scale.",
+        ]
     start_looks = sft.get("looks")
     if start_looks and all("looks" in r["curve"][-1] for r in plain + bonus):
         (ls, ln), (as_, an) = start_looks["looked"], start_looks["acted"]
 
         def looked(runs: list[dict[str, Any]]) -> str:
-            return f"{sum(r['curve'][-1]['looks']['looked'][1] for r in runs)} of " \
-                   f"{sum(r['curve'][-1]['episodes'] for r in runs)}"
+            return (
+                f"{sum(r['curve'][-1]['looks']['looked'][1] for r in runs)} of "
+                f"{sum(r['curve'][-1]['episodes'] for r in runs)}"
+            )
 
         if first:
-            lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that looked first "
-                      f"solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that acted first {as_}/{an} "
-                      f"({as_ / max(an, 1):.0%}). The final evals looked first in {looked(plain)} episodes without the "
-                      f"bonus and {looked(bonus)} with it. Where looking costs solves, the verifier's reward alone "
-                      "removes it and the bonus has nothing left to cut; a fair test of the bonus needs an extra call "
-                      "that cannot cost the solve: section 3b lists after the write."]
+            lines += [
+                "",
+                f"Whether the extra call was harmless: at the start, the held-out episodes that looked first "
+                f"solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that acted first {as_}/{an} "
+                f"({as_ / max(an, 1):.0%}). The final evals looked first in {looked(plain)} episodes without the "
+                f"bonus and {looked(bonus)} with it. Where looking costs solves, the verifier's reward alone "
+                "removes it and the bonus has nothing left to cut; a fair test of the bonus needs an extra call "
+                "that cannot cost the solve: section 3b lists after the write.",
+            ]
         else:
-            lines += ["", f"Whether the extra call was harmless: at the start, the held-out episodes that listed the "
-                      f"workspace solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that did not {as_}/{an} "
-                      f"({as_ / max(an, 1):.0%}). The final evals listed in {looked(plain)} episodes without the bonus "
-                      f"and {looked(bonus)} with it."]
+            lines += [
+                "",
+                f"Whether the extra call was harmless: at the start, the held-out episodes that listed the "
+                f"workspace solved {ls}/{ln} ({ls / max(ln, 1):.0%}), those that did not {as_}/{an} "
+                f"({as_ / max(an, 1):.0%}). The final evals listed in {looked(plain)} episodes without the bonus "
+                f"and {looked(bonus)} with it.",
+            ]
     return [*lines, ""]
 
 
@@ -313,96 +403,169 @@ def _matrix_lines(matrix: dict[str, Any]) -> list[str]:
 
     wall = sum(r["wall_s"] for rs in runs.values() for r in rs)
     seeds = sorted({r["seed"] for rs in runs.values() for r in rs})
-    lines = ["## 4. One harness or four (the transfer matrix)", "",
-             f"The start: the imperfect teacher's SFT model (pi) tuned on {matrix['rows']} rows, the teacher's "
-             f"pi rows and its demonstrations through "
-             + ", ".join(f"{h} ({n})" for h, n in matrix["demos"].items())
-             + f" (each harness lean through its own flags and config files: `openenv/train/lean.py`). From it, "
-             f"{matrix['steps']} GRPO steps of {matrix['groups_per_step']} groups x {matrix['num_generations']} "
-             f"episodes through each harness alone, and through the even mix of all {len(harnesses)} (a group's "
-             f"episodes share a harness, drawn per group), so every run samples the same number of episodes"
-             + (f"; and through the mix for {long_steps} steps, so each harness samples as many episodes in the mix "
-                "as in its run alone" if runs.get("mix_long") else "")
-             + f"; seeds {', '.join(map(str, seeds))}; GRPO took {wall / 60:.0f} min in all. Each cell: held-out "
-             f"solve rate on {matrix['eval_tasks']} tasks through the column's harness, mean ± sd over the seeds.", "",
-             "| trained in \\ evaluated in | " + " | ".join(harnesses) + " | mean |",
-             "|---|" + "---:|" * (len(harnesses) + 1),
-             f"| the start{f' ({len(starts)} evals)' if len(starts) > 1 else ''} | "
-             + " | ".join(cell(base_rates[h]) for h in harnesses) + f" | {statistics.mean(base.values()):.0%} |"]
+    lines = [
+        "## 4. One harness or four (the transfer matrix)",
+        "",
+        f"The start: the imperfect teacher's SFT model (pi) tuned on {matrix['rows']} rows, the teacher's "
+        f"pi rows and its demonstrations through "
+        + ", ".join(f"{h} ({n})" for h, n in matrix["demos"].items())
+        + f" (each harness lean through its own flags and config files: `openenv/train/lean.py`). From it, "
+        f"{matrix['steps']} GRPO steps of {matrix['groups_per_step']} groups x {matrix['num_generations']} "
+        f"episodes through each harness alone, and through the even mix of all {len(harnesses)} (a group's "
+        f"episodes share a harness, drawn per group), so every run samples the same number of episodes"
+        + (
+            f"; and through the mix for {long_steps} steps, so each harness samples as many episodes in the mix "
+            "as in its run alone"
+            if runs.get("mix_long")
+            else ""
+        )
+        + f"; seeds {', '.join(map(str, seeds))}; GRPO took {wall / 60:.0f} min in all. Each cell: held-out "
+        f"solve rate on {matrix['eval_tasks']} tasks through the column's harness, mean ± sd over the seeds.",
+        "",
+        "| trained in \\ evaluated in | " + " | ".join(harnesses) + " | mean |",
+        "|---|" + "---:|" * (len(harnesses) + 1),
+        f"| the start{f' ({len(starts)} evals)' if len(starts) > 1 else ''} | "
+        + " | ".join(cell(base_rates[h]) for h in harnesses)
+        + f" | {statistics.mean(base.values()):.0%} |",
+    ]
     for name in runs:
         if runs[name]:
             means = [statistics.mean(rates(name, h)) for h in harnesses]
-            lines.append(f"| {labels[name]} | " + " | ".join(cell(rates(name, h)) for h in harnesses)
-                         + f" | {statistics.mean(means):.0%} |")
+            lines.append(
+                f"| {labels[name]} | "
+                + " | ".join(cell(rates(name, h)) for h in harnesses)
+                + f" | {statistics.mean(means):.0%} |"
+            )
+
     def by_run(key: str, shown: str) -> str:
         """`key` of each harness's cells at the start, after GRPO in it and after the mix runs (mean of seeds)."""
-        parts = {h: [f"{start[h][key]:{shown}} at the start"] for h in harnesses if start[h].get(key) is not None}
+        parts = {
+            h: [f"{start[h][key]:{shown}} at the start"] for h in harnesses if start[h].get(key) is not None
+        }
         for h in parts:
-            for name, label in ((h, f"in {h}"), ("mix", "in the mix"),
-                                ("mix_long", f"in the mix for {long_steps} steps")):
+            for name, label in (
+                (h, f"in {h}"),
+                ("mix", "in the mix"),
+                ("mix_long", f"in the mix for {long_steps} steps"),
+            ):
                 values = [r["eval"][h].get(key) for r in runs.get(name, [])]
                 if values and None not in values:
                     parts[h].append(f"{statistics.mean(values):{shown}} after GRPO {label}")
         return "; ".join(f"{h} " + ", ".join(p) for h, p in parts.items())
 
     if calls := by_run("mean_tool_calls", ".2f"):
-        lines += ["", "Tool calls each harness parsed per held-out episode (the learner writing that harness's own "
-                  "tool call, its name and argument keys, where a malformed one is text and ends the episode): "
-                  + calls + "."]
+        lines += [
+            "",
+            "Tool calls each harness parsed per held-out episode (the learner writing that harness's own "
+            "tool call, its name and argument keys, where a malformed one is text and ends the episode): "
+            + calls
+            + ".",
+        ]
     if offered := by_run("offered_call_share", ".0%"):
-        lines += ["", "Of those calls, the share naming a tool the harness offers (the rest name another harness's "
-                  "tool, or a blend of names, and the harness rejects them): " + offered + "."]
+        lines += [
+            "",
+            "Of those calls, the share naming a tool the harness offers (the rest name another harness's "
+            "tool, or a blend of names, and the harness rejects them): " + offered + ".",
+        ]
     silent = {name: [v for r in rs for v in r.get("zero_signal", [])] for name, rs in runs.items()}
     if all(silent.values()):
-        lines += ["", "GRPO groups whose rewards were all equal (no signal), share over every step and seed: "
-                  + ", ".join(f"{labels[name]} {statistics.mean(v):.0%}" for name, v in silent.items()) + "."
-                  + ("" if max(statistics.mean(v) for v in silent.values()) < 1 else " A run with no signal in any "
-                     "group has every advantage 0, so no gradient: its model is the start's, and its row differs "
-                     "from the start's only by the evals' sampling (each cell is one sampled episode per task).")]
+        lines += [
+            "",
+            "GRPO groups whose rewards were all equal (no signal), share over every step and seed: "
+            + ", ".join(f"{labels[name]} {statistics.mean(v):.0%}" for name, v in silent.items())
+            + "."
+            + (
+                ""
+                if max(statistics.mean(v) for v in silent.values()) < 1
+                else " A run with no signal in any "
+                "group has every advantage 0, so no gradient: its model is the start's, and its row differs "
+                "from the start's only by the evals' sampling (each cell is one sampled episode per task)."
+            ),
+        ]
     # A harness the start never solves through (in any of its evals) cannot show the finding either way: GRPO in it
     # samples no success, so no group has signal and the run is the start's weights (measured: gradient 0).
     unsolved = [h for h in harnesses if runs.get(h) and not any(base_rates[h])]
     singles = [h for h in harnesses if runs.get(h) and h not in unsolved]
     gain_in = {h: [v - base[h] for v in rates(h, h)] for h in singles}  # per seed, in the harness trained in
-    gain_elsewhere = {h: [statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)
-                          for r in runs[h]] for h in singles}  # per seed, mean over the other harnesses
+    gain_elsewhere = {
+        h: [
+            statistics.mean(r["eval"][g]["solve_rate"] - base[g] for g in harnesses if g != h)
+            for r in runs[h]
+        ]
+        for h in singles
+    }  # per seed, mean over the other harnesses
     own = {h: compare(gain_in[h], gain_elsewhere[h]) for h in singles}
     word = _majority(list(own.values())) if own else "undecided"
-    left_out = (f" ({', '.join(unsolved)} left out: the start solved nothing through it in any eval, so GRPO in it "
-                "had nothing to reinforce)") if unsolved else ""
-    lines += ["", "**Finding (GRPO in one harness improves mostly that harness; the seed: OpenCode 34% -> 58%)**: "
-              + ("the gain in the harness trained in is " if singles else "no harness the start solves through was "
-                 "trained in") + "; ".join(
-                  f"{own[h]} the mean gain elsewhere for {h} ({statistics.mean(gain_in[h]):+.0%} vs "
-                  f"{statistics.mean(gain_elsewhere[h]):+.0%})" for h in singles)
-              + left_out + f", so the finding is **{word}** at this scale."]
+    left_out = (
+        (
+            f" ({', '.join(unsolved)} left out: the start solved nothing through it in any eval, so GRPO in it "
+            "had nothing to reinforce)"
+        )
+        if unsolved
+        else ""
+    )
+    lines += [
+        "",
+        "**Finding (GRPO in one harness improves mostly that harness; the seed: OpenCode 34% -> 58%)**: "
+        + (
+            "the gain in the harness trained in is "
+            if singles
+            else "no harness the start solves through was trained in"
+        )
+        + "; ".join(
+            f"{own[h]} the mean gain elsewhere for {h} ({statistics.mean(gain_in[h]):+.0%} vs "
+            f"{statistics.mean(gain_elsewhere[h]):+.0%})"
+            for h in singles
+        )
+        + left_out
+        + f", so the finding is **{word}** at this scale.",
+    ]
     if runs.get("mix"):
-        tested = [h for h in harnesses if any(base_rates[h])]  # the same rule: no success at the start, no signal
+        tested = [
+            h for h in harnesses if any(base_rates[h])
+        ]  # the same rule: no success at the start, no signal
 
         def judged(name: str) -> tuple[str, str]:
             """The mix run `name` against the start: its verdict word and what it rests on."""
             mixed = {h: compare(rates(name, h), base_rates[h]) for h in tested}
             ups, downs = sum(v == "above" for v in mixed.values()), sum(v == "below" for v in mixed.values())
             word = "reproduced" if tested and ups == len(tested) else "refuted" if downs else "undecided"
-            return word, (f"above the start in {ups} of {len(tested)} harnesses the start solves through and below "
-                          f"it in {downs} (" + ", ".join(f"{h}: {statistics.mean(rates(name, h)):.0%} vs "
-                                                         f"{base[h]:.0%}" for h in harnesses) + ")")
+            return word, (
+                f"above the start in {ups} of {len(tested)} harnesses the start solves through and below "
+                f"it in {downs} ("
+                + ", ".join(f"{h}: {statistics.mean(rates(name, h)):.0%} vs {base[h]:.0%}" for h in harnesses)
+                + ")"
+            )
 
         equal_word, equal = judged("mix")
         word = equal_word
-        text = ("the mix's runs end (by more than the larger spread, the runs' over seeds or the start's over its "
-                f"evals) {equal}")
+        text = (
+            "the mix's runs end (by more than the larger spread, the runs' over seeds or the start's over its "
+            f"evals) {equal}"
+        )
         if runs.get("mix_long"):
             # The claim is about training over the mix; at equal total episodes it is judged on each harness's share.
             word, fair = judged("mix_long")
             alone = [h for h in tested if runs.get(h)]
-            text += (f" at equal total episodes ({equal_word}); with each harness as many "
-                     f"episodes as alone ({long_steps} steps) they end {fair}, and that run decides"
-                     + ("; against GRPO in the harness alone, with as many episodes in it: " + ", ".join(
-                         f"{h} {statistics.mean(rates('mix_long', h)):.0%} vs {statistics.mean(rates(h, h)):.0%}"
-                         for h in alone) if alone else ""))
-        lines += ["", "**Finding (GRPO over the mix improves every harness; the seed: 42% -> 54% on average)**: "
-                  + text + f", so the finding is **{word}** at this scale."]
+            text += (
+                f" at equal total episodes ({equal_word}); with each harness as many "
+                f"episodes as alone ({long_steps} steps) they end {fair}, and that run decides"
+                + (
+                    "; against GRPO in the harness alone, with as many episodes in it: "
+                    + ", ".join(
+                        f"{h} {statistics.mean(rates('mix_long', h)):.0%} vs {statistics.mean(rates(h, h)):.0%}"
+                        for h in alone
+                    )
+                    if alone
+                    else ""
+                )
+            )
+        lines += [
+            "",
+            "**Finding (GRPO over the mix improves every harness; the seed: 42% -> 54% on average)**: "
+            + text
+            + f", so the finding is **{word}** at this scale.",
+        ]
     return [*lines, ""]
 
 
@@ -417,8 +580,13 @@ def _plot(results: dict[str, Any], path: Path) -> None:
     fig, (ax, zs) = plt.subplots(1, 2, figsize=(11, 4))
     for name, rs, style in (("exact", exact, "-"), ("naive", naive, "--"), ("signal sampler", signal, ":")):
         for r in rs:
-            ax.plot([0] + [p["step"] for p in r["curve"]], [start] + [p["solve_rate"] for p in r["curve"]],
-                    linestyle=style, marker="o", label=f"{name}, seed {r['seed']}")
+            ax.plot(
+                [0] + [p["step"] for p in r["curve"]],
+                [start] + [p["solve_rate"] for p in r["curve"]],
+                linestyle=style,
+                marker="o",
+                label=f"{name}, seed {r['seed']}",
+            )
     ax.set_xlabel("GRPO step (0 = the teacher's SFT model)")
     ax.set_ylabel("held-out solve rate")
     ax.legend(fontsize=7)

@@ -21,9 +21,28 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _sweep(out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "bench/oracle_sweep.py", "--harness", "pi", "--tasks", "bash",
-                           "--only", "bash-strict-report", "--sandbox", "local", "--out", str(out), *extra],
-                          check=False, cwd=REPO, capture_output=True, text=True, timeout=500)
+    return subprocess.run(
+        [
+            sys.executable,
+            "bench/oracle_sweep.py",
+            "--harness",
+            "pi",
+            "--tasks",
+            "bash",
+            "--only",
+            "bash-strict-report",
+            "--sandbox",
+            "local",
+            "--out",
+            str(out),
+            *extra,
+        ],
+        check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
 
 
 def test_a_second_run_keeps_the_finished_rows_and_runs_nothing_again(tmp_path: Path) -> None:
@@ -32,7 +51,12 @@ def test_a_second_run_keeps_the_finished_rows_and_runs_nothing_again(tmp_path: P
     first = _sweep(out)
     assert first.returncode == 0, first.stderr[-3000:]
     [row] = json.loads(out.read_text())
-    assert (row["harness"], row["task"], row["sandbox"], row["reward"]) == ("pi", "bash-strict-report", "local", 1.0)
+    assert (row["harness"], row["task"], row["sandbox"], row["reward"]) == (
+        "pi",
+        "bash-strict-report",
+        "local",
+        1.0,
+    )
     assert "pi " in first.stdout and "1/1" in first.stdout  # the printed grid
 
     again = _sweep(out)

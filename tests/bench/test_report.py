@@ -32,17 +32,44 @@ def quick_report(vllm_url: str, tmp_path_factory: pytest.TempPathFactory) -> tup
     require_installed("pi")  # section 6b runs real pi episodes
     out = tmp_path_factory.mktemp("bench")
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    done = subprocess.run([sys.executable, "bench/report.py", "--quick", "--episode", "--vllm-url", vllm_url,
-                           "--out", str(out / "benchmarks.md"), "--json", str(out / "report.json")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1100)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/report.py",
+            "--quick",
+            "--episode",
+            "--vllm-url",
+            vllm_url,
+            "--out",
+            str(out / "benchmarks.md"),
+            "--json",
+            str(out / "report.json"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1100,
+    )
     assert done.returncode == 0, f"bench/report.py --quick failed:\n{done.stderr[-6000:]}"
     return (out / "benchmarks.md").read_text(), json.loads((out / "report.json").read_text())
 
 
 def test_every_section_is_written(quick_report: tuple[str, dict]) -> None:
     doc, _ = quick_report
-    for heading in ("## 1. ", "## 1b. ", "## 1c. ", "## 2. ", "## 3. ", "## 4. ", "## 4b. ", "## 5. ", "## 5b. ", "## 6b. ",
-                    "## Targets"):
+    for heading in (
+        "## 1. ",
+        "## 1b. ",
+        "## 1c. ",
+        "## 2. ",
+        "## 3. ",
+        "## 4. ",
+        "## 4b. ",
+        "## 5. ",
+        "## 5b. ",
+        "## 6b. ",
+        "## Targets",
+    ):
         assert heading in doc, f"{heading!r} missing from the report"
     assert "failed" not in doc.split("## Targets")[0], "a section reported a failure"
 
@@ -74,17 +101,33 @@ def test_script_sections_returned_results(quick_report: tuple[str, dict]) -> Non
         assert data[section], f"section {section} returned nothing"
 
 
-def test_only_server_replaces_section_4_and_its_targets_in_place(quick_report: tuple[str, dict],
-                                                                   tmp_path: Path) -> None:
+def test_only_server_replaces_section_4_and_its_targets_in_place(
+    quick_report: tuple[str, dict], tmp_path: Path
+) -> None:
     """`--only server --server-json` re-renders section 4 from a saved run; the rest of the page stays."""
     doc, data = quick_report
-    run = dict(data["server"], rows=[dict(r, ops_vs_reference=r["ops_vs_reference"] + 100.0)
-                                     for r in data["server"]["rows"]])
+    run = dict(
+        data["server"],
+        rows=[dict(r, ops_vs_reference=r["ops_vs_reference"] + 100.0) for r in data["server"]["rows"]],
+    )
     (tmp_path / "run.json").write_text(json.dumps(run))
     page = tmp_path / "benchmarks.md"
     page.write_text(doc)
-    done = subprocess.run([sys.executable, "bench/report.py", "--only", "server", "--server-json",
-                           str(tmp_path / "run.json"), "--out", str(page)], cwd=REPO, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "bench/report.py",
+            "--only",
+            "server",
+            "--server-json",
+            str(tmp_path / "run.json"),
+            "--out",
+            str(page),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     new = page.read_text()
     ours = [r for r in run["rows"] if r["server"] == "ours"]

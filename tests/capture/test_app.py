@@ -78,13 +78,16 @@ def test_prompt_longer_than_the_context_is_a_400(renderer: Renderer, vllm_url: s
     assert "context window is 16" in str(_error(response)["message"])
 
 
-def test_max_tokens_is_clamped_to_the_context_left(renderer: Renderer, vllm_url: str,
-                                                   replies: list[dict[str, Any]]) -> None:
+def test_max_tokens_is_clamped_to_the_context_left(
+    renderer: Renderer, vllm_url: str, replies: list[dict[str, Any]]
+) -> None:
     prompt_len = len(renderer.full_prompt(_canonical_hi(), ())[1])
     backend = VLLMBackend(vllm_url, context_window=prompt_len + 5, on_reply=replies.append)
     with CaptureServer(backend=backend, renderer=renderer) as server:
         session = server.open_session(mode="auto")
-        reply = httpx.post(session.base_url + "/v1/chat/completions", json={**HI, "max_tokens": 100}, timeout=60)
+        reply = httpx.post(
+            session.base_url + "/v1/chat/completions", json={**HI, "max_tokens": 100}, timeout=60
+        )
     assert reply.status_code == 200
     assert reply.json()["usage"]["completion_tokens"] == 5
     assert reply.json()["choices"][0]["finish_reason"] == "length"
@@ -122,8 +125,18 @@ def test_admin_api_opens_reads_and_closes_sessions(proxy: CaptureServer) -> None
     assert len(turns) == 1 and turns[0]["source"] == "sample" and turns[0]["kind"] == "new"
     body = httpx.get(f"{base}/sessions/{token}/sequences", timeout=30).json()
     (row,) = body["sequences"]
-    assert set(row) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "turn_ids", "origin", "parent",
-                        "temperature", "logprob_mode", "trainable"}
+    assert set(row) == {
+        "prompt_ids",
+        "completion_ids",
+        "logprobs",
+        "env_mask",
+        "turn_ids",
+        "origin",
+        "parent",
+        "temperature",
+        "logprob_mode",
+        "trainable",
+    }
     assert (row["temperature"], row["logprob_mode"], row["trainable"]) == (1.0, "processed", True)
     assert len(row["completion_ids"]) == len(row["logprobs"]) == len(row["env_mask"]) == 3
     assert body["stats"]["turns"] == 1 and body["stats"]["merge_ratio"] == 1.0
@@ -147,5 +160,7 @@ def test_a_retry_with_the_same_body_is_replayed_not_recorded(session_url: str) -
     fresh = httpx.post(url, json=body, timeout=60).json()  # not a retry: a new turn
     assert again == first and fresh["id"] != first["id"]
     token = session_url.rsplit("/", 1)[1]
-    stats = httpx.get(session_url.split("/s/")[0] + f"/sessions/{token}/sequences", timeout=30).json()["stats"]
+    stats = httpx.get(session_url.split("/s/")[0] + f"/sessions/{token}/sequences", timeout=30).json()[
+        "stats"
+    ]
     assert stats["turns"] == 2

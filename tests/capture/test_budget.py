@@ -48,7 +48,10 @@ def test_sampled_tokens_are_capped_across_turns_then_the_budget_reply_comes(loca
     while session.budget_hit is None:
         reply = client.chat.completions.create(model="tiny", messages=messages)
         used += reply.usage.completion_tokens
-        messages += [reply.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "more"}]
+        messages += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "user", "content": "more"},
+        ]
     assert used == session.stats().sampled_tokens <= 5
     assert session.budget_hit == "max_sampled_tokens=5"
     assert reply.choices[0].finish_reason == "stop" and "budget is spent" in reply.choices[0].message.content

@@ -22,11 +22,13 @@ def test_tool_call_arguments_parse_leniently() -> None:
 
 
 def test_message_helpers_and_system_text() -> None:
-    req = CanonicalRequest(messages=(
-        Message(role="system", parts=(TextPart(text="a"),)),
-        Message(role="system", parts=(TextPart(text="b"),)),
-        Message(role="user", parts=(TextPart(text="hi "), TextPart(text="there"))),
-    ))
+    req = CanonicalRequest(
+        messages=(
+            Message(role="system", parts=(TextPart(text="a"),)),
+            Message(role="system", parts=(TextPart(text="b"),)),
+            Message(role="user", parts=(TextPart(text="hi "), TextPart(text="there"))),
+        )
+    )
     assert req.system_text() == "a\n\nb"
     assert req.messages[2].text() == "hi there"
 

@@ -26,16 +26,21 @@ def test_url_lists_are_parsed_one_way_whatever_their_form() -> None:
     assert split_urls(None) == split_urls("") == split_urls(" , ") == ()
 
 
-def test_words_become_a_spec_and_what_is_missing_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_words_become_a_spec_and_what_is_missing_comes_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert EngineSpec.of() == EngineSpec(backend="local")
     assert EngineSpec.of("vllm", model=Path("/m"), vllm_url="http://a/,http://b") == EngineSpec(
-        "vllm", "/m", ("http://a", "http://b"))
+        "vllm", "/m", ("http://a", "http://b")
+    )
     monkeypatch.setenv("OPENENV_BACKEND", "vllm")
     monkeypatch.setenv("OPENENV_MODEL", "/env-model")
     monkeypatch.setenv("OPENENV_VLLM_URL", "http://env:8000/")
     assert EngineSpec.of() == EngineSpec("vllm", "/env-model", ("http://env:8000",))
     assert EngineSpec.of("local") == EngineSpec("local", "/env-model")  # a local engine has no URLs
-    assert EngineSpec.of("vllm", vllm_url="http://given").vllm_urls == ("http://given",)  # given beats the environment
+    assert EngineSpec.of("vllm", vllm_url="http://given").vllm_urls == (
+        "http://given",
+    )  # given beats the environment
 
 
 def test_an_unknown_backend_is_named_with_where_it_came_from(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -63,6 +68,8 @@ def test_one_url_makes_a_vllm_backend_and_several_make_engines(tiny_model: Path)
 def test_specs_for_the_same_engine_share_one_server(tiny_model: Path) -> None:
     """The tiny model named or defaulted is the same folder, so the same server (one model load)."""
     named = shared_capture_server(EngineSpec("vllm", str(tiny_model), ("http://127.0.0.1:9",)))
-    assert shared_capture_server(EngineSpec.of("vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/")) is named
+    assert (
+        shared_capture_server(EngineSpec.of("vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/"))
+        is named
+    )
     assert shared_capture_server(EngineSpec("vllm", str(tiny_model), ("http://127.0.0.1:10",))) is not named
-

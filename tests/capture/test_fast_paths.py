@@ -18,13 +18,19 @@ from openenv.capture.dialects.openai_chat import protocol as chat
 from openenv.capture.fast_paths import ENV, fast_paths
 from openenv.capture.renderer import Renderer
 
-BODY = json.dumps({"model": "tiny", "messages": [{"role": "system", "content": "You are terse."},
-                                                 {"role": "user", "content": "hi"}]}).encode()
+BODY = json.dumps(
+    {
+        "model": "tiny",
+        "messages": [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "hi"}],
+    }
+).encode()
 TEXT = "def f(a_b, c2=30_000):\n\treturn a_b ** 2  # ok?! <|im_end|> naïve"
 
 
 @pytest.mark.parametrize(("value", "on"), [(None, True), ("1", True), ("0", False), ("off", False)])
-def test_the_switch_is_on_unless_set_to_zero(monkeypatch: pytest.MonkeyPatch, value: str | None, on: bool) -> None:
+def test_the_switch_is_on_unless_set_to_zero(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, on: bool
+) -> None:
     if value is None:
         monkeypatch.delenv(ENV, raising=False)
     else:
@@ -33,8 +39,9 @@ def test_the_switch_is_on_unless_set_to_zero(monkeypatch: pytest.MonkeyPatch, va
 
 
 @pytest.mark.parametrize("on", [True, False])
-def test_bodies_parse_the_same_and_only_the_fast_parser_remembers_items(monkeypatch: pytest.MonkeyPatch,
-                                                                         on: bool) -> None:
+def test_bodies_parse_the_same_and_only_the_fast_parser_remembers_items(
+    monkeypatch: pytest.MonkeyPatch, on: bool
+) -> None:
     monkeypatch.setenv(ENV, "1" if on else "0")
     parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"))
     assert parser.parse(BODY) == parse_body(chat.ChatCompletionRequest, BODY)
@@ -43,7 +50,8 @@ def test_bodies_parse_the_same_and_only_the_fast_parser_remembers_items(monkeypa
 
 @pytest.mark.parametrize("on", [True, False])
 def test_the_renderer_encodes_the_same_and_calls_the_tokenizer_only_when_off(
-        monkeypatch: pytest.MonkeyPatch, renderer: Renderer, on: bool) -> None:
+    monkeypatch: pytest.MonkeyPatch, renderer: Renderer, on: bool
+) -> None:
     monkeypatch.setenv(ENV, "1" if on else "0")
     tokenizer = renderer.tokenizer
     fresh = Renderer(tokenizer)
@@ -54,8 +62,9 @@ def test_the_renderer_encodes_the_same_and_calls_the_tokenizer_only_when_off(
     assert bool(calls) is not on
 
 
-async def test_the_vllm_backend_talks_through_httpx_when_off(monkeypatch: pytest.MonkeyPatch, vllm_url: str,
-                                                             renderer: Renderer) -> None:
+async def test_the_vllm_backend_talks_through_httpx_when_off(
+    monkeypatch: pytest.MonkeyPatch, vllm_url: str, renderer: Renderer
+) -> None:
     prompt = renderer.full_prompt((Message(role="user", parts=(TextPart(text="hello"),)),), ())[1]
     params = SamplingParams(max_tokens=6, temperature=0.0)
     got = {}

@@ -23,16 +23,20 @@ def _play(base_url: str, turns: int) -> None:
     client = openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0, timeout=120)
     messages: list[dict] = [{"role": "user", "content": "list the files"}]
     for k in range(turns):
-        reply = client.chat.completions.create(model="tiny", messages=messages, tools=[TOOL], max_tokens=6,
-                                               temperature=1.0)
+        reply = client.chat.completions.create(
+            model="tiny", messages=messages, tools=[TOOL], max_tokens=6, temperature=1.0
+        )
         messages.append({"role": "assistant", "content": reply.choices[0].message.content or ""})
         messages.append({"role": "user", "content": f"output {k}: a.py b.py"})
 
 
 @pytest.mark.parametrize("fsync", [True, False])
-def test_rebuilt_sequences_equal_the_live_ones(renderer: Renderer, local_backend: LocalBackend, tmp_path: Path,
-                                               fsync: bool) -> None:
-    with CaptureServer(backend=local_backend, renderer=renderer, journal_dir=tmp_path, journal_fsync=fsync) as proxy:
+def test_rebuilt_sequences_equal_the_live_ones(
+    renderer: Renderer, local_backend: LocalBackend, tmp_path: Path, fsync: bool
+) -> None:
+    with CaptureServer(
+        backend=local_backend, renderer=renderer, journal_dir=tmp_path, journal_fsync=fsync
+    ) as proxy:
         session = proxy.open_session(mode="auto")
         _play(session.base_url, 4)
         second = proxy.open_session(mode="auto")  # another session: another file
@@ -49,8 +53,9 @@ def test_rebuilt_sequences_equal_the_live_ones(renderer: Renderer, local_backend
     assert read_journal(path).closed == "shutdown"  # the server's stop closed it with a last line
 
 
-def test_a_line_cut_short_by_a_kill_is_skipped_and_counted(renderer: Renderer, local_backend: LocalBackend,
-                                                          tmp_path: Path) -> None:
+def test_a_line_cut_short_by_a_kill_is_skipped_and_counted(
+    renderer: Renderer, local_backend: LocalBackend, tmp_path: Path
+) -> None:
     with CaptureServer(backend=local_backend, renderer=renderer, journal_dir=tmp_path) as proxy:
         session = proxy.open_session(mode="auto")
         _play(session.base_url, 2)
@@ -63,8 +68,9 @@ def test_a_line_cut_short_by_a_kill_is_skipped_and_counted(renderer: Renderer, l
     assert [r.model_dump() for r in trajectory.rows()] == [r.model_dump() for r in live]
 
 
-def test_turn_lines_hold_ids_once_not_the_whole_history(renderer: Renderer, local_backend: LocalBackend,
-                                                        tmp_path: Path) -> None:
+def test_turn_lines_hold_ids_once_not_the_whole_history(
+    renderer: Renderer, local_backend: LocalBackend, tmp_path: Path
+) -> None:
     """A merged turn stores only the env ids since the last reply, so the file grows with the session's
     length, not its square; the default output budget is recorded on each turn."""
     with CaptureServer(backend=local_backend, renderer=renderer, journal_dir=tmp_path) as proxy:

@@ -41,14 +41,16 @@ def test_count_tokens_calls_store_no_turns(renderer: Renderer, local_backend: Lo
         session = proxy.open_session(mode="auto")
         with httpx.Client(timeout=30) as http:
             for _ in range(2000):
-                reply = http.post(f"{session.base_url}/v1/messages/count_tokens",
-                                  json={"model": "tiny", "messages": HI})
+                reply = http.post(
+                    f"{session.base_url}/v1/messages/count_tokens", json={"model": "tiny", "messages": HI}
+                )
                 assert reply.status_code == 200
         assert session.turns() == [] and session.count_tokens_calls == 2000
 
 
-def test_a_session_past_its_turn_cap_gets_a_non_retryable_error(renderer: Renderer,
-                                                                local_backend: LocalBackend) -> None:
+def test_a_session_past_its_turn_cap_gets_a_non_retryable_error(
+    renderer: Renderer, local_backend: LocalBackend
+) -> None:
     with _server(renderer, local_backend, limits=TurnLimits(max_turns=2)) as proxy:
         session = proxy.open_session(mode="auto")
         client = openai.OpenAI(base_url=session.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
@@ -59,21 +61,25 @@ def test_a_session_past_its_turn_cap_gets_a_non_retryable_error(renderer: Render
         assert caught.value.code == "turn_cap" and len(session.turns()) == 2
 
 
-def test_a_turn_past_its_wall_clock_limit_is_a_gap_and_a_retryable_error(renderer: Renderer,
-                                                                          local_backend: LocalBackend) -> None:
+def test_a_turn_past_its_wall_clock_limit_is_a_gap_and_a_retryable_error(
+    renderer: Renderer, local_backend: LocalBackend
+) -> None:
     with _server(renderer, local_backend, limits=TurnLimits(turn_timeout_s=0.5)) as proxy:
         session = proxy.open_session(mode="auto")
         client = openai.OpenAI(base_url=session.base_url + "/v1", api_key="x", max_retries=0, timeout=120)
         t0 = time.monotonic()
         with pytest.raises(openai.InternalServerError) as caught:  # 503: the SDKs retry it
-            client.chat.completions.create(model="tiny", messages=HI, max_tokens=4000, temperature=1.0, seed=0)  # type: ignore[arg-type]
+            client.chat.completions.create(
+                model="tiny", messages=HI, max_tokens=4000, temperature=1.0, seed=0
+            )  # type: ignore[arg-type]
         assert caught.value.status_code == 503 and time.monotonic() - t0 < 30
         [turn] = session.turns()
     assert turn.gap is not None and "turn timeout" in turn.gap
 
 
-def test_thousands_of_sessions_later_the_proxy_still_opens_them(renderer: Renderer, local_backend: LocalBackend,
-                                                                tmp_path: Path) -> None:
+def test_thousands_of_sessions_later_the_proxy_still_opens_them(
+    renderer: Renderer, local_backend: LocalBackend, tmp_path: Path
+) -> None:
     """Sessions that are never closed expire when idle; when all slots are busy the error says so."""
     with _server(renderer, local_backend, idle_timeout_s=0.5, journal_dir=tmp_path, admin_key="k") as proxy:
         proxy.registry.max_sessions = 50

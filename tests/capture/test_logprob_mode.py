@@ -94,6 +94,7 @@ def _counting(post, seen):  # type: ignore[no-untyped-def]
     async def counted(body, **kw):  # type: ignore[no-untyped-def]
         seen.append(body)
         return await post(body, **kw)
+
     return counted
 
 
@@ -101,8 +102,9 @@ def _counting(post, seen):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.vllm
-def test_a_raw_vllm_is_refused_for_a_training_session_at_temperature_half(raw_vllm_url: str,
-                                                                          renderer: Renderer) -> None:
+def test_a_raw_vllm_is_refused_for_a_training_session_at_temperature_half(
+    raw_vllm_url: str, renderer: Renderer
+) -> None:
     with CaptureServer(backend=VLLMBackend(raw_vllm_url), renderer=renderer) as server:
         with pytest.raises(UntrainableEngine) as info:
             server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=0.5))
@@ -114,7 +116,8 @@ def test_a_raw_vllm_is_refused_for_a_training_session_at_temperature_half(raw_vl
 
 @pytest.mark.vllm
 def test_a_raw_vllm_trains_at_temperature_one_where_raw_is_the_sampling_distribution(
-        raw_vllm_url: str, renderer: Renderer) -> None:
+    raw_vllm_url: str, renderer: Renderer
+) -> None:
     with CaptureServer(backend=VLLMBackend(raw_vllm_url), renderer=renderer) as server:
         session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=1.0))
         _ask(session)
@@ -124,10 +127,12 @@ def test_a_raw_vllm_trains_at_temperature_one_where_raw_is_the_sampling_distribu
 
 @pytest.mark.vllm
 def test_an_evaluation_session_on_a_raw_vllm_runs_and_its_rows_are_not_trainable(
-        raw_vllm_url: str, renderer: Renderer) -> None:
+    raw_vllm_url: str, renderer: Renderer
+) -> None:
     with CaptureServer(backend=VLLMBackend(raw_vllm_url), renderer=renderer) as server:
-        session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=0.5),
-                                      sampling_policy="request")
+        session = server.open_session(
+            mode="auto", sampling=SamplingParams(max_tokens=8, temperature=0.5), sampling_policy="request"
+        )
         _ask(session)
         (row,), (turn,) = session.sequences(), session.turns()
         assert (row.temperature, row.logprob_mode, row.trainable) == (0.5, "raw", False)
@@ -135,22 +140,26 @@ def test_an_evaluation_session_on_a_raw_vllm_runs_and_its_rows_are_not_trainable
 
 
 @pytest.mark.vllm
-def test_the_admin_api_refuses_a_training_session_on_a_raw_vllm_in_json(raw_vllm_url: str,
-                                                                         renderer: Renderer) -> None:
+def test_the_admin_api_refuses_a_training_session_on_a_raw_vllm_in_json(
+    raw_vllm_url: str, renderer: Renderer
+) -> None:
     with CaptureServer(backend=VLLMBackend(raw_vllm_url), renderer=renderer) as server:
         sampling = {"max_tokens": 8, "temperature": 0.5}
         refused = httpx.post(server.base_url + "/sessions", json={"sampling": sampling}, timeout=60)
         assert refused.status_code == 400 and "processed_logprobs" in refused.text
-        evaluation = httpx.post(server.base_url + "/sessions", json={"sampling": sampling, "policy": "request"},
-                                timeout=60)
+        evaluation = httpx.post(
+            server.base_url + "/sessions", json={"sampling": sampling, "policy": "request"}, timeout=60
+        )
         assert evaluation.status_code == 201
 
 
 # ---- a training policy is full-vocabulary ------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("field", "value"), [("top_p", 0.9), ("top_k", 20), ("min_p", 0.05),
-                                              ("repetition_penalty", 1.1), ("presence_penalty", 0.5)])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("top_p", 0.9), ("top_k", 20), ("min_p", 0.05), ("repetition_penalty", 1.1), ("presence_penalty", 0.5)],
+)
 def test_a_training_policy_refuses_a_truncating_field_naming_it(field: str, value: float) -> None:
     with pytest.raises(BadRequest) as info:
         training_sampling(SamplingParams(temperature=0.7, **{field: value}))
@@ -159,20 +168,28 @@ def test_a_training_policy_refuses_a_truncating_field_naming_it(field: str, valu
 
 
 def test_values_that_change_nothing_are_not_refused() -> None:
-    neutral = SamplingParams(temperature=0.7, max_tokens=64, top_p=1.0, top_k=-1, min_p=0.0, seed=3, stop=("x",))
+    neutral = SamplingParams(
+        temperature=0.7, max_tokens=64, top_p=1.0, top_k=-1, min_p=0.0, seed=3, stop=("x",)
+    )
     assert training_sampling(neutral) is neutral
 
 
-def test_top_p_in_a_training_policy_is_refused_at_configuration_time_everywhere(renderer: Renderer,
-                                                                               local_backend: LocalBackend) -> None:
+def test_top_p_in_a_training_policy_is_refused_at_configuration_time_everywhere(
+    renderer: Renderer, local_backend: LocalBackend
+) -> None:
     nucleus = SamplingParams(max_tokens=8, temperature=0.7, top_p=0.9)
     with pytest.raises(ValueError, match="top_p=0.9"):
         EpisodeSettings(sampling=nucleus)
-    assert EpisodeSettings(sampling=nucleus, sampling_policy="request").sampling == nucleus  # evaluation keeps it
+    assert (
+        EpisodeSettings(sampling=nucleus, sampling_policy="request").sampling == nucleus
+    )  # evaluation keeps it
     with CaptureServer(backend=local_backend, renderer=renderer) as server:
         with pytest.raises(BadRequest, match="top_p"):
             server.open_session(mode="auto", sampling=nucleus)
-        assert server.open_session(mode="auto", sampling=nucleus, sampling_policy="request").session.sampling == nucleus
+        assert (
+            server.open_session(mode="auto", sampling=nucleus, sampling_policy="request").session.sampling
+            == nucleus
+        )
 
 
 def test_the_rollout_config_refuses_top_p() -> None:
@@ -201,8 +218,9 @@ def test_exactness_rule() -> None:
 # ---- journals ---------------------------------------------------------------------------------------------
 
 
-def test_a_journal_carries_the_logprob_meaning_and_rebuilds_it(local_backend: LocalBackend, renderer: Renderer,
-                                                               tmp_path: Path) -> None:
+def test_a_journal_carries_the_logprob_meaning_and_rebuilds_it(
+    local_backend: LocalBackend, renderer: Renderer, tmp_path: Path
+) -> None:
     with CaptureServer(backend=local_backend, renderer=renderer, journal_dir=tmp_path) as server:
         session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=6, temperature=0.5))
         _ask(session)
@@ -216,12 +234,35 @@ def test_a_journal_from_before_this_change_rebuilds_with_logprobs_of_unknown_mod
     """A line as main `a759e1b` wrote it: no temperature, no mode. Its logprobs are never passed off as the
     sampling distribution's."""
     old = tmp_path / "old.jsonl"
-    lines = [{"t": "session", "version": 1, "id": "20261204T000000-abc", "opened": 0.0, "mode": "auto",
-              "served_model": "tiny"},
-             {"t": "turn", "id": "t1", "index": 0, "dialect": "openai_chat", "aux": False, "source": "sample",
-              "gap": None, "seq": 0, "parent": None, "kind": "new", "prompt_len": 3, "max_tokens": 4,
-              "prompt_ids": [1, 2, 3], "completion_ids": [4, 5], "logprobs": [-0.5, -1.25], "finish": "length"},
-             {"t": "closed", "reason": "closed", "at": 1.0}]
+    lines = [
+        {
+            "t": "session",
+            "version": 1,
+            "id": "20261204T000000-abc",
+            "opened": 0.0,
+            "mode": "auto",
+            "served_model": "tiny",
+        },
+        {
+            "t": "turn",
+            "id": "t1",
+            "index": 0,
+            "dialect": "openai_chat",
+            "aux": False,
+            "source": "sample",
+            "gap": None,
+            "seq": 0,
+            "parent": None,
+            "kind": "new",
+            "prompt_len": 3,
+            "max_tokens": 4,
+            "prompt_ids": [1, 2, 3],
+            "completion_ids": [4, 5],
+            "logprobs": [-0.5, -1.25],
+            "finish": "length",
+        },
+        {"t": "closed", "reason": "closed", "at": 1.0},
+    ]
     old.write_text("".join(json.dumps(line) + "\n" for line in lines))
     (row,), stats, _ = rebuild_rows(old)
     assert (row.completion_ids, row.logprobs) == ([4, 5], [-0.5, -1.25])

@@ -5,6 +5,7 @@ generation before the resend arrived, the retry would sample the turn again (a w
 a gap in the record). The delays are read from the SDKs themselves, so an SDK upgrade that waits
 longer fails here rather than in production.
 """
+
 from __future__ import annotations
 
 import anthropic._constants

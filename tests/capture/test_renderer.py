@@ -32,7 +32,10 @@ def test_suffix_render_equals_the_difference_of_full_renders(renderer: Renderer)
     full = renderer.full_text(CONVO, ())
     suffix = renderer.suffix_text(CONVO[2:])
     assert suffix == renderer.extend_text(full, earlier)
-    assert suffix == "<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    assert (
+        suffix
+        == "<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
 
 
 def test_completion_text_drops_the_end_of_turn_token(renderer: Renderer) -> None:
@@ -54,7 +57,8 @@ def test_a_template_that_drops_old_reasoning_is_not_append_only(renderer: Render
         "{%- for m in messages %}<|im_start|>{{ m.role }}\n"
         "{%- if m.role == 'assistant' and m.reasoning_content and loop.index0 > ns.last %}"
         "<think>{{ m.reasoning_content }}</think>{%- endif %}{{ m.content }}<|im_end|>\n{%- endfor %}"
-        "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+        "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+    )
     assert not Renderer(tok).append_only
 
 
@@ -67,8 +71,10 @@ def test_a_template_that_refuses_a_conversation_is_a_bad_request(renderer: Rende
     from openenv.errors import BadRequest
 
     tok = copy.deepcopy(renderer.tokenizer)
-    tok.chat_template = ("{%- if messages[0].role != 'system' %}{{ raise_exception('system first') }}{%- endif %}"
-                         "{%- for m in messages %}{{ m.content }}<|im_end|>{%- endfor %}")
+    tok.chat_template = (
+        "{%- if messages[0].role != 'system' %}{{ raise_exception('system first') }}{%- endif %}"
+        "{%- for m in messages %}{{ m.content }}<|im_end|>{%- endfor %}"
+    )
     strict = Renderer(tok)
     with pytest.raises(BadRequest, match="cannot render this conversation: system first"):
         strict.full_text((Message(role="user", parts=(TextPart(text="hi"),)),), ())

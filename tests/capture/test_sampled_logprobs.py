@@ -26,19 +26,26 @@ USER = "Say hello and list the files."
 
 
 def _chat(session: SyncCaptureSession, stream: bool) -> None:
-    client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0, timeout=120)
+    client = openai.OpenAI(
+        base_url=session.base_url + "/v1", api_key=session.token, max_retries=0, timeout=120
+    )
     messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}]
     for k in range(2):  # two turns: the second merges, with env tokens between the sampled spans
         if stream:  # (the SDK's `.stream()` helper refuses a reply cut at max_tokens)
             chunks = client.chat.completions.create(model="tiny", messages=messages, stream=True)
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         else:
-            text = client.chat.completions.create(model="tiny", messages=messages).choices[0].message.content or ""
+            text = (
+                client.chat.completions.create(model="tiny", messages=messages).choices[0].message.content
+                or ""
+            )
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": f"Now step {k}."}]
 
 
 def _responses(session: SyncCaptureSession, stream: bool) -> None:
-    client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0, timeout=120)
+    client = openai.OpenAI(
+        base_url=session.base_url + "/v1", api_key=session.token, max_retries=0, timeout=120
+    )
     if stream:
         with client.responses.stream(model="tiny", instructions=SYSTEM, input=USER) as s:
             list(s)
@@ -48,8 +55,12 @@ def _responses(session: SyncCaptureSession, stream: bool) -> None:
 
 def _anthropic(session: SyncCaptureSession, stream: bool) -> None:
     client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0)
-    kwargs: dict[str, Any] = {"model": "tiny", "max_tokens": 64, "system": SYSTEM,
-                              "messages": [{"role": "user", "content": USER}]}
+    kwargs: dict[str, Any] = {
+        "model": "tiny",
+        "max_tokens": 64,
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": USER}],
+    }
     if stream:
         with client.messages.stream(**kwargs) as s:
             s.get_final_message()
@@ -87,12 +98,17 @@ def assert_sampling_logprobs(session: SyncCaptureSession, teacher: Any, temperat
 @pytest.mark.parametrize("temperature", [0.5, 1.3])
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("dialect", sorted(DIALECTS))
-def test_recorded_logprobs_are_the_sampling_distributions(any_proxy: CaptureServer, teacher: Any, dialect: str,
-                                                          stream: bool, temperature: float) -> None:
-    session = any_proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=24, temperature=temperature))
+def test_recorded_logprobs_are_the_sampling_distributions(
+    any_proxy: CaptureServer, teacher: Any, dialect: str, stream: bool, temperature: float
+) -> None:
+    session = any_proxy.open_session(
+        mode="auto", sampling=SamplingParams(max_tokens=24, temperature=temperature)
+    )
     DIALECTS[dialect](session, stream)
     assert assert_sampling_logprobs(session, teacher, temperature) >= 1
-    assert {(t.temperature, t.logprob_mode, t.trainable) for t in session.turns()} == {(temperature, "processed", True)}
+    assert {(t.temperature, t.logprob_mode, t.trainable) for t in session.turns()} == {
+        (temperature, "processed", True)
+    }
 
 
 @pytest.mark.vllm
@@ -106,7 +122,8 @@ def test_the_raw_value_would_have_failed(any_proxy: CaptureServer, teacher: Any)
 
 
 def test_a_scored_reply_is_recorded_at_the_sessions_temperature_on_the_local_backend(
-        local_proxy: CaptureServer, teacher: Any) -> None:
+    local_proxy: CaptureServer, teacher: Any
+) -> None:
     """A controller's `complete()` reply is scored at the trainer's temperature (the local backend can)."""
     from concurrent.futures import ThreadPoolExecutor
 

@@ -22,9 +22,20 @@ from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
 from openenv.errors import BadRequest
 
-TOOLS = [{"type": "function", "function": {
-    "name": "bash", "description": "Run a shell command.",
-    "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command.",
+            "parameters": {
+                "type": "object",
+                "properties": {"command": {"type": "string"}},
+                "required": ["command"],
+            },
+        },
+    }
+]
 SHORT = SamplingParams(max_tokens=6, temperature=1.0)
 
 
@@ -50,8 +61,9 @@ class Harness:
         ]
 
     def request(self) -> Future[Any]:
-        return self.pool.submit(self.client.chat.completions.create, model="tiny",
-                                messages=list(self.messages), tools=TOOLS)
+        return self.pool.submit(
+            self.client.chat.completions.create, model="tiny", messages=list(self.messages), tools=TOOLS
+        )
 
     def turn(self, answer: Callable[[SyncPendingTurn], object]) -> Any:
         """Send the conversation, let `answer` resolve the parked request, append the reply."""
@@ -75,9 +87,16 @@ def template_dicts(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for m in messages:
         m = dict(m)
         if m.get("tool_calls"):
-            m["tool_calls"] = [{"type": "function", "function": {
-                "name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}}
-                for c in m["tool_calls"]]
+            m["tool_calls"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": c["function"]["name"],
+                        "arguments": json.loads(c["function"]["arguments"]),
+                    },
+                }
+                for c in m["tool_calls"]
+            ]
         m["content"] = m.get("content") or ""
         out.append(m)
     return out
@@ -100,6 +119,7 @@ def test_three_turn_tool_conversation_is_one_sequence(any_proxy: CaptureServer, 
             done = pending.complete(text=text)
             completions.append(list(done.token_ids))
             return done
+
         return answer
 
     first = harness.turn(answer_with(call_text("ls")))
@@ -114,14 +134,15 @@ def test_three_turn_tool_conversation_is_one_sequence(any_proxy: CaptureServer, 
     assert (len(rows), stats.turns, stats.merge_ratio, stats.breaks) == (1, 3, 1.0, 0)
     row = rows[0]
     whole = renderer.decode(row.prompt_ids + row.completion_ids)
-    assert whole + renderer.bridge_text(completions[-1]) == render(renderer, harness.messages,
-                                                                   generation_prompt=False)
+    assert whole + renderer.bridge_text(completions[-1]) == render(
+        renderer, harness.messages, generation_prompt=False
+    )
     assert len(row.logprobs) == len(row.env_mask) == len(row.completion_ids)
 
     spans = _spans(row.env_mask, row.completion_ids)
     assert [ids for mask, ids in spans if mask == 1] == completions
     env_texts = [renderer.decode(ids) for mask, ids in spans if mask == 0]
-    expected = [prompts[k + 1][len(prompts[k]) + len(renderer.decode(completions[k])):] for k in range(2)]
+    expected = [prompts[k + 1][len(prompts[k]) + len(renderer.decode(completions[k])) :] for k in range(2)]
     assert env_texts == expected  # env tokens are exactly the template's text between the replies
     assert all(lp == 0.0 for lp, m in zip(row.logprobs, row.env_mask) if m == 0)
     assert all(lp < 0.0 for lp, m in zip(row.logprobs, row.env_mask) if m == 1)
@@ -137,8 +158,9 @@ def _spans(mask: list[int], ids: list[int]) -> list[tuple[int, list[int]]]:
     return spans
 
 
-def test_sampled_turn_extends_the_sequence_with_the_exact_sampled_ids(any_proxy: CaptureServer,
-                                                                       renderer: Renderer) -> None:
+def test_sampled_turn_extends_the_sequence_with_the_exact_sampled_ids(
+    any_proxy: CaptureServer, renderer: Renderer
+) -> None:
     session = any_proxy.open_session(mode="gated", sampling=SHORT)
     harness = Harness(session)
     first = harness.turn(lambda p: p.complete(text=call_text("ls")))
@@ -148,7 +170,7 @@ def test_sampled_turn_extends_the_sequence_with_the_exact_sampled_ids(any_proxy:
     prompt_ids, done = sampled[0]
     assert renderer.decode(prompt_ids) == render(renderer, harness.messages[:-1], generation_prompt=True)
     row = session.sequences()[0]
-    assert row.completion_ids[-len(done.token_ids):] == list(done.token_ids)
+    assert row.completion_ids[-len(done.token_ids) :] == list(done.token_ids)
     assert row.prompt_ids + row.completion_ids[: -len(done.token_ids)] == prompt_ids
     assert session.stats().merge_ratio == 1.0
 
@@ -213,8 +235,9 @@ def test_async_controller_on_its_own_event_loop(proxy: CaptureServer) -> None:
         return done.id
 
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
-                            messages=[{"role": "user", "content": "hi"}])
+        reply = pool.submit(
+            sdk(session).chat.completions.create, model="tiny", messages=[{"role": "user", "content": "hi"}]
+        )
         turn_id = asyncio.run(controller())
         assert reply.result(60).id == f"chatcmpl-{turn_id}"
 
@@ -229,8 +252,9 @@ def test_fail_reaches_the_harness_as_an_error(proxy: CaptureServer) -> None:
 
     session = proxy.open_session(mode="gated")
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
-                            messages=[{"role": "user", "content": "hi"}])
+        reply = pool.submit(
+            sdk(session).chat.completions.create, model="tiny", messages=[{"role": "user", "content": "hi"}]
+        )
         pending = session.next_pending(timeout=60)
         assert pending is not None
         pending.fail("policy crashed")
@@ -242,8 +266,9 @@ def test_fail_reaches_the_harness_as_an_error(proxy: CaptureServer) -> None:
 def test_run_switches_a_gated_session_to_auto(proxy: CaptureServer) -> None:
     session = proxy.open_session(mode="gated", sampling=SHORT)
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
-                            messages=[{"role": "user", "content": "hi"}])
+        reply = pool.submit(
+            sdk(session).chat.completions.create, model="tiny", messages=[{"role": "user", "content": "hi"}]
+        )
         assert session.next_pending(timeout=60) is not None  # parked, nobody answers it ...
         session.run()  # ... until run() samples it and everything after
         reply.result(60)
@@ -256,11 +281,16 @@ def _titles(req: CanonicalRequest) -> bool:
 
 
 def test_aux_requests_are_answered_without_the_controller_and_kept_out_of_sequences(
-        proxy: CaptureServer) -> None:
+    proxy: CaptureServer,
+) -> None:
     session = proxy.open_session(mode="gated", sampling=SHORT, aux=_titles)
-    reply = sdk(session).chat.completions.create(model="tiny", messages=[
-        {"role": "system", "content": "Generate a title for this conversation."},
-        {"role": "user", "content": "fix the bug"}])
+    reply = sdk(session).chat.completions.create(
+        model="tiny",
+        messages=[
+            {"role": "system", "content": "Generate a title for this conversation."},
+            {"role": "user", "content": "fix the bug"},
+        ],
+    )
     assert reply.choices[0].message is not None
     stats = session.stats()
     assert (stats.aux, stats.turns, stats.sequences) == (1, 0, 0)
@@ -270,8 +300,11 @@ def test_aux_requests_are_answered_without_the_controller_and_kept_out_of_sequen
 def test_gate_aux_parks_aux_requests_with_the_flag_set(proxy: CaptureServer) -> None:
     session = proxy.open_session(mode="gated", sampling=SHORT, aux=_titles, gate_aux=True)
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(sdk(session).chat.completions.create, model="tiny", messages=[
-            {"role": "system", "content": "Write a title."}, {"role": "user", "content": "x"}])
+        reply = pool.submit(
+            sdk(session).chat.completions.create,
+            model="tiny",
+            messages=[{"role": "system", "content": "Write a title."}, {"role": "user", "content": "x"}],
+        )
         pending = session.next_pending(timeout=60)
         assert pending is not None and pending.aux
         pending.complete(text="Bug fix")
@@ -282,8 +315,9 @@ def test_complete_takes_exact_token_ids(proxy: CaptureServer, renderer: Renderer
     session = proxy.open_session(mode="gated")
     ids = renderer.encode("Exact ids.") + [next(iter(renderer.eos_ids))]
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
-                            messages=[{"role": "user", "content": "hi"}])
+        reply = pool.submit(
+            sdk(session).chat.completions.create, model="tiny", messages=[{"role": "user", "content": "hi"}]
+        )
         pending = session.next_pending(timeout=60)
         assert pending is not None
         done = pending.complete(token_ids=ids)
@@ -300,11 +334,13 @@ QWEN3_STYLE = (
     "{%- if m.role == 'assistant' and m.reasoning_content and loop.index0 > ns.last %}"
     "<think>\n{{ m.reasoning_content }}\n</think>\n\n{%- endif %}{{ m.content }}"
     "{%- for c in m.tool_calls or [] %}<tool_call>\n{{ c.function | tojson }}\n</tool_call>{%- endfor %}"
-    "<|im_end|>\n{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}")
+    "<|im_end|>\n{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}"
+)
 
 
-def test_template_that_drops_old_reasoning_breaks_only_when_it_rewrites(renderer: Renderer,
-                                                                        local_backend: Any) -> None:
+def test_template_that_drops_old_reasoning_breaks_only_when_it_rewrites(
+    renderer: Renderer, local_backend: Any
+) -> None:
     """Tool loops merge; a new user message makes the template drop earlier <think> blocks, so the
     earlier prompt is no longer a prefix: a new sequence and one break."""
     import copy
@@ -338,8 +374,11 @@ def test_backend_failure_reaches_both_controller_and_harness(renderer: Renderer)
     with CaptureServer(backend=backend, renderer=renderer) as server:
         session = server.open_session(mode="gated")
         with ThreadPoolExecutor(1) as pool:
-            reply = pool.submit(sdk(session).chat.completions.create, model="tiny",
-                                messages=[{"role": "user", "content": "hi"}])
+            reply = pool.submit(
+                sdk(session).chat.completions.create,
+                model="tiny",
+                messages=[{"role": "user", "content": "hi"}],
+            )
             pending = session.next_pending(timeout=60)
             assert pending is not None
             with pytest.raises(BackendUnavailable, match="unreachable"):

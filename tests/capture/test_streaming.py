@@ -19,13 +19,19 @@ from openenv.capture.streaming import ReplySoFar
 GREEDY = SamplingParams(max_tokens=48, temperature=0.0)
 PROMPT = "Write a long story about a robot."
 REQUESTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "openai_chat": ("/v1/chat/completions",
-                    {"model": "tiny", "messages": [{"role": "user", "content": PROMPT}]}),
+    "openai_chat": (
+        "/v1/chat/completions",
+        {"model": "tiny", "messages": [{"role": "user", "content": PROMPT}]},
+    ),
     "openai_responses": ("/v1/responses", {"model": "tiny", "input": PROMPT}),
-    "anthropic": ("/v1/messages", {"model": "tiny", "max_tokens": 48,
-                                   "messages": [{"role": "user", "content": PROMPT}]}),
-    "gemini": ("/v1beta/models/tiny:streamGenerateContent?alt=sse",
-               {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]}),
+    "anthropic": (
+        "/v1/messages",
+        {"model": "tiny", "max_tokens": 48, "messages": [{"role": "user", "content": PROMPT}]},
+    ),
+    "gemini": (
+        "/v1beta/models/tiny:streamGenerateContent?alt=sse",
+        {"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]},
+    ),
 }
 
 
@@ -102,8 +108,18 @@ class GatedEngine:
                 asked = json.loads(self.rfile.read(int(self.headers["content-length"])))
                 engine.posts += 1
                 if not asked.get("stream"):  # a non-streamed generation: the whole reply at once
-                    body = json.dumps({"choices": [{"index": 0, "token_ids": ids, "finish_reason": "stop",
-                                                    "logprobs": {"token_logprobs": [-0.5] * len(ids)}}]}).encode()
+                    body = json.dumps(
+                        {
+                            "choices": [
+                                {
+                                    "index": 0,
+                                    "token_ids": ids,
+                                    "finish_reason": "stop",
+                                    "logprobs": {"token_logprobs": [-0.5] * len(ids)},
+                                }
+                            ]
+                        }
+                    ).encode()
                     self.send_response(200)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(body)))
@@ -122,8 +138,16 @@ class GatedEngine:
                         self.connection.shutdown(2)
                         return
                     last = i == len(ids) - 1
-                    chunk = {"choices": [{"index": 0, "token_ids": [tok], "finish_reason": "stop" if last else None,
-                                          "logprobs": {"token_logprobs": [-0.5]}}]}
+                    chunk = {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "token_ids": [tok],
+                                "finish_reason": "stop" if last else None,
+                                "logprobs": {"token_logprobs": [-0.5]},
+                            }
+                        ]
+                    }
                     self._chunk(f"data: {json.dumps(chunk)}\n\n".encode())
                 self._chunk(b"data: [DONE]\n\n")
                 self._chunk(b"")
@@ -185,8 +209,9 @@ def test_streamed_tokens_equal_the_non_streamed_ones_byte_for_byte(proxy: Captur
 
 
 @pytest.mark.parametrize("dialect", list(REQUESTS))
-def test_a_silent_turn_is_kept_alive_and_the_stream_still_parses(local_proxy: CaptureServer, dialect: str,
-                                                                  monkeypatch):
+def test_a_silent_turn_is_kept_alive_and_the_stream_still_parses(
+    local_proxy: CaptureServer, dialect: str, monkeypatch
+):
     """A gated turn waits on its controller; the client gets SSE keep-alives meanwhile, then the reply."""
     monkeypatch.setenv("OPENENV_SSE_KEEPALIVE_S", "0.1")
     session = local_proxy.open_session(mode="gated", sampling=SamplingParams(max_tokens=8, temperature=1.0))
@@ -211,7 +236,9 @@ def test_the_anthropic_sdk_reads_a_kept_alive_stream(local_proxy: CaptureServer,
     client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0)
 
     def ask() -> str:
-        with client.messages.stream(model="tiny", max_tokens=8, messages=[{"role": "user", "content": "hi"}]) as s:
+        with client.messages.stream(
+            model="tiny", max_tokens=8, messages=[{"role": "user", "content": "hi"}]
+        ) as s:
             return s.get_final_message().content[0].text
 
     with ThreadPoolExecutor(1) as pool:
@@ -231,8 +258,14 @@ def _feed_each(so_far: ReplySoFar, ids: list[int]) -> list[tuple[str, str]]:
 
 def test_only_what_no_later_token_can_change_streams(renderer):
     text = ReplySoFar(renderer.decode)
-    streamed = _feed_each(text, renderer.encode('  Let me look.\n<tool_call>\n{"name": "bash"}\n</tool_call>'))
-    assert "".join(p for _, p in streamed) == "Let me look." and {c for c, _ in streamed} == {"text"} and text.frozen
+    streamed = _feed_each(
+        text, renderer.encode('  Let me look.\n<tool_call>\n{"name": "bash"}\n</tool_call>')
+    )
+    assert (
+        "".join(p for _, p in streamed) == "Let me look."
+        and {c for c, _ in streamed} == {"text"}
+        and text.frozen
+    )
     partial = ReplySoFar(renderer.decode)
     assert partial.feed(renderer.encode("Done <tool_")) == [("text", "Done")], "a possible tag start waits"
 
@@ -246,7 +279,11 @@ def test_text_after_a_special_token_keeps_streaming_and_the_end_of_turn_waits(re
     ids = renderer.encode("Hi <|im_start|> there") + [eos]
     so_far = ReplySoFar(renderer.decode, eos_ids=renderer.eos_ids)
     streamed = "".join(p for _, p in _feed_each(so_far, ids))
-    assert streamed == get_parser("hermes").parse(renderer.completion_text(ids)).content == "Hi <|im_start|> there"
+    assert (
+        streamed
+        == get_parser("hermes").parse(renderer.completion_text(ids)).content
+        == "Hi <|im_start|> there"
+    )
     mid = ReplySoFar(renderer.decode, eos_ids=renderer.eos_ids)
     assert "".join(p for _, p in _feed_each(mid, [*renderer.encode("Hi"), eos])) == "Hi"
     assert "".join(p for _, p in mid.feed(renderer.encode(" more"))) == renderer.decode([eos]) + " more"
@@ -276,7 +313,7 @@ def test_a_template_opened_think_block_goes_out_whole_at_its_close(renderer):
     ids = renderer.encode("secret plan</think>Answer here")
     deltas = _feed_each(so_far, ids)
     close = len(renderer.encode("secret plan</think>"))
-    assert _feed_each(ReplySoFar(renderer.decode, thinking=True), ids[:close - 1]) == []
+    assert _feed_each(ReplySoFar(renderer.decode, thinking=True), ids[: close - 1]) == []
     assert deltas[0] == ("reasoning", "secret plan") and "".join(p for c, p in deltas[1:]) == "Answer here"
 
 
@@ -293,8 +330,12 @@ def test_a_retried_streamed_request_gets_the_first_answers_bytes(renderer, diale
             session = proxy.open_session(mode="auto")
             headers = {"authorization": f"Bearer {session.token}", "x-api-key": session.token}
             first = httpx.post(session.base_url + path, json=body, headers=headers, timeout=60)
-            again = httpx.post(session.base_url + path, json=body, timeout=60,
-                               headers={**headers, "x-stainless-retry-count": "1"})
+            again = httpx.post(
+                session.base_url + path,
+                json=body,
+                timeout=60,
+                headers={**headers, "x-stainless-retry-count": "1"},
+            )
             turns = session.turns()
     finally:
         engine.close()
@@ -313,7 +354,9 @@ async def test_several_engines_move_a_stream_only_before_its_first_token(rendere
     from openenv.capture.backends.vllm_engines import VLLMEngines
     from openenv.errors import BackendUnavailable
 
-    ids = renderer.encode("Hello there, streamed through several engines.") + [renderer.tokenizer.eos_token_id]
+    ids = renderer.encode("Hello there, streamed through several engines.") + [
+        renderer.tokenizer.eos_token_id
+    ]
     dying, healthy = GatedEngine(ids, before=10**6, die_after=3), GatedEngine(ids, before=10**6)
     with socket.socket() as probe:  # a port nobody listens on: that engine refuses at once
         probe.bind(("127.0.0.1", 0))
@@ -339,7 +382,9 @@ async def test_several_engines_move_a_stream_only_before_its_first_token(rendere
         healthy.close()
 
 
-THOUGHT = "<think>\nThe user wants a count. I will look at the listing first, then answer briefly.\n</think>\n\n"
+THOUGHT = (
+    "<think>\nThe user wants a count. I will look at the listing first, then answer briefly.\n</think>\n\n"
+)
 ANSWER = "There are two files here."
 
 
@@ -352,8 +397,10 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
         client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
         if not stream:
             message = client.chat.completions.create(model="tiny", messages=messages).choices[0].message
-            calls = [{"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
-                     for c in message.tool_calls or ()]
+            calls = [
+                {"id": c.id, "name": c.function.name, "arguments": c.function.arguments}
+                for c in message.tool_calls or ()
+            ]
             reasoning = (message.model_extra or {}).get("reasoning_content")
             return {"content": message.content, "reasoning_content": reasoning, "tool_calls": calls}
         got: dict[str, Any] = {"content": None, "reasoning_content": "", "tool_calls": []}
@@ -376,13 +423,16 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
         client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
         if not stream:
             return client.responses.create(model="tiny", input="How many files?").model_dump(
-                mode="json", exclude={"created_at"})  # the turn's second
+                mode="json", exclude={"created_at"}
+            )  # the turn's second
         with client.responses.stream(model="tiny", input="How many files?") as events:
             for event in events:
                 if event.type == "response.reasoning_text.delta":
                     on_reasoning(event.delta)
             final = events.get_final_response().model_dump(mode="json", exclude={"created_at"})
-            for item in final["output"]:  # a ParsedResponse: `parsed`, `parsed_arguments` are the helper's own
+            for item in final[
+                "output"
+            ]:  # a ParsedResponse: `parsed`, `parsed_arguments` are the helper's own
                 item.pop("parsed_arguments", None)
                 for part in item.get("content") or ():
                     part.pop("parsed", None)
@@ -390,7 +440,9 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
     if dialect == "anthropic":
         client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=0)
         if not stream:
-            return client.messages.create(model="tiny", max_tokens=64, messages=messages).model_dump(mode="json")
+            return client.messages.create(model="tiny", max_tokens=64, messages=messages).model_dump(
+                mode="json"
+            )
         with client.messages.stream(model="tiny", max_tokens=64, messages=messages) as events:
             for event in events:
                 if event.type == "content_block_delta" and event.delta.type == "thinking_delta":
@@ -399,8 +451,10 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
     from google import genai
     from google.genai import types as gtypes
 
-    client = genai.Client(api_key=session.token, http_options=gtypes.HttpOptions(base_url=session.base_url,
-                                                                                 api_version="v1beta"))
+    client = genai.Client(
+        api_key=session.token,
+        http_options=gtypes.HttpOptions(base_url=session.base_url, api_version="v1beta"),
+    )
     if not stream:
         reply = client.models.generate_content(model="tiny", contents="How many files?")
         return [p.model_dump(mode="json", exclude_none=True) for p in reply.candidates[0].content.parts]
@@ -416,17 +470,20 @@ def _stream_sdk(dialect: str, session: Any, *, stream: bool, on_reasoning: Any) 
     return parts
 
 
-CALLING = 'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -1 | wc -l"}}\n</tool_call>'
+CALLING = (
+    'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -1 | wc -l"}}\n</tool_call>'
+)
 
 
 @pytest.mark.parametrize("reply", ["answer", "tool_call"])
 @pytest.mark.parametrize("dialect", list(REQUESTS))
-def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstreamed_reply(renderer, dialect: str,
-                                                                                          reply: str, caplog):
+def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstreamed_reply(
+    renderer, dialect: str, reply: str, caplog
+):
     """Read through the official SDKs: the thinking text reaches the client as reasoning deltas while the
     engine still samples (the gate), and what the SDK assembles from the stream (reasoning, text and a
     tool call) equals the non-streamed reply byte for byte (turn ids aside), with the same recorded tokens."""
-    ANSWER = globals()["ANSWER"] if reply == "answer" else CALLING  # noqa: N806
+    ANSWER = globals()["ANSWER"] if reply == "answer" else CALLING
     ids = renderer.encode(THOUGHT + ANSWER) + [renderer.tokenizer.eos_token_id]
     engine = GatedEngine(ids, before=8)
     try:
@@ -446,7 +503,9 @@ def test_reasoning_streams_while_the_engine_samples_and_assembles_to_the_unstrea
                 replies.append(json.dumps(got, sort_keys=True).replace(turn.id, "TURN"))
                 turns.append(turn)
                 if stream:
-                    assert early and not engine.timed_out, "reasoning reached the client while the engine sampled"
+                    assert early and not engine.timed_out, (
+                        "reasoning reached the client while the engine sampled"
+                    )
                     assert "The user wants a count.".startswith(early[0]), early
     finally:
         engine.close()

@@ -14,19 +14,45 @@ def msg(role: str, text: str) -> Message:
     return Message(role=role, parts=(TextPart(text=text),))  # type: ignore[arg-type]
 
 
-def answer(traj: Trajectory, messages: tuple[Message, ...], completion: list[int], *,
-           tools: tuple[Tool, ...] = (), env: list[int] | None = None, calls: tuple[str, ...] = ()) -> Turn:
+def answer(
+    traj: Trajectory,
+    messages: tuple[Message, ...],
+    completion: list[int],
+    *,
+    tools: tuple[Tool, ...] = (),
+    env: list[int] | None = None,
+    calls: tuple[str, ...] = (),
+) -> Turn:
     """Record a turn the way the session does: link, splice, record."""
     link = traj.find_parent(messages, tools)
     env_ids = env if env is not None else [90, 91]
     prompt = traj.prefix_ids(link) + env_ids if link else [1, 2, 3]
-    turn = traj.add(Turn(id=f"t{len(traj.turns)}", index=0, dialect="openai_chat", n_messages=len(messages),
-                         prompt_len=len(prompt)))
-    turn.completion = Completion(id=turn.id, model="m", created=0, token_ids=tuple(completion),
-                                 logprobs=tuple(-0.5 for _ in completion),
-                                 tool_calls=tuple(ToolCallPart(id=f"c{i}", name=n) for i, n in enumerate(calls)))
-    traj.record(turn, link=link, prompt_ids=prompt, env_ids=env_ids if link else [], messages=messages,
-                tools=tools, rewritten=link is None and len(traj.turns) > 1)
+    turn = traj.add(
+        Turn(
+            id=f"t{len(traj.turns)}",
+            index=0,
+            dialect="openai_chat",
+            n_messages=len(messages),
+            prompt_len=len(prompt),
+        )
+    )
+    turn.completion = Completion(
+        id=turn.id,
+        model="m",
+        created=0,
+        token_ids=tuple(completion),
+        logprobs=tuple(-0.5 for _ in completion),
+        tool_calls=tuple(ToolCallPart(id=f"c{i}", name=n) for i, n in enumerate(calls)),
+    )
+    traj.record(
+        turn,
+        link=link,
+        prompt_ids=prompt,
+        env_ids=env_ids if link else [],
+        messages=messages,
+        tools=tools,
+        rewritten=link is None and len(traj.turns) > 1,
+    )
     return turn
 
 

@@ -63,9 +63,16 @@ def test_source_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, corpus: li
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(st.one_of(st.text(st.characters(max_codepoint=127), max_size=40), st.sampled_from(SPECIALS),
-                          st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "'s", "'LL", "123", " x", "é"])),
-                max_size=30))
+@given(
+    st.lists(
+        st.one_of(
+            st.text(st.characters(max_codepoint=127), max_size=40),
+            st.sampled_from(SPECIALS),
+            st.sampled_from([" ", "  ", "\n", "\r\n", "\t", "'s", "'LL", "123", " x", "é"]),
+        ),
+        max_size=30,
+    )
+)
 def test_any_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, pieces: list[str]) -> None:
     text = "".join(pieces)
     encoder = WordEncoder.for_tokenizer(tiny, exact(tiny))
@@ -74,8 +81,12 @@ def test_any_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, pieces: list[
 
 def test_gpt2_style_byte_level_pretokenizers_are_covered_too(tiny: Any, corpus: list[str]) -> None:
     def gpt2(spec: dict[str, Any]) -> None:
-        spec["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                                 "use_regex": True}
+        spec["pre_tokenizer"] = {
+            "type": "ByteLevel",
+            "add_prefix_space": False,
+            "trim_offsets": True,
+            "use_regex": True,
+        }
 
     tokenizer = reshaped(tiny, gpt2)
     encoder = WordEncoder.for_tokenizer(tokenizer, exact(tokenizer))
@@ -84,13 +95,29 @@ def test_gpt2_style_byte_level_pretokenizers_are_covered_too(tiny: Any, corpus: 
         assert encoder.encode(block) == exact(tokenizer)(block)
 
 
-@pytest.mark.parametrize("change", [
-    pytest.param(lambda s: s.update(normalizer={"type": "Lowercase"}), id="a normalizer that changes ASCII"),
-    pytest.param(lambda s: s["model"].update(dropout=0.1), id="BPE dropout"),
-    pytest.param(lambda s: s.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "always",
-                                                   "split": True}), id="a sentencepiece-style pre-tokenizer"),
-    pytest.param(lambda s: s["added_tokens"][1].update(lstrip=True), id="an added token that strips spaces"),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(
+            lambda s: s.update(normalizer={"type": "Lowercase"}), id="a normalizer that changes ASCII"
+        ),
+        pytest.param(lambda s: s["model"].update(dropout=0.1), id="BPE dropout"),
+        pytest.param(
+            lambda s: s.update(
+                pre_tokenizer={
+                    "type": "Metaspace",
+                    "replacement": "_",
+                    "prepend_scheme": "always",
+                    "split": True,
+                }
+            ),
+            id="a sentencepiece-style pre-tokenizer",
+        ),
+        pytest.param(
+            lambda s: s["added_tokens"][1].update(lstrip=True), id="an added token that strips spaces"
+        ),
+    ],
+)
 def test_other_pipelines_get_no_word_encoder(tiny: Any, change: Any) -> None:
     tokenizer = reshaped(tiny, change)
     assert WordEncoder.for_tokenizer(tokenizer, exact(tokenizer)) is None
@@ -102,17 +129,35 @@ def test_a_tokenizer_that_disagrees_on_the_probe_gets_no_word_encoder(tiny: Any)
 
 def test_added_tokens_are_cut_in_the_tokenizers_two_passes(tiny: Any) -> None:
     """Tokens matched on raw text go first; tokens matched on normalized text only in what is left."""
+
     def overlapping(spec: dict[str, Any]) -> None:
         base = len(spec["model"]["vocab"])
         spec["added_tokens"] += [
-            {"id": base, "content": "abX", "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": True, "special": False},
-            {"id": base + 1, "content": "XYZ", "single_word": False, "lstrip": False, "rstrip": False,
-             "normalized": False, "special": True}]
+            {
+                "id": base,
+                "content": "abX",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": True,
+                "special": False,
+            },
+            {
+                "id": base + 1,
+                "content": "XYZ",
+                "single_word": False,
+                "lstrip": False,
+                "rstrip": False,
+                "normalized": False,
+                "special": True,
+            },
+        ]
 
     tokenizer = reshaped(tiny, overlapping)
     encoder = WordEncoder.for_tokenizer(tokenizer, exact(tokenizer))
     assert encoder is not None
     for text in ("abXYZ", "abX YZ", "xx abXYZabX XYZ", "<|im_start|>abXYZ<|im_end|>"):
         assert encoder.encode(text) == exact(tokenizer)(text)
-    assert encoder.encode("abXYZ")[-1] == len(json.loads(tiny.backend_tokenizer.to_str())["model"]["vocab"]) + 1
+    assert (
+        encoder.encode("abXYZ")[-1] == len(json.loads(tiny.backend_tokenizer.to_str())["model"]["vocab"]) + 1
+    )

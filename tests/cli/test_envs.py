@@ -34,8 +34,9 @@ def serve_subprocess(env: str, cwd: Path) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         try:  # 120 s: a cold interpreter on a busy 2-core box
-            wait_for_health(url, timeout_s=120, gone=lambda: None if proc.poll() is None else "it exited",
-                            interval_s=0.1)
+            wait_for_health(
+                url, timeout_s=120, gone=lambda: None if proc.poll() is None else "it exited", interval_s=0.1
+            )
         except TransportError as exc:
             out = proc.stdout.read().decode() if proc.stdout and proc.poll() is not None else ""
             raise AssertionError(f"`openenv serve {env}` did not come up: {exc}\n{out}") from None
@@ -148,8 +149,10 @@ def app_folder(tmp_path: Path) -> Path:
     nothing of the reference, so this interpreter can serve it (the last resort of `find_python`)."""
     folder = tmp_path / "plain_env"
     (folder / "server").mkdir(parents=True)
-    (folder / "openenv.yaml").write_text("spec_version: 1\nname: plain_env\nversion: 0.1.0\ntype: space\n"
-                                         "runtime: fastapi\napp: server.app:app\nport: 8000\n")
+    (folder / "openenv.yaml").write_text(
+        "spec_version: 1\nname: plain_env\nversion: 0.1.0\ntype: space\n"
+        "runtime: fastapi\napp: server.app:app\nport: 8000\n"
+    )
     (folder / "server" / "__init__.py").write_text("")
     (folder / "server" / "app.py").write_text(
         "import os\nfrom fastapi import FastAPI\napp = FastAPI()\n"

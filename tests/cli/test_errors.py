@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-
 # Runs the CLI's console-script entry point with some top-level packages unimportable.
-WITHOUT = '''
+WITHOUT = """
 import importlib.abc, sys
 blocked = set(sys.argv[1].split(","))
 class Missing(importlib.abc.MetaPathFinder):
@@ -29,15 +28,25 @@ sys.meta_path.insert(0, Missing())
 sys.argv = ["openenv", *sys.argv[2:]]
 from openenv.cli.main import main
 main()
-'''
+"""
 
 
-def _openenv(*args: str, without: tuple[str, ...] = (), env: dict[str, str] | None = None,
-             timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    command = ([sys.executable, "-c", WITHOUT, ",".join(without)] if without
-               else [sys.executable, "-m", "openenv.cli.main"])
-    return subprocess.run([*command, *args], capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, **(env or {})})
+def _openenv(
+    *args: str, without: tuple[str, ...] = (), env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    command = (
+        [sys.executable, "-c", WITHOUT, ",".join(without)]
+        if without
+        else [sys.executable, "-m", "openenv.cli.main"]
+    )
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def _one_clear_error(proc: subprocess.CompletedProcess[str], *words: str) -> None:
@@ -52,8 +61,14 @@ def _one_clear_error(proc: subprocess.CompletedProcess[str], *words: str) -> Non
 
 def test_docker_sandbox_without_an_engine_says_to_start_docker() -> None:
     """Was a 141-line traceback ending in DockerException."""
-    proc = _openenv("run", "--harness", "pi", "--sandbox", "docker",
-                    env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})
+    proc = _openenv(
+        "run",
+        "--harness",
+        "pi",
+        "--sandbox",
+        "docker",
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )
     _one_clear_error(proc, "needs a running Docker engine", "start Docker", "--sandbox local")
 
 
@@ -132,11 +147,26 @@ def test_run_reports_an_episode_without_a_verdict_as_an_error(tmp_path: Path) ->
     (task / "solution" / "solve.sh").write_text("#!/bin/bash\necho hi > hello.txt\n")
     (task / "tests" / "test.sh").write_text("#!/bin/bash\necho 'the tests crashed'\nexit 3\n")
     out = tmp_path / "episode.jsonl"
-    proc = _openenv("run", "--harness", "pi", "--policy", "oracle", "--tasks", str(task), "--task", "tests-crash",
-                    "--json", "--out", str(out), timeout=600)
+    proc = _openenv(
+        "run",
+        "--harness",
+        "pi",
+        "--policy",
+        "oracle",
+        "--tasks",
+        str(task),
+        "--task",
+        "tests-crash",
+        "--json",
+        "--out",
+        str(out),
+        timeout=600,
+    )
     summary = json.loads(proc.stdout)
     assert proc.returncode == 1, proc.stderr[-3000:]
-    assert summary["status"] == "error" and summary["reward"] is None and summary["harness_status"] == "exited"
+    assert (
+        summary["status"] == "error" and summary["reward"] is None and summary["harness_status"] == "exited"
+    )
     assert "reward_missing" in summary["error"] and summary["turns"] >= 1, summary
     assert "error: the episode ended in status error" in proc.stderr and "Traceback" not in proc.stderr
     assert out.is_file()

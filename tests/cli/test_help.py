@@ -13,8 +13,14 @@ from openenv.extras import install_hint
 
 
 def _help(*args: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "openenv.cli.main", *args, "--help"], capture_output=True,
-                          text=True, timeout=60, check=True, env={**os.environ, "COLUMNS": "250"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", *args, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     return " ".join(proc.stdout.replace("│", " ").split())
 
 
@@ -36,8 +42,11 @@ def test_init_next_step_runs_with_this_python(has_pytest: bool, monkeypatch: pyt
     from openenv.cli.envs import init_next_step
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: (real(name, *a) if has_pytest or name != "pytest" else None))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: real(name, *a) if has_pytest or name != "pytest" else None,
+    )
     step = init_next_step(Path("/tmp/my env"))
     assert step.startswith("cd '/tmp/my env' && ") and f"{sys.executable} -m pytest" in step
     assert (f"{sys.executable} -m pip install pytest" in step) is not has_pytest
@@ -45,8 +54,13 @@ def test_init_next_step_runs_with_this_python(has_pytest: bool, monkeypatch: pyt
 
 
 def test_init_prints_the_next_step_whole(tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "openenv.cli.main", "init", "demo_help_env", "--dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "init", "demo_help_env", "--dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     line = " ".join(proc.stdout.split())
     assert f"-m pytest && {sys.executable} -m openenv.cli.main validate ." in line, proc.stdout

@@ -18,7 +18,9 @@ print("the result")
 
 
 def test_prints_and_child_processes_go_to_stderr_and_stdout_keeps_only_the_result() -> None:
-    ran = subprocess.run([sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=60, check=True)
+    ran = subprocess.run(
+        [sys.executable, "-c", PROGRAM], capture_output=True, text=True, timeout=60, check=True
+    )
     assert ran.stdout == "the result\n"
     assert ran.stderr.splitlines() == ["python print", "child process"]
 
@@ -33,5 +35,7 @@ try:
 except RuntimeError:
     print("the result")
 """
-    ran = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    ran = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
     assert ran.stdout == "the result\n"

@@ -29,12 +29,14 @@ INSTALL = (REPO / "docs" / "install.md").read_text()
 def _section(title: str) -> str:
     start = INSTALL.index(f"## {title}\n")
     end = INSTALL.find("\n## ", start + 1)
-    return INSTALL[start:end if end != -1 else None]
+    return INSTALL[start : end if end != -1 else None]
 
 
 def _bash_blocks(text: str) -> list[list[str]]:
-    return [[line.split("  #")[0].strip() for line in block.strip().splitlines()]
-            for block in re.findall(r"```bash\n(.*?)```", text, re.S)]
+    return [
+        [line.split("  #")[0].strip() for line in block.strip().splitlines()]
+        for block in re.findall(r"```bash\n(.*?)```", text, re.S)
+    ]
 
 
 def test_every_pip_line_names_extras_the_distribution_has() -> None:
@@ -46,15 +48,23 @@ def test_every_pip_line_names_extras_the_distribution_has() -> None:
         assert set(extras.split(",")) <= set(declared), extras
 
 
-DIALECTS = {"Anthropic Messages": "anthropic", "OpenAI Responses": "openai_responses", "Gemini": "gemini",
-            "OpenAI Chat": "openai_chat"}
+DIALECTS = {
+    "Anthropic Messages": "anthropic",
+    "OpenAI Responses": "openai_responses",
+    "Gemini": "gemini",
+    "OpenAI Chat": "openai_chat",
+}
 
 
 def test_the_readme_lists_every_harness_under_its_dialect() -> None:
     """Its first lines once named 10 harnesses while 19 ran."""
     table = re.findall(r"^\| ([A-Za-z ]+) \| ([a-z0-9, -]+) \|$", README, re.M)
-    listed = {name: DIALECTS[dialect] for dialect, names in table if dialect in DIALECTS
-              for name in names.split(", ")}
+    listed = {
+        name: DIALECTS[dialect]
+        for dialect, names in table
+        if dialect in DIALECTS
+        for name in names.split(", ")
+    }
     assert listed == {name: get_spec(name).dialect for name in harness_names()}
     counted = re.search(r"Claude Code, Codex, Pi and (\d+) more", " ".join(README.split()))
     assert counted and int(counted.group(1)) == len(harness_names()) - 3
@@ -65,26 +75,38 @@ def test_every_name_the_readme_imports_exists() -> None:
     import ast
     import importlib
 
-    imported = [(node.module, alias.name) for block in re.findall(r"```python\n(.*?)```", README, re.S)
-                for node in ast.walk(ast.parse(block)) if isinstance(node, ast.ImportFrom) and node.module
-                for alias in node.names]
+    imported = [
+        (node.module, alias.name)
+        for block in re.findall(r"```python\n(.*?)```", README, re.S)
+        for node in ast.walk(ast.parse(block))
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    ]
     assert len(imported) >= 5, imported
-    missing = [f"{module}.{name}" for module, name in imported
-               if not hasattr(importlib.import_module(module), name)]
+    missing = [
+        f"{module}.{name}" for module, name in imported if not hasattr(importlib.import_module(module), name)
+    ]
     assert missing == []
 
 
 @pytest.mark.slow
 def test_the_wheel_sections_commands_run_to_a_scored_episode(tmp_path: Path) -> None:
     [block] = _bash_blocks(_section("Installing from a wheel"))
-    installs, commands = [c for c in block if c.startswith(("pip ", "sudo "))], \
-        [c for c in block if c.startswith("openenv ")]
+    installs, commands = (
+        [c for c in block if c.startswith(("pip ", "sudo "))],
+        [c for c in block if c.startswith("openenv ")],
+    )
     assert installs[0] == install_hint("capture") and len(installs) + len(commands) == len(block), block
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     # huggingface_hub is in `ecosystem`, and also a dependency of transformers: a capture install has it.
-    absent = tuple(sorted({m for extra, mods in EXTRAS.items() if extra != "capture" for m in mods}
-                          - set(EXTRAS["capture"]) - {"huggingface_hub"}))
+    absent = tuple(
+        sorted(
+            {m for extra, mods in EXTRAS.items() if extra != "capture" for m in mods}
+            - set(EXTRAS["capture"])
+            - {"huggingface_hub"}
+        )
+    )
     for command in commands:
         args = shlex.split(command)[1:]
         if args[0] == "run":
@@ -105,8 +127,9 @@ def test_the_readme_python_loop_runs_an_episode_and_prints_its_rows(tmp_path: Pa
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     [loop, _trl] = re.findall(r"```python\n(.*?)```", README, re.S)
-    done = subprocess.run([sys.executable, "-c", loop], cwd=tmp_path, capture_output=True, text=True, timeout=600,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", loop], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.splitlines()
     assert lines[0].startswith("reward ") and len(lines) >= 2, done.stdout

@@ -14,7 +14,9 @@ from openenv.harness.summary import EpisodeSummary
 FIXTURE = Path(__file__).resolve().parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 
 
-def test_two_runs_in_the_same_second_write_two_trajectory_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_runs_in_the_same_second_write_two_trajectory_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import openenv.export.log as log_module
     import openenv.harness.environment as environment
     import openenv.harness.rollout as rollout
@@ -39,10 +41,28 @@ def test_two_runs_in_the_same_second_write_two_trajectory_files(tmp_path: Path, 
     monkeypatch.setattr(environment, "HarnessEnvironment", StandInEnv)
     monkeypatch.setattr(rollout, "run_episode", episode)
     monkeypatch.setattr(log_module.time, "strftime", lambda fmt, *a: "20261201-120000")  # the same second
-    paths = [Path(_run_one("pi", "fix-temperature-conversion", "builtin", "local", None, None, "oracle", "host",
-                           "local", None, None).trajectory) for _ in range(2)]
+    paths = [
+        Path(
+            _run_one(
+                "pi",
+                "fix-temperature-conversion",
+                "builtin",
+                "local",
+                None,
+                None,
+                "oracle",
+                "host",
+                "local",
+                None,
+                None,
+            ).trajectory
+        )
+        for _ in range(2)
+    ]
     assert paths[0] != paths[1]
-    assert sorted(p.name for p in (tmp_path / "artifacts" / "runs").iterdir()) == sorted(p.name for p in paths)
+    assert sorted(p.name for p in (tmp_path / "artifacts" / "runs").iterdir()) == sorted(
+        p.name for p in paths
+    )
     for path in paths:
         assert path.name.startswith("pi-fix-temperature-conversion-20261201-120000-")
         assert read_episode(path).sequences == recorded.sequences

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from echo_env import EchoEnvironment
 
+from echo_env import EchoEnvironment
 from openenv.server import LocalServer, create_app
 
 

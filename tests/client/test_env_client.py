@@ -7,8 +7,8 @@ import time
 
 import httpx
 import pytest
-from echo_env import EchoAction, EchoClient, EchoEnvironment, EchoObservation, EchoState
 
+from echo_env import EchoAction, EchoClient, EchoEnvironment, EchoObservation, EchoState
 from openenv.client import AnyObservation, EnvClient, SyncEnvClient
 from openenv.core.net import free_port
 from openenv.errors import BadRequest, CapacityError, InvalidAction, TransportError
@@ -101,7 +101,6 @@ async def test_no_server_is_a_transport_error_naming_the_url() -> None:
 
 async def test_a_server_that_goes_away_is_a_transport_error() -> None:
     from echo_env import EchoEnvironment
-
     from openenv.server import create_app
 
     server = LocalServer(create_app(EchoEnvironment)).start()

@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 import pytest
-from echo_env import EchoAction, EchoEnvironment, EchoObservation
 
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from openenv.core import Environment
 
 

@@ -53,7 +53,7 @@ def server():
     started.stop()
 '''
 
-TEST = r'''
+TEST = r"""
 import os, signal, time
 
 def test_that_fails(server):
@@ -63,7 +63,7 @@ def test_that_fails(server):
     if how == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     assert False, "a failing test"
-'''
+"""
 
 
 def _alive(pid: int) -> bool:
@@ -82,9 +82,25 @@ def test_a_failed_pytest_session_leaves_no_server_running(tmp_path: Path, how: s
     # Only the plugin the session needs (pytest-timeout): the suite's others take seconds to import.
     env = {**os.environ, "HOW": how, "PIDS_FILE": str(pids_file), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     env.pop("OPENENV_VLLM_URL", None)
-    inner = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_timeout",
-                            str(tmp_path)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    inner = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "pytest_timeout",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert pids_file.is_file(), inner.stdout + inner.stderr
     pids = json.loads(pids_file.read_text())
     try:
@@ -104,7 +120,7 @@ def test_a_failed_pytest_session_leaves_no_server_running(tmp_path: Path, how: s
                 pass
 
 
-LEAKY = r'''
+LEAKY = r"""
 import json, os, subprocess, sys
 
 def test_that_leaves_a_server_behind_and_fails():
@@ -112,7 +128,7 @@ def test_that_leaves_a_server_behind_and_fails():
     with open(os.environ["PIDS_FILE"], "w") as fh:
         json.dump({"leftover": server.pid}, fh)
     assert False, "a failing test that never stops what it started"
-'''
+"""
 
 
 def test_a_child_a_failed_test_left_running_is_stopped_at_the_end_of_the_session(tmp_path: Path) -> None:
@@ -120,9 +136,25 @@ def test_a_child_a_failed_test_left_running_is_stopped_at_the_end_of_the_session
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     pids_file = tmp_path / "pids.json"
     env = {**os.environ, "PIDS_FILE": str(pids_file), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    inner = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "-p", "openenv.testing.leftovers", str(tmp_path)],
-                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    inner = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "openenv.testing.leftovers",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     pid = json.loads(pids_file.read_text())["leftover"]
     try:
         assert inner.returncode == 1
@@ -146,8 +178,11 @@ def test_the_guard_outlives_a_worker_thread_that_started_it(tmp_path: Path) -> N
     started: list[subprocess.Popen[bytes]] = []
 
     def start() -> None:
-        started.append(subprocess.Popen(guarded([sys.executable, "-c", "import time; time.sleep(60)"]),
-                                        start_new_session=True))
+        started.append(
+            subprocess.Popen(
+                guarded([sys.executable, "-c", "import time; time.sleep(60)"]), start_new_session=True
+            )
+        )
 
     worker = threading.Thread(target=start)
     worker.start()

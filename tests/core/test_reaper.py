@@ -1,4 +1,5 @@
 """The idle reaper both session tables run keeps going after a failed round."""
+
 from __future__ import annotations
 
 import asyncio

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from echo_env import EchoAction
 from pydantic import ValidationError
 
+from echo_env import EchoAction
 from openenv.core import Action, Observation, State
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from echo_env import EchoObservation
 from pydantic import ValidationError
 
+from echo_env import EchoObservation
+from openenv.client.replies import observation_fields
 from openenv.core.wire import (
     CloseMessage,
     McpMessage,
@@ -19,7 +20,6 @@ from openenv.core.wire import (
     encode_frame,
     observation_json,
 )
-from openenv.client.replies import observation_fields
 from openenv.errors import BadRequest
 
 
@@ -55,11 +55,21 @@ def test_observations_go_out_nested_with_reward_and_done_beside_them() -> None:
     out), reward and done beside it, metadata beside it too when set."""
     obs = EchoObservation(echoed_message="hi", message_length=2, reward=0.5, done=True, metadata={"k": 1})
     data = json.loads(observation_json(obs))
-    assert data == {"observation": {"echoed_message": "hi", "message_length": 2, "metadata": {"k": 1}},
-                    "reward": 0.5, "done": True, "metadata": {"k": 1}}
-    assert "metadata" not in json.loads(observation_json(EchoObservation(echoed_message="", message_length=0)))
-    assert json.loads(observation_json(EchoObservation(echoed_message="", message_length=0,
-                                                       reward=float("nan"))))["reward"] is None
+    assert data == {
+        "observation": {"echoed_message": "hi", "message_length": 2, "metadata": {"k": 1}},
+        "reward": 0.5,
+        "done": True,
+        "metadata": {"k": 1},
+    }
+    assert "metadata" not in json.loads(
+        observation_json(EchoObservation(echoed_message="", message_length=0))
+    )
+    assert (
+        json.loads(
+            observation_json(EchoObservation(echoed_message="", message_length=0, reward=float("nan")))
+        )["reward"]
+        is None
+    )
 
 
 def test_the_nested_observation_round_trips_through_the_clients_reader() -> None:
@@ -76,5 +86,7 @@ def test_reset_keywords_travel_flat_and_legacy_options_merge() -> None:
 
 
 def test_mcp_frames_parse() -> None:
-    msg = client_message_adapter.validate_json('{"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list"}}')
+    msg = client_message_adapter.validate_json(
+        '{"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list"}}'
+    )
     assert isinstance(msg, McpMessage) and msg.data["method"] == "tools/list"

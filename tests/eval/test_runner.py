@@ -17,8 +17,22 @@ TASK = "fix-temperature-conversion"
 
 
 def _eval(out, *args: str) -> Report:
-    result = CliRunner().invoke(cli, ["eval", "--harness", HARNESSES, "--only", TASK, "--concurrency", "2",
-                                      "--out", str(out), "--json", *args])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--harness",
+            HARNESSES,
+            "--only",
+            TASK,
+            "--concurrency",
+            "2",
+            "--out",
+            str(out),
+            "--json",
+            *args,
+        ],
+    )
     assert result.exit_code == 0, result.output
     return Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
 
@@ -41,7 +55,9 @@ def test_oracle_solves_the_task_under_both_harnesses_and_the_report_files_agree(
 
 def test_local_backend_random_model_runs_every_episode_to_a_scored_end(tmp_path):
     """The tiny model is random, so rewards are (almost surely) 0; the table must still be complete."""
-    report = _eval(tmp_path, "--policy", "sample", "--backend", "local", "--max-tokens", "8", "--timeout", "60")
+    report = _eval(
+        tmp_path, "--policy", "sample", "--backend", "local", "--max-tokens", "8", "--timeout", "60"
+    )
     assert [r.harness for r in report.rows] == ["pi", "mini-swe-agent"]
     for row in report.rows:
         assert (row.episodes, row.errors) == (1, 0)
@@ -50,7 +66,9 @@ def test_local_backend_random_model_runs_every_episode_to_a_scored_end(tmp_path)
 
 
 def test_unknown_task_ids_are_refused_before_anything_runs(tmp_path):
-    result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--only", "no-such-task", "--out", str(tmp_path)])
+    result = CliRunner().invoke(
+        cli, ["eval", "--harness", "pi", "--only", "no-such-task", "--out", str(tmp_path)]
+    )
     assert result.exit_code != 0
     assert "has no task(s) no-such-task" in result.output
     assert not (tmp_path / "results.md").exists()
@@ -72,14 +90,30 @@ def test_a_demonstration_that_looks_sends_ls_and_the_solutions_own_command_in_th
     from openenv.harness.tasks.fileops import generate
 
     split = generate(tmp_path / "tasks", 0, train=1, heldout=0, kinds=("append",))
-    result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--tasks", str(tmp_path / "tasks" / "train"),
-                                      "--policy", "demo", flag, "--out", str(tmp_path / "out"), "--json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            "--harness",
+            "pi",
+            "--tasks",
+            str(tmp_path / "tasks" / "train"),
+            "--policy",
+            "demo",
+            flag,
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     report = Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
     [row] = report.rows
     assert (row.solved, row.mean_tool_calls) == (1, 2.0)
     log = read_episode(report.episodes[0].trajectory)
-    commands = [c.parsed_arguments()["command"] for t in log.turns if t.completion for c in t.completion.tool_calls]
+    commands = [
+        c.parsed_arguments()["command"] for t in log.turns if t.completion for c in t.completion.tool_calls
+    ]
     [task] = split["train"]
     solution = (tmp_path / "tasks" / "train" / task / "solution" / "solve.sh").read_text().strip()
     assert commands == (["ls -la", solution] if flag == "--look-first" else [solution, "ls -la"])

@@ -46,8 +46,10 @@ async def test_pi_env_server_lists_the_four_harness_tools_and_the_catalog(pi_ser
 
 async def test_get_trajectory_of_an_unknown_or_malformed_id_is_a_tool_error(pi_server):
     async def body(client: Any) -> Any:
-        return (await client.call_tool("get_trajectory", {"episode_id": "nope"}),
-                await client.call_tool("get_trajectory", {"episode_id": "../../etc/passwd"}))
+        return (
+            await client.call_tool("get_trajectory", {"episode_id": "nope"}),
+            await client.call_tool("get_trajectory", {"episode_id": "../../etc/passwd"}),
+        )
 
     unknown, traversal = await _call(pi_server, body)
     assert unknown.is_error and "no episode 'nope'" in unknown.content[0].text
@@ -59,7 +61,9 @@ async def test_run_episode_returns_reward_and_summary_then_get_trajectory_return
     """A whole real pi episode (oracle policy) through one MCP tool call, then its log by id."""
 
     async def body(client: Any) -> Any:
-        ran = await client.call_tool("run_episode", {"task": "fix-temperature-conversion", "policy": "oracle"})
+        ran = await client.call_tool(
+            "run_episode", {"task": "fix-temperature-conversion", "policy": "oracle"}
+        )
         assert not ran.is_error, ran.content
         log = await client.call_tool("get_trajectory", {"episode_id": ran.structured_content["episode_id"]})
         return ran.structured_content, log
@@ -73,14 +77,21 @@ async def test_run_episode_returns_reward_and_summary_then_get_trajectory_return
     assert len(episode["sequences"]) == 1 and set(episode["requests"]) == {t["id"] for t in episode["turns"]}
 
 
-@pytest.mark.parametrize(("arguments", "needle"), [
-    ({"task": "../../../../tmp/x"}, "task id '../../../../tmp/x' is not a plain name"),
-    ({"task": "fix-temperature-conversion", "harness": "/tmp/evil-harness"}, "unknown harness '/tmp/evil-harness'"),
-    ({"task": "fix-temperature-conversion", "harness": "../../tmp/evil"}, "unknown harness"),
-    ({"task": "fix-temperature-conversion", "task_set": "/tmp"}, "unknown task set '/tmp'"),
-])
-async def test_run_episode_takes_only_known_harnesses_task_sets_and_plain_task_ids(pi_server, arguments, needle,
-                                                                                    tmp_path):
+@pytest.mark.parametrize(
+    ("arguments", "needle"),
+    [
+        ({"task": "../../../../tmp/x"}, "task id '../../../../tmp/x' is not a plain name"),
+        (
+            {"task": "fix-temperature-conversion", "harness": "/tmp/evil-harness"},
+            "unknown harness '/tmp/evil-harness'",
+        ),
+        ({"task": "fix-temperature-conversion", "harness": "../../tmp/evil"}, "unknown harness"),
+        ({"task": "fix-temperature-conversion", "task_set": "/tmp"}, "unknown task set '/tmp'"),
+    ],
+)
+async def test_run_episode_takes_only_known_harnesses_task_sets_and_plain_task_ids(
+    pi_server, arguments, needle, tmp_path
+):
     """Host paths as harness or task set (a spec.yaml or a task the caller wrote), and a task id that walks
     out of the episodes folder, are refused before anything runs or is written."""
 

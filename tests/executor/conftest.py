@@ -31,8 +31,12 @@ def ray_cluster(vllm_url: str) -> Iterator[LoopbackRayCluster]:
     port = urlparse(vllm_url).port
     assert port is not None
     begin = time.monotonic()
-    cluster = LoopbackRayCluster(workers=1, slots=1, forward={port: port},
-                                 hide={"127.0.0.2": [str(prefix(get_spec(MISSING_ON_ONE_NODE)))]}).start()
+    cluster = LoopbackRayCluster(
+        workers=1,
+        slots=1,
+        forward={port: port},
+        hide={"127.0.0.2": [str(prefix(get_spec(MISSING_ON_ONE_NODE)))]},
+    ).start()
     print(f"\n[ray cluster] 2 nodes up in {time.monotonic() - begin:.1f} s, {cluster.memory_mb()} MB RSS")
     try:
         yield cluster
@@ -48,5 +52,7 @@ def docker_base_image() -> str:
     reason = engine_available()
     if reason is not None:
         pytest.skip(reason)
-    subprocess.run(["bash", str(Path(__file__).resolve().parents[2] / "scripts" / "build_base_image.sh")], check=True)
+    subprocess.run(
+        ["bash", str(Path(__file__).resolve().parents[2] / "scripts" / "build_base_image.sh")], check=True
+    )
     return DEFAULT_IMAGE

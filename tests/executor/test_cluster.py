@@ -43,15 +43,35 @@ def _same_row(a: dict, b: dict) -> None:
 
 
 def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows(
-        ray_cluster: LoopbackRayCluster, vllm_url: str, tmp_path: Path):
-    common = ["eval", "--harness", "pi,claude-code", "--tasks", "builtin", "--only", TASKS, "--policy", "oracle",
-              "--backend", "vllm", "--vllm-url", vllm_url, "--json"]
+    ray_cluster: LoopbackRayCluster, vllm_url: str, tmp_path: Path
+):
+    common = [
+        "eval",
+        "--harness",
+        "pi,claude-code",
+        "--tasks",
+        "builtin",
+        "--only",
+        TASKS,
+        "--policy",
+        "oracle",
+        "--backend",
+        "vllm",
+        "--vllm-url",
+        vllm_url,
+        "--json",
+    ]
     on_ray = ray_cluster.run([OPENENV, *common, "--ray", "auto", "--out", str(tmp_path / "ray")], timeout=540)
     assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     import subprocess
 
-    on_threads = subprocess.run([OPENENV, *common, "--concurrency", "2", "--out", str(tmp_path / "threads")],
-                                capture_output=True, text=True, timeout=540, check=False)
+    on_threads = subprocess.run(
+        [OPENENV, *common, "--concurrency", "2", "--out", str(tmp_path / "threads")],
+        capture_output=True,
+        text=True,
+        timeout=540,
+        check=False,
+    )
     assert on_threads.returncode == 0, on_threads.stderr[-3000:]
     ray_report, thread_report = _report(on_ray.stdout), _report(on_threads.stdout)
     nodes = {e["node"] for e in ray_report["episodes"]}
@@ -67,10 +87,13 @@ def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows
     assert all(Path(e["trajectory"]).parent == tmp_path / "ray" / "episodes" for e in ray_report["episodes"])
 
 
-def test_two_grpo_steps_train_with_their_episodes_on_ray_workers(ray_cluster: LoopbackRayCluster, vllm_url: str,
-                                                                 tiny_model: Path, tmp_path: Path):
-    done = ray_cluster.run([sys.executable, str(DRIVERS / "grpo_on_ray.py"), str(tiny_model), vllm_url,
-                            str(tmp_path / "grpo")], timeout=540)
+def test_two_grpo_steps_train_with_their_episodes_on_ray_workers(
+    ray_cluster: LoopbackRayCluster, vllm_url: str, tiny_model: Path, tmp_path: Path
+):
+    done = ray_cluster.run(
+        [sys.executable, str(DRIVERS / "grpo_on_ray.py"), str(tiny_model), vllm_url, str(tmp_path / "grpo")],
+        timeout=540,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["steps"] == 2 and result["changed"]
@@ -78,10 +101,19 @@ def test_two_grpo_steps_train_with_their_episodes_on_ray_workers(ray_cluster: Lo
     assert len(result["nodes"]) == 4 and len(set(result["nodes"])) == 2 and all(result["nodes"])
 
 
-def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ray_cluster: LoopbackRayCluster,
-                                                                              vllm_url: str, tmp_path: Path):
-    done = ray_cluster.run([sys.executable, str(DRIVERS / "bad_cluster.py"), vllm_url, str(tmp_path / "absent"),
-                            MISSING_ON_ONE_NODE], timeout=300)
+def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(
+    ray_cluster: LoopbackRayCluster, vllm_url: str, tmp_path: Path
+):
+    done = ray_cluster.run(
+        [
+            sys.executable,
+            str(DRIVERS / "bad_cluster.py"),
+            vllm_url,
+            str(tmp_path / "absent"),
+            MISSING_ON_ONE_NODE,
+        ],
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     refused = json.loads(done.stdout.strip().splitlines()[-1])
     model = refused["missing_model"]
@@ -95,9 +127,25 @@ def test_a_bad_cluster_is_refused_at_start_naming_each_node_and_what_it_lacks(ra
     assert "127.0.0.1" not in one and "the pi CLI" not in one, one
 
 
-def test_a_soak_runs_on_the_ray_workers_with_nothing_lost_or_leaked(ray_cluster: LoopbackRayCluster, vllm_url: str):
-    done = ray_cluster.run([OPENENV, "soak", "--ray", "auto", "--episodes", "2", "--kinds", "none,client_retry",
-                            "--vllm-url", vllm_url, "--json"], timeout=300)
+def test_a_soak_runs_on_the_ray_workers_with_nothing_lost_or_leaked(
+    ray_cluster: LoopbackRayCluster, vllm_url: str
+):
+    done = ray_cluster.run(
+        [
+            OPENENV,
+            "soak",
+            "--ray",
+            "auto",
+            "--episodes",
+            "2",
+            "--kinds",
+            "none,client_retry",
+            "--vllm-url",
+            vllm_url,
+            "--json",
+        ],
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 soak workers on 2 node(s): 127.0.0.1, 127.0.0.2" in done.stderr
     report = _report(done.stdout)
@@ -112,7 +160,7 @@ def _namespace_procs(cluster: LoopbackRayCluster, needle: str) -> list:  # type:
         try:
             if needle in " ".join(proc.cmdline()):
                 found.append(proc)
-        except Exception:  # noqa: BLE001, S112 - gone meanwhile
+        except Exception:
             continue
     return found
 
@@ -126,7 +174,8 @@ def _next_json(stream: Any) -> dict:  # type: ignore[type-arg]
 
 
 def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_dies_and_on_sigterm(
-        ray_cluster: LoopbackRayCluster, vllm_url: str, docker_base_image: str, tmp_path: Path):
+    ray_cluster: LoopbackRayCluster, vllm_url: str, docker_base_image: str, tmp_path: Path
+):
     import signal
     import subprocess
     import time
@@ -141,11 +190,18 @@ def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_di
     client = docker.from_env()
 
     def left() -> list[str]:
-        return [c.id for c in client.containers.list(all=True, sparse=True,
-                                                     filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]})]
+        return [
+            c.id
+            for c in client.containers.list(
+                all=True, sparse=True, filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]}
+            )
+        ]
 
-    driver = ray_cluster.popen([sys.executable, str(DRIVERS / "docker_on_ray.py"), vllm_url, run, str(tmp_path / "out")],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    driver = ray_cluster.popen(
+        [sys.executable, str(DRIVERS / "docker_on_ray.py"), vllm_url, run, str(tmp_path / "out")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert driver.stdout is not None
         evaluated = _next_json(driver.stdout)
@@ -164,7 +220,9 @@ def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_di
         assert held.get("phase") == "held", held
         assert len(held["up"]) == 2 and held["victim"] in held["up"]
         # the dead worker's container was swept by the live worker; the live worker's is still up
-        assert held["lost"] == 1 and list(held["left"]) == [o for o in held["up"] if o != held["victim"]], held
+        assert held["lost"] == 1 and list(held["left"]) == [o for o in held["up"] if o != held["victim"]], (
+            held
+        )
         # and its local sandbox's process too; the live workers' are still running
         assert held["victim_local_left"] == [] and len(held["live_local"]) == 1, held
         assert all(n >= 1 for n in held["live_local"].values()), held
@@ -190,10 +248,12 @@ def test_docker_sandboxes_on_ray_carry_the_run_id_and_are_swept_when_a_worker_di
 
 # Last: it kills the worker node's raylet, which the session's cluster does not get back.
 def test_losing_a_node_mid_episode_retries_it_on_the_other_node_and_leaves_nothing(
-        ray_cluster: LoopbackRayCluster, vllm_url: str, tiny_model: Path):
+    ray_cluster: LoopbackRayCluster, vllm_url: str, tiny_model: Path
+):
     raylet = ray_cluster.raylet_pid("127.0.0.2")
-    done = ray_cluster.run([sys.executable, str(DRIVERS / "lose_a_node.py"), str(tiny_model), vllm_url, str(raylet)],
-                           timeout=540)
+    done = ray_cluster.run(
+        [sys.executable, str(DRIVERS / "lose_a_node.py"), str(tiny_model), vllm_url, str(raylet)], timeout=540
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     run = json.loads(done.stdout.strip().splitlines()[-1])
     assert run["killed_during"], "the node was killed while its episode ran"

@@ -66,14 +66,18 @@ def test_the_local_backend_is_refused_on_ray_with_what_to_do_instead():
         RolloutConfig(executor="ray", backend="local")
     # refused before Ray is even contacted
     with pytest.raises(BadRequest, match="inside one process"):
-        make_executor("ray", slots=1, engine=EngineSpec(backend="local"), harnesses=["pi"], address="127.0.0.1:1")
+        make_executor(
+            "ray", slots=1, engine=EngineSpec(backend="local"), harnesses=["pi"], address="127.0.0.1:1"
+        )
 
 
 def test_node_checks_name_each_missing_piece(tmp_path: Path):
     empty = tmp_path / "no-model"
     empty.mkdir()
-    problems = node_problems(EngineSpec(model=str(tmp_path / "absent"), vllm_urls=("http://127.0.0.1:9",)),
-                             ["pi", "no-such-harness"])
+    problems = node_problems(
+        EngineSpec(model=str(tmp_path / "absent"), vllm_urls=("http://127.0.0.1:9",)),
+        ["pi", "no-such-harness"],
+    )
     text = "\n".join(problems)
     assert f"tokenizer folder {tmp_path / 'absent'} does not exist" in text
     assert "harness 'no-such-harness'" in text
@@ -129,8 +133,13 @@ class _Flaky:
 
         self.calls.append(1)
         ok = len(self.calls) > self.fails
-        return TrainingEpisodeResult(harness="pi", task_id=self.label, policy="sample",
-                                     error=None if ok else "boom", trained=TrainedRows(_row() if ok else None))
+        return TrainingEpisodeResult(
+            harness="pi",
+            task_id=self.label,
+            policy="sample",
+            error=None if ok else "boom",
+            trained=TrainedRows(_row() if ok else None),
+        )
 
     def lost(self, reason: str):  # type: ignore[no-untyped-def]
         from openenv.train.episode import TrainingEpisodeResult
@@ -165,9 +174,20 @@ def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_p
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{request.task}.jsonl"
         path.write_text("{}\n")
-        summary = episodes.EpisodeSummary(harness=request.harness, task=request.task, policy=request.policy,
-                                          reward=1.0, status="exited", turns=1, tool_calls=0, sequences=1,
-                                          merge_ratio=1.0, aux_turns=0, reward_breakdown={}, wall_s=0.0)
+        summary = episodes.EpisodeSummary(
+            harness=request.harness,
+            task=request.task,
+            policy=request.policy,
+            reward=1.0,
+            status="exited",
+            turns=1,
+            tool_calls=0,
+            sequences=1,
+            merge_ratio=1.0,
+            aux_turns=0,
+            reward_breakdown={},
+            wall_s=0.0,
+        )
         return episodes.EvalEpisodeResult(episode_id=request.task, summary=summary, trajectory=str(path))
 
     monkeypatch.setattr("openenv.eval.runner.run_recorded_episode", fake_episode)
@@ -184,7 +204,9 @@ def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_p
 
 @pytest.mark.slow
 @pytest.mark.vllm
-def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_url: str, docker_base_image: str):
+def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(
+    vllm_url: str, docker_base_image: str
+):
     """`RolloutConfig(sandbox="docker")` reaches the job: the same job a Ray worker runs, here on a thread."""
     import time
 
@@ -200,15 +222,22 @@ def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_u
     engine = EngineSpec(vllm_urls=(vllm_url,))
     server = start_capture_server(engine)
     client, mine, seen = docker.from_env(), owner_label(), set()
-    job = TrainingEpisodeJob(harness="pi", task=builtin_task("fix-temperature-conversion"), policy="oracle",
-                             engine=engine, settings=EpisodeSettings(sampling=SamplingParams(max_tokens=64),
-                                                                     sandbox="docker"))
+    job = TrainingEpisodeJob(
+        harness="pi",
+        task=builtin_task("fix-temperature-conversion"),
+        policy="oracle",
+        engine=engine,
+        settings=EpisodeSettings(sampling=SamplingParams(max_tokens=64), sandbox="docker"),
+    )
     executor = ThreadExecutor(1, capture=lambda _spec: server)
     try:
         future = executor.submit(job)
         while not future.done():
-            seen |= {c.id for c in client.containers.list(sparse=True, filters={"label": KIND_LABEL})
-                     if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine}
+            seen |= {
+                c.id
+                for c in client.containers.list(sparse=True, filters={"label": KIND_LABEL})
+                if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine
+            }
             time.sleep(0.2)
         result = future.result()
     finally:
@@ -217,7 +246,10 @@ def test_a_training_episode_runs_in_a_docker_sandbox_through_the_executor(vllm_u
     assert (result.error, result.reward) == (None, 1.0), result
     assert result.row is not None and sum(result.row.env_mask) > 0
     assert seen  # it ran in a container of ours
-    left = [c for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})
-            if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine]
+    left = [
+        c
+        for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})
+        if (c.attrs.get("Labels") or {}).get(OWNER_LABEL) == mine
+    ]
     client.close()
     assert left == []

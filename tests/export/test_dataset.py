@@ -50,7 +50,11 @@ def test_messages_rows_are_the_last_request_plus_the_reply_in_chat_shape(tmp_pat
 
 def test_messages_export_of_a_log_without_requests_says_which_command_writes_them(tmp_path):
     path = tmp_path / "run.jsonl"
-    path.write_text("".join(line for line in FIXTURE.read_text().splitlines(keepends=True) if '"request"' not in line[:20]))
+    path.write_text(
+        "".join(
+            line for line in FIXTURE.read_text().splitlines(keepends=True) if '"request"' not in line[:20]
+        )
+    )
     with pytest.raises(BadRequest, match="openenv eval"):
         messages_rows([read_episode(path)])
 
@@ -61,8 +65,9 @@ def test_cli_exports_both_shapes_from_a_folder(tmp_path):
     shutil.copy(FIXTURE, logs / "a.jsonl")
     shutil.copy(FIXTURE, logs / "b.jsonl")
     out = tmp_path / "ds"
-    result = CliRunner().invoke(cli, ["export", str(logs), "--out", str(out), "--shape", "tokens",
-                                      "--shape", "messages"])
+    result = CliRunner().invoke(
+        cli, ["export", str(logs), "--out", str(out), "--shape", "tokens", "--shape", "messages"]
+    )
     assert result.exit_code == 0, result.output
     assert "tokens: 2 rows from 2 episode(s)" in result.output
     assert "messages: 2 rows from 2 episode(s)" in result.output

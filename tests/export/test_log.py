@@ -31,15 +31,33 @@ def test_stats_recomputed_from_turns_match_the_summary_written_at_the_end():
     stats = log.stats()
     assert log.summary is not None
     assert (stats.turns, stats.sequences, stats.merge_ratio) == (
-        log.summary.turns, log.summary.sequences, log.summary.merge_ratio)
+        log.summary.turns,
+        log.summary.sequences,
+        log.summary.merge_ratio,
+    )
 
 
 def test_the_summary_line_is_the_summary_openenv_run_prints(tmp_path):
     """One type for both: what `save_trajectory` writes reads back equal, private fields included."""
-    written = EpisodeSummary(harness="pi", task="t", policy="oracle", reward=None, reward_status="error",
-                             no_reward_reason="engine down", status="error", error="engine down", turns=3,
-                             tool_calls=2, sequences=1, merge_ratio=1.0, aux_turns=0, reward_breakdown={},
-                             wall_s=1.5, tokens_sampled=40, tokens_trained=40)
+    written = EpisodeSummary(
+        harness="pi",
+        task="t",
+        policy="oracle",
+        reward=None,
+        reward_status="error",
+        no_reward_reason="engine down",
+        status="error",
+        error="engine down",
+        turns=3,
+        tool_calls=2,
+        sequences=1,
+        merge_ratio=1.0,
+        aux_turns=0,
+        reward_breakdown={},
+        wall_s=1.5,
+        tokens_sampled=40,
+        tokens_trained=40,
+    )
     path = tmp_path / "ep.jsonl"
     path.write_text(json.dumps({"type": "summary", **written.model_dump(mode="json")}) + "\n")
     summary = read_episode(path).summary
@@ -71,7 +89,9 @@ def test_append_requests_round_trips(tmp_path):
 
 def test_a_bad_line_is_an_error_naming_the_file_and_line(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text(json.dumps({"type": "summary", "harness": "pi"}) + "\n" + json.dumps({"type": "weird"}) + "\n")
+    path.write_text(
+        json.dumps({"type": "summary", "harness": "pi"}) + "\n" + json.dumps({"type": "weird"}) + "\n"
+    )
     with pytest.raises(BadRequest, match=r"bad.jsonl:2: .*unknown line type 'weird'"):
         read_episode(path)
 

@@ -20,7 +20,9 @@ def test_serve_harbor_needs_tasks_and_names_a_bad_set() -> None:
     assert missing.exit_code == 2 and "--tasks" in missing.output
     bad = runner.invoke(app, ["serve", "harbor", "--tasks", "builtin", "--tasks", "builtin"])
     assert bad.exit_code == 2 and "given twice" in bad.output
-    engine = runner.invoke(app, ["serve", "harbor", "--tasks", "builtin", "--backend", "vllm", "--vllm-url", ""])
+    engine = runner.invoke(
+        app, ["serve", "harbor", "--tasks", "builtin", "--backend", "vllm", "--vllm-url", ""]
+    )
     assert engine.exit_code == 2 and "vllm_url" in engine.output
 
 

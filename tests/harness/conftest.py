@@ -32,7 +32,7 @@ class _Registry(BaseHTTPRequestHandler):
     stall = False
     seen: list[str] = []
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         type(self).seen.append(self.path)
         if self.stall:
             time.sleep(30)
@@ -41,15 +41,31 @@ class _Registry(BaseHTTPRequestHandler):
         if path.startswith("/simple/"):
             name = path.removeprefix("/simple/").strip("/")
             versions = self.packages.get(name)
-            body = None if versions is None else "".join(
-                f'<a href="/files/{name}-{v}.tar.gz">{name}-{v}.tar.gz</a><br/>' for v in versions)
+            body = (
+                None
+                if versions is None
+                else "".join(
+                    f'<a href="/files/{name}-{v}.tar.gz">{name}-{v}.tar.gz</a><br/>' for v in versions
+                )
+            )
             ctype = "text/html"
         else:
             name = path.strip("/")
             versions = self.packages.get(name)
-            body = None if versions is None else json.dumps({
-                "name": name, "dist-tags": {"latest": versions[-1]},
-                "versions": {v: {"name": name, "version": v, "dist": {"tarball": f"http://x/{v}.tgz"}} for v in versions}})
+            body = (
+                None
+                if versions is None
+                else json.dumps(
+                    {
+                        "name": name,
+                        "dist-tags": {"latest": versions[-1]},
+                        "versions": {
+                            v: {"name": name, "version": v, "dist": {"tarball": f"http://x/{v}.tgz"}}
+                            for v in versions
+                        },
+                    }
+                )
+            )
             ctype = "application/json"
         if body is None:
             self.send_response(404)

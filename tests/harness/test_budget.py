@@ -15,8 +15,9 @@ from openenv.harness.tasks import builtin_task
 
 @pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2])
-def test_a_budget_of_n_turns_ends_a_pi_episode_with_status_budget_after_n_turns(capture_server, n: int,
-                                                                                no_leftover_processes):
+def test_a_budget_of_n_turns_ends_a_pi_episode_with_status_budget_after_n_turns(
+    capture_server, n: int, no_leftover_processes
+):
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     # the oracle lists the workspace, edits, then would say it is done: 3 turns unbudgeted

@@ -21,8 +21,18 @@ runner = CliRunner()
 def test_harness_list_shows_every_harness_with_its_pin():
     result = runner.invoke(app, ["harness", "list"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    for name in ("claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent",
-                 "hermes", "copilot", "cline"):
+    for name in (
+        "claude-code",
+        "codex",
+        "opencode",
+        "gemini-cli",
+        "pi",
+        "qwen-code",
+        "mini-swe-agent",
+        "hermes",
+        "copilot",
+        "cline",
+    ):
         assert name in result.output and get_spec(name).install.version in result.output
 
 
@@ -65,9 +75,25 @@ def test_run_oracle_json_summary_and_trajectory_file(tmp_path):
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     out = tmp_path / "traj.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--task", "fix-deep-merge",
-         "--policy", "oracle", "--json", "--out", str(out)],
-        check=False, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "run",
+            "--harness",
+            "pi",
+            "--task",
+            "fix-deep-merge",
+            "--policy",
+            "oracle",
+            "--json",
+            "--out",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -100,11 +126,31 @@ def test_run_with_docker_sandbox_solves_the_task_in_a_container(tmp_path):
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     subprocess.run(["bash", "scripts/build_base_image.sh"], check=True, capture_output=True)
-    before = subprocess.run(["docker", "ps", "-aq"], capture_output=True, text=True, check=True).stdout.split()
+    before = subprocess.run(
+        ["docker", "ps", "-aq"], capture_output=True, text=True, check=True
+    ).stdout.split()
     proc = subprocess.run(
-        [sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--task", "fix-temperature-conversion",
-         "--policy", "oracle", "--sandbox", "docker", "--json", "--out", str(tmp_path / "t.jsonl")],
-        check=False, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "run",
+            "--harness",
+            "pi",
+            "--task",
+            "fix-temperature-conversion",
+            "--policy",
+            "oracle",
+            "--sandbox",
+            "docker",
+            "--json",
+            "--out",
+            str(tmp_path / "t.jsonl"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout)
@@ -118,14 +164,35 @@ def test_run_says_why_an_episode_has_no_reward(monkeypatch):
     from openenv.cli import harness as cli_harness
     from openenv.harness.summary import EpisodeSummary
 
-    summary = EpisodeSummary(harness="pi", task="t", policy="sample", reward=None, reward_status="reward_missing",
-                             no_reward_reason="the tests wrote no reward file (reward.json or reward.txt)",
-                             status="exited", turns=1, tool_calls=0, sequences=1, merge_ratio=1.0, aux_turns=0,
-                             reward_breakdown={}, wall_s=0.1)
-    monkeypatch.setattr(cli_harness, "_run_one", lambda *args: summary.model_copy(update={"notes": ["image python:3.11-slim substituted by openenv/base:latest"]}))
+    summary = EpisodeSummary(
+        harness="pi",
+        task="t",
+        policy="sample",
+        reward=None,
+        reward_status="reward_missing",
+        no_reward_reason="the tests wrote no reward file (reward.json or reward.txt)",
+        status="exited",
+        turns=1,
+        tool_calls=0,
+        sequences=1,
+        merge_ratio=1.0,
+        aux_turns=0,
+        reward_breakdown={},
+        wall_s=0.1,
+    )
+    monkeypatch.setattr(
+        cli_harness,
+        "_run_one",
+        lambda *args: summary.model_copy(
+            update={"notes": ["image python:3.11-slim substituted by openenv/base:latest"]}
+        ),
+    )
     table = runner.invoke(app, ["run", "--harness", "pi"], env={"COLUMNS": "200"})
     assert table.exit_code == 0, table.output
-    assert "none" in table.output and "no reward (reward_missing): the tests wrote no reward file" in table.output
+    assert (
+        "none" in table.output
+        and "no reward (reward_missing): the tests wrote no reward file" in table.output
+    )
     assert "note: image python:3.11-slim substituted by openenv/base:latest" in table.output
     as_json = runner.invoke(app, ["run", "--harness", "pi", "--json"])
     data = json.loads(as_json.stdout)

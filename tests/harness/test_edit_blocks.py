@@ -95,15 +95,25 @@ def test_aiders_own_parser_applies_the_blocks_to_the_solved_files():
     if not install_status(spec).ready:
         pytest.skip("aider is not installed; run scripts/install_harnesses.sh aider")
     tasks = [builtin_task(task_id) for task_id in builtin_task_ids()]
-    tasks += [load_harbor_task(path) for path in sorted(FIXTURES.glob("bash-*")) if (path / "task.toml").is_file()]
+    tasks += [
+        load_harbor_task(path) for path in sorted(FIXTURES.glob("bash-*")) if (path / "task.toml").is_file()
+    ]
     jobs, solved = [], []
     for task in tasks:
         solved.append(solved_workspace(task))
         reply = OraclePolicy(spec, task).reply(CanonicalRequest(messages=(USER,)))
         assert "<<<<<<< SEARCH" in reply, task.id
-        jobs.append({"reply": reply, "files": {p: d for p, d in task.workspace.items() if isinstance(d, str)}})
-    ran = subprocess.run([str(prefix(spec) / "bin" / "python"), "-c", APPLY], input=json.dumps(jobs),
-                         capture_output=True, text=True, timeout=300, check=False)
+        jobs.append(
+            {"reply": reply, "files": {p: d for p, d in task.workspace.items() if isinstance(d, str)}}
+        )
+    ran = subprocess.run(
+        [str(prefix(spec) / "bin" / "python"), "-c", APPLY],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert ran.returncode == 0, ran.stderr[-2000:]
     for task, files, after in zip(tasks, solved, json.loads(ran.stdout), strict=True):
         assert {path: data.decode() for path, data in files.items()} == after, task.id

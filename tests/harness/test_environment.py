@@ -50,8 +50,14 @@ def fake_harness(tmp_path, monkeypatch) -> str:
 
 
 def _task(mode: str, timeout_s: float = 60) -> Task:
-    return Task(id=f"fake-{mode}", instruction=mode, tests={"t": ""}, test_command='echo 0 > "$REWARD_DIR/reward.txt"',
-                solution="true", timeout_s=timeout_s)
+    return Task(
+        id=f"fake-{mode}",
+        instruction=mode,
+        tests={"t": ""},
+        test_command='echo 0 > "$REWARD_DIR/reward.txt"',
+        solution="true",
+        timeout_s=timeout_s,
+    )
 
 
 @pytest.fixture
@@ -138,6 +144,9 @@ def test_actions_are_validated(fields, message):
 def test_the_harness_env_holds_its_engine_as_one_value(tiny_model: Path) -> None:
     spec = EngineSpec("vllm", str(tiny_model), ("http://127.0.0.1:9",))
     assert HarnessEnvironment("pi", engine=spec).engine == spec
-    assert HarnessEnvironment("pi", backend="vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/").engine == spec
+    assert (
+        HarnessEnvironment("pi", backend="vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/").engine
+        == spec
+    )
     with pytest.raises(BadRequest, match="not both"):
         HarnessEnvironment("pi", engine=spec, backend="local")

@@ -24,11 +24,18 @@ def no_engine_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_flat_settings_fold_into_the_one_value_on_every_road() -> None:
     """The same words give the same `EpisodeSettings` whichever config they are given to."""
-    expected = EpisodeSettings(sandbox="docker", timeout_s=60,
-                               sampling=SamplingParams(max_tokens=32, temperature=1.0))
+    expected = EpisodeSettings(
+        sandbox="docker", timeout_s=60, sampling=SamplingParams(max_tokens=32, temperature=1.0)
+    )
     assert RolloutConfig(sandbox="docker", episode_timeout_s=60, max_tokens=32).episode == expected
-    assert EvalPlan(harnesses=["pi"], tasks=["t"], sandbox="docker", timeout_s=60, max_tokens=32).episode == expected
-    assert EpisodeRequest(harness="pi", task="t", sandbox="docker", timeout_s=60, max_tokens=32).settings == expected
+    assert (
+        EvalPlan(harnesses=["pi"], tasks=["t"], sandbox="docker", timeout_s=60, max_tokens=32).episode
+        == expected
+    )
+    assert (
+        EpisodeRequest(harness="pi", task="t", sandbox="docker", timeout_s=60, max_tokens=32).settings
+        == expected
+    )
 
 
 def test_a_word_given_as_none_is_not_given() -> None:
@@ -39,11 +46,19 @@ def test_a_word_given_as_none_is_not_given() -> None:
 
 
 def test_the_plan_hands_its_engine_and_settings_to_every_request() -> None:
-    plan = EvalPlan(harnesses=["pi", "codex"], tasks=["t"], repeats=2, backend="vllm", vllm_url="http://e:1/",
-                    sandbox="docker")
+    plan = EvalPlan(
+        harnesses=["pi", "codex"],
+        tasks=["t"],
+        repeats=2,
+        backend="vllm",
+        vllm_url="http://e:1/",
+        sandbox="docker",
+    )
     requests = plan.requests()
     assert len(requests) == 4
-    assert [(r.engine, r.settings) for r in requests] == [(EngineSpec("vllm", None, ("http://e:1",)), plan.episode)] * 4
+    assert [(r.engine, r.settings) for r in requests] == [
+        (EngineSpec("vllm", None, ("http://e:1",)), plan.episode)
+    ] * 4
 
 
 def test_an_engine_given_both_ways_is_refused_by_name() -> None:

@@ -35,7 +35,13 @@ def test_every_harness_id_makes_an_env_with_actionable_spaces() -> None:
             action = env.action_space
             assert isinstance(action, spaces.Dict) and action["kind"] == spaces.Discrete(3)
             assert isinstance(action["text"], UnicodeText)
-            assert set(env.observation_space.spaces) == {"prompt_ids", "prompt", "last_reply", "turns", "tool_calls"}
+            assert set(env.observation_space.spaces) == {
+                "prompt_ids",
+                "prompt",
+                "last_reply",
+                "turns",
+                "tool_calls",
+            }
         finally:
             env.close()
 
@@ -43,7 +49,10 @@ def test_every_harness_id_makes_an_env_with_actionable_spaces() -> None:
 def test_actions_map_to_the_three_kinds_and_any_unicode_reply_is_in_the_space() -> None:
     assert KINDS == ("sample", "complete", "run")
     assert to_action({"kind": np.int64(0), "text": "ignored"}) == {"kind": "sample"}
-    assert to_action({"kind": 1, "text": "naïve → <tool_call>"}) == {"kind": "complete", "text": "naïve → <tool_call>"}
+    assert to_action({"kind": 1, "text": "naïve → <tool_call>"}) == {
+        "kind": "complete",
+        "text": "naïve → <tool_call>",
+    }
     assert to_action({"kind": 2, "text": ""}) == {"kind": "run"}
     text = UnicodeText(16)
     assert text.contains("naïve → ok") and not text.contains("x" * 17) and not text.contains(b"bytes")

@@ -9,8 +9,8 @@ import time
 import pytest
 
 from openenv.harness.catalog import get_spec
-from openenv.resources import harness_installer
 from openenv.harness.install import install_status
+from openenv.resources import harness_installer
 
 
 def test_status_reads_an_npm_prefix(tmp_path, monkeypatch):
@@ -29,8 +29,14 @@ def test_status_reads_an_npm_prefix(tmp_path, monkeypatch):
 def test_status_reads_a_pip_venv(tmp_path, monkeypatch):
     monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path))
     spec = get_spec("mini-swe-agent")
-    (tmp_path / "mini-swe-agent" / "lib" / "python3.11" / "site-packages"
-     / f"mini_swe_agent-{spec.install.version}.dist-info").mkdir(parents=True)
+    (
+        tmp_path
+        / "mini-swe-agent"
+        / "lib"
+        / "python3.11"
+        / "site-packages"
+        / f"mini_swe_agent-{spec.install.version}.dist-info"
+    ).mkdir(parents=True)
     (tmp_path / "mini-swe-agent" / "bin").mkdir()
     (tmp_path / "mini-swe-agent" / "bin" / "mini").touch()
     assert install_status(spec).ready
@@ -41,16 +47,20 @@ def test_reinstalling_an_installed_harness_is_fast(name):
     if not install_status(get_spec(name)).ready:
         pytest.skip(f"{name} is not installed")
     start = time.monotonic()
-    proc = subprocess.run(["bash", str(harness_installer()), name],
-                          check=False, capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        ["bash", str(harness_installer()), name], check=False, capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0 and "already installed" in proc.stderr
     assert time.monotonic() - start < 5
 
 
 def test_unknown_name_fails_and_lists_the_known_ones():
-    proc = subprocess.run(["bash", str(harness_installer()), "notepad"],
-                          check=False, capture_output=True, text=True, timeout=60)
-    assert proc.returncode != 0 and "unknown harness 'notepad'" in proc.stderr and "claude-code" in proc.stderr
+    proc = subprocess.run(
+        ["bash", str(harness_installer()), "notepad"], check=False, capture_output=True, text=True, timeout=60
+    )
+    assert (
+        proc.returncode != 0 and "unknown harness 'notepad'" in proc.stderr and "claude-code" in proc.stderr
+    )
 
 
 def _pip_venv(cache, name: str, home: str) -> None:
@@ -97,8 +107,9 @@ def test_the_script_unpacks_the_commands_the_docker_check_expects():
     assert unpacked == DOCKER_COMMANDS
 
 
-def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_the_harness_starts(tmp_path,
-                                                                                                monkeypatch):
+def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_the_harness_starts(
+    tmp_path, monkeypatch
+):
     from openenv.errors import EnvError
     from openenv.harness.launch import launch
     from openenv.harness.spec import SessionContext
@@ -115,8 +126,14 @@ def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_
         run = start
 
     home = tmp_path / "home"
-    ctx = SessionContext(base_url="http://127.0.0.1:1/s/x", api_key="k", model="tiny", workspace=tmp_path,
-                         home=home, instruction="do it")
+    ctx = SessionContext(
+        base_url="http://127.0.0.1:1/s/x",
+        api_key="k",
+        model="tiny",
+        workspace=tmp_path,
+        home=home,
+        instruction="do it",
+    )
     with pytest.raises(EnvError, match="cannot run in the Docker sandbox: its venv runs on /opt/host-python"):
         launch(get_spec("kimi-cli"), DockerLike(), ctx, timeout_s=10)  # type: ignore[arg-type]
     assert not home.exists(), "no config was written either"

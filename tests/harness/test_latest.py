@@ -23,9 +23,16 @@ def test_an_npm_harness_behind_its_registry_is_outdated_and_names_the_newest(reg
     spec = get_spec("pi")
     registry.packages[spec.install.package] = ["0.1.0", spec.install.version, "0.99.2"]
     row = latest_version(spec, timeout_s=20)
-    assert (row.status, row.latest, row.pinned, row.registry) == ("outdated", "0.99.2", spec.install.version, "npm")
-    assert any(spec.install.package.replace("/", "%2f") in p.lower() or spec.install.package in unquote(p)
-               for p in registry.seen), registry.seen
+    assert (row.status, row.latest, row.pinned, row.registry) == (
+        "outdated",
+        "0.99.2",
+        spec.install.version,
+        "npm",
+    )
+    assert any(
+        spec.install.package.replace("/", "%2f") in p.lower() or spec.install.package in unquote(p)
+        for p in registry.seen
+    ), registry.seen
 
 
 def test_a_pin_equal_to_the_newest_is_current_and_a_pin_past_it_is_ahead(registry):
@@ -60,14 +67,29 @@ def test_the_cli_prints_one_json_row_per_harness_and_fails_when_a_registry_gave_
     spec = get_spec("pi")
     registry.packages[spec.install.package] = ["0.99.2"]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "openenv.cli.main", "harness", "outdated", "pi", "codex", "--json", "--timeout", "10"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "openenv.cli.main",
+        "harness",
+        "outdated",
+        "pi",
+        "codex",
+        "--json",
+        "--timeout",
+        "10",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120, check=False, cwd=REPO)
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [(r["name"], r["status"], r["latest"]) for r in rows] == [("pi", "outdated", "0.99.2"),
-                                                                     ("codex", "unreachable", None)], proc.stderr
+    assert [(r["name"], r["status"], r["latest"]) for r in rows] == [
+        ("pi", "outdated", "0.99.2"),
+        ("codex", "unreachable", None),
+    ], proc.stderr
     assert proc.returncode == 1, "a harness whose registry gave no version is not a clean answer"
     registry.packages[get_spec("codex").install.package] = [get_spec("codex").install.version]
-    table = subprocess.run(cmd[:-3], capture_output=True, text=True, env=env, timeout=120, check=False, cwd=REPO)
+    table = subprocess.run(
+        cmd[:-3], capture_output=True, text=True, env=env, timeout=120, check=False, cwd=REPO
+    )
     assert table.returncode == 0, table.stderr
     assert "newer available" in table.stdout and "openenv harness check pi@0.99.2" in table.stdout
 

@@ -20,7 +20,9 @@ def text(role: str, body: str) -> Message:
 
 
 def call(name: str, **arguments: object) -> Message:
-    return Message(role="assistant", parts=(ToolCallPart(id=name, name=name, arguments=json.dumps(arguments)),))
+    return Message(
+        role="assistant", parts=(ToolCallPart(id=name, name=name, arguments=json.dumps(arguments)),)
+    )
 
 
 def result(content: str = "ok") -> Message:
@@ -44,7 +46,11 @@ def called(reply_text: str) -> tuple[str, dict[str, object]]:
 def test_the_main_conversation_starts_the_sub_agent_in_the_foreground_then_fills_the_context():
     start = [text("system", "You are a coding agent."), text("user", TASK.instruction)]
     name, arguments = called(reply(start))
-    assert name == "Agent" and arguments["prompt"] == SUB_AGENT_PROMPT and arguments["run_in_background"] is False
+    assert (
+        name == "Agent"
+        and arguments["prompt"] == SUB_AGENT_PROMPT
+        and arguments["run_in_background"] is False
+    )
     after = [*start, call("Agent", prompt=SUB_AGENT_PROMPT), result("files listed")]
     assert called(reply(after)) == ("Bash", {"command": "seq 1 300", "description": "Apply the change"})
 
@@ -57,8 +63,13 @@ def test_the_sub_agent_lists_the_workspace_then_reports():
 
 def test_a_summary_request_gets_a_tagged_summary_even_though_its_history_quotes_the_sub_agent_task():
     # OpenCode's shape: the whole conversation quoted in the summary request's one user message.
-    history = [text("user", f"<conversation>{TASK.instruction}\nAgent({SUB_AGENT_PROMPT})</conversation>\n"
-                            "CRITICAL: Respond with TEXT ONLY. Summarize.")]
+    history = [
+        text(
+            "user",
+            f"<conversation>{TASK.instruction}\nAgent({SUB_AGENT_PROMPT})</conversation>\n"
+            "CRITICAL: Respond with TEXT ONLY. Summarize.",
+        )
+    ]
     answer = reply(history)
     assert SUMMARY_MARK in answer and "<summary>" in answer and "<tool_call>" not in answer
 

@@ -34,9 +34,15 @@ def test_first_reply_is_a_hermes_call_of_the_shell_tool_with_the_solution():
 
 
 def test_required_arguments_missing_from_the_spec_come_from_the_schema():
-    schema = {"type": "object", "required": ["command", "mode", "wait"],
-              "properties": {"command": {"type": "string"}, "mode": {"enum": ["sync", "async"]},
-                             "wait": {"type": "integer"}}}
+    schema = {
+        "type": "object",
+        "required": ["command", "mode", "wait"],
+        "properties": {
+            "command": {"type": "string"},
+            "mode": {"enum": ["sync", "async"]},
+            "wait": {"type": "integer"},
+        },
+    }
     request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash", parameters=schema),))
     text = OraclePolicy(get_spec("pi"), TASK).reply(request)
     args = json.loads(HermesParser().parse(text).tool_calls[0].arguments)
@@ -91,8 +97,9 @@ def test_terminus_gets_each_step_as_the_keystrokes_of_one_json_reply():
     spec, request = get_spec("terminus-2"), CanonicalRequest(messages=(USER,))
     oracle = OraclePolicy(spec, TASK, look_first=True)
     assert _terminus_keystrokes(oracle.reply(request)) == "ls -la\n"
-    after_one = request.model_copy(update={"messages": (USER, Message(role="assistant", parts=(
-        TextPart(text="{}"),)), USER)})
+    after_one = request.model_copy(
+        update={"messages": (USER, Message(role="assistant", parts=(TextPart(text="{}"),)), USER)}
+    )
     assert _terminus_keystrokes(oracle.reply(after_one)) == RUN_SOLUTION + "\n"
     unstaged = OraclePolicy(spec, TASK, look_first=True, staged=False)
     typed = _terminus_keystrokes(unstaged.reply(after_one))
@@ -106,13 +113,18 @@ def test_terminus_ends_with_task_complete_and_confirms_it_when_asked_again():
     for done in (1, 2):  # the plan's one step done; then Terminus-2 asks "are you sure?"
         request = CanonicalRequest(messages=(USER, *replies * done))
         assert json.loads(OraclePolicy(spec, TASK).reply(request)) == {
-            "analysis": "The fix is applied.", "plan": "Nothing left to do.", "commands": [],
-            "task_complete": True}
+            "analysis": "The fix is applied.",
+            "plan": "Nothing left to do.",
+            "commands": [],
+            "task_complete": True,
+        }
 
 
 def test_gptme_gets_its_finish_tool_called_after_the_plan():
     spec = get_spec("gptme")
-    request = _after_tool_call(CanonicalRequest(messages=(USER,), tools=(Tool(name="shell"), Tool(name="complete"))), 1)
+    request = _after_tool_call(
+        CanonicalRequest(messages=(USER,), tools=(Tool(name="shell"), Tool(name="complete"))), 1
+    )
     [call] = HermesParser().parse(OraclePolicy(spec, TASK).reply(request)).tool_calls
     assert call.name == "complete" and json.loads(call.arguments) == {}
     assert OraclePolicy(spec, TASK).reply(_after_tool_call(request, 1)) == FINAL_TEXT
@@ -127,7 +139,9 @@ def test_every_harness_gets_one_short_line_that_runs_bash_on_the_staged_script()
     for name in harness_names():
         spec = get_spec(name)
         request = CanonicalRequest(messages=(USER,), tools=(Tool(name=spec.shell_tool.name),))
-        if spec.edit_format is not None:  # aider: edit blocks, then the look in a ```bash block (test_edit_blocks)
+        if (
+            spec.edit_format is not None
+        ):  # aider: edit blocks, then the look in a ```bash block (test_edit_blocks)
             continue
         reply = OraclePolicy(spec, TASK).reply(request)
         if spec.shell_tool.in_text:
@@ -136,12 +150,17 @@ def test_every_harness_gets_one_short_line_that_runs_bash_on_the_staged_script()
         [call] = HermesParser().parse(reply).tool_calls
         assert call.name == spec.shell_tool.name, name
         arguments = json.dumps(json.loads(call.arguments))
-        assert json.loads(arguments)[next(iter(spec.shell_tool.arguments))] in (RUN_SOLUTION, [RUN_SOLUTION]), name
+        assert json.loads(arguments)[next(iter(spec.shell_tool.arguments))] in (
+            RUN_SOLUTION,
+            [RUN_SOLUTION],
+        ), name
         assert TASK.solution.strip() not in arguments, name
 
 
 def test_solution_env_comes_from_the_task():
-    task = TASK.model_copy(update={"workdir": "/workspace", "solution_env": {"GREETING": "hello world", "N": "3"}})
+    task = TASK.model_copy(
+        update={"workdir": "/workspace", "solution_env": {"GREETING": "hello world", "N": "3"}}
+    )
     assert solution_command(task) == "env GREETING='hello world' N=3 bash /solution/solve.sh"
 
 
@@ -149,8 +168,12 @@ def test_unstaged_form_writes_solve_sh_from_one_base64_line_and_runs_it_with_bas
     import base64
     import subprocess
 
-    task = TASK.model_copy(update={"solution": "#!/bin/bash\nset -euo pipefail\nx=(a b)\n[[ ${#x[@]} == 2 ]] && echo \"$N ok\"\n",
-                                   "solution_env": {"N": "2"}})
+    task = TASK.model_copy(
+        update={
+            "solution": '#!/bin/bash\nset -euo pipefail\nx=(a b)\n[[ ${#x[@]} == 2 ]] && echo "$N ok"\n',
+            "solution_env": {"N": "2"},
+        }
+    )
     command = solution_command(task, staged=False)
     assert "\n" not in command and base64.b64decode(command.split()[1]).decode() == task.solution
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
@@ -177,16 +200,21 @@ def test_a_demonstration_sends_the_solutions_own_commands_not_a_script_only_the_
     from openenv.errors import BadRequest
     from openenv.harness.oracle import demonstration_command
 
-    task = TASK.model_copy(update={"solution": "#!/bin/bash\n# append the word\necho lemon >> data.md\n",
-                                   "solution_files": {}})
+    task = TASK.model_copy(
+        update={"solution": "#!/bin/bash\n# append the word\necho lemon >> data.md\n", "solution_files": {}}
+    )
     request = CanonicalRequest(messages=(USER,), tools=(Tool(name="bash"),))
-    [call] = HermesParser().parse(OraclePolicy(get_spec("pi"), task, demonstrate=True).reply(request)).tool_calls
+    [call] = (
+        HermesParser().parse(OraclePolicy(get_spec("pi"), task, demonstrate=True).reply(request)).tool_calls
+    )
     assert json.loads(call.arguments) == {"command": "echo lemon >> data.md"}
     with_env = task.model_copy(update={"solution_env": {"N": "3"}})
     assert demonstration_command(with_env) == "env N=3 echo lemon >> data.md"
     two = with_env.model_copy(update={"solution": "cd src\nmake\n"})
     assert demonstration_command(two) == "export N=3\ncd src\nmake"
     with pytest.raises(BadRequest, match="more files than solve.sh"):
-        demonstration_command(task.model_copy(update={"solution_files": {"solve.sh": "x", "patch.diff": "y"}}))
+        demonstration_command(
+            task.model_copy(update={"solution_files": {"solve.sh": "x", "patch.diff": "y"}})
+        )
     with pytest.raises(BadRequest, match="no command"):
         demonstration_command(task.model_copy(update={"solution": "#!/bin/sh\n\n# nothing\n"}))

@@ -46,8 +46,9 @@ def dead_engine(renderer: Renderer) -> Iterator[CaptureServer]:
             yield server
 
 
-def test_an_engine_outage_is_an_error_not_a_reward_of_zero(fake_harness: str, dead_engine: CaptureServer,
-                                                         no_leftover_processes: None) -> None:
+def test_an_engine_outage_is_an_error_not_a_reward_of_zero(
+    fake_harness: str, dead_engine: CaptureServer, no_leftover_processes: None
+) -> None:
     """`openenv run --backend vllm` with nothing listening used to be status failed, reward 0, `scored`."""
     env = HarnessEnvironment(fake_harness, server=dead_engine)
     try:
@@ -59,10 +60,12 @@ def test_an_engine_outage_is_an_error_not_a_reward_of_zero(fake_harness: str, de
     assert summary.harness_status == "failed", "the harness's own status is kept apart"
 
 
-def test_training_masks_an_outage_instead_of_learning_a_zero(fake_harness: str, dead_engine: CaptureServer,
-                                                            no_leftover_processes: None) -> None:
-    result = run_training_episode(lambda name: HarnessEnvironment(name, server=dead_engine), fake_harness,
-                                  _task("exit3"))
+def test_training_masks_an_outage_instead_of_learning_a_zero(
+    fake_harness: str, dead_engine: CaptureServer, no_leftover_processes: None
+) -> None:
+    result = run_training_episode(
+        lambda name: HarnessEnvironment(name, server=dead_engine), fake_harness, _task("exit3")
+    )
     assert result.status == "error" and result.failed and result.error is not None
     assert result.error.startswith("error: the model request failed on our side"), result.error
 
@@ -77,7 +80,9 @@ def test_a_sandbox_that_cannot_start_is_an_error(fake_harness: str, capture_serv
 
 
 def test_a_harness_that_dies_before_its_first_request_is_an_error(
-    fake_harness: str, capture_server: Any, no_leftover_processes: None,
+    fake_harness: str,
+    capture_server: Any,
+    no_leftover_processes: None,
 ) -> None:
     env = HarnessEnvironment(fake_harness, server=capture_server)
     try:
@@ -88,8 +93,9 @@ def test_a_harness_that_dies_before_its_first_request_is_an_error(
     assert summary.turns == 0
 
 
-def test_a_verifier_that_crashes_is_an_error(fake_harness: str, capture_server: Any,
-                                             no_leftover_processes: None) -> None:
+def test_a_verifier_that_crashes_is_an_error(
+    fake_harness: str, capture_server: Any, no_leftover_processes: None
+) -> None:
     def crashing_verifier(*args: Any, **kwargs: Any) -> Any:
         raise OSError(5, "Input/output error")
 
@@ -102,10 +108,18 @@ def test_a_verifier_that_crashes_is_an_error(fake_harness: str, capture_server: 
     assert summary.turns == 1 and summary.harness_status == "failed", "the policy played; the grader failed"
 
 
-def test_a_verifier_past_its_timeout_is_an_error(fake_harness: str, capture_server: Any,
-                                                 no_leftover_processes: None) -> None:
-    slow = Task(id="fake-slow-tests", instruction="exit3", tests={"t": ""}, solution="true", timeout_s=60,
-                test_command='sleep 60; echo 1 > "$REWARD_DIR/reward.txt"', verifier_timeout_s=2)
+def test_a_verifier_past_its_timeout_is_an_error(
+    fake_harness: str, capture_server: Any, no_leftover_processes: None
+) -> None:
+    slow = Task(
+        id="fake-slow-tests",
+        instruction="exit3",
+        tests={"t": ""},
+        solution="true",
+        timeout_s=60,
+        test_command='sleep 60; echo 1 > "$REWARD_DIR/reward.txt"',
+        verifier_timeout_s=2,
+    )
     env = HarnessEnvironment(fake_harness, server=capture_server, sampling=SHORT)
     start = time.monotonic()
     try:
@@ -117,7 +131,9 @@ def test_a_verifier_past_its_timeout_is_an_error(fake_harness: str, capture_serv
 
 
 def test_an_episode_the_policy_played_and_the_verifier_graded_is_scored(
-    fake_harness: str, capture_server: Any, no_leftover_processes: None,
+    fake_harness: str,
+    capture_server: Any,
+    no_leftover_processes: None,
 ) -> None:
     """The control: the same stand-in, a live engine, a harness that exits non-zero on its own: reward 0."""
     env = HarnessEnvironment(fake_harness, server=capture_server, sampling=SHORT)
@@ -131,24 +147,42 @@ def test_an_episode_the_policy_played_and_the_verifier_graded_is_scored(
 def _record(index: int, gap: str | None, aux: bool = False) -> Any:
     from openenv.capture.trajectory import TurnRecord
 
-    return TurnRecord(id=f"t{index}", index=index, dialect="openai_chat", aux=aux, source=None, gap=gap,
-                      sequence=None, parent=None, kind=None, prompt_len=10, completion=None)
+    return TurnRecord(
+        id=f"t{index}",
+        index=index,
+        dialect="openai_chat",
+        aux=aux,
+        source=None,
+        gap=gap,
+        sequence=None,
+        parent=None,
+        kind=None,
+        prompt_len=10,
+        completion=None,
+    )
 
 
-@pytest.mark.parametrize(("last_gap", "ours"), [
-    ("BackendUnavailable: the engine at http://127.0.0.1:8999 is unreachable", True),
-    ("EnvError: turn failed: RuntimeError: the proxy's renderer broke", True),  # a proxy error
-    ("CapacityError: the engine is full", True),
-    ("BadRequest: the prompt is longer than the context window", False),  # the request's own fault
-    ("cancelled: the client went away before the reply", False),  # the harness hung up
-    (None, False),  # answered: a transient fault before it was retried through
-])
+@pytest.mark.parametrize(
+    ("last_gap", "ours"),
+    [
+        ("BackendUnavailable: the engine at http://127.0.0.1:8999 is unreachable", True),
+        ("EnvError: turn failed: RuntimeError: the proxy's renderer broke", True),  # a proxy error
+        ("CapacityError: the engine is full", True),
+        ("BadRequest: the prompt is longer than the context window", False),  # the request's own fault
+        ("cancelled: the client went away before the reply", False),  # the harness hung up
+        (None, False),  # answered: a transient fault before it was retried through
+    ],
+)
 def test_which_last_gaps_are_our_side(last_gap: str | None, ours: bool) -> None:
     """The rule behind `error` for the engine and the proxy: the harness ended on a failure of ours."""
     from openenv.harness.outcome import engine_failure
 
-    records = [_record(0, None), _record(1, "BackendUnavailable: reset by peer"), _record(2, last_gap),
-               _record(3, None, aux=True)]  # an aux turn after it does not hide the failure
+    records = [
+        _record(0, None),
+        _record(1, "BackendUnavailable: reset by peer"),
+        _record(2, last_gap),
+        _record(3, None, aux=True),
+    ]  # an aux turn after it does not hide the failure
     cause = engine_failure(records)
     assert (cause is not None) is ours, cause
     if ours:

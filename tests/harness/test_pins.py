@@ -44,9 +44,15 @@ def test_the_checked_version_goes_to_a_scratch_cache_not_the_pinned_one(tmp_path
 
 
 def test_the_installer_refuses_a_version_with_shell_in_it(tmp_path):
-    proc = subprocess.run(["bash", str(harness_installer()), "pi@1;touch pwned"], capture_output=True, text=True,
-                          timeout=60, check=False, env={"PATH": "/usr/bin:/bin", "OPENENV_HARNESS_CACHE": str(tmp_path)},
-                          cwd=tmp_path)
+    proc = subprocess.run(
+        ["bash", str(harness_installer()), "pi@1;touch pwned"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "OPENENV_HARNESS_CACHE": str(tmp_path)},
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0 and "is not a version" in proc.stderr
     assert list(tmp_path.iterdir()) == [], "nothing was installed or run"
 
@@ -71,7 +77,9 @@ def test_pin_moves_the_spec_and_the_installer_row_together(own_pins):
     changed = write_pin("pi", "0.99.0", installer=installer)
     assert set(changed) == {spec_file, installer}
     assert get_spec("pi").install.version == "0.99.0", "the catalog reads the new pin"
-    rows = subprocess.run(["bash", str(installer), "--pins"], capture_output=True, text=True, check=True).stdout
+    rows = subprocess.run(
+        ["bash", str(installer), "--pins"], capture_output=True, text=True, check=True
+    ).stdout
     [pi_row] = [r.split() for r in rows.splitlines() if r.split()[0] == "pi"]
     assert pi_row[3] == "0.99.0"
     assert old not in spec_file.read_text().split("install:")[1].split("\n")[0]
@@ -90,7 +98,13 @@ def test_pin_writes_nothing_when_either_file_lacks_the_pin(own_pins):
 
 def test_a_version_the_registry_lacks_fails_the_install_and_says_so(registry, tmp_path):
     """Regression: a failed `npm install` of the last step ended the script 0 (errexit is off under `||`)."""
-    proc = subprocess.run(["bash", str(harness_installer()), "pi@9.9.9"], capture_output=True, text=True, timeout=120,
-                          check=False, env={**os.environ, "OPENENV_HARNESS_CACHE": str(tmp_path / "cache")})
+    proc = subprocess.run(
+        ["bash", str(harness_installer()), "pi@9.9.9"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "OPENENV_HARNESS_CACHE": str(tmp_path / "cache")},
+    )
     assert proc.returncode == 1 and "failed: pi@9.9.9" in proc.stderr, proc.stderr[-2000:]
     assert any("pi-coding-agent" in unquote(p) for p in registry.seen), "npm asked the stand-in registry"

@@ -16,14 +16,28 @@ from openenv.harness.catalog import get_spec, harness_dir, harness_names
 from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.resources import harness_installer
 
-TEN = {"claude-code", "codex", "opencode", "gemini-cli", "pi", "qwen-code", "mini-swe-agent", "hermes",
-       "copilot", "cline"}
+TEN = {
+    "claude-code",
+    "codex",
+    "opencode",
+    "gemini-cli",
+    "pi",
+    "qwen-code",
+    "mini-swe-agent",
+    "hermes",
+    "copilot",
+    "cline",
+}
 
 
 def _ctx(tmp_path: Path) -> SessionContext:
     return SessionContext(
-        base_url="http://127.0.0.1:4321/s/tok", api_key="tok", model="tiny",
-        workspace=tmp_path / "ws", home=tmp_path / "home", instruction="Fix $HOME's bug",
+        base_url="http://127.0.0.1:4321/s/tok",
+        api_key="tok",
+        model="tiny",
+        workspace=tmp_path / "ws",
+        home=tmp_path / "home",
+        instruction="Fix $HOME's bug",
     )
 
 
@@ -32,13 +46,18 @@ def test_all_ten_harnesses_have_a_spec():
 
 
 def test_pins_match_the_install_script():
-    out = subprocess.run(["bash", str(harness_installer()), "--pins"],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["bash", str(harness_installer()), "--pins"], capture_output=True, text=True, check=True
+    ).stdout
     pins = {row.split()[0]: row.split()[1:5] for row in out.splitlines()}
     for name in harness_names():
         spec = get_spec(name)
-        assert pins[name] == [spec.install.method, spec.install.package, spec.install.version,
-                              spec.install.bin], name
+        assert pins[name] == [
+            spec.install.method,
+            spec.install.package,
+            spec.install.version,
+            spec.install.bin,
+        ], name
 
 
 @pytest.mark.parametrize("name", harness_names())
@@ -107,10 +126,14 @@ def test_a_call_without_the_command_argument_reads_as_no_command():
 
 def test_aux_rules_tag_opencode_title_requests_only():
     spec = get_spec("opencode")
-    title = CanonicalRequest(messages=(
-        Message(role="system", parts=(TextPart(text="You are a title generator. You output ONLY a title"),)),
-        Message(role="user", parts=(TextPart(text="fix it"),)),
-    ))
+    title = CanonicalRequest(
+        messages=(
+            Message(
+                role="system", parts=(TextPart(text="You are a title generator. You output ONLY a title"),)
+            ),
+            Message(role="user", parts=(TextPart(text="fix it"),)),
+        )
+    )
     main = title.model_copy(update={"tools": (Tool(name="bash"),)})
     assert spec.aux_reason(title) == "title generator"
     assert spec.aux_reason(main) is None
@@ -138,7 +161,7 @@ def test_gemini_scripts_travel_base64_encoded_and_one_liners_stay_plain():
     import base64
 
     tool = get_spec("gemini-cli").shell_tool
-    script = "cat > a.py <<'EOF'\n\"\"\"Uses `backticks`.\"\"\"\nEOF\n"
+    script = 'cat > a.py <<\'EOF\'\n"""Uses `backticks`."""\nEOF\n'
     command = tool.call_arguments(script)["command"]
     assert "`" not in command and command.startswith("echo ") and command.endswith(" | base64 -d | sh")
     assert base64.b64decode(command.split()[1]).decode() == script
@@ -151,8 +174,12 @@ def test_the_long_variant_applies_the_recipe_once_and_a_harness_without_one_is_r
     assert recipe is not None and recipe.sub_agent is not None and recipe.sub_agent.name == "Agent"
     variant = spec.long_variant()
     assert "--bare" in spec.command and "--bare" not in variant.command
-    assert variant.command[-len(recipe.add_args):] == recipe.add_args
+    assert variant.command[-len(recipe.add_args) :] == recipe.add_args
     assert variant.env == {**spec.env, **recipe.env} and variant.long_episode is None
     with pytest.raises(ValueError, match="no long_episode recipe"):
         variant.long_variant()  # applied once, not twice
-    assert {name for name in harness_names() if get_spec(name).long_episode} == {"claude-code", "opencode", "codex"}
+    assert {name for name in harness_names() if get_spec(name).long_episode} == {
+        "claude-code",
+        "opencode",
+        "codex",
+    }

@@ -57,11 +57,18 @@ def test_reward_sources(command, passed, total, solved):
         ("echo '{}' > \"$REWARD_DIR/reward.json\"", "reward_invalid", "object of numbers"),
         ('echo \'{"a": 1, "b": 0}\' > "$REWARD_DIR/reward.json"', "reward_invalid", "no 'reward' key"),
         # a malformed reward.json is not rescued by a reward.txt beside it (Harbor reads json first)
-        ('echo x > "$REWARD_DIR/reward.json"; echo 1 > "$REWARD_DIR/reward.txt"', "reward_invalid", "not JSON"),
+        (
+            'echo x > "$REWARD_DIR/reward.json"; echo 1 > "$REWARD_DIR/reward.txt"',
+            "reward_invalid",
+            "not JSON",
+        ),
         ('ln -s /etc/hostname "$REWARD_DIR/reward.txt"', "reward_invalid", "symbolic link"),
         ('mkfifo "$REWARD_DIR/reward.txt"', "reward_invalid", "not a regular file"),
-        (f'head -c {MAX_REWARD_BYTES + 1} /dev/zero | tr "\\0" 1 > "$REWARD_DIR/reward.txt"', "reward_invalid",
-         "limit"),
+        (
+            f'head -c {MAX_REWARD_BYTES + 1} /dev/zero | tr "\\0" 1 > "$REWARD_DIR/reward.txt"',
+            "reward_invalid",
+            "limit",
+        ),
     ],
 )
 def test_no_usable_reward_file_is_an_error_with_no_reward(command, status, reason):
@@ -72,8 +79,10 @@ def test_no_usable_reward_file_is_an_error_with_no_reward(command, status, reaso
 
 
 def test_reward_json_wins_over_reward_txt_and_keeps_every_number():
-    command = ('echo \'{"reward": 0.5, "tests_passed": 14}\' > "$REWARD_DIR/reward.json"; '
-               'echo 1 > "$REWARD_DIR/reward.txt"')
+    command = (
+        'echo \'{"reward": 0.5, "tests_passed": 14}\' > "$REWARD_DIR/reward.json"; '
+        'echo 1 > "$REWARD_DIR/reward.txt"'
+    )
     with LocalSandbox() as box:
         verdict = verify(box, _task(command), rule=RewardRule(base="fraction"))
     assert verdict.reward == 0.5 and verdict.reported == {"reward": 0.5, "tests_passed": 14.0}
@@ -134,5 +143,9 @@ def test_breakdown_is_a_flat_dict_of_numbers():
     with LocalSandbox() as box:
         verdict = verify(box, _task('echo 1 > "$REWARD_DIR/reward.txt"'), tool_calls=3)
     assert verdict.breakdown() == {
-        "tests_passed": 1.0, "tests_total": 1.0, "solved": 1.0, "tool_calls": 3.0, "reward": 1.0
+        "tests_passed": 1.0,
+        "tests_total": 1.0,
+        "solved": 1.0,
+        "tool_calls": 3.0,
+        "reward": 1.0,
     }

@@ -39,12 +39,24 @@ def echo_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("echo-serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with log.open("w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "serve", "echo", "--no-token",
-                                 "--port", str(port)], cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "openenv.cli.main", "serve", "echo", "--no-token", "--port", str(port)],
+            cwd=REPO,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_health(url, timeout_s=60, gone=lambda: None if proc.poll() is None else
-                        f"openenv serve exited ({proc.returncode}):\n{log.read_text()}")
+        wait_for_health(
+            url,
+            timeout_s=60,
+            gone=lambda: (
+                None
+                if proc.poll() is None
+                else f"openenv serve exited ({proc.returncode}):\n{log.read_text()}"
+            ),
+        )
         yield url
     finally:
         proc.terminate()
@@ -88,8 +100,13 @@ def test_reference_validate_url_passes_on_our_server(reference: Any, echo_served
     report = json.loads(proc.stdout)
     failed = [c for c in report["criteria"] if not c["passed"]]
     assert report["passed"], failed
-    assert {c["id"] for c in report["criteria"]} >= {"health_endpoint", "metadata_endpoint", "schema_endpoint",
-                                                     "mcp_endpoint", "mode_endpoint_consistency"}
+    assert {c["id"] for c in report["criteria"]} >= {
+        "health_endpoint",
+        "metadata_endpoint",
+        "schema_endpoint",
+        "mcp_endpoint",
+        "mode_endpoint_consistency",
+    }
 
 
 TASK = "fix-paginate-off-by-one"
@@ -122,8 +139,9 @@ def _oracle_replies(task: Task) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_pi_episode_driven_only_by_the_reference_client_reaches_reward_1(reference: Any,
-                                                                         pi_served: LocalServer) -> None:
+def test_pi_episode_driven_only_by_the_reference_client_reaches_reward_1(
+    reference: Any, pi_served: LocalServer
+) -> None:
     """A whole scored episode: `reset(task=..., task_set=..., policy="oracle", seed=..., episode_id=...)`
     as keywords, the oracle's replies sent as `complete` actions by the reference's `GenericEnvClient`
     (our token passed with `headers=`), and what a trainer needs in every observation: prompt text and
@@ -131,7 +149,8 @@ def test_pi_episode_driven_only_by_the_reference_client_reaches_reward_1(referen
     observation, and the training rows."""
     require_installed("pi")
     replies = _oracle_replies(builtin_task(TASK))
-    out = reference.run(f"""
+    out = reference.run(
+        f"""
         import json
         from openenv.core.generic_client import GenericEnvClient
         replies = json.loads({json.dumps(json.dumps(replies))})
@@ -161,7 +180,9 @@ def test_pi_episode_driven_only_by_the_reference_client_reaches_reward_1(referen
                           "breakdown": end["reward_breakdown"], "turns": end["turns"],
                           "tool_calls": end["tool_calls"], "rows": len(end["sequences"] or []),
                           "row_keys": sorted((end["sequences"] or [{{}}])[0])}}))
-    """, timeout=600)
+    """,
+        timeout=600,
+    )
     assert out["reward"] == 1.0 and out["done"] is True, out
     assert out["breakdown"]["tests_passed"] == 3
     assert out["state"]["task_id"] == TASK and out["state"]["harness"] == "pi"

@@ -71,12 +71,26 @@ def _serve_with_reference(reference: Reference, folder: Path) -> tuple[subproces
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     proc = subprocess.Popen(
-        [str(reference.python), "-m", "uvicorn", "server.app:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=folder, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+        [
+            str(reference.python),
+            "-m",
+            "uvicorn",
+            "server.app:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
-    wait_for_health(url, timeout_s=180,
-                    gone=lambda: None if proc.poll() is None else f"exited with {proc.returncode}")
+    wait_for_health(
+        url, timeout_s=180, gone=lambda: None if proc.poll() is None else f"exited with {proc.returncode}"
+    )
     return proc, url
 
 
@@ -89,7 +103,9 @@ def reference_server(reference: Reference, reference_env: Path) -> Iterator[str]
     proc.wait(timeout=30)
 
 
-async def test_our_typed_client_reads_the_reference_nested_observations_and_state(reference_server: str) -> None:
+async def test_our_typed_client_reads_the_reference_nested_observations_and_state(
+    reference_server: str,
+) -> None:
     async with RefechoClient.from_url(reference_server) as env:
         first = await env.reset(seed=7, episode_id="ep-ours")
         obs = await env.step(RefechoAction(message="hello"))
@@ -113,7 +129,9 @@ def test_autoenv_on_the_reference_url_runs_reset_step_state(reference_server: st
     assert (state.episode_id, state.step_count) == ("ep-auto", 1)
 
 
-async def test_reference_errors_arrive_as_our_errors_never_as_validation_errors(reference_server: str) -> None:
+async def test_reference_errors_arrive_as_our_errors_never_as_validation_errors(
+    reference_server: str,
+) -> None:
     async with EnvClient(reference_server) as env:
         await env.reset()
         with pytest.raises(InvalidAction) as bad:
@@ -142,8 +160,10 @@ async def test_reference_errors_arrive_as_our_errors_never_as_validation_errors(
         except ValidationError:  # pragma: no cover - the failure this test exists to catch
             pytest.fail("a raw pydantic ValidationError escaped the client")
         except UnexpectedReply as exc:
-            assert exc.message.startswith("the server's reset observation does not fit Scored: "
-                                          "reset observation field 'score': Field required; ")
+            assert exc.message.startswith(
+                "the server's reset observation does not fit Scored: "
+                "reset observation field 'score': Field required; "
+            )
             assert "field 'echoed_message': Extra inputs are not permitted" in exc.message
         else:
             pytest.fail("a reply that does not fit the model was accepted")
@@ -156,11 +176,17 @@ def test_validate_url_passes_on_the_reference_server(reference_server: str) -> N
     assert "stateless HTTP" in checks["live.http_round_trip"].message
 
 
-def test_the_reference_manifest_is_read_and_its_folder_passes_validate(reference_env: Path,
-                                                                       reference_server: str) -> None:
+def test_the_reference_manifest_is_read_and_its_folder_passes_validate(
+    reference_env: Path, reference_server: str
+) -> None:
     manifest, folder = Manifest.load(reference_env)
     assert (manifest.name, manifest.app, manifest.port, manifest.type, manifest.runtime) == (
-        ENV_NAME, "server.app:app", 8000, "space", "fastapi")
+        ENV_NAME,
+        "server.app:app",
+        8000,
+        "space",
+        "fastapi",
+    )
     assert manifest.is_app and manifest.validation is not None and folder == reference_env.resolve()
     result = CliRunner().invoke(cli, ["validate", str(reference_env), "--url", reference_server])
     assert result.exit_code == 0, result.output
@@ -199,8 +225,9 @@ class HubStandIn:
     async def space_info(self, owner: str, name: str) -> Any:
         info = self.spaces.get(f"{owner}/{name}")
         if info is None:
-            return JSONResponse({"error": "Repository not found"}, status_code=404,
-                                headers={"X-Error-Code": "RepoNotFound"})
+            return JSONResponse(
+                {"error": "Repository not found"}, status_code=404, headers={"X-Error-Code": "RepoNotFound"}
+            )
         return {"id": f"{owner}/{name}", **info}
 
 
@@ -210,11 +237,17 @@ def hub(reference_server: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-    stand_in = HubStandIn({
-        "alice/refecho": {"host": reference_server, "subdomain": "alice-refecho", "sdk": "docker",
-                          "runtime": {"stage": "RUNNING", "hardware": {"current": "cpu-basic"}}},
-        "alice/broken": {"host": "https://alice-broken.hf.space", "runtime": {"stage": "BUILD_ERROR"}},
-    })
+    stand_in = HubStandIn(
+        {
+            "alice/refecho": {
+                "host": reference_server,
+                "subdomain": "alice-refecho",
+                "sdk": "docker",
+                "runtime": {"stage": "RUNNING", "hardware": {"current": "cpu-basic"}},
+            },
+            "alice/broken": {"host": "https://alice-broken.hf.space", "runtime": {"stage": "BUILD_ERROR"}},
+        }
+    )
     with LocalServer(stand_in.app) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.base_url)
         yield server.base_url
@@ -238,12 +271,16 @@ def test_our_serve_runs_the_reference_folder_end_to_end(reference_env: Path) -> 
     env = {**app_environ(), "PYTHONPATH": str(REPO)}  # our CLI from this checkout; the app gets none of it
     proc = subprocess.Popen(
         [sys.executable, "-m", "openenv.cli.main", "serve", str(reference_env), "--port", str(port)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_health(url, timeout_s=180,
-                        gone=lambda: None if proc.poll() is None else f"exited with {proc.returncode}")
+        wait_for_health(
+            url, timeout_s=180, gone=lambda: None if proc.poll() is None else f"exited with {proc.returncode}"
+        )
         with AutoEnv.from_env(url).sync() as client:
             assert client.reset(episode_id="ep-serve").model_extra["echoed_message"] == READY
             assert client.step({"message": "served"}).reward == pytest.approx(0.6)
@@ -252,5 +289,7 @@ def test_our_serve_runs_the_reference_folder_end_to_end(reference_env: Path) -> 
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    assert f"serving {ENV_NAME} (server.app:app from {reference_env.resolve()}) on {url}" in " ".join(out.split())
+    assert f"serving {ENV_NAME} (server.app:app from {reference_env.resolve()}) on {url}" in " ".join(
+        out.split()
+    )
     assert f"with {reference_env.resolve() / '.venv' / 'bin' / 'python'}" in " ".join(out.split())

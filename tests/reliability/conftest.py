@@ -147,8 +147,12 @@ def attack_totals(rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
         tally = by.setdefault(key, {"tried": 0, "blocked": 0})
         tally["tried"] += 1
         tally["blocked"] += bool(row.get("blocked"))
-    return {"tried": len(attacks), "blocked": len(attacks) - len(through), "not_blocked": through,
-            "by_attacker": dict(sorted(by.items()))}
+    return {
+        "tried": len(attacks),
+        "blocked": len(attacks) - len(through),
+        "not_blocked": through,
+        "by_attacker": dict(sorted(by.items())),
+    }
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
@@ -161,8 +165,10 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.write_line(f"{nodeid.split('::', 1)[-1]}: {shown}")
     totals = attack_totals(rows)
     if totals["tried"]:
-        terminalreporter.write_line(f"attacks tried / blocked: {totals['tried']} / {totals['blocked']}"
-                                    + (f" (not blocked: {', '.join(totals['not_blocked'])})" if totals["not_blocked"] else ""))
+        terminalreporter.write_line(
+            f"attacks tried / blocked: {totals['tried']} / {totals['blocked']}"
+            + (f" (not blocked: {', '.join(totals['not_blocked'])})" if totals["not_blocked"] else "")
+        )
         for key, tally in totals["by_attacker"].items():
             terminalreporter.write_line(f"  by {key}: {tally['tried']} / {tally['blocked']}")
         rows = {**rows, "attacks": totals}

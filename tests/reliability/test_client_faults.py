@@ -106,9 +106,13 @@ def served(capture: CaptureServer) -> Iterator[Callable[..., str]]:
         def factory() -> HarnessEnvironment:
             return HarnessEnvironment(HARNESS, server=capture, sandbox=sandbox)  # type: ignore[arg-type]
 
-        app = create_app(factory, action_type=HarnessAction,
-                         observation_type=HarnessObservation, state_type=HarnessState,
-                         idle_timeout_s=idle_timeout_s)
+        app = create_app(
+            factory,
+            action_type=HarnessAction,
+            observation_type=HarnessObservation,
+            state_type=HarnessState,
+            idle_timeout_s=idle_timeout_s,
+        )
         servers.append(LocalServer(app).start())
         return servers[-1].base_url
 
@@ -120,15 +124,19 @@ def served(capture: CaptureServer) -> Iterator[Callable[..., str]]:
 
 def what_is_held(url: str, capture: CaptureServer, docker: bool = False) -> dict[str, int]:
     sessions = httpx.get(f"{url}/health", timeout=10).json()["active_sessions"]
-    held = {"env_sessions": sessions, "proxy_sessions": len(capture.registry.sessions),
-            "sandbox_processes": len(sandboxed_processes())}
+    held = {
+        "env_sessions": sessions,
+        "proxy_sessions": len(capture.registry.sessions),
+        "sandbox_processes": len(sandboxed_processes()),
+    }
     if docker:
         held["containers"] = len(our_containers())
     return held
 
 
-def seconds_until_freed(url: str, capture: CaptureServer, since: float, docker: bool = False,
-                        limit_s: float = 60.0) -> float:
+def seconds_until_freed(
+    url: str, capture: CaptureServer, since: float, docker: bool = False, limit_s: float = 60.0
+) -> float:
     """Poll until no env session, proxy session, sandboxed process or container is left; the seconds."""
     while time.monotonic() - since < limit_s:
         if not any(what_is_held(url, capture, docker).values()):
@@ -140,13 +148,21 @@ def seconds_until_freed(url: str, capture: CaptureServer, since: float, docker: 
 def start_client(url: str, command: str = "") -> subprocess.Popen[str]:
     """The trainer process, given the server's token the way a remote client gets it: `$OPENENV_TOKEN`."""
     env = {**os.environ, TOKEN_ENV: token_for(url) or ""}
-    return subprocess.Popen([sys.executable, "-c", CLIENT, url, HARNESS, TASK, command],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", CLIENT, url, HARNESS, TASK, command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
 
 
 @pytest.mark.parametrize("sandbox", ["local", "docker"])
 def test_a_killed_client_process_frees_session_sandbox_and_proxy_session(
-    served: Callable[..., str], capture: CaptureServer, read_until: Callable[..., str], figures: Any,
+    served: Callable[..., str],
+    capture: CaptureServer,
+    read_until: Callable[..., str],
+    figures: Any,
     sandbox: str,
 ) -> None:
     docker = sandbox == "docker"
@@ -173,8 +189,12 @@ def test_a_reset_connection_without_a_close_frame_frees_everything(
     served: Callable[..., str], capture: CaptureServer, figures: Any
 ) -> None:
     url = served()
-    with connect(url.replace("http://", "ws://") + "/ws", open_timeout=30, proxy=None,
-                 additional_headers=auth_headers(url)) as ws:
+    with connect(
+        url.replace("http://", "ws://") + "/ws",
+        open_timeout=30,
+        proxy=None,
+        additional_headers=auth_headers(url),
+    ) as ws:
         ws.send(json.dumps({"type": "reset", "data": {"options": {"task": TASK}}}))
         assert '"type":"observation"' in str(ws.recv(timeout=240))
         held = what_is_held(url, capture)
@@ -213,7 +233,9 @@ def test_an_abandoned_http_session_is_reaped_when_idle(
 ) -> None:
     idle_timeout_s = 2.0
     url = served(idle_timeout_s=idle_timeout_s)
-    reply = httpx.post(f"{url}/reset", json={"options": {"task": TASK}}, headers=auth_headers(url), timeout=240)
+    reply = httpx.post(
+        f"{url}/reset", json={"options": {"task": TASK}}, headers=auth_headers(url), timeout=240
+    )
     assert reply.status_code == 200, reply.text
     left = time.monotonic()  # the client never calls again
     assert what_is_held(url, capture)["sandbox_processes"] > 0

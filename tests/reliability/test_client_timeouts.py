@@ -68,8 +68,11 @@ class Client:
         self.send_retry.set()
         self._socket: socket.socket | None = None
         # No keep-alive: each attempt gets its own connection, so `give_up` ends exactly the one in flight.
-        self.http = lib.Client(timeout=WAIT_S, limits=lib.Limits(max_keepalive_connections=0),
-                               event_hooks={"request": [self._sending], "response": [self._seen]})
+        self.http = lib.Client(
+            timeout=WAIT_S,
+            limits=lib.Limits(max_keepalive_connections=0),
+            event_hooks={"request": [self._sending], "response": [self._seen]},
+        )
 
     def give_up(self) -> None:
         assert self._socket is not None
@@ -89,7 +92,9 @@ class Client:
             self._socket = info["return_value"].get_extra_info("socket")
 
     def _seen(self, response: httpx.Response | httpx2.Response) -> None:
-        self.answered.append((response.request.headers.get("x-stainless-retry-count", "-"), response.status_code))
+        self.answered.append(
+            (response.request.headers.get("x-stainless-retry-count", "-"), response.status_code)
+        )
 
 
 def joined(session: SyncCaptureSession, digest: str) -> bool:
@@ -107,7 +112,11 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
 
 @pytest.mark.parametrize("retry_lands", ["while_answering", "after_recorded"])
 def test_a_client_that_gives_up_before_the_backend_answers_still_records_the_turn_once(
-    retry_lands: str, fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]], figures: Any,
+    retry_lands: str,
+    fault_proxy: FaultProxy,
+    renderer: Renderer,
+    replies: list[dict[str, Any]],
+    figures: Any,
 ) -> None:
     """The OpenAI SDK gives up on turn 2 while vLLM's answer is held back, and retries on its own (a
     numbered retry). The retry reads the answer the first attempt gets (it joins it, or it is replayed
@@ -117,13 +126,16 @@ def test_a_client_that_gives_up_before_the_backend_answers_still_records_the_tur
     with CaptureServer(backend=backend, renderer=renderer) as server:
         session = server.open_session(mode="auto", sampling=SamplingParams(max_tokens=8, temperature=1.0))
         wire = Client(httpx2)
-        client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=2,
-                               http_client=wire.http)
+        client = openai.OpenAI(
+            base_url=session.base_url + "/v1", api_key=session.token, max_retries=2, http_client=wire.http
+        )
         messages: list[Any] = []
 
         def ask() -> None:
             reply = client.chat.completions.create(model="tiny", messages=messages)
-            messages.append(reply.choices[0].message.model_dump(exclude_none=True, exclude={"annotations", "parsed"}))
+            messages.append(
+                reply.choices[0].message.model_dump(exclude_none=True, exclude={"annotations", "parsed"})
+            )
 
         for i, text in enumerate(USER_TURNS):
             messages.append({"role": "user", "content": text})
@@ -145,15 +157,24 @@ def test_a_client_that_gives_up_before_the_backend_answers_still_records_the_tur
                     wire.send_retry.set()
                 else:
                     wire.send_retry.set()
-                    wait_for(lambda: joined(session, wire.digests[1]), "the retry did not join the first attempt")
+                    wait_for(
+                        lambda: joined(session, wire.digests[1]), "the retry did not join the first attempt"
+                    )
                     fault_proxy.release()
                 asked.result(WAIT_S)
         records, stats, rows = session.turns(), session.stats(), session.sequences()
     calls = fault_proxy.stats["requests"] - calls_before  # turns 2 and 3
-    figures.record(retry_lands=retry_lands, sdk_sent=wire.sent, sdk_answered=wire.answered,
-                   backend_calls_turns_2_3=calls, backend_generations=len(replies),
-                   recorded_turns=stats.turns, gaps=stats.gaps, sequences=stats.sequences,
-                   merge_ratio=stats.merge_ratio)
+    figures.record(
+        retry_lands=retry_lands,
+        sdk_sent=wire.sent,
+        sdk_answered=wire.answered,
+        backend_calls_turns_2_3=calls,
+        backend_generations=len(replies),
+        recorded_turns=stats.turns,
+        gaps=stats.gaps,
+        sequences=stats.sequences,
+        merge_ratio=stats.merge_ratio,
+    )
 
     assert answered_when_retried == 1, "the client gave up while turn 2 was still unanswered"
     assert wire.sent == ["0", "0", "1", "0"] and wire.answered == [("0", 200), ("1", 200), ("0", 200)]
@@ -168,7 +189,10 @@ def test_a_client_that_gives_up_before_the_backend_answers_still_records_the_tur
 
 
 def test_an_unnumbered_retry_of_a_request_still_being_answered_shares_it(
-    fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]], figures: Any,
+    fault_proxy: FaultProxy,
+    renderer: Renderer,
+    replies: list[dict[str, Any]],
+    figures: Any,
 ) -> None:
     """google-genai and codex number no retries. A client that gives up on a slow turn and sends the same
     bytes again, unmarked, while the first attempt is still being answered gets that answer: one backend
@@ -190,13 +214,16 @@ def test_an_unnumbered_retry_of_a_request_still_being_answered_shares_it(
             with pytest.raises(httpx.TransportError):
                 first.result(WAIT_S)
             resent = pool.submit(wire.http.post, url, content=body, headers=headers)
-            wait_for(lambda: joined(session, wire.digests[0]), "the resent copy did not join the first attempt")
+            wait_for(
+                lambda: joined(session, wire.digests[0]), "the resent copy did not join the first attempt"
+            )
             fault_proxy.release()
             retried = resent.result(WAIT_S)
         [record], stats = session.turns(), session.stats()
     calls = fault_proxy.stats["requests"] - calls_before
-    figures.record(backend_calls=calls, backend_generations=len(replies),
-                   recorded_turns=stats.turns, gaps=stats.gaps)
+    figures.record(
+        backend_calls=calls, backend_generations=len(replies), recorded_turns=stats.turns, gaps=stats.gaps
+    )
     assert retried.status_code == 200
     assert len(replies) == 1 and fault_proxy.stats["hold"] == 1 and stats.turns == 1 and stats.gaps == 0
     [part] = retried.json()["candidates"][0]["content"]["parts"]

@@ -19,11 +19,11 @@ import anthropic
 import httpx
 import openai
 import pytest
-from echo_env import EchoEnvironment
 from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types as genai_types
 
+from echo_env import EchoEnvironment
 from openenv.capture.backends.local import LocalBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
@@ -54,21 +54,34 @@ def _guess() -> str:
 
 
 def test_env_server_answers_guessed_and_foreign_session_ids_with_401(figures: Any) -> None:
-    one, other = LocalServer(create_app(EchoEnvironment)).start(), LocalServer(create_app(EchoEnvironment)).start()
+    one, other = (
+        LocalServer(create_app(EchoEnvironment)).start(),
+        LocalServer(create_app(EchoEnvironment)).start(),
+    )
     try:
         with httpx.Client(timeout=10) as http:
             # Each server's own token: a session id is the second lock, behind the token (test_server_attacks).
             mine = http.post(f"{one.base_url}/reset", json={}, headers=one.headers).json()["session_id"]
-            foreign = http.post(f"{other.base_url}/reset", json={}, headers=other.headers).json()["session_id"]
+            foreign = http.post(f"{other.base_url}/reset", json={}, headers=other.headers).json()[
+                "session_id"
+            ]
             probes = [("guessed", _guess()) for _ in range(20)] + [("foreign", foreign)]
             answers = []
             for _, sid in probes:
-                for method, path, body in [("POST", "/step", {"action": {"message": "x"}}), ("GET", "/state", None),
-                                           ("DELETE", "/session", None)]:
-                    r = http.request(method, one.base_url + path, json=body, headers={"X-Session-Id": sid, **one.headers})
+                for method, path, body in [
+                    ("POST", "/step", {"action": {"message": "x"}}),
+                    ("GET", "/state", None),
+                    ("DELETE", "/session", None),
+                ]:
+                    r = http.request(
+                        method, one.base_url + path, json=body, headers={"X-Session-Id": sid, **one.headers}
+                    )
                     answers.append((r.status_code, r.json()["error"]["code"]))
             assert set(answers) == {(401, "unknown_session")}
-            assert http.get(f"{one.base_url}/state", headers={"X-Session-Id": mine, **one.headers}).status_code == 200
+            assert (
+                http.get(f"{one.base_url}/state", headers={"X-Session-Id": mine, **one.headers}).status_code
+                == 200
+            )
     finally:
         one.stop()
         other.stop()
@@ -86,7 +99,9 @@ def test_a_guessed_token_gets_401_in_each_dialects_own_shape(open_proxy: Capture
         openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).chat.completions.create(**HI)
     assert chat.value.body["type"] == "authentication_error"  # type: ignore[index]
     with pytest.raises(openai.AuthenticationError) as responses:
-        openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).responses.create(model="tiny", input="hi")
+        openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0).responses.create(
+            model="tiny", input="hi"
+        )
     assert responses.value.body["code"] == "unknown_session"  # type: ignore[index]
     with pytest.raises(anthropic.AuthenticationError) as messages:
         anthropic.Anthropic(base_url=url, api_key="x", max_retries=0).messages.create(**HI)
@@ -97,7 +112,9 @@ def test_a_guessed_token_gets_401_in_each_dialects_own_shape(open_proxy: Capture
     assert generate.value.code == 401 and generate.value.status == "UNAUTHENTICATED"
     # A token sent as the API key instead of in the path is checked the same way.
     with pytest.raises(openai.AuthenticationError):
-        openai.OpenAI(base_url=open_proxy.base_url + "/v1", api_key=_guess(), max_retries=0).chat.completions.create(**HI)
+        openai.OpenAI(
+            base_url=open_proxy.base_url + "/v1", api_key=_guess(), max_retries=0
+        ).chat.completions.create(**HI)
     figures.record(dialects_checked=4, got_401=5)
 
 
@@ -113,32 +130,53 @@ def test_a_closed_sessions_token_is_dead(open_proxy: CaptureServer) -> None:
 # ---- capture proxy: admin API ----------------------------------------------------------------------
 
 
-def test_without_a_key_a_trajectory_opens_only_to_its_own_token(open_proxy: CaptureServer, figures: Any) -> None:
+def test_without_a_key_a_trajectory_opens_only_to_its_own_token(
+    open_proxy: CaptureServer, figures: Any
+) -> None:
     a, b = open_proxy.open_session(mode="auto"), open_proxy.open_session(mode="auto")
     for session in (a, b):
-        openai.OpenAI(base_url=session.base_url + "/v1", api_key="x", max_retries=0).chat.completions.create(**HI)
+        openai.OpenAI(base_url=session.base_url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+            **HI
+        )
     base = open_proxy.base_url
     with httpx.Client(timeout=10) as http:
-        guessed = [http.get(f"{base}/sessions/{_guess()}/{what}") for what in ("trajectory", "sequences")
-                   for _ in range(10)]
+        guessed = [
+            http.get(f"{base}/sessions/{_guess()}/{what}")
+            for what in ("trajectory", "sequences")
+            for _ in range(10)
+        ]
         assert {r.status_code for r in guessed} == {401}
         listing = http.get(f"{base}/sessions")
-        assert listing.status_code in (404, 405) and a.token not in listing.text and b.token not in listing.text
+        assert (
+            listing.status_code in (404, 405) and a.token not in listing.text and b.token not in listing.text
+        )
         own = http.get(f"{base}/sessions/{a.token}/trajectory").json()
         assert own["token"] == a.token and len(own["turns"]) == 1
     figures.record(guessed_reads=len(guessed), got_401=sum(r.status_code == 401 for r in guessed))
 
 
-def test_an_admin_key_locks_every_admin_route(renderer: Renderer, local_backend: LocalBackend,
-                                              figures: Any) -> None:
+def test_an_admin_key_locks_every_admin_route(
+    renderer: Renderer, local_backend: LocalBackend, figures: Any
+) -> None:
     with CaptureServer(backend=local_backend, renderer=renderer, admin_key=ADMIN_KEY) as proxy:
         harness = proxy.open_session(mode="auto")
-        openai.OpenAI(base_url=harness.base_url + "/v1", api_key="x", max_retries=0).chat.completions.create(**HI)
+        openai.OpenAI(base_url=harness.base_url + "/v1", api_key="x", max_retries=0).chat.completions.create(
+            **HI
+        )
         base, token = proxy.base_url, harness.token
-        routes = [("POST", "/sessions"), ("GET", f"/sessions/{token}/trajectory"),
-                  ("GET", f"/sessions/{token}/sequences"), ("DELETE", f"/sessions/{token}")]
-        wrong = [{}, {"Authorization": f"Bearer {token}"}, {"Authorization": "Bearer nope"},
-                 {"Authorization": ADMIN_KEY}, {"x-api-key": ADMIN_KEY}]
+        routes = [
+            ("POST", "/sessions"),
+            ("GET", f"/sessions/{token}/trajectory"),
+            ("GET", f"/sessions/{token}/sequences"),
+            ("DELETE", f"/sessions/{token}"),
+        ]
+        wrong = [
+            {},
+            {"Authorization": f"Bearer {token}"},
+            {"Authorization": "Bearer nope"},
+            {"Authorization": ADMIN_KEY},
+            {"x-api-key": ADMIN_KEY},
+        ]
         with httpx.Client(timeout=10) as http:
             refused = [http.request(m, base + p, headers=h) for m, p in routes for h in wrong]
             assert {(r.status_code, r.json()["error"]["code"]) for r in refused} == {(401, "unauthorized")}
@@ -166,7 +204,9 @@ def test_a_separate_admin_port_keeps_admin_routes_off_the_model_port(locked_prox
         openai.OpenAI(base_url=session_url + "/v1", api_key="x", max_retries=0).chat.completions.create(**HI)
         assert http.get(f"{proxy.base_url}/sessions/{token}/trajectory", headers=key).status_code == 404
         assert http.get(f"{proxy.admin_url}/sessions/{token}/trajectory").status_code == 401
-        assert len(http.get(f"{proxy.admin_url}/sessions/{token}/trajectory", headers=key).json()["turns"]) == 1
+        assert (
+            len(http.get(f"{proxy.admin_url}/sessions/{token}/trajectory", headers=key).json()["turns"]) == 1
+        )
         model_on_admin = http.post(f"{proxy.admin_url}/s/{token}/v1/chat/completions", json=HI)
         assert model_on_admin.status_code == 404
 
@@ -175,8 +215,19 @@ def test_openenv_proxy_admin_key_from_the_environment_and_admin_port(
     tiny_model: Path, read_until: Callable[..., str]
 ) -> None:
     port, admin_port = free_port(), free_port()
-    cmd = [sys.executable, "-m", "openenv.cli.main", "proxy", "--model", str(tiny_model), "--port", str(port),
-           "--admin-port", str(admin_port), "--no-journal"]  # (journaling has its own tests; no files in $HOME)
+    cmd = [
+        sys.executable,
+        "-m",
+        "openenv.cli.main",
+        "proxy",
+        "--model",
+        str(tiny_model),
+        "--port",
+        str(port),
+        "--admin-port",
+        str(admin_port),
+        "--no-journal",
+    ]  # (journaling has its own tests; no files in $HOME)
     env = {**os.environ, "OPENENV_CAPTURE_ADMIN_KEY": ADMIN_KEY}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -202,8 +253,14 @@ def _episode_servers(tiny_model: Path) -> dict[str, Callable[[], CaptureServer]]
     from openenv.capture.engine import EngineSpec, shared_capture_server
     from openenv.train.policy_server import policy_server
 
-    trainer = SimpleNamespace(args=GRPOConfig(output_dir="/tmp/openenv-unused", use_cpu=True, report_to="none",
-                                              vllm_server_base_url="http://127.0.0.1:9"))
+    trainer = SimpleNamespace(
+        args=GRPOConfig(
+            output_dir="/tmp/openenv-unused",
+            use_cpu=True,
+            report_to="none",
+            vllm_server_base_url="http://127.0.0.1:9",
+        )
+    )
     return {
         # HarnessEnvironment with no server (openenv run / eval / serve): the process's shared one.
         "env": lambda: shared_capture_server(EngineSpec.of("local", model=tiny_model)),

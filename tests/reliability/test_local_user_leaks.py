@@ -31,16 +31,35 @@ def test_an_export_of_private_trajectories_stays_private(tmp_path: Path, shape: 
         result = export_episodes([read_episode(source)], out, shape=shape)
     finally:
         os.umask(old)
-    modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in [result.disk_path, *result.disk_path.rglob("*"),
-                                                                         result.parquet_path]}
+    modes = {
+        str(p.relative_to(out)): p.stat().st_mode & 0o777
+        for p in [result.disk_path, *result.disk_path.rglob("*"), result.parquet_path]
+    }
     exposed = {name: oct(mode) for name, mode in modes.items() if mode & 0o077}
     read = None
     if os.geteuid() == 0:
-        read = subprocess.run(["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
-                               "head", "-c", "64", str(result.parquet_path)], capture_output=True, timeout=30)
-    figures.record(attack=f"another local user reads a {shape} export", attacker="local-user",
-                   blocked=not exposed and (read is None or read.returncode != 0))
+        read = subprocess.run(
+            [
+                "setpriv",
+                f"--reuid={OTHER_UID}",
+                f"--regid={OTHER_UID}",
+                "--clear-groups",
+                "head",
+                "-c",
+                "64",
+                str(result.parquet_path),
+            ],
+            capture_output=True,
+            timeout=30,
+        )
+    figures.record(
+        attack=f"another local user reads a {shape} export",
+        attacker="local-user",
+        blocked=not exposed and (read is None or read.returncode != 0),
+    )
     assert not exposed, exposed
-    assert [p.name for p in out.iterdir()] and not any(p.name.startswith(".") for p in out.iterdir())  # no staging left
+    assert [p.name for p in out.iterdir()] and not any(
+        p.name.startswith(".") for p in out.iterdir()
+    )  # no staging left
     if read is not None:
         assert read.returncode != 0 and not read.stdout, read

@@ -33,8 +33,13 @@ from openenv.core.net import free_port
 pytestmark = pytest.mark.slow
 
 OPENENV = [sys.executable, "-m", "openenv.cli.main"]
-LONG = {"model": "tiny", "max_tokens": 4000, "temperature": 1.0, "seed": 0,
-        "messages": [{"role": "user", "content": "write a very long story"}]}
+LONG = {
+    "model": "tiny",
+    "max_tokens": 4000,
+    "temperature": 1.0,
+    "seed": 0,
+    "messages": [{"role": "user", "content": "write a very long story"}],
+}
 
 
 @dataclass
@@ -74,8 +79,10 @@ class Proxy:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not waiting():
-                pytest.fail("the reply came back before the test saw the generation running: the model ended it "
-                            "early (end-of-turn sampled); the test needs a longer generation")
+                pytest.fail(
+                    "the reply came back before the test saw the generation running: the model ended it "
+                    "early (end-of-turn sampled); the test needs a longer generation"
+                )
             cores = self.cores_busy(0.5)
             if cores > 0.1 and waiting():
                 return cores
@@ -95,8 +102,17 @@ class Proxy:
 
 def start_proxy(tiny_model: Path, journal: Path, *extra: str) -> Proxy:
     """`openenv proxy` with its defaults (generated admin key, admin port of its own, fsynced journal)."""
-    cmd = [*OPENENV, "proxy", "--model", str(tiny_model), "--port", str(free_port()), "--journal-dir", str(journal),
-           *extra]
+    cmd = [
+        *OPENENV,
+        "proxy",
+        "--model",
+        str(tiny_model),
+        "--port",
+        str(free_port()),
+        "--journal-dir",
+        str(journal),
+        *extra,
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     lines: list[str] = []
@@ -171,36 +187,57 @@ def test_a_40_mib_body_is_refused_without_stalling_other_clients(proxy: Proxy, f
     figures.record(attack="40 MiB body (declared and chunked) + a 4 MiB body, /v1/models probed meanwhile")
     token, base_url = proxy.open()
     models = f"{base_url}/v1/models"
-    huge = b'{"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":"' + b"a" * (40 << 20) + b'"}]}'
+    huge = (
+        b'{"model":"tiny","max_tokens":1,"messages":[{"role":"user","content":"' + b"a" * (40 << 20) + b'"}]}'
+    )
 
     def send_huge() -> list[httpx.Response]:
         with httpx.Client(timeout=120) as http:
-            declared = http.post(f"{base_url}/v1/chat/completions", content=huge,
-                                 headers={"content-type": "application/json"})
-            chunked = http.post(f"{base_url}/v1/messages", content=iter([huge[i:i + (1 << 20)]
-                                                                         for i in range(0, len(huge), 1 << 20)]),
-                                headers={"content-type": "application/json", "x-api-key": token})
+            declared = http.post(
+                f"{base_url}/v1/chat/completions", content=huge, headers={"content-type": "application/json"}
+            )
+            chunked = http.post(
+                f"{base_url}/v1/messages",
+                content=iter([huge[i : i + (1 << 20)] for i in range(0, len(huge), 1 << 20)]),
+                headers={"content-type": "application/json", "x-api-key": token},
+            )
         return [declared, chunked]
 
     (declared, chunked), latencies = _while_probing(models, send_huge)
-    assert declared.status_code == 413 and declared.json()["error"]["code"] == "request_too_large"  # OpenAI's shape
-    assert chunked.status_code == 413 and chunked.json()["error"]["type"] == "request_too_large"  # Anthropic's
+    assert (
+        declared.status_code == 413 and declared.json()["error"]["code"] == "request_too_large"
+    )  # OpenAI's shape
+    assert (
+        chunked.status_code == 413 and chunked.json()["error"]["type"] == "request_too_large"
+    )  # Anthropic's
     p99_ms, worst_ms = 1000 * _p99(latencies), 1000 * max(latencies)
     # The probe is sequential: a stalled loop shows as one huge sample (43.6 s before the fix), so the
     # assertion is on the worst probe, far above the <100 ms goal and far below a stall.
-    assert len(latencies) >= 5 and worst_ms < 1000, f"/v1/models took {worst_ms:.0f} ms while a 40 MiB body was refused"
+    assert len(latencies) >= 5 and worst_ms < 1000, (
+        f"/v1/models took {worst_ms:.0f} ms while a 40 MiB body was refused"
+    )
 
     # Under the cap but big (4 MiB of text to parse, render and tokenize): on a worker thread, not the loop.
     big = {"model": "tiny", "max_tokens": 1, "messages": [{"role": "user", "content": "word " * (800 << 10)}]}
-    n_tokens, big_latencies = _while_probing(models, lambda: httpx.post(
-        f"{base_url}/v1/messages/count_tokens", json=big, headers={"x-api-key": token}, timeout=300))
+    n_tokens, big_latencies = _while_probing(
+        models,
+        lambda: httpx.post(
+            f"{base_url}/v1/messages/count_tokens", json=big, headers={"x-api-key": token}, timeout=300
+        ),
+    )
     assert n_tokens.status_code == 200 and n_tokens.json()["input_tokens"] > 800_000
     # Recorded, not asserted: the worker thread still takes the GIL in long C calls (the tokenizer), so
     # this figure follows the machine's load (30-650 ms measured); on the event loop it was the whole job.
     big_worst_ms = 1000 * max(big_latencies)
-    figures.record(blocked=True, body_mib=40, models_p99_ms=round(p99_ms, 1), models_max_ms=round(worst_ms, 1),
-                   models_probes=len(latencies), models_p99_ms_while_4mib_tokenized=round(1000 * _p99(big_latencies), 1),
-                   models_max_ms_while_4mib_tokenized=round(big_worst_ms, 1))
+    figures.record(
+        blocked=True,
+        body_mib=40,
+        models_p99_ms=round(p99_ms, 1),
+        models_max_ms=round(worst_ms, 1),
+        models_probes=len(latencies),
+        models_p99_ms_while_4mib_tokenized=round(1000 * _p99(big_latencies), 1),
+        models_max_ms_while_4mib_tokenized=round(big_worst_ms, 1),
+    )
 
 
 def test_a_client_that_disconnects_mid_generation_stops_it(proxy: Proxy, figures: Any) -> None:
@@ -217,8 +254,12 @@ def test_a_client_that_disconnects_mid_generation_stops_it(proxy: Proxy, figures
     stopped_s = time.monotonic() - left
     assert after < 0.05, f"{after:.2f} cores {stopped_s:.0f} s after the only client left"
     assert stopped_s < REJOIN_GRACE_S + 15.0
-    figures.record(blocked=True, cores_while_generating=round(generating, 2), cores_after_grace=round(after, 3),
-                   seconds_to_idle=round(stopped_s, 2))
+    figures.record(
+        blocked=True,
+        cores_while_generating=round(generating, 2),
+        cores_after_grace=round(after, 3),
+        seconds_to_idle=round(stopped_s, 2),
+    )
 
 
 def test_a_body_nested_50000_deep_gets_a_generic_error_in_the_dialect(proxy: Proxy, figures: Any) -> None:
@@ -228,7 +269,9 @@ def test_a_body_nested_50000_deep_gets_a_generic_error_in_the_dialect(proxy: Pro
     body = b'{"model":"tiny","max_tokens":4,"messages":[{"role":"user","content":' + nested + b"}]}"
     with httpx.Client(timeout=60) as http:
         for route, headers in (("/v1/chat/completions", {}), ("/v1/messages", {"x-api-key": token})):
-            reply = http.post(base_url + route, content=body, headers={"content-type": "application/json", **headers})
+            reply = http.post(
+                base_url + route, content=body, headers={"content-type": "application/json", **headers}
+            )
             assert reply.status_code in (400, 500), reply.text
             message = reply.json()["error"]["message"]
             assert "Recursion" not in message and "recursion" not in message and "Traceback" not in message
@@ -250,8 +293,10 @@ def test_a_sigkilled_proxy_loses_no_answered_turn(tiny_model: Path, tmp_path: Pa
         n = 5
         for k in range(n):
             reply = client.chat.completions.create(model="tiny", messages=messages, max_tokens=5)  # type: ignore[arg-type]
-            messages += [{"role": "assistant", "content": reply.choices[0].message.content or ""},
-                         {"role": "user", "content": f"and then {k}?"}]
+            messages += [
+                {"role": "assistant", "content": reply.choices[0].message.content or ""},
+                {"role": "user", "content": f"and then {k}?"},
+            ]
         live = httpx.get(f"{p.admin}/sessions/{token}/sequences", headers=p.auth, timeout=30).json()
         in_flight = _raw_post(f"{base_url}/v1/chat/completions", {**LONG, "messages": messages})
         p.wait_generating(lambda: not _answered(in_flight))  # the 6th turn is generating
@@ -261,17 +306,29 @@ def test_a_sigkilled_proxy_loses_no_answered_turn(tiny_model: Path, tmp_path: Pa
     finally:
         _stop(p.proc)
     out = tmp_path / "rows.jsonl"
-    result = subprocess.run([*OPENENV, "journal", "rebuild", str(tmp_path / "journal"), "--out", str(out)],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [*OPENENV, "journal", "rebuild", str(tmp_path / "journal"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [{k: v for k, v in r.items() if k != "journal"} for r in rows] == live["sequences"]
     assert live["stats"]["turns"] == n and "5 turns" in result.stderr and "not closed" in result.stderr
-    figures.record(blocked=True, turns_answered=n, turns_rebuilt=live["stats"]["turns"], answered_turns_lost=0,
-                   turns_in_flight_lost=1)
+    figures.record(
+        blocked=True,
+        turns_answered=n,
+        turns_rebuilt=live["stats"]["turns"],
+        answered_turns_lost=0,
+        turns_in_flight_lost=1,
+    )
 
 
-def test_sigterm_while_generating_ends_the_proxy_promptly(tiny_model: Path, tmp_path: Path, figures: Any) -> None:
+def test_sigterm_while_generating_ends_the_proxy_promptly(
+    tiny_model: Path, tmp_path: Path, figures: Any
+) -> None:
     figures.record(attack="SIGTERM while a turn generates")
     p = start_proxy(tiny_model, tmp_path / "journal", "--shutdown-timeout", "2")
     try:
@@ -303,8 +360,11 @@ def _raw_post(url: str, body: dict[str, Any]) -> socket.socket:
     parts = urlsplit(url)
     data = json.dumps(body).encode()
     sock = socket.create_connection((parts.hostname, parts.port), timeout=30)
-    sock.sendall(f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-                 f"Content-Length: {len(data)}\r\n\r\n".encode() + data)
+    sock.sendall(
+        f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(data)}\r\n\r\n".encode()
+        + data
+    )
     return sock
 
 

@@ -32,7 +32,7 @@ def test_the_documented_ray_commands_turn_authentication_on(doc: str) -> None:
     blocks = [b for b in blocks if "ray start" in b]
     assert blocks, f"{doc} shows no `ray start`"
     for block in blocks:
-        before = block[:block.index("ray start")]
+        before = block[: block.index("ray start")]
         assert "RAY_AUTH_MODE=token" in before and "RAY_AUTH_TOKEN=" in before, block
 
 
@@ -74,9 +74,11 @@ def _intrude(cluster: object, tmp_path: Path, **env: str) -> tuple[bool, str]:
     import subprocess
 
     try:
-        done = cluster.run([sys.executable, str(script), str(marker)], timeout=150,
-                           env={"HOME": str(home), "RAY_AUTH_TOKEN": "", "RAY_AUTH_TOKEN_PATH": str(home / "none"),
-                                **env})
+        done = cluster.run(
+            [sys.executable, str(script), str(marker)],
+            timeout=150,
+            env={"HOME": str(home), "RAY_AUTH_TOKEN": "", "RAY_AUTH_TOKEN_PATH": str(home / "none"), **env},
+        )
         said = (done.stdout + done.stderr)[-600:]
     except subprocess.TimeoutExpired:
         said = "timed out"
@@ -99,9 +101,14 @@ def test_a_driver_without_the_token_runs_nothing_on_the_documented_cluster(tmp_p
 
     token = secrets.token_hex(32)
     with LoopbackRayCluster(workers=0, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}) as cluster:
-        for attempt in ({"RAY_AUTH_MODE": "disabled"}, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}):
+        for attempt in (
+            {"RAY_AUTH_MODE": "disabled"},
+            {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
+        ):
             ran, said = _intrude(cluster, tmp_path, **attempt)
             assert not ran, f"the intruder's task ran on the authenticated cluster ({attempt}): {said}"
-            assert "InvalidAuthToken" in said or "Unauthenticated" in said, f"refused, but not by Ray's auth: {said}"
+            assert "InvalidAuthToken" in said or "Unauthenticated" in said, (
+                f"refused, but not by Ray's auth: {said}"
+            )
         ran, said = _intrude(cluster, tmp_path, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token)
         assert ran, f"the token's holder could not run a task: {said}"

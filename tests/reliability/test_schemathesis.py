@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 import pytest
-from echo_env import EchoEnvironment
 
+from echo_env import EchoEnvironment
 from openenv.core.net import free_port
 from openenv.errors import Unsupported
 from openenv.server import LocalServer, create_app
@@ -47,9 +47,24 @@ def schemathesis_run(schema: str, tmp_path: Path, *args: str, token: str | None 
     """Run the CLI with the server's bearer token; returns its exit code, output and the counts of its summary."""
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
-    cmd = [*CLI, "--no-color", "--config-file", str(config), "run", schema,
-           "--max-examples", str(MAX_EXAMPLES), "--max-time", str(MAX_TIME_S), "--generation-database", "none",
-           "--request-timeout", "30", *(["--header", f"Authorization:Bearer {token}"] if token else []), *args]
+    cmd = [
+        *CLI,
+        "--no-color",
+        "--config-file",
+        str(config),
+        "run",
+        schema,
+        "--max-examples",
+        str(MAX_EXAMPLES),
+        "--max-time",
+        str(MAX_TIME_S),
+        "--generation-database",
+        "none",
+        "--request-timeout",
+        "30",
+        *(["--header", f"Authorization:Bearer {token}"] if token else []),
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
     out = done.stdout + done.stderr
     cases = re.search(r"(\d+) generated", out)
@@ -59,7 +74,9 @@ def schemathesis_run(schema: str, tmp_path: Path, *args: str, token: str | None 
         "output": out,
         "cases": int(cases.group(1)) if cases else 0,
         "failures": {f"{code} {name}": int(n) for code, name, n in failures},
-        "server_errors": sum(int(n) for code, name, n in failures if "server error" in f"{code} {name}".lower()),
+        "server_errors": sum(
+            int(n) for code, name, n in failures if "server error" in f"{code} {name}".lower()
+        ),
     }
 
 
@@ -87,7 +104,9 @@ def test_echo_env_server_has_no_server_errors_and_answers_as_documented(
 ) -> None:
     run = schemathesis_run(f"{echo_server.base_url}/openapi.json", tmp_path, token=echo_server.token)
     assert_clean(run)
-    figures.record(cases=run["cases"], failures=sum(run["failures"].values()), server_errors=run["server_errors"])
+    figures.record(
+        cases=run["cases"], failures=sum(run["failures"].values()), server_errors=run["server_errors"]
+    )
 
 
 def test_echo_steps_with_a_live_session_validate_every_action(
@@ -95,8 +114,17 @@ def test_echo_steps_with_a_live_session_validate_every_action(
 ) -> None:
     url, auth = echo_server.base_url, echo_server.headers
     sid = httpx.post(f"{url}/reset", json={}, headers=auth, timeout=10).json()["session_id"]
-    run = schemathesis_run(f"{url}/openapi.json", tmp_path, "--include-path", "/step",
-                           "--phases", "coverage,fuzzing", "--header", f"X-Session-Id:{sid}", token=echo_server.token)
+    run = schemathesis_run(
+        f"{url}/openapi.json",
+        tmp_path,
+        "--include-path",
+        "/step",
+        "--phases",
+        "coverage,fuzzing",
+        "--header",
+        f"X-Session-Id:{sid}",
+        token=echo_server.token,
+    )
     assert_clean(run)
     state = httpx.get(f"{url}/state", headers={"X-Session-Id": sid, **auth}, timeout=10).json()
     assert state["step_count"] > 0, "no fuzzed action was accepted"
@@ -104,7 +132,9 @@ def test_echo_steps_with_a_live_session_validate_every_action(
 
 
 @pytest.mark.slow
-def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_model: Path, figures: Any) -> None:
+def test_harness_env_server_validates_reset_without_5xx(
+    tmp_path: Path, tiny_model: Path, figures: Any
+) -> None:
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
     from openenv.harness.environment import HarnessEnvironment, ResetOptions
@@ -116,8 +146,12 @@ def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_mod
     # No harness ever starts, so the backend is never called: no model weights to load.
     idle = VLLMBackend(f"http://127.0.0.1:{free_port()}", model="tiny", context_window=4096)
     with CaptureServer(backend=idle, model=tiny_model) as capture:
-        app = create_app(lambda: HarnessEnvironment("pi", server=capture, sandbox_factory=no_sandbox),
-                         action_type=HarnessAction, observation_type=HarnessObservation, state_type=HarnessState)
+        app = create_app(
+            lambda: HarnessEnvironment("pi", server=capture, sandbox_factory=no_sandbox),
+            action_type=HarnessAction,
+            observation_type=HarnessObservation,
+            state_type=HarnessState,
+        )
         with LocalServer(app) as server:
             document = httpx.get(f"{server.base_url}/openapi.json", timeout=30).json()
             path = tmp_path / "openapi.json"
@@ -126,7 +160,9 @@ def test_harness_env_server_validates_reset_without_5xx(tmp_path: Path, tiny_mod
             live = httpx.get(f"{server.base_url}/health", timeout=10).json()["active_sessions"]
     assert_clean(run)
     assert live == 0, "a failed reset must not hold a session"
-    figures.record(cases=run["cases"], failures=sum(run["failures"].values()), server_errors=run["server_errors"])
+    figures.record(
+        cases=run["cases"], failures=sum(run["failures"].values()), server_errors=run["server_errors"]
+    )
 
 
 def with_reset_options(document: dict[str, Any], model: Any) -> dict[str, Any]:

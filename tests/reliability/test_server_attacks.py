@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 import pytest
-from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from openenv.server import LocalServer, create_app
 from openenv.server.security import ServerSecurity
 
@@ -72,7 +72,9 @@ def test_a_request_without_the_token_is_refused(echo: LocalServer, auth: str | N
     assert health["active_sessions"] == 0  # no session was opened, no env was built
 
 
-async def test_a_websocket_without_the_token_is_refused_with_the_reason(echo: LocalServer, figures: Any) -> None:
+async def test_a_websocket_without_the_token_is_refused_with_the_reason(
+    echo: LocalServer, figures: Any
+) -> None:
     status = await ws_refused(ws(echo), {})
     figures.record(attack="websocket without token", blocked=status == 401)
     assert status == 401
@@ -132,7 +134,9 @@ async def test_dns_rebinding_is_refused_by_the_host_check(echo: LocalServer, pat
     """A page on evil.example, re-pointed at 127.0.0.1, is same-origin to the browser; its Host is not ours."""
     host = {"Host": f"evil.example:{echo.port}"}
     if path == "/ws":  # the client dials 127.0.0.1 but names evil.example, as the rebound browser does
-        status = await ws_refused(f"ws://evil.example:{echo.port}/ws", echo.headers, host="127.0.0.1", port=echo.port)
+        status = await ws_refused(
+            f"ws://evil.example:{echo.port}/ws", echo.headers, host="127.0.0.1", port=echo.port
+        )
     else:
         status = httpx.post(f"{echo.base_url}{path}", json={}, headers={**echo.headers, **host}).status_code
     figures.record(attack=f"{path} with Host: evil.example", blocked=status == 403)
@@ -145,16 +149,21 @@ def test_mcp_turns_the_sdks_own_dns_rebinding_protection_on() -> None:
     assert "127.0.0.1:*" in settings.allowed_hosts and "evil.example:*" not in settings.allowed_hosts
 
 
-@pytest.mark.parametrize("ctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", None])
-def test_a_body_that_is_not_json_is_refused_before_it_is_parsed(echo: LocalServer, ctype: str | None,
-                                                                 figures: Any) -> None:
+@pytest.mark.parametrize(
+    "ctype", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; b=x", None]
+)
+def test_a_body_that_is_not_json_is_refused_before_it_is_parsed(
+    echo: LocalServer, ctype: str | None, figures: Any
+) -> None:
     """The 'simple' cross-site POST a page can send without a CORS preflight (on /step, the body used to
     be parsed as JSON whatever its type)."""
     sid = httpx.post(f"{echo.base_url}/reset", json={}, headers=echo.headers).json()["session_id"]
     headers = {**echo.headers, "X-Session-Id": sid, **({"Content-Type": ctype} if ctype else {})}
     step = httpx.post(f"{echo.base_url}/step", content=b'{"action": {"message": "hi"}}', headers=headers)
     reset = httpx.post(f"{echo.base_url}/reset", content=b'{"options": {}}', headers=headers)
-    figures.record(attack=f"POST /step and /reset as {ctype}", blocked=step.status_code == reset.status_code == 415)
+    figures.record(
+        attack=f"POST /step and /reset as {ctype}", blocked=step.status_code == reset.status_code == 415
+    )
     assert step.status_code == 415 and step.json()["error"]["code"] == "unsupported_media_type"
     assert reset.status_code == 415
 
@@ -162,25 +171,40 @@ def test_a_body_that_is_not_json_is_refused_before_it_is_parsed(echo: LocalServe
 # ---- size caps ---------------------------------------------------------------------------------------------
 
 
-def test_a_60_mib_step_is_refused_with_413_and_the_server_keeps_serving(serve: Callable[..., LocalServer],
-                                                                       figures: Any) -> None:
+def test_a_60_mib_step_is_refused_with_413_and_the_server_keeps_serving(
+    serve: Callable[..., LocalServer], figures: Any
+) -> None:
     server = serve()
     sid = httpx.post(f"{server.base_url}/reset", json={}, headers=server.headers).json()["session_id"]
     body = json.dumps({"action": {"message": "x" * (60 * 2**20)}})
-    r = httpx.post(f"{server.base_url}/step", content=body, timeout=60,
-                   headers={**server.headers, "Content-Type": "application/json", "X-Session-Id": sid})
-    chunked = httpx.post(f"{server.base_url}/step", content=iter([body.encode()[i:i + 2**20] for i in range(0, 20 * 2**20, 2**20)]),
-                         timeout=60, headers={**server.headers, "Content-Type": "application/json", "X-Session-Id": sid})
-    figures.record(attack="60 MiB /step, and 20 MiB chunked", blocked=r.status_code == 413 and chunked.status_code == 413)
+    r = httpx.post(
+        f"{server.base_url}/step",
+        content=body,
+        timeout=60,
+        headers={**server.headers, "Content-Type": "application/json", "X-Session-Id": sid},
+    )
+    chunked = httpx.post(
+        f"{server.base_url}/step",
+        content=iter([body.encode()[i : i + 2**20] for i in range(0, 20 * 2**20, 2**20)]),
+        timeout=60,
+        headers={**server.headers, "Content-Type": "application/json", "X-Session-Id": sid},
+    )
+    figures.record(
+        attack="60 MiB /step, and 20 MiB chunked", blocked=r.status_code == 413 and chunked.status_code == 413
+    )
     assert r.status_code == 413 and r.json()["error"]["code"] == "payload_too_large"
     assert chunked.status_code == 413
-    ok = httpx.post(f"{server.base_url}/step", json={"action": {"message": "hi"}},
-                    headers={**server.headers, "X-Session-Id": sid})
+    ok = httpx.post(
+        f"{server.base_url}/step",
+        json={"action": {"message": "hi"}},
+        headers={**server.headers, "X-Session-Id": sid},
+    )
     assert ok.status_code == 200
 
 
-async def test_a_websocket_frame_over_the_cap_closes_the_socket_with_1009(serve: Callable[..., LocalServer],
-                                                                          figures: Any) -> None:
+async def test_a_websocket_frame_over_the_cap_closes_the_socket_with_1009(
+    serve: Callable[..., LocalServer], figures: Any
+) -> None:
     server = serve(security=ServerSecurity(max_frame_bytes=2**20))
     async with connect(ws(server), additional_headers=server.headers, max_size=None) as sock:
         await sock.send(json.dumps({"type": "step", "data": {"message": "x" * (4 * 2**20)}}))
@@ -248,7 +272,10 @@ async def test_mcp_calls_count_against_max_sessions(serve: Callable[..., LocalSe
             assert json.loads(await sock.recv())["type"] == "observation"  # the session holds the slot now
             second = await mcp.call_tool("wait", {"hold": False})
             await sock.close()
-    figures.record(attack="MCP episodes beyond max_sessions", blocked=second.is_error and refused_reset.status_code == 503)
+    figures.record(
+        attack="MCP episodes beyond max_sessions",
+        blocked=second.is_error and refused_reset.status_code == 503,
+    )
     assert health["active_sessions"] == 1  # the MCP call in flight holds the one slot
     assert refused_reset.status_code == 503
     assert second.is_error and "capacity" in second.content[0].text
@@ -277,26 +304,41 @@ def _harness_app(tmp_path: Path, **security: Any) -> Any:
 
         def close_session(self, token: str) -> None: ...
 
-    app = create_app(lambda: HarnessEnvironment("pi", server=Capture(), sandbox_factory=no_sandbox),  # type: ignore[arg-type]
-                     action_type=HarnessAction, observation_type=HarnessObservation, state_type=HarnessState,
-                     security=ServerSecurity(**security))
+    app = create_app(
+        lambda: HarnessEnvironment("pi", server=Capture(), sandbox_factory=no_sandbox),  # type: ignore[arg-type]
+        action_type=HarnessAction,
+        observation_type=HarnessObservation,
+        state_type=HarnessState,
+        security=ServerSecurity(**security),
+    )
     return app, reached
 
 
 def _inline_task(tmp_path: Path) -> dict[str, Any]:
-    return {"id": "x", "instruction": "i", "tests": {"t.sh": "true"}, "solution": "true",
-            "workspace": {"../../../../tmp/openenv-attack-key": "pwned"},
-            "test_command": f"id > {tmp_path / 'ran-as'}"}
+    return {
+        "id": "x",
+        "instruction": "i",
+        "tests": {"t.sh": "true"},
+        "solution": "true",
+        "workspace": {"../../../../tmp/openenv-attack-key": "pwned"},
+        "test_command": f"id > {tmp_path / 'ran-as'}",
+    }
 
 
-async def test_an_inline_task_over_the_wire_is_refused_unless_the_server_allows_it(tmp_path: Path,
-                                                                                    figures: Any) -> None:
+async def test_an_inline_task_over_the_wire_is_refused_unless_the_server_allows_it(
+    tmp_path: Path, figures: Any
+) -> None:
     app, reached = _harness_app(tmp_path)
     with LocalServer(app) as server:
-        r = httpx.post(f"{server.base_url}/reset", json={"options": {"task": _inline_task(tmp_path)}},
-                       headers=server.headers)
+        r = httpx.post(
+            f"{server.base_url}/reset",
+            json={"options": {"task": _inline_task(tmp_path)}},
+            headers=server.headers,
+        )
         async with connect(ws(server), additional_headers=server.headers) as sock:
-            await sock.send(json.dumps({"type": "reset", "data": {"options": {"task": _inline_task(tmp_path)}}}))
+            await sock.send(
+                json.dumps({"type": "reset", "data": {"options": {"task": _inline_task(tmp_path)}}})
+            )
             frame = json.loads(await sock.recv())
     blocked = r.status_code == 400 and frame["type"] == "error" and not reached.exists()
     figures.record(attack="reset with an inline Task (test_command, ../ keys)", blocked=blocked)
@@ -324,12 +366,17 @@ def test_a_task_id_that_is_a_path_is_refused(tmp_path: Path, task: str, figures:
 def test_the_echo_action_still_works_through_every_guard(echo: LocalServer) -> None:
     """The guards cost nothing to an honest client: reset, step, state over HTTP with the token."""
     sid = httpx.post(f"{echo.base_url}/reset", json={}, headers=echo.headers).json()["session_id"]
-    r = httpx.post(f"{echo.base_url}/step", json={"action": EchoAction(message="hi").model_dump()},
-                   headers={**echo.headers, "X-Session-Id": sid})
+    r = httpx.post(
+        f"{echo.base_url}/step",
+        json={"action": EchoAction(message="hi").model_dump()},
+        headers={**echo.headers, "X-Session-Id": sid},
+    )
     assert EchoObservation.model_validate(r.json()["observation"]).echoed_message == "hi"
 
 
-def test_a_task_set_is_one_the_operator_offers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, figures: Any) -> None:
+def test_a_task_set_is_one_the_operator_offers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, figures: Any
+) -> None:
     """A client may not point reset at a folder of its choosing (its tasks' commands would run here)."""
     from openenv.harness.tasks.builtin import BUILTIN_DIR
 
@@ -337,22 +384,37 @@ def test_a_task_set_is_one_the_operator_offers(tmp_path: Path, monkeypatch: pyte
     offered = str(BUILTIN_DIR / "fix-temperature-conversion")
     monkeypatch.setenv("OPENENV_TASK_SETS", offered)
     with LocalServer(app) as server:
-        refused = httpx.post(f"{server.base_url}/reset", json={"options": {"task": "x", "task_set": str(tmp_path)}},
-                             headers=server.headers)
+        refused = httpx.post(
+            f"{server.base_url}/reset",
+            json={"options": {"task": "x", "task_set": str(tmp_path)}},
+            headers=server.headers,
+        )
         assert not reached.exists()
-        offered_reset = httpx.post(f"{server.base_url}/reset", headers=server.headers,
-                                   json={"options": {"task": "fix-temperature-conversion", "task_set": offered}})
+        offered_reset = httpx.post(
+            f"{server.base_url}/reset",
+            headers=server.headers,
+            json={"options": {"task": "fix-temperature-conversion", "task_set": offered}},
+        )
     figures.record(attack="reset with task_set=<a client's folder>", blocked=refused.status_code == 400)
     assert refused.status_code == 400 and "task_set" in refused.json()["error"]["message"]
     assert "starts no sandbox" in offered_reset.json()["error"]["message"] and reached.exists()
 
 
-@pytest.mark.parametrize(("host", "served"), [
-    ("127.0.0.1:8000", True), ("localhost:8000", True), ("[::1]:8000", True), ("127.0.0.2:8000", True),
-    ("10.1.2.3", True),  # an IP literal cannot be rebound: the page would have to come from that address
-    ("evil.example:8000", False), ("127.0.0.1.nip.io:8000", False), ("localhost.evil.example", False),
-    ("", False), (None, False),
-])
+@pytest.mark.parametrize(
+    ("host", "served"),
+    [
+        ("127.0.0.1:8000", True),
+        ("localhost:8000", True),
+        ("[::1]:8000", True),
+        ("127.0.0.2:8000", True),
+        ("10.1.2.3", True),  # an IP literal cannot be rebound: the page would have to come from that address
+        ("evil.example:8000", False),
+        ("127.0.0.1.nip.io:8000", False),
+        ("localhost.evil.example", False),
+        ("", False),
+        (None, False),
+    ],
+)
 def test_the_host_check_refuses_names_it_was_not_given(host: str | None, served: bool) -> None:
     assert ServerSecurity().host_allowed(host) is served
     assert ServerSecurity(allowed_hosts=("owner-env.hf.space",)).host_allowed("owner-env.hf.space") is True

@@ -36,9 +36,13 @@ def test_the_fault_plan_is_seeded_and_gives_every_kind_its_share():
     assert {p.status_code for p in plan if p.kind == "harness_nonzero"} == {400}
 
 
-def test_the_relay_counts_a_sessions_requests_and_its_injected_retry_is_replayed_not_recorded(tiny_model: Path):
-    with CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model) as server, \
-            LedgerRelay(server.port) as relay:
+def test_the_relay_counts_a_sessions_requests_and_its_injected_retry_is_replayed_not_recorded(
+    tiny_model: Path,
+):
+    with (
+        CaptureServer(backend=LocalBackend(tiny_model), model=tiny_model) as server,
+        LedgerRelay(server.port) as relay,
+    ):
         session = server.open_session(mode="auto")
         client = openai.OpenAI(base_url=f"{relay.url}/s/{session.token}/v1", api_key="x", max_retries=0)
         ask = {"model": "tiny", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
@@ -60,21 +64,39 @@ def test_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(vllm
     if not status.ready:
         pytest.skip(f"codex {status.pinned} is not installed; run scripts/install_harnesses.sh codex")
     default = 200 if extended_run(request.config) else 6 * len(FAULT_KINDS)
-    config = SoakConfig(episodes=int(os.environ.get("OPENENV_SOAK_EPISODES", default)),
-                        concurrency=int(os.environ.get("OPENENV_SOAK_CONCURRENCY", "6")), harness="codex", seed=0)
+    config = SoakConfig(
+        episodes=int(os.environ.get("OPENENV_SOAK_EPISODES", default)),
+        concurrency=int(os.environ.get("OPENENV_SOAK_CONCURRENCY", "6")),
+        harness="codex",
+        seed=0,
+    )
     report = run_soak(config, vllm_url)
     figures.record(
-        episodes=report.episodes, as_expected=report.ok, wall_s=report.wall_s, requests=report.requests,
-        turns=report.turns, lost_turns=report.lost_turns, duplicate_turns=report.duplicate_turns,
-        gaps_backend=report.gaps_backend, faults_injected=report.faults_hit, gaps_at_close=report.gaps_closed,
-        backend_timeouts=report.backend_timeouts, gaps_unaccounted=report.gaps_unaccounted, replays=report.replays, leaked_processes=report.leaked_processes,
-        leaked_children=report.leaked_children, leaked_dirs=report.leaked_dirs,
-        leaked_sessions=report.leaked_sessions, rss_mb=f"{report.rss_mb_start}->{report.rss_mb_end}",
-        threads=f"{report.threads_start}->{report.threads_end}", fds=f"{report.fds_start}->{report.fds_end}",
+        episodes=report.episodes,
+        as_expected=report.ok,
+        wall_s=report.wall_s,
+        requests=report.requests,
+        turns=report.turns,
+        lost_turns=report.lost_turns,
+        duplicate_turns=report.duplicate_turns,
+        gaps_backend=report.gaps_backend,
+        faults_injected=report.faults_hit,
+        gaps_at_close=report.gaps_closed,
+        backend_timeouts=report.backend_timeouts,
+        gaps_unaccounted=report.gaps_unaccounted,
+        replays=report.replays,
+        leaked_processes=report.leaked_processes,
+        leaked_children=report.leaked_children,
+        leaked_dirs=report.leaked_dirs,
+        leaked_sessions=report.leaked_sessions,
+        rss_mb=f"{report.rss_mb_start}->{report.rss_mb_end}",
+        threads=f"{report.threads_start}->{report.threads_end}",
+        fds=f"{report.fds_start}->{report.fds_end}",
         per_kind={k: f"{s.ok}/{s.episodes}" for k, s in report.per_kind.items()},
     )
-    missed = "\n".join(f"#{f.index} {f.kind}: {'; '.join(f.problems)} | {f.output_tail[-300:]}"
-                       for f in report.failures[:10])
+    missed = "\n".join(
+        f"#{f.index} {f.kind}: {'; '.join(f.problems)} | {f.output_tail[-300:]}" for f in report.failures[:10]
+    )
     assert report.lost_turns == 0 and report.duplicate_turns == 0 and report.env_missing_turns == 0, missed
     assert report.leaked_processes == report.leaked_children == 0, missed
     assert report.leaked_dirs == report.leaked_sessions == 0, missed

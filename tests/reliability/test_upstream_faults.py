@@ -60,10 +60,14 @@ class Wire:
     def __init__(self) -> None:
         self.attempts: list[tuple[str, int]] = []  # (x-stainless-retry-count or "-", status)
         self.http = httpx.Client(timeout=120, event_hooks={"response": [self._seen]})
-        self.http2 = httpx2.Client(timeout=120, event_hooks={"response": [self._seen]})  # openai's, anthropic's
+        self.http2 = httpx2.Client(
+            timeout=120, event_hooks={"response": [self._seen]}
+        )  # openai's, anthropic's
 
     def _seen(self, response: httpx.Response | httpx2.Response) -> None:
-        self.attempts.append((response.request.headers.get("x-stainless-retry-count", "-"), response.status_code))
+        self.attempts.append(
+            (response.request.headers.get("x-stainless-retry-count", "-"), response.status_code)
+        )
 
 
 # ---- one text conversation per dialect, in each SDK's own types, retries on ------------------------------
@@ -71,8 +75,9 @@ class Wire:
 
 class ChatClient:
     def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
-        self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
-                                    http_client=wire.http2)
+        self.client = openai.OpenAI(
+            base_url=session.base_url + "/v1", api_key=session.token, max_retries=3, http_client=wire.http2
+        )
         self.messages: list[Any] = []
 
     def send(self, text: str) -> None:
@@ -83,8 +88,9 @@ class ChatClient:
 
 class ResponsesClient:
     def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
-        self.client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=3,
-                                    http_client=wire.http2)
+        self.client = openai.OpenAI(
+            base_url=session.base_url + "/v1", api_key=session.token, max_retries=3, http_client=wire.http2
+        )
         self.input: list[Any] = []
 
     def send(self, text: str) -> None:
@@ -95,8 +101,9 @@ class ResponsesClient:
 
 class AnthropicClient:
     def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
-        self.client = anthropic.Anthropic(base_url=session.base_url, api_key=session.token, max_retries=3,
-                                          http_client=wire.http2)
+        self.client = anthropic.Anthropic(
+            base_url=session.base_url, api_key=session.token, max_retries=3, http_client=wire.http2
+        )
         self.messages: list[Any] = []
 
     def send(self, text: str) -> None:
@@ -109,8 +116,9 @@ class AnthropicClient:
 class GeminiClient:
     def __init__(self, session: SyncCaptureSession, wire: Wire) -> None:
         retry = gtypes.HttpRetryOptions(attempts=4, initial_delay=0.3, max_delay=2.0, jitter=0.2)
-        options = gtypes.HttpOptions(base_url=session.base_url, api_version="v1beta", retry_options=retry,
-                                     httpx_client=wire.http)
+        options = gtypes.HttpOptions(
+            base_url=session.base_url, api_version="v1beta", retry_options=retry, httpx_client=wire.http
+        )
         self.client = genai.Client(api_key=session.token, http_options=options)
         self.contents: list[gtypes.Content] = []
 
@@ -128,8 +136,12 @@ CLIENTS: dict[str, Callable[[SyncCaptureSession, Wire], Any]] = {
     "gemini": GeminiClient,
 }
 # The dialect's retryable error for a backend outage, and whether the SDK numbers its retries.
-RETRYABLE = {"openai_chat": (503, True), "openai_responses": (503, True), "anthropic": (529, True),
-             "gemini": (503, False)}
+RETRYABLE = {
+    "openai_chat": (503, True),
+    "openai_responses": (503, True),
+    "anthropic": (529, True),
+    "gemini": (503, False),
+}
 
 
 @pytest.fixture
@@ -139,8 +151,9 @@ def replies() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def serve(fault_proxy: FaultProxy, renderer: Renderer,
-          replies: list[dict[str, Any]]) -> Iterator[Callable[[float], CaptureServer]]:
+def serve(
+    fault_proxy: FaultProxy, renderer: Renderer, replies: list[dict[str, Any]]
+) -> Iterator[Callable[[float], CaptureServer]]:
     """`serve(timeout)`: a started capture proxy on vLLM through the fault proxy, with that backend read
     timeout; stopped when the test ends."""
     started: list[CaptureServer] = []
@@ -161,11 +174,17 @@ def server(serve: Callable[[float], CaptureServer]) -> CaptureServer:
     return serve(BACKEND_TIMEOUT_S)
 
 
-@pytest.mark.parametrize("fault", [pytest.param(f, marks=[pytest.mark.slow] if f == "slow" else []) for f in FAULTS])
+@pytest.mark.parametrize(
+    "fault", [pytest.param(f, marks=[pytest.mark.slow] if f == "slow" else []) for f in FAULTS]
+)
 @pytest.mark.parametrize("dialect", list(CLIENTS))
 def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
-    dialect: str, fault: str, serve: Callable[[float], CaptureServer], fault_proxy: FaultProxy,
-    replies: list[dict[str, Any]], figures: Any,
+    dialect: str,
+    fault: str,
+    serve: Callable[[float], CaptureServer],
+    fault_proxy: FaultProxy,
+    replies: list[dict[str, Any]],
+    figures: Any,
 ) -> None:
     # Only the slow fault needs a short read timeout; elsewhere one would put every healthy call on a clock.
     server = serve(BACKEND_TIMEOUT_S if fault == "slow" else UNHURRIED_TIMEOUT_S)
@@ -183,10 +202,18 @@ def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
     records, stats, rows = session.turns(), session.stats(), session.sequences()
     gaps = [r for r in records if r.gap is not None]
     answered = [r for r in records if r.gap is None]
-    figures.record(dialect=dialect, fault=fault, sdk_attempts=len(records), gaps=len(gaps),
-                   retries=len(records) - len(USER_TURNS), recovered_s=round(recovered_s, 2),
-                   sdk_saw=[status for _, status in wire.attempts], turns=stats.turns,
-                   sequences=stats.sequences, merge_ratio=stats.merge_ratio)
+    figures.record(
+        dialect=dialect,
+        fault=fault,
+        sdk_attempts=len(records),
+        gaps=len(gaps),
+        retries=len(records) - len(USER_TURNS),
+        recovered_s=round(recovered_s, 2),
+        sdk_saw=[status for _, status in wire.attempts],
+        turns=stats.turns,
+        sequences=stats.sequences,
+        merge_ratio=stats.merge_ratio,
+    )
 
     # the SDK saw its dialect's retryable error for each failed attempt, and retried on its own
     status, numbered = RETRYABLE[dialect]
@@ -216,7 +243,9 @@ def test_sdk_retries_through_a_backend_fault_and_every_attempt_is_accounted_for(
 
 
 def test_the_backend_client_times_out_so_a_stalled_backend_is_a_gap_not_a_hang(
-    server: CaptureServer, fault_proxy: FaultProxy, figures: Any,
+    server: CaptureServer,
+    fault_proxy: FaultProxy,
+    figures: Any,
 ) -> None:
     """With no SDK retries, one stalled backend call reaches the client as a 503 after the backend
     timeout (not after the stall) and leaves exactly one gap."""
@@ -248,7 +277,11 @@ HARNESS_FAULTS = {
 @pytest.mark.slow
 @pytest.mark.parametrize("fault", list(HARNESS_FAULTS))
 def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
-    fault: str, fault_proxy: FaultProxy, renderer: Renderer, leaks: Any, figures: Any,
+    fault: str,
+    fault_proxy: FaultProxy,
+    renderer: Renderer,
+    leaks: Any,
+    figures: Any,
 ) -> None:
     """Turn 1 (look) is answered; then backend calls fail. Pi retries on its own, the episode still
     solves the task, each failed attempt is one gap, and every turn is in the one sequence exactly once.
@@ -268,8 +301,14 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
     with CaptureServer(backend=VLLMBackend(fault_proxy.url, timeout=300), renderer=renderer) as server:
         env = HarnessEnvironment("pi", server=server, turn_timeout_s=turn_timeout_s)
         try:
-            obs, summary = run_episode(env, builtin_task("fix-deep-merge"), policy="oracle", look_first=True,
-                                       on_step=fault_after_turn_one, timeout_s=240)
+            obs, summary = run_episode(
+                env,
+                builtin_task("fix-deep-merge"),
+                policy="oracle",
+                look_first=True,
+                on_step=fault_after_turn_one,
+                timeout_s=240,
+            )
             records = env.trajectory()
         finally:
             env.close()
@@ -280,11 +319,22 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
     answered = [r for r in main if r.gap is None]
     faulted = next(i for i, (_, armed) in enumerate(steps) if armed)
     faulted_step_s = steps[faulted + 1][0] - steps[faulted][0]
-    figures.record(harness="pi", fault=fault, reward=summary.reward, status=summary.status, turns=summary.turns,
-                   gaps=len(gaps), faults_injected=fault_proxy.stats[how["mode"]], turn_timeout_s=turn_timeout_s,
-                   faulted_step_s=round(faulted_step_s, 2), sequences=summary.sequences,
-                   merge_ratio=summary.merge_ratio, wall_s=summary.wall_s, leaked_processes=len(leftover),
-                   open_sessions=open_sessions)
+    figures.record(
+        harness="pi",
+        fault=fault,
+        reward=summary.reward,
+        status=summary.status,
+        turns=summary.turns,
+        gaps=len(gaps),
+        faults_injected=fault_proxy.stats[how["mode"]],
+        turn_timeout_s=turn_timeout_s,
+        faulted_step_s=round(faulted_step_s, 2),
+        sequences=summary.sequences,
+        merge_ratio=summary.merge_ratio,
+        wall_s=summary.wall_s,
+        leaked_processes=len(leftover),
+        open_sessions=open_sessions,
+    )
 
     detail = f"{summary}\n{obs.output_tail}\n{obs.metadata}"
     assert fault_proxy.stats[how["mode"]] == failed, detail
@@ -297,7 +347,9 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
     retried = answered[1]  # the turn after the fault is the same request, asked again
     assert {r.prompt_len for r in gaps} == {retried.prompt_len} and gaps[-1].index < retried.index
     [row] = obs.sequences or []
-    assert row.turn_ids == [r.id for r in answered] and len(set(row.turn_ids)) == summary.turns == len(answered)
+    assert row.turn_ids == [r.id for r in answered] and len(set(row.turn_ids)) == summary.turns == len(
+        answered
+    )
     assert summary.merge_ratio == 1.0
     assert sum(row.env_mask) == sum(len(r.completion.token_ids) for r in answered if r.completion)
     assert leftover == [] and open_sessions == 0

@@ -33,12 +33,31 @@ def viewer(tiny_model: Path) -> Iterator[LocalServer]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a second local user needs root to act as (setpriv)")
 def test_another_local_user_gets_no_trajectory_from_the_viewer(viewer: LocalServer, figures) -> None:
-    fetch = (f"import urllib.request, urllib.error\ntry: print(urllib.request.urlopen('{viewer.base_url}/api/episodes/0')"
-             ".read()[:200])\nexcept urllib.error.HTTPError as e: print('HTTP', e.code)")
-    other = subprocess.run(["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups",
-                            sys.executable, "-I", "-c", fetch], capture_output=True, text=True, timeout=60, cwd="/")
-    figures.record(attack="another local user reads a trajectory through openenv view", attacker="local-user",
-                   blocked="HTTP 401" in other.stdout)
+    fetch = (
+        f"import urllib.request, urllib.error\ntry: print(urllib.request.urlopen('{viewer.base_url}/api/episodes/0')"
+        ".read()[:200])\nexcept urllib.error.HTTPError as e: print('HTTP', e.code)"
+    )
+    other = subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={OTHER_UID}",
+            f"--regid={OTHER_UID}",
+            "--clear-groups",
+            sys.executable,
+            "-I",
+            "-c",
+            fetch,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    figures.record(
+        attack="another local user reads a trajectory through openenv view",
+        attacker="local-user",
+        blocked="HTTP 401" in other.stdout,
+    )
     assert "HTTP 401" in other.stdout, other.stdout + other.stderr
     assert "pi-oracle" not in other.stdout
 
@@ -46,11 +65,14 @@ def test_another_local_user_gets_no_trajectory_from_the_viewer(viewer: LocalServ
 def test_a_page_and_a_rebound_name_are_refused_and_the_token_url_works(viewer: LocalServer, figures) -> None:
     security = viewer.headers
     rebound = httpx.get(f"{viewer.base_url}/", headers={**security, "Host": "evil.example"}, timeout=10)
-    foreign = httpx.get(f"{viewer.base_url}/api/episodes/0", headers={**security, "Origin": "http://evil.example"},
-                        timeout=10)
+    foreign = httpx.get(
+        f"{viewer.base_url}/api/episodes/0", headers={**security, "Origin": "http://evil.example"}, timeout=10
+    )
     wrong = httpx.get(f"{viewer.base_url}/?token=not-the-token", timeout=10)
-    figures.record(attack="viewer with Host: evil.example, and from a page of evil.example",
-                   blocked=rebound.status_code == foreign.status_code == 403)
+    figures.record(
+        attack="viewer with Host: evil.example, and from a page of evil.example",
+        blocked=rebound.status_code == foreign.status_code == 403,
+    )
     assert (rebound.status_code, foreign.status_code, wrong.status_code) == (403, 403, 401)
     assert "set-cookie" not in wrong.headers
     with httpx.Client(timeout=30) as browser:

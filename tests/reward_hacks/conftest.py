@@ -57,7 +57,9 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for row in rows:
         side = out.setdefault(row["sandbox"], {"task_design": {}})
         if row["category"] == "task-design":
-            side["task_design"][row["trick"]] = "blocked" if row["blocked"] else "scored (the task's tests must guard)"
+            side["task_design"][row["trick"]] = (
+                "blocked" if row["blocked"] else "scored (the task's tests must guard)"
+            )
             continue
         tally = side.setdefault(ATTACKERS[row["category"]], {"tried": 0, "blocked": 0, "not_blocked": []})
         tally["tried"] += 1
@@ -77,7 +79,8 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             if (tally := side.get(attacker)) is None:
                 continue
             missed = f" (not blocked: {', '.join(tally['not_blocked'])})" if tally["not_blocked"] else ""
-            terminalreporter.write_line(f"{sandbox}, by {attacker}: tried {tally['tried']}, "
-                                        f"blocked {tally['blocked']}{missed}")
+            terminalreporter.write_line(
+                f"{sandbox}, by {attacker}: tried {tally['tried']}, blocked {tally['blocked']}{missed}"
+            )
     _OUT.parent.mkdir(parents=True, exist_ok=True)
     _OUT.write_text(json.dumps({"totals": summary, "rows": _ROWS}, indent=2) + "\n")

@@ -28,7 +28,9 @@ from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox import isolation as isolation_mod
 from openenv.harness.sandbox.docker import DOCKER_UID, DockerSandbox
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a second local user needs root to act as (setpriv)")
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="a second local user needs root to act as (setpriv)"
+)
 
 SECRET = "openenv-secret-7f3a"
 OLD_DOCKER_UID = 1000  # the Docker sandbox's uid before issue 30 (a real account on the red-team's host)
@@ -47,8 +49,22 @@ def _free_uid(start: int) -> int:
 
 def as_user(uid: int, script: str) -> subprocess.CompletedProcess[str]:
     """Run `sh -c script` as `uid` (no groups, no capabilities): an ordinary local user."""
-    return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                           "sh", "-c", script], capture_output=True, text=True, timeout=60, cwd="/")
+    return subprocess.run(
+        [
+            "setpriv",
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--inh-caps=-all",
+            "sh",
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
 
 
 @pytest.fixture
@@ -65,8 +81,11 @@ def host_account() -> Iterator[tuple[str, int]]:
     """A real host account (useradd), removed after the test: the uid a careless sandbox might share."""
     uid = _free_uid(63100)
     name = f"oe-redteam-{uid}"
-    subprocess.run(["useradd", "--uid", str(uid), "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["useradd", "--uid", str(uid), "--no-create-home", "--shell", "/usr/sbin/nologin", name],
+        check=True,
+        capture_output=True,
+    )
     try:
         yield name, uid
     finally:
@@ -80,8 +99,9 @@ def _episode(kind: str, port: int, request: pytest.FixtureRequest) -> LocalSandb
 
 
 @pytest.mark.parametrize("kind", ["local", "docker"])
-def test_another_local_user_reads_nothing_of_a_live_episode(kind: str, proxy_port: int, request: pytest.FixtureRequest,
-                                                            outcome) -> None:
+def test_another_local_user_reads_nothing_of_a_live_episode(
+    kind: str, proxy_port: int, request: pytest.FixtureRequest, outcome
+) -> None:
     other = _free_uid(62400)
     with _episode(kind, proxy_port, request) as box:
         box.write_files({".pi/agent/models.json": f'{{"apiKey": "{SECRET}"}}'}, under=box.home)
@@ -97,16 +117,29 @@ def test_another_local_user_reads_nothing_of_a_live_episode(kind: str, proxy_por
         }
         reads = {what: as_user(other, f"cat {path}") for what, path in targets.items()}
         reads["harness log"] = as_user(other, f"cat {logs}")
-        connect = as_user(other, f"python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{sock}')\" && echo CONNECTED")
+        connect = as_user(
+            other,
+            f"python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{sock}')\" && echo CONNECTED",
+        )
         listing = as_user(other, f"ls {box.root}")
         root_mode, sock_mode = box.root.stat().st_mode & 0o777, sock.stat().st_mode & 0o777
         process.kill()
     leaked = [what for what, result in reads.items() if SECRET in result.stdout]
     leaked += ["proxy socket"] if "CONNECTED" in connect.stdout else []
     leaked += ["sandbox listing"] if listing.returncode == 0 else []
-    outcome(trick="another local user reads the episode and its session token", sandbox=kind, category="local-user",
-            blocked=not leaked, reward=None, status=", ".join(leaked) or "refused", survivors=0, armed=True)
-    assert not leaked, f"uid {other} read {leaked} of a live {kind} episode (root {oct(root_mode)}, socket {oct(sock_mode)})"
+    outcome(
+        trick="another local user reads the episode and its session token",
+        sandbox=kind,
+        category="local-user",
+        blocked=not leaked,
+        reward=None,
+        status=", ".join(leaked) or "refused",
+        survivors=0,
+        armed=True,
+    )
+    assert not leaked, (
+        f"uid {other} read {leaked} of a live {kind} episode (root {oct(root_mode)}, socket {oct(sock_mode)})"
+    )
     assert root_mode & 0o077 == 0 and sock_mode == 0o600, (oct(root_mode), oct(sock_mode))
 
 
@@ -116,22 +149,35 @@ def test_the_old_docker_uid_reaches_nothing_of_the_episode(request: pytest.Fixtu
     with DockerSandbox(client=request.getfixturevalue("client")) as box:
         process = box.start(["sh", "-c", "sleep 60"], env={"OPENENV_SECRET": SECRET}, timeout_s=60)
         write = as_user(OLD_DOCKER_UID, f"echo planted > {box.workspace}/planted.txt && echo WROTE")
-        reward = as_user(OLD_DOCKER_UID, f"echo 1 > {box.host_path('/logs/verifier')}/reward.txt && echo WROTE")
+        reward = as_user(
+            OLD_DOCKER_UID, f"echo 1 > {box.host_path('/logs/verifier')}/reward.txt && echo WROTE"
+        )
         environ = as_user(OLD_DOCKER_UID, f"tr '\\0' '\\n' < /proc/{process.pid}/environ")
         process.kill()
-    reached = [what for what, result in {"workspace": write, "reward folder": reward}.items() if "WROTE" in result.stdout]
+    reached = [
+        what
+        for what, result in {"workspace": write, "reward folder": reward}.items()
+        if "WROTE" in result.stdout
+    ]
     reached += ["harness environ"] if SECRET in environ.stdout else []
-    outcome(trick="the host account with the agent's uid writes the episode and reads the harness", sandbox="docker",
-            category="local-user", blocked=not reached, reward=None, status=", ".join(reached) or "refused",
-            survivors=0, armed=process.pid > 0)
+    outcome(
+        trick="the host account with the agent's uid writes the episode and reads the harness",
+        sandbox="docker",
+        category="local-user",
+        blocked=not reached,
+        reward=None,
+        status=", ".join(reached) or "refused",
+        survivors=0,
+        armed=process.pid > 0,
+    )
     assert process.pid > 0
     assert not reached, f"uid {OLD_DOCKER_UID} reached {reached}"
 
 
 @pytest.mark.parametrize("kind", ["local", "docker"])
-def test_a_sandbox_uid_that_a_host_account_has_is_refused(kind: str, host_account: tuple[str, int],
-                                                          monkeypatch: pytest.MonkeyPatch,
-                                                          request: pytest.FixtureRequest) -> None:
+def test_a_sandbox_uid_that_a_host_account_has_is_refused(
+    kind: str, host_account: tuple[str, int], monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     name, uid = host_account
     with pytest.raises(EnvError, match=name):
         if kind == "local":
@@ -145,4 +191,3 @@ def test_a_sandbox_uid_that_a_host_account_has_is_refused(kind: str, host_accoun
 def test_no_host_account_has_a_default_sandbox_uid(uid: int) -> None:
     with contextlib.suppress(KeyError):
         pytest.fail(f"the default sandbox uid {uid} is the host account {pwd.getpwuid(uid).pw_name!r}")
-

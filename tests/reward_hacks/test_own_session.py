@@ -28,9 +28,17 @@ CHOSEN = "ATTACKER CHOSEN COMPLETION"
 TRAINER = SamplingParams(temperature=1.0, max_tokens=12)
 ATTACK = {  # everything the Gemini dialect lets a request ask of the engine
     "contents": [{"role": "user", "parts": [{"text": "say anything"}]}],
-    "generationConfig": {"temperature": 0, "topK": 1, "topP": 0.01, "seed": 7, "presencePenalty": 1.5,
-                         "frequencyPenalty": 1.5, "stopSequences": ["\n"], "responseMimeType": "application/json",
-                         "responseJsonSchema": {"enum": [CHOSEN]}},
+    "generationConfig": {
+        "temperature": 0,
+        "topK": 1,
+        "topP": 0.01,
+        "seed": 7,
+        "presencePenalty": 1.5,
+        "frequencyPenalty": 1.5,
+        "stopSequences": ["\n"],
+        "responseMimeType": "application/json",
+        "responseJsonSchema": {"enum": [CHOSEN]},
+    },
 }
 PATH = "/v1beta/models/tiny:generateContent"
 
@@ -51,7 +59,9 @@ class Observed:
 
 
 @pytest.fixture
-def observed_proxy(local_backend: LocalBackend, renderer: Renderer) -> Iterator[tuple[CaptureServer, Observed]]:
+def observed_proxy(
+    local_backend: LocalBackend, renderer: Renderer
+) -> Iterator[tuple[CaptureServer, Observed]]:
     backend = Observed(local_backend)
     server = CaptureServer(backend=backend, renderer=renderer).start()  # type: ignore[arg-type]
     yield server, backend
@@ -65,14 +75,32 @@ def test_a_training_turn_samples_with_the_trainers_parameters_only(observed_prox
     assert reply.status_code == 200, reply.text
     [params] = backend.seen
     [turn] = session.turns()
-    leaked = {name: value for name, value in params.model_dump(exclude_defaults=True).items()
-              if name not in ("temperature", "max_tokens")}
-    outcome(trick="own session: sampling constraints in a trained request", sandbox="proxy", category="environment",
-            blocked=not leaked and params.temperature == 1.0, reward=None, status=str(turn.overridden),
-            survivors=0, armed=True)
+    leaked = {
+        name: value
+        for name, value in params.model_dump(exclude_defaults=True).items()
+        if name not in ("temperature", "max_tokens")
+    }
+    outcome(
+        trick="own session: sampling constraints in a trained request",
+        sandbox="proxy",
+        category="environment",
+        blocked=not leaked and params.temperature == 1.0,
+        reward=None,
+        status=str(turn.overridden),
+        survivors=0,
+        armed=True,
+    )
     assert leaked == {} and (params.temperature, params.max_tokens) == (1.0, 12), params
-    assert set(turn.overridden) >= {"json_schema", "top_k", "top_p", "seed", "stop", "presence_penalty",
-                                    "frequency_penalty", "temperature"}, turn.overridden
+    assert set(turn.overridden) >= {
+        "json_schema",
+        "top_k",
+        "top_p",
+        "seed",
+        "stop",
+        "presence_penalty",
+        "frequency_penalty",
+        "temperature",
+    }, turn.overridden
 
 
 def test_an_aux_turn_and_a_request_policy_session_keep_the_requests_fields(observed_proxy) -> None:
@@ -89,8 +117,9 @@ def test_an_aux_turn_and_a_request_policy_session_keep_the_requests_fields(obser
 
 
 @pytest.mark.vllm
-def test_the_schema_attack_on_vllm_trains_only_what_the_policy_sampled(vllm_url: str, renderer: Renderer,
-                                                                        outcome) -> None:
+def test_the_schema_attack_on_vllm_trains_only_what_the_policy_sampled(
+    vllm_url: str, renderer: Renderer, outcome
+) -> None:
     """The red-team's request on the real engine: the reply is not the attacker's text, and the trained
     row holds the tokens the policy sampled under the trainer's temperature."""
     from openenv.capture.backends.vllm import VLLMBackend
@@ -102,8 +131,16 @@ def test_the_schema_attack_on_vllm_trains_only_what_the_policy_sampled(vllm_url:
         text = reply.json()["candidates"][0]["content"]["parts"][0]["text"]
         [row] = session.sequences()
         [turn] = session.turns()
-    outcome(trick="own session: JSON-schema enum on vLLM", sandbox="proxy", category="environment",
-            blocked="ATTACKER" not in text, reward=None, status=str(turn.overridden), survivors=0, armed=True)
+    outcome(
+        trick="own session: JSON-schema enum on vLLM",
+        sandbox="proxy",
+        category="environment",
+        blocked="ATTACKER" not in text,
+        reward=None,
+        status=str(turn.overridden),
+        survivors=0,
+        armed=True,
+    )
     assert "ATTACKER" not in text, text  # under the enum, vLLM could only emit '"ATTACKER CHOSEN COMPLETION"'
 
     assert "json_schema" in turn.overridden and sum(row.env_mask) == len(turn.completion.token_ids)

@@ -7,8 +7,8 @@ from typing import Any
 
 import httpx
 import pytest
-from echo_env import EchoEnvironment
 
+from echo_env import EchoEnvironment
 from openenv.core.auth import auth_headers
 from openenv.server import LocalServer, create_app
 

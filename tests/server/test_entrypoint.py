@@ -25,7 +25,9 @@ def load_entrypoint() -> ModuleType:
 
 def client_of(app: FastAPI) -> TestClient:
     """A test client that calls the app as a loopback client with the token it printed."""
-    return TestClient(app, base_url="http://127.0.0.1", headers={"Authorization": f"Bearer {app.state.security.token}"})
+    return TestClient(
+        app, base_url="http://127.0.0.1", headers={"Authorization": f"Bearer {app.state.security.token}"}
+    )
 
 
 def test_without_openenv_env_it_serves_what_the_root_manifest_names(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -45,7 +47,9 @@ def test_openenv_env_names_another_env_folder(tmp_path: Path, monkeypatch: pytes
     assert (meta["name"], meta["max_sessions"]) == ("entry_demo", 3)
 
 
-def test_the_deployment_reads_its_token_and_hosts_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_deployment_reads_its_token_and_hosts_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv("OPENENV_ENV", raising=False)
     monkeypatch.setenv("OPENENV_TOKEN", "a-token-from-the-space-secret")
     monkeypatch.setenv("OPENENV_ALLOWED_HOSTS", "owner-env.hf.space")

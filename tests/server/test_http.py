@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+
 from echo_env import EchoAction, EchoEnvironment, EchoObservation
 
 SID = "X-Session-Id"

@@ -6,9 +6,9 @@ from typing import Any
 
 import httpx
 import pytest
-from echo_env import EchoEnvironment
 from pydantic import BaseModel
 
+from echo_env import EchoEnvironment
 from openenv.client.mcp import connect_mcp
 from openenv.core.auth import auth_headers
 from openenv.errors import BadRequest

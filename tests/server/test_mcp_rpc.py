@@ -25,8 +25,9 @@ def rpc(http: httpx.Client, url: str, method: str, rid: int = 1, **params: Any) 
 
 
 @pytest.mark.parametrize(("body", "code"), [(b"{}", -32600), (b"not json", -32700), (b"[1]", -32600)])
-def test_a_bad_request_is_a_json_rpc_error_with_status_200(http: httpx.Client, echo_url: str, body: bytes,
-                                                           code: int) -> None:
+def test_a_bad_request_is_a_json_rpc_error_with_status_200(
+    http: httpx.Client, echo_url: str, body: bytes, code: int
+) -> None:
     """What the reference's `validate --url` checks with `POST /mcp {}`: 200 and a JSON-RPC payload."""
     r = http.post(f"{echo_url}/mcp", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 200
@@ -47,7 +48,9 @@ def test_tools_list_and_call_over_plain_json_rpc(http: httpx.Client, serve: Any)
     assert rpc(http, url, "resources/list")["error"]["code"] == -32601
 
 
-def test_a_created_session_is_attached_by_a_websocket_and_closed_by_rpc(http: httpx.Client, echo_url: str) -> None:
+def test_a_created_session_is_attached_by_a_websocket_and_closed_by_rpc(
+    http: httpx.Client, echo_url: str
+) -> None:
     """`openenv/session/create` holds an env instance; `/ws?session_id=` drives it; the socket's end
     leaves it open for `openenv/session/close`, as the reference's `MCPToolClient` expects."""
     sid = rpc(http, echo_url, "openenv/session/create")["result"]["session_id"]
@@ -63,8 +66,10 @@ def test_a_created_session_is_attached_by_a_websocket_and_closed_by_rpc(http: ht
 
     asyncio.run(drive())
     assert http.get(f"{echo_url}/state", headers={"X-Session-Id": sid}).json()["episode_id"] == "attached"
-    assert rpc(http, echo_url, "openenv/session/close", session_id=sid)["result"] == {"session_id": sid,
-                                                                                        "closed": True}
+    assert rpc(http, echo_url, "openenv/session/close", session_id=sid)["result"] == {
+        "session_id": sid,
+        "closed": True,
+    }
     assert http.get(f"{echo_url}/health").json()["active_sessions"] == 0
     assert rpc(http, echo_url, "openenv/session/close", session_id=sid)["error"]["code"] == -32602
 
@@ -80,15 +85,36 @@ async def test_attaching_to_an_unknown_session_is_refused(echo_url: str) -> None
 async def test_the_websocket_mcp_message_answers_json_rpc_for_its_own_session(serve: Any) -> None:
     url = serve(ToolEchoEnvironment)
     async with connect(ws_url(url)) as ws:
-        created = await ask(ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "openenv/session/create",
-                                                          "id": 1}})
+        created = await ask(
+            ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "openenv/session/create", "id": 1}}
+        )
         assert created["type"] == "mcp" and created["data"]["result"]["session_id"]
         own = created["data"]["result"]["session_id"]
-        closing = await ask(ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "openenv/session/close",
-                                                          "params": {"session_id": own}, "id": 2}})
+        closing = await ask(
+            ws,
+            {
+                "type": "mcp",
+                "data": {
+                    "jsonrpc": "2.0",
+                    "method": "openenv/session/close",
+                    "params": {"session_id": own},
+                    "id": 2,
+                },
+            },
+        )
         assert closing["data"]["error"]["code"] == -32600  # not the socket's own session
-        called = await ask(ws, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/call", "id": 3,
-                                                         "params": {"name": "shout", "arguments": {"text": "a"}}}})
+        called = await ask(
+            ws,
+            {
+                "type": "mcp",
+                "data": {
+                    "jsonrpc": "2.0",
+                    "method": "tools/call",
+                    "id": 3,
+                    "params": {"name": "shout", "arguments": {"text": "a"}},
+                },
+            },
+        )
         assert called["data"]["id"] == 3 and called["data"]["result"]["data"] == "A"
         bad = await ask(ws, {"type": "mcp", "data": {}})
         assert bad["type"] == "mcp" and bad["data"]["error"]["code"] == -32600
@@ -112,6 +138,13 @@ async def test_reset_keywords_travel_flat_as_the_reference_sends_them(echo_url: 
 
 def test_http_step_takes_the_references_optional_fields(http: httpx.Client, echo_url: str) -> None:
     sid = http.post(f"{echo_url}/reset", json={"max_steps": 1}).json()["session_id"]
-    r = http.post(f"{echo_url}/step", json={"action": {"message": "hi"}, "timeout_s": 5, "request_id": "r1"},
-                  headers={"X-Session-Id": sid})
-    assert r.status_code == 200 and r.json()["done"] is True and r.json()["observation"]["echoed_message"] == "hi"
+    r = http.post(
+        f"{echo_url}/step",
+        json={"action": {"message": "hi"}, "timeout_s": 5, "request_id": "r1"},
+        headers={"X-Session-Id": sid},
+    )
+    assert (
+        r.status_code == 200
+        and r.json()["done"] is True
+        and r.json()["observation"]["echoed_message"] == "hi"
+    )

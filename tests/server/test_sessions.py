@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from echo_env import EchoAction, EchoEnvironment, EchoObservation
 
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from openenv.core.wire import ResetRequest
 from openenv.errors import CapacityError, EnvError, UnknownSession
 from openenv.server.sessions import EnvSessionRegistry, EnvTypes
@@ -50,7 +50,10 @@ async def make_registry() -> AsyncIterator[object]:
     def _make(factory: type = EchoEnvironment, **kwargs: object) -> EnvSessionRegistry:
         opts = {"max_sessions": 4, "idle_timeout_s": None} | kwargs
         reg = EnvSessionRegistry(
-            factory, EnvTypes.infer(factory), executor=executor, **opts  # type: ignore[arg-type]
+            factory,
+            EnvTypes.infer(factory),
+            executor=executor,
+            **opts,  # type: ignore[arg-type]
         )
         made.append(reg)
         return reg
@@ -134,7 +137,9 @@ async def test_only_a_non_blocking_env_without_coroutines_is_inline(make_registr
     class InlineEnv(EchoEnvironment):
         blocking = False
 
-    inline = {env: (await make_registry(env).open("ws")).inline for env in (InlineEnv, SlowEnv, NativeAsyncEnv)}
+    inline = {
+        env: (await make_registry(env).open("ws")).inline for env in (InlineEnv, SlowEnv, NativeAsyncEnv)
+    }
     assert inline == {InlineEnv: True, SlowEnv: False, NativeAsyncEnv: False}
 
 
@@ -229,7 +234,9 @@ async def test_at_capacity_the_longest_idle_http_session_gives_way(make_registry
     reg.http_evict_after_s = 0.05
     await asyncio.sleep(0.1)
     newcomer = await reg.open("http")
-    assert reg.get(ws_session.id) is ws_session and reg.get(newcomer.id) is newcomer  # a WebSocket never gives way
+    assert (
+        reg.get(ws_session.id) is ws_session and reg.get(newcomer.id) is newcomer
+    )  # a WebSocket never gives way
     with pytest.raises(UnknownSession):
         reg.get(idle_http.id)
 

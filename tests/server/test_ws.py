@@ -13,11 +13,11 @@ from typing import Any
 
 import httpx
 import pytest
-from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.client import connect as ws_connect
 from websockets.exceptions import ConnectionClosed
 
+from echo_env import EchoAction, EchoEnvironment, EchoObservation
 from openenv.core.auth import auth_headers
 
 Serve = Callable[..., str]
@@ -197,7 +197,9 @@ async def test_a_client_that_vanishes_mid_step_frees_its_session_while_the_step_
             break
         await asyncio.sleep(0.02)
     assert http.get(f"{url}/health").json()["active_sessions"] == 0
-    assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 5.0, "closed only after the step (30 s)"
+    assert envs[0].closed_at is not None and envs[0].closed_at - dropped < 5.0, (
+        "closed only after the step (30 s)"
+    )
 
 
 def test_a_frame_over_the_cap_closes_with_1009_whatever_server_runs_the_app() -> None:
@@ -209,7 +211,9 @@ def test_a_frame_over_the_cap_closes_with_1009_whatever_server_runs_the_app() ->
     from openenv.server import create_app
     from openenv.server.security import ServerSecurity
 
-    app = create_app(EchoEnvironment, security=ServerSecurity(max_frame_bytes=1024, allowed_hosts=("testserver",)))
+    app = create_app(
+        EchoEnvironment, security=ServerSecurity(max_frame_bytes=1024, allowed_hosts=("testserver",))
+    )
     headers = {"Authorization": f"Bearer {app.state.security.token}"}
     with TestClient(app) as client, client.websocket_connect("/ws", headers=headers) as sock:
         sock.send_text(json.dumps({"type": "step", "data": {"message": "x" * 2048}}))

@@ -32,7 +32,9 @@ class _Upstream(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         self.seen.append(self.path)
-        reply = json.dumps({"path": self.path, "echo": json.loads(body), "host": self.headers["Host"]}).encode()
+        reply = json.dumps(
+            {"path": self.path, "echo": json.loads(body), "host": self.headers["Host"]}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))
@@ -78,14 +80,24 @@ def _post(proxy: FaultProxy, n: int = 0, timeout: float = 5.0) -> httpx.Response
     return httpx.post(f"{proxy.url}/v1/completions", json={"n": n}, timeout=timeout)
 
 
-def test_pass_forwards_path_body_and_reply_and_points_host_upstream(faults: FaultProxy, upstream: str) -> None:
+def test_pass_forwards_path_body_and_reply_and_points_host_upstream(
+    faults: FaultProxy, upstream: str
+) -> None:
     with httpx.Client(timeout=5) as client:  # a pooled client: each request still gets its own connection
         replies = [client.post(f"{faults.url}/v1/completions?x=1", json={"n": i}) for i in range(3)]
     assert [r.json()["echo"] for r in replies] == [{"n": 0}, {"n": 1}, {"n": 2}]
     assert replies[0].json()["path"] == "/v1/completions?x=1"
     assert replies[0].json()["host"] == upstream.removeprefix("http://")
     assert replies[0].headers["connection"] == "close"
-    assert faults.stats == {"requests": 3, "pass": 3, "down": 0, "slow": 0, "hold": 0, "error": 0, "dropped": 0}
+    assert faults.stats == {
+        "requests": 3,
+        "pass": 3,
+        "down": 0,
+        "slow": 0,
+        "hold": 0,
+        "error": 0,
+        "dropped": 0,
+    }
 
 
 def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: FaultProxy) -> None:
@@ -95,7 +107,15 @@ def test_down_resets_the_next_n_connections_without_a_reply_then_passes(faults: 
             _post(faults)
     assert _post(faults).status_code == 200
     assert _Upstream.seen == ["/v1/completions"]  # the dropped requests never reached the backend
-    assert faults.stats == {"requests": 3, "pass": 1, "down": 2, "slow": 0, "hold": 0, "error": 0, "dropped": 0}
+    assert faults.stats == {
+        "requests": 3,
+        "pass": 1,
+        "down": 2,
+        "slow": 0,
+        "hold": 0,
+        "error": 0,
+        "dropped": 0,
+    }
 
 
 def test_error_replies_the_status_with_a_json_body_until_set_again(faults: FaultProxy) -> None:
@@ -130,12 +150,16 @@ def test_hold_keeps_the_request_from_the_backend_until_released(faults: FaultPro
     assert _post(faults).status_code == 200  # count=1: the next request passes
 
 
-def test_a_held_request_outlasts_any_client_timeout_and_a_new_set_does_not_release_it(faults: FaultProxy) -> None:
+def test_a_held_request_outlasts_any_client_timeout_and_a_new_set_does_not_release_it(
+    faults: FaultProxy,
+) -> None:
     faults.set("hold")
     with pytest.raises(httpx.ReadTimeout):
         _post(faults, timeout=0.4)  # held until released, and it is not: the timeout must fire
     assert faults.held(timeout=30)
-    assert settle(lambda: faults.stats["dropped"], lambda n: n == 1, wait_s=30) == 1  # it saw the client leave
+    assert (
+        settle(lambda: faults.stats["dropped"], lambda n: n == 1, wait_s=30) == 1
+    )  # it saw the client leave
     faults.set("pass")
     assert _post(faults).status_code == 200
     assert _Upstream.seen == ["/v1/completions"]  # only the request after the held one
@@ -180,7 +204,15 @@ def test_set_from_another_thread_faults_exactly_count_requests(faults: FaultProx
     for t in threads:
         t.join()
     assert sorted(codes).count(500) == 5 and codes.count(200) == 15
-    assert faults.stats == {"requests": 20, "pass": 15, "down": 0, "slow": 0, "hold": 0, "error": 5, "dropped": 0}
+    assert faults.stats == {
+        "requests": 20,
+        "pass": 15,
+        "down": 0,
+        "slow": 0,
+        "hold": 0,
+        "error": 5,
+        "dropped": 0,
+    }
 
 
 def test_a_dead_upstream_looks_down_and_bad_arguments_are_refused() -> None:

@@ -66,14 +66,18 @@ def relay(proxy: StandInProxy) -> Iterator[LedgerRelay]:
 
 
 def post(relay: LedgerRelay, path: str) -> httpx.Response:
-    return httpx.post(relay.url + path, content=BODY, headers={"content-type": "application/json"}, timeout=10)
+    return httpx.post(
+        relay.url + path, content=BODY, headers={"content-type": "application/json"}, timeout=10
+    )
 
 
 def test_replies_pass_through_and_each_session_counts_its_posts_and_statuses(relay: LedgerRelay) -> None:
     assert post(relay, "/s/a/same").content == BODY
     assert post(relay, "/s/a/deny").status_code == 401
     assert post(relay, "/s/b/count").json() == {"n": 0}
-    assert httpx.get(relay.url + "/s/a/models", timeout=10).json() == {"models": ["tiny"]}  # a probe: not counted
+    assert httpx.get(relay.url + "/s/a/models", timeout=10).json() == {
+        "models": ["tiny"]
+    }  # a probe: not counted
     a, b = relay.ledger("a"), relay.ledger("b")
     assert (a.posts, dict(a.statuses), a.relay_errors) == (2, {200: 1, 401: 1}, 0)
     assert (b.posts, dict(b.statuses)) == (1, {200: 1})
@@ -87,7 +91,12 @@ def test_an_armed_session_sends_its_next_answered_request_again_with_the_retry_h
     assert post(relay, "/s/a/same").content == BODY  # the harness gets the original reply
     assert proxy.retry_headers == [None, "1"]
     ledger = relay.ledger("a")
-    assert (ledger.posts, ledger.replays_sent, ledger.replays_identical, ledger.replay_problems) == (1, 1, 1, [])
+    assert (ledger.posts, ledger.replays_sent, ledger.replays_identical, ledger.replay_problems) == (
+        1,
+        1,
+        1,
+        [],
+    )
     assert relay.disarm("a") is False, "the retry fired once and is spent"
     post(relay, "/s/a/same")
     assert proxy.retry_headers == [None, "1", None]

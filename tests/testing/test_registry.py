@@ -42,7 +42,9 @@ def _one_file_image(client: Any, tag: str) -> str:
     return tag
 
 
-def test_a_pushed_image_removed_locally_is_pulled_back_from_loopback(engine: Any, loopback_registry: Any) -> None:
+def test_a_pushed_image_removed_locally_is_pulled_back_from_loopback(
+    engine: Any, loopback_registry: Any
+) -> None:
     name = f"openenv-test/registry-{uuid.uuid4().hex[:8]}"
     local = _one_file_image(engine, f"{name}:1")
     reference = loopback_registry.push(local, f"{name}:1")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-SUITE = '''
+SUITE = """
 import pytest
 
 def test_runs(): pass
@@ -17,14 +17,32 @@ def test_needs_pi_too(): pytest.skip("pi 0.73.1 is not installed; run scripts/in
 def test_needs_docker(): pass
 @pytest.mark.xfail(reason="known", run=False)
 def test_expected_to_fail(): pass
-'''
+"""
 
 
 def _run(tmp_path: Path, body: str) -> list[str]:
     (tmp_path / "test_suite.py").write_text(body)
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "openenv.testing.skips",
-                           "--rootdir", str(tmp_path), "-c", "/dev/null", str(tmp_path)],
-                          capture_output=True, text=True, check=False, cwd=tmp_path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "openenv.testing.skips",
+            "--rootdir",
+            str(tmp_path),
+            "-c",
+            "/dev/null",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+    )
     return proc.stdout.strip().splitlines()
 
 

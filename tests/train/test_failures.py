@@ -22,8 +22,13 @@ def _episode(outcomes: list[str]):
 
     def run() -> TrainingEpisodeResult:
         ok = outcomes[min(next(attempts), len(outcomes) - 1)] == "ok"
-        return TrainingEpisodeResult(harness="pi", task_id="t", policy="sample", trained=TrainedRows(ROW if ok else None),
-                                     error=None if ok else "SandboxLost: container vanished")
+        return TrainingEpisodeResult(
+            harness="pi",
+            task_id="t",
+            policy="sample",
+            trained=TrainedRows(ROW if ok else None),
+            error=None if ok else "SandboxLost: container vanished",
+        )
 
     return run
 
@@ -35,7 +40,9 @@ def pool():
 
 
 def test_a_failed_episode_is_retried_and_the_group_trains(pool):
-    outcome = run_group(pool, [_episode(["ok"]), _episode(["x", "ok"])], FailurePolicy(max_retries=2)).result(10)
+    outcome = run_group(pool, [_episode(["ok"]), _episode(["x", "ok"])], FailurePolicy(max_retries=2)).result(
+        10
+    )
     assert outcome.attempts == [1, 2] and outcome.retries == 1
     assert not outcome.masked and all(not r.failed for r in outcome.results)
 
@@ -61,6 +68,8 @@ def test_an_episode_ended_by_its_budget_trains_by_default(pool):
 
 
 def test_the_failure_policy_can_retry_budget_episodes_then_mask_the_group(pool):
-    outcome = run_group(pool, [_budgeted, _episode(["ok"])], FailurePolicy(max_retries=1, on_budget="retry")).result(10)
+    outcome = run_group(
+        pool, [_budgeted, _episode(["ok"])], FailurePolicy(max_retries=1, on_budget="retry")
+    ).result(10)
     assert outcome.attempts == [2, 1] and outcome.masked
     assert outcome.results[0].error is not None and outcome.results[0].error.startswith("budget")

@@ -17,8 +17,12 @@ from openenv.train.lean import LEAN, lean_envs, lean_prompt
 from tests.harness.e2e.conftest import require_installed
 
 # Each harness's tools once lean: its shell tool, plus what no flag of its own removes.
-TOOLS = {"pi": ["bash"], "claude-code": ["Bash"], "gemini-cli": ["run_shell_command"],
-         "codex": ["exec_command", "request_user_input", "view_image", "write_stdin"]}
+TOOLS = {
+    "pi": ["bash"],
+    "claude-code": ["Bash"],
+    "gemini-cli": ["run_shell_command"],
+    "codex": ["exec_command", "request_user_input", "view_image", "write_stdin"],
+}
 SHELL = {"pi": "bash", "claude-code": "Bash", "gemini-cli": "run_shell_command", "codex": "exec_command"}
 
 
@@ -26,8 +30,8 @@ SHELL = {"pi": "bash", "claude-code": "Bash", "gemini-cli": "run_shell_command",
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(TOOLS))
 def test_a_lean_harness_sends_one_line_of_prompt_and_its_shell_tool_and_still_solves(
-        name: str, capture_server: object, tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    name: str, capture_server: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     require_installed(name)
     monkeypatch.setenv(ENVS_PATH_VAR, str(lean_envs(tmp_path)))
     env = HarnessEnvironment(name, server=capture_server)

@@ -11,12 +11,24 @@ from openenv.train.naive import echoed_messages, reply_message
 
 
 def test_a_tool_call_keeps_the_arguments_text_the_harness_sent() -> None:
-    echoed = Message(role="assistant", parts=(ToolCallPart(id="c1", name="bash", arguments='{"command":"ls"}'),))
+    echoed = Message(
+        role="assistant", parts=(ToolCallPart(id="c1", name="bash", arguments='{"command":"ls"}'),)
+    )
     [message] = echoed_messages([echoed])
     assert message["tool_calls"][0]["function"]["arguments"] == '{"command":"ls"}'  # not re-parsed to a dict
-    reply = Completion(id="t", model="m", created=0, text="done", reasoning="why",
-                       tool_calls=(ToolCallPart(id="c2", name="bash", arguments='{"command": "pwd"}'),))
-    assert [type(p).__name__ for p in reply_message(reply).parts] == ["ThinkingPart", "TextPart", "ToolCallPart"]
+    reply = Completion(
+        id="t",
+        model="m",
+        created=0,
+        text="done",
+        reasoning="why",
+        tool_calls=(ToolCallPart(id="c2", name="bash", arguments='{"command": "pwd"}'),),
+    )
+    assert [type(p).__name__ for p in reply_message(reply).parts] == [
+        "ThinkingPart",
+        "TextPart",
+        "ToolCallPart",
+    ]
     assert reply_message(reply).parts[1] == TextPart(text="done")
 
 
@@ -32,8 +44,11 @@ def test_pis_echo_changes_the_tool_call_tokens_of_the_row_and_nothing_else(tiny_
     from openenv.harness.tasks import builtin_task, builtin_task_ids
     from openenv.train.naive import naive_rows
 
-    env = HarnessEnvironment("pi", engine=EngineSpec(backend="local", model=str(tiny_model)),
-                             sampling=SamplingParams(max_tokens=16, temperature=1.0))
+    env = HarnessEnvironment(
+        "pi",
+        engine=EngineSpec(backend="local", model=str(tiny_model)),
+        sampling=SamplingParams(max_tokens=16, temperature=1.0),
+    )
     try:
         obs, summary = run_episode(env, builtin_task(builtin_task_ids()[0]), policy="oracle")
         record = env.capture_record()
@@ -44,12 +59,16 @@ def test_pis_echo_changes_the_tool_call_tokens_of_the_row_and_nothing_else(tiny_
         env.close()
     [exact] = obs.sequences or []
     [row] = naive.rows
-    sampled_text = renderer.decode([t for t, m in zip(exact.completion_ids, exact.env_mask, strict=True) if m])
+    sampled_text = renderer.decode(
+        [t for t, m in zip(exact.completion_ids, exact.env_mask, strict=True) if m]
+    )
     naive_text = renderer.decode([t for t, m in zip(row.completion_ids, row.env_mask, strict=True) if m])
     assert '{"command": "' in sampled_text and '{"command":"' not in sampled_text
     assert '{"command":"' in naive_text  # pi's own serialization reached the row
     assert row.prompt_ids == exact.prompt_ids  # the first request is the same text either way
     assert naive.sampled == sum(exact.env_mask) and 0 < naive.changed < naive.sampled
     # Outside the call's JSON the two rows agree: the final text reply was rendered from the reply itself.
-    assert sampled_text.replace('{"command": "', '{"command":"') == naive_text.replace("<|im_end|>\n", "<|im_end|>")
+    assert sampled_text.replace('{"command": "', '{"command":"') == naive_text.replace(
+        "<|im_end|>\n", "<|im_end|>"
+    )
     assert len(row.logprobs) == len(row.completion_ids) and row.turn_ids == exact.turn_ids

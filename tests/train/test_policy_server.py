@@ -1,4 +1,5 @@
 """The capture server a training run samples through refuses settings that would make it sample wrong."""
+
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -12,7 +13,9 @@ from openenv.train.policy_server import policy_server
 
 def _trainer(**config: object) -> SimpleNamespace:
     """Only what `policy_server` reads before it refuses: the run's real `GRPOConfig`."""
-    return SimpleNamespace(args=GRPOConfig(output_dir="/tmp/openenv-unused", use_cpu=True, report_to="none", **config))
+    return SimpleNamespace(
+        args=GRPOConfig(output_dir="/tmp/openenv-unused", use_cpu=True, report_to="none", **config)
+    )
 
 
 def test_the_local_backend_refuses_trls_default_gradient_checkpointing_and_says_what_to_pass() -> None:

@@ -13,7 +13,9 @@ def test_a_bare_task_id_leaves_the_harness_to_the_mix():
 
 
 def test_a_harness_prefix_pins_the_harness():
-    assert parse_prompt(" claude-code:fix-binary-search ") == TaskPrompt(task="fix-binary-search", harness="claude-code")
+    assert parse_prompt(" claude-code:fix-binary-search ") == TaskPrompt(
+        task="fix-binary-search", harness="claude-code"
+    )
 
 
 @pytest.mark.parametrize("bad", ["", "   ", ":task", "pi:", None, [{"role": "user", "content": "x"}]])

@@ -37,7 +37,11 @@ def test_bad_bonus_settings_are_refused():
 
 
 def test_default_set_is_success_partial_and_bonus():
-    assert [f.__name__ for f in default_reward_funcs()] == ["task_success", "partial_credit", "tool_call_bonus"]
+    assert [f.__name__ for f in default_reward_funcs()] == [
+        "task_success",
+        "partial_credit",
+        "tool_call_bonus",
+    ]
 
 
 def test_plain_text_shaping_is_the_letter_and_space_fraction():
@@ -51,8 +55,9 @@ def test_malformed_tool_call_penalty_is_bounded_and_none_for_masked_rows():
     from openenv.train.rewards import malformed_tool_call_penalty
 
     penalty = malformed_tool_call_penalty(scale=0.5, cap=3)
-    assert penalty(["p"] * 3, ["c"] * 3, malformed_tool_calls=[0.0, 2.0, 9.0], masked=[False, False, False]) == \
-        [0.0, -1.0, -1.5]
+    assert penalty(
+        ["p"] * 3, ["c"] * 3, malformed_tool_calls=[0.0, 2.0, 9.0], masked=[False, False, False]
+    ) == [0.0, -1.0, -1.5]
     assert penalty(["p"], ["c"], malformed_tool_calls=[4.0], masked=[True]) == [None]
     with pytest.raises(ValueError, match="scale"):
         malformed_tool_call_penalty(scale=-1)

@@ -52,8 +52,10 @@ class Recorder:
         batch = self.rollout(prompts, trainer)
         self.batches.append(batch)
         if not self.recomputed:  # weights are still the ones the proxy sampled with
-            self.recomputed = [self._trainer_logprobs(trainer, p, c)
-                               for p, c in zip(batch["prompt_ids"], batch["completion_ids"], strict=True)]
+            self.recomputed = [
+                self._trainer_logprobs(trainer, p, c)
+                for p, c in zip(batch["prompt_ids"], batch["completion_ids"], strict=True)
+            ]
         return batch
 
     def reward(self, prompts, completions, **kwargs):
@@ -64,8 +66,9 @@ class Recorder:
     def _trainer_logprobs(trainer: Any, prompt: list[int], completion: list[int]) -> list[float]:
         ids = torch.tensor([prompt + completion])
         with torch.no_grad():
-            logps, _ = trainer._get_per_token_logps_and_entropies(trainer.model, ids, torch.ones_like(ids),
-                                                                  len(completion))[:2]
+            logps, _ = trainer._get_per_token_logps_and_entropies(
+                trainer.model, ids, torch.ones_like(ids), len(completion)
+            )[:2]
         return logps[0].tolist()
 
 
@@ -79,8 +82,12 @@ def _lose_first_sandbox() -> Any:
         def lost(ports: tuple[int, ...]) -> LocalSandbox:
             raise SandboxLost("the sandbox vanished before the harness started (injected)")
 
-        return HarnessEnvironment(harness, server=server, sandbox_factory=lost if next(calls) == 0 else None,
-                                  sampling=SamplingParams(max_tokens=16, temperature=1.0))
+        return HarnessEnvironment(
+            harness,
+            server=server,
+            sandbox_factory=lost if next(calls) == 0 else None,
+            sampling=SamplingParams(max_tokens=16, temperature=1.0),
+        )
 
     return make
 
@@ -97,22 +104,48 @@ def run(tiny_model: Path, tmp_path_factory) -> SimpleNamespace:
     missing = [h for h in HARNESSES if not install_status(get_spec(h)).ready]
     if missing:
         pytest.skip(f"not installed: {missing}; run scripts/install_harnesses.sh {' '.join(missing)}")
-    rollout = HarnessRollout(RolloutConfig(harness=_two_harness_mix(), max_tokens=16, max_concurrency=2),
-                             env_factory=_lose_first_sandbox(), policy_for=lambda i: "oracle" if i == 0 else "sample")
+    rollout = HarnessRollout(
+        RolloutConfig(harness=_two_harness_mix(), max_tokens=16, max_concurrency=2),
+        env_factory=_lose_first_sandbox(),
+        policy_for=lambda i: "oracle" if i == 0 else "sample",
+    )
     recorder = Recorder(rollout)
     # bf16=False: TRL defaults to bf16 autocast, also on CPU. In bf16 the proxy's per-turn forward and the trainer's
     # whole-row forward (different lengths, so different matmul blocking) round some activation differently now
     # and then, and a whole turn's logprobs move by ~1e-3 (1.7e-3 measured): below bf16's resolution, so not a
     # bug, and what made this test fail one run in three. In float32 the two agree to ~1e-6.
-    args = GRPOConfig(output_dir=str(tmp_path_factory.mktemp("grpo")), use_cpu=True, bf16=False, per_device_train_batch_size=2,
-                      num_generations=2, steps_per_generation=2, max_steps=2, learning_rate=1e-2, beta=0.0,
-                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=0)
-    trainer = GRPOTrainer(model=str(tiny_model), processing_class=AutoTokenizer.from_pretrained(tiny_model),
-                          args=args, train_dataset=task_dataset([TASK], repeat=8), rollout_func=recorder,
-                          reward_funcs=[*default_reward_funcs(bonus_scale=0.5), recorder.reward])
+    args = GRPOConfig(
+        output_dir=str(tmp_path_factory.mktemp("grpo")),
+        use_cpu=True,
+        bf16=False,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        steps_per_generation=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        beta=0.0,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+    trainer = GRPOTrainer(
+        model=str(tiny_model),
+        processing_class=AutoTokenizer.from_pretrained(tiny_model),
+        args=args,
+        train_dataset=task_dataset([TASK], repeat=8),
+        rollout_func=recorder,
+        reward_funcs=[*default_reward_funcs(bonus_scale=0.5), recorder.reward],
+    )
     changed = train_and_compare(trainer, rollout.close)
-    return SimpleNamespace(trainer=trainer, recorder=recorder, changed=changed, logs=trainer.state.log_history,
-                           tokenizer=trainer.processing_class)
+    return SimpleNamespace(
+        trainer=trainer,
+        recorder=recorder,
+        changed=changed,
+        logs=trainer.state.log_history,
+        tokenizer=trainer.processing_class,
+    )
 
 
 @pytest.mark.slow
@@ -126,11 +159,17 @@ def test_proxy_logprobs_match_the_trainers_recompute_at_step_0(run):
     batch = run.recorder.batches[0]
     rows = zip(batch["logprobs"], batch["env_mask"], run.recorder.recomputed, strict=True)
     for i, (logprobs, mask, recomputed) in enumerate(rows):
-        diffs = [(abs(a - b), pos) for pos, (a, b, m) in enumerate(zip(logprobs, recomputed, mask, strict=True)) if m]
+        diffs = [
+            (abs(a - b), pos)
+            for pos, (a, b, m) in enumerate(zip(logprobs, recomputed, mask, strict=True))
+            if m
+        ]
         assert diffs, "every row has model tokens"
         worst, pos = max(diffs)
         where = f"row {i} ({batch['harness'][i]}, {batch['policy'][i]}), token {pos} of {len(mask)}"
-        assert worst < 1e-4, f"{where}: proxy {logprobs[pos]:.6f} vs trainer {recomputed[pos]:.6f}"  # ~1e-6 seen
+        assert worst < 1e-4, (
+            f"{where}: proxy {logprobs[pos]:.6f} vs trainer {recomputed[pos]:.6f}"
+        )  # ~1e-6 seen
 
 
 @pytest.mark.slow
@@ -155,8 +194,14 @@ def test_reward_components_reach_the_reward_functions_and_trls_logs(run):
     assert kwargs["solved"] == [1.0, 0.0, 1.0, 0.0]  # oracle slot solves, the sampled tiny model does not
     assert kwargs["tests_total"] == [3.0] * 4 and min(kwargs["tool_calls"][::2]) >= 1
     logged = {k for entry in run.logs for k in entry}
-    assert {"rewards/task_success/mean", "rewards/partial_credit/mean", "rewards/tool_call_bonus/mean"} <= logged
-    assert {f"harness/{h}/reward" for h in HARNESSES} | {f"harness/{h}/tool_calls" for h in HARNESSES} <= logged
+    assert {
+        "rewards/task_success/mean",
+        "rewards/partial_credit/mean",
+        "rewards/tool_call_bonus/mean",
+    } <= logged
+    assert {f"harness/{h}/reward" for h in HARNESSES} | {
+        f"harness/{h}/tool_calls" for h in HARNESSES
+    } <= logged
 
 
 @pytest.mark.slow
@@ -172,8 +217,13 @@ def test_a_masked_group_trains_no_token_and_is_unscorable(tiny_model):
     """Retries ran out: the rows keep their shape but no token is trained and no reward is given."""
     from openenv.capture.trajectory import SequenceRow
 
-    row = SequenceRow(prompt_ids=[5, 6], completion_ids=[7, 8, 9], logprobs=[-1.0, 0.0, -2.0], env_mask=[1, 0, 1],
-                      turn_ids=["a"])
+    row = SequenceRow(
+        prompt_ids=[5, 6],
+        completion_ids=[7, 8, 9],
+        logprobs=[-1.0, 0.0, -2.0],
+        env_mask=[1, 0, 1],
+        turn_ids=["a"],
+    )
     ok = episode_result([row], task_id=TASK, breakdown={"solved": 1.0})
     lost = TrainingEpisodeResult(harness="pi", task_id=TASK, policy="sample", error="SandboxLost: gone")
     outcome = GroupOutcome([ok, lost], attempts=[1, 3])

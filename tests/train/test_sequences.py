@@ -10,8 +10,13 @@ from openenv.train.sequences import row_weights, select_sequence, trained_rows
 
 
 def _row(mask: list[int], tag: str) -> SequenceRow:
-    return SequenceRow(prompt_ids=[1], completion_ids=list(range(len(mask))), logprobs=[0.0] * len(mask),
-                       env_mask=mask, turn_ids=[tag])
+    return SequenceRow(
+        prompt_ids=[1],
+        completion_ids=list(range(len(mask))),
+        logprobs=[0.0] * len(mask),
+        env_mask=mask,
+        turn_ids=[tag],
+    )
 
 
 def test_the_row_with_most_model_tokens_wins_not_the_longest_row():
@@ -31,10 +36,18 @@ def test_no_sequences_means_nothing_to_train():
 
 
 def test_all_trains_every_row_and_counts_every_sampled_token():
-    before, after, sub = _row([1, 1, 1, 0, 1], "before-compaction"), _row([1, 1, 1], "after"), _row([1], "sub-agent")
+    before, after, sub = (
+        _row([1, 1, 1, 0, 1], "before-compaction"),
+        _row([1, 1, 1], "after"),
+        _row([1], "sub-agent"),
+    )
     rows = trained_rows([before, after, sub], "all", sampled=8)
     assert rows.primary is before and set(map(id, rows.branches)) == {id(after), id(sub)}
-    assert rows.dropped == 0 and (rows.tokens_trained, rows.tokens_sampled) == (8, 8) and rows.trained_ratio == 1.0
+    assert (
+        rows.dropped == 0
+        and (rows.tokens_trained, rows.tokens_sampled) == (8, 8)
+        and rows.trained_ratio == 1.0
+    )
 
 
 def test_longest_keeps_one_row_and_its_ratio_says_what_was_lost():

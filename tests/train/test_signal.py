@@ -29,7 +29,9 @@ def _sampler(**settings: Any) -> SignalSampler:
 
 
 def _kinds(sampler: SignalSampler, steps: int = 300) -> Counter[str]:
-    return Counter(sampler.kind(sampler.choose(step, group).id) for step in range(steps) for group in range(4))
+    return Counter(
+        sampler.kind(sampler.choose(step, group).id) for step in range(steps) for group in range(4)
+    )
 
 
 def test_before_any_group_every_task_weighs_the_same() -> None:
@@ -65,7 +67,9 @@ def test_draws_are_reproducible_and_one_episode_groups_say_nothing() -> None:
     for sampler in (a, b):
         sampler.observe("append-0", [0.0, 1.0])
         sampler.observe("create-0", [1.0])  # a group of one cannot be flat or not
-    assert [a.choose(s, g).id for s in range(50) for g in range(2)] == [b.choose(s, g).id for s in range(50) for g in range(2)]
+    assert [a.choose(s, g).id for s in range(50) for g in range(2)] == [
+        b.choose(s, g).id for s in range(50) for g in range(2)
+    ]
     assert a.rate("create") == 0.5 and a.rate("append") == pytest.approx(2 / 3)
     assert [_sampler(seed=4).choose(s, 0).id for s in range(50)] != [a.choose(s, 0).id for s in range(50)]
 
@@ -83,9 +87,14 @@ def test_the_rollout_runs_the_samplers_task_and_shows_it_every_finished_group() 
     sampler = _sampler()
     rollout = HarnessRollout(RolloutConfig(harness="pi"), sampler=sampler)
     logged: dict[str, float] = {}
-    trainer = SimpleNamespace(num_generations=2, model=SimpleNamespace(training=True),
-                              state=SimpleNamespace(global_step=5), processing_class=None, loss_type="dapo",
-                              _log_metric=lambda name, value: logged.__setitem__(name, value))
+    trainer = SimpleNamespace(
+        num_generations=2,
+        model=SimpleNamespace(training=True),
+        state=SimpleNamespace(global_step=5),
+        processing_class=None,
+        loss_type="dapo",
+        _log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
     plans = rollout.plan(["create-0"] * 2 + ["append-3"] * 2, trainer)
     assert [p.task.id for p in plans] == [sampler.choose(5, 0).id, sampler.choose(5, 1).id]
     row = SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[0.0], env_mask=[1], turn_ids=["t"])

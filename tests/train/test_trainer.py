@@ -22,7 +22,12 @@ from openenv.train.episode import TrainingEpisodeResult
 from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
-SEQUENCES_PER_EPISODE = (1, 3, 2, 1)  # 7 rows for 4 generations: one zero-loss filler row makes it 8 (2 steps)
+SEQUENCES_PER_EPISODE = (
+    1,
+    3,
+    2,
+    1,
+)  # 7 rows for 4 generations: one zero-loss filler row makes it 8 (2 steps)
 REWARDS = (1.0, 0.0, 0.25, 0.75)
 
 
@@ -40,12 +45,19 @@ class BranchingRollout:
         results = []
         for i, _ in enumerate(prompts):
             rows = [self._sequence(trainer, i, j) for j in range(SEQUENCES_PER_EPISODE[i % 4])]
-            results.append(episode_result(rows, sequences=policy, reward=REWARDS[i % 4],
-                                          breakdown={"solved": REWARDS[i % 4]}, turns=len(rows)))
+            results.append(
+                episode_result(
+                    rows,
+                    sequences=policy,
+                    reward=REWARDS[i % 4],
+                    breakdown={"solved": REWARDS[i % 4]},
+                    turns=len(rows),
+                )
+            )
         self.episodes = results
         size = trainer.num_generations
         plans = [SimpleNamespace(prompt=prompts[s]) for s in range(0, len(prompts), size)]
-        outcomes = [GroupOutcome(results[s:s + size], [1] * size) for s in range(0, len(prompts), size)]
+        outcomes = [GroupOutcome(results[s : s + size], [1] * size) for s in range(0, len(prompts), size)]
         batch = self.rollout.to_batch(plans, outcomes, trainer)
         self.batches.append(batch)
         return batch
@@ -57,18 +69,29 @@ class BranchingRollout:
         prompt = tok.encode(f"episode {episode} sequence {index}:")
         model = trainer.model
         with torch.no_grad():
-            first = model.generate(torch.tensor([prompt]), max_new_tokens=4, min_new_tokens=4, do_sample=True)[0]
+            first = model.generate(
+                torch.tensor([prompt]), max_new_tokens=4, min_new_tokens=4, do_sample=True
+            )[0]
             env = tok.encode(" ok")[:2] or [1, 2]
             ids = first.tolist() + env
-            second = model.generate(torch.tensor([ids]), max_new_tokens=3, min_new_tokens=3, do_sample=True)[0]
-        completion = second.tolist()[len(prompt):]
+            second = model.generate(torch.tensor([ids]), max_new_tokens=3, min_new_tokens=3, do_sample=True)[
+                0
+            ]
+        completion = second.tolist()[len(prompt) :]
         full = torch.tensor([prompt + completion])
         with torch.no_grad():
-            logps = trainer._get_per_token_logps_and_entropies(model, full, torch.ones_like(full), len(completion))[0]
+            logps = trainer._get_per_token_logps_and_entropies(
+                model, full, torch.ones_like(full), len(completion)
+            )[0]
         mask = [1] * 4 + [0] * len(env) + [1] * 3
         logprobs = [lp if m else 0.0 for lp, m in zip(logps[0].tolist(), mask, strict=True)]
-        return SequenceRow(prompt_ids=prompt, completion_ids=completion, logprobs=logprobs, env_mask=mask,
-                           turn_ids=[f"{episode}.{index}"])
+        return SequenceRow(
+            prompt_ids=prompt,
+            completion_ids=completion,
+            logprobs=logprobs,
+            env_mask=mask,
+            turn_ids=[f"{episode}.{index}"],
+        )
 
 
 def episode_reward(prompts, completions, episode_reward, **kwargs):
@@ -90,14 +113,34 @@ def _train(tiny_model: Path, out: Path, trainer_cls: type, loss_type: str) -> Si
             return batch
 
     rollout = BranchingRollout()
-    args = GRPOConfig(output_dir=str(out), use_cpu=True, per_device_train_batch_size=2, num_generations=2,
-                      steps_per_generation=2, max_steps=2, learning_rate=1e-2, beta=0.0, loss_type=loss_type,
-                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=0)
-    trainer = Recording(model=str(tiny_model), processing_class=AutoTokenizer.from_pretrained(tiny_model), args=args,
-                        train_dataset=_dataset(task_dataset), rollout_func=rollout, reward_funcs=[episode_reward])
+    args = GRPOConfig(
+        output_dir=str(out),
+        use_cpu=True,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        steps_per_generation=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        beta=0.0,
+        loss_type=loss_type,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+    trainer = Recording(
+        model=str(tiny_model),
+        processing_class=AutoTokenizer.from_pretrained(tiny_model),
+        args=args,
+        train_dataset=_dataset(task_dataset),
+        rollout_func=rollout,
+        reward_funcs=[episode_reward],
+    )
     changed = train_and_compare(trainer, rollout.rollout.close)
-    return SimpleNamespace(trainer=trainer, rollout=rollout, changed=changed, batch=seen[0],
-                           logs=trainer.state.log_history)
+    return SimpleNamespace(
+        trainer=trainer, rollout=rollout, changed=changed, batch=seen[0], logs=trainer.state.log_history
+    )
 
 
 def _dataset(task_dataset: Any) -> Any:
@@ -111,7 +154,9 @@ def run(request, tiny_model: Path, tmp_path_factory) -> SimpleNamespace:
     return _train(tiny_model, tmp_path_factory.mktemp("grpo"), EpisodeGRPOTrainer, request.param)
 
 
-def _row_key(prompt: torch.Tensor, pmask: torch.Tensor, completion: torch.Tensor, cmask: torch.Tensor) -> tuple:
+def _row_key(
+    prompt: torch.Tensor, pmask: torch.Tensor, completion: torch.Tensor, cmask: torch.Tensor
+) -> tuple:
     return tuple(prompt[pmask.bool()].tolist()), tuple(completion[cmask.bool()].tolist())
 
 
@@ -122,8 +167,12 @@ def test_two_grpo_steps_on_branching_episodes_change_the_weights(run):
 
 def test_every_sequence_of_every_episode_is_one_row_of_the_trained_batch(run):
     b = run.batch
-    keys = [_row_key(*t) for t in zip(b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"],
-                                      strict=True)]
+    keys = [
+        _row_key(*t)
+        for t in zip(
+            b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"], strict=True
+        )
+    ]
     expected = [(tuple(r.prompt_ids), tuple(r.completion_ids)) for e in run.rollout.episodes for r in e.rows]
     assert len(expected) == sum(SEQUENCES_PER_EPISODE)
     for key in expected:
@@ -137,15 +186,21 @@ def test_every_sequence_of_every_episode_is_one_row_of_the_trained_batch(run):
 
 def test_rows_of_an_episode_share_its_advantage_and_their_weights_sum_as_documented(run):
     b, loss_type = run.batch, run.trainer.loss_type
-    keys = [_row_key(*t) for t in zip(b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"],
-                                      strict=True)]
+    keys = [
+        _row_key(*t)
+        for t in zip(
+            b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"], strict=True
+        )
+    ]
     batch = run.rollout.batches[0]
     for i, episode in enumerate(run.rollout.episodes):
         weights = [batch["row_weight"][i]] + [r["weight"] for r in batch["branch_rows"][i]]
         k = len(episode.rows)
         assert sum(weights) == pytest.approx(k if loss_type == "dapo" else 1.0)
-        per_weight = {round(float(b["advantages"][keys.index((tuple(r.prompt_ids), tuple(r.completion_ids)))]) / w, 6)
-                      for r, w in zip(episode.rows, weights, strict=True)}
+        per_weight = {
+            round(float(b["advantages"][keys.index((tuple(r.prompt_ids), tuple(r.completion_ids)))]) / w, 6)
+            for r, w in zip(episode.rows, weights, strict=True)
+        }
         assert len(per_weight) == 1, f"episode {i}: its rows carry one advantage, {per_weight}"
     assert any(abs(float(a)) > 1e-3 for a in b["advantages"])
 

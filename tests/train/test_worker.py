@@ -23,19 +23,30 @@ class RecordingRollout(HarnessRollout):
 
     def start_group(self, plan: GroupPlan, trainer) -> Future[GroupOutcome]:
         self.started.append(trainer.state.global_step)
-        row = SequenceRow(prompt_ids=[1], completion_ids=[2], logprobs=[-1.0], env_mask=[1],
-                          turn_ids=[f"started@{trainer.state.global_step}"])
-        result = TrainingEpisodeResult(harness=plan.harness, task_id=plan.task.id, policy="sample",
-                                       trained=TrainedRows(row))
+        row = SequenceRow(
+            prompt_ids=[1],
+            completion_ids=[2],
+            logprobs=[-1.0],
+            env_mask=[1],
+            turn_ids=[f"started@{trainer.state.global_step}"],
+        )
+        result = TrainingEpisodeResult(
+            harness=plan.harness, task_id=plan.task.id, policy="sample", trained=TrainedRows(row)
+        )
         future: Future[GroupOutcome] = Future()
         future.set_result(GroupOutcome([result] * plan.size, attempts=[1] * plan.size))
         return future
 
 
 def _trainer(step: int, logged: dict[str, float]) -> SimpleNamespace:
-    return SimpleNamespace(state=SimpleNamespace(global_step=step), num_generations=2, num_generations_eval=2,
-                           model=SimpleNamespace(training=True), processing_class=None,
-                           _log_metric=lambda name, value: logged.__setitem__(name, value))
+    return SimpleNamespace(
+        state=SimpleNamespace(global_step=step),
+        num_generations=2,
+        num_generations_eval=2,
+        model=SimpleNamespace(training=True),
+        processing_class=None,
+        _log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
 
 
 def test_a_group_is_prefetched_for_the_next_step_and_used_when_fresh():

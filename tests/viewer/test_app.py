@@ -20,6 +20,8 @@ from openenv.viewer import create_viewer_app, load_proxy_session, tokenizer_deco
 
 FIXTURE = Path(__file__).parents[1] / "export" / "fixtures" / "pi-oracle.jsonl"
 ARTIFACTS = Path(__file__).parents[2] / "artifacts" / "viewer"
+
+
 @pytest.fixture(scope="module")
 def viewer(tiny_model: Path) -> Iterator[LocalServer]:
     log = read_episode(FIXTURE)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -31,12 +30,29 @@ def test_a_missing_trajectory_file_is_named():
 
 def test_view_serves_the_episode_page_on_loopback(tiny_model):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "openenv.cli.main", "view", str(FIXTURE), "--port", str(port),
-                             "--model", str(tiny_model)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "view",
+            str(FIXTURE),
+            "--port",
+            str(port),
+            "--model",
+            str(tiny_model),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()  # printed once the server listens: "viewer at URL?token=... (...)"
-        assert "viewer at " in line, (line, proc.stderr.read() if proc.poll() is not None and proc.stderr else "")
+        assert "viewer at " in line, (
+            line,
+            proc.stderr.read() if proc.poll() is not None and proc.stderr else "",
+        )
         url = line.split("viewer at ", 1)[1].split()[0]
         assert url.startswith(f"http://127.0.0.1:{port}/?token=")
         with httpx.Client(timeout=10) as browser:  # keeps the cookie the first visit sets, as a browser does
@@ -47,8 +63,11 @@ def test_view_serves_the_episode_page_on_loopback(tiny_model):
         # Another local user, or a page in the browser, without the token; and a DNS-rebinding Host.
         assert httpx.get(f"http://127.0.0.1:{port}/api/episodes/0", timeout=10).status_code == 401
         token = url.split("token=", 1)[1]
-        rebound = httpx.get(f"http://127.0.0.1:{port}/", headers={"Host": "evil.example",
-                                                                   "Authorization": f"Bearer {token}"}, timeout=10)
+        rebound = httpx.get(
+            f"http://127.0.0.1:{port}/",
+            headers={"Host": "evil.example", "Authorization": f"Bearer {token}"},
+            timeout=10,
+        )
         assert rebound.status_code == 403
     finally:
         proc.terminate()

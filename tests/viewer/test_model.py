@@ -29,7 +29,9 @@ def test_sequence_tokens_carry_logprob_colour_and_env_mask():
     assert [not t.env for t in seq.tokens] == [bool(m) for m in row.env_mask]
     assert seq.model_tokens == sum(row.env_mask) and seq.env_tokens == row.env_mask.count(0) > 0
     assert all(t.colour == "" for t in seq.tokens if t.env)
-    assert view.stats.merge_ratio == 1.0 and view.reward == 1.0 and view.reward_breakdown["tests_passed"] == 3.0
+    assert (
+        view.stats.merge_ratio == 1.0 and view.reward == 1.0 and view.reward_breakdown["tests_passed"] == 3.0
+    )
 
 
 def test_logprob_colour_runs_from_green_to_red_and_clamps():
@@ -42,17 +44,36 @@ def test_the_lineage_tree_puts_each_sequence_under_its_parent():
     from openenv.capture.trajectory import SequenceRow
 
     def row(origin: str, parent: int | None) -> SequenceRow:
-        return SequenceRow(prompt_ids=[1], completion_ids=[2, 3], logprobs=[0.0, 0.0], env_mask=[1, 0],
-                           turn_ids=["t"], origin=origin, parent=parent)  # type: ignore[arg-type]
+        return SequenceRow(
+            prompt_ids=[1],
+            completion_ids=[2, 3],
+            logprobs=[0.0, 0.0],
+            env_mask=[1, 0],
+            turn_ids=["t"],
+            origin=origin,
+            parent=parent,
+        )  # type: ignore[arg-type]
 
     log = read_episode(FIXTURE)
-    log.sequences = [row("new", None), row("sub-agent", 0), row("compaction", 0), row("sub-agent", 2),
-                     row("sub-agent", 1)]
+    log.sequences = [
+        row("new", None),
+        row("sub-agent", 0),
+        row("compaction", 0),
+        row("sub-agent", 2),
+        row("sub-agent", 1),
+    ]
     view = build_view(log, decode=str)
     assert [(s.index, s.depth, s.origin) for s in view.lineage] == [
-        (0, 0, "new"), (1, 1, "sub-agent"), (4, 2, "sub-agent"), (2, 1, "compaction"), (3, 2, "sub-agent")]
+        (0, 0, "new"),
+        (1, 1, "sub-agent"),
+        (4, 2, "sub-agent"),
+        (2, 1, "compaction"),
+        (3, 2, "sub-agent"),
+    ]
 
 
 def test_the_page_model_counts_tokens_trained_over_sampled():
     view = build_view(read_episode(FIXTURE), decode=str)
-    assert view.tokens_sampled > 0 and view.tokens_trained == view.tokens_sampled and view.trained_ratio == 1.0
+    assert (
+        view.tokens_sampled > 0 and view.tokens_trained == view.tokens_sampled and view.trained_ratio == 1.0
+    )

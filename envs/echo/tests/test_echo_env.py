@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from echo_env import EchoAction, EchoEnvironment
 
+from echo_env import EchoAction, EchoEnvironment
 from openenv.errors import BadRequest
 
 

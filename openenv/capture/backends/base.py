@@ -37,8 +37,9 @@ class TokenIds(Sequence[int]):
 
     __slots__ = ("_buffer", "_ids", "_len", "_length", "_parts", "_tail")
 
-    def __init__(self, *parts: Sequence[int], buffer: bytearray | None = None, length: int = 0,
-                 tail: bytes = b"") -> None:
+    def __init__(
+        self, *parts: Sequence[int], buffer: bytearray | None = None, length: int = 0, tail: bytes = b""
+    ) -> None:
         self._parts = tuple((part, len(part)) for part in parts)
         self._len = sum(n for _, n in self._parts)
         self._ids: list[int] | None = None
@@ -127,8 +128,9 @@ class Backend(Protocol):
         already clamped."""
         ...
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
-                    temperature: float | None = None) -> list[float]:
+    async def score(
+        self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *, temperature: float | None = None
+    ) -> list[float]:
         """Logprob of each completion id given the prompt and the ids before it (teacher-forced), under
         `log_softmax(logits / temperature)` where the backend can (`score_logprob_mode`)."""
         ...

@@ -23,8 +23,15 @@ import httptools
 
 from openenv.capture.fast_paths import fast_paths
 
-__all__ = ["ConnectTimeout", "EngineClient", "EngineHTTP", "HttpxEngine", "ReadTimeout", "ServerDisconnected",
-           "engine_client"]
+__all__ = [
+    "ConnectTimeout",
+    "EngineClient",
+    "EngineHTTP",
+    "HttpxEngine",
+    "ReadTimeout",
+    "ServerDisconnected",
+    "engine_client",
+]
 
 
 class ConnectTimeout(TimeoutError):
@@ -108,8 +115,9 @@ class _Connection(asyncio.Protocol):
 
     # ---- use -----------------------------------------------------------------------------------------
 
-    async def exchange(self, parts: tuple[bytes, ...], timeout: float,
-                       sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
+    async def exchange(
+        self, parts: tuple[bytes, ...], timeout: float, sink: Callable[[bytes], None] | None = None
+    ) -> tuple[int, bytes]:
         assert self._transport is not None and self._waiter is None
         self._waiter = self._loop.create_future()
         self._sink = sink
@@ -183,9 +191,15 @@ class EngineHTTP:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
-    async def request(self, method: str, path: str, body: bytes | None = None, *,
-                      timeout: float | None = None,
-                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        timeout: float | None = None,
+        sink: Callable[[bytes], None] | None = None,
+    ) -> tuple[int, bytes]:
         """(status, body) of one request; `body` is sent as JSON; `timeout` overrides the client's.
         With `sink`, a 200 reply's body is handed to it piece by piece as it arrives (a streamed reply;
         the returned body is then empty), and `timeout` bounds the silence between pieces.
@@ -235,7 +249,9 @@ class EngineHTTP:
     async def _connect(self, loop: asyncio.AbstractEventLoop, timeout: float) -> _Connection:
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(lambda: _Connection(loop), self._host, self._port, ssl=self._ssl), timeout)
+                loop.create_connection(lambda: _Connection(loop), self._host, self._port, ssl=self._ssl),
+                timeout,
+            )
         except TimeoutError:
             raise ConnectTimeout(f"no connection to {self._host}:{self._port} within {timeout:g} s") from None
         return conn
@@ -244,9 +260,15 @@ class EngineHTTP:
 class EngineClient(Protocol):
     """What a backend needs of an HTTP client: `EngineHTTP`, or `HttpxEngine` with the fast paths off."""
 
-    async def request(self, method: str, path: str, body: bytes | None = None, *,
-                      timeout: float | None = None,
-                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]: ...
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        timeout: float | None = None,
+        sink: Callable[[bytes], None] | None = None,
+    ) -> tuple[int, bytes]: ...
 
     def close(self) -> None: ...
 
@@ -270,19 +292,28 @@ class HttpxEngine:
             raise ValueError(f"not an http(s) URL: {base_url!r}")
         self._httpx = httpx
         self._timeout = timeout
-        limits = httpx.Limits(keepalive_expiry=keepalive_s or None, max_keepalive_connections=None if keepalive_s else 0)
+        limits = httpx.Limits(
+            keepalive_expiry=keepalive_s or None, max_keepalive_connections=None if keepalive_s else 0
+        )
         self._client = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, limits=limits)
 
-    async def request(self, method: str, path: str, body: bytes | None = None, *,
-                      timeout: float | None = None,
-                      sink: Callable[[bytes], None] | None = None) -> tuple[int, bytes]:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        timeout: float | None = None,
+        sink: Callable[[bytes], None] | None = None,
+    ) -> tuple[int, bytes]:
         """As `EngineHTTP.request`."""
         httpx = self._httpx
         headers = {"content-type": "application/json"} if body is not None else None
         wait = self._timeout if timeout is None else timeout
         try:
-            async with self._client.stream(method, path, content=body, headers=headers,
-                                           timeout=httpx.Timeout(wait)) as reply:
+            async with self._client.stream(
+                method, path, content=body, headers=headers, timeout=httpx.Timeout(wait)
+            ) as reply:
                 if sink is not None and reply.status_code == 200:
                     async for piece in reply.aiter_raw():
                         sink(piece)
@@ -303,4 +334,3 @@ class HttpxEngine:
             asyncio.get_running_loop().create_task(self._client.aclose())
         except RuntimeError:  # no loop here: the connections close with the process or the loop
             pass
-

@@ -28,7 +28,6 @@ from openenv.models.progress import quiet_progress
 __all__ = ["LocalBackend"]
 
 
-
 class LocalBackend:
     """A causal LM loaded with transformers (float32, CPU by default).
 
@@ -49,8 +48,14 @@ class LocalBackend:
     name = "local"
     score_logprob_mode = "processed"  # `score` divides by the temperature it is given
 
-    def __init__(self, model: str | Path | Any, *, device: str = "cpu", dtype: str = "float32",
-                 autocast: Callable[[], AbstractContextManager[Any]] | None = None) -> None:
+    def __init__(
+        self,
+        model: str | Path | Any,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        autocast: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -58,7 +63,9 @@ class LocalBackend:
         if isinstance(model, str | Path):
             self.device = device
             with quiet_progress():
-                self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(device)
+                self.model = AutoModelForCausalLM.from_pretrained(str(model), dtype=getattr(torch, dtype)).to(
+                    device
+                )
             self.model.eval()
         else:
             self.model, self.device = model, str(next(model.parameters()).device)
@@ -92,21 +99,28 @@ class LocalBackend:
         finally:
             self._running.discard(stop)
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
-                    temperature: float | None = None) -> list[float]:
+    async def score(
+        self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *, temperature: float | None = None
+    ) -> list[float]:
         stop = threading.Event()
         self._running.add(stop)
         try:
-            return await asyncio.to_thread(self._guarded, self._score_unless, list(prompt_ids), list(completion_ids),
-                                           stop, temperature)
+            return await asyncio.to_thread(
+                self._guarded, self._score_unless, list(prompt_ids), list(completion_ids), stop, temperature
+            )
         except asyncio.CancelledError:
             stop.set()  # a call still queued on the lock never runs its forward pass
             raise
         finally:
             self._running.discard(stop)
 
-    def _score_unless(self, prompt_ids: list[int], completion_ids: list[int], stop: threading.Event,
-                      temperature: float | None) -> list[float]:
+    def _score_unless(
+        self,
+        prompt_ids: list[int],
+        completion_ids: list[int],
+        stop: threading.Event,
+        temperature: float | None,
+    ) -> list[float]:
         if stop.is_set():
             raise BackendUnavailable("the scoring was cancelled before it reached the model")
         return self._score(prompt_ids, completion_ids, temperature)
@@ -141,21 +155,29 @@ class LocalBackend:
         greedy = params.temperature is not None and params.temperature <= 0
         options: dict[str, Any] = {"do_sample": not greedy, "max_new_tokens": params.max_tokens or 256}
         if not greedy:
-            options.update(temperature=params.temperature if params.temperature is not None else 1.0,
-                           top_p=params.top_p if params.top_p is not None else 1.0,
-                           top_k=params.top_k if params.top_k is not None else 0)
+            options.update(
+                temperature=params.temperature if params.temperature is not None else 1.0,
+                top_p=params.top_p if params.top_p is not None else 1.0,
+                top_k=params.top_k if params.top_k is not None else 0,
+            )
         with torch.no_grad():
-            out = self.model.generate(inputs, attention_mask=torch.ones_like(inputs),
-                                      pad_token_id=next(iter(self.eos_ids), 0),
-                                      stopping_criteria=StoppingCriteriaList([_Stopped()]), **options)
+            out = self.model.generate(
+                inputs,
+                attention_mask=torch.ones_like(inputs),
+                pad_token_id=next(iter(self.eos_ids), 0),
+                stopping_criteria=StoppingCriteriaList([_Stopped()]),
+                **options,
+            )
         if stop.is_set():
             raise BackendUnavailable("the generation was cancelled")
-        ids = out[0, len(prompt_ids):].tolist()
+        ids = out[0, len(prompt_ids) :].tolist()
         logprobs = self._score(prompt_ids, ids, None if greedy else params.temperature) if ids else []
         stopped = bool(ids) and ids[-1] in self.eos_ids
         return Generation(ids, logprobs, "stop" if stopped else "length")
 
-    def _score(self, prompt_ids: list[int], completion_ids: list[int], temperature: float | None = None) -> list[float]:
+    def _score(
+        self, prompt_ids: list[int], completion_ids: list[int], temperature: float | None = None
+    ) -> list[float]:
         """Teacher-forced logprobs of `completion_ids` under `log_softmax(logits / temperature)` (no division
         for None or 0: greedy has no temperature). Only the positions that predict them get logits
         (`logits_to_keep`): full-vocabulary logits for a whole long prompt cost gigabytes (the red-team's

@@ -20,8 +20,9 @@ BackendName = Literal["local", "vllm"]
 BACKEND_NAMES: tuple[BackendName, ...] = get_args(BackendName)
 
 
-def make_backend(name: str, *, model: str | Path | Any = None, vllm_url: str | Sequence[str] | None = None,
-                 **options: Any) -> Backend:
+def make_backend(
+    name: str, *, model: str | Path | Any = None, vllm_url: str | Sequence[str] | None = None, **options: Any
+) -> Backend:
     """The backend called `name`.
 
     Args:

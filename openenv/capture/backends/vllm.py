@@ -63,8 +63,10 @@ def _reading(reply: Any) -> Iterator[None]:
         yield
     except (KeyError, IndexError, TypeError, ValueError) as exc:
         keys = sorted(reply)[:8] if isinstance(reply, dict) else type(reply).__name__
-        raise BackendUnavailable(f"the vLLM backend's reply lacks {exc!r}; it needs vLLM >= 0.10 "
-                                 f"(return_token_ids, prompt_logprobs); got keys {keys}") from None
+        raise BackendUnavailable(
+            f"the vLLM backend's reply lacks {exc!r}; it needs vLLM >= 0.10 "
+            f"(return_token_ids, prompt_logprobs); got keys {keys}"
+        ) from None
 
 
 def _detail(body: bytes) -> str:
@@ -98,9 +100,16 @@ class VLLMBackend:
     name = "vllm"
     score_logprob_mode = "raw"  # prompt logprobs skip the sampler: no temperature, whatever the server's mode
 
-    def __init__(self, base_url: str, *, model: str | None = None, context_window: int | None = None,
-                 timeout: float = 600.0, on_reply: Callable[[dict[str, Any]], None] | None = None,
-                 on_chunk: Callable[[dict[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        model: str | None = None,
+        context_window: int | None = None,
+        timeout: float = 600.0,
+        on_reply: Callable[[dict[str, Any]], None] | None = None,
+        on_chunk: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._model = model
         self._context_window = context_window
@@ -175,8 +184,9 @@ class VLLMBackend:
             logprobs = [float(x) for x in choice["logprobs"]["token_logprobs"]]
         return Generation(ids, logprobs, "length" if choice.get("finish_reason") == "length" else "stop")
 
-    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
-                              on_tokens: Callable[[list[int]], None]) -> Generation:
+    async def generate_stream(
+        self, prompt_ids: Sequence[int], params: SamplingParams, on_tokens: Callable[[list[int]], None]
+    ) -> Generation:
         """`generate`, streamed: vLLM's `/v1/completions` with `stream: true` sends each new token's id and
         logprob as it is sampled; `on_tokens(new_ids)` hears of them at once (the proxy streams them on to
         the harness). The result is the same `Generation` as `generate`'s for the same request and seed."""
@@ -193,7 +203,7 @@ class VLLMBackend:
             pending.extend(data)
             while (end := pending.find(b"\n\n")) >= 0:
                 frame = bytes(pending[:end])
-                del pending[:end + 2]
+                del pending[: end + 2]
                 frames[0] += 1
                 for line in frame.split(b"\n"):
                     if line.startswith(b"data: ") and line[6:].strip() != b"[DONE]":
@@ -214,17 +224,37 @@ class VLLMBackend:
             if ids:
                 on_tokens(list(ids))
         if not frames[0] and not ids:
-            raise BackendUnavailable(f"the vLLM backend at {self.base_url} ended its stream without a chunk; retry")
+            raise BackendUnavailable(
+                f"the vLLM backend at {self.base_url} ended its stream without a chunk; retry"
+            )
         if len(logprobs) != len(ids):
-            raise BackendUnavailable(f"the vLLM backend at {self.base_url} streamed {len(ids)} token ids but "
-                                     f"{len(logprobs)} logprobs")
+            raise BackendUnavailable(
+                f"the vLLM backend at {self.base_url} streamed {len(ids)} token ids but "
+                f"{len(logprobs)} logprobs"
+            )
         if self._on_reply is not None:
-            self._on_reply({"choices": [{"token_ids": ids, "logprobs": {"token_logprobs": logprobs},
-                                         "finish_reason": finish[0]}], "chunks": frames[0]})
+            self._on_reply(
+                {
+                    "choices": [
+                        {
+                            "token_ids": ids,
+                            "logprobs": {"token_logprobs": logprobs},
+                            "finish_reason": finish[0],
+                        }
+                    ],
+                    "chunks": frames[0],
+                }
+            )
         return Generation(ids, logprobs, finish[0])
 
-    def _chunk(self, reply: Any, ids: list[int], logprobs: list[float], finish: list[str],
-               on_tokens: Callable[[list[int]], None]) -> None:
+    def _chunk(
+        self,
+        reply: Any,
+        ids: list[int],
+        logprobs: list[float],
+        finish: list[str],
+        on_tokens: Callable[[list[int]], None],
+    ) -> None:
         if self._on_chunk is not None:
             self._on_chunk(reply)
         with _reading(reply):
@@ -262,26 +292,40 @@ class VLLMBackend:
         await self.ready()
         gaps = []
         for temperature in (1.0, 2.0):
-            body = {"model": self.model, "prompt": list(range(1, 9)), "max_tokens": 1, "temperature": temperature,
-                    "logprobs": 2, "return_tokens_as_token_ids": True}
+            body = {
+                "model": self.model,
+                "prompt": list(range(1, 9)),
+                "max_tokens": 1,
+                "temperature": temperature,
+                "logprobs": 2,
+                "return_tokens_as_token_ids": True,
+            }
             try:
                 reply = await self._post(body, report=False)
             except BadRequest:  # a server that refuses the probe's fields cannot be told apart: unknown
                 return "unknown"
             with _reading(reply):
-                top = sorted((float(v) for v in reply["choices"][0]["logprobs"]["top_logprobs"][0].values()),
-                             reverse=True)
+                top = sorted(
+                    (float(v) for v in reply["choices"][0]["logprobs"]["top_logprobs"][0].values()),
+                    reverse=True,
+                )
             if len(top) < 2 or top[0] > 1e-6:  # logits modes (raw_logits/processed_logits) are no logprobs
                 return "raw" if len(top) >= 2 else "unknown"
             gaps.append(top[0] - top[1])
         return verdict_from_gaps(gaps[0], gaps[1])
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
-                    temperature: float | None = None) -> list[float]:
+    async def score(
+        self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *, temperature: float | None = None
+    ) -> list[float]:
         """Raw teacher-forced logprobs (`score_logprob_mode`): vLLM's prompt logprobs ignore `temperature`."""
         await self.ready()
-        body = {"model": self.model, "prompt": [*prompt_ids, *completion_ids], "max_tokens": 1,
-                "temperature": 0.0, "prompt_logprobs": 0}
+        body = {
+            "model": self.model,
+            "prompt": [*prompt_ids, *completion_ids],
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "prompt_logprobs": 0,
+        }
         reply = await self._post(body)
         with _reading(reply):
             rows = reply["choices"][0]["prompt_logprobs"]
@@ -313,8 +357,13 @@ class VLLMBackend:
         # A turn that extends a sequence brings its prompt's JSON text: 30k ids need not be encoded again.
         known = prompt_ids.json() if isinstance(prompt_ids, TokenIds) else None
         prompt = msgspec.Raw(known) if known is not None else list(prompt_ids)
-        body: dict[str, Any] = {"model": self.model, "prompt": prompt, "logprobs": 0,
-                                "return_token_ids": True, "skip_special_tokens": False}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "prompt": prompt,
+            "logprobs": 0,
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+        }
         fields = params.model_dump(exclude_none=True, exclude={"stop", "json_schema"})
         body.update(fields)
         if params.json_schema is not None:
@@ -342,6 +391,8 @@ class VLLMBackend:
         except msgspec.DecodeError:
             reply = None
         if not isinstance(reply, dict):
-            raise BackendUnavailable(f"the vLLM backend at {self.base_url} answered with a body that is not a "
-                                     f"JSON object: {raw[:200]!r}")
+            raise BackendUnavailable(
+                f"the vLLM backend at {self.base_url} answered with a body that is not a "
+                f"JSON object: {raw[:200]!r}"
+            )
         return reply

@@ -113,16 +113,18 @@ class VLLMEngines:
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         return await self._default.generate(prompt_ids, params)
 
-    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
-                              on_tokens: Callable[[list[int]], None]) -> Generation:
+    async def generate_stream(
+        self, prompt_ids: Sequence[int], params: SamplingParams, on_tokens: Callable[[list[int]], None]
+    ) -> Generation:
         return await self._default.generate_stream(prompt_ids, params, on_tokens)
 
     async def logprob_mode(self) -> LogprobMode:
         """The verdict of the engine a call without a session would use (each engine probes itself once)."""
         return await self._default.logprob_mode()
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
-                    temperature: float | None = None) -> list[float]:
+    async def score(
+        self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *, temperature: float | None = None
+    ) -> list[float]:
         return await self._default.score(prompt_ids, completion_ids, temperature=temperature)
 
     async def aclose(self) -> None:
@@ -131,8 +133,16 @@ class VLLMEngines:
 
     def loads(self) -> dict[str, dict[str, int | bool]]:
         """Per engine URL: pinned sessions, calls in flight, calls made, failures and health."""
-        return {e.url: {"sessions": e.sessions, "in_flight": e.in_flight, "calls": e.calls,
-                        "failures": e.failures, "healthy": e.healthy} for e in self.engines}
+        return {
+            e.url: {
+                "sessions": e.sessions,
+                "in_flight": e.in_flight,
+                "calls": e.calls,
+                "failures": e.failures,
+                "healthy": e.healthy,
+            }
+            for e in self.engines
+        }
 
     # ---- picking ------------------------------------------------------------------------------------
 
@@ -203,8 +213,9 @@ class _Pinned:
     async def generate(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
         return await self._call(lambda backend: backend.generate(prompt_ids, params))
 
-    async def generate_stream(self, prompt_ids: Sequence[int], params: SamplingParams,
-                              on_tokens: Callable[[list[int]], None]) -> Generation:
+    async def generate_stream(
+        self, prompt_ids: Sequence[int], params: SamplingParams, on_tokens: Callable[[list[int]], None]
+    ) -> Generation:
         """`VLLMBackend.generate_stream` on this session's engine; moved to another engine on failure only
         while no token has been handed to `on_tokens` (see the module doc)."""
         sent = [False]
@@ -213,16 +224,20 @@ class _Pinned:
             sent[0] = True
             on_tokens(new)
 
-        return await self._call(lambda backend: backend.generate_stream(prompt_ids, params, relay),
-                                may_move=lambda: not sent[0])
+        return await self._call(
+            lambda backend: backend.generate_stream(prompt_ids, params, relay), may_move=lambda: not sent[0]
+        )
 
     async def logprob_mode(self) -> LogprobMode:
         """This session's engine's verdict (probed once per engine, `VLLMBackend.logprob_mode`)."""
         return await self._call(lambda backend: backend.logprob_mode(), count=False)  # type: ignore[no-any-return]  # _call is generic over the backend method and returns Any
 
-    async def score(self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *,
-                    temperature: float | None = None) -> list[float]:
-        return await self._call(lambda backend: backend.score(prompt_ids, completion_ids, temperature=temperature))
+    async def score(
+        self, prompt_ids: Sequence[int], completion_ids: Sequence[int], *, temperature: float | None = None
+    ) -> list[float]:
+        return await self._call(
+            lambda backend: backend.score(prompt_ids, completion_ids, temperature=temperature)
+        )
 
     def release(self) -> None:
         """The session closed: its engine has one session fewer."""
@@ -242,7 +257,9 @@ class _Pinned:
                 self.engine = chosen
             return self.engine
 
-    async def _call(self, call: Any, *, count: bool = True, may_move: Callable[[], bool] = lambda: True) -> Any:
+    async def _call(
+        self, call: Any, *, count: bool = True, may_move: Callable[[], bool] = lambda: True
+    ) -> Any:
         """`call(backend)` on this session's engine; if that engine fails, once more on another one
         (when `may_move()` still allows it)."""
         engine = await self._engine()

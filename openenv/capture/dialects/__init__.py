@@ -15,7 +15,15 @@ from openenv.capture.dialects.gemini import GeminiDialect
 from openenv.capture.dialects.openai_chat import OpenAIChatDialect
 from openenv.capture.dialects.openai_responses import OpenAIResponsesDialect
 
-__all__ = ["DIALECT_NAMES", "ROUTES", "Dialect", "Endpoint", "RequestContext", "ServerSentEvent", "default_dialect"]
+__all__ = [
+    "DIALECT_NAMES",
+    "ROUTES",
+    "Dialect",
+    "Endpoint",
+    "RequestContext",
+    "ServerSentEvent",
+    "default_dialect",
+]
 
 _openai_chat = OpenAIChatDialect()
 _gemini, _gemini_stream = GeminiDialect(), GeminiDialect(stream=True)

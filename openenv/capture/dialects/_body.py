@@ -68,8 +68,16 @@ class BodyParser(Generic[M]):
             one (those after a remembered prefix).
     """
 
-    def __init__(self, model: type[M], *, lists: tuple[str, ...], size: int = _SIZE,
-                 histories: int = _HISTORIES, item_bytes: int = 64 << 20, history_bytes: int = 128 << 20) -> None:
+    def __init__(
+        self,
+        model: type[M],
+        *,
+        lists: tuple[str, ...],
+        size: int = _SIZE,
+        histories: int = _HISTORIES,
+        item_bytes: int = 64 << 20,
+        history_bytes: int = 128 << 20,
+    ) -> None:
         self.model = model
         self.size = size
         self.histories = histories
@@ -126,8 +134,10 @@ class BodyParser(Generic[M]):
             split = self._split.decode(body)
         except msgspec.ValidationError:
             fields = _FIELDS.decode(body)
-            return {name: self._list(name, raw) if name in self._adapters else _VALUE.decode(raw)
-                    for name, raw in fields.items()}
+            return {
+                name: self._list(name, raw) if name in self._adapters else _VALUE.decode(raw)
+                for name, raw in fields.items()
+            }
         values = ((key, getattr(split, attr)) for attr, key in self._keys)
         return {key: self._value(key, value) for key, value in values if value is not msgspec.UNSET}
 
@@ -164,14 +174,18 @@ class BodyParser(Generic[M]):
                 return hit
         return None
 
-    def _remember(self, name: str, known: _History | None, raws: list[msgspec.Raw], items: list[Any]) -> _History:
+    def _remember(
+        self, name: str, known: _History | None, raws: list[msgspec.Raw], items: list[Any]
+    ) -> _History:
         own = [raw.copy() for raw in raws]  # a view would keep the whole request body alive
         added = sum(len(raw) for raw in own)
         if known is None:
             history = _History(own, items, added)
         else:
             history = _History(known.raws + own, known.items + items, known.size + added)
-            self._forget(name, known)  # superseded: one list per conversation, not one per turn (O(n), not n^2)
+            self._forget(
+                name, known
+            )  # superseded: one list per conversation, not one per turn (O(n), not n^2)
         if history.raws and history.size <= self.history_bytes // 8:
             key = (name, bytes(history.raws[-1]))
             replaced = self._ends.pop(key, None)
@@ -301,8 +315,10 @@ def _keys(model: type[BaseModel]) -> list[tuple[str, str]]:
 def _splitter(keys: list[tuple[str, str]], lists: tuple[str, ...]) -> msgspec.json.Decoder[Any]:
     """A one-pass decoder of a body whose keys are all the model's: list fields as raw items, the
     others raw; any other key fails it (so nothing is dropped)."""
-    fields = [(attr, (list[msgspec.Raw] | None if key in lists else msgspec.Raw) | msgspec.UnsetType, msgspec.UNSET)
-              for attr, key in keys]
+    fields = [
+        (attr, (list[msgspec.Raw] | None if key in lists else msgspec.Raw) | msgspec.UnsetType, msgspec.UNSET)
+        for attr, key in keys
+    ]
     struct = msgspec.defstruct("Split", fields, rename=dict(keys), forbid_unknown_fields=True)
     return msgspec.json.Decoder(struct)
 
@@ -312,12 +328,18 @@ def _trusted_lists(model: type[BaseModel], lists: tuple[str, ...]) -> dict[str, 
     item: no validator reads them (no model validator at all), no constraint beyond `min_length`
     <= 1, and the model lets a field be set without validation."""
     decorators = model.__pydantic_decorators__
-    if decorators.model_validators or model.model_config.get("frozen") or model.model_config.get("validate_assignment"):
+    if (
+        decorators.model_validators
+        or model.model_config.get("frozen")
+        or model.model_config.get("validate_assignment")
+    ):
         return {}
     watched = {f for d in decorators.field_validators.values() for f in d.info.fields}
     out = {}
     for name, info in model.model_fields.items():
-        key = next((k for k in (info.validation_alias, info.alias, name) if isinstance(k, str) and k in lists), None)
+        key = next(
+            (k for k in (info.validation_alias, info.alias, name) if isinstance(k, str) and k in lists), None
+        )
         if key is None or name in watched or "*" in watched:
             continue
         if all(isinstance(m, MinLen) and m.min_length <= 1 for m in info.metadata):

@@ -52,9 +52,15 @@ class HistoryMemo(Generic[S, V]):
         folded: items folded, not served from a remembered list (for tests and benchmarks).
     """
 
-    def __init__(self, fold: Callable[[S, Any], tuple[S, Sequence[V]]], start: S, *,
-                 finish: Callable[[S], Sequence[V]] | None = None, size: int = _SIZE,
-                 max_bytes: int = 128 << 20) -> None:
+    def __init__(
+        self,
+        fold: Callable[[S, Any], tuple[S, Sequence[V]]],
+        start: S,
+        *,
+        finish: Callable[[S], Sequence[V]] | None = None,
+        size: int = _SIZE,
+        max_bytes: int = 128 << 20,
+    ) -> None:
         self._fold = fold
         self._start = start
         self._finish = finish

@@ -76,7 +76,9 @@ def response_id(prefix: str, turn_id: str) -> str:
 # Text already streamed to the client, piece by piece, per channel (`text`, `reasoning`; see
 # `capture/streaming.py`): a channel's text that starts with its pieces is cut at the same places first, so
 # the finished reply's events repeat the streamed ones.
-streamed_pieces: ContextVar[Mapping[str, tuple[str, ...]]] = ContextVar("streamed_pieces", default=MappingProxyType({}))
+streamed_pieces: ContextVar[Mapping[str, tuple[str, ...]]] = ContextVar(
+    "streamed_pieces", default=MappingProxyType({})
+)
 
 
 def chunk_text(text: str, size: int = CHUNK_CHARS, *, channel: str = "text") -> Iterator[str]:
@@ -117,8 +119,13 @@ class OpenAIErrorBody(BaseModel):
     error: OpenAIErrorDetail
 
 
-_OPENAI_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-                       429: "rate_limit_error", 503: "service_unavailable"}
+_OPENAI_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    429: "rate_limit_error",
+    503: "service_unavailable",
+}
 
 
 def openai_error_body(err: OpenEnvError) -> tuple[int, OpenAIErrorBody]:
@@ -129,6 +136,7 @@ def openai_error_body(err: OpenEnvError) -> tuple[int, OpenAIErrorBody]:
     if isinstance(err, BackendUnavailable):
         kind = "service_unavailable"
     param = err.details.get("param")
-    detail = OpenAIErrorDetail(message=err.message, type=kind, code=err.code,
-                               param=param if isinstance(param, str) else None)
+    detail = OpenAIErrorDetail(
+        message=err.message, type=kind, code=err.code, param=param if isinstance(param, str) else None
+    )
     return status, OpenAIErrorBody(error=detail)

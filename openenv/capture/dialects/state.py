@@ -92,10 +92,13 @@ class DialectState:
             return self._caches[spec.dialect]
 
     def _make(self, spec: CacheSpec[M, S, V]) -> DialectCaches[M, S, V]:
-        share = self.max_bytes // _DIALECTS  # split 1/6 items, 1/3 lists, 1/6 item memo, 1/4 history, 1/12 values
+        share = (
+            self.max_bytes // _DIALECTS
+        )  # split 1/6 items, 1/3 lists, 1/6 item memo, 1/4 history, 1/12 values
         body = BodyParser(spec.model, lists=spec.lists, item_bytes=share // 6, history_bytes=share // 3)
         items: ItemMemo[Any] = ItemMemo(max_bytes=share // 6)
         values = ValueMemo(max_bytes=share // 12)
-        history = HistoryMemo(functools.partial(spec.fold, items, values), spec.start, finish=spec.finish,
-                              max_bytes=share // 4)
+        history = HistoryMemo(
+            functools.partial(spec.fold, items, values), spec.start, finish=spec.finish, max_bytes=share // 4
+        )
         return DialectCaches(body, items, values, history)

@@ -14,7 +14,13 @@ from openenv.capture.parsers.qwen3_coder import Qwen3CoderParser
 from openenv.errors import BadRequest
 
 __all__ = [
-    "PARSERS", "CompletionParser", "ParsedCall", "ParsedText", "detect_parser", "get_parser", "split_reasoning",
+    "PARSERS",
+    "CompletionParser",
+    "ParsedCall",
+    "ParsedText",
+    "detect_parser",
+    "get_parser",
+    "split_reasoning",
 ]
 
 PARSERS: dict[str, CompletionParser] = {

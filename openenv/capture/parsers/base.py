@@ -93,8 +93,9 @@ class TagParser:
     def parse(self, text: str) -> ParsedText:
         reasoning, rest = split_reasoning(text)
         attempts: list[CallAttempt] = []
-        content, calls = extract_blocks(rest, self.block, self.decode, close=self.close, attempts=attempts,
-                                        offset=len(text) - len(rest))
+        content, calls = extract_blocks(
+            rest, self.block, self.decode, close=self.close, attempts=attempts, offset=len(text) - len(rest)
+        )
         return ParsedText(content=content, reasoning=reasoning, tool_calls=calls, attempts=tuple(attempts))
 
 
@@ -105,7 +106,7 @@ def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</th
     if not sep:
         stripped = text.lstrip()
         if stripped.startswith(open_tag):  # unterminated reasoning (cut by max_tokens)
-            return stripped[len(open_tag):].strip(), ""
+            return stripped[len(open_tag) :].strip(), ""
         return "", text
     head = head.lstrip()
     head = head.removeprefix(open_tag)
@@ -113,8 +114,13 @@ def split_reasoning(text: str, open_tag: str = "<think>", close_tag: str = "</th
 
 
 def extract_blocks(
-    text: str, block: re.Pattern[str], decode: Callable[[str], ParsedCall | Iterable[ParsedCall] | None],
-    *, close: str | None = None, attempts: list[CallAttempt] | None = None, offset: int = 0,
+    text: str,
+    block: re.Pattern[str],
+    decode: Callable[[str], ParsedCall | Iterable[ParsedCall] | None],
+    *,
+    close: str | None = None,
+    attempts: list[CallAttempt] | None = None,
+    offset: int = 0,
 ) -> tuple[str, tuple[ParsedCall, ...]]:
     """(content, calls): each `block` match whose group 1 decodes (to one call or several) is cut out;
     a block that does not decode (None) stays in the content, so a malformed call is never lost.
@@ -129,7 +135,9 @@ def extract_blocks(
         if attempts is not None:
             found = [decoded] if isinstance(decoded, ParsedCall) else list(decoded or [])
             closed = close is None or match.group(0).rstrip().endswith(close)
-            status: CallStatus = "missing_close" if not closed else "parsed" if decoded is not None else "malformed"
+            status: CallStatus = (
+                "missing_close" if not closed else "parsed" if decoded is not None else "malformed"
+            )
             attempts.append(CallAttempt(status, offset + match.start(), offset + match.end(), len(found)))
             decoded = found if decoded is not None and not isinstance(decoded, ParsedCall) else decoded
         if decoded is None:

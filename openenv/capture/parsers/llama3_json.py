@@ -38,7 +38,7 @@ class Llama3JsonParser:
             except ValueError:
                 call = None
             if call is None:  # a call that does not decode, where the model writes calls
-                if tagged or calls or '"name"' in body[cursor:cursor + 64]:
+                if tagged or calls or '"name"' in body[cursor : cursor + 64]:
                     attempts.append(CallAttempt("malformed", base + cursor, base + len(body)))
                 break
             calls.append(call)
@@ -46,8 +46,12 @@ class Llama3JsonParser:
             cursor = _skip_separators(body, end)
         if not calls:
             return ParsedText(content=rest.strip(), reasoning=reasoning, attempts=tuple(attempts))
-        return ParsedText(content=body[cursor:].strip(), reasoning=reasoning, tool_calls=tuple(calls),
-                          attempts=tuple(attempts))
+        return ParsedText(
+            content=body[cursor:].strip(),
+            reasoning=reasoning,
+            tool_calls=tuple(calls),
+            attempts=tuple(attempts),
+        )
 
 
 def _call(obj: object) -> ParsedCall | None:

@@ -11,8 +11,9 @@ from openenv.capture.parsers.base import CallAttempt
 __all__ = ["token_spans"]
 
 
-def token_spans(attempts: Sequence[CallAttempt], ids: Sequence[int],
-                decode: Callable[[Sequence[int]], str]) -> tuple[ToolCallAttempt, ...]:
+def token_spans(
+    attempts: Sequence[CallAttempt], ids: Sequence[int], decode: Callable[[Sequence[int]], str]
+) -> tuple[ToolCallAttempt, ...]:
     """Each attempt with `token_start` = the token holding its first character and `token_end` = one past
     the token holding its last, found by binary search over decoded prefixes (O(log n) decodes each).
 
@@ -40,5 +41,7 @@ def token_spans(attempts: Sequence[CallAttempt], ids: Sequence[int],
     for a in attempts:
         start = max(first_reaching(a.start + 1) - 1, 0)
         end = max(first_reaching(a.end), start + 1) if a.end > a.start else start
-        spans.append(ToolCallAttempt(status=a.status, token_start=start, token_end=min(end, len(ids)), calls=a.calls))
+        spans.append(
+            ToolCallAttempt(status=a.status, token_start=start, token_end=min(end, len(ids)), calls=a.calls)
+        )
     return tuple(spans)

@@ -37,7 +37,6 @@ __all__ = [
 ]
 
 
-
 class _GuardedRoute(APIRoute):
     """An unexpected exception becomes the generic error with an id here, inside the app's error
     handling, so the client gets a JSON error and keeps its connection (Starlette's last-resort handler
@@ -129,7 +128,9 @@ async def open_session(request: Request, body: OpenSession | None = None) -> Ses
     # On a separate admin port the harness-facing URL is the model port's, not this request's.
     base_url = request.app.state.model_base_url or str(request.base_url)
     registry = _registry(request)
-    session = registry.open(base_url=base_url, mode=body.mode, sampling=body.sampling, sampling_policy=body.policy)
+    session = registry.open(
+        base_url=base_url, mode=body.mode, sampling=body.sampling, sampling_policy=body.policy
+    )
     try:
         await session.check_trainable()  # a training session on a raw-logprob engine is refused here
     except BaseException:
@@ -144,16 +145,29 @@ async def list_sessions(request: Request) -> SessionList:
     """The live sessions, least recently used first, and the capacity they count against. Only behind an
     admin key: without one, any local process could read every session's token here."""
     if request.app.state.admin_key is None:
-        raise NotFound("listing sessions needs an admin key (start the proxy with one); read a session by its "
-                       "token at /sessions/{token}/trajectory")
+        raise NotFound(
+            "listing sessions needs an admin key (start the proxy with one); read a session by its "
+            "token at /sessions/{token}/trajectory"
+        )
     registry = _registry(request)
-    rows = [SessionSummary(token=s.token, base_url=s.base_url, mode=s.mode, turns=len(s.trajectory.turns),
-                           idle_s=round(registry.idle_seconds(s), 3),
-                           journal=str(s.journal.path) if s.journal is not None else None)
-            for s in registry.sessions.values()]
+    rows = [
+        SessionSummary(
+            token=s.token,
+            base_url=s.base_url,
+            mode=s.mode,
+            turns=len(s.trajectory.turns),
+            idle_s=round(registry.idle_seconds(s), 3),
+            journal=str(s.journal.path) if s.journal is not None else None,
+        )
+        for s in registry.sessions.values()
+    ]
     rows.sort(key=lambda r: -r.idle_s)
-    return SessionList(sessions=rows, max_sessions=registry.max_sessions, idle_timeout_s=registry.idle_timeout_s,
-                       reaped=registry.reaped)
+    return SessionList(
+        sessions=rows,
+        max_sessions=registry.max_sessions,
+        idle_timeout_s=registry.idle_timeout_s,
+        reaped=registry.reaped,
+    )
 
 
 @router.get("/{token}/trajectory")

@@ -33,7 +33,15 @@ from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
-__all__ = ["MAX_BODY_BYTES", "OFFLOAD_BYTES", "BodyReadTimeout", "BodyTooLarge", "InternalError", "internal_error", "router"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "OFFLOAD_BYTES",
+    "BodyReadTimeout",
+    "BodyTooLarge",
+    "InternalError",
+    "internal_error",
+    "router",
+]
 
 router = APIRouter()
 log = logging.getLogger("openenv.capture")
@@ -81,8 +89,11 @@ def internal_error(exc: BaseException) -> InternalError:
 
 def _context(request: Request) -> RequestContext:
     params = {k: v for k, v in request.path_params.items() if k != "token"}
-    return RequestContext(path_params=params, query=dict(request.query_params),
-                          headers={k.lower(): v for k, v in request.headers.items()})
+    return RequestContext(
+        path_params=params,
+        query=dict(request.query_params),
+        headers={k.lower(): v for k, v in request.headers.items()},
+    )
 
 
 async def _read_body(request: Request, cap: int) -> bytes:
@@ -101,13 +112,16 @@ async def _read_body(request: Request, cap: int) -> bytes:
                     raise BodyTooLarge(f"the request body is over {cap} bytes, the most this proxy accepts")
                 chunks.append(chunk)
     except TimeoutError:
-        raise BodyReadTimeout(f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s "
-                              f"({size} bytes came); send it whole") from None
+        raise BodyReadTimeout(
+            f"the request body did not arrive within {BODY_READ_TIMEOUT_S:g} s "
+            f"({size} bytes came); send it whole"
+        ) from None
     return b"".join(chunks) if len(chunks) != 1 else chunks[0]
 
 
-def _parse(dialect: Dialect[Any], body: bytes, ctx: RequestContext,
-           state: DialectState) -> tuple[Any, CanonicalRequest]:
+def _parse(
+    dialect: Dialect[Any], body: bytes, ctx: RequestContext, state: DialectState
+) -> tuple[Any, CanonicalRequest]:
     req = dialect.parse(body, ctx, state)
     return req, dialect.to_canonical(req, state)
 
@@ -125,7 +139,9 @@ class _Disconnect:
         assert task is not None
         self.watcher = asyncio.get_running_loop().create_task(self._watch(request, task, session, digest))
 
-    async def _watch(self, request: Request, task: asyncio.Task[Any], session: CaptureSession, digest: str | None) -> None:
+    async def _watch(
+        self, request: Request, task: asyncio.Task[Any], session: CaptureSession, digest: str | None
+    ) -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
         await asyncio.sleep(REJOIN_GRACE_S)
@@ -137,8 +153,13 @@ class _Disconnect:
         self.watcher.cancel()
 
 
-async def _answer(session: CaptureSession, canonical: CanonicalRequest, dialect: Dialect[Any], request: Request,
-                  **kwargs: Any) -> Completion | None:
+async def _answer(
+    session: CaptureSession,
+    canonical: CanonicalRequest,
+    dialect: Dialect[Any],
+    request: Request,
+    **kwargs: Any,
+) -> Completion | None:
     """`session.handle`, cancelled if the client goes away first (None then: nobody is left to answer)."""
     watch = _Disconnect(request, session, kwargs.get("digest"))
     try:
@@ -163,7 +184,7 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
             return await _serve(request)
         except OpenEnvError:
             raise
-        except Exception as exc:  # noqa: BLE001 - RecursionError included: never its text, never a reset
+        except Exception as exc:
             raise internal_error(exc) from None
 
     async def _serve(request: Request) -> Response:
@@ -179,27 +200,44 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
         body = await _read_body(request, request.app.state.max_body_bytes)
         big = len(body) > OFFLOAD_BYTES  # parse + render + tokenize off the loop: others keep being served
         state = registry.dialect_state
-        req, canonical = (await asyncio.to_thread(_parse, dialect, body, ctx, state) if big
-                          else _parse(dialect, body, ctx, state))
+        req, canonical = (
+            await asyncio.to_thread(_parse, dialect, body, ctx, state)
+            if big
+            else _parse(dialect, body, ctx, state)
+        )
         if endpoint.operation == "count_tokens":
             if not isinstance(dialect, CountsTokens):
                 raise NotFound(f"{dialect.name} does not count tokens")
             count = session.count_tokens
-            n = await asyncio.to_thread(count, canonical, dialect.name) if big else count(canonical, dialect.name)
+            n = (
+                await asyncio.to_thread(count, canonical, dialect.name)
+                if big
+                else count(canonical, dialect.name)
+            )
             return Response(dialect.count_tokens_body(n, req).model_dump_json(), media_type=JSON)
         retry = any(ctx.headers.get(h, "0") not in ("", "0") for h in RETRY_HEADERS)
         # 128-bit xxh3: a retry is matched within one session, so collisions need only be improbable, not
         # infeasible; blake2b took 236 us on a 60-turn (135 kB) body, xxh3 5 us.
         digest = xxhash.xxh3_128_hexdigest(body)
         if canonical.stream:  # tokens go out as the engine samples them, with keep-alives (streaming.py)
-            handle = functools.partial(_answer, session, canonical, dialect, request, digest=digest, retry=retry,
-                                       offload=big)
-            _, events = await stream_reply(dialect, req, handle, decode=registry.renderer.decode,
-                                           model=canonical.model or registry.served_model,
-                                           parser=registry.parser.name, thinking=opens_reasoning(registry.renderer),
-                                           eos_ids=registry.renderer.eos_ids,
-                                           pieces=session.streamed_pieces, key=digest)
-            return StreamingResponse(events, media_type="text/event-stream", headers={"cache-control": "no-cache"})
+            handle = functools.partial(
+                _answer, session, canonical, dialect, request, digest=digest, retry=retry, offload=big
+            )
+            _, events = await stream_reply(
+                dialect,
+                req,
+                handle,
+                decode=registry.renderer.decode,
+                model=canonical.model or registry.served_model,
+                parser=registry.parser.name,
+                thinking=opens_reasoning(registry.renderer),
+                eos_ids=registry.renderer.eos_ids,
+                pieces=session.streamed_pieces,
+                key=digest,
+            )
+            return StreamingResponse(
+                events, media_type="text/event-stream", headers={"cache-control": "no-cache"}
+            )
         done = await _answer(session, canonical, dialect, request, digest=digest, retry=retry, offload=big)
         if done is None:
             return Response(status_code=499)  # the client is gone; this is never delivered

@@ -120,7 +120,11 @@ class Sandbox(Protocol):
         ...
 
     def run(
-        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 120,
         cwd: str | Path | None = None,
     ) -> CommandResult:
         """Run a command to completion (or its timeout) and capture its output. `cwd` is a container
@@ -193,5 +197,9 @@ def run_to_end(process: HarnessProcess, argv: list[str], timeout_s: float) -> Co
     sandbox kills it), kill whatever is left, and collect the exit code and the output's tail."""
     status = process.wait(timeout_s + 10)
     process.kill()
-    return CommandResult(argv=argv, exit_code=process.exit_code(), output=process.output_tail(200_000),
-                         timed_out=status == "timeout")
+    return CommandResult(
+        argv=argv,
+        exit_code=process.exit_code(),
+        output=process.output_tail(200_000),
+        timed_out=status == "timeout",
+    )

@@ -12,5 +12,7 @@ __all__ = ["base_image_hint"]
 def base_image_hint() -> str:
     """The next step for a missing base image. Product code never walks up to a checkout (a wheel has none:
     tests/test_resources.py), so the script is named as a source checkout holds it, saying so."""
-    return ("build it with scripts/build_base_image.sh (offline) from a source checkout of openenv-harness "
-            "(a wheel does not ship the script); or use --sandbox local")
+    return (
+        "build it with scripts/build_base_image.sh (offline) from a source checkout of openenv-harness "
+        "(a wheel does not ship the script); or use --sandbox local"
+    )

@@ -56,7 +56,9 @@ def _hierarchies() -> list[_Hierarchy]:
             ctrls = frozenset(ctrl_file.read_text().split()) if ctrl_file.exists() else frozenset()
             found.append(_Hierarchy(mount, 2, ctrls, group))
         elif fstype == "cgroup":
-            names = frozenset(o for o in opts.split(",") if o in {"pids", "memory", "freezer", "cpu", "cpuacct"})
+            names = frozenset(
+                o for o in opts.split(",") if o in {"pids", "memory", "freezer", "cpu", "cpuacct"}
+            )
             key = next((k for k in own if k and frozenset(k.split(",")) & names), None)
             if names and key is not None:
                 found.append(_Hierarchy(mount, 1, names, _under_mount_root(own[key], root)))
@@ -72,7 +74,7 @@ def _under_mount_root(group: str, root: str) -> str:
     """
     if root in ("", "/") or not (group == root or group.startswith(root.rstrip("/") + "/")):
         return group
-    return "/" + group[len(root):].lstrip("/")
+    return "/" + group[len(root) :].lstrip("/")
 
 
 def _write(path: Path, value: str) -> None:
@@ -111,8 +113,10 @@ class SandboxCgroup:
         try:
             path.mkdir()
         except OSError as exc:
-            raise CgroupError(f"cannot create cgroup {path}: {exc.strerror} (run as root, or on a "
-                              "machine that delegates a cgroup to this user)") from exc
+            raise CgroupError(
+                f"cannot create cgroup {path}: {exc.strerror} (run as root, or on a "
+                "machine that delegates a cgroup to this user)"
+            ) from exc
         self.dirs.append(path)
         return path
 
@@ -153,13 +157,19 @@ class SandboxCgroup:
                 _write(self.memory_dir / "memory.memsw.limit_in_bytes", str(memory_mb << 20))
             parts.append("v1 memory")
         if self.v2 is None and self.pids_dir is None:
-            raise CgroupError("no cgroup v2 hierarchy and no v1 `pids` hierarchy is mounted under /sys/fs/cgroup")
-        missing = [what for what, limit, where in (("pids", pids, self.pids_dir), ("memory", memory_mb,
-                                                                                    self.memory_dir))
-                   if limit is not None and where is None]
+            raise CgroupError(
+                "no cgroup v2 hierarchy and no v1 `pids` hierarchy is mounted under /sys/fs/cgroup"
+            )
+        missing = [
+            what
+            for what, limit, where in (("pids", pids, self.pids_dir), ("memory", memory_mb, self.memory_dir))
+            if limit is not None and where is None
+        ]
         if missing:
-            raise CgroupError(f"no cgroup controller for the {' and '.join(missing)} limit (neither v2 "
-                              "delegation nor a v1 hierarchy); pass Limits(... = None) to run without it")
+            raise CgroupError(
+                f"no cgroup controller for the {' and '.join(missing)} limit (neither v2 "
+                "delegation nor a v1 hierarchy); pass Limits(... = None) to run without it"
+            )
         self.described = " + ".join(parts)
 
     def join_fds(self) -> list[int]:

@@ -30,7 +30,14 @@ from openenv.harness.sandbox.base import HARBOR_DIRS, Limits
 from openenv.harness.sandbox.local import DEFAULT_ENV_ALLOW, LocalSandbox
 from openenv.settings import flag
 
-__all__ = ["CONTAINER_MARKER", "HARBOR_ENV", "OUTSIDE_ENV", "ContainerSandbox", "container_evidence", "harbor_root"]
+__all__ = [
+    "CONTAINER_MARKER",
+    "HARBOR_ENV",
+    "OUTSIDE_ENV",
+    "ContainerSandbox",
+    "container_evidence",
+    "harbor_root",
+]
 
 HARBOR_ENV = "OPENENV_CONTAINER_HARBOR"
 OUTSIDE_ENV = "OPENENV_SANDBOX_OUTSIDE_CONTAINER"
@@ -93,24 +100,35 @@ class ContainerSandbox(LocalSandbox):
                 f"meant for a container that is the boundary, and none is detected here ({CONTAINER_MARKER}, "
                 "/.dockerenv, /run/.containerenv, PID 1's cgroup); use the default bwrap isolation, or opt in "
                 f"with {OUTSIDE_ENV}=1 (ContainerSandbox(allow_outside_container=True)) knowing the harness "
-                "then runs on this machine as you")
+                "then runs on this machine as you"
+            )
         self._harbor = harbor_root()
         self._lock_fd: int | None = None
         if workdir != "/app":
-            raise EnvError(f"the container sandbox offers the workdir /app only (linked into {self._harbor}); "
-                           f"this task wants {workdir!r}: run it with the Docker sandbox")
+            raise EnvError(
+                f"the container sandbox offers the workdir /app only (linked into {self._harbor}); "
+                f"this task wants {workdir!r}: run it with the Docker sandbox"
+            )
         bad = [p for p in _LINKED if Path(p).resolve() != (self._harbor / p.lstrip("/")).resolve()]
         if bad:
-            raise EnvError(f"the container sandbox needs {', '.join(bad)} linked into {self._harbor} (the Space "
-                           f"image does: ln -s {self._harbor}/app /app, and so on); they are not here")
+            raise EnvError(
+                f"the container sandbox needs {', '.join(bad)} linked into {self._harbor} (the Space "
+                f"image does: ln -s {self._harbor}/app /app, and so on); they are not here"
+            )
         self._lock()
         for folder in _LINKED:
             target = self._harbor / folder.lstrip("/")
             shutil.rmtree(target, ignore_errors=True)  # the last episode's leftovers, whoever left them
         (self._harbor / "app").mkdir(parents=True)
         try:
-            super().__init__(limits=limits, env_allow=env_allow, network="host", forward_ports=forward_ports,
-                             workdir=workdir, isolation="none")
+            super().__init__(
+                limits=limits,
+                env_allow=env_allow,
+                network="host",
+                forward_ports=forward_ports,
+                workdir=workdir,
+                isolation="none",
+            )
         except BaseException:
             self._release()
             raise
@@ -122,8 +140,10 @@ class ContainerSandbox(LocalSandbox):
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise EnvError("the container sandbox runs one episode at a time (the Harbor paths exist once per "
-                           "container) and another episode is running here; retry when it ends") from None
+            raise EnvError(
+                "the container sandbox runs one episode at a time (the Harbor paths exist once per "
+                "container) and another episode is running here; retry when it ends"
+            ) from None
         self._lock_fd = fd
 
     def _roots(self) -> dict[str, Path]:
@@ -144,8 +164,12 @@ class ContainerSandbox(LocalSandbox):
                     (base / rel).chmod(0o444)
 
     def _warnings(self) -> list[str]:
-        return [("isolation='container': the container is the only boundary; the harness runs as this server's "
-                "user, sees its files and processes, and reaches every network the container reaches")]
+        return [
+            (
+                "isolation='container': the container is the only boundary; the harness runs as this server's "
+                "user, sees its files and processes, and reaches every network the container reaches"
+            )
+        ]
 
     def close(self) -> None:
         try:

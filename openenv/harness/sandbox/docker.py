@@ -64,7 +64,16 @@ from openenv.harness.sandbox.files import HostFolders, drop_links, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
 from openenv.harness.tasks.model import FileData
 
-__all__ = ["DEFAULT_IMAGE", "DEFAULT_USER", "DOCKER_UID", "HARBOR_MOUNTS", "ContainerLimits", "DockerProcess", "DockerSandbox", "engine_available"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "DEFAULT_USER",
+    "DOCKER_UID",
+    "HARBOR_MOUNTS",
+    "ContainerLimits",
+    "DockerProcess",
+    "DockerSandbox",
+    "engine_available",
+]
 
 DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -79,6 +88,8 @@ HARBOR_MOUNTS = {
     "/logs/verifier": ("harbor/verifier", True),
     "/logs/agent": ("harbor/agent", True),
 }
+
+
 class ContainerLimits(BaseModel):
     """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
 
@@ -205,8 +216,14 @@ class DockerSandbox(HostFolders):
         self._lost: str | None = None
         self.container: Any = None
         self._fresh_options: dict[str, Any] = {
-            "image": image, "limits": limits, "container_limits": container_limits, "mounts": mounts,
-            "user": user, "read_only": read_only, "lifetime_s": lifetime_s, "workdir": workdir,
+            "image": image,
+            "limits": limits,
+            "container_limits": container_limits,
+            "mounts": mounts,
+            "user": user,
+            "read_only": read_only,
+            "lifetime_s": lifetime_s,
+            "workdir": workdir,
         }
         with _engine_errors("connect to the engine"):
             self.client = client or docker.from_env()
@@ -267,13 +284,21 @@ class DockerSandbox(HostFolders):
         writable += ["grader"] if self._grading else []  # the verifier's HOME: never in an agent's container
         mounts = [Mount(str(self.root / sub), str(self.root / sub), type="bind") for sub in writable]
         mounts.append(Mount(self._workdir, str(self.workspace), type="bind"))
-        mounts += [Mount(target, str(self.root / sub), type="bind", read_only=not writable)
-                   for target, (sub, writable) in HARBOR_MOUNTS.items()]
-        mounts.append(Mount(FORWARDER_PATH, str(Path(forwarder.__file__).resolve()), type="bind", read_only=True))
+        mounts += [
+            Mount(target, str(self.root / sub), type="bind", read_only=not writable)
+            for target, (sub, writable) in HARBOR_MOUNTS.items()
+        ]
+        mounts.append(
+            Mount(FORWARDER_PATH, str(Path(forwarder.__file__).resolve()), type="bind", read_only=True)
+        )
         mounts += [Mount(str(path), str(path), type="bind", read_only=True) for path in self._mounts]
-        if self._user:  # the agent's uid by name (whoami, Node's os.userInfo()), whatever the image's passwd says
-            mounts += [Mount(f"/etc/{name}", str(self.root / "etc" / name), type="bind", read_only=True)
-                       for name in ("passwd", "group")]
+        if (
+            self._user
+        ):  # the agent's uid by name (whoami, Node's os.userInfo()), whatever the image's passwd says
+            mounts += [
+                Mount(f"/etc/{name}", str(self.root / "etc" / name), type="bind", read_only=True)
+                for name in ("passwd", "group")
+            ]
         return mounts
 
     def _main_script(self, ports: tuple[int, ...], lifetime_s: float) -> str:
@@ -336,8 +361,10 @@ class DockerSandbox(HostFolders):
         if not ready:
             return ""
         missing = " || ".join(f"[ ! -e {path} ]" for path in ready)
-        return (f"i=0; while {{ {missing}; }} && [ $i -lt {int(timeout_s * 50)} ]; do sleep 0.02; i=$((i+1)); done; "
-                f"[ $i -lt {int(timeout_s * 50)} ] || echo '[openenv] the proxy forwarder did not start' >>\"$0\"; ")
+        return (
+            f"i=0; while {{ {missing}; }} && [ $i -lt {int(timeout_s * 50)} ]; do sleep 0.02; i=$((i+1)); done; "
+            f"[ $i -lt {int(timeout_s * 50)} ] || echo '[openenv] the proxy forwarder did not start' >>\"$0\"; "
+        )
 
     # -- the Sandbox protocol -----------------------------------------------------------------------
 
@@ -352,7 +379,10 @@ class DockerSandbox(HostFolders):
         Raises:
             BadRequest: the path is not under one of them, or has a `..` part.
         """
-        roots = {self._workdir: self.workspace, **{t: self.root / sub for t, (sub, _) in HARBOR_MOUNTS.items()}}
+        roots = {
+            self._workdir: self.workspace,
+            **{t: self.root / sub for t, (sub, _) in HARBOR_MOUNTS.items()},
+        }
         root, below = container_relpath(container_path, tuple(roots))
         return roots[root] / below
 
@@ -376,10 +406,13 @@ class DockerSandbox(HostFolders):
             return
         for process in self._processes:
             process.mark_killed()
-        result = self.container.exec_run(["python3", "-I", "-S", "-c", END_AGENT_SNIPPET, str(self._main_pid)],
-                                         user=self._user or "0:0")
+        result = self.container.exec_run(
+            ["python3", "-I", "-S", "-c", END_AGENT_SNIPPET, str(self._main_pid)], user=self._user or "0:0"
+        )
         if result.exit_code != 0:
-            raise EnvError(f"could not end the agent's processes: {result.output.decode(errors='replace')[-300:]}")
+            raise EnvError(
+                f"could not end the agent's processes: {result.output.decode(errors='replace')[-300:]}"
+            )
         for process in self._processes:
             process.status()
 
@@ -392,8 +425,11 @@ class DockerSandbox(HostFolders):
         image = None
         if not self._read_only:
             with _engine_errors("commit the agent's container for grading"):
-                committed = self.container.commit(repository=f"openenv-graded-{self.id}", tag="latest",
-                                                  conf={"Labels": sweeper.sandbox_labels()})
+                committed = self.container.commit(
+                    repository=f"openenv-graded-{self.id}",
+                    tag="latest",
+                    conf={"Labels": sweeper.sandbox_labels()},
+                )
             image = self._graded_image = committed.id
         self.stop()
         self._stopped = False
@@ -410,8 +446,13 @@ class DockerSandbox(HostFolders):
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The container process environment: the image's PATH, the episode's HOME/TMPDIR, plus `extra`."""
-        env = {"PATH": IMAGE_PATH, "LANG": "C.UTF-8", "HOME": str(self.home), "TMPDIR": str(self.root / "tmp"),
-               "USER": "openenv"}
+        env = {
+            "PATH": IMAGE_PATH,
+            "LANG": "C.UTF-8",
+            "HOME": str(self.home),
+            "TMPDIR": str(self.root / "tmp"),
+            "USER": "openenv",
+        }
         env.update(extra or {})
         return env
 
@@ -424,8 +465,10 @@ class DockerSandbox(HostFolders):
             raise SandboxLost(self._lost)
         private = str(self.root / "private")
         if not self._expose_private and any(private in v for v in [*argv, *env.values(), str(cwd)]):
-            raise EnvError("this command needs a private_dir (hidden tests), which the episode container "
-                           "never sees; grade with docker_episode.verify_isolated(sandbox, task) instead of verify()")
+            raise EnvError(
+                "this command needs a private_dir (hidden tests), which the episode container "
+                "never sees; grade with docker_episode.verify_isolated(sandbox, task) instead of verify()"
+            )
         self.hand_over(self.workspace)
         self.hand_over(self.home)
         tag = f"{MARKER}={self.id}:{len(self._processes)}"
@@ -434,7 +477,10 @@ class DockerSandbox(HostFolders):
         environment = {**self.environment(env), MARKER: tag.partition("=")[2]}
         with _engine_errors(f"start {argv[0]!r}"):
             exec_id = self.api.exec_create(
-                self.container.id, wrapped, environment=environment, workdir=str(cwd or self._workdir),
+                self.container.id,
+                wrapped,
+                environment=environment,
+                workdir=str(cwd or self._workdir),
                 user=self._user or "0:0",
             )["Id"]
             self.api.exec_start(exec_id, detach=True)
@@ -443,7 +489,11 @@ class DockerSandbox(HostFolders):
         return process
 
     def run(
-        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 120,
         cwd: str | Path | None = None,
     ) -> CommandResult:
         process = self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd)
@@ -459,7 +509,9 @@ class DockerSandbox(HostFolders):
         if self._stopped or self.lost_reason() is not None:
             return ""
         try:
-            result = self.container.exec_run(["python3", "-I", "-S", "-c", snippet, arg], user=self._user or "0:0")
+            result = self.container.exec_run(
+                ["python3", "-I", "-S", "-c", snippet, arg], user=self._user or "0:0"
+            )
         except docker.errors.DockerException:
             return ""
         return result.output.decode("utf-8", "replace")
@@ -480,8 +532,10 @@ class DockerSandbox(HostFolders):
                 self.container.reload()
                 state = self.container.attrs["State"]
                 if state.get("Status") != "running":
-                    self._lost = (f"sandbox lost: container {self.container.short_id} is {state.get('Status')} "
-                                  f"(exit {state.get('ExitCode')}, OOMKilled={state.get('OOMKilled')})")
+                    self._lost = (
+                        f"sandbox lost: container {self.container.short_id} is {state.get('Status')} "
+                        f"(exit {state.get('ExitCode')}, OOMKilled={state.get('OOMKilled')})"
+                    )
             except docker.errors.NotFound:
                 self._lost = f"sandbox lost: container openenv-{self.id} was removed from outside"
             except docker.errors.DockerException as exc:
@@ -531,7 +585,9 @@ class DockerSandbox(HostFolders):
 
     def fresh(self, *, expose_private: bool = True) -> DockerSandbox:
         """A new sandbox with this one's image, limits, mounts and user, and no network at all."""
-        return DockerSandbox(**self._fresh_options, expose_private=expose_private, client=self.client, grading=True)
+        return DockerSandbox(
+            **self._fresh_options, expose_private=expose_private, client=self.client, grading=True
+        )
 
     def __enter__(self) -> Self:
         return self

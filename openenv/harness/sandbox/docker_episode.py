@@ -7,7 +7,6 @@ FROM image after substitutes); the container itself is `docker.DockerSandbox`.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -44,8 +43,12 @@ def _to_stderr(line: str) -> None:
 
 
 def sandbox_factory(
-    task: Task | None = None, *, substitutes: dict[str, str] | None = None, notes: list[str] | None = None,
-    pull: PullPolicy | None = None, **options: Any,
+    task: Task | None = None,
+    *,
+    substitutes: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+    pull: PullPolicy | None = None,
+    **options: Any,
 ) -> Callable[[tuple[int, ...]], DockerSandbox]:
     """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
 
@@ -71,7 +74,9 @@ def sandbox_factory(
     client = options.get("client") or docker.from_env()
     options["client"] = client
     image, built, said = task_image(client, task, substitutes or {}, _to_stderr, pull=pull)
-    if flag("OPENENV_DOCKER_HARBOR_ROOT"):  # Harbor's own defaults, by explicit opt-in (`true` too, not only `1`)
+    if flag(
+        "OPENENV_DOCKER_HARBOR_ROOT"
+    ):  # Harbor's own defaults, by explicit opt-in (`true` too, not only `1`)
         options.setdefault("user", None)
         options.setdefault("read_only", False)
         said.append("Docker sandbox as root on a writable root filesystem (OPENENV_DOCKER_HARBOR_ROOT=1)")

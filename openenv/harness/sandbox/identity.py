@@ -35,8 +35,10 @@ def check_free_uid(uid: int, *, what: str, variable: str) -> None:
         account = pwd.getpwuid(uid).pw_name
     except KeyError:
         return
-    raise EnvError(f"{what} uid {uid} belongs to the host account {account!r}: that user could read and write the "
-                   f"sandbox's files and trace its processes; set {variable} to a uid no host account has")
+    raise EnvError(
+        f"{what} uid {uid} belongs to the host account {account!r}: that user could read and write the "
+        f"sandbox's files and trace its processes; set {variable} to a uid no host account has"
+    )
 
 
 def private_root(path: Path) -> Path:
@@ -49,8 +51,10 @@ def write_identity(etc: Path, uid: int, home: Path | str) -> None:
     """passwd and group files naming the sandbox's user, so `whoami`, `id -un` and Node's
     `os.userInfo()` work inside (the host's own accounts are not shown)."""
     etc.mkdir(parents=True, exist_ok=True)
-    (etc / "passwd").write_text(f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
-                                "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+    (etc / "passwd").write_text(
+        f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    )
     (etc / "group").write_text(f"root:x:0:\nopenenv:x:{uid}:\nnogroup:x:65534:\n")
     for name in ("passwd", "group"):
         (etc / name).chmod(0o644)

@@ -58,26 +58,61 @@ def harness_image_tag(spec: HarnessSpec) -> str:
 _has_image = has_image
 
 
-def _build(client: docker.DockerClient, *, context: Path, dockerfile: Path, tag: str, network: str,
-           buildargs: dict[str, str], labels: dict[str, str], progress: Progress) -> str:
+def _build(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    network: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    progress: Progress,
+) -> str:
     """Build `tag` once among concurrent callers (threads and processes): the rest wait and share it."""
 
     def work() -> str:
         if _has_image(client, tag):
             return tag  # built while this caller waited
-        return _build_now(client, context=context, dockerfile=dockerfile, tag=tag, network=network,
-                          buildargs=buildargs, labels=labels, progress=progress)
+        return _build_now(
+            client,
+            context=context,
+            dockerfile=dockerfile,
+            tag=tag,
+            network=network,
+            buildargs=buildargs,
+            labels=labels,
+            progress=progress,
+        )
 
     return once(f"docker-build:{tag}", work, on_wait=progress)
 
 
-def _build_now(client: docker.DockerClient, *, context: Path, dockerfile: Path, tag: str, network: str,
-               buildargs: dict[str, str], labels: dict[str, str], progress: Progress) -> str:
+def _build_now(
+    client: docker.DockerClient,
+    *,
+    context: Path,
+    dockerfile: Path,
+    tag: str,
+    network: str,
+    buildargs: dict[str, str],
+    labels: dict[str, str],
+    progress: Progress,
+) -> str:
     """Run one classic-builder build, streaming its `Step` lines to `progress`."""
     try:
-        stream = client.api.build(path=str(context), dockerfile=str(dockerfile), tag=tag, rm=True, forcerm=True,
-                                  decode=True, network_mode=network, pull=False, buildargs=buildargs,
-                                  labels=labels)
+        stream = client.api.build(
+            path=str(context),
+            dockerfile=str(dockerfile),
+            tag=tag,
+            rm=True,
+            forcerm=True,
+            decode=True,
+            network_mode=network,
+            pull=False,
+            buildargs=buildargs,
+            labels=labels,
+        )
         for chunk in stream:
             if "error" in chunk:
                 raise EnvError(f"building {tag} failed: {str(chunk['error']).strip()}")
@@ -90,7 +125,11 @@ def _build_now(client: docker.DockerClient, *, context: Path, dockerfile: Path, 
 
 
 def build_harness_image(
-    client: docker.DockerClient, spec: HarnessSpec, *, base: str | None = None, network: str = "none",
+    client: docker.DockerClient,
+    spec: HarnessSpec,
+    *,
+    base: str | None = None,
+    network: str = "none",
     progress: Progress = print,
 ) -> str:
     """Build `envs/<harness>/Dockerfile` and return its tag.
@@ -113,9 +152,16 @@ def build_harness_image(
         base = base or (OFFLINE_BASE if _has_image(client, OFFLINE_BASE) else None)
     tag = harness_image_tag(spec)
     progress(f"building {tag} FROM {base or '(Dockerfile default)'}, context {context}")
-    return _build(client, context=context, dockerfile=dockerfile, tag=tag, network=network,
-                  buildargs={"BASE_IMAGE": base} if base else {},
-                  labels={"openenv.harness": spec.name}, progress=progress)
+    return _build(
+        client,
+        context=context,
+        dockerfile=dockerfile,
+        tag=tag,
+        network=network,
+        buildargs={"BASE_IMAGE": base} if base else {},
+        labels={"openenv.harness": spec.name},
+        progress=progress,
+    )
 
 
 def _folder_digest(folder: Path) -> str:
@@ -126,7 +172,11 @@ def _folder_digest(folder: Path) -> str:
 
 
 def build_task_image(
-    client: docker.DockerClient, task_dir: Path, *, network: str = "none", progress: Progress = print,
+    client: docker.DockerClient,
+    task_dir: Path,
+    *,
+    network: str = "none",
+    progress: Progress = print,
     buildargs: dict[str, Any] | None = None,
 ) -> str | None:
     """Build a Harbor task's `environment/Dockerfile` (once per content) and return its tag.
@@ -146,9 +196,16 @@ def build_task_image(
     if _has_image(client, tag):
         return tag
     progress(f"building task image {tag} from {dockerfile}")
-    return _build(client, context=env_dir, dockerfile=dockerfile, tag=tag, network=network,
-                  buildargs={k: str(v) for k, v in (buildargs or {}).items()},
-                  labels={"openenv.task": task_dir.name}, progress=progress)
+    return _build(
+        client,
+        context=env_dir,
+        dockerfile=dockerfile,
+        tag=tag,
+        network=network,
+        buildargs={k: str(v) for k, v in (buildargs or {}).items()},
+        labels={"openenv.task": task_dir.name},
+        progress=progress,
+    )
 
 
 def parse_substitutes(pairs: list[str] | str | None) -> dict[str, str]:
@@ -166,25 +223,37 @@ def parse_substitutes(pairs: list[str] | str | None) -> dict[str, str]:
             continue
         missing, sep, instead = item.partition("=")
         if not sep or not missing or not instead:
-            raise EnvError(f"an image substitution is FROM=TO (e.g. python:3.11-slim={OFFLINE_BASE}), got {item!r}")
+            raise EnvError(
+                f"an image substitution is FROM=TO (e.g. python:3.11-slim={OFFLINE_BASE}), got {item!r}"
+            )
         out[missing.strip()] = instead.strip()
     return out
 
 
-def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str], task: Task,
-             notes: list[str], policy: PullPolicy, progress: Progress) -> str:
+def _resolve(
+    client: docker.DockerClient,
+    image: str,
+    substitutes: dict[str, str],
+    task: Task,
+    notes: list[str],
+    policy: PullPolicy,
+    progress: Progress,
+) -> str:
     """`image` if the engine has it; else its explicit substitute; else `image` pulled under `policy`."""
     instead = substitutes.get(image, substitutes.get("*"))  # `*=IMAGE`: any missing image
     if instead is None and image in (OFFLINE_BASE, PYTHON_IMAGE) and not _has_image(client, image):
-        raise EnvError(f"task {task.id!r} needs {image}, which is built on this machine, not pulled: "
-                       f"{base_image_hint()}")
+        raise EnvError(
+            f"task {task.id!r} needs {image}, which is built on this machine, not pulled: {base_image_hint()}"
+        )
     if instead is not None and not _has_image(client, image):
         if not _has_image(client, instead):
             raise EnvError(f"the substitute {instead!r} for {image!r} is not in the Docker engine either")
         notes.append(f"image {image} substituted by {instead}")
         return instead
-    offline = (f"substitute an image you have: --image-substitute {image}={OFFLINE_BASE} (or "
-               f"OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; for {OFFLINE_BASE}: {base_image_hint()})",)
+    offline = (
+        f"substitute an image you have: --image-substitute {image}={OFFLINE_BASE} (or "
+        f"OPENENV_IMAGE_SUBSTITUTES={image}={OFFLINE_BASE}; for {OFFLINE_BASE}: {base_image_hint()})",
+    )
     try:
         note = ensure_image(client, image, policy=policy, progress=progress, offline_ways=offline)
     except EnvError as exc:
@@ -194,8 +263,14 @@ def _resolve(client: docker.DockerClient, image: str, substitutes: dict[str, str
     return image
 
 
-def task_image(client: docker.DockerClient, task: Task, substitutes: dict[str, str] | None = None,
-               progress: Progress = print, *, pull: PullPolicy | None = None) -> tuple[str, bool, list[str]]:
+def task_image(
+    client: docker.DockerClient,
+    task: Task,
+    substitutes: dict[str, str] | None = None,
+    progress: Progress = print,
+    *,
+    pull: PullPolicy | None = None,
+) -> tuple[str, bool, list[str]]:
     """The image a task's episodes run in: (tag, whether its workdir holds the starting files, notes).
 
     `[environment].docker_image` is used as it is, pulled when missing; a Dockerfile that only copies
@@ -220,7 +295,11 @@ def task_image(client: docker.DockerClient, task: Task, substitutes: dict[str, s
     if not task.needs_build() or task.environment_dir is None:
         image = task.base_image or OFFLINE_BASE
         return _resolve(client, image, substitutes, task, notes, policy, progress), False, notes
-    base = _resolve(client, task.base_image, substitutes, task, notes, policy, progress) if task.base_image else None
+    base = (
+        _resolve(client, task.base_image, substitutes, task, notes, policy, progress)
+        if task.base_image
+        else None
+    )
     return _build_substituted(client, task, base, progress), True, notes
 
 
@@ -247,8 +326,16 @@ def _build_substituted(client: docker.DockerClient, task: Task, base: str | None
                 lines.append(line)
             dockerfile.write_text("\n".join(lines) + "\n")
         progress(f"building task image {tag} from {env_dir}/Dockerfile" + (f" (FROM {base})" if base else ""))
-        return _build(client, context=context, dockerfile=dockerfile, tag=tag, network="none", buildargs={},
-                      labels={"openenv.task": task.id}, progress=progress)
+        return _build(
+            client,
+            context=context,
+            dockerfile=dockerfile,
+            tag=tag,
+            network="none",
+            buildargs={},
+            labels={"openenv.task": task.id},
+            progress=progress,
+        )
 
 
 def extract_workdir(client: docker.DockerClient, image: str, workdir: str, dest: Path) -> int:
@@ -258,7 +345,10 @@ def extract_workdir(client: docker.DockerClient, image: str, workdir: str, dest:
     since these files are written on the host. Returns how many files were written.
     """
     try:
-        labels = {"openenv.extract": "workdir", **sweeper.sandbox_labels()}  # swept should this process die here
+        labels = {
+            "openenv.extract": "workdir",
+            **sweeper.sandbox_labels(),
+        }  # swept should this process die here
         container = client.containers.create(image, ["true"], labels=labels)
     except docker.errors.DockerException as exc:
         raise EnvError(f"could not read {workdir} from {image}: {exc}") from exc
@@ -292,7 +382,9 @@ def extract_workdir(client: docker.DockerClient, image: str, workdir: str, dest:
 PYTHON_IMAGE = "openenv/python:3.11"
 
 
-def build_python_image(client: docker.DockerClient, *, base: str = OFFLINE_BASE, progress: Progress = print) -> str:
+def build_python_image(
+    client: docker.DockerClient, *, base: str = OFFLINE_BASE, progress: Progress = print
+) -> str:
     """`openenv/python:3.11`: the offline base plus `pip` (this interpreter's own, copied in; pip vendors
     its dependencies), without Debian's externally-managed marker, so it stands in for
     `python:3.11-slim` in task Dockerfiles that `RUN pip install --no-index` from wheels in their
@@ -312,7 +404,9 @@ def build_python_image(client: docker.DockerClient, *, base: str = OFFLINE_BASE,
         raise EnvError("pip is not installed in this Python; it is copied into the image")
     with tempfile.TemporaryDirectory(prefix="openenv-python-image-") as tmp:
         context = Path(tmp)
-        shutil.copytree(Path(spec.origin).parent, context / "pip", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            Path(spec.origin).parent, context / "pip", ignore=shutil.ignore_patterns("__pycache__")
+        )
         (context / "Dockerfile").write_text(
             f"FROM {base}\n"
             "USER root\n"
@@ -322,5 +416,13 @@ def build_python_image(client: docker.DockerClient, *, base: str = OFFLINE_BASE,
             " && chmod 755 /usr/local/bin/pip && ln -sf pip /usr/local/bin/pip3 && pip --version\n"
         )
         progress(f"building {PYTHON_IMAGE} from {base} with this interpreter's pip")
-        return _build(client, context=context, dockerfile=context / "Dockerfile", tag=PYTHON_IMAGE, network="none",
-                      buildargs={}, labels={"openenv.image": "python"}, progress=progress)
+        return _build(
+            client,
+            context=context,
+            dockerfile=context / "Dockerfile",
+            tag=PYTHON_IMAGE,
+            network="none",
+            buildargs={},
+            labels={"openenv.image": "python"},
+            progress=progress,
+        )

@@ -47,24 +47,32 @@ class Mount:
 
 def bwrap_binary() -> str | None:
     """The `bwrap` executable, or None when bubblewrap is not installed."""
-    return shutil.which("bwrap") or next((p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.path.exists(p)), None)
+    return shutil.which("bwrap") or next(
+        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.path.exists(p)), None
+    )
 
 
 def missing_isolation() -> str | None:
     """What keeps this machine from isolating a local sandbox, as a sentence naming the missing piece
     and what to do; None when nothing is missing."""
     if bwrap_binary() is None:
-        return ("bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: `apt-get install "
-                "bubblewrap`, or run scripts/install_sandbox.sh), or pass --isolation none to run the "
-                "harness on the host without a boundary")
+        return (
+            "bubblewrap (`bwrap`) is not installed: install it (Debian/Ubuntu: `apt-get install "
+            "bubblewrap`, or run scripts/install_sandbox.sh), or pass --isolation none to run the "
+            "harness on the host without a boundary"
+        )
     if os.geteuid() == 0 and shutil.which("setpriv") is None:
-        return ("`setpriv` (util-linux) is not installed, so the sandbox cannot drop root: install "
-                "util-linux, or pass --isolation none")
+        return (
+            "`setpriv` (util-linux) is not installed, so the sandbox cannot drop root: install "
+            "util-linux, or pass --isolation none"
+        )
     if os.geteuid() != 0:
         try:
             if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
-                return ("unprivileged user namespaces are disabled (user.max_user_namespaces = 0), so "
-                        "bubblewrap cannot run without root: enable them, run as root, or pass --isolation none")
+                return (
+                    "unprivileged user namespaces are disabled (user.max_user_namespaces = 0), so "
+                    "bubblewrap cannot run without root: enable them, run as root, or pass --isolation none"
+                )
         except OSError:
             pass
     return None
@@ -161,8 +169,16 @@ def bwrap_argv(
     bwrap = bwrap_binary()
     if bwrap is None:
         raise RuntimeError(missing_isolation())
-    outer = [bwrap, "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
-             "--unshare-cgroup-try"]
+    outer = [
+        bwrap,
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--hostname",
+        "sandbox",
+        "--unshare-cgroup-try",
+    ]
     if loopback:
         outer.append("--unshare-net")
     if uid is None:
@@ -190,8 +206,30 @@ def bwrap_argv(
     outer += ["--chdir", chdir if not base else "/", "--"]
     if uid is None:
         return [*outer, *argv]
-    drop = [shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
-            "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
-    inner = [bwrap, "--die-with-parent", "--unshare-user", "--disable-userns", "--uid", str(uid), "--gid", str(uid),
-             "--dev-bind", base or "/", "/", "--chdir", chdir, "--"]
+    drop = [
+        shutil.which("setpriv") or "setpriv",
+        f"--reuid={uid}",
+        f"--regid={uid}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
+    inner = [
+        bwrap,
+        "--die-with-parent",
+        "--unshare-user",
+        "--disable-userns",
+        "--uid",
+        str(uid),
+        "--gid",
+        str(uid),
+        "--dev-bind",
+        base or "/",
+        "/",
+        "--chdir",
+        chdir,
+        "--",
+    ]
     return [*outer, *drop, *inner, *argv]

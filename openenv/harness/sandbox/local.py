@@ -40,7 +40,15 @@ from openenv.harness.sandbox.files import HostFolders, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
 from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
 
-__all__ = ["DEFAULT_ENV_ALLOW", "MARKER", "NO_CGROUP_ENV", "LocalProcess", "LocalSandbox", "kill_tree", "sandboxed_processes"]
+__all__ = [
+    "DEFAULT_ENV_ALLOW",
+    "MARKER",
+    "NO_CGROUP_ENV",
+    "LocalProcess",
+    "LocalSandbox",
+    "kill_tree",
+    "sandboxed_processes",
+]
 
 # Variables passed through from our own environment; everything else is dropped.
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
@@ -86,7 +94,9 @@ def sandboxed_processes(owner_pid: int | None = None) -> list[psutil.Process]:
     """
     prefix = _owner_prefix(owner_pid)
     found = {p.pid: p for p in _marked(lambda value: value.startswith(prefix))}
-    for pid in member_pids(os.getpid() if owner_pid is None else owner_pid):  # daemons that dropped the marker
+    for pid in member_pids(
+        os.getpid() if owner_pid is None else owner_pid
+    ):  # daemons that dropped the marker
         if pid not in found and _alive(pid):
             with contextlib.suppress(psutil.NoSuchProcess):
                 found[pid] = psutil.Process(pid)
@@ -137,7 +147,13 @@ class LocalProcess:
     """A harness process with a deadline; its stdout and stderr go to one log file."""
 
     def __init__(
-        self, popen: subprocess.Popen[bytes], log: Path, sandbox_id: str, timeout_s: float, *, wrapped: bool = False
+        self,
+        popen: subprocess.Popen[bytes],
+        log: Path,
+        sandbox_id: str,
+        timeout_s: float,
+        *,
+        wrapped: bool = False,
     ) -> None:
         self._popen = popen
         # bwrap exits 128+N when its command dies of signal N; reported as -N, as Popen does.
@@ -244,14 +260,18 @@ class LocalSandbox(HostFolders):
         image: ImageRoot | None = None,
     ) -> None:
         if image is not None and isolation != "bwrap":
-            raise BadRequest("a task image runs in the local sandbox only with isolation='bwrap' (its root "
-                             "filesystem is the sandbox's; without bubblewrap there is no way to show it)")
+            raise BadRequest(
+                "a task image runs in the local sandbox only with isolation='bwrap' (its root "
+                "filesystem is the sandbox's; without bubblewrap there is no way to show it)"
+            )
         self._image = image
         if isolation == "bwrap" and (missing := isolation_mod.missing_isolation()) is not None:
             raise EnvError(f"the local sandbox cannot isolate the harness: {missing}")
         if network == "loopback" and isolation == "none" and (missing := _unshare_missing()) is not None:
-            raise EnvError(f"network='loopback' without isolation needs {missing}; install bubblewrap and use "
-                           "isolation='bwrap', or pass network='host'")
+            raise EnvError(
+                f"network='loopback' without isolation needs {missing}; install bubblewrap and use "
+                "isolation='bwrap', or pass network='host'"
+            )
         self._workdir = _check_workdir(workdir)
         # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
         self.id = _owner_prefix() + uuid.uuid4().hex[:12]
@@ -322,19 +342,25 @@ class LocalSandbox(HostFolders):
         except (CgroupError, OSError) as exc:
             if self._isolation == "none":
                 return None
-            raise EnvError(f"the local sandbox cannot contain the harness: {exc}; or pass --isolation none "
-                           f"(or, inside a container that bounds it, set {NO_CGROUP_ENV}=none)") from exc
+            raise EnvError(
+                f"the local sandbox cannot contain the harness: {exc}; or pass --isolation none "
+                f"(or, inside a container that bounds it, set {NO_CGROUP_ENV}=none)"
+            ) from exc
 
     def _warnings(self) -> list[str]:
         warnings = []
         if self._isolation == "none":
-            warnings.append("isolation='none': the harness runs on the host as this user, with no boundary "
-                            "(it can read this machine's files and processes and write anywhere you can)")
+            warnings.append(
+                "isolation='none': the harness runs on the host as this user, with no boundary "
+                "(it can read this machine's files and processes and write anywhere you can)"
+            )
         if self._network == "host":
             warnings.append("network='host': the harness can reach every network this machine can")
         if self._isolation == "bwrap" and self._cgroup is None:
-            warnings.append(f"{NO_CGROUP_ENV}=none: no cgroup of its own (no pids/memory limits, no cgroup.kill); "
-                            "processes are ended through their PID namespace and marker only")
+            warnings.append(
+                f"{NO_CGROUP_ENV}=none: no cgroup of its own (no pids/memory limits, no cgroup.kill); "
+                "processes are ended through their PID namespace and marker only"
+            )
         return warnings
 
     @property
@@ -406,27 +432,40 @@ class LocalSandbox(HostFolders):
         lines = []
         for bridge in self._bridges:
             port = bridge.socket_path.stem.removeprefix("p")
-            sock = f"{isolation_mod.RUN_DIR}/sock/{bridge.socket_path.name}" if isolated else bridge.socket_path
+            sock = (
+                f"{isolation_mod.RUN_DIR}/sock/{bridge.socket_path.name}" if isolated else bridge.socket_path
+            )
             ready = f"{self.root}/tmp/.openenv-forwarder-{port}-{uuid.uuid4().hex[:8]}"
-            lines.append(f'"$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} & '
-                         f"while [ ! -e {ready} ]; do sleep 0.01; done; rm -f {ready}")
+            lines.append(
+                f'"$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} & '
+                f"while [ ! -e {ready} ]; do sleep 0.01; done; rm -f {ready}"
+            )
         return "; ".join(lines)
 
     def _mounts(self) -> list[isolation_mod.Mount]:
         mount = isolation_mod.Mount
-        mounts = [mount(host, container, writable=not self._readonly.get(container, False))
-                  for container, host in self._roots().items()]
+        mounts = [
+            mount(host, container, writable=not self._readonly.get(container, False))
+            for container, host in self._roots().items()
+        ]
         # Host paths too: harness configs written on the host (HOME) name them.
-        mounts += [mount(self.root / sub, str(self.root / sub), writable=True) for sub in ("workspace", "home")]
-        for sub in ("private", "grader"):  # the pre-Harbor verifier's folders and the grader's HOME, by host path
+        mounts += [
+            mount(self.root / sub, str(self.root / sub), writable=True) for sub in ("workspace", "home")
+        ]
+        for sub in (
+            "private",
+            "grader",
+        ):  # the pre-Harbor verifier's folders and the grader's HOME, by host path
             if (self.root / sub).is_dir():
                 mounts.append(mount(self.root / sub, str(self.root / sub), writable=True))
-        mounts += [mount(self.root / "tmp", "/tmp", writable=True),
-                   mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
-                   mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
-                   mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
-                   mount(self.root / "etc" / "passwd", "/etc/passwd"),
-                   mount(self.root / "etc" / "group", "/etc/group")]
+        mounts += [
+            mount(self.root / "tmp", "/tmp", writable=True),
+            mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
+            mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
+            mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
+            mount(self.root / "etc" / "passwd", "/etc/passwd"),
+            mount(self.root / "etc" / "group", "/etc/group"),
+        ]
         mounts += [mount(path, str(path)) for path in self._runtime]
         if self._image is not None:
             self._make_mountpoints(mounts)
@@ -458,8 +497,14 @@ class LocalSandbox(HostFolders):
             python = sys.executable if self._image is None else "python3"
             argv = ["/bin/sh", "-c", f'{self._forwarders(isolated)}; exec "$@"', python, *argv]
         if isolated:
-            return isolation_mod.bwrap_argv(argv, mounts=self._mounts(), chdir=cwd, loopback=loopback, uid=self._uid,
-                                            image_root=None if self._image is None else self._image.rootfs)
+            return isolation_mod.bwrap_argv(
+                argv,
+                mounts=self._mounts(),
+                chdir=cwd,
+                loopback=loopback,
+                uid=self._uid,
+                image_root=None if self._image is None else self._image.rootfs,
+            )
         if not loopback:
             return argv
         script = f'{_ip_binary()} link set lo up; exec "$@"'
@@ -489,7 +534,7 @@ class LocalSandbox(HostFolders):
                 start_new_session=True,
                 # The hook only writes to open fds and calls setrlimit (async-signal-safe), so forking
                 # beside threads is fine.
-                preexec_fn=_preexec(self._limits, join),  # noqa: PLW1509
+                preexec_fn=_preexec(self._limits, join),
             )
 
     def start(
@@ -508,7 +553,11 @@ class LocalSandbox(HostFolders):
         return process
 
     def run(
-        self, argv: list[str], *, env: dict[str, str] | None = None, timeout_s: float = 120,
+        self,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        timeout_s: float = 120,
         cwd: str | Path | None = None,
     ) -> CommandResult:
         return run_to_end(self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd), argv, timeout_s)
@@ -549,8 +598,22 @@ def _check_workdir(workdir: str) -> str:
     path = PurePosixPath(workdir)
     if not path.is_absolute() or ".." in path.parts or len(path.parts) < 2:
         raise BadRequest(f"workdir must be an absolute folder below /, got {workdir!r}")
-    if path.parts[1] in {"usr", "etc", "bin", "sbin", "lib", "lib64", "proc", "dev", "sys", "tests", "solution",
-                         "logs", "run", "tmp"}:
+    if path.parts[1] in {
+        "usr",
+        "etc",
+        "bin",
+        "sbin",
+        "lib",
+        "lib64",
+        "proc",
+        "dev",
+        "sys",
+        "tests",
+        "solution",
+        "logs",
+        "run",
+        "tmp",
+    }:
         raise BadRequest(f"workdir {workdir!r} lies in a system or Harbor folder; pick one such as /app")
     return str(path)
 

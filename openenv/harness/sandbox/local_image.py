@@ -27,8 +27,13 @@ def stderr_progress(line: str) -> None:
     print(f"[openenv] {line}", file=sys.stderr, flush=True)
 
 
-def image_root_for(task: Task, cache: RootfsCache, *, substitutes: dict[str, str] | None = None,
-                   notes: list[str] | None = None) -> ImageRoot:
+def image_root_for(
+    task: Task,
+    cache: RootfsCache,
+    *,
+    substitutes: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> ImageRoot:
     """The unpacked root a task's episodes run in: its `docker_image`, or its Dockerfile built by the
     Docker daemon when one answers.
 
@@ -45,7 +50,8 @@ def image_root_for(task: Task, cache: RootfsCache, *, substitutes: dict[str, str
         raise BadRequest(
             f"task {task.id!r} needs an image build ({what}), which needs a Docker daemon, and {reason}. Build "
             "and push its image where a daemon exists and name it in task.toml [environment].docker_image "
-            "(the local sandbox then fetches it without a daemon), or run it with --sandbox docker there")
+            "(the local sandbox then fetches it without a daemon), or run it with --sandbox docker there"
+        )
     import docker
 
     from openenv.harness.sandbox.images import task_image
@@ -61,8 +67,14 @@ def image_root_for(task: Task, cache: RootfsCache, *, substitutes: dict[str, str
     return cache.import_from(f"docker-daemon:{tag}", image_id, tag)
 
 
-def local_image_factory(task: Task, *, cache: RootfsCache | None = None, substitutes: dict[str, str] | None = None,
-                        notes: list[str] | None = None, **options: Any) -> Callable[[tuple[int, ...]], LocalSandbox]:
+def local_image_factory(
+    task: Task,
+    *,
+    cache: RootfsCache | None = None,
+    substitutes: dict[str, str] | None = None,
+    notes: list[str] | None = None,
+    **options: Any,
+) -> Callable[[tuple[int, ...]], LocalSandbox]:
     """A sandbox factory (`HarnessEnvironment(sandbox_factory=...)`) whose episodes run in `task`'s image.
 
     The image is resolved once, here (so a bad reference fails before any episode starts); each

@@ -59,8 +59,13 @@ _flights: dict[str, _Flight] = {}
 _table = threading.Lock()
 
 
-def once(key: str, work: Callable[[], T], *, on_wait: Callable[[str], None] | None = None,
-         folder: Path | None = None) -> T:
+def once(
+    key: str,
+    work: Callable[[], T],
+    *,
+    on_wait: Callable[[str], None] | None = None,
+    folder: Path | None = None,
+) -> T:
     """Run `work()` for `key` once among every concurrent caller on this host; return its result.
 
     Args:
@@ -98,7 +103,9 @@ def once(key: str, work: Callable[[], T], *, on_wait: Callable[[str], None] | No
         flight.done.set()
 
 
-def _across_processes(key: str, work: Callable[[], T], on_wait: Callable[[str], None] | None, folder: Path) -> T:
+def _across_processes(
+    key: str, work: Callable[[], T], on_wait: Callable[[str], None] | None, folder: Path
+) -> T:
     """Hold the key's file lock while `work` runs; a process that had to wait first reads the last outcome."""
     stem = folder / hashlib.sha256(key.encode()).hexdigest()[:32]
     state = stem.with_suffix(".json")
@@ -112,7 +119,7 @@ def _across_processes(key: str, work: Callable[[], T], on_wait: Callable[[str], 
             fcntl.flock(lock, fcntl.LOCK_EX)
             last = _read(state)
             if _generation(last) != seen and last.get("ok") is False:
-                raise OnceFailed(str(last.get("error") or f"{key} failed in another process"))
+                raise OnceFailed(str(last.get("error") or f"{key} failed in another process")) from None
         generation = _generation(_read(state)) + 1
         try:
             result = work()

@@ -27,8 +27,16 @@ from openenv.errors import BadRequest, EnvError
 from openenv.harness.sandbox import pulled
 from openenv.harness.sandbox.once import once
 
-__all__ = ["PULL_ENV", "PullPolicy", "PullProgress", "ensure_image", "has_image", "pull_image", "pull_policy",
-           "split_reference"]
+__all__ = [
+    "PULL_ENV",
+    "PullPolicy",
+    "PullProgress",
+    "ensure_image",
+    "has_image",
+    "pull_image",
+    "pull_policy",
+    "split_reference",
+]
 
 PullPolicy = Literal["missing", "always", "never"]
 PULL_ENV = "OPENENV_PULL"
@@ -56,7 +64,7 @@ def split_reference(reference: str) -> tuple[str, str]:
     name, at, digest = reference.partition("@")
     slash = name.rfind("/")
     colon = name.rfind(":")
-    tag = name[colon + 1:] if colon > slash else ""
+    tag = name[colon + 1 :] if colon > slash else ""
     repository = name[:colon] if colon > slash else name
     return repository, (digest if at else tag or "latest")
 
@@ -105,8 +113,10 @@ class PullProgress:
     def line(self) -> str:
         fetched = sum(current for current, _ in self._layers.values()) / 1e6
         total = sum(size for _, size in self._layers.values()) / 1e6
-        return (f"pulling {self.reference}: {len(self._done)} of {len(self._layers)} layers done, "
-                f"{fetched:.1f} of {total:.1f} MB fetched, {time.monotonic() - self._started:.0f} s")
+        return (
+            f"pulling {self.reference}: {len(self._done)} of {len(self._layers)} layers done, "
+            f"{fetched:.1f} of {total:.1f} MB fetched, {time.monotonic() - self._started:.0f} s"
+        )
 
 
 def pull_image(client: docker.DockerClient, reference: str, *, progress: Progress = print) -> str | None:
@@ -121,20 +131,32 @@ def pull_image(client: docker.DockerClient, reference: str, *, progress: Progres
     try:
         for chunk in client.api.pull(repository, tag=tag, stream=True, decode=True):
             if "error" in chunk:
-                raise EnvError(f"pulling image {reference} failed: {str(chunk['error']).strip()}", image=reference)
+                raise EnvError(
+                    f"pulling image {reference} failed: {str(chunk['error']).strip()}", image=reference
+                )
             watch.feed(chunk)
     except docker.errors.APIError as exc:
-        raise EnvError(f"pulling image {reference} failed: {exc.explanation or exc}", image=reference) from exc
+        raise EnvError(
+            f"pulling image {reference} failed: {exc.explanation or exc}", image=reference
+        ) from exc
     except docker.errors.DockerException as exc:
         raise EnvError(f"pulling image {reference} failed: {exc}", image=reference) from exc
     if not has_image(client, reference):
-        raise EnvError(f"pulling image {reference} finished, but the engine does not hold it", image=reference)
+        raise EnvError(
+            f"pulling image {reference} finished, but the engine does not hold it", image=reference
+        )
     progress(f"pulled {reference}" + (f" ({watch.digest})" if watch.digest else ""))
     return watch.digest
 
 
-def ensure_image(client: docker.DockerClient, reference: str, *, policy: PullPolicy, progress: Progress = print,
-                 offline_ways: Iterable[str] = ()) -> str | None:
+def ensure_image(
+    client: docker.DockerClient,
+    reference: str,
+    *,
+    policy: PullPolicy,
+    progress: Progress = print,
+    offline_ways: Iterable[str] = (),
+) -> str | None:
     """Make sure the engine holds `reference` under `policy`, pulling it at most once among concurrent callers.
 
     Returns:
@@ -150,10 +172,14 @@ def ensure_image(client: docker.DockerClient, reference: str, *, policy: PullPol
     if policy == "never":
         if present:
             return None
-        ways = "; ".join(["allow pulls: --pull missing (OPENENV_PULL=missing)", f"docker pull {reference}",
-                          *offline_ways])
-        raise EnvError(f"image {reference} is not in the Docker engine and pulling is off (--pull never / "
-                       f"{PULL_ENV}=never). Ways out: {ways}", image=reference)
+        ways = "; ".join(
+            ["allow pulls: --pull missing (OPENENV_PULL=missing)", f"docker pull {reference}", *offline_ways]
+        )
+        raise EnvError(
+            f"image {reference} is not in the Docker engine and pulling is off (--pull never / "
+            f"{PULL_ENV}=never). Ways out: {ways}",
+            image=reference,
+        )
     if present and (policy == "missing" or pinned or reference in _asked_this_process):
         return None
 

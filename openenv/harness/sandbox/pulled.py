@@ -91,8 +91,14 @@ def record(client: docker.DockerClient, reference: str) -> None:
         image_id, size = "", 0
     with _locked(_path(reference)) as entry:
         owners = set(entry.get("owners", [])) | {owner_label()}
-        entry.update(reference=reference, image_id=image_id, size=size, owners=sorted(owners),
-                     pulled_at=entry.get("pulled_at", time.time()), last_used=time.time())
+        entry.update(
+            reference=reference,
+            image_id=image_id,
+            size=size,
+            owners=sorted(owners),
+            pulled_at=entry.get("pulled_at", time.time()),
+            last_used=time.time(),
+        )
     _collect_at_exit()
 
 
@@ -116,7 +122,9 @@ def _keep_bytes(everything: bool) -> int:
         return int(20e9)
 
 
-def collect(client: docker.DockerClient, *, everything: bool = False, leaving: Collection[str] = ()) -> list[str]:
+def collect(
+    client: docker.DockerClient, *, everything: bool = False, leaving: Collection[str] = ()
+) -> list[str]:
     """Remove pulled images no live process uses, oldest-used first, down to the keep budget.
 
     Args:

@@ -40,8 +40,16 @@ from typing import Literal
 from openenv.errors import BadRequest, EnvError
 
 __all__ = [
-    "PULL_ENV", "ROOTFS_CACHE_ENV", "ImageRoot", "PullPolicy", "RootfsCache", "copy_workdir", "ensure_mountpoint",
-    "fetch_tools_missing", "pull_policy", "resolve_in_root",
+    "PULL_ENV",
+    "ROOTFS_CACHE_ENV",
+    "ImageRoot",
+    "PullPolicy",
+    "RootfsCache",
+    "copy_workdir",
+    "ensure_mountpoint",
+    "fetch_tools_missing",
+    "pull_policy",
+    "resolve_in_root",
 ]
 
 PULL_ENV = "OPENENV_PULL"
@@ -61,7 +69,9 @@ def pull_policy(value: str | None = None) -> PullPolicy:
     """
     chosen = (value or os.environ.get(PULL_ENV) or "missing").strip().lower()
     if chosen not in ("missing", "always", "never"):
-        raise BadRequest(f"pull policy must be missing, always or never, got {chosen!r} (from --pull or {PULL_ENV})")
+        raise BadRequest(
+            f"pull policy must be missing, always or never, got {chosen!r} (from --pull or {PULL_ENV})"
+        )
     return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
 
 
@@ -70,8 +80,10 @@ def fetch_tools_missing() -> str | None:
     missing = [tool for tool in ("skopeo", "umoci") if shutil.which(tool) is None]
     if not missing:
         return None
-    return (f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: install them (Debian/"
-            "Ubuntu: `apt-get install skopeo umoci`, or run scripts/install_sandbox.sh)")
+    return (
+        f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} not installed: install them (Debian/"
+        "Ubuntu: `apt-get install skopeo umoci`, or run scripts/install_sandbox.sh)"
+    )
 
 
 @dataclass(frozen=True)
@@ -154,8 +166,9 @@ class RootfsCache:
     nobody else's way in.
     """
 
-    def __init__(self, root: Path | None = None, *, policy: PullPolicy | None = None,
-                 progress: Progress | None = None) -> None:
+    def __init__(
+        self, root: Path | None = None, *, policy: PullPolicy | None = None, progress: Progress | None = None
+    ) -> None:
         if root is None:
             from openenv.resources import cache_dir
 
@@ -183,8 +196,14 @@ class RootfsCache:
         except (OSError, ValueError):
             return None
         os.utime(folder / "image.json")  # last used: what gc() ages by
-        return ImageRoot(reference=reference, digest=digest, path=folder, env=meta.get("env", {}),
-                         workdir=meta.get("workdir"), user=meta.get("user"))
+        return ImageRoot(
+            reference=reference,
+            digest=digest,
+            path=folder,
+            env=meta.get("env", {}),
+            workdir=meta.get("workdir"),
+            user=meta.get("user"),
+        )
 
     def _remembered(self, reference: str) -> str | None:
         with contextlib.suppress(OSError, ValueError, KeyError):
@@ -193,8 +212,11 @@ class RootfsCache:
 
     def remote_digest(self, reference: str) -> str:
         """The digest the registry serves for `reference` now (its top-level manifest: Docker's RepoDigest)."""
-        done = _run(["skopeo", "inspect", "--raw", *_tls_flags(reference, "--tls-verify"), f"docker://{reference}"],
-                    f"could not reach the registry for image {reference}", timeout_s=300)
+        done = _run(
+            ["skopeo", "inspect", "--raw", *_tls_flags(reference, "--tls-verify"), f"docker://{reference}"],
+            f"could not reach the registry for image {reference}",
+            timeout_s=300,
+        )
         return "sha256:" + hashlib.sha256(done.stdout.encode()).hexdigest()
 
     def get(self, reference: str) -> ImageRoot:
@@ -211,8 +233,10 @@ class RootfsCache:
         if not pinned:
             digest = None  # a tag whose root is gone: ask the registry what it names now, as Docker would
         if self.policy == "never":
-            raise EnvError(f"image {reference} is not unpacked in {self.root} and the pull policy is never "
-                           f"({PULL_ENV}=never / --pull never): fetch it once with --pull missing")
+            raise EnvError(
+                f"image {reference} is not unpacked in {self.root} and the pull policy is never "
+                f"({PULL_ENV}=never / --pull never): fetch it once with --pull missing"
+            )
         if (missing := fetch_tools_missing()) is not None:
             raise EnvError(f"cannot fetch image {reference} without a Docker daemon: {missing}")
         if digest is None:
@@ -257,15 +281,31 @@ class RootfsCache:
             started = time.monotonic()
             remote = source.startswith("docker://")
             flags = _tls_flags(source.removeprefix("docker://"), "--src-tls-verify") if remote else []
-            _run(["skopeo", "copy", "--quiet", *flags, source, f"oci:{layout}:image"],
-                 f"could not fetch image {reference}")
+            _run(
+                ["skopeo", "copy", "--quiet", *flags, source, f"oci:{layout}:image"],
+                f"could not fetch image {reference}",
+            )
             self._progress(f"unpacking {reference}")
-            unpack = ["umoci", "raw", "unpack", *(["--rootless"] if os.geteuid() != 0 else []),
-                      "--image", f"{layout}:image", str(work / "rootfs")]
+            unpack = [
+                "umoci",
+                "raw",
+                "unpack",
+                *(["--rootless"] if os.geteuid() != 0 else []),
+                "--image",
+                f"{layout}:image",
+                str(work / "rootfs"),
+            ]
             _run(unpack, f"could not unpack image {reference}")
             config = _image_config(layout)
-            _write_json(work / "image.json", {**config, "reference": reference, "digest": digest,
-                                              "unpacked_s": round(time.monotonic() - started, 3)})
+            _write_json(
+                work / "image.json",
+                {
+                    **config,
+                    "reference": reference,
+                    "digest": digest,
+                    "unpacked_s": round(time.monotonic() - started, 3),
+                },
+            )
             shutil.rmtree(layout)
             (work / "leases").mkdir()
             work.chmod(0o755)
@@ -299,7 +339,9 @@ class RootfsCache:
         _write_json(path, {"run": os.environ.get(RUN_ENV), "reference": image.reference})
         return path
 
-    def gc(self, *, everything: bool = False, max_age_s: float | None = None, run: str | None = None) -> list[str]:
+    def gc(
+        self, *, everything: bool = False, max_age_s: float | None = None, run: str | None = None
+    ) -> list[str]:
         """Remove what no live process holds: unfinished unpacks, dead leases, and unheld roots last used
         longer ago than `max_age_s` (default `$OPENENV_ROOTFS_MAX_AGE_DAYS`, 14 days), or every unheld
         root with `everything`. With `run`, only the leases of that run are dropped first. Returns the
@@ -350,6 +392,7 @@ def _write_json(path: Path, data: object) -> None:
 
 def _rmtree(path: Path) -> None:
     """Remove an unpacked tree, whatever modes its image gave its folders (a 0555 folder, a 0000 file)."""
+
     def fix(func: Callable[..., object], target: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(target), 0o700)
@@ -360,6 +403,7 @@ def _rmtree(path: Path) -> None:
 
 def _image_config(layout: Path) -> dict[str, object]:
     """Env, WorkingDir and User of the one image in an OCI layout (index -> manifest -> config blob)."""
+
     def blob(digest: str) -> dict[str, object]:
         algo, _, hexd = digest.partition(":")
         return json.loads((layout / "blobs" / algo / hexd).read_text())
@@ -372,6 +416,7 @@ def _image_config(layout: Path) -> dict[str, object]:
 
 
 # ---- paths inside an unpacked root --------------------------------------------------------------
+
 
 def resolve_in_root(root: Path, path: str, *, max_links: int = 40) -> Path:
     """`path` inside the image `root` with every symlink resolved as the image would see it (`/` being
@@ -399,7 +444,7 @@ def resolve_in_root(root: Path, path: str, *, max_links: int = 40) -> Path:
             target = os.readlink(candidate)
             if target.startswith("/"):
                 resolved = []
-            parts = list(PurePosixPath(target).parts[1 if target.startswith("/") else 0:]) + parts
+            parts = list(PurePosixPath(target).parts[1 if target.startswith("/") else 0 :]) + parts
             continue
         resolved.append(part)
     return root.joinpath(*resolved)
@@ -418,16 +463,20 @@ def ensure_mountpoint(root: Path, target: str, *, is_file: bool = False) -> None
         current = current / part
         last = index == len(parts) - 1
         if current.is_symlink():
-            raise EnvError(f"the image has a link at {'/'.join(('',) + parts[:index + 1])}, where the sandbox "
-                           f"mounts {target}")
+            raise EnvError(
+                f"the image has a link at {'/'.join(('',) + parts[: index + 1])}, where the sandbox "
+                f"mounts {target}"
+            )
         if not current.exists():
             if last and is_file:
                 current.touch(mode=0o644)
             else:
                 current.mkdir(mode=0o755)
         elif not last and not current.is_dir():
-            raise EnvError(f"the image has a file at {'/'.join(('',) + parts[:index + 1])}, where the sandbox "
-                           f"mounts {target}")
+            raise EnvError(
+                f"the image has a file at {'/'.join(('',) + parts[: index + 1])}, where the sandbox "
+                f"mounts {target}"
+            )
 
 
 def copy_workdir(image: ImageRoot, workdir: str, dest: Path) -> int:

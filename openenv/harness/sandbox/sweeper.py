@@ -25,8 +25,18 @@ if TYPE_CHECKING:
     import docker
 
 __all__ = [
-    "EPISODE_LABEL", "KIND_LABEL", "OWNER_LABEL", "ROOT_LABEL", "RUN_ENV", "RUN_LABEL", "SweepReport", "is_orphan",
-    "owner_label", "run_labels", "sandbox_labels", "sweep",
+    "EPISODE_LABEL",
+    "KIND_LABEL",
+    "OWNER_LABEL",
+    "ROOT_LABEL",
+    "RUN_ENV",
+    "RUN_LABEL",
+    "SweepReport",
+    "is_orphan",
+    "owner_label",
+    "run_labels",
+    "sandbox_labels",
+    "sweep",
 ]
 
 KIND_LABEL = "openenv.sandbox"
@@ -54,7 +64,13 @@ class SweepReport(BaseModel):
 
     @property
     def total(self) -> int:
-        return len(self.containers) + len(self.volumes) + len(self.networks) + len(self.images) + len(self.pulled)
+        return (
+            len(self.containers)
+            + len(self.volumes)
+            + len(self.networks)
+            + len(self.images)
+            + len(self.pulled)
+        )
 
 
 def _remove_folder(labels: dict[str, str], report: SweepReport) -> None:
@@ -81,8 +97,13 @@ def _doomed(labels: dict[str, str], everything: bool, owners: frozenset[str] = f
     return everything or owner in owners or is_orphan(owner)
 
 
-def sweep(client: docker.DockerClient, *, everything: bool = False, run: str | None = None,
-          owners: Collection[str] = ()) -> SweepReport:
+def sweep(
+    client: docker.DockerClient,
+    *,
+    everything: bool = False,
+    run: str | None = None,
+    owners: Collection[str] = (),
+) -> SweepReport:
     """Remove orphaned openenv containers, then volumes and networks; `everything` removes all of ours.
 
     Args:

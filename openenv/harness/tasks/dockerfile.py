@@ -40,8 +40,11 @@ class DockerfilePlan:
     def workspace_files(self, workdir: str | None = None) -> dict[str, Path]:
         """Files under `workdir` (default: the Dockerfile's), keyed by their path relative to it."""
         root = PurePosixPath(workdir or self.workdir)
-        return {str(PurePosixPath(p).relative_to(root)): src for p, src in self.files.items()
-                if PurePosixPath(p).is_relative_to(root) and PurePosixPath(p) != root}
+        return {
+            str(PurePosixPath(p).relative_to(root)): src
+            for p, src in self.files.items()
+            if PurePosixPath(p).is_relative_to(root) and PurePosixPath(p) != root
+        }
 
     def outside_files(self, workdir: str | None = None) -> list[str]:
         """Container paths the Dockerfile fills outside `workdir` (a copy-only sandbox cannot place them)."""
@@ -68,8 +71,10 @@ def _ignored(context: Path) -> list[str]:
 
 def _pattern(glob: str) -> re.Pattern[str]:
     """A .dockerignore glob as Go's filepath.Match reads it: `*` and `?` stop at `/`, `**` does not."""
-    out = "".join(".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
-                  for part in re.split(r"(\*\*|\*|\?)", glob))
+    out = "".join(
+        ".*" if part == "**" else "[^/]*" if part == "*" else "[^/]" if part == "?" else re.escape(part)
+        for part in re.split(r"(\*\*|\*|\?)", glob)
+    )
     return re.compile(out + r"\Z")
 
 
@@ -108,7 +113,11 @@ def _arguments(rest: str) -> tuple[list[str], list[str]]:
 def _context_sources(context: Path, pattern: str) -> list[Path]:
     pattern = pattern.lstrip("/") or "."
     if any(ch in pattern for ch in "*?["):
-        found = [p for p in sorted(context.rglob("*")) if fnmatch.fnmatch(p.relative_to(context).as_posix(), pattern)]
+        found = [
+            p
+            for p in sorted(context.rglob("*"))
+            if fnmatch.fnmatch(p.relative_to(context).as_posix(), pattern)
+        ]
     else:
         found = [context / pattern] if (context / pattern).exists() else []
     for path in found:
@@ -122,13 +131,18 @@ def _context_sources(context: Path, pattern: str) -> list[Path]:
 def _copy(plan: DockerfilePlan, context: Path, sources: list[str], dest: str) -> None:
     ignored = _ignored(context)
     target = posixpath.normpath(posixpath.join(plan.workdir, dest))
-    into_folder = dest.endswith(("/", "/.")) or dest in (".", "..") or len(sources) > 1 or target == plan.workdir
+    into_folder = (
+        dest.endswith(("/", "/.")) or dest in (".", "..") or len(sources) > 1 or target == plan.workdir
+    )
     for pattern in sources:
         for src in _context_sources(context, pattern):
             if src.is_dir():  # a folder's contents go into dest
                 for path in sorted(src.rglob("*")):
-                    if path.is_file() and "__pycache__" not in path.parts \
-                            and not _is_ignored(path.relative_to(context).as_posix(), ignored):
+                    if (
+                        path.is_file()
+                        and "__pycache__" not in path.parts
+                        and not _is_ignored(path.relative_to(context).as_posix(), ignored)
+                    ):
                         rel = path.relative_to(src).as_posix()
                         plan.files[posixpath.join(target, rel)] = path
             elif into_folder or any(ch in pattern for ch in "*?["):
@@ -156,11 +170,15 @@ def parse_dockerfile(dockerfile: Path, context: Path | None = None) -> Dockerfil
                 plan.unreproducible.append(line)
             plan.base_image = words[0] if words else None
         elif keyword == "WORKDIR":
-            plan.workdir = posixpath.normpath(posixpath.join(plan.workdir, _expand(rest, plan.env).strip("\"'")))
+            plan.workdir = posixpath.normpath(
+                posixpath.join(plan.workdir, _expand(rest, plan.env).strip("\"'"))
+            )
         elif keyword in ("COPY", "ADD"):
             flags, words = _arguments(_expand(rest, plan.env))
             remote = any(w.startswith(("http://", "https://", "git@")) for w in words[:-1])
-            archive = keyword == "ADD" and any(w.endswith((".tar", ".tar.gz", ".tgz", ".tar.xz")) for w in words)
+            archive = keyword == "ADD" and any(
+                w.endswith((".tar", ".tar.gz", ".tgz", ".tar.xz")) for w in words
+            )
             if any(f.startswith("--from") for f in flags) or remote or archive or len(words) < 2:
                 plan.unreproducible.append(line)
                 continue

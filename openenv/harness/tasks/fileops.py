@@ -40,10 +40,39 @@ __all__ = ["KINDS", "FileOpsTask", "Kind", "generate", "instances", "kind_of", "
 Kind = Literal["create", "append", "rename", "typo"]
 KINDS: tuple[Kind, ...] = ("create", "append", "rename", "typo")
 
-STEMS = ("notes", "todo", "data", "plan", "list", "draft", "memo", "ideas", "items", "report", "words", "story")
+STEMS = (
+    "notes",
+    "todo",
+    "data",
+    "plan",
+    "list",
+    "draft",
+    "memo",
+    "ideas",
+    "items",
+    "report",
+    "words",
+    "story",
+)
 EXTS = (".txt", ".md")
-WORDS = ("apple", "river", "stone", "cloud", "green", "tiger", "piano", "lemon", "ocean", "maple", "candle",
-         "rocket", "silver", "garden", "pepper", "violet")
+WORDS = (
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "green",
+    "tiger",
+    "piano",
+    "lemon",
+    "ocean",
+    "maple",
+    "candle",
+    "rocket",
+    "silver",
+    "garden",
+    "pepper",
+    "violet",
+)
 
 CHECK_PY = '''"""The fileops verifier: compares the workspace with the expectations in expected.json and writes
 /logs/verifier/reward.json. Stdlib only; reads the agent's files as bytes, never runs them."""
@@ -144,7 +173,10 @@ def _typo(word: str, rng: random.Random) -> str:
     """A one-character typo of `word`: two neighbouring letters swapped, or one letter doubled."""
     while True:
         i = rng.randrange(len(word) - 1)
-        swapped, doubled = word[:i] + word[i + 1] + word[i] + word[i + 2:], word[:i] + word[i] * 2 + word[i + 1:]
+        swapped, doubled = (
+            word[:i] + word[i + 1] + word[i] + word[i + 2 :],
+            word[:i] + word[i] * 2 + word[i + 1 :],
+        )
         bad = swapped if rng.random() < 0.5 else doubled
         if bad != word:
             return bad
@@ -156,27 +188,45 @@ def _make(kind: Kind, rng: random.Random) -> FileOpsTask:
     others = [w for w in WORDS if w != word]
     filler = "scratch workspace"
     if kind == "create":
-        return FileOpsTask(id=f"create-{name.replace('.', '-')}-{word}", kind=kind,
-                           instruction=f"Create a file named {name} containing the word {word}.",
-                           solution=f"echo {word} > {name}\n", workspace={"README": filler + "\n"},
-                           expected={name: [word]})
+        return FileOpsTask(
+            id=f"create-{name.replace('.', '-')}-{word}",
+            kind=kind,
+            instruction=f"Create a file named {name} containing the word {word}.",
+            solution=f"echo {word} > {name}\n",
+            workspace={"README": filler + "\n"},
+            expected={name: [word]},
+        )
     if kind == "append":
         first = rng.sample(others, 2)
-        return FileOpsTask(id=f"append-{name.replace('.', '-')}-{word}-{'-'.join(first)}", kind=kind,
-                           instruction=f"Append the word {word} as a new line at the end of {name}.",
-                           solution=f"echo {word} >> {name}\n", workspace={name: "".join(w + "\n" for w in first)},
-                           expected={name: [*first, word]})
+        return FileOpsTask(
+            id=f"append-{name.replace('.', '-')}-{word}-{'-'.join(first)}",
+            kind=kind,
+            instruction=f"Append the word {word} as a new line at the end of {name}.",
+            solution=f"echo {word} >> {name}\n",
+            workspace={name: "".join(w + "\n" for w in first)},
+            expected={name: [*first, word]},
+        )
     if kind == "rename":
         dst = rng.choice([s for s in STEMS if not name.startswith(s + ".")]) + rng.choice(EXTS)
-        return FileOpsTask(id=f"rename-{name.replace('.', '-')}-{dst.replace('.', '-')}-{word}", kind=kind,
-                           instruction=f"Rename the file {name} to {dst}.", solution=f"mv {name} {dst}\n",
-                           workspace={name: word + "\n"}, expected={dst: [word]}, absent=[name])
+        return FileOpsTask(
+            id=f"rename-{name.replace('.', '-')}-{dst.replace('.', '-')}-{word}",
+            kind=kind,
+            instruction=f"Rename the file {name} to {dst}.",
+            solution=f"mv {name} {dst}\n",
+            workspace={name: word + "\n"},
+            expected={dst: [word]},
+            absent=[name],
+        )
     before, after = rng.sample(others, 2)
     bad = _typo(word, rng)
-    return FileOpsTask(id=f"typo-{name.replace('.', '-')}-{word}-{bad}-{before}-{after}", kind=kind,
-                       instruction=f"In {name}, the word {bad} is a typo for {word}; fix it.",
-                       solution=f"sed -i 's/{bad}/{word}/' {name}\n",
-                       workspace={name: f"{before}\n{bad}\n{after}\n"}, expected={name: [before, word, after]})
+    return FileOpsTask(
+        id=f"typo-{name.replace('.', '-')}-{word}-{bad}-{before}-{after}",
+        kind=kind,
+        instruction=f"In {name}, the word {bad} is a typo for {word}; fix it.",
+        solution=f"sed -i 's/{bad}/{word}/' {name}\n",
+        workspace={name: f"{before}\n{bad}\n{after}\n"},
+        expected={name: [before, word, after]},
+    )
 
 
 def instances(seed: int, count: int, kinds: tuple[Kind, ...] = KINDS) -> list[FileOpsTask]:
@@ -188,7 +238,9 @@ def instances(seed: int, count: int, kinds: tuple[Kind, ...] = KINDS) -> list[Fi
     while len(seen) < count:
         attempts += 1
         if attempts > count * 50:
-            raise ValueError(f"the fileops vocabulary has fewer than {count} distinct instances of kinds {kinds}")
+            raise ValueError(
+                f"the fileops vocabulary has fewer than {count} distinct instances of kinds {kinds}"
+            )
         task = _make(kinds[len(seen) % len(kinds)], rng)
         seen.setdefault(task.instruction, task)
     return list(seen.values())
@@ -211,12 +263,15 @@ def write_task(task: FileOpsTask, folder: Path) -> Path:
     (tests / "test.sh").write_text(TEST_SH)
     (tests / "test.sh").chmod(0o755)
     (tests / "check.py").write_text(CHECK_PY)
-    (tests / "expected.json").write_text(json.dumps({"files": task.expected, "absent": task.absent}, indent=1))
+    (tests / "expected.json").write_text(
+        json.dumps({"files": task.expected, "absent": task.absent}, indent=1)
+    )
     return folder
 
 
-def generate(out: Path, seed: int = 0, *, train: int = 400, heldout: int = 64,
-             kinds: tuple[Kind, ...] = KINDS) -> dict[str, list[str]]:
+def generate(
+    out: Path, seed: int = 0, *, train: int = 400, heldout: int = 64, kinds: tuple[Kind, ...] = KINDS
+) -> dict[str, list[str]]:
     """Write `out/train/` and `out/heldout/` (replacing them) and `out/split.json`; returns the ids.
 
     The two splits are one draw of distinct instances cut in two, so no held-out instance (kind and
@@ -241,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--train", type=int, default=400)
     parser.add_argument("--heldout", type=int, default=64)
-    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS))
+    parser.add_argument(
+        "--kinds", default=",".join(KINDS), help="comma-separated subset of " + ",".join(KINDS)
+    )
     args = parser.parse_args(argv)
     kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
     bad = sorted(set(kinds) - set(KINDS))

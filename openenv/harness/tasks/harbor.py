@@ -68,6 +68,7 @@ _NEVER_SET = {"PATH", "HOME", "TMPDIR", "USER"}  # the sandbox's own: a task can
 def _task_env(dockerfile_env: dict[str, str], table_env: dict[str, str]) -> dict[str, str]:
     """The Dockerfile's ENV, then [environment].env with `${VAR}` / `${VAR:-default}` filled from this
     process's environment (as Harbor fills them), minus the variables the sandbox owns."""
+
     def fill(value: str) -> str:
         return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
 
@@ -114,8 +115,10 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     except tomllib.TOMLDecodeError as exc:
         raise BadRequest(f"{directory}/task.toml is not valid TOML: {exc}") from None
     if config.get("steps"):
-        raise BadRequest(f"{directory}: multi-step Harbor tasks ([[steps]]) are not supported; one instruction.md "
-                         "and one tests/test.sh per task")
+        raise BadRequest(
+            f"{directory}: multi-step Harbor tasks ([[steps]]) are not supported; one instruction.md "
+            "and one tests/test.sh per task"
+        )
     environment, verifier = _table(config, "environment"), _table(config, "verifier")
     agent, solution_table = _table(config, "agent"), _table(config, "solution")
     # `version` is the pre-1.3 spelling of `schema_version` (Harbor's handle_version_rename).
@@ -127,10 +130,15 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
     if dockerfile.is_file():
         plan = parse_dockerfile(dockerfile, env_dir)
     elif image is None:
-        compose = " (docker-compose environments are not supported)" if any(
-            (env_dir / name).is_file() for name in ("docker-compose.yaml", "docker-compose.yml")) else ""
-        raise BadRequest(f"{directory} is not a Harbor task we can run: environment/Dockerfile is missing "
-                         f"and task.toml sets no [environment].docker_image{compose}")
+        compose = (
+            " (docker-compose environments are not supported)"
+            if any((env_dir / name).is_file() for name in ("docker-compose.yaml", "docker-compose.yml"))
+            else ""
+        )
+        raise BadRequest(
+            f"{directory} is not a Harbor task we can run: environment/Dockerfile is missing "
+            f"and task.toml sets no [environment].docker_image{compose}"
+        )
     else:
         plan = None
     workdir = str(environment.get("workdir") or (plan.workdir if plan else "/app"))
@@ -168,6 +176,11 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         outside_files=plan.outside_files(workdir) if plan else [],
         schema_version=str(schema_version) if schema_version is not None else None,
         source=source,  # type: ignore[arg-type]  # the caller's str; pydantic validates it into Task.source's Literal
-        metadata={str(k): str(v) for k, v in {**_table(config, "metadata"),
-                                              **({"name": task_meta["name"]} if "name" in task_meta else {})}.items()},
+        metadata={
+            str(k): str(v)
+            for k, v in {
+                **_table(config, "metadata"),
+                **({"name": task_meta["name"]} if "name" in task_meta else {}),
+            }.items()
+        },
     )

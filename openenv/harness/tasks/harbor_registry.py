@@ -30,16 +30,24 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
+
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from openenv.errors import BadRequest, EnvError, NotFound
 
 __all__ = [
-    "DEFAULT_REGISTRY", "REGISTRY_ENV", "DatasetSpec", "RegistryTask", "is_dataset_spec", "load_registry",
+    "DEFAULT_REGISTRY",
+    "REGISTRY_ENV",
+    "DatasetSpec",
+    "RegistryTask",
+    "is_dataset_spec",
+    "load_registry",
     "resolve_dataset",
 ]
 
-DEFAULT_REGISTRY = "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"  # harbor.constants
+DEFAULT_REGISTRY = (
+    "https://raw.githubusercontent.com/laude-institute/harbor/main/registry.json"  # harbor.constants
+)
 REGISTRY_ENV = "OPENENV_HARBOR_REGISTRY"
 _SPEC = re.compile(r"^(?P<name>[A-Za-z0-9][\w.\-/]*)@(?P<version>[A-Za-z0-9][\w.\-+]*)$")
 _COMMIT = re.compile(r"^[0-9a-fA-F]{40}$|^[0-9a-fA-F]{64}$")
@@ -98,11 +106,13 @@ def _read_registry(location: str) -> str:
         return Path(location).read_text()
     if scheme not in ("http", "https", "file"):
         raise BadRequest(f"Harbor registry {location!r}: only a file path or an http(s)/file URL is read")
-    with urllib.request.urlopen(location, timeout=60) as response:  # noqa: S310 (scheme checked above)
+    with urllib.request.urlopen(location, timeout=60) as response:
         return response.read().decode("utf-8")
 
 
-def load_registry(registry: str | None = None, *, progress: Progress | None = None) -> tuple[list[DatasetSpec], str]:
+def load_registry(
+    registry: str | None = None, *, progress: Progress | None = None
+) -> tuple[list[DatasetSpec], str]:
     """The datasets of a registry and where it was read (`registry`, `$OPENENV_HARBOR_REGISTRY`, or
     Harbor's public one); the copy cached by the last good read when it cannot be read now.
 
@@ -116,8 +126,10 @@ def load_registry(registry: str | None = None, *, progress: Progress | None = No
         text = _read_registry(location)
     except (OSError, ValueError) as exc:
         if not cached.is_file():
-            raise NotFound(f"Harbor registry {location} cannot be read ({exc}) and was never cached here; "
-                           f"set --registry or {REGISTRY_ENV}") from None
+            raise NotFound(
+                f"Harbor registry {location} cannot be read ({exc}) and was never cached here; "
+                f"set --registry or {REGISTRY_ENV}"
+            ) from None
         (progress or (lambda line: None))(f"registry {location} unreachable ({exc}); using its cached copy")
         text = cached.read_text()
     else:
@@ -129,7 +141,9 @@ def load_registry(registry: str | None = None, *, progress: Progress | None = No
             raise BadRequest(f"Harbor registry {location} is not a JSON list of datasets")
         return [DatasetSpec.model_validate(row) for row in rows], location
     except (ValueError, ValidationError) as exc:
-        raise BadRequest(f"Harbor registry {location} is not a Harbor registry: {str(exc).splitlines()[0]}") from None
+        raise BadRequest(
+            f"Harbor registry {location} is not a Harbor registry: {str(exc).splitlines()[0]}"
+        ) from None
 
 
 def _pick(datasets: list[DatasetSpec], spec: str, location: str) -> DatasetSpec:
@@ -141,7 +155,9 @@ def _pick(datasets: list[DatasetSpec], spec: str, location: str) -> DatasetSpec:
     if not version:
         version = _newest(list(versions))
     if version not in versions:
-        raise NotFound(f"dataset {name!r} has no version {version!r} in {location}; it has: {', '.join(versions)}")
+        raise NotFound(
+            f"dataset {name!r} has no version {version!r} in {location}; it has: {', '.join(versions)}"
+        )
     return versions[version]
 
 
@@ -178,10 +194,19 @@ def _task_path(path: str) -> PurePosixPath:
 
 def _git(*args: str, cwd: Path | None = None) -> str:
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_LFS_SKIP_SMUDGE": "1"}
-    done = subprocess.run(["git", "-c", "core.hooksPath=/dev/null", "-c", "submodule.recurse=false", *args],
-                          cwd=cwd, capture_output=True, text=True, env=env, timeout=1800, check=False)
+    done = subprocess.run(
+        ["git", "-c", "core.hooksPath=/dev/null", "-c", "submodule.recurse=false", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1800,
+        check=False,
+    )
     if done.returncode != 0:
-        raise EnvError(f"git {args[0]} failed: {' '.join((done.stderr or done.stdout).strip().splitlines()[-1:])}")
+        raise EnvError(
+            f"git {args[0]} failed: {' '.join((done.stderr or done.stdout).strip().splitlines()[-1:])}"
+        )
     return done.stdout.strip()
 
 
@@ -193,7 +218,9 @@ def _checkout(url: str, commit: str | None, into: Path) -> str:
     except EnvError:
         if commit is None:
             raise
-        _git("fetch", "-q", url, "+refs/heads/*:refs/remotes/origin/*", cwd=into)  # a server refusing wants by id
+        _git(
+            "fetch", "-q", url, "+refs/heads/*:refs/remotes/origin/*", cwd=into
+        )  # a server refusing wants by id
     _git("-c", "advice.detachedHead=false", "checkout", "-q", commit or "FETCH_HEAD", cwd=into)
     head = _git("rev-parse", "HEAD", cwd=into)
     if commit is not None and not head.startswith(commit.lower()):
@@ -208,8 +235,10 @@ def _copy_task(repo: Path, relative: PurePosixPath, target: Path) -> None:
     for part in relative.parts:
         current = current / part
         if current.is_symlink():
-            raise BadRequest(f"task path {relative} passes through a link ({current.relative_to(repo)}); "
-                             "a task folder must be a plain folder of its repository")
+            raise BadRequest(
+                f"task path {relative} passes through a link ({current.relative_to(repo)}); "
+                "a task folder must be a plain folder of its repository"
+            )
     if not current.is_dir():
         raise NotFound(f"the repository has no task folder {relative}")
     source = current.resolve()
@@ -219,7 +248,9 @@ def _copy_task(repo: Path, relative: PurePosixPath, target: Path) -> None:
         if path.is_symlink():
             link = os.readlink(path)
             if os.path.isabs(link):
-                raise BadRequest(f"task {relative}: {shown} is an absolute link ({link}); links must stay in the task")
+                raise BadRequest(
+                    f"task {relative}: {shown} is an absolute link ({link}); links must stay in the task"
+                )
         try:
             resolved = path.resolve(strict=True)
         except (OSError, RuntimeError):
@@ -266,8 +297,10 @@ def _fetch_task(task: RegistryTask, location: str, progress: Progress) -> Path:
     folder_name = relative.name
     if task.git_url is None:  # a local task: only a registry file on this machine may name one
         if "://" in location:
-            raise BadRequest(f"task {task.name!r} of registry {location} names a folder on this machine "
-                             f"({task.path}) without a git_url; only a registry file may")
+            raise BadRequest(
+                f"task {task.name!r} of registry {location} names a folder on this machine "
+                f"({task.path}) without a git_url; only a registry file may"
+            )
         home = _cache_root() / "tasks" / _key("local", location, str(relative))
         with _locked(home.with_suffix(".lock")):
             (_cache_root() / "tmp").mkdir(exist_ok=True)
@@ -303,7 +336,9 @@ def _fetch_task(task: RegistryTask, location: str, progress: Progress) -> Path:
                     shutil.rmtree(home)
                 staged.rename(home)
         except EnvError:
-            if not pinned and (home / "commit").is_file():  # the newest commit, unreachable now: the last one seen
+            if (
+                not pinned and (home / "commit").is_file()
+            ):  # the newest commit, unreachable now: the last one seen
                 progress(f"{task.git_url} unreachable; using the cached copy of task {task.name}")
                 return done
             raise
@@ -313,7 +348,9 @@ def _fetch_task(task: RegistryTask, location: str, progress: Progress) -> Path:
 _RESOLVED: dict[tuple[str, str], list[Path]] = {}
 
 
-def resolve_dataset(spec: str, *, registry: str | None = None, progress: Progress | None = None) -> list[Path]:
+def resolve_dataset(
+    spec: str, *, registry: str | None = None, progress: Progress | None = None
+) -> list[Path]:
     """The task folders of dataset `spec` (`NAME@VERSION`, or `NAME` for Harbor's pick of its versions),
     fetched into the cache where needed. Resolved once per process and registry.
 
@@ -332,7 +369,8 @@ def resolve_dataset(spec: str, *, registry: str | None = None, progress: Progres
     names = [f.name for f in folders]
     if len(set(names)) != len(names):
         dupes = sorted({n for n in names if names.count(n) > 1})
-        raise BadRequest(f"dataset {spec} has several tasks in folders named {', '.join(dupes)}; task ids must differ")
+        raise BadRequest(
+            f"dataset {spec} has several tasks in folders named {', '.join(dupes)}; task ids must differ"
+        )
     _RESOLVED[spec, location] = folders
     return list(folders)
-

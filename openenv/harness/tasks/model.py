@@ -38,26 +38,41 @@ class Task(BaseModel):
     workspace: dict[str, FileData] = Field(default_factory=dict, description="relative path -> text or bytes")
     tests: dict[str, FileData] = Field(description="hidden test files: relative path -> text or bytes")
     test_command: str = DEFAULT_TEST_COMMAND
-    solution: str | None = Field(default=None, description="solve.sh: solves the task when run in the workdir")
-    solution_files: dict[str, FileData] = Field(default_factory=dict, description="the whole solution/ folder")
+    solution: str | None = Field(
+        default=None, description="solve.sh: solves the task when run in the workdir"
+    )
+    solution_files: dict[str, FileData] = Field(
+        default_factory=dict, description="the whole solution/ folder"
+    )
     timeout_s: float = Field(default=300, gt=0, description="the harness's wall-clock budget")
     verifier_timeout_s: float = Field(default=120, gt=0)
     workdir: str = Field(default="/app", description="the container path the agent and the tests run in")
-    env: dict[str, str] = Field(default_factory=dict, description="the Dockerfile's ENV and [environment].env: "
-                                "set for the agent, the oracle and the tests (never PATH or HOME)")
-    executables: list[str] = Field(default_factory=list, description="workspace files with the executable bit")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="the Dockerfile's ENV and [environment].env: "
+        "set for the agent, the oracle and the tests (never PATH or HOME)",
+    )
+    executables: list[str] = Field(
+        default_factory=list, description="workspace files with the executable bit"
+    )
     verifier_env: dict[str, str] = Field(default_factory=dict, description="[verifier].env")
     solution_env: dict[str, str] = Field(default_factory=dict, description="[solution].env")
     verifier_mode: Literal["shared", "separate"] = "shared"
     image: str | None = Field(default=None, description="[environment].docker_image: run in this image")
     base_image: str | None = Field(default=None, description="the Dockerfile's FROM image")
-    environment_dir: str | None = Field(default=None, description="host folder of environment/ (build context)")
+    environment_dir: str | None = Field(
+        default=None, description="host folder of environment/ (build context)"
+    )
     build_steps: list[str] = Field(default_factory=list, description="Dockerfile steps only a build can run")
-    outside_files: list[str] = Field(default_factory=list, description="files the Dockerfile puts outside workdir")
+    outside_files: list[str] = Field(
+        default_factory=list, description="files the Dockerfile puts outside workdir"
+    )
     schema_version: str | None = None
     source: Literal["builtin", "harbor", "datasets"] = "builtin"
     metadata: dict[str, str] = Field(default_factory=dict)
-    budget: Budget | None = Field(default=None, description="caps on turns / sampled tokens / context per episode")
+    budget: Budget | None = Field(
+        default=None, description="caps on turns / sampled tokens / context per episode"
+    )
 
     def needs_build(self) -> bool:
         """Only an image build reproduces this task's environment (RUN steps, files outside workdir)."""

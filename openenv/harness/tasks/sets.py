@@ -65,13 +65,18 @@ def _check_hub_id(name: str) -> None:
         NotFound: a path that does not exist, a bare word that is no set, or a Hub id while offline.
     """
     kinds = "builtin, a Harbor task folder, a .parquet/.jsonl file, or a Hub dataset id (org/name)"
-    if name.startswith(("/", ".", "~")) or Path(name).suffix in (".parquet", ".jsonl", ".json") \
-            or not _HUB_ID.fullmatch(name):
+    if (
+        name.startswith(("/", ".", "~"))
+        or Path(name).suffix in (".parquet", ".jsonl", ".json")
+        or not _HUB_ID.fullmatch(name)
+    ):
         what = "no such file or folder" if "/" in name or Path(name).suffix else "no task set by that name"
         raise NotFound(f"task set {name!r}: {what}; a task set is {kinds}")
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
-        raise NotFound(f"task set {name!r} is not a local file or folder, and HF_HUB_OFFLINE is set, so the Hub "
-                       "dataset of that name is not fetched")
+        raise NotFound(
+            f"task set {name!r} is not a local file or folder, and HF_HUB_OFFLINE is set, so the Hub "
+            "dataset of that name is not fetched"
+        )
 
 
 def find_task(task_id: str, task_set: str = "builtin") -> Task:

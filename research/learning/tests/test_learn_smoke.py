@@ -31,8 +31,22 @@ HERE = Path(__file__).resolve().parents[1]  # research/learning: its scripts (on
 def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     out = tmp_path / "learn"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, str(HERE / "learn_cpu.py"), "--smoke", "--no-docs",
-                           "--seeds", "0", "--out", str(out)], env=env, capture_output=True, text=True, timeout=1700)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(HERE / "learn_cpu.py"),
+            "--smoke",
+            "--no-docs",
+            "--seeds",
+            "0",
+            "--out",
+            str(out),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1700,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((out / "results.json").read_text())
     split = json.loads((out / "tasks" / "split.json").read_text())
@@ -92,7 +106,9 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     assert echo["episodes"] == 2 and not echo["errors"] and 0 < echo["changed"] < echo["sampled"]
     for variant in ("exact", "naive", "signal"):
         [run] = found[variant]
-        assert [p["step"] for p in run["curve"]] == [1] and len(run["zero_signal"]) == len(run["train_reward"]) == 1
+        assert [p["step"] for p in run["curve"]] == [1] and len(run["zero_signal"]) == len(
+            run["train_reward"]
+        ) == 1
     assert found["naive"][0]["tokens"] == "naive" and found["signal"][0]["signal_sampler"]
     assert found["exact"][0]["tokens"] == "exact" and not found["exact"][0]["signal_sampler"]
     assert json.loads((out / "findings" / "results.json").read_text())["signal"] == found["signal"]
@@ -111,13 +127,20 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
         assert plain["tool_bonus"] is None and bonus["tool_bonus"] == shaping["tool_bonus"]
         for run in (plain, bonus):
             assert [p["step"] for p in run["curve"]] == [1] and "calls_per_solved" in run["curve"][0]
-            looks = run["curve"][0]["looks"]  # every eval's episodes split by whether they listed the workspace
+            looks = run["curve"][0][
+                "looks"
+            ]  # every eval's episodes split by whether they listed the workspace
             assert looks["looked"][1] + looks["acted"][1] == run["curve"][0]["episodes"]
         assert sum(n for _, n in shaping["sft"]["looks"].values()) == shaping["sft"]["episodes"]
     from openenv.export.log import read_episode as read
 
     after = next((out / "shaping-after" / "oracle-look" / "eval" / "episodes").glob("*.jsonl"))
-    commands = [c.parsed_arguments()["command"] for t in read(after).turns if t.completion for c in t.completion.tool_calls]
+    commands = [
+        c.parsed_arguments()["command"]
+        for t in read(after).turns
+        if t.completion
+        for c in t.completion.tool_calls
+    ]
     assert commands[-1] == "ls -la" and commands[0].startswith("echo ")  # the listing came after the write
     # Shaping through codex: pi's demonstrations (the pi stage's, reused) and codex's own one, then GRPO and every
     # held-out eval through codex.
@@ -125,12 +148,17 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     for key, folder in (("shaping_after_codex", "shaping-after-codex"),):
         shaping = results[key]
         assert shaping["harness"] == "codex" and shaping["rows_by_harness"] == {"pi": 4, "codex": 1}
-        evals = [out / folder / "eval-tuned"] + [out / folder / f"{v}-seed0" / "eval-step-1" for v in ("plain", "bonus")]
+        evals = [out / folder / "eval-tuned"] + [
+            out / folder / f"{v}-seed0" / "eval-step-1" for v in ("plain", "bonus")
+        ]
         for where in evals:
             assert json.loads((where / "results.json").read_text())["rows"][0]["harness"] == "codex"
         assert [len(shaping[v]) for v in ("plain", "bonus")] == [1, 1]
-        [own] = [json.loads((out / folder / f"oracle-{n}" / "eval" / "results.json").read_text())
-                 for n in ("look", "plain") if (out / folder / f"oracle-{n}").is_dir()]  # codex's one demonstration
+        [own] = [
+            json.loads((out / folder / f"oracle-{n}" / "eval" / "results.json").read_text())
+            for n in ("look", "plain")
+            if (out / folder / f"oracle-{n}").is_dir()
+        ]  # codex's one demonstration
         assert own["rows"][0]["harness"] == "codex" and own["rows"][0]["solved"] == 1
     # One harness or four: the teacher's demonstration through codex tuned into its start beside pi's rows, then
     # one GRPO step in pi, in codex and in their mix, and two in the mix (each harness its own episodes' worth),
@@ -152,8 +180,10 @@ def test_the_recipe_runs_end_to_end_at_smoke_size(tmp_path: Path) -> None:
     write_findings_docs(found, tmp_path, shaping={k: results[k] for k in shaped}, matrix=matrix)
     page = (tmp_path / "learning-findings.md").read_text()
     # Two findings from the findings stage and two from the matrix; shaping's when its held-out runs solved any.
-    counted = sum(all(r["curve"][-1]["calls_per_solved"] is not None for r in results[k]["plain"] + results[k]["bonus"])
-                  for k in shaped)
+    counted = sum(
+        all(r["curve"][-1]["calls_per_solved"] is not None for r in results[k]["plain"] + results[k]["bonus"])
+        for k in shaped
+    )
     assert page.count("**Finding (a bonus") == counted and page.count("**Finding") == 4 + counted
     assert "| pi | 2 |" in page and (tmp_path / "learning-findings.png").is_file()
     assert "## 3. Tool-call shaping" in page and "| with the bonus, seed 0 |" in page and "## 3b." in page

@@ -23,7 +23,10 @@ Script = Callable[[int, bytes, asyncio.StreamWriter], Awaitable[bool]]
 def reply(body: bytes, *, close: bool = False) -> bytes:
     extra = b"Connection: close\r\n" if close else b""
     return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s" % (
-        len(body), extra, body)
+        len(body),
+        extra,
+        body,
+    )
 
 
 class RawServer:
@@ -94,7 +97,9 @@ async def test_requests_share_one_keep_alive_connection_and_send_json(serve: Any
     assert answers == [(200, b'{"n": 0}'), (200, b'{"n": 1}'), (200, b'{"n": 2}')]
     assert server.connections == 1
     first = server.requests[0]
-    assert first.startswith(b"POST /v1/completions HTTP/1.1\r\n") and first.endswith(b'\r\n\r\n{"prompt": [1, 2]}')
+    assert first.startswith(b"POST /v1/completions HTTP/1.1\r\n") and first.endswith(
+        b'\r\n\r\n{"prompt": [1, 2]}'
+    )
     assert b"Content-Type: application/json\r\n" in first and b"Content-Length: 18\r\n" in first
     http.close()
 
@@ -198,8 +203,10 @@ async def test_a_cancelled_request_leaves_no_connection_to_read_its_late_reply(s
 async def test_chunked_and_connection_close_replies(serve: Any) -> None:
     async def chunked_then_close(n: int, request: bytes, writer: asyncio.StreamWriter) -> bool:
         if n == 0:
-            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                         b"4\r\n{\"a\"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\n\r\n")
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b'4\r\n{"a"\r\n3\r\n: 1\r\n1\r\n}\r\n0\r\n\r\n'
+            )
             return True
         writer.write(reply(b'"bye"', close=True))
         await writer.drain()
@@ -211,7 +218,10 @@ async def test_chunked_and_connection_close_replies(serve: Any) -> None:
     assert await http.request("GET", "/v1/models") == (200, b'"bye"')
     assert await http.request("GET", "/v1/models") == (200, b'{"a": 1}')
     assert server.connections == 2
-    assert server.requests[0].startswith(b"GET /v1/models HTTP/1.1\r\n") and b"Content-Length" not in server.requests[0]
+    assert (
+        server.requests[0].startswith(b"GET /v1/models HTTP/1.1\r\n")
+        and b"Content-Length" not in server.requests[0]
+    )
     http.close()
 
 
@@ -250,7 +260,10 @@ async def test_an_ipv6_origin_is_reached_and_named_in_brackets() -> None:
     except OSError:
         pytest.skip("this machine has no IPv6 loopback")
     async with server:
-        assert await EngineHTTP(f"http://[::1]:{port}", timeout=5).request("GET", "/v1/models") == (200, b"{}")
+        assert await EngineHTTP(f"http://[::1]:{port}", timeout=5).request("GET", "/v1/models") == (
+            200,
+            b"{}",
+        )
     assert f"Host: [::1]:{port}\r\n".encode() in seen[0]
 
 

@@ -11,7 +11,9 @@ def prompt(renderer: Renderer) -> list[int]:
     return renderer.full_prompt((Message(role="user", parts=(TextPart(text="hello"),)),), ())[1]
 
 
-async def test_sampled_logprobs_equal_teacher_forced_scores(local_backend: LocalBackend, renderer: Renderer) -> None:
+async def test_sampled_logprobs_equal_teacher_forced_scores(
+    local_backend: LocalBackend, renderer: Renderer
+) -> None:
     ids = prompt(renderer)
     gen = await local_backend.generate(ids, SamplingParams(max_tokens=8, temperature=1.0, seed=3))
     assert len(gen.token_ids) == len(gen.logprobs) and gen.token_ids
@@ -38,7 +40,8 @@ def test_context_window_comes_from_the_model_config(local_backend: LocalBackend)
 
 
 def test_loading_and_building_the_model_draw_no_progress_bar_and_leave_the_callers_setting(
-        tiny_model, capfd, tmp_path) -> None:
+    tiny_model, capfd, tmp_path
+) -> None:
     """`openenv run` printed transformers' `Loading weights` and, on a fresh machine, `Writing model shards`
     bars into its own progress (issue 46)."""
     from transformers.utils import logging as hf_logging

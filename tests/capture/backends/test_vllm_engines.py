@@ -54,20 +54,27 @@ def test_one_url_is_a_plain_vllm_backend_and_several_are_engines(vllm_url: str):
         vllm_backend(" , ")
 
 
-async def test_sessions_spread_to_the_least_loaded_engine_and_stay_there(vllm_url: str, flaky: FaultProxy,
-                                                                          renderer):
+async def test_sessions_spread_to_the_least_loaded_engine_and_stay_there(
+    vllm_url: str, flaky: FaultProxy, renderer
+):
     engines = VLLMEngines([vllm_url, flaky.url])
     sessions = [engines.bind(f"s{i}") for i in range(4)]
     try:
         for turn in range(3):
-            await asyncio.gather(*(s.generate(_prompt(renderer, f"session {i} turn {turn}"), PARAMS)
-                                   for i, s in enumerate(sessions)))
+            await asyncio.gather(
+                *(
+                    s.generate(_prompt(renderer, f"session {i} turn {turn}"), PARAMS)
+                    for i, s in enumerate(sessions)
+                )
+            )
             if turn == 0:
                 first = [s.engine.url for s in sessions]  # type: ignore[union-attr]
         assert [s.engine.url for s in sessions] == first  # type: ignore[union-attr]
         loads = engines.loads()
         assert sorted(first) == sorted([vllm_url, flaky.url] * 2)  # 2 sessions on each engine
-        assert loads[vllm_url]["calls"] == loads[flaky.url]["calls"] == 6 and loads[flaky.url]["sessions"] == 2
+        assert (
+            loads[vllm_url]["calls"] == loads[flaky.url]["calls"] == 6 and loads[flaky.url]["sessions"] == 2
+        )
         assert flaky.stats["pass"] == 6 + 1  # 6 completions + the model lookup, all through this engine
         sessions[0].release()
         sessions[2].release()
@@ -80,7 +87,8 @@ async def test_sessions_spread_to_the_least_loaded_engine_and_stay_there(vllm_ur
 
 
 async def test_a_failing_engine_leaves_the_rotation_and_its_sessions_move_without_an_error(
-        vllm_url: str, flaky: FaultProxy, renderer):
+    vllm_url: str, flaky: FaultProxy, renderer
+):
     engines = VLLMEngines([flaky.url, vllm_url], recheck_s=0.5)
     try:
         pinned = engines.bind("a")
@@ -118,7 +126,9 @@ async def test_with_every_engine_down_the_call_is_a_retryable_backend_error(flak
         await engines.aclose()
 
 
-def test_the_proxy_pins_each_session_and_releases_it_at_close(vllm_url: str, flaky: FaultProxy, tiny_model: Path):
+def test_the_proxy_pins_each_session_and_releases_it_at_close(
+    vllm_url: str, flaky: FaultProxy, tiny_model: Path
+):
     from openai import OpenAI
 
     from openenv.capture.server import CaptureServer
@@ -129,8 +139,9 @@ def test_the_proxy_pins_each_session_and_releases_it_at_close(vllm_url: str, fla
         for session in sessions:
             client = OpenAI(base_url=f"{session.base_url}/v1", api_key="x", max_retries=0)
             for turn in range(2):
-                client.chat.completions.create(model="tiny", max_tokens=4,
-                                               messages=[{"role": "user", "content": f"hi {turn}"}])
+                client.chat.completions.create(
+                    model="tiny", max_tokens=4, messages=[{"role": "user", "content": f"hi {turn}"}]
+                )
         loads = engines.loads()
         assert loads[vllm_url]["sessions"] == loads[flaky.url]["sessions"] == 1
         assert loads[vllm_url]["calls"] >= 2 and loads[flaky.url]["calls"] >= 2
@@ -139,8 +150,9 @@ def test_the_proxy_pins_each_session_and_releases_it_at_close(vllm_url: str, fla
         assert [e["sessions"] for e in engines.loads().values()] == [0, 0]
 
 
-def test_a_proxy_over_several_engines_streams_the_tokens_it_would_answer_whole(vllm_url: str, flaky: FaultProxy,
-                                                                               tiny_model: Path):
+def test_a_proxy_over_several_engines_streams_the_tokens_it_would_answer_whole(
+    vllm_url: str, flaky: FaultProxy, tiny_model: Path
+):
     """Streamed turns go through each session's pinned engine, arrive in several deltas while vLLM samples,
     and record the same greedy tokens as a non-streamed turn (both engines serve the same model)."""
     from openai import OpenAI
@@ -148,23 +160,35 @@ def test_a_proxy_over_several_engines_streams_the_tokens_it_would_answer_whole(v
     from openenv.capture.server import CaptureServer
 
     engines = VLLMEngines([vllm_url, flaky.url])
-    ask = {"model": "tiny", "max_tokens": 24, "temperature": 0.0,
-           "messages": [{"role": "user", "content": "Write a long story about a robot."}]}
+    ask = {
+        "model": "tiny",
+        "max_tokens": 24,
+        "temperature": 0.0,
+        "messages": [{"role": "user", "content": "Write a long story about a robot."}],
+    }
     with CaptureServer(backend=engines, model=tiny_model) as server:
         sessions = [server.open_session(mode="auto") for _ in range(3)]
         texts = []
         for session in sessions[:2]:
             client = OpenAI(base_url=f"{session.base_url}/v1", api_key="x", max_retries=0)
-            deltas = [c.choices[0].delta.content for c in client.chat.completions.create(**ask, stream=True)
-                      if c.choices and c.choices[0].delta.content]
+            deltas = [
+                c.choices[0].delta.content
+                for c in client.chat.completions.create(**ask, stream=True)
+                if c.choices and c.choices[0].delta.content
+            ]
             assert len(deltas) > 1, "the reply streamed in pieces"
             texts.append("".join(deltas))
         whole = OpenAI(base_url=f"{sessions[2].base_url}/v1", api_key="x", max_retries=0)
         answer = whole.chat.completions.create(**ask).choices[0].message.content
         streamed = [s.turns()[0].completion for s in sessions[:2]]
         unstreamed = sessions[2].turns()[0].completion
-        assert all(c is not None and unstreamed is not None and c.token_ids == unstreamed.token_ids
-                   and c.logprobs == unstreamed.logprobs for c in streamed)
+        assert all(
+            c is not None
+            and unstreamed is not None
+            and c.token_ids == unstreamed.token_ids
+            and c.logprobs == unstreamed.logprobs
+            for c in streamed
+        )
         assert texts == [answer, answer]
         loads = engines.loads()
         assert loads[vllm_url]["calls"] >= 1 and loads[flaky.url]["calls"] >= 1, "both engines streamed"

@@ -225,7 +225,8 @@ def test_sse_events_are_named_after_their_data_type(done: Completion):
     req = D.parse(
         b'{"model": "tiny", "max_tokens": 64, "stream": true, "messages": [{"role": "user", '
         b'"content": "hi"}]}',
-        RequestContext(), STATE,
+        RequestContext(),
+        STATE,
     )
     events = list(D.sse_events(done, req))
     assert events and all(e.event == json.loads(e.data)["type"] for e in events)
@@ -235,7 +236,8 @@ def test_max_tokens_finish_is_reported_as_max_tokens(done: Completion):
     cut = done.model_copy(update={"tool_calls": (), "finish_reason": "length"})
     req = D.parse(
         b'{"model": "tiny", "max_tokens": 3, "messages": [{"role": "user", "content": "hi"}]}',
-        RequestContext(), STATE,
+        RequestContext(),
+        STATE,
     )
     assert D.from_canonical(cut, req).stop_reason == "max_tokens"
 

@@ -25,21 +25,38 @@ from openenv.errors import BadRequest
 STATE = DialectState()  # what the dialects remember between requests (one per proxy)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-MODELS = {"anthropic": (anthropic.MessagesRequest, ("messages", "tools")),
-          "gemini": (gemini.GenerateContentRequest, ("contents", "tools")),
-          "openai_responses": (responses.ResponsesRequest, ("input", "tools"))}
-TOOLS = [{"type": "function", "function": {"name": "bash", "parameters": {
-    "type": "object", "properties": {"command": {"type": "string"}}}}}]
+MODELS = {
+    "anthropic": (anthropic.MessagesRequest, ("messages", "tools")),
+    "gemini": (gemini.GenerateContentRequest, ("contents", "tools")),
+    "openai_responses": (responses.ResponsesRequest, ("input", "tools")),
+}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+    }
+]
 
 
 def chat_body(turns: int, *, edit: str | None = None) -> bytes:
     """An OpenAI chat tool loop after `turns` tool calls; `edit` replaces the first tool result."""
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
-                                      {"role": "user", "content": "Fix the bug."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
     for k in range(turns):
-        call = {"id": f"call_{k}", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"call_{k}", "content": edit if edit and k == 0 else f"out {k}"}]
+        call = {
+            "id": f"call_{k}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": '{"command": "ls"}'},
+        }
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{k}", "content": edit if edit and k == 0 else f"out {k}"},
+        ]
     return json.dumps({"model": "tiny", "messages": messages, "tools": TOOLS, "temperature": 0.5}).encode()
 
 
@@ -51,7 +68,9 @@ def recorded_bodies() -> list[tuple[str, bytes]]:
     return out
 
 
-@pytest.mark.parametrize(("dialect", "body"), recorded_bodies(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("dialect", "body"), recorded_bodies(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_recorded_harness_bodies_parse_exactly_as_whole_body_validation(dialect: str, body: bytes) -> None:
     model, lists = MODELS[dialect]
     parser = BodyParser(model, lists=lists)
@@ -82,19 +101,27 @@ def test_an_edited_earlier_message_is_validated_anew_and_compares_unequal() -> N
 def test_history_converts_once_and_to_the_same_canonical_messages() -> None:
     first = chat_convert.to_canonical(chat_convert.parse(chat_body(2), None, STATE), STATE)  # type: ignore[arg-type]
     second = chat_convert.to_canonical(chat_convert.parse(chat_body(3), None, STATE), STATE)  # type: ignore[arg-type]
-    assert all(a is b for a, b in zip(first.messages, second.messages[:len(first.messages)], strict=True))
+    assert all(a is b for a, b in zip(first.messages, second.messages[: len(first.messages)], strict=True))
     # The tool result without a name still gets the name of the call it answers.
     assert second.messages[3].parts[0].name == "bash"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("body", [
-    b"", b"not json", b"[1, 2]", b'{"model": "tiny"}', b'{"messages": []}',
-    b'{"messages": [{"role": "user", "content": "hi"}, {"content": "no role"}]}',
-    b'{"messages": [{"role": "wizard", "content": "hi"}]}',
-    b'{"messages": [{"role": "tool", "content": "x"}]}',
-    b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}',
-    b'{"messages": {"role": "user"}}', b'{"messages": [{"role": "user", "content": "hi"}], "tools": 3}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"not json",
+        b"[1, 2]",
+        b'{"model": "tiny"}',
+        b'{"messages": []}',
+        b'{"messages": [{"role": "user", "content": "hi"}, {"content": "no role"}]}',
+        b'{"messages": [{"role": "wizard", "content": "hi"}]}',
+        b'{"messages": [{"role": "tool", "content": "x"}]}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}',
+        b'{"messages": {"role": "user"}}',
+        b'{"messages": [{"role": "user", "content": "hi"}], "tools": 3}',
+    ],
+)
 def test_a_bad_body_fails_with_the_same_message_as_whole_body_validation(body: bytes) -> None:
     parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"))
     with pytest.raises(BadRequest) as expected:
@@ -110,12 +137,15 @@ def test_a_string_where_a_list_may_stand_is_taken_as_is() -> None:
     assert parser.parse(body) == _shared.parse_body(responses.ResponsesRequest, body)
 
 
-@pytest.mark.parametrize("body", [
-    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "system_instruction": {"parts": [{"text": "S"}]}}',
-    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "systemInstruction": {"parts": [{"text": "S"}]}}',
-    b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "vendorExtra": {"a": [1]}, "tools": null}',
-    b'{"contents": null}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "system_instruction": {"parts": [{"text": "S"}]}}',
+        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "systemInstruction": {"parts": [{"text": "S"}]}}',
+        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "vendorExtra": {"a": [1]}, "tools": null}',
+        b'{"contents": null}',
+    ],
+)
 def test_field_names_aliases_and_extras_read_as_whole_body_validation_reads_them(body: bytes) -> None:
     parser = BodyParser(gemini.GenerateContentRequest, lists=("contents", "tools"))
     try:
@@ -132,7 +162,9 @@ def test_field_names_aliases_and_extras_read_as_whole_body_validation_reads_them
 def test_a_full_memory_forgets_the_least_recently_used_items_and_stays_correct() -> None:
     parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"), size=3, histories=1)
     for turns in (1, 2, 3):
-        assert parser.parse(chat_body(turns)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(turns))
+        assert parser.parse(chat_body(turns)) == _shared.parse_body(
+            chat.ChatCompletionRequest, chat_body(turns)
+        )
     misses = parser.misses
     assert parser.parse(chat_body(1)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(1))
     assert parser.misses > misses  # its items were forgotten and validated again
@@ -162,7 +194,11 @@ def test_a_request_owns_its_lists_so_changing_one_leaves_later_parses_intact() -
     parser = BodyParser(chat.ChatCompletionRequest, lists=("messages", "tools"))
     first = parser.parse(chat_body(3))
     first.messages.clear()
-    assert parser.parse(chat_body(3)) == parser.parse(chat_body(3)) == _shared.parse_body(chat.ChatCompletionRequest, chat_body(3))
+    assert (
+        parser.parse(chat_body(3))
+        == parser.parse(chat_body(3))
+        == _shared.parse_body(chat.ChatCompletionRequest, chat_body(3))
+    )
 
 
 def test_two_conversations_forking_from_one_history_each_keep_their_own_items() -> None:
@@ -171,8 +207,11 @@ def test_two_conversations_forking_from_one_history_each_keep_their_own_items() 
     bodies = []
     for branch in ("a", "b"):
         call = {"id": "call_x", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
-        messages = [*base["messages"], {"role": "assistant", "content": None, "tool_calls": [call]},
-                    {"role": "tool", "tool_call_id": "call_x", "content": f"branch {branch}"}]
+        messages = [
+            *base["messages"],
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_x", "content": f"branch {branch}"},
+        ]
         bodies.append(json.dumps({**base, "messages": messages}).encode())
     parser.parse(chat_body(2))
     a, b, a_again = (parser.parse(body) for body in (*bodies, bodies[0]))
@@ -200,12 +239,16 @@ def test_a_harness_that_edits_an_earlier_tool_result_does_not_merge(proxy: Captu
     edited history with the recorded one and starts a new sequence."""
     session = proxy.open_session(mode="auto")
     client = OpenAI(base_url=session.base_url + "/v1", api_key="unused", max_retries=0, timeout=120)
-    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
-                                      {"role": "user", "content": "Fix the bug."}]
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the bug."},
+    ]
     for k in range(3):
         reply = client.chat.completions.create(model="tiny", messages=messages, tools=TOOLS, max_tokens=4)  # type: ignore[arg-type]
-        messages += [reply.choices[0].message.model_dump(exclude_none=True),
-                     {"role": "user", "content": f"result {k}"}]
+        messages += [
+            reply.choices[0].message.model_dump(exclude_none=True),
+            {"role": "user", "content": f"result {k}"},
+        ]
     edited = copy.deepcopy(messages)
     edited[3]["content"] = "result 0, trimmed by the harness"
     client.chat.completions.create(model="tiny", messages=edited, tools=TOOLS, max_tokens=4)  # type: ignore[arg-type]
@@ -225,7 +268,9 @@ def test_a_harness_that_edits_an_earlier_tool_result_does_not_merge(proxy: Captu
 def test_a_resent_claude_code_history_converts_to_the_same_canonical_messages() -> None:
     from openenv.capture.dialects.anthropic import convert
 
-    body = json.dumps(json.loads((FIXTURES / "anthropic" / "claude_code_after_tool.json").read_text())["body"]).encode()
+    body = json.dumps(
+        json.loads((FIXTURES / "anthropic" / "claude_code_after_tool.json").read_text())["body"]
+    ).encode()
     first = convert.to_canonical(convert.parse(body, None, STATE), STATE)  # type: ignore[arg-type]
     again = convert.to_canonical(convert.parse(body, None, STATE), STATE)  # type: ignore[arg-type]
     fresh = convert.to_canonical(_shared.parse_body(anthropic.MessagesRequest, body), STATE)

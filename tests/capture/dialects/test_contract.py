@@ -316,17 +316,36 @@ IDS = [c.name for c in CASES]
 # text and tool input arrive in several deltas, to a streamed request at this path.
 _TOOL_REPLY = {
     "text": "Reading the file now. " * 4,
-    "tool_calls": (ToolCallPart(id="call_2", name="bash",
-                                arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"})),),
+    "tool_calls": (
+        ToolCallPart(
+            id="call_2",
+            name="bash",
+            arguments=json.dumps({"command": "cat a.txt", "description": "Show a.txt"}),
+        ),
+    ),
 }
 GOLDEN: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {  # dialect -> (path, request, reply update)
-    "openai_chat": ("/v1/chat/completions", {"model": "tiny", "stream": True, "stream_options": {"include_usage": True},
-                                             "messages": [{"role": "user", "content": "hi"}]}, _TOOL_REPLY),
+    "openai_chat": (
+        "/v1/chat/completions",
+        {
+            "model": "tiny",
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+        _TOOL_REPLY,
+    ),
     "openai_responses": ("/v1/responses", {"model": "tiny", "input": "hi", "stream": True}, _TOOL_REPLY),
-    "anthropic": ("/v1/messages", {"model": "tiny", "max_tokens": 64, "stream": True,
-                                   "messages": [{"role": "user", "content": "hi"}]}, _TOOL_REPLY),
-    "gemini": ("/v1beta/models/tiny:streamGenerateContent", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
-               {"text": "Reading the file now. " * 4}),
+    "anthropic": (
+        "/v1/messages",
+        {"model": "tiny", "max_tokens": 64, "stream": True, "messages": [{"role": "user", "content": "hi"}]},
+        _TOOL_REPLY,
+    ),
+    "gemini": (
+        "/v1beta/models/tiny:streamGenerateContent",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        {"text": "Reading the file now. " * 4},
+    ),
 }
 
 

@@ -30,7 +30,8 @@ CTX = RequestContext(path_params={"model": "gemini-2.5-pro"})
 
 def canonical(body: dict, stream: bool = False):
     return GeminiDialect(stream=stream).to_canonical(
-        GeminiDialect(stream=stream).parse(json.dumps(body).encode(), CTX, STATE), STATE,
+        GeminiDialect(stream=stream).parse(json.dumps(body).encode(), CTX, STATE),
+        STATE,
     )
 
 
@@ -267,7 +268,9 @@ def test_count_tokens_accepts_a_wrapped_generate_content_request(sdk_http):
 def test_sse_frames_carry_no_event_names(done: Completion):
     """Gemini's SSE is `data:` lines only (the golden transcript of every dialect is in test_contract.py)."""
     req = GeminiDialect(stream=True).parse(
-        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}', CTX, STATE,
+        b'{"contents": [{"role": "user", "parts": [{"text": "hi"}]}]}',
+        CTX,
+        STATE,
     )
     events = list(D.sse_events(done, req))
     assert events and all(e.event is None for e in events)

@@ -78,7 +78,9 @@ def test_pending_values_end_the_list_but_are_not_remembered() -> None:
             return (*open_, item), []
         return (), ([f"turn({'+'.join(open_)})"] if open_ else []) + [item]
 
-    memo: HistoryMemo[tuple[str, ...], str] = HistoryMemo(fold, (), finish=lambda s: [f"turn({'+'.join(s)})"] if s else [])
+    memo: HistoryMemo[tuple[str, ...], str] = HistoryMemo(
+        fold, (), finish=lambda s: [f"turn({'+'.join(s)})"] if s else []
+    )
     assert memo.convert(["u", "part1", "part2"]) == ("u", "turn(part1+part2)")
     assert memo.convert(["u", "part1", "part2", "r"]) == ("u", "turn(part1+part2)", "r")
 
@@ -102,8 +104,10 @@ def chat_bodies(turns: int) -> list[dict[str, Any]]:
     for k in range(turns):
         bodies.append({"model": "tiny", "messages": list(messages)})
         call = {"id": f"c{k}", "type": "function", "function": {"name": f"tool{k % 3}", "arguments": "{}"}}
-        messages += [{"role": "assistant", "content": None, "tool_calls": [call]},
-                     {"role": "tool", "tool_call_id": f"c{k}", "content": f"out {k}"}]  # no name: from the call
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{k}", "content": f"out {k}"},
+        ]  # no name: from the call
     return bodies
 
 
@@ -113,20 +117,29 @@ def anthropic_bodies(turns: int) -> list[dict[str, Any]]:
     for k in range(turns):
         bodies.append({"model": "tiny", "max_tokens": 8, "system": "S", "messages": list(messages)})
         use = {"type": "tool_use", "id": f"t{k}", "name": f"tool{k % 3}", "input": {}}
-        messages += [{"role": "assistant", "content": [{"type": "text", "text": "ok"}, use]},
-                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": f"out {k}"}]}]
+        messages += [
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}, use]},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": f"out {k}"}],
+            },
+        ]
     return bodies
 
 
 def responses_bodies(turns: int) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = [{"type": "message", "role": "developer", "content": "S"},
-                                   {"type": "message", "role": "user", "content": "U"}]
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": "S"},
+        {"type": "message", "role": "user", "content": "U"},
+    ]
     bodies = []
     for k in range(turns):
         bodies.append({"model": "tiny", "instructions": "I", "input": list(items)})
-        items += [{"type": "reasoning", "summary": [{"type": "summary_text", "text": f"think {k}"}]},
-                  {"type": "function_call", "call_id": f"f{k}", "name": f"tool{k % 3}", "arguments": "{}"},
-                  {"type": "function_call_output", "call_id": f"f{k}", "output": f"out {k}"}]
+        items += [
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": f"think {k}"}]},
+            {"type": "function_call", "call_id": f"f{k}", "name": f"tool{k % 3}", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"f{k}", "output": f"out {k}"},
+        ]
     return bodies
 
 
@@ -137,14 +150,18 @@ def gemini_bodies(turns: int) -> list[dict[str, Any]]:
         bodies.append({"systemInstruction": {"parts": [{"text": "S"}]}, "contents": list(contents)})
         # id-less calls and responses: the positional call ids carry across turns
         calls = [{"functionCall": {"name": "shell", "args": {"n": k, "i": i}}} for i in range(2)]
-        answers = [{"functionResponse": {"name": "shell", "response": {"output": f"out {k}.{i}"}}} for i in range(2)]
+        answers = [
+            {"functionResponse": {"name": "shell", "response": {"output": f"out {k}.{i}"}}} for i in range(2)
+        ]
         contents += [{"role": "model", "parts": calls}, {"role": "user", "parts": answers}]
     return bodies
 
 
 CONVERSATIONS: dict[str, Callable[[int], list[dict[str, Any]]]] = {
-    "openai_chat": chat_bodies, "anthropic": anthropic_bodies,
-    "openai_responses": responses_bodies, "gemini": gemini_bodies,
+    "openai_chat": chat_bodies,
+    "anthropic": anthropic_bodies,
+    "openai_responses": responses_bodies,
+    "gemini": gemini_bodies,
 }
 
 

@@ -294,7 +294,9 @@ def test_gemini_cli_router_reply_is_decoded_under_its_json_schema(proxy: Capture
     body = recorded["body"]
     free = body | {"generationConfig": {"temperature": 0}}
     session = proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=12, temperature=0.0))
-    session.session.sampling_policy = "request"  # a serving proxy: a training one drops the schema (sampling_policy.py)
+    session.session.sampling_policy = (
+        "request"  # a serving proxy: a training one drops the schema (sampling_policy.py)
+    )
 
     def reply_text(payload: dict[str, Any]) -> str:
         reply = httpx.post(session.base_url + recorded["path"], json=payload, timeout=120)
@@ -307,8 +309,9 @@ def test_gemini_cli_router_reply_is_decoded_under_its_json_schema(proxy: Capture
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 @pytest.mark.parametrize("dialect", list(CONVERSATIONS))
-def test_a_budget_of_n_turns_ends_the_conversation_after_exactly_n_turns(local_proxy: CaptureServer, dialect: str,
-                                                                          stream: bool):
+def test_a_budget_of_n_turns_ends_the_conversation_after_exactly_n_turns(
+    local_proxy: CaptureServer, dialect: str, stream: bool
+):
     """Each turn the policy calls a tool; after N the SDK gets a well-formed final reply (no tool call),
     so a harness loop ends cleanly, and the session says which cap was hit."""
     from openenv.capture.budget import Budget

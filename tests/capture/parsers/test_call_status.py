@@ -16,12 +16,18 @@ BAD_HERMES = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"\n</too
 OPEN_HERMES = '<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}'
 CASES = {
     "hermes": (HermesParser(), GOOD_HERMES, BAD_HERMES, OPEN_HERMES),
-    "qwen3_coder": (Qwen3CoderParser(),
-                    "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>",
-                    "<tool_call>\nbash ls\n</tool_call>",
-                    "<tool_call>\n<function=bash>\n<parameter=command>\nls"),
-    "lfm2": (Lfm2Parser(), '<|tool_call_start|>[bash(command="ls")]<|tool_call_end|>',
-             '<|tool_call_start|>[bash(command="ls"]<|tool_call_end|>', '<|tool_call_start|>[bash(command="ls")]'),
+    "qwen3_coder": (
+        Qwen3CoderParser(),
+        "<tool_call>\n<function=bash>\n<parameter=command>\nls\n</parameter>\n</function>\n</tool_call>",
+        "<tool_call>\nbash ls\n</tool_call>",
+        "<tool_call>\n<function=bash>\n<parameter=command>\nls",
+    ),
+    "lfm2": (
+        Lfm2Parser(),
+        '<|tool_call_start|>[bash(command="ls")]<|tool_call_end|>',
+        '<|tool_call_start|>[bash(command="ls"]<|tool_call_end|>',
+        '<|tool_call_start|>[bash(command="ls")]',
+    ),
 }
 
 
@@ -32,7 +38,7 @@ def test_each_attempt_is_parsed_malformed_or_missing_its_close_with_its_span(nam
     parsed = parser.parse(text)
     statuses = [a.status for a in parsed.attempts]
     assert statuses == ["parsed", "malformed", "missing_close"]
-    spans = [text[a.start:a.end] for a in parsed.attempts]
+    spans = [text[a.start : a.end] for a in parsed.attempts]
     assert spans[0] == good and spans[1] == bad and spans[2].rstrip() == unclosed
     assert [a.calls for a in parsed.attempts] == [1, 0, 1], "an unclosed call that decodes is still a call"
     assert len(parsed.tool_calls) == 2 and bad.strip() in parsed.content
@@ -56,10 +62,10 @@ def test_character_spans_become_the_token_spans_that_wrote_them(renderer):
     ids = renderer.encode(text)
     [attempt] = token_spans(HermesParser().parse(renderer.decode(ids)).attempts, ids, renderer.decode)
     assert attempt.status == "malformed"
-    covered = renderer.decode(ids[attempt.token_start:attempt.token_end])
+    covered = renderer.decode(ids[attempt.token_start : attempt.token_end])
     assert BAD_HERMES in covered and len(covered) <= len(BAD_HERMES) + 8
-    assert BAD_HERMES not in renderer.decode(ids[attempt.token_start + 1:attempt.token_end])
-    assert BAD_HERMES not in renderer.decode(ids[attempt.token_start:attempt.token_end - 1])
+    assert BAD_HERMES not in renderer.decode(ids[attempt.token_start + 1 : attempt.token_end])
+    assert BAD_HERMES not in renderer.decode(ids[attempt.token_start : attempt.token_end - 1])
 
 
 def test_a_turn_records_its_attempts_in_tokens_and_the_session_counts_the_malformed(local_proxy):
@@ -71,8 +77,12 @@ def test_a_turn_records_its_attempts_in_tokens_and_the_session_counts_the_malfor
     client = openai.OpenAI(base_url=session.base_url + "/v1", api_key=session.token, max_retries=0)
     tools = [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]
     with ThreadPoolExecutor(1) as pool:
-        reply = pool.submit(client.chat.completions.create, model="tiny", tools=tools,
-                            messages=[{"role": "user", "content": "list files"}])
+        reply = pool.submit(
+            client.chat.completions.create,
+            model="tiny",
+            tools=tools,
+            messages=[{"role": "user", "content": "list files"}],
+        )
         pending = session.next_pending(timeout=60)
         assert pending is not None
         done = pending.complete(text=f"{GOOD_HERMES}\n{BAD_HERMES}")

@@ -18,21 +18,27 @@ def test_plain_text_is_content() -> None:
 
 
 def test_one_call_with_leading_text() -> None:
-    out = hermes.parse('Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>')
+    out = hermes.parse(
+        'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls"}}\n</tool_call>'
+    )
     assert out.content == "Let me look."
     assert [(c.name, json.loads(c.arguments)) for c in out.tool_calls] == [("bash", {"command": "ls"})]
 
 
 def test_parallel_calls_keep_their_order() -> None:
-    text = ('<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
-            '<tool_call>\n{"name": "b", "arguments": {"x": [1, 2]}}\n</tool_call>')
+    text = (
+        '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "b", "arguments": {"x": [1, 2]}}\n</tool_call>'
+    )
     out = hermes.parse(text)
     assert [c.name for c in out.tool_calls] == ["a", "b"] and out.content == ""
     assert json.loads(out.tool_calls[1].arguments) == {"x": [1, 2]}
 
 
 def test_reasoning_is_split_off() -> None:
-    out = hermes.parse('<think>\nI should list files.\n</think>\n\n<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>')
+    out = hermes.parse(
+        '<think>\nI should list files.\n</think>\n\n<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>'
+    )
     assert out.reasoning == "I should list files." and out.tool_calls[0].name == "ls"
 
 

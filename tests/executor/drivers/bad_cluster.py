@@ -17,7 +17,11 @@ url, absent, missing_on_one = sys.argv[1], sys.argv[2], sys.argv[3]
 cases: dict[str, dict[str, object]] = {
     "missing_model": {"engine": EngineSpec(model=absent, vllm_urls=(url,)), "harnesses": ["pi"]},
     "unreachable_engine": {"engine": EngineSpec(vllm_urls=("http://127.0.0.1:9",)), "harnesses": ["pi"]},
-    "no_slot_resource": {"engine": EngineSpec(vllm_urls=(url,)), "harnesses": ["pi"], "slot_resource": "gpu_slot"},
+    "no_slot_resource": {
+        "engine": EngineSpec(vllm_urls=(url,)),
+        "harnesses": ["pi"],
+        "slot_resource": "gpu_slot",
+    },
     "local_backend": {"engine": EngineSpec(backend="local"), "harnesses": ["pi"]},
     "cli_missing_on_one_node": {"engine": EngineSpec(vllm_urls=(url,)), "harnesses": ["pi", missing_on_one]},
 }

@@ -40,7 +40,9 @@ client = docker.from_env()
 
 
 def containers() -> list[Any]:
-    return client.containers.list(all=True, sparse=True, filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]})
+    return client.containers.list(
+        all=True, sparse=True, filters={"label": [KIND_LABEL, f"{RUN_LABEL}={run}"]}
+    )
 
 
 @dataclass(frozen=True)
@@ -55,7 +57,10 @@ class HoldSandboxes:
         from openenv.harness.sandbox.local import LocalSandbox
 
         local, docker_box = LocalSandbox(), None
-        held = [local, local.start(["sleep", "600"], env={}, timeout_s=600)]  # first: up once the container is
+        held = [
+            local,
+            local.start(["sleep", "600"], env={}, timeout_s=600),
+        ]  # first: up once the container is
         docker_box = DockerSandbox()
         held += [docker_box, docker_box.start(["sleep", "600"], env={}, timeout_s=600)]
         time.sleep(600)
@@ -65,8 +70,15 @@ class HoldSandboxes:
         return reason
 
 
-plan = EvalPlan(harnesses=["pi"], tasks=["fix-temperature-conversion"], policy="oracle", repeats=2, backend="vllm",
-                vllm_url=url, sandbox="docker")
+plan = EvalPlan(
+    harnesses=["pi"],
+    tasks=["fix-temperature-conversion"],
+    policy="oracle",
+    repeats=2,
+    backend="vllm",
+    vllm_url=url,
+    sandbox="docker",
+)
 executor = RayExecutor("auto", engine=plan.engine, harnesses=plan.harnesses, run_id=run, sandbox="docker")
 seen: dict[str, dict[str, str]] = {}
 everyone: dict[str, dict[str, str]] = {}  # every openenv container the workers made, labelled or not
@@ -90,26 +102,56 @@ watcher.start()
 results = run_eval(plan, out, executor=executor)
 running = False
 watcher.join()
-print(json.dumps({"phase": "eval", "rewards": [r.summary.reward for r in results],
-                  "errors": [r.error for r in results], "nodes": sorted({r.node or "" for r in results}),
-                  "worker_pids": sorted(w["pid"] for w in executor.workers()),
-                  "labels": list(seen.values()), "workers_containers": list(everyone.values()),
-                  "left_after_eval": len(containers())}), flush=True)
+print(
+    json.dumps(
+        {
+            "phase": "eval",
+            "rewards": [r.summary.reward for r in results],
+            "errors": [r.error for r in results],
+            "nodes": sorted({r.node or "" for r in results}),
+            "worker_pids": sorted(w["pid"] for w in executor.workers()),
+            "labels": list(seen.values()),
+            "workers_containers": list(everyone.values()),
+            "left_after_eval": len(containers()),
+        }
+    ),
+    flush=True,
+)
 
 holds = [executor.submit(HoldSandboxes()) for _ in range(executor.slots)]
 deadline = time.monotonic() + 120
-while len([c for c in containers() if c.status == "running"]) < executor.slots and time.monotonic() < deadline:
+while (
+    len([c for c in containers() if c.status == "running"]) < executor.slots and time.monotonic() < deadline
+):
     time.sleep(0.2)
 up = {c.attrs["Labels"][OWNER_LABEL]: c.id for c in containers()}
 victim = next(w for w in executor.workers() if w["node_ip"] == "127.0.0.2")
 os.kill(int(victim["pid"]), signal.SIGKILL)
 deadline = time.monotonic() + 60
-while any(c.attrs["Labels"][OWNER_LABEL] == victim["owner"] for c in containers()) and time.monotonic() < deadline:
+while (
+    any(c.attrs["Labels"][OWNER_LABEL] == victim["owner"] for c in containers())
+    and time.monotonic() < deadline
+):
     time.sleep(0.2)
 left = {c.attrs["Labels"][OWNER_LABEL]: c.id for c in containers()}
-local_up = {w["pid"]: len(sandboxed_processes(int(w["pid"]))) for w in executor.workers()
-            if w["owner"] in up and w["owner"] != victim["owner"]}
-print(json.dumps({"phase": "held", "up": up, "victim": victim["owner"], "left": left, "lost": executor.lost,
-                  "victim_local_left": [p.pid for p in sandboxed_processes(int(victim["pid"]))],
-                  "live_local": local_up, "workers": [w["pid"] for w in executor.workers()]}), flush=True)
+local_up = {
+    w["pid"]: len(sandboxed_processes(int(w["pid"])))
+    for w in executor.workers()
+    if w["owner"] in up and w["owner"] != victim["owner"]
+}
+print(
+    json.dumps(
+        {
+            "phase": "held",
+            "up": up,
+            "victim": victim["owner"],
+            "left": left,
+            "lost": executor.lost,
+            "victim_local_left": [p.pid for p in sandboxed_processes(int(victim["pid"]))],
+            "live_local": local_up,
+            "workers": [w["pid"] for w in executor.workers()],
+        }
+    ),
+    flush=True,
+)
 time.sleep(600)  # the test sends SIGTERM

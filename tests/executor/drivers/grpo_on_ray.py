@@ -13,15 +13,25 @@ from typing import Any
 from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
+from openenv.testing.training import train_and_compare
 from openenv.train.prompts import task_dataset
 from openenv.train.rewards import default_reward_funcs
-from openenv.testing.training import train_and_compare
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
 model, url, out = sys.argv[1:4]
-rollout = HarnessRollout(RolloutConfig(harness="pi", backend="vllm", vllm_url=url, model=model, max_tokens=16,
-                                       executor="ray", ray_address="auto", sequences="longest"),
-                         policy_for=lambda i: "oracle" if i == 0 else "sample")
+rollout = HarnessRollout(
+    RolloutConfig(
+        harness="pi",
+        backend="vllm",
+        vllm_url=url,
+        model=model,
+        max_tokens=16,
+        executor="ray",
+        ray_address="auto",
+        sequences="longest",
+    ),
+    policy_for=lambda i: "oracle" if i == 0 else "sample",
+)
 nodes: list[str] = []
 
 
@@ -32,11 +42,28 @@ def recorded(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
 
 
 recorded.__name__ = "recorded"
-args = GRPOConfig(output_dir=out, use_cpu=True, per_device_train_batch_size=2, num_generations=2,
-                  steps_per_generation=2, max_steps=2, learning_rate=1e-2, beta=0.0, logging_steps=1,
-                  report_to="none", save_strategy="no", gradient_checkpointing=False, seed=0)
-trainer = GRPOTrainer(model=model, processing_class=AutoTokenizer.from_pretrained(model), args=args,
-                      train_dataset=task_dataset(["fix-temperature-conversion"], repeat=8), rollout_func=recorded,
-                      reward_funcs=default_reward_funcs(bonus_scale=0.5))
+args = GRPOConfig(
+    output_dir=out,
+    use_cpu=True,
+    per_device_train_batch_size=2,
+    num_generations=2,
+    steps_per_generation=2,
+    max_steps=2,
+    learning_rate=1e-2,
+    beta=0.0,
+    logging_steps=1,
+    report_to="none",
+    save_strategy="no",
+    gradient_checkpointing=False,
+    seed=0,
+)
+trainer = GRPOTrainer(
+    model=model,
+    processing_class=AutoTokenizer.from_pretrained(model),
+    args=args,
+    train_dataset=task_dataset(["fix-temperature-conversion"], repeat=8),
+    rollout_func=recorded,
+    reward_funcs=default_reward_funcs(bonus_scale=0.5),
+)
 changed = train_and_compare(trainer, rollout.close)
 print(json.dumps({"steps": trainer.state.global_step, "changed": changed, "nodes": nodes}))

@@ -20,10 +20,24 @@ from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
 model, url, raylet = sys.argv[1], sys.argv[2], int(sys.argv[3])
-trainer = SimpleNamespace(state=SimpleNamespace(global_step=0), num_generations=2, num_generations_eval=2,
-                          model=SimpleNamespace(training=True), processing_class=None)
-rollout = HarnessRollout(RolloutConfig(harness="pi", backend="vllm", vllm_url=url, model=model, policy="oracle",
-                                       executor="ray", ray_address="auto"))
+trainer = SimpleNamespace(
+    state=SimpleNamespace(global_step=0),
+    num_generations=2,
+    num_generations_eval=2,
+    model=SimpleNamespace(training=True),
+    processing_class=None,
+)
+rollout = HarnessRollout(
+    RolloutConfig(
+        harness="pi",
+        backend="vllm",
+        vllm_url=url,
+        model=model,
+        policy="oracle",
+        executor="ray",
+        ray_address="auto",
+    )
+)
 executor = rollout.executor(trainer)
 plan = rollout.plan(["fix-binary-search"] * 2, trainer)[0]
 started = time.monotonic()
@@ -45,10 +59,21 @@ rollout.close()
 time.sleep(1.0)
 leftover_procs = sorted(p.pid for w in workers for p in sandboxed_processes(int(w["pid"])))
 leftover_dirs = sorted(str(p) for w in workers for p in Path(w["tmp"]).glob("openenv-*"))
-print(json.dumps({
-    "killed_during": killed_during, "attempts": outcome.attempts, "masked": outcome.masked,
-    "errors": [r.error for r in outcome.results], "rewards": [r.reward for r in outcome.results],
-    "nodes": [executor_node for executor_node in (r.node for r in outcome.results)],
-    "worker_ips": {w["node_id"]: w["node_ip"] for w in workers}, "lost": lost,
-    "trajectories": [r.trajectory for r in outcome.results], "leftover_processes": leftover_procs,
-    "leftover_sandbox_dirs": leftover_dirs, "seconds": round(time.monotonic() - started, 1)}))
+print(
+    json.dumps(
+        {
+            "killed_during": killed_during,
+            "attempts": outcome.attempts,
+            "masked": outcome.masked,
+            "errors": [r.error for r in outcome.results],
+            "rewards": [r.reward for r in outcome.results],
+            "nodes": [executor_node for executor_node in (r.node for r in outcome.results)],
+            "worker_ips": {w["node_id"]: w["node_ip"] for w in workers},
+            "lost": lost,
+            "trajectories": [r.trajectory for r in outcome.results],
+            "leftover_processes": leftover_procs,
+            "leftover_sandbox_dirs": leftover_dirs,
+            "seconds": round(time.monotonic() - started, 1),
+        }
+    )
+)

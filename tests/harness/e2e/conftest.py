@@ -48,7 +48,9 @@ def oracle_episode(capture_server, no_leftover_processes) -> Callable[..., Episo
         assert summary.status == "exited", detail
         if env.spec.edit_format is not None:  # aider: one reply, the fix as edit blocks and a ```bash look
             assert summary.turns >= 1 and summary.tool_calls == 0, detail
-            assert "Applied edit to" in obs.output_tail and f"Running {LOOK_COMMAND}" in obs.output_tail, detail
+            assert "Applied edit to" in obs.output_tail and f"Running {LOOK_COMMAND}" in obs.output_tail, (
+                detail
+            )
         elif env.spec.shell_tool.in_text:  # terminus-2: look, fix, complete, confirm; no tool calls
             assert summary.turns >= 4, detail
         else:
@@ -56,7 +58,9 @@ def oracle_episode(capture_server, no_leftover_processes) -> Callable[..., Episo
         assert summary.merge_ratio == 1.0 and summary.sequences == 1, detail
         assert summary.aux_turns == expect_aux, detail
         main = [r for r in records if not r.aux]
-        assert all(r.completion and len(r.completion.logprobs) == len(r.completion.token_ids) > 0 for r in main)
+        assert all(
+            r.completion and len(r.completion.logprobs) == len(r.completion.token_ids) > 0 for r in main
+        )
         assert all(r.source == "complete" for r in main), "every main turn came from the policy"
         [row] = obs.sequences or []
         assert len(row.completion_ids) == len(row.logprobs) == len(row.env_mask)

@@ -35,10 +35,33 @@ def _scratch_pi(cache: Path) -> Path:
 
 
 def _check(cache: Path, results: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], dict]:
-    argv = [sys.executable, "-m", "openenv.cli.main", "harness", "check", "pi", "--sandbox", "local", "--cache",
-            str(cache), "--results", str(results), "--fixtures", "bash-strict-report", "--json", *extra]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=800, check=False, cwd=REPO,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    argv = [
+        sys.executable,
+        "-m",
+        "openenv.cli.main",
+        "harness",
+        "check",
+        "pi",
+        "--sandbox",
+        "local",
+        "--cache",
+        str(cache),
+        "--results",
+        str(results),
+        "--fixtures",
+        "bash-strict-report",
+        "--json",
+        *extra,
+    ]
+    proc = subprocess.run(
+        argv,
+        capture_output=True,
+        text=True,
+        timeout=800,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     verdict = json.loads((results / "verdict.json").read_text())
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == verdict, "--json prints the verdict written"
     return proc, verdict
@@ -53,10 +76,14 @@ def test_the_pinned_pi_passes_every_check_with_its_evidence(tmp_path):
     assert list(rows) == ["install", "start", "dialect", "oracle:local", "sampled"]
     assert proc.returncode == 0 and all(r["ok"] for r in rows.values()), proc.stderr[-3000:]
     assert all(Path(r["evidence"]).exists() for r in rows.values()), rows
-    assert "already installed" in (tmp_path / "results" / "install.log").read_text(), "the scratch copy was used"
+    assert "already installed" in (tmp_path / "results" / "install.log").read_text(), (
+        "the scratch copy was used"
+    )
     first = json.loads((tmp_path / "results" / "first-request.json").read_text())["requests"][0]
     assert first["dialect"] == "openai_chat" and "bash" in first["tools"]
-    summary = [json.loads(line) for line in (tmp_path / "results" / "sampled.jsonl").read_text().splitlines()][-1]
+    summary = [
+        json.loads(line) for line in (tmp_path / "results" / "sampled.jsonl").read_text().splitlines()
+    ][-1]
     assert summary["policy"] == "sample" and summary["sequences"] == 1
     assert summary["tokens_trained"] == summary["tokens_sampled"] > 0
     assert verdict["version"] == verdict["pinned"] and verdict["date"] and verdict["pinned_now"]
@@ -80,6 +107,10 @@ def test_a_pi_that_reads_its_provider_config_elsewhere_fails_start_by_name(tmp_p
     assert "pi@0" in proc.stderr and "failed check(s): start" in proc.stderr, proc.stderr[-2000:]
     assert rows["install"]["ok"] and rows["start"]["ok"] is False
     assert [rows[c]["ok"] for c in ("dialect", "oracle:local", "sampled")] == [None, None, None], "not run"
-    assert "stays at" in proc.stderr and (harness_dir("pi") / "spec.yaml").read_text() == spec_text, "no pin moved"
-    assert all('"models.json"' in (prefix(get_spec("pi")) / js.relative_to(cache / "pi")).read_text()
-               for js in readers), "the pinned pi is intact"
+    assert "stays at" in proc.stderr and (harness_dir("pi") / "spec.yaml").read_text() == spec_text, (
+        "no pin moved"
+    )
+    assert all(
+        '"models.json"' in (prefix(get_spec("pi")) / js.relative_to(cache / "pi")).read_text()
+        for js in readers
+    ), "the pinned pi is intact"

@@ -24,8 +24,13 @@ AUX_TURNS = {"opencode": 1, "gptme": 1}
 EVERY_RUN = ("pi", "codex", "claude-code", "gemini-cli")
 
 
-@pytest.mark.parametrize("name", [name if name in EVERY_RUN else pytest.param(name, marks=pytest.mark.extended)
-                                  for name in harness_names()])
+@pytest.mark.parametrize(
+    "name",
+    [
+        name if name in EVERY_RUN else pytest.param(name, marks=pytest.mark.extended)
+        for name in harness_names()
+    ],
+)
 def test_oracle_episode_is_solved_merged_and_fully_scored(name, oracle_episode):
     summary = oracle_episode(name, expect_aux=AUX_TURNS.get(name, 0))
     assert summary.harness == name

@@ -51,8 +51,13 @@ def test_datasets_table_episode(capture_server, tmp_path, require_harness, no_le
     require_harness("pi")
     datasets = pytest.importorskip("datasets")
     source = builtin_task("fix-mutable-default-argument")
-    row = {"id": "tags-from-table", "instruction": source.instruction, "workspace": json.dumps(source.workspace),
-           "tests": json.dumps(source.tests), "solution": source.solution}
+    row = {
+        "id": "tags-from-table",
+        "instruction": source.instruction,
+        "workspace": json.dumps(source.workspace),
+        "tests": json.dumps(source.tests),
+        "solution": source.solution,
+    }
     path = tmp_path / "tasks.parquet"
     datasets.Dataset.from_list([row]).to_parquet(str(path))
     [task] = load_dataset_tasks(str(path))

@@ -29,7 +29,9 @@ from tests.harness.e2e.conftest import require_installed
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
-FIXTURES = sorted(p for p in (REPO / "tests" / "fixtures" / "harbor").glob("bash-*") if (p / "task.toml").is_file())
+FIXTURES = sorted(
+    p for p in (REPO / "tests" / "fixtures" / "harbor").glob("bash-*") if (p / "task.toml").is_file()
+)
 SAMPLE = ["claude-code", "codex", "gemini-cli", "mini-swe-agent", "terminus-2"]
 
 
@@ -74,8 +76,9 @@ def test_there_are_bash_fixtures_and_their_scripts_fail_under_sh():
 
 @pytest.mark.parametrize("kind", ["local", "docker"])
 @pytest.mark.parametrize("name", SAMPLE)
-def test_the_oracle_runs_solve_sh_with_bash_through_the_harness(name, kind, capture_server, no_leftover_processes,
-                                                                 request):
+def test_the_oracle_runs_solve_sh_with_bash_through_the_harness(
+    name, kind, capture_server, no_leftover_processes, request
+):
     require_installed(name)
     subs: dict[str, str] = {}
     if kind == "docker":

@@ -13,8 +13,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.vllm]
 
 
 @pytest.mark.parametrize("policy", ["sample", "run"])
-def test_pi_episode_sampled_by_vllm_ends_cleanly(vllm_url, tiny_model, policy, require_harness,
-                                                 no_leftover_processes):
+def test_pi_episode_sampled_by_vllm_ends_cleanly(
+    vllm_url, tiny_model, policy, require_harness, no_leftover_processes
+):
     require_harness("pi")
     env = HarnessEnvironment("pi", backend="vllm", vllm_url=vllm_url, model=tiny_model)
     try:
@@ -33,7 +34,8 @@ def test_pi_episode_sampled_by_vllm_ends_cleanly(vllm_url, tiny_model, policy, r
 
 @pytest.mark.parametrize("backend", ["vllm", "local"])
 def test_a_real_episode_at_temperature_half_records_the_sampling_distributions_logprobs(
-        vllm_url, tiny_model, teacher, backend, require_harness, no_leftover_processes):
+    vllm_url, tiny_model, teacher, backend, require_harness, no_leftover_processes
+):
     """Every sampled token of a real pi episode at T=0.5 carries log_softmax(logits / 0.5), as the trainer
     recomputes it, and the episode's summary (`openenv run --json`) and rows say so (issue 44)."""
     from openenv.capture.canonical import SamplingParams
@@ -41,7 +43,9 @@ def test_a_real_episode_at_temperature_half_records_the_sampling_distributions_l
 
     require_harness("pi")
     engine = {"backend": "vllm", "vllm_url": vllm_url} if backend == "vllm" else {"backend": "local"}
-    env = HarnessEnvironment("pi", model=tiny_model, sampling=SamplingParams(max_tokens=32, temperature=0.5), **engine)
+    env = HarnessEnvironment(
+        "pi", model=tiny_model, sampling=SamplingParams(max_tokens=32, temperature=0.5), **engine
+    )
     try:
         obs, summary = run_episode(env, builtin_task("implement-slugify"), policy="run", timeout_s=240)
     finally:

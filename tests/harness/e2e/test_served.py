@@ -23,8 +23,12 @@ class HarnessClient(EnvClient[HarnessAction, HarnessObservation, HarnessState]):
 
 def test_pi_over_websocket_with_a_remote_oracle(capture_server, require_harness, no_leftover_processes):
     require_harness("pi")
-    app = create_app(lambda: HarnessEnvironment("pi", server=capture_server), action_type=HarnessAction,
-                     observation_type=HarnessObservation, state_type=HarnessState)
+    app = create_app(
+        lambda: HarnessEnvironment("pi", server=capture_server),
+        action_type=HarnessAction,
+        observation_type=HarnessObservation,
+        state_type=HarnessState,
+    )
     server = LocalServer(app).start()
     oracle = OraclePolicy(get_spec("pi"), builtin_task("fix-paginate-off-by-one"))
     try:

@@ -30,7 +30,9 @@ class LongRun:
 
 
 @pytest.fixture(scope="session")
-def long_run(vllm_url: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], LongRun]:
+def long_run(
+    vllm_url: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], LongRun]:
     """Runs `openenv run --harness NAME --policy long` once per harness (the CLI, in a subprocess, against
     the session's vLLM) and returns its output and its trajectory."""
     runs: dict[str, LongRun] = {}
@@ -39,11 +41,31 @@ def long_run(vllm_url: str, tiny_model: Path, tmp_path_factory: pytest.TempPathF
         require_installed(name)
         if name not in runs:
             out = tmp_path_factory.mktemp(f"long-{name}") / "episode.jsonl"
-            argv = [sys.executable, "-m", "openenv.cli.main", "run", "--harness", name, "--task", TASK,
-                    "--policy", "long", "--backend", "vllm", "--vllm-url", vllm_url, "--model", str(tiny_model),
-                    "--timeout", "400", "--out", str(out)]
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=600,
-                                  env={**os.environ, "COLUMNS": "200"})
+            argv = [
+                sys.executable,
+                "-m",
+                "openenv.cli.main",
+                "run",
+                "--harness",
+                name,
+                "--task",
+                TASK,
+                "--policy",
+                "long",
+                "--backend",
+                "vllm",
+                "--vllm-url",
+                vllm_url,
+                "--model",
+                str(tiny_model),
+                "--timeout",
+                "400",
+                "--out",
+                str(out),
+            ]
+            done = subprocess.run(
+                argv, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "200"}
+            )
             assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
             runs[name] = LongRun(stdout=done.stdout, log=read_episode(out), path=out)
         return runs[name]

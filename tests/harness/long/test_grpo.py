@@ -27,12 +27,20 @@ def episode_reward(prompts, completions, episode_reward, **kwargs):
 
 
 def _result(rows: list[SequenceRow], reward: float, policy: Any) -> TrainingEpisodeResult:
-    return episode_result(rows, harness="claude-code", task_id="fix-deep-merge", sequences=policy, reward=reward,
-                          breakdown={"solved": reward}, turns=sum(len(r.turn_ids) for r in rows))
+    return episode_result(
+        rows,
+        harness="claude-code",
+        task_id="fix-deep-merge",
+        sequences=policy,
+        reward=reward,
+        breakdown={"solved": reward},
+        turns=sum(len(r.turn_ids) for r in rows),
+    )
 
 
-def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_run, claude_gives_up, tiny_model,
-                                                                         tmp_path):
+def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(
+    long_run, claude_gives_up, tiny_model, tmp_path
+):
     from types import SimpleNamespace
 
     from transformers import AutoTokenizer
@@ -53,11 +61,12 @@ def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_r
     def rollout_func(prompts: list[str], trainer: Any) -> dict[str, list[Any]]:
         policy = rollout.sequence_policy(trainer)
         assert policy == "all"
-        results = [_result(list(solved if i % 2 == 0 else gave_up), 1.0 - i % 2, policy)
-                   for i in range(len(prompts))]
+        results = [
+            _result(list(solved if i % 2 == 0 else gave_up), 1.0 - i % 2, policy) for i in range(len(prompts))
+        ]
         size = trainer.num_generations
         plans = [SimpleNamespace(prompt=prompts[s]) for s in range(0, len(prompts), size)]
-        outcomes = [GroupOutcome(results[s:s + size], [1] * size) for s in range(0, len(prompts), size)]
+        outcomes = [GroupOutcome(results[s : s + size], [1] * size) for s in range(0, len(prompts), size)]
         batches.append(rollout.to_batch(plans, outcomes, trainer))
         return batches[-1]
 
@@ -72,20 +81,41 @@ def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_r
     torch.set_num_threads(2)
     # One generation of one group (the two episodes, 8 rows), split into 2 optimizer steps of 4 rows:
     # each real row (up to ~15k tokens with padding) is trained once.
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, per_device_train_batch_size=1, num_generations=2,
-                      steps_per_generation=2, max_steps=2, learning_rate=1e-2, beta=0.0, loss_type="dapo",
-                      logging_steps=1, report_to="none", save_strategy="no", gradient_checkpointing=False, seed=0)
-    trainer = Recording(model=str(tiny_model), processing_class=AutoTokenizer.from_pretrained(tiny_model), args=args,
-                        train_dataset=task_dataset(["fix-deep-merge"], repeat=4), rollout_func=rollout_func,
-                        reward_funcs=[episode_reward])
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        per_device_train_batch_size=1,
+        num_generations=2,
+        steps_per_generation=2,
+        max_steps=2,
+        learning_rate=1e-2,
+        beta=0.0,
+        loss_type="dapo",
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        gradient_checkpointing=False,
+        seed=0,
+    )
+    trainer = Recording(
+        model=str(tiny_model),
+        processing_class=AutoTokenizer.from_pretrained(tiny_model),
+        args=args,
+        train_dataset=task_dataset(["fix-deep-merge"], repeat=4),
+        rollout_func=rollout_func,
+        reward_funcs=[episode_reward],
+    )
     changed = train_and_compare(trainer, rollout.close)
     assert trainer.state.global_step == 2
     assert changed, "the weights changed"
 
     b, batch = seen[0], batches[0]
-    keys = [(tuple(p[pm.bool()].tolist()), tuple(c[cm.bool()].tolist()))
-            for p, pm, c, cm in zip(b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"],
-                                    strict=True)]
+    keys = [
+        (tuple(p[pm.bool()].tolist()), tuple(c[cm.bool()].tolist()))
+        for p, pm, c, cm in zip(
+            b["prompt_ids"], b["prompt_mask"], b["completion_ids"], b["completion_mask"], strict=True
+        )
+    ]
     key = lambda row: (tuple(row.prompt_ids), tuple(row.completion_ids))
     # The two episodes are the same up to their compaction (the policy is scripted): those rows appear
     # once per episode, with opposite advantages. Each row of each episode is one row of the batch.
@@ -99,7 +129,9 @@ def test_two_grpo_steps_on_real_long_claude_code_episodes_train_every_row(long_r
         assert sum(weights) == pytest.approx(len(rows)), "dapo: weight 1 per row, an episode sums to its rows"
     for k in set(expected):
         got = sorted(round(float(b["advantages"][j]), 5) for j, x in enumerate(keys) if x == k)
-        want = sorted(round(advantage[i], 5) for i, rows in enumerate((solved, gave_up)) for r in rows if key(r) == k)
+        want = sorted(
+            round(advantage[i], 5) for i, rows in enumerate((solved, gave_up)) for r in rows if key(r) == k
+        )
         assert got == want, "every row carries its episode's advantage (x its weight, 1 under dapo)"
     trained = int((b["completion_mask"] * b["tool_mask"]).sum())
     assert trained == sum(sum(r.env_mask) for r in (*solved, *gave_up)) == int(b["num_items_in_batch"])

@@ -38,7 +38,9 @@ def client() -> Iterator[docker.DockerClient]:
 @pytest.fixture
 def ours(client: docker.DockerClient) -> Callable[[], list[str]]:
     """Short ids of every container carrying the openenv sandbox label (live or not)."""
-    return lambda: [c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})]
+    return lambda: [
+        c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})
+    ]
 
 
 class _Hello(BaseHTTPRequestHandler):
@@ -77,8 +79,11 @@ def host_only_port() -> Iterator[int]:
 
 @pytest.fixture
 def sandbox(client: docker.DockerClient, proxy_port: int) -> Iterator[DockerSandbox]:
-    box = DockerSandbox(forward_ports=(proxy_port,), client=client,
-                        container_limits=ContainerLimits(cpus=1.5, memory_mb=768, pids=256))
+    box = DockerSandbox(
+        forward_ports=(proxy_port,),
+        client=client,
+        container_limits=ContainerLimits(cpus=1.5, memory_mb=768, pids=256),
+    )
     yield box
     box.close()
 

@@ -109,17 +109,29 @@ def test_the_host_environment_is_not_readable_through_proc():
         "    print(box.run(['sh', '-c', 'cat /proc/$PPID/environ; for f in /proc/[0-9]*/environ; do cat $f; done; '\n"
         "                  'echo; env; echo walked'], timeout_s=60).output)\n"
     )
-    walk = subprocess.run([sys.executable, "-c", owner], env={**os.environ, "HF_TOKEN": secret}, capture_output=True,
-                          text=True, timeout=120)
+    walk = subprocess.run(
+        [sys.executable, "-c", owner],
+        env={**os.environ, "HF_TOKEN": secret},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "walked" in walk.stdout, walk.stdout + walk.stderr
     assert secret not in walk.stdout
 
 
 def test_the_harness_runs_unprivileged_without_capabilities():
     with LocalSandbox() as box:
-        out = box.run(["sh", "-c", "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; "
-                       "unshare -U true && echo NESTED-USERNS; ls /var/run/docker.sock 2>&1; "
-                       "ls /proc | grep -c '^[0-9]'"], timeout_s=30).output
+        out = box.run(
+            [
+                "sh",
+                "-c",
+                "id -u; grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; "
+                "unshare -U true && echo NESTED-USERNS; ls /var/run/docker.sock 2>&1; "
+                "ls /proc | grep -c '^[0-9]'",
+            ],
+            timeout_s=30,
+        ).output
     lines = out.splitlines()
     assert lines[0] != "0", out
     assert "CapEff:\t0000000000000000" in lines and "CapBnd:\t0000000000000000" in lines, out
@@ -134,11 +146,21 @@ def test_a_setsid_daemon_without_the_marker_does_not_survive(ender):
     tag = f"{time.time_ns() % 10**6}.{os.getpid()}"  # a sleep length no other process uses
     box = LocalSandbox()
     try:
-        box.start(["sh", "-c", f"env -u OPENENV_SANDBOX setsid sh -c 'sleep {tag}' & "
-                   f"(env -u OPENENV_SANDBOX setsid sh -c 'sleep {tag}' &) ; sleep 300"], env={}, timeout_s=120)
+        box.start(
+            [
+                "sh",
+                "-c",
+                f"env -u OPENENV_SANDBOX setsid sh -c 'sleep {tag}' & "
+                f"(env -u OPENENV_SANDBOX setsid sh -c 'sleep {tag}' &) ; sleep 300",
+            ],
+            env={},
+            timeout_s=120,
+        )
         assert _wait_for(lambda: len(_host_processes_with(f"sleep {tag}")) >= 2), "daemons never started"
         getattr(box, ender)()
-        assert _wait_for(lambda: not _host_processes_with(f"sleep {tag}"), 5), _host_processes_with(f"sleep {tag}")
+        assert _wait_for(lambda: not _host_processes_with(f"sleep {tag}"), 5), _host_processes_with(
+            f"sleep {tag}"
+        )
     finally:
         box.close()
     assert not _host_processes_with(f"sleep {tag}")
@@ -178,8 +200,15 @@ def test_a_memory_hog_is_killed_at_the_memory_limit():
 def test_writes_outside_the_workspace_land_inside_the_sandbox_or_nowhere():
     name = f"openenv-escape-{uuid.uuid4().hex}"
     with LocalSandbox() as box:
-        box.run(["sh", "-c", f"echo tmp > /tmp/{name}; echo up > ../../{name}; echo root > /{name}; "
-                 f"mkdir -p /logs/verifier && echo planted > /logs/verifier/{name}"], timeout_s=30)
+        box.run(
+            [
+                "sh",
+                "-c",
+                f"echo tmp > /tmp/{name}; echo up > ../../{name}; echo root > /{name}; "
+                f"mkdir -p /logs/verifier && echo planted > /logs/verifier/{name}",
+            ],
+            timeout_s=30,
+        )
         assert (box.root / "tmp" / name).read_text() == "tmp\n"  # the sandbox's own /tmp
         assert box.host_path(f"/logs/verifier/{name}").exists()  # its own reward folder (fresh_dir clears it)
     for path in (Path("/tmp") / name, Path("/") / name, Path("/logs")):

@@ -18,8 +18,9 @@ def _join(group: SandboxCgroup) -> subprocess.Popen[bytes]:
             os.write(fd, b"0")
 
     # setsid + a double fork: nothing of this tree is a child we could wait for
-    return subprocess.Popen(["sh", "-c", "setsid sh -c 'sleep 300 & sleep 300' & sleep 300"],
-                            preexec_fn=enter)  # noqa: PLW1509
+    return subprocess.Popen(
+        ["sh", "-c", "setsid sh -c 'sleep 300 & sleep 300' & sleep 300"], preexec_fn=enter
+    )
 
 
 def test_kill_ends_every_member_and_remove_deletes_the_groups():

@@ -22,7 +22,9 @@ def no_container(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(OUTSIDE_ENV, raising=False)
 
 
-def test_the_signs_of_a_container_are_read(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_container: None):
+def test_the_signs_of_a_container_are_read(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, no_container: None
+):
     assert container_evidence() is None
     (tmp_path / "cgroup").write_text("12:pids:/kubepods/besteffort/pod1\n")
     assert container_evidence() == f"{tmp_path / 'cgroup'} (kubepods)"
@@ -36,8 +38,9 @@ def test_outside_a_container_it_is_refused_and_the_error_names_the_opt_in(no_con
     assert "allow_outside_container=True" in str(err.value)
 
 
-def test_opted_in_without_the_harbor_links_it_names_them(no_container: None, monkeypatch: pytest.MonkeyPatch,
-                                                          tmp_path: Path) -> None:
+def test_opted_in_without_the_harbor_links_it_names_them(
+    no_container: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("OPENENV_CONTAINER_HARBOR", str(tmp_path / "harbor"))
     monkeypatch.setenv(OUTSIDE_ENV, "1")  # the opt-in passes the container check ...
     with pytest.raises(EnvError, match=r"needs /app, /tests, /solution, /logs linked into .*harbor"):
@@ -50,8 +53,9 @@ def test_a_task_with_another_workdir_is_sent_to_the_docker_sandbox(no_container:
         ContainerSandbox(workdir="/workspace", allow_outside_container=True)
 
 
-def test_the_harness_env_builds_it_from_openenv_sandbox_isolation(no_container: None,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_harness_env_builds_it_from_openenv_sandbox_isolation(
+    no_container: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`OPENENV_SANDBOX_ISOLATION=container` (the Space's Dockerfile sets it) reaches ContainerSandbox, whose
     refusal outside a container is what comes back."""
     from openenv.harness.environment import HarnessEnvironment

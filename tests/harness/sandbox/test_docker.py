@@ -47,26 +47,36 @@ def test_workspace_is_shared_both_ways_and_hidden_dirs_are_not_mounted(sandbox: 
     sandbox.write_files({"pkg/app.py": "X = 1\n"})
     hidden = sandbox.private_dir("tests")
     (hidden / "test_secret.py").write_text("assert True\n")
-    out = sandbox.run(["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {sandbox.root}; echo new > made.txt"]).output
+    out = sandbox.run(
+        ["sh", "-c", f"echo 'Y = 2' >> pkg/app.py; ls {sandbox.root}; echo new > made.txt"]
+    ).output
     assert hidden.parent.name == "private"
     assert out.split() == ["home", "logs", "sock", "tmp"]  # no `private`; the workspace is at /app
     assert sandbox.read_file("pkg/app.py") == "X = 1\nY = 2\n"
     assert sandbox.read_file("made.txt") == "new\n"
 
 
-def test_container_limits_labels_and_isolation_settings(sandbox: DockerSandbox, client: docker.DockerClient) -> None:
+def test_container_limits_labels_and_isolation_settings(
+    sandbox: DockerSandbox, client: docker.DockerClient
+) -> None:
     attrs = client.api.inspect_container(sandbox.container.id)
     host = attrs["HostConfig"]
     assert (host["NetworkMode"], host["ReadonlyRootfs"], host["CapDrop"]) == ("none", True, ["ALL"])
     assert (host["NanoCpus"], host["Memory"], host["PidsLimit"]) == (1_500_000_000, 768 << 20, 256)
     assert attrs["Config"]["Labels"]["openenv.episode"] == sandbox.id
     assert attrs["Config"]["Labels"]["openenv.owner"].split("/")[1].isdigit()
-    cgroup = sandbox.run(["cat", "/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"])
+    cgroup = sandbox.run(
+        ["cat", "/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+    )
     assert cgroup.output.split() == ["256", str(768 << 20)]
 
 
-def test_the_proxy_port_is_reachable_inside_through_the_forwarder(sandbox: DockerSandbox, proxy_port: int) -> None:
-    out = _py(sandbox, f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{proxy_port}/').read())")
+def test_the_proxy_port_is_reachable_inside_through_the_forwarder(
+    sandbox: DockerSandbox, proxy_port: int
+) -> None:
+    out = _py(
+        sandbox, f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{proxy_port}/').read())"
+    )
     assert out.strip() == "b'proxy says hi'"
 
 
@@ -154,11 +164,19 @@ def _episode(client: docker.DockerClient, port: int, n: int) -> str:
 def test_fifty_episodes_with_crashes_and_timeouts_leave_nothing_behind(
     client: docker.DockerClient, proxy_port: int, ours: Callable[[], list[str]]
 ) -> None:
-    before = (len(client.containers.list(all=True, sparse=True)), len(client.volumes.list()), len(client.networks.list()))
+    before = (
+        len(client.containers.list(all=True, sparse=True)),
+        len(client.volumes.list()),
+        len(client.networks.list()),
+    )
     with ThreadPoolExecutor(max_workers=4) as pool:
         statuses = list(pool.map(lambda n: _episode(client, proxy_port, n), range(50)))
     assert set(statuses) == {"crashed", "timeout", "failed", "running"}
-    after = (len(client.containers.list(all=True, sparse=True)), len(client.volumes.list()), len(client.networks.list()))
+    after = (
+        len(client.containers.list(all=True, sparse=True)),
+        len(client.volumes.list()),
+        len(client.networks.list()),
+    )
     assert after == before
     assert ours() == []
 
@@ -168,14 +186,17 @@ def test_verify_isolated_grades_a_copy_in_a_fresh_container(sandbox: DockerSandb
         id="add",
         instruction="write add()",
         workspace={"calc.py": "def add(a, b):\n    return 0\n"},
-        tests={"test.sh": 'python3 -c "import calc; assert calc.add(2, 3) == 5" && echo 1 > /logs/verifier/reward.txt\n'},
+        tests={
+            "test.sh": 'python3 -c "import calc; assert calc.add(2, 3) == 5" && echo 1 > /logs/verifier/reward.txt\n'
+        },
         solution="printf 'def add(a, b):\\n    return a + b\\n' > calc.py",
     )
     sandbox.write_files(task.workspace)
     sandbox.run(["sh", "-c", task.solution])
     # The agent leaves a saboteur that would break the solution during grading.
-    sandbox.start(["sh", "-c", "sleep 1; echo 'def add(a, b): return -1' > calc.py; sleep 300"], env={},
-                  timeout_s=300)
+    sandbox.start(
+        ["sh", "-c", "sleep 1; echo 'def add(a, b): return -1' > calc.py; sleep 300"], env={}, timeout_s=300
+    )
     verdict = verify_isolated(sandbox, task)
     assert (verdict.reward, verdict.solved, verdict.exit_code) == (1.0, True, 0), verdict.output_tail
     time.sleep(1.2)
@@ -216,7 +237,9 @@ def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
 
 @pytest.mark.slow
 def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
-    client: docker.DockerClient, capture_server: object, docker_episodes: dict[str, object],
+    client: docker.DockerClient,
+    capture_server: object,
+    docker_episodes: dict[str, object],
     ours: Callable[[], list[str]],
 ) -> None:
     from openenv.harness.catalog import get_spec
@@ -243,7 +266,9 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
     assert ours() == []
 
 
-def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: DockerSandbox, tmp_path: Path) -> None:
+def test_links_planted_by_the_agent_are_never_followed_on_the_host(
+    sandbox: DockerSandbox, tmp_path: Path
+) -> None:
     """A link to `/` must not make the host chown, read or copy anything outside the episode."""
     secret = tmp_path / "host-secret"
     secret.write_text("host only\n")
@@ -257,7 +282,9 @@ def test_links_planted_by_the_agent_are_never_followed_on_the_host(sandbox: Dock
         sandbox.read_file("leak.txt")
     assert log.is_symlink()
     assert "host only" not in planted.output_tail()
-    task = Task(id="t", instruction="-", tests={"test.sh": "echo 1 > /logs/verifier/reward.txt\n"}, solution="true")
+    task = Task(
+        id="t", instruction="-", tests={"test.sh": "echo 1 > /logs/verifier/reward.txt\n"}, solution="true"
+    )
     verdict = verify_isolated(sandbox, task)
     assert verdict.solved  # the fifo was skipped, not waited on
 
@@ -267,8 +294,10 @@ def test_shared_mode_grading_ends_the_agent_first_and_sees_only_fresh_folders(sa
     (a setsid daemon that dropped its marker variable included) is dead, with a fresh reward folder."""
     from openenv.harness.verifier import verify
 
-    daemon = ("(setsid env -i sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' &) ; "
-              "echo 1 > /logs/verifier/reward.txt; mkdir -p /logs/verifier/sub; sleep 300")
+    daemon = (
+        "(setsid env -i sh -c 'while :; do echo 1 > /logs/verifier/reward.txt; sleep 0.05; done' &) ; "
+        "echo 1 > /logs/verifier/reward.txt; mkdir -p /logs/verifier/sub; sleep 300"
+    )
     sandbox.start(["sh", "-c", daemon], env={}, timeout_s=300)
     # Wait for the agent's forged reward rather than a fixed second: on a loaded machine the container's
     # first command can take longer than that (a fresh-clone CI run read it empty here: "assert '' == '1\n'").
@@ -283,8 +312,14 @@ def test_shared_mode_grading_ends_the_agent_first_and_sees_only_fresh_folders(sa
             break
         time.sleep(0.1)
     assert seen == "1\n"
-    task = Task(id="t", instruction="-", tests={"test.sh": "sleep 1; ls /logs/verifier; test -w /tests || echo 0 > /logs/verifier/reward.txt\n"},
-                solution="true")
+    task = Task(
+        id="t",
+        instruction="-",
+        tests={
+            "test.sh": "sleep 1; ls /logs/verifier; test -w /tests || echo 0 > /logs/verifier/reward.txt\n"
+        },
+        solution="true",
+    )
     verdict = verify(sandbox, task)
     assert (verdict.reward, verdict.status) == (0.0, "scored"), verdict
     assert verdict.output_tail.split() == []  # the reward folder was empty when the tests started

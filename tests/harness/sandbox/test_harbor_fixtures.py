@@ -23,12 +23,12 @@ import pytest
 from openenv.capture.canonical import SamplingParams
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.environment import HarnessEnvironment, stage_workspace
-from openenv.harness.solution import apply_solution
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
-from openenv.harness.sandbox.local_image import local_image_factory
 from openenv.harness.sandbox.images import PYTHON_IMAGE, build_python_image
+from openenv.harness.sandbox.local_image import local_image_factory
+from openenv.harness.solution import apply_solution
 from openenv.harness.tasks import Task, load_harbor_task, load_task_set
 from openenv.harness.verifier import Verdict, verify
 
@@ -77,7 +77,9 @@ def test_there_are_at_least_eight_independent_fixtures_and_all_load():
     assert any(t.solution is None for t in tasks) and any(t.build_steps for t in tasks)
 
 
-def _sandbox(kind: str, task: Task, client: docker.DockerClient, substitutes: dict[str, str]) -> LocalSandbox | DockerSandbox:
+def _sandbox(
+    kind: str, task: Task, client: docker.DockerClient, substitutes: dict[str, str]
+) -> LocalSandbox | DockerSandbox:
     if kind == "local" and task.needs_build():
         box: LocalSandbox | DockerSandbox = local_image_factory(task, substitutes=substitutes)(())
     elif kind == "local":
@@ -98,11 +100,15 @@ def _grade(kind: str, box: LocalSandbox | DockerSandbox, task: Task) -> Verdict:
 
 @pytest.mark.parametrize("kind", ["local", "docker"])
 @pytest.mark.parametrize("fixture", FIXTURE_IDS)
-def test_untouched_scores_zero_and_the_oracle_scores_one(fixture: str, kind: str, request: pytest.FixtureRequest) -> None:
+def test_untouched_scores_zero_and_the_oracle_scores_one(
+    fixture: str, kind: str, request: pytest.FixtureRequest
+) -> None:
     task = load_harbor_task(FIXTURES / fixture)
     client = request.getfixturevalue("client") if kind == "docker" else None
     subs = request.getfixturevalue("substitutes") if kind == "docker" else {}
-    if kind == "local" and task.needs_build():  # built by the daemon, run from its unpacked root (test_local_image)
+    if (
+        kind == "local" and task.needs_build()
+    ):  # built by the daemon, run from its unpacked root (test_local_image)
         client = request.getfixturevalue("client")
         subs = request.getfixturevalue("substitutes")
     with _sandbox(kind, task, client, subs) as untouched:
@@ -128,8 +134,12 @@ def test_a_missing_from_image_is_named_with_the_way_out(client: docker.DockerCli
     sandbox_factory(task, substitutes={"python:3.11-slim": PYTHON_IMAGE}, client=client, notes=notes)
     assert notes == [f"image python:3.11-slim substituted by {PYTHON_IMAGE}"]
     notes.clear()  # `*=IMAGE` stands in for any missing image, and is reported the same way
-    sandbox_factory(task.model_copy(update={"base_image": absent}), substitutes={"*": PYTHON_IMAGE}, client=client,
-                    notes=notes)
+    sandbox_factory(
+        task.model_copy(update={"base_image": absent}),
+        substitutes={"*": PYTHON_IMAGE},
+        client=client,
+        notes=notes,
+    )
     assert notes == [f"image {absent} substituted by {PYTHON_IMAGE}"]
 
 
@@ -144,7 +154,9 @@ def _require_pi() -> None:
 @pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.parametrize("kind", ["local", "docker"])
-def test_the_random_tiny_model_never_scores_one(kind: str, vllm_url: str, request: pytest.FixtureRequest) -> None:
+def test_the_random_tiny_model_never_scores_one(
+    kind: str, vllm_url: str, request: pytest.FixtureRequest
+) -> None:
     """pi sampling from the random tiny model: 0 or no reward, never 1 (this scored 1.0 on every Harbor
     task before issue 16: empty workspace, host paths, exit code as the verdict). By default on the
     three fixtures shaped like that bug (test.sh exits 0, VERIFIER_DIR default, nothing copied in);
@@ -154,11 +166,19 @@ def test_the_random_tiny_model_never_scores_one(kind: str, vllm_url: str, reques
     _require_pi()
     subs = request.getfixturevalue("substitutes") if kind == "docker" else {}
     # Short replies keep 19 episodes cheap; random tokens are as random at 48 as at 256.
-    env = HarnessEnvironment("pi", backend="vllm", vllm_url=vllm_url, sandbox=kind,  # type: ignore[arg-type]
-                             image_substitutes=subs, sampling=SamplingParams(max_tokens=48, temperature=1.0))
+    env = HarnessEnvironment(
+        "pi",
+        backend="vllm",
+        vllm_url=vllm_url,
+        sandbox=kind,  # type: ignore[arg-type]
+        image_substitutes=subs,
+        sampling=SamplingParams(max_tokens=48, temperature=1.0),
+    )
     results = {}
     try:
-        for fixture in FIXTURE_IDS if os.environ.get("OPENENV_HARBOR_SWEEP") == "all" else RANDOM_MODEL_FIXTURES:
+        for fixture in (
+            FIXTURE_IDS if os.environ.get("OPENENV_HARBOR_SWEEP") == "all" else RANDOM_MODEL_FIXTURES
+        ):
             task = load_harbor_task(FIXTURES / fixture)
             if kind == "local" and task.needs_build():
                 continue  # refused by the local sandbox (test_untouched_scores_zero_and_the_oracle_scores_one)
@@ -172,34 +192,67 @@ def test_the_random_tiny_model_never_scores_one(kind: str, vllm_url: str, reques
 
 
 @pytest.mark.slow
-def test_openenv_run_on_a_harbor_folder_in_docker_prints_the_substitution(python_image: str, tmp_path: Path) -> None:
+def test_openenv_run_on_a_harbor_folder_in_docker_prints_the_substitution(
+    python_image: str, tmp_path: Path
+) -> None:
     """The README's promise, as a user types it: without a substitute, a clear error naming the image;
     with one, the oracle scores 1 and the summary says what was substituted."""
     _require_pi()
-    base = [sys.executable, "-m", "openenv.cli.main", "run", "--harness", "pi", "--tasks", str(FIXTURES),
-            "--task", "legacy-version-hello", "--policy", "oracle", "--sandbox", "docker", "--json",
-            "--out", str(tmp_path / "t.jsonl")]
+    base = [
+        sys.executable,
+        "-m",
+        "openenv.cli.main",
+        "run",
+        "--harness",
+        "pi",
+        "--tasks",
+        str(FIXTURES),
+        "--task",
+        "legacy-version-hello",
+        "--policy",
+        "oracle",
+        "--sandbox",
+        "docker",
+        "--json",
+        "--out",
+        str(tmp_path / "t.jsonl"),
+    ]
     env = {k: v for k, v in os.environ.items() if k != "OPENENV_IMAGE_SUBSTITUTES"}
     refused = subprocess.run(base, capture_output=True, text=True, timeout=300, check=False, env=env)
     assert refused.returncode == 1
     said = " ".join(refused.stderr.split())  # rich wraps long lines
-    assert "needs image 'ubuntu:24.04'" in said and "--image-substitute ubuntu:24.04=openenv/base:latest" in said
-    ran = subprocess.run([*base, "--image-substitute", f"ubuntu:24.04={python_image}"], capture_output=True,
-                         text=True, timeout=300, check=False, env=env)
+    assert (
+        "needs image 'ubuntu:24.04'" in said and "--image-substitute ubuntu:24.04=openenv/base:latest" in said
+    )
+    ran = subprocess.run(
+        [*base, "--image-substitute", f"ubuntu:24.04={python_image}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env=env,
+    )
     assert ran.returncode == 0, ran.stderr[-3000:]
     summary = json.loads(ran.stdout)
     assert summary["reward"] == 1.0 and summary["reward_status"] == "scored"
     assert summary["notes"] == [f"image ubuntu:24.04 substituted by {python_image}"]
 
 
-def test_harbor_root_opt_in_lets_a_task_write_outside_the_workdir(client: docker.DockerClient, python_image: str,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_harbor_root_opt_in_lets_a_task_write_outside_the_workdir(
+    client: docker.DockerClient, python_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A solution that writes /etc (fine under Harbor, which runs as root) fails on our read-only default
     and passes with OPENENV_DOCKER_HARBOR_ROOT=1, which the notes report."""
-    task = load_harbor_task(FIXTURES / "legacy-version-hello").model_copy(update={
-        "solution": "echo configured > /etc/openenv-fixture.conf", "solution_files": {},
-        "tests": {"test.sh": "grep -qx configured /etc/openenv-fixture.conf && echo 1 > /logs/verifier/reward.txt "
-                             "|| echo 0 > /logs/verifier/reward.txt\n"}})
+    task = load_harbor_task(FIXTURES / "legacy-version-hello").model_copy(
+        update={
+            "solution": "echo configured > /etc/openenv-fixture.conf",
+            "solution_files": {},
+            "tests": {
+                "test.sh": "grep -qx configured /etc/openenv-fixture.conf && echo 1 > /logs/verifier/reward.txt "
+                "|| echo 0 > /logs/verifier/reward.txt\n"
+            },
+        }
+    )
     subs = {"ubuntu:24.04": python_image}
     rewards = {}
     for flag in ("0", "1"):

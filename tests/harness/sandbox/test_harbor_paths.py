@@ -16,8 +16,13 @@ def test_task_scripts_see_harbor_paths_and_the_host_sees_none_of_them():
     before = {p: os.path.exists(p) for p in ("/app", "/tests", "/logs", "/solution")}
     with LocalSandbox() as box:
         box.write_files({"main.py": "print(1)\n"})
-        box.stage("/tests", {"test.sh": 'VERIFIER_DIR="${VERIFIER_DIR:-/logs/verifier}"\n'
-                                         'ls /app > "$VERIFIER_DIR/seen.txt"; echo 1 > "$VERIFIER_DIR/reward.txt"\n'})
+        box.stage(
+            "/tests",
+            {
+                "test.sh": 'VERIFIER_DIR="${VERIFIER_DIR:-/logs/verifier}"\n'
+                'ls /app > "$VERIFIER_DIR/seen.txt"; echo 1 > "$VERIFIER_DIR/reward.txt"\n'
+            },
+        )
         result = box.run(["sh", "/tests/test.sh"], timeout_s=30)
         assert result.exit_code == 0, result.output
         assert box.host_path("/logs/verifier/reward.txt").read_text() == "1\n"

@@ -22,8 +22,10 @@ def test_a_harbor_task_image_is_built_once_offline_and_episodes_run_in_it(
 ) -> None:
     from openenv.harness.sandbox.images import build_task_image
 
-    task_dir = _task_dir(tmp_path / "hello-task", f"FROM {DEFAULT_IMAGE}\n"
-                         "RUN mkdir -p /opt/task && echo from-the-task-image > /opt/task/marker\n")
+    task_dir = _task_dir(
+        tmp_path / "hello-task",
+        f"FROM {DEFAULT_IMAGE}\nRUN mkdir -p /opt/task && echo from-the-task-image > /opt/task/marker\n",
+    )
     lines: list[str] = []
     tag = build_task_image(client, task_dir, progress=lines.append)
     try:

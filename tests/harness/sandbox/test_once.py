@@ -19,7 +19,7 @@ from openenv.harness.sandbox.once import OnceFailed, once
 REPO = Path(__file__).resolve().parents[3]
 
 
-def _slow(counter: list[int], result: str = "made", *, fail: bool = False, delay_s: float = 0.5):  # noqa: ANN202
+def _slow(counter: list[int], result: str = "made", *, fail: bool = False, delay_s: float = 0.5):
     def work() -> str:
         counter.append(1)
         time.sleep(delay_s)
@@ -30,7 +30,7 @@ def _slow(counter: list[int], result: str = "made", *, fail: bool = False, delay
     return work
 
 
-def _together(n: int, call) -> list[object]:  # noqa: ANN001
+def _together(n: int, call) -> list[object]:
     """Run `call()` on n threads released at once; each result or raised exception, in order."""
     gate = threading.Barrier(n)
 
@@ -38,7 +38,7 @@ def _together(n: int, call) -> list[object]:  # noqa: ANN001
         gate.wait()
         try:
             return call()
-        except Exception as exc:  # noqa: BLE001 - the outcome under test
+        except Exception as exc:
             return exc
 
     with ThreadPoolExecutor(n) as pool:
@@ -55,7 +55,8 @@ def test_eight_threads_share_one_run_and_its_result(tmp_path: Path) -> None:
 
 
 def test_a_failure_fails_each_waiting_thread_once_with_the_same_reason_and_the_next_request_retries(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     runs: list[int] = []
     outcomes = _together(8, lambda: once("k-bad", _slow(runs, fail=True), folder=tmp_path))
     assert runs == [1]
@@ -112,8 +113,12 @@ except RuntimeError as exc:
 def _processes(folder: Path, n: int) -> list[str]:
     (folder / "locks").mkdir(parents=True)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen([sys.executable, "-c", _WORKER, str(folder), str(i)], stdout=subprocess.PIPE,
-                              text=True, env=env) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(folder), str(i)], stdout=subprocess.PIPE, text=True, env=env
+        )
+        for i in range(n)
+    ]
     deadline = time.monotonic() + 60
     while len(list(folder.glob("ready-*"))) < n and time.monotonic() < deadline:
         time.sleep(0.05)

@@ -18,12 +18,11 @@ import docker
 import pytest
 
 from openenv.errors import EnvError
-from openenv.harness.environment import stage_workspace
-from openenv.harness.solution import apply_solution
 from openenv.harness.sandbox import pulled
 from openenv.harness.sandbox.docker_episode import sandbox_factory
 from openenv.harness.sandbox.images import OFFLINE_BASE
 from openenv.harness.sandbox.pull import PullProgress, split_reference
+from openenv.harness.solution import apply_solution
 from openenv.harness.tasks import load_harbor_task
 from openenv.harness.verifier import verify
 from openenv.testing.registry import LoopbackRegistry
@@ -50,13 +49,19 @@ def own_ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _build(client: docker.DockerClient, tag: str, nonce: str) -> None:
-    dockerfile = (f"FROM {OFFLINE_BASE}\nUSER root\nRUN echo {nonce} > /etc/task-image-nonce && mkdir -p /app "
-                  "&& printf 'def answer():\\n    return 0\\n' > /app/answer.py\nWORKDIR /app\n")
-    client.images.build(fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, network_mode="none", rm=True)
+    dockerfile = (
+        f"FROM {OFFLINE_BASE}\nUSER root\nRUN echo {nonce} > /etc/task-image-nonce && mkdir -p /app "
+        "&& printf 'def answer():\\n    return 0\\n' > /app/answer.py\nWORKDIR /app\n"
+    )
+    client.images.build(
+        fileobj=io.BytesIO(dockerfile.encode()), tag=tag, pull=False, network_mode="none", rm=True
+    )
 
 
 @pytest.fixture
-def registry_image(client: docker.DockerClient, loopback_registry: LoopbackRegistry) -> Iterator[Callable[..., tuple[str, str]]]:
+def registry_image(
+    client: docker.DockerClient, loopback_registry: LoopbackRegistry
+) -> Iterator[Callable[..., tuple[str, str]]]:
     """Makes a new image, pushes it to the loopback registry and removes it from the engine: (reference, nonce)."""
     made: list[str] = []
 
@@ -80,8 +85,10 @@ def registry_image(client: docker.DockerClient, loopback_registry: LoopbackRegis
 
 def _task(folder: Path, image: str, nonce: str) -> Path:
     folder.mkdir(parents=True)
-    (folder / "task.toml").write_text(f'schema_version = "1.4"\n\n[environment]\ndocker_image = "{image}"\n\n'
-                                      "[verifier]\ntimeout_sec = 60.0\n")
+    (folder / "task.toml").write_text(
+        f'schema_version = "1.4"\n\n[environment]\ndocker_image = "{image}"\n\n'
+        "[verifier]\ntimeout_sec = 60.0\n"
+    )
     (folder / "instruction.md").write_text("Make answer() in /app/answer.py return 42.\n")
     (folder / "tests").mkdir()
     (folder / "tests" / "test.sh").write_text(TEST.format(nonce=nonce))
@@ -93,14 +100,22 @@ def _task(folder: Path, image: str, nonce: str) -> Path:
 def _events(client: docker.DockerClient, since: float, action: str) -> list[str]:
     """The engine's own record: the image events of kind `action` since `since` (a pull's id is the
     reference pulled; a tag's name attribute is the tag given)."""
-    found = client.events(since=int(since) - 1, until=int(time.time()) + 1, decode=True,
-                          filters={"type": "image", "event": action})
+    found = client.events(
+        since=int(since) - 1,
+        until=int(time.time()) + 1,
+        decode=True,
+        filters={"type": "image", "event": action},
+    )
     key = "id" if action == "pull" else "name"
-    return [str(e.get("id") if key == "id" else e.get("Actor", {}).get("Attributes", {}).get("name")) for e in found]
+    return [
+        str(e.get("id") if key == "id" else e.get("Actor", {}).get("Attributes", {}).get("name"))
+        for e in found
+    ]
 
 
 def test_a_task_naming_a_registry_image_is_pulled_and_solved_by_the_oracle(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path) -> None:
+    client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path
+) -> None:
     reference, nonce = registry_image()
     task = load_harbor_task(_task(tmp_path / "task", reference, nonce))
     notes: list[str] = []
@@ -122,15 +137,22 @@ def test_a_task_naming_a_registry_image_is_pulled_and_solved_by_the_oracle(
 
 
 def test_pull_never_refuses_a_missing_image_with_the_ways_out(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     reference, nonce = registry_image()
     task = load_harbor_task(_task(tmp_path / "task", reference, nonce))
     with pytest.raises(EnvError) as refused:
         sandbox_factory(task, client=client, pull="never")
     message = refused.value.message
     assert reference in message and "pulling is off (--pull never" in message
-    assert "--pull missing" in message and f"docker pull {reference}" in message and "--image-substitute" in message
+    assert (
+        "--pull missing" in message
+        and f"docker pull {reference}" in message
+        and "--image-substitute" in message
+    )
     monkeypatch.setenv("OPENENV_PULL", "never")
     with pytest.raises(EnvError, match="pulling is off"):
         sandbox_factory(task, client=client)
@@ -139,8 +161,11 @@ def test_pull_never_refuses_a_missing_image_with_the_ways_out(
 
 
 def test_a_pinned_digest_is_pulled_by_digest(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
-        loopback_registry: LoopbackRegistry, tmp_path: Path) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    loopback_registry: LoopbackRegistry,
+    tmp_path: Path,
+) -> None:
     reference, nonce = registry_image()
     repository, tag = split_reference(reference)
     digest = loopback_registry.digest(reference.split("/", 1)[1])
@@ -158,8 +183,11 @@ def test_a_pinned_digest_is_pulled_by_digest(
 
 
 def test_eight_first_episodes_of_a_new_image_make_one_pull_and_one_build(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
-        loopback_registry: LoopbackRegistry, tmp_path: Path) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    loopback_registry: LoopbackRegistry,
+    tmp_path: Path,
+) -> None:
     reference, nonce = registry_image()
     folder = _task(tmp_path / "task", reference, nonce)
     (folder / "environment").mkdir()
@@ -204,8 +232,11 @@ print(f"{note}|user={owner_label() in pulled.entries()[0]['owners']}")
 
 
 def test_four_processes_starting_on_a_new_image_make_one_pull(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
-        loopback_registry: LoopbackRegistry, tmp_path: Path) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    loopback_registry: LoopbackRegistry,
+    tmp_path: Path,
+) -> None:
     """Ray workers of one node, say: the file lock makes them share the pull."""
     import os
     import subprocess
@@ -215,15 +246,24 @@ def test_four_processes_starting_on_a_new_image_make_one_pull(
     repository = reference.split("/", 1)[1].rsplit(":", 1)[0]
     manifests = loopback_registry.requests("GET", f"/v2/{repository}/manifests/")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    procs = [subprocess.Popen([sys.executable, "-c", _PULL_IN_A_PROCESS, str(tmp_path), reference, str(i)],
-                              stdout=subprocess.PIPE, text=True, env=env) for i in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _PULL_IN_A_PROCESS, str(tmp_path), reference, str(i)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for i in range(4)
+    ]
     deadline = time.monotonic() + 120
     while len(list(tmp_path.glob("ready-*"))) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
     (tmp_path / "go").touch()
     said = sorted(p.communicate(timeout=120)[0].strip() for p in procs)
     assert loopback_registry.requests("GET", f"/v2/{repository}/manifests/") == manifests + 1
-    assert said.count("None|user=True") == 3 and said[-1].startswith(f"image {reference} pulled (sha256:"), said
+    assert said.count("None|user=True") == 3 and said[-1].startswith(f"image {reference} pulled (sha256:"), (
+        said
+    )
     assert said[-1].endswith("|user=True")  # every process that used it is its user, so a collector spares it
     from openenv.harness.sandbox.sweeper import is_orphan
 
@@ -232,7 +272,8 @@ def test_four_processes_starting_on_a_new_image_make_one_pull(
 
 
 def test_an_unreachable_registry_is_an_error_naming_the_image_and_the_answer(
-        client: docker.DockerClient, tmp_path: Path) -> None:
+    client: docker.DockerClient, tmp_path: Path
+) -> None:
     from openenv.core.net import free_port
 
     reference = f"127.0.0.1:{free_port()}/tasks/gone:1"  # nothing listens there
@@ -245,13 +286,18 @@ def test_an_unreachable_registry_is_an_error_naming_the_image_and_the_answer(
 
 
 def test_the_engines_login_is_used_and_a_pull_without_one_fails_with_the_registrys_answer(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     with LoopbackRegistry(tmp_path / "private", login=("trainer", "hunter2")) as private:
         reference, nonce = registry_image(private)
         task = load_harbor_task(_task(tmp_path / "task", reference, nonce))
         monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-login"))
-        with pytest.raises(EnvError, match=f"pulling image {reference} failed: .*(no basic auth|unauthorized)"):
+        with pytest.raises(
+            EnvError, match=f"pulling image {reference} failed: .*(no basic auth|unauthorized)"
+        ):
             sandbox_factory(task, client=docker.from_env())
         config = tmp_path / "docker-config"
         config.mkdir()
@@ -268,10 +314,14 @@ def test_the_engines_login_is_used_and_a_pull_without_one_fails_with_the_registr
 def test_pull_progress_reports_layers_and_bytes_and_the_digest() -> None:
     lines: list[str] = []
     watch = PullProgress("r/x:1", lines.append, every_s=0.0)
-    for chunk in [{"status": "Pulling fs layer", "id": "a"}, {"status": "Pulling fs layer", "id": "b"},
-                  {"status": "Downloading", "id": "a", "progressDetail": {"current": 1_000_000, "total": 4_000_000}},
-                  {"status": "Downloading", "id": "b", "progressDetail": {"current": 2_000_000, "total": 2_000_000}},
-                  {"status": "Pull complete", "id": "b"}, {"status": "Digest: sha256:abc"}]:
+    for chunk in [
+        {"status": "Pulling fs layer", "id": "a"},
+        {"status": "Pulling fs layer", "id": "b"},
+        {"status": "Downloading", "id": "a", "progressDetail": {"current": 1_000_000, "total": 4_000_000}},
+        {"status": "Downloading", "id": "b", "progressDetail": {"current": 2_000_000, "total": 2_000_000}},
+        {"status": "Pull complete", "id": "b"},
+        {"status": "Digest: sha256:abc"},
+    ]:
         watch.feed(chunk)
     assert lines[-1].startswith("pulling r/x:1: 1 of 2 layers done, 3.0 of 6.0 MB fetched")
     assert watch.digest == "sha256:abc"
@@ -299,8 +349,11 @@ def _require_harness() -> None:
 
 
 def test_an_oracle_episode_through_a_harness_pulls_the_image_and_scores_one(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path,
-        capture_server: object) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    tmp_path: Path,
+    capture_server: object,
+) -> None:
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode
 
@@ -318,7 +371,8 @@ def test_an_oracle_episode_through_a_harness_pulls_the_image_and_scores_one(
 
 
 def test_an_unreachable_registry_is_an_error_outcome_with_no_reward(
-        client: docker.DockerClient, tmp_path: Path, capture_server: object) -> None:
+    client: docker.DockerClient, tmp_path: Path, capture_server: object
+) -> None:
     from openenv.core.net import free_port
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode
@@ -332,11 +386,14 @@ def test_an_unreachable_registry_is_an_error_outcome_with_no_reward(
     finally:
         env.close()
     assert (summary.status, summary.reward) == ("error", None)
-    assert f"pulling image {reference} failed" in (summary.error or "") and "connection refused" in summary.error
+    assert (
+        f"pulling image {reference} failed" in (summary.error or "") and "connection refused" in summary.error
+    )
 
 
 def test_openenv_run_pull_never_refuses_with_the_image_named(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path) -> None:
+    client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]], tmp_path: Path
+) -> None:
     import os
     import subprocess
     import sys
@@ -345,9 +402,30 @@ def test_openenv_run_pull_never_refuses_with_the_image_named(
     reference, nonce = registry_image()
     _task(tmp_path / "tasks" / "pulled-task", reference, nonce)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    done = subprocess.run([sys.executable, "-m", "openenv.cli.main", "run", "--harness", HARNESS, "--policy", "oracle",
-                           "--sandbox", "docker", "--tasks", str(tmp_path / "tasks"), "--task", "pulled-task",
-                           "--pull", "never"], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "openenv.cli.main",
+            "run",
+            "--harness",
+            HARNESS,
+            "--policy",
+            "oracle",
+            "--sandbox",
+            "docker",
+            "--tasks",
+            str(tmp_path / "tasks"),
+            "--task",
+            "pulled-task",
+            "--pull",
+            "never",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     said = " ".join(done.stderr.split())
     assert reference in said and "pulling is off" in said, said
@@ -356,8 +434,10 @@ def test_openenv_run_pull_never_refuses_with_the_image_named(
 
 
 def test_pull_always_asks_the_registry_once_per_process_and_a_digest_never_again(
-        client: docker.DockerClient, registry_image: Callable[..., tuple[str, str]],
-        loopback_registry: LoopbackRegistry) -> None:
+    client: docker.DockerClient,
+    registry_image: Callable[..., tuple[str, str]],
+    loopback_registry: LoopbackRegistry,
+) -> None:
     from openenv.harness.sandbox.pull import ensure_image
 
     reference, _ = registry_image()
@@ -372,11 +452,15 @@ def test_pull_always_asks_the_registry_once_per_process_and_a_digest_never_again
     start = asked()
     assert ensure_image(client, reference, policy="missing", progress=lambda _: None) is None
     assert asked() == start
-    assert ensure_image(client, reference, policy="always", progress=lambda _: None).startswith(f"image {reference}")
+    assert ensure_image(client, reference, policy="always", progress=lambda _: None).startswith(
+        f"image {reference}"
+    )
     once_asked = asked()
     assert once_asked > start  # the registry was asked again
     assert ensure_image(client, reference, policy="always", progress=lambda _: None) is None
     assert asked() == once_asked  # but once per process
-    assert ensure_image(client, pinned, policy="always", progress=lambda _: None) is None  # immutable, present
+    assert (
+        ensure_image(client, pinned, policy="always", progress=lambda _: None) is None
+    )  # immutable, present
     assert asked() == once_asked
     assert pulled.entries() == []  # nothing new was brought in: not the run's to collect

@@ -87,13 +87,16 @@ def _present(engine: docker.DockerClient, reference: str) -> bool:
 
 def _puller(reference: str, mode: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen([sys.executable, "-c", _PULLER, reference, mode], stdout=subprocess.PIPE, text=True,
-                            env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PULLER, reference, mode], stdout=subprocess.PIPE, text=True, env=env
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "pulled"
     return proc
 
 
-def test_a_run_that_ends_collects_the_images_it_pulled(engine: docker.DockerClient, pushed: Callable[[], str]) -> None:
+def test_a_run_that_ends_collects_the_images_it_pulled(
+    engine: docker.DockerClient, pushed: Callable[[], str]
+) -> None:
     reference = pushed()
     proc = _puller(reference, "exit")
     assert proc.wait(timeout=60) == 0
@@ -102,7 +105,8 @@ def test_a_run_that_ends_collects_the_images_it_pulled(engine: docker.DockerClie
 
 
 def test_a_killed_run_s_images_go_with_the_next_sweep_and_a_live_run_s_stay(
-        engine: docker.DockerClient, pushed: Callable[[], str]) -> None:
+    engine: docker.DockerClient, pushed: Callable[[], str]
+) -> None:
     killed, alive = pushed(), pushed()
     victim = _puller(killed, "stay")
     survivor = _puller(alive, "stay")
@@ -121,7 +125,8 @@ def test_a_killed_run_s_images_go_with_the_next_sweep_and_a_live_run_s_stay(
 
 
 def test_the_keep_budget_keeps_idle_images_as_a_cache(
-        engine: docker.DockerClient, pushed: Callable[[], str], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine: docker.DockerClient, pushed: Callable[[], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     reference = pushed()
     ensure_image(engine, reference, policy="missing", progress=lambda _: None)
     monkeypatch.setenv("OPENENV_PULLED_KEEP_GB", "5")
@@ -132,7 +137,8 @@ def test_the_keep_budget_keeps_idle_images_as_a_cache(
 
 
 def test_an_image_that_was_already_there_is_not_the_runs_to_collect(
-        engine: docker.DockerClient, pushed: Callable[[], str]) -> None:
+    engine: docker.DockerClient, pushed: Callable[[], str]
+) -> None:
     reference = pushed()
     engine.images.pull(reference)  # the user's own pull
     assert ensure_image(engine, reference, policy="missing", progress=lambda _: None) is None

@@ -25,7 +25,10 @@ def _sleeps(pids: set[int]) -> list[int]:
 def _pids_within(seconds: float, want_sleeps: int) -> set[int]:
     """Our sandboxed pids, polled until `want_sleeps` sleeps run (a loaded machine forks slowly)."""
     deadline = time.monotonic() + seconds
-    while len(_sleeps(pids := {p.pid for p in sandboxed_processes()})) < want_sleeps and time.monotonic() < deadline:
+    while (
+        len(_sleeps(pids := {p.pid for p in sandboxed_processes()})) < want_sleeps
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     return pids
 
@@ -35,7 +38,9 @@ def test_finds_every_process_of_every_sandbox_of_this_process_until_closed() -> 
         a = one.start(["sleep", "60"], env={}, timeout_s=60)
         b = two.start(["sh", "-c", "setsid sleep 60 & wait"], env={}, timeout_s=60)
         found = _pids_within(10, want_sleeps=2)  # each command runs under bwrap processes of its own
-        assert {a.pid, b.pid} <= found and len(_sleeps(found)) == 2, "the setsid daemon is found by its marker"
+        assert {a.pid, b.pid} <= found and len(_sleeps(found)) == 2, (
+            "the setsid daemon is found by its marker"
+        )
     assert sandboxed_processes() == []
 
 

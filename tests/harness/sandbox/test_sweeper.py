@@ -50,8 +50,13 @@ sys.stdin.read()
 def test_the_sweeper_removes_containers_of_a_dead_owner_and_spares_live_ones(
     sandbox: DockerSandbox, client: docker.DockerClient, ours: Callable[[], list[str]]
 ) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", _ORPHAN_MAKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, cwd=REPO)
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _ORPHAN_MAKER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     assert owner.stdout is not None
     orphan = owner.stdout.readline().strip()
     owner.kill()  # SIGKILL: no close(), no atexit
@@ -110,11 +115,18 @@ def test_a_run_sweep_takes_that_runs_dead_owners_and_named_live_owners_and_nothi
         labels = {KIND_LABEL: "docker", OWNER_LABEL: owner, RUN_LABEL: run_id}
         return client.containers.create(DEFAULT_IMAGE, ["true"], labels=labels).id[:12]
 
-    dead_mine, named_mine, live_mine, dead_other = make(run, dead), make(run, named), make(run, live), make(other, dead)
+    dead_mine, named_mine, live_mine, dead_other = (
+        make(run, dead),
+        make(run, named),
+        make(run, live),
+        make(other, dead),
+    )
     try:
         report = sweep(client, run=run, owners=[named])
         assert sorted(report.containers) == sorted([dead_mine, named_mine])
-        left = {c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})}
+        left = {
+            c.short_id for c in client.containers.list(all=True, sparse=True, filters={"label": KIND_LABEL})
+        }
         assert {live_mine, dead_other} <= left
     finally:
         for cid in (live_mine, dead_other):
@@ -125,7 +137,9 @@ def test_a_run_sweep_takes_that_runs_dead_owners_and_named_live_owners_and_nothi
     assert run_labels() == {}
 
 
-def test_the_sweeper_removes_labelled_images_of_a_dead_owner_and_spares_live_ones(client: docker.DockerClient) -> None:
+def test_the_sweeper_removes_labelled_images_of_a_dead_owner_and_spares_live_ones(
+    client: docker.DockerClient,
+) -> None:
     """A graded commit (or any image a sandbox makes) outlives a killed owner; the next sweep removes it."""
     import io
     import tarfile
@@ -140,8 +154,12 @@ def test_the_sweeper_removes_labelled_images_of_a_dead_owner_and_spares_live_one
     made = {}
     for who, owner in (("dead", dead), ("live", owner_label())):
         name = f"openenv-test/graded-{who}-{uuid.uuid4().hex[:8]}"
-        client.api.import_image_from_data(data.getvalue(), repository=name, tag="latest",
-                                          changes=[f"LABEL {KIND_LABEL}=docker", f"LABEL {OWNER_LABEL}={owner}"])
+        client.api.import_image_from_data(
+            data.getvalue(),
+            repository=name,
+            tag="latest",
+            changes=[f"LABEL {KIND_LABEL}=docker", f"LABEL {OWNER_LABEL}={owner}"],
+        )
         made[who] = client.images.get(f"{name}:latest")
     try:
         report = sweep(client)

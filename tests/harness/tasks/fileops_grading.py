@@ -14,8 +14,14 @@ def grade(task_dir: Path, workspace: Path, tmp_path: Path) -> float:
     reward_dir.mkdir(exist_ok=True)
     (reward_dir / "reward.json").unlink(missing_ok=True)
     env = {"PATH": os.environ["PATH"], "TESTS_DIR": str(task_dir / "tests"), "REWARD_DIR": str(reward_dir)}
-    subprocess.run(["sh", str(task_dir / "tests" / "test.sh")], cwd=workspace, env=env, check=False,
-                   capture_output=True, timeout=30)
+    subprocess.run(
+        ["sh", str(task_dir / "tests" / "test.sh")],
+        cwd=workspace,
+        env=env,
+        check=False,
+        capture_output=True,
+        timeout=30,
+    )
     return json.loads((reward_dir / "reward.json").read_text())["reward"]
 
 

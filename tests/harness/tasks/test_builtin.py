@@ -49,6 +49,8 @@ def test_every_builtin_gets_the_one_runner_staged_with_its_hidden_tests():
     canonical = RUNNER.read_text()
     assert "reward.json" in canonical
     for task_id in builtin_task_ids():
-        assert not (BUILTIN_DIR / task_id / "tests" / "run_tests.py").exists(), f"{task_id}: a copy crept back"
+        assert not (BUILTIN_DIR / task_id / "tests" / "run_tests.py").exists(), (
+            f"{task_id}: a copy crept back"
+        )
         assert "run_tests.py" in (BUILTIN_DIR / task_id / "tests" / "test.sh").read_text(), task_id
         assert builtin_task(task_id).tests["run_tests.py"] == canonical, task_id

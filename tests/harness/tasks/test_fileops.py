@@ -55,7 +55,7 @@ def test_forgeries_score_0(tmp_path: Path) -> None:
     ids = generate(tmp_path / "tasks", 2, train=40, heldout=4)
     create = next((tmp_path / "tasks" / "train").glob("create-*"))
     expected = json.loads((create / "tests" / "expected.json").read_text())
-    (name, lines), = expected["files"].items()
+    ((name, lines),) = expected["files"].items()
     link = starting_workspace(create, tmp_path / "link")
     (link / "elsewhere").write_text(lines[0] + "\n")
     (link / name).symlink_to(link / "elsewhere")
@@ -66,8 +66,13 @@ def test_forgeries_score_0(tmp_path: Path) -> None:
     extra = starting_workspace(create, tmp_path / "extra")
     (extra / name).write_text(lines[0] + "\nreward 1\n")
     assert grade(create, extra, tmp_path) == 0.0
-    rename = next(p for i in ids["train"] if i.startswith("rename-") for p in [tmp_path / "tasks" / "train" / i])
+    rename = next(
+        p for i in ids["train"] if i.startswith("rename-") for p in [tmp_path / "tasks" / "train" / i]
+    )
     copied = starting_workspace(rename, tmp_path / "copied")
-    subprocess.run(["bash", "-c", (rename / "solution" / "solve.sh").read_text().replace("mv ", "cp ")],
-                   cwd=copied, check=True)
+    subprocess.run(
+        ["bash", "-c", (rename / "solution" / "solve.sh").read_text().replace("mv ", "cp ")],
+        cwd=copied,
+        check=True,
+    )
     assert grade(rename, copied, tmp_path) == 0.0

@@ -14,20 +14,27 @@ from openenv.harness.tasks.dockerfile import parse_dockerfile
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x00"
 
 
-def make_harbor_task(root: Path, *, dockerfile: str = "FROM python:3.11-slim\nWORKDIR /app\nCOPY app/ /app/\n",
-                     toml: str = 'schema_version = "1.4"\n', solution: bool = True) -> Path:
+def make_harbor_task(
+    root: Path,
+    *,
+    dockerfile: str = "FROM python:3.11-slim\nWORKDIR /app\nCOPY app/ /app/\n",
+    toml: str = 'schema_version = "1.4"\n',
+    solution: bool = True,
+) -> Path:
     """A Harbor-format task as Harbor writes them: absolute /app, /tests, /logs/verifier paths."""
     task = root / "hello-file"
     (task / "tests").mkdir(parents=True)
     (task / "environment" / "app" / "pkg").mkdir(parents=True)
-    (task / "instruction.md").write_text("<!-- harbor-canary GUID 1234 -->\nCreate hello.txt containing hello.\n")
+    (task / "instruction.md").write_text(
+        "<!-- harbor-canary GUID 1234 -->\nCreate hello.txt containing hello.\n"
+    )
     (task / "task.toml").write_text(toml)
     (task / "environment" / "Dockerfile").write_text(dockerfile)
     (task / "environment" / "app" / "README.md").write_text("empty project\n")
     (task / "environment" / "app" / "pkg" / "logo.png").write_bytes(PNG)
     (task / "tests" / "test.sh").write_text(
         "#!/bin/bash\ncd /app\n"
-        'if grep -qx hello hello.txt 2>/dev/null; then echo 1 > /logs/verifier/reward.txt;'
+        "if grep -qx hello hello.txt 2>/dev/null; then echo 1 > /logs/verifier/reward.txt;"
         " else echo 0 > /logs/verifier/reward.txt; fi\n"
     )
     if solution:
@@ -49,12 +56,17 @@ def test_starting_files_come_from_the_dockerfile_copies_bytes_intact(tmp_path):
 def test_harbor_defaults_and_task_toml_fields(tmp_path):
     task = load_harbor_task(make_harbor_task(tmp_path))
     assert (task.verifier_timeout_s, task.verifier_mode, task.schema_version) == (600.0, "shared", "1.4")
-    toml = ('version = "1.0"\n[metadata]\ndifficulty = "easy"\n[agent]\ntimeout_sec = 60.0\n'
-            '[verifier]\ntimeout_sec = 30.0\nenvironment_mode = "separate"\n[verifier.env]\nMODE = "strict"\n'
-            '[solution.env]\nHINT = "1"\n[environment]\nworkdir = "/workspace"\n')
+    toml = (
+        'version = "1.0"\n[metadata]\ndifficulty = "easy"\n[agent]\ntimeout_sec = 60.0\n'
+        '[verifier]\ntimeout_sec = 30.0\nenvironment_mode = "separate"\n[verifier.env]\nMODE = "strict"\n'
+        '[solution.env]\nHINT = "1"\n[environment]\nworkdir = "/workspace"\n'
+    )
     (tmp_path / "b").mkdir()
-    task = load_harbor_task(make_harbor_task(tmp_path / "b", toml=toml,
-                                             dockerfile="FROM ubuntu:24.04\nWORKDIR /app\nCOPY app/ /workspace/\n"))
+    task = load_harbor_task(
+        make_harbor_task(
+            tmp_path / "b", toml=toml, dockerfile="FROM ubuntu:24.04\nWORKDIR /app\nCOPY app/ /workspace/\n"
+        )
+    )
     assert task.schema_version == "1.0" and task.metadata == {"difficulty": "easy"}
     assert (task.timeout_s, task.verifier_timeout_s, task.verifier_mode) == (60.0, 30.0, "separate")
     assert task.verifier_env == {"MODE": "strict"} and task.solution_env == {"HINT": "1"}
@@ -67,8 +79,10 @@ def test_a_task_without_solution_loads_and_has_none(tmp_path):
 
 
 def test_run_steps_and_files_outside_the_workdir_need_a_build(tmp_path):
-    dockerfile = ("FROM python:3.11-slim\n# comment\nRUN pip install --no-index \\\n    requests\n"
-                  "COPY app/README.md /opt/readme\nWORKDIR /app\nCOPY [\"app/pkg\", \"pkg/\"]\n")
+    dockerfile = (
+        "FROM python:3.11-slim\n# comment\nRUN pip install --no-index \\\n    requests\n"
+        'COPY app/README.md /opt/readme\nWORKDIR /app\nCOPY ["app/pkg", "pkg/"]\n'
+    )
     task = load_harbor_task(make_harbor_task(tmp_path, dockerfile=dockerfile))
     assert task.build_steps == ["RUN pip install --no-index requests"]
     assert task.outside_files == ["/opt/readme"] and task.needs_build()
@@ -103,15 +117,25 @@ def test_copy_forms(tmp_path, line, expected):
 
 def test_env_lines_and_dockerignore(tmp_path, monkeypatch):
     monkeypatch.setenv("FIXTURE_MODE", "strict")
-    dockerfile = ("FROM x\nENV APP_HOME=/app\nENV PYTHONPATH=${APP_HOME}/src:$PYTHONPATH PATH=/opt/bin:$PATH\n"
-                  "ENV LEGACY form with spaces\nWORKDIR /app\nCOPY . .\n")
-    folder = make_harbor_task(tmp_path, dockerfile=dockerfile,
-                              toml='[environment.env]\nMODE = "${FIXTURE_MODE}"\nLEVEL = "${FIXTURE_LEVEL:-3}"\n')
+    dockerfile = (
+        "FROM x\nENV APP_HOME=/app\nENV PYTHONPATH=${APP_HOME}/src:$PYTHONPATH PATH=/opt/bin:$PATH\n"
+        "ENV LEGACY form with spaces\nWORKDIR /app\nCOPY . .\n"
+    )
+    folder = make_harbor_task(
+        tmp_path,
+        dockerfile=dockerfile,
+        toml='[environment.env]\nMODE = "${FIXTURE_MODE}"\nLEVEL = "${FIXTURE_LEVEL:-3}"\n',
+    )
     (folder / "environment" / ".dockerignore").write_text("# comment\napp/pkg\n*.md\n")
     (folder / "environment" / "NOTES.md").write_text("ignored at the top level only\n")
     task = load_harbor_task(folder)
-    assert task.env == {"APP_HOME": "/app", "PYTHONPATH": "/app/src:", "LEGACY": "form with spaces",
-                        "MODE": "strict", "LEVEL": "3"}  # PATH is the sandbox's, never the task's
+    assert task.env == {
+        "APP_HOME": "/app",
+        "PYTHONPATH": "/app/src:",
+        "LEGACY": "form with spaces",
+        "MODE": "strict",
+        "LEVEL": "3",
+    }  # PATH is the sandbox's, never the task's
     assert set(task.workspace) == {"Dockerfile", ".dockerignore", "app/README.md"}  # `*` stops at `/`
 
 

@@ -19,8 +19,12 @@ from openenv.harness.tasks.harbor import HARBOR_AGENT_TIMEOUT_S
 REPO = Path(__file__).resolve().parents[3]
 HARBOR_PY = Path(os.environ.get("OPENENV_HARBOR_PYTHON", REPO / ".cache" / "harbor-venv" / "bin" / "python"))
 VIEW = REPO / "tests" / "fixtures" / "harbor_crosscheck" / "harbor_view.py"
-TASK_DIRS = sorted(p for root in (REPO / "tests" / "fixtures" / "harbor", BUILTIN_DIR) for p in root.iterdir()
-                   if (p / "task.toml").is_file())
+TASK_DIRS = sorted(
+    p
+    for root in (REPO / "tests" / "fixtures" / "harbor", BUILTIN_DIR)
+    for p in root.iterdir()
+    if (p / "task.toml").is_file()
+)
 
 # name -> (reward.json or None, reward.txt or None)
 REWARD_CASES: dict[str, tuple[str | None, str | None]] = {
@@ -54,7 +58,9 @@ STRICTER = {"json-number": ("1", None), "json-empty-object": ("{}", None)}
 def _harbor_view(args: list[str]) -> dict:
     if not HARBOR_PY.exists():
         pytest.skip(f"harbor==0.25.0 is not installed at {HARBOR_PY}; run scripts/install_harbor.sh")
-    proc = subprocess.run([str(HARBOR_PY), str(VIEW), *args], capture_output=True, text=True, timeout=120, check=False)
+    proc = subprocess.run(
+        [str(HARBOR_PY), str(VIEW), *args], capture_output=True, text=True, timeout=120, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
 
@@ -69,7 +75,9 @@ def test_harbor_and_we_load_every_task_alike():
         assert ours.schema_version == view["schema_version"], folder.name
         assert ours.timeout_s == (view["agent_timeout_sec"] or HARBOR_AGENT_TIMEOUT_S), folder.name
         assert ours.verifier_timeout_s == view["verifier_timeout_sec"], folder.name
-        assert (ours.verifier_env, ours.solution_env) == (view["verifier_env"], view["solution_env"]), folder.name
+        assert (ours.verifier_env, ours.solution_env) == (view["verifier_env"], view["solution_env"]), (
+            folder.name
+        )
         if view["workdir"] is not None:
             assert ours.workdir == view["workdir"], folder.name
         assert ours.image == view["docker_image"], folder.name

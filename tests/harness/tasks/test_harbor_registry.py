@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from openenv.errors import BadRequest, NotFound
-from openenv.harness.tasks import load_task_set
-from openenv.harness.tasks import harbor_registry
+from openenv.harness.tasks import harbor_registry, load_task_set
 from openenv.harness.tasks.harbor_registry import REGISTRY_ENV, is_dataset_spec, resolve_dataset
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "harbor"
@@ -24,9 +23,16 @@ TASKS = ("schema13-fix-median", "bash-release-notes")
 
 
 def _git(*args: str, cwd: Path) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t"}
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+    }
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 def _repo(tmp: Path, name: str, fill) -> tuple[str, str]:  # type: ignore[no-untyped-def]
@@ -58,17 +64,31 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def dataset(tmp_path: Path, cache: Path) -> tuple[Path, str, Path]:
     """A registry file naming `demo@1.0` (two tasks at a pinned commit) and `demo@2.0` (one, at HEAD)."""
+
     def fill(work: Path) -> None:
         for name in TASKS:
             shutil.copytree(FIXTURES / name, work / "tasks" / name)
 
     url, commit = _repo(tmp_path, "tasks", fill)
-    registry = _registry(tmp_path / "registry.json", [
-        {"name": "demo", "version": "1.0", "description": "two tasks",
-         "tasks": [{"name": n, "git_url": url, "git_commit_id": commit, "path": f"tasks/{n}"} for n in TASKS]},
-        {"name": "demo", "version": "2.0", "description": "head",
-         "tasks": [{"name": TASKS[0], "git_url": url, "path": f"tasks/{TASKS[0]}"}]},
-    ])
+    registry = _registry(
+        tmp_path / "registry.json",
+        [
+            {
+                "name": "demo",
+                "version": "1.0",
+                "description": "two tasks",
+                "tasks": [
+                    {"name": n, "git_url": url, "git_commit_id": commit, "path": f"tasks/{n}"} for n in TASKS
+                ],
+            },
+            {
+                "name": "demo",
+                "version": "2.0",
+                "description": "head",
+                "tasks": [{"name": TASKS[0], "git_url": url, "path": f"tasks/{TASKS[0]}"}],
+            },
+        ],
+    )
     return registry, commit, tmp_path / "tasks.git"
 
 
@@ -115,7 +135,9 @@ def test_a_second_resolution_works_offline_from_the_cache(dataset, monkeypatch) 
         resolve_dataset("demo@1.0", registry=f"file://{registry.parent}/other.json")
 
 
-def test_an_unpinned_task_follows_the_branch_and_falls_back_to_its_last_copy_offline(dataset, monkeypatch) -> None:
+def test_an_unpinned_task_follows_the_branch_and_falls_back_to_its_last_copy_offline(
+    dataset, monkeypatch
+) -> None:
     registry, commit, bare = dataset
     first = resolve_dataset("demo@2.0", registry=str(registry))
     assert (first[0].parent / "commit").read_text().strip() == commit
@@ -124,35 +146,61 @@ def test_an_unpinned_task_follows_the_branch_and_falls_back_to_its_last_copy_off
     assert resolve_dataset("demo@2.0", registry=str(registry)) == first
 
 
-@pytest.mark.parametrize("path, message", [
-    ("../outside", "leaves its repository"),
-    ("tasks/../../outside", "leaves its repository"),
-    ("/etc", "is absolute"),
-])
-def test_a_task_path_leaving_its_repository_is_refused(tmp_path: Path, cache: Path, path: str, message: str) -> None:
+@pytest.mark.parametrize(
+    "path, message",
+    [
+        ("../outside", "leaves its repository"),
+        ("tasks/../../outside", "leaves its repository"),
+        ("/etc", "is absolute"),
+    ],
+)
+def test_a_task_path_leaving_its_repository_is_refused(
+    tmp_path: Path, cache: Path, path: str, message: str
+) -> None:
     url, commit = _repo(tmp_path, "evil", lambda w: shutil.copytree(FIXTURES / TASKS[0], w / "t"))
-    registry = _registry(tmp_path / "r.json", [{"name": "evil", "version": "1", "description": "",
-                                                "tasks": [{"name": "x", "git_url": url, "git_commit_id": commit,
-                                                           "path": path}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [
+            {
+                "name": "evil",
+                "version": "1",
+                "description": "",
+                "tasks": [{"name": "x", "git_url": url, "git_commit_id": commit, "path": path}],
+            }
+        ],
+    )
     with pytest.raises(BadRequest, match=message):
         resolve_dataset("evil@1", registry=str(registry))
 
 
-@pytest.mark.parametrize("plant, message", [
-    (lambda w: (w / "t" / "tests" / "secret").symlink_to("/etc/passwd"), "absolute link"),
-    (lambda w: (w / "t" / "tests" / "up").symlink_to("../../outside.txt"), "links outside the task"),
-    (lambda w: (w / "t" / "solution" / "all").symlink_to("../.."), "links outside the task"),
-])
-def test_a_link_out_of_the_task_is_refused_and_nothing_is_cached(tmp_path: Path, cache: Path, plant, message) -> None:
+@pytest.mark.parametrize(
+    "plant, message",
+    [
+        (lambda w: (w / "t" / "tests" / "secret").symlink_to("/etc/passwd"), "absolute link"),
+        (lambda w: (w / "t" / "tests" / "up").symlink_to("../../outside.txt"), "links outside the task"),
+        (lambda w: (w / "t" / "solution" / "all").symlink_to("../.."), "links outside the task"),
+    ],
+)
+def test_a_link_out_of_the_task_is_refused_and_nothing_is_cached(
+    tmp_path: Path, cache: Path, plant, message
+) -> None:
     def fill(work: Path) -> None:
         shutil.copytree(FIXTURES / TASKS[0], work / "t")
         (work / "outside.txt").write_text("not the task's")
         plant(work)
 
     url, commit = _repo(tmp_path, "evil", fill)
-    registry = _registry(tmp_path / "r.json", [{"name": "evil", "version": "1", "description": "",
-                                                "tasks": [{"name": "t", "git_url": url, "git_commit_id": commit,
-                                                           "path": "t"}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [
+            {
+                "name": "evil",
+                "version": "1",
+                "description": "",
+                "tasks": [{"name": "t", "git_url": url, "git_commit_id": commit, "path": "t"}],
+            }
+        ],
+    )
     with pytest.raises(BadRequest, match=message):
         resolve_dataset("evil@1", registry=str(registry))
     assert not list((cache / "tasks").glob("*/t")), "a refused task leaves nothing in the cache"
@@ -164,9 +212,17 @@ def test_a_task_folder_reached_through_a_link_is_refused(tmp_path: Path, cache: 
         (work / "alias").symlink_to("real")
 
     url, commit = _repo(tmp_path, "evil", fill)
-    registry = _registry(tmp_path / "r.json", [{"name": "evil", "version": "1", "description": "",
-                                                "tasks": [{"name": "a", "git_url": url, "git_commit_id": commit,
-                                                           "path": "alias"}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [
+            {
+                "name": "evil",
+                "version": "1",
+                "description": "",
+                "tasks": [{"name": "a", "git_url": url, "git_commit_id": commit, "path": "alias"}],
+            }
+        ],
+    )
     with pytest.raises(BadRequest, match="passes through a link"):
         resolve_dataset("evil@1", registry=str(registry))
 
@@ -177,25 +233,44 @@ def test_a_link_inside_the_task_is_copied_as_a_file(tmp_path: Path, cache: Path)
         (work / "t" / "tests" / "again.sh").symlink_to("test.sh")
 
     url, commit = _repo(tmp_path, "ok", fill)
-    registry = _registry(tmp_path / "r.json", [{"name": "ok", "version": "1", "description": "",
-                                                "tasks": [{"name": "t", "git_url": url, "git_commit_id": commit,
-                                                           "path": "t"}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [
+            {
+                "name": "ok",
+                "version": "1",
+                "description": "",
+                "tasks": [{"name": "t", "git_url": url, "git_commit_id": commit, "path": "t"}],
+            }
+        ],
+    )
     [folder] = resolve_dataset("ok@1", registry=str(registry))
     copied = folder / "tests" / "again.sh"
     assert not copied.is_symlink() and copied.read_bytes() == (folder / "tests" / "test.sh").read_bytes()
 
 
 def test_a_remote_registry_may_not_name_a_folder_on_this_machine(tmp_path: Path, cache: Path) -> None:
-    registry = _registry(tmp_path / "r.json", [{"name": "l", "version": "1", "description": "",
-                                                "tasks": [{"name": "t", "path": "tasks/t"}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [{"name": "l", "version": "1", "description": "", "tasks": [{"name": "t", "path": "tasks/t"}]}],
+    )
     with pytest.raises(BadRequest, match="without a git_url"):
         resolve_dataset("l@1", registry=f"file://{registry}")
 
 
 def test_a_registry_file_may_name_folders_beside_it(tmp_path: Path, cache: Path) -> None:
     shutil.copytree(FIXTURES / TASKS[0], tmp_path / "local" / TASKS[0])
-    registry = _registry(tmp_path / "r.json", [{"name": "l", "version": "1", "description": "",
-                                                "tasks": [{"name": "t", "path": f"local/{TASKS[0]}"}]}])
+    registry = _registry(
+        tmp_path / "r.json",
+        [
+            {
+                "name": "l",
+                "version": "1",
+                "description": "",
+                "tasks": [{"name": "t", "path": f"local/{TASKS[0]}"}],
+            }
+        ],
+    )
     [folder] = resolve_dataset("l@1", registry=str(registry))
     assert (folder / "instruction.md").read_bytes() == (FIXTURES / TASKS[0] / "instruction.md").read_bytes()
 
@@ -217,9 +292,27 @@ def test_openenv_eval_runs_a_dataset_by_name_and_again_offline(dataset, tmp_path
     monkeypatch.delenv(REGISTRY_ENV, raising=False)
 
     def run(out: Path) -> Report:
-        result = CliRunner().invoke(cli, ["eval", "--harness", "pi", "--tasks", "demo@1.0", "--registry", str(registry),
-                                          "--policy", "oracle", "--sandbox", "local", "--concurrency", "2",
-                                          "--out", str(out), "--json"])
+        result = CliRunner().invoke(
+            cli,
+            [
+                "eval",
+                "--harness",
+                "pi",
+                "--tasks",
+                "demo@1.0",
+                "--registry",
+                str(registry),
+                "--policy",
+                "oracle",
+                "--sandbox",
+                "local",
+                "--concurrency",
+                "2",
+                "--out",
+                str(out),
+                "--json",
+            ],
+        )
         assert result.exit_code == 0, result.output
         return Report.model_validate(json.loads(result.stdout.strip().splitlines()[-1]))
 

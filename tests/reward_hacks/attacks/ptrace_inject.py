@@ -23,9 +23,13 @@ libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_v
 
 
 class Regs(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_ulonglong) for name in (
-        "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
-        "fs_base gs_base ds es fs gs").split()]
+    _fields_ = [
+        (name, ctypes.c_ulonglong)
+        for name in (
+            "r15 r14 r13 r12 rbp rbx r11 r10 r9 r8 rax rcx rdx rsi rdi orig_rax rip cs eflags rsp ss "
+            "fs_base gs_base ds es fs gs"
+        ).split()
+    ]
 
 
 def ptrace(request: int, pid: int, addr: int = 0, data: int = 0) -> int:
@@ -39,7 +43,7 @@ def ptrace(request: int, pid: int, addr: int = 0, data: int = 0) -> int:
 def poke_bytes(pid: int, addr: int, data: bytes) -> None:
     data += b"\0" * (-len(data) % 8)
     for offset in range(0, len(data), 8):
-        ptrace(POKEDATA, pid, addr + offset, int.from_bytes(data[offset:offset + 8], "little"))
+        ptrace(POKEDATA, pid, addr + offset, int.from_bytes(data[offset : offset + 8], "little"))
 
 
 def inject(pid: int, command: str) -> None:

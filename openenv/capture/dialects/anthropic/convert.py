@@ -81,24 +81,34 @@ def _system_message(texts: tuple[str, ...]) -> tuple[Message, ...]:
     return (Message(role="system", parts=tuple(TextPart(text=t) for t in texts)),) if texts else ()
 
 
-def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
-          msg: p.Message) -> tuple[Mapping[str, str], tuple[Message, ...]]:
+def _fold(
+    items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str], msg: p.Message
+) -> tuple[Mapping[str, str], tuple[Message, ...]]:
     """One message's canonical messages (`DialectState` continues a resent history from the converted
     list it extends). `names` (tool_use id -> tool name, for templates that print it) carries to later
     tool results; it is copied, never changed, when a message adds calls."""
     # A message converts once (by identity, see ItemMemo); its tool results also depend on names.
     known = _result_names(msg, names)
     converted: tuple[Message, ...] = items.get(msg, lambda: _message(msg, names), known)
-    calls = {c.id: c.name for m in converted if m.role == "assistant" for c in m.parts if isinstance(c, ToolCallPart)}
+    calls = {
+        c.id: c.name
+        for m in converted
+        if m.role == "assistant"
+        for c in m.parts
+        if isinstance(c, ToolCallPart)
+    }
     return ({**names, **calls} if calls else names), converted
 
 
 _SPEC: CacheSpec[p.MessagesRequest, Mapping[str, str], Message] = CacheSpec(
-    NAME, p.MessagesRequest, ("messages", "tools"), _fold, {})
+    NAME, p.MessagesRequest, ("messages", "tools"), _fold, {}
+)
 
 
 def _message(msg: p.Message, names: Mapping[str, str]) -> tuple[Message, ...]:
-    blocks: list[p.RequestBlock] = [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
+    blocks: list[p.RequestBlock] = (
+        [p.TextBlock(text=msg.content)] if isinstance(msg.content, str) else msg.content
+    )
     match msg.role:
         case "system" | "user":
             # An empty `{role: system, content: []}` (Claude Code --bare, between turns) adds nothing.
@@ -274,11 +284,16 @@ def _block_events(index: int, block: p.ResponseBlock) -> Iterator[ServerSentEven
             deltas = [p.TextDelta(text=piece) for piece in chunk_text(block.text)]
         case p.ResponseThinkingBlock():
             start = p.ResponseThinkingBlock(thinking="")
-            deltas = [p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking, channel="reasoning")]
+            deltas = [
+                p.ThinkingDelta(thinking=piece) for piece in chunk_text(block.thinking, channel="reasoning")
+            ]
         case p.ResponseToolUseBlock():
             start = p.ResponseToolUseBlock(id=block.id, name=block.name, input={})
             args = json.dumps(block.input, ensure_ascii=False)
-            deltas = [p.InputJSONDelta(partial_json=piece) for piece in chunk_text(args, channel=f"arguments{index}")]
+            deltas = [
+                p.InputJSONDelta(partial_json=piece)
+                for piece in chunk_text(args, channel=f"arguments{index}")
+            ]
         case _:
             assert_never(block)
     yield _event(p.ContentBlockStartEvent(index=index, content_block=start))

@@ -49,8 +49,6 @@ __all__ = [
 NAME = "gemini"
 
 
-
-
 def session_token(ctx: RequestContext) -> str | None:
     """`x-goog-api-key` (Gemini CLI, google-genai) or `?key=` (REST samples)."""
     return ctx.headers.get("x-goog-api-key") or ctx.query.get("key") or None
@@ -99,7 +97,9 @@ class _CallIds:
 
     def call(self, fc: p.FunctionCall) -> tuple[_CallIds, str]:
         call_id = fc.id or f"call_{fc.name}_{self.count}"
-        return _CallIds(self.count + 1, {**self.open, fc.name: (*self.open.get(fc.name, ()), call_id)}), call_id
+        return _CallIds(
+            self.count + 1, {**self.open, fc.name: (*self.open.get(fc.name, ()), call_id)}
+        ), call_id
 
     def response(self, fr: p.FunctionResponse) -> tuple[_CallIds, str]:
         pending = self.open.get(fr.name, ())
@@ -107,7 +107,7 @@ class _CallIds:
             if fr.id not in pending:
                 return self, fr.id
             i = pending.index(fr.id)
-            return self._answered(fr.name, pending[:i] + pending[i + 1:]), fr.id
+            return self._answered(fr.name, pending[:i] + pending[i + 1 :]), fr.id
         if pending:
             return self._answered(fr.name, pending[1:]), pending[0]
         return self, f"call_{fr.name}_unmatched"
@@ -116,8 +116,9 @@ class _CallIds:
         return _CallIds(self.count, {**self.open, name: pending})
 
 
-def _fold(items: ItemMemo[Any], values: ValueMemo, ids: _CallIds,
-          content: p.Content) -> tuple[_CallIds, list[Message]]:
+def _fold(
+    items: ItemMemo[Any], values: ValueMemo, ids: _CallIds, content: p.Content
+) -> tuple[_CallIds, list[Message]]:
     """One content's canonical messages, and the call ids after it (`DialectState` continues resent
     contents from the converted list they extend, so a turn converts its new contents)."""
     if content.role != "model":
@@ -131,7 +132,8 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, ids: _CallIds,
 
 
 _SPEC: CacheSpec[p.GenerateContentRequest, _CallIds, Message] = CacheSpec(
-    NAME, p.GenerateContentRequest, ("contents", "tools"), _fold, _CallIds())
+    NAME, p.GenerateContentRequest, ("contents", "tools"), _fold, _CallIds()
+)
 
 
 def _has_model_part(part: p.Part) -> bool:

@@ -54,8 +54,9 @@ def session_token(ctx: RequestContext) -> str | None:
 
 def to_canonical(req: p.ChatCompletionRequest, state: DialectState) -> CanonicalRequest:
     if req.n is not None and req.n > 1:
-        raise Unsupported(f"n={req.n} is not supported; the proxy samples one choice per request (n=1)",
-                          param="n")
+        raise Unsupported(
+            f"n={req.n} is not supported; the proxy samples one choice per request (n=1)", param="n"
+        )
     caches = state.caches(_SPEC)
     return CanonicalRequest(
         model=req.model,
@@ -67,8 +68,9 @@ def to_canonical(req: p.ChatCompletionRequest, state: DialectState) -> Canonical
     )
 
 
-def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
-          msg: p.ChatMessage) -> tuple[Mapping[str, str], tuple[Message]]:
+def _fold(
+    items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str], msg: p.ChatMessage
+) -> tuple[Mapping[str, str], tuple[Message]]:
     """One message's canonical form (`DialectState` continues a resent history from the converted list
     it extends, so a turn converts its new messages). `names` (tool_call_id -> function name, for
     templates that print it) carries to later tool messages; it is copied, never changed."""
@@ -79,7 +81,8 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, names: Mapping[str, str],
 
 
 _SPEC: CacheSpec[p.ChatCompletionRequest, Mapping[str, str], Message] = CacheSpec(
-    NAME, p.ChatCompletionRequest, ("messages", "tools"), _fold, {})
+    NAME, p.ChatCompletionRequest, ("messages", "tools"), _fold, {}
+)
 
 
 # Harnesses resend the whole history every turn; converting each message once (by value, `values`)
@@ -128,8 +131,9 @@ def _text(content: p.Content) -> str:
     pieces = []
     for part in content:
         if part.type not in ("text", "refusal"):
-            raise Unsupported(f"content part type {part.type!r} is not supported; send text parts only",
-                              param="messages")
+            raise Unsupported(
+                f"content part type {part.type!r} is not supported; send text parts only", param="messages"
+            )
         pieces.append(part.text or part.refusal or "")
     return "".join(pieces)
 
@@ -173,8 +177,10 @@ def _tool_choice(choice: str | p.NamedToolChoice | None) -> ToolChoice:
 
 
 def from_canonical(done: Completion, req: p.ChatCompletionRequest) -> p.ChatCompletion:
-    calls = [p.ResponseToolCall(id=c.id, function=p.FunctionCall(name=c.name, arguments=c.arguments))
-             for c in done.tool_calls]
+    calls = [
+        p.ResponseToolCall(id=c.id, function=p.FunctionCall(name=c.name, arguments=c.arguments))
+        for c in done.tool_calls
+    ]
     message = p.ResponseMessage(
         content=done.text if done.text or not calls else None,
         tool_calls=calls or None,
@@ -191,8 +197,9 @@ def from_canonical(done: Completion, req: p.ChatCompletionRequest) -> p.ChatComp
 
 def _usage(done: Completion) -> p.UsageInfo:
     u = done.usage
-    return p.UsageInfo(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                       total_tokens=u.total_tokens)
+    return p.UsageInfo(
+        prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens, total_tokens=u.total_tokens
+    )
 
 
 def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[ServerSentEvent]:
@@ -209,8 +216,12 @@ def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[Serve
     for piece in chunk_text(done.text):
         yield chunk(p.Delta(content=piece))
     for index, call in enumerate(done.tool_calls):
-        start = p.DeltaToolCall(index=index, id=call.id, type="function",
-                                function=p.DeltaFunctionCall(name=call.name, arguments=""))
+        start = p.DeltaToolCall(
+            index=index,
+            id=call.id,
+            type="function",
+            function=p.DeltaFunctionCall(name=call.name, arguments=""),
+        )
         yield chunk(p.Delta(tool_calls=[start]))
         for piece in chunk_text(call.arguments, channel=f"arguments{index}"):
             args = p.DeltaToolCall(index=index, function=p.DeltaFunctionCall(arguments=piece))
@@ -223,6 +234,7 @@ def sse_events(done: Completion, req: p.ChatCompletionRequest) -> Iterator[Serve
 
 
 # ---- errors and probes -----------------------------------------------------------------------------
+
 
 def error_body(err: OpenEnvError) -> tuple[int, BaseModel]:
     """The OpenAI error format (`_shared.openai_error_body`), which the Responses API shares."""

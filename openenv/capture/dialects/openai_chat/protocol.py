@@ -275,4 +275,3 @@ class ModelCard(_Exact):
 class ModelList(_Exact):
     object: Literal["list"] = "list"
     data: list[ModelCard]
-

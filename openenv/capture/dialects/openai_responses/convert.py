@@ -95,7 +95,9 @@ def _instructions(instructions: str | None, values: ValueMemo) -> tuple[Message,
     """The system message, the same object every turn (the session compares history by identity)."""
     if not instructions:
         return ()
-    return values.get(("system", instructions), lambda: (Message(role="system", parts=(TextPart(text=instructions),)),))
+    return values.get(
+        ("system", instructions), lambda: (Message(role="system", parts=(TextPart(text=instructions),)),)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +124,9 @@ class _Fold:
         return (Message(role="assistant", parts=self.turn),) if self.turn else ()
 
 
-def _fold(items: ItemMemo[Any], values: ValueMemo, state: _Fold,
-          item: p.InputItem) -> tuple[_Fold, tuple[Message, ...]]:
+def _fold(
+    items: ItemMemo[Any], values: ValueMemo, state: _Fold, item: p.InputItem
+) -> tuple[_Fold, tuple[Message, ...]]:
     """One input item's canonical messages (`DialectState` continues a resent input list from the
     converted list it extends, so a turn converts its new items)."""
     match item:
@@ -135,7 +138,9 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, state: _Fold,
             kind = "user" if role == "user" else "system"
             return state.add(Message(role=kind, parts=(TextPart(text=text),) if text else ()))
         case p.FunctionCallItem():
-            return state.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments)), ()
+            return state.assistant(
+                ToolCallPart(id=item.call_id, name=item.name, arguments=item.arguments)
+            ), ()
         case p.CustomToolCallItem():
             args = json.dumps({CUSTOM_INPUT: item.input}, ensure_ascii=False)
             return state.assistant(ToolCallPart(id=item.call_id, name=item.name, arguments=args)), ()
@@ -151,10 +156,13 @@ def _fold(items: ItemMemo[Any], values: ValueMemo, state: _Fold,
 
 
 _SPEC: CacheSpec[p.ResponsesRequest, _Fold, Message] = CacheSpec(
-    NAME, p.ResponsesRequest, ("input", "tools"), _fold, _Fold(), _Fold.closed)
+    NAME, p.ResponsesRequest, ("input", "tools"), _fold, _Fold(), _Fold.closed
+)
 
 
-def _messages(items: str | list[p.InputItem], caches: DialectCaches[Any, _Fold, Message]) -> tuple[Message, ...]:
+def _messages(
+    items: str | list[p.InputItem], caches: DialectCaches[Any, _Fold, Message]
+) -> tuple[Message, ...]:
     if isinstance(items, str):
         return (Message(role="user", parts=(TextPart(text=items),)),)
     return caches.history.convert(items)
