@@ -48,7 +48,9 @@ def verdict_cells(path: Path) -> list[Cell]:
                 "detail": row["detail"],
                 "date": verdict["date"],
                 "commit": verdict["commit"],
-                "evidence": row.get("evidence") or str(path),
+                "evidence": _relative(
+                    row.get("evidence") or str(path)
+                ),  # the ledger travels: never an absolute path
             }
         )
     return cells
@@ -79,7 +81,7 @@ def sweep_cells(path: Path) -> list[Cell]:
                 + (f"; not: {', '.join(unsolved[:5])}" if unsolved else ""),
                 "date": dates[-1],
                 "commit": ",".join(commits) or None,
-                "evidence": str(path),
+                "evidence": _relative(str(path)),
             }
         )
     return cells
