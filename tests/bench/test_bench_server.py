@@ -8,13 +8,20 @@ whole benchmark with SystemExit and the sweep said nothing about the other serve
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import bench_server
+_TOKEN = os.environ.get("OPENENV_TOKEN")
+import bench_server  # noqa: E402
+
+# The script gives its served children a token through the environment it imports into; in this test
+# process that would leak into every later test (`openenv serve --no-token` then saw a token and refused).
+if _TOKEN is None:
+    os.environ.pop("OPENENV_TOKEN", None)
 
 
 async def _refusing_every_other_step(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
