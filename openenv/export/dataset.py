@@ -80,6 +80,11 @@ def token_features() -> Any:
             "turn_ids": List(Value("string")),
             "origin": Value("string"),
             "parent": Value("int32"),  # lineage: why the sequence began, from which
+            # what the logprobs mean (capture/logprob_mode.py): sampled at this temperature, the engine's
+            # verdict (processed / raw / unknown), and whether a trainer may use them as behaviour logprobs
+            "temperature": Value("float64"),
+            "logprob_mode": Value("string"),
+            "trainable": Value("bool"),
         }
     )
 
