@@ -30,6 +30,12 @@ os.environ.setdefault(
     "OPENENV_TINY_MODEL", str(Path(__file__).resolve().parents[1] / ".cache" / "tiny-model")
 )
 
+# No pull leaves this machine: a task naming an image the engine lacks would make the daemon resolve a
+# registry host through the machine's resolver (a private address). Tests of pulling clear this and
+# pull from a registry on 127.0.0.1 (`loopback_registry`); every other test sees `never`, so a missing
+# image is the error that names the ways out, at once.
+os.environ.setdefault("OPENENV_PULL", "never")
+
 if TYPE_CHECKING:
     from openenv.capture.backends.local import LocalBackend
     from openenv.capture.renderer import Renderer
