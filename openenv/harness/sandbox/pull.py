@@ -181,6 +181,9 @@ def ensure_image(
             image=reference,
         )
     if present and (policy == "missing" or pinned or reference in _asked_this_process):
+        # Claimed again now that it is there: another process may have pulled it since the claim above,
+        # and entered it in the ledger before pulling (below), so this user is counted and not collected.
+        pulled.claim(reference)
         return None
 
     def work() -> str | None:
@@ -189,11 +192,18 @@ def ensure_image(
         if has_image(client, reference) and (policy == "missing" or pinned or asked):
             return None  # another thread or process pulled it while this one waited
         before = has_image(client, reference)
-        digest = pull_image(client, reference, progress=progress)
+        if not before:  # in the ledger before the pull: whoever finds the image present after it claims it
+            pulled.record(client, reference)
+        try:
+            digest = pull_image(client, reference, progress=progress)
+        except BaseException:
+            if not before:
+                pulled.forget(reference)
+            raise
         with _asked:
             _asked_this_process.add(reference)
         if not before:
-            pulled.record(client, reference)
+            pulled.record(client, reference)  # again, now with the image's id and size
         return f"image {reference} pulled" + (f" ({digest})" if digest else "")
 
     note = once(f"docker-pull:{reference}", work, on_wait=progress)

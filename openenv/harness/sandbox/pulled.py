@@ -32,7 +32,7 @@ from openenv.harness.sandbox.owners import is_orphan, owner_label
 if TYPE_CHECKING:
     import docker
 
-__all__ = ["KEEP_ENV", "claim", "collect", "entries", "ledger_dir", "record"]
+__all__ = ["KEEP_ENV", "claim", "collect", "entries", "forget", "ledger_dir", "record"]
 
 KEEP_ENV = "OPENENV_PULLED_KEEP_GB"
 _exit_hook = threading.Lock()
@@ -100,6 +100,12 @@ def record(client: docker.DockerClient, reference: str) -> None:
             last_used=time.time(),
         )
     _collect_at_exit()
+
+
+def forget(reference: str) -> None:
+    """Drop `reference`'s entry: its pull failed, so there is no image of ours to collect."""
+    with _locked(_path(reference)) as entry:
+        entry.clear()
 
 
 def entries() -> list[dict[str, Any]]:

@@ -207,7 +207,9 @@ def test_eight_first_episodes_of_a_new_image_make_one_pull_and_one_build(
     with ThreadPoolExecutor(8) as pool:
         assert list(pool.map(episode, range(8))) == ["ok"] * 8
     assert loopback_registry.requests("GET", f"/v2/{repository}/manifests/") == manifests + 1
-    assert _events(client, since, "pull") == [reference]
+    # this image's pulls only: the window starts a second early (the engine's clock), so a pull the test
+    # before made can be in it
+    assert [r for r in _events(client, since, "pull") if repository in r] == [reference]
     built = [name for name in _events(client, since, "tag") if name.startswith("openenv/task-")]
     assert len(built) == 1, built
     said = [line for n in notes for line in n]
