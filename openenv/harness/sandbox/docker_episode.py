@@ -15,7 +15,7 @@ import docker
 
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.files import copy_plain
-from openenv.harness.sandbox.pull import PullPolicy
+from openenv.harness.sandbox.pull_policy import PullPolicy
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import RewardRule, Verdict, verify
 from openenv.settings import flag

@@ -30,7 +30,8 @@ from openenv.harness.install import install, install_status, prefix
 from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base_image import base_image_hint
 from openenv.harness.sandbox.once import once
-from openenv.harness.sandbox.pull import PullPolicy, ensure_image, has_image, pull_policy
+from openenv.harness.sandbox.pull import ensure_image, has_image
+from openenv.harness.sandbox.pull_policy import PullPolicy, pull_policy
 from openenv.harness.spec import HarnessSpec
 from openenv.harness.tasks.model import Task
 

@@ -14,48 +14,30 @@ ledger so it is garbage-collected when no live run uses it.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Literal, get_args
+from typing import Any
 
 import docker
 import docker.errors
 
-from openenv.errors import BadRequest, EnvError
+from openenv.errors import EnvError
 from openenv.harness.sandbox import pulled
 from openenv.harness.sandbox.once import once
+from openenv.harness.sandbox.pull_policy import PULL_ENV, PullPolicy
 
 __all__ = [
-    "PULL_ENV",
-    "PullPolicy",
     "PullProgress",
     "ensure_image",
     "has_image",
     "pull_image",
-    "pull_policy",
     "split_reference",
 ]
 
-PullPolicy = Literal["missing", "always", "never"]
-PULL_ENV = "OPENENV_PULL"
 Progress = Callable[[str], None]
 _asked_this_process: set[str] = set()  # `always`: references re-checked with the registry by this process
 _asked = threading.Lock()
-
-
-def pull_policy(value: str | None = None) -> PullPolicy:
-    """`value`, else `$OPENENV_PULL`, else `missing`, checked.
-
-    Raises:
-        BadRequest: not one of missing, always, never (the message names where it came from).
-    """
-    chosen = value or os.environ.get(PULL_ENV) or "missing"
-    if chosen not in get_args(PullPolicy):
-        where = "--pull" if value else PULL_ENV
-        raise BadRequest(f"{where} must be one of missing, always, never; got {chosen!r}")
-    return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
 
 
 def split_reference(reference: str) -> tuple[str, str]:

@@ -35,44 +35,25 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Literal
 
 from openenv.errors import BadRequest, EnvError
+from openenv.harness.sandbox.pull_policy import PULL_ENV, PullPolicy, pull_policy
 
 __all__ = [
-    "PULL_ENV",
     "ROOTFS_CACHE_ENV",
     "ImageRoot",
-    "PullPolicy",
     "RootfsCache",
     "copy_workdir",
     "ensure_mountpoint",
     "fetch_tools_missing",
-    "pull_policy",
     "resolve_in_root",
 ]
 
-PULL_ENV = "OPENENV_PULL"
 ROOTFS_CACHE_ENV = "OPENENV_ROOTFS_CACHE"
 MAX_AGE_ENV = "OPENENV_ROOTFS_MAX_AGE_DAYS"
-PullPolicy = Literal["missing", "always", "never"]
 Progress = Callable[[str], None]
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _LOOPBACK = re.compile(r"^(localhost|127(\.\d{1,3}){3}|\[::1\])(:\d+)?$")
-
-
-def pull_policy(value: str | None = None) -> PullPolicy:
-    """`value`, else `$OPENENV_PULL`, else `missing` (Docker's default).
-
-    Raises:
-        BadRequest: not one of missing, always, never.
-    """
-    chosen = (value or os.environ.get(PULL_ENV) or "missing").strip().lower()
-    if chosen not in ("missing", "always", "never"):
-        raise BadRequest(
-            f"pull policy must be missing, always or never, got {chosen!r} (from --pull or {PULL_ENV})"
-        )
-    return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
 
 
 def fetch_tools_missing() -> str | None:
