@@ -31,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -366,7 +367,9 @@ def _lease_run(lease: Path) -> str | None:
 
 
 def _write_json(path: Path, data: object) -> None:
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    # pid and thread: episodes of one process (threads) write the same file at once, each through its own
+    # temporary, and the last rename wins whole
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
 
