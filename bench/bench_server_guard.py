@@ -31,8 +31,8 @@ import bench_server as bs
 
 GUARDED = bs.OURS
 UNGUARDED = bs.OURS.replace(
-    "uvicorn.run(create_app(env, max_sessions=64, security=security),",
-    "app = create_app(env, max_sessions=64, security=security)\n"
+    "uvicorn.run(create_app(env, max_sessions={max_sessions}, security=security),",
+    "app = create_app(env, max_sessions={max_sessions}, security=security)\n"
     "app.user_middleware = [m for m in app.user_middleware if m.cls.__name__ != 'SecurityMiddleware']\n"
     "uvicorn.run(app,",
 )
