@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -273,6 +274,41 @@ class ReplayEngine:
         return list(reply.json()["tokens"])
 
 
+def _probe_reply(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The logprob-mode probe's answer (capture/logprob_mode.py: one token, top-2 logprobs, at T = 1 and 2),
+    as a processed engine gives it: two logits 2 and 0 through `log_softmax(z / T)`, so the gap halves at
+    T = 2. A stand-in that answered nothing would be `unknown`, and its rows not trainable."""
+    if (
+        int(body.get("logprobs") or 0) < 2
+        or body.get("max_tokens") != 1
+        or body.get("prompt_logprobs") is not None
+    ):
+        return None
+    t = float(body.get("temperature") or 1.0)
+    first, second = 2.0 / t, 0.0
+    norm = math.log(math.exp(first) + math.exp(second))
+    top = {"token_id:5": first - norm, "token_id:6": second - norm}
+    return {
+        "id": "cmpl-probe",
+        "object": "text_completion",
+        "model": "tiny",
+        "choices": [
+            {
+                "index": 0,
+                "text": "",
+                "token_ids": [5],
+                "finish_reason": "length",
+                "logprobs": {
+                    "token_logprobs": [first - norm],
+                    "tokens": ["token_id:5"],
+                    "top_logprobs": [top],
+                },
+            }
+        ],
+        "usage": {"prompt_tokens": len(body.get("prompt") or []), "completion_tokens": 1, "total_tokens": 0},
+    }
+
+
 def _answer(reply: dict[str, Any]) -> Any:
     """A JSON response; a paced engine's time rides in the `x-engine-ms` header, out of the body."""
     from starlette.responses import JSONResponse
@@ -293,7 +329,9 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
         )
 
     async def completions(request: Request) -> JSONResponse:
-        return _answer(await engine.completions(await request.json()))
+        body = await request.json()
+        probe = _probe_reply(body)
+        return _answer(probe if probe is not None else await engine.completions(body))
 
     async def chat(request: Request) -> JSONResponse:
         return _answer(await engine.chat(await request.json()))
