@@ -223,11 +223,15 @@ def test_openenv_run_on_a_harbor_folder_in_docker_prints_the_substitution(
         str(tmp_path / "t.jsonl"),
     ]
     env = {k: v for k, v in os.environ.items() if k != "OPENENV_IMAGE_SUBSTITUTES"}
-    refused = subprocess.run(base, capture_output=True, text=True, timeout=300, check=False, env=env)
+    # --pull never: a pull of ubuntu:24.04 would leave this machine; offline, the refusal names the ways out
+    refused = subprocess.run(
+        [*base, "--pull", "never"], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
     assert refused.returncode == 1
     said = " ".join(refused.stderr.split())  # rich wraps long lines
     assert (
-        "needs image 'ubuntu:24.04'" in said and "--image-substitute ubuntu:24.04=openenv/base:latest" in said
+        "image ubuntu:24.04 is not in the Docker engine" in said
+        and "--image-substitute ubuntu:24.04=openenv/base:latest" in said
     )
     ran = subprocess.run(
         [*base, "--image-substitute", f"ubuntu:24.04={python_image}"],
