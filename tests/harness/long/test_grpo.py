@@ -19,7 +19,9 @@ from openenv.train.failures import GroupOutcome
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 from tests.harness.long.test_long_episodes import LINEAGE
 
-pytestmark = [pytest.mark.slow, pytest.mark.vllm]
+# `extended` (about 6 minutes of CPU training on ~15k-token rows): every commit still trains GRPO on
+# branching episodes (tests/train/test_trainer.py) and on real ones through Ray (tests/executor).
+pytestmark = [pytest.mark.slow, pytest.mark.vllm, pytest.mark.extended]
 
 
 def episode_reward(prompts, completions, episode_reward, **kwargs):
