@@ -29,13 +29,14 @@ from openenv.client.env_client import EnvClient
 from openenv.core.net import free_port, wait_for_health
 from openenv.errors import TransportError
 from openenv.harness.catalog import get_spec
-from openenv.harness.env_image import SPACE_BASES, build_args
+from openenv.harness.env_image import SPACE_BASES
 from openenv.harness.forwarder import UnixToTcpBridge
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
 from openenv.harness.oracle import OraclePolicy
 from openenv.harness.sandbox.docker import engine_available
 from openenv.harness.tasks import builtin_task
+from openenv.testing.space import build_space_image
 from tests.interop.conftest import Reference, reference  # noqa: F401  (the fixture, shared with tests/interop)
 
 pytestmark = pytest.mark.slow
@@ -61,9 +62,6 @@ def space_image(tmp_path_factory: pytest.TempPathFactory) -> str:
         pytest.skip(f"{reason}; run scripts/install.sh --all")
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install.sh --all")
-    import docker
-    import docker.errors
-
     subprocess.run(["bash", str(REPO / "scripts" / "build_python_image.sh")], check=True)
     space = tmp_path_factory.mktemp("space") / "pi"
     subprocess.run(
@@ -77,24 +75,10 @@ def space_image(tmp_path_factory: pytest.TempPathFactory) -> str:
     assert "USER 1000" in instructions and not any(
         "SYS_ADMIN" in line or "seccomp" in line for line in instructions
     )
-    args, said = build_args(dockerfile, OFFLINE)
-    assert sorted(args) == ["BASE_IMAGE", "NODE_IMAGE"]  # every FROM is a public image we stand in for
-    for line in said:
-        print(f"[space] {line}")
-    try:
-        docker.from_env().images.build(
-            path=str(space),
-            tag=TAG,
-            buildargs=args,
-            network_mode="none",
-            rm=True,
-            forcerm=True,
-            labels=LABELS,
-        )
-    except docker.errors.BuildError as exc:
-        log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
-        pytest.fail(f"building the Space failed: {exc.msg}\n{log[-3000:]}")
-    return TAG
+    # Every FROM is a public image we stand in for.
+    return build_space_image(
+        space, TAG, substitutes=OFFLINE, labels=LABELS, expect_args=["BASE_IMAGE", "NODE_IMAGE"]
+    )
 
 
 @pytest.fixture(scope="module")

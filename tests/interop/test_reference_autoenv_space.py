@@ -34,9 +34,9 @@ import pytest
 
 from openenv.core.net import free_port, wait_for_health
 from openenv.errors import TransportError
-from openenv.harness.env_image import build_args
 from openenv.harness.sandbox.docker import engine_available
 from openenv.space_package import space_package
+from openenv.testing.space import build_space_image
 from tests.interop.conftest import Reference
 
 pytestmark = pytest.mark.slow
@@ -95,29 +95,9 @@ def space_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def space_image(space_repo: tuple[Path, str]) -> str:
     if (reason := engine_available()) is not None:
         pytest.skip(f"{reason}; run scripts/install.sh --all")
-    import docker
-    import docker.errors
-
     subprocess.run(["bash", str(REPO / "scripts" / "build_python_image.sh")], check=True)
     folder, _ = space_repo
-    args, said = build_args((folder / "Dockerfile").read_text(), OFFLINE)
-    assert sorted(args) == ["BASE_IMAGE"]
-    for line in said:
-        print(f"[space] {line}")
-    try:
-        docker.from_env().images.build(
-            path=str(folder),
-            tag=TAG,
-            buildargs=args,
-            network_mode="none",
-            rm=True,
-            forcerm=True,
-            labels=LABELS,
-        )
-    except docker.errors.BuildError as exc:
-        log = "".join(str(line.get("stream", line.get("error", ""))) for line in exc.build_log)
-        pytest.fail(f"building the Space failed: {exc.msg}\n{log[-3000:]}")
-    return TAG
+    return build_space_image(folder, TAG, substitutes=OFFLINE, labels=LABELS, expect_args=["BASE_IMAGE"])
 
 
 def _run_as_spaces_do(image: str, **kwargs: object) -> dict[str, object]:
