@@ -175,7 +175,7 @@ def ensure_image(
             return None  # another thread or process pulled it while this one waited
         before = has_image(client, reference)
         if not before:  # in the ledger before the pull: whoever finds the image present after it claims it
-            pulled.record(client, reference)
+            pulled.pending(reference)
         try:
             digest = pull_image(client, reference, progress=progress)
         except BaseException:
@@ -185,7 +185,7 @@ def ensure_image(
         with _asked:
             _asked_this_process.add(reference)
         if not before:
-            pulled.record(client, reference)  # again, now with the image's id and size
+            pulled.record(client, reference)  # the pending entry completed: the image's id and size
         return f"image {reference} pulled" + (f" ({digest})" if digest else "")
 
     note = once(f"docker-pull:{reference}", work, on_wait=progress)

@@ -82,8 +82,25 @@ def claim(reference: str) -> None:
     _collect_at_exit()  # the last user to leave cleanly collects
 
 
+def pending(reference: str) -> None:
+    """Enter `reference` before this process pulls it: `pending` until `record` completes the entry.
+
+    Entered first so that a process finding the image present mid-pull (another's pull) counts as its
+    user, and no collector removes it under that process; `forget` drops the entry if the pull fails."""
+    with _locked(_path(reference)) as entry:
+        owners = set(entry.get("owners", [])) | {owner_label()}
+        entry.update(
+            reference=reference,
+            state="pending",
+            owners=sorted(owners),
+            pulled_at=entry.get("pulled_at", time.time()),
+            last_used=time.time(),
+        )
+    _collect_at_exit()
+
+
 def record(client: docker.DockerClient, reference: str) -> None:
-    """Enter `reference`, just pulled by this process, in the ledger, and collect at this process's exit."""
+    """Complete `reference`'s entry once this process pulled it: the image's id and size, `pulled`."""
     try:
         image = client.images.get(reference)
         image_id, size = image.id, int(image.attrs.get("Size") or 0)
@@ -93,6 +110,7 @@ def record(client: docker.DockerClient, reference: str) -> None:
         owners = set(entry.get("owners", [])) | {owner_label()}
         entry.update(
             reference=reference,
+            state="pulled",
             image_id=image_id,
             size=size,
             owners=sorted(owners),
@@ -109,7 +127,7 @@ def forget(reference: str) -> None:
 
 
 def entries() -> list[dict[str, Any]]:
-    """Every ledger entry (reference, image_id, size, owners, pulled_at, last_used)."""
+    """Every ledger entry (reference, state, image_id, size, owners, pulled_at, last_used)."""
     found = []
     for path in sorted(ledger_dir().glob("*.json")):
         try:

@@ -145,3 +145,32 @@ def test_an_image_that_was_already_there_is_not_the_runs_to_collect(
     assert pulled.entries() == []
     assert pulled.collect(engine, everything=True) == []
     assert _present(engine, reference)
+
+
+def test_the_ledger_holds_a_pending_entry_during_the_pull_and_completes_it_after(
+    engine: docker.DockerClient, pushed: Callable[[], str]
+) -> None:
+    reference = pushed()
+    during: list[list[dict[str, object]]] = []
+    ensure_image(engine, reference, policy="missing", progress=lambda _: during.append(pulled.entries()))
+    assert during, "the pull reported progress"
+    # Entered before the pull: a process that finds the image mid-pull is counted as a user of it.
+    first = during[0]
+    assert [(e["reference"], e["state"], e["owners"]) for e in first] == [
+        (reference, "pending", [owner_label()])
+    ]
+    assert "image_id" not in first[0]
+    (done,) = pulled.entries()
+    assert done["state"] == "pulled"
+    assert done["image_id"] == engine.images.get(reference).id and int(done["size"]) > 0
+
+
+def test_a_failed_pull_leaves_no_entry(
+    engine: docker.DockerClient, loopback_registry: LoopbackRegistry
+) -> None:
+    from openenv.errors import EnvError
+
+    missing = f"{loopback_registry.host}/openenv-test/never-pushed-{uuid.uuid4().hex[:8]}:1"
+    with pytest.raises(EnvError):
+        ensure_image(engine, missing, policy="missing", progress=lambda _: None)
+    assert pulled.entries() == []
