@@ -7,6 +7,7 @@ import importlib
 import typer
 
 from openenv.cli._errors import guard
+from openenv.cli._help import reflow_app
 
 __all__ = ["app", "main"]
 
@@ -42,6 +43,7 @@ for _name in _COMMAND_MODULES:
             raise
         continue
     _module.register(app)
+reflow_app(app)
 
 
 def main() -> None:

@@ -64,3 +64,53 @@ def test_init_prints_the_next_step_whole(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     line = " ".join(proc.stdout.split())
     assert f"-m pytest && {sys.executable} -m openenv.cli.main validate ." in line, proc.stdout
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    found: list[tuple[tuple[str, ...], object]] = [(path, command)]
+    if isinstance(getattr(command, "commands", None), dict):  # a group (typer vendors its own click)
+        for name, sub in command.commands.items():  # type: ignore[attr-defined]
+            found += _commands(sub, (*path, name))
+    return found
+
+
+def test_reflow_joins_prose_and_keeps_lists_and_verbatim_blocks() -> None:
+    from openenv.cli._help import reflow
+
+    text = "First line\nof a sentence.\n\nSteps:\n- one\n- two\n\n\bkept\nas is\n\n    code\n    block"
+    assert (
+        reflow(text)
+        == "First line of a sentence.\n\nSteps:\n- one\n- two\n\n\bkept\nas is\n\n    code\n    block"
+    )
+
+
+def test_every_commands_prose_paragraphs_are_one_line_each() -> None:
+    """Typer keeps a docstring's line breaks and wraps again at the terminal's width: sentences broke
+    after two words at 80 or 100 columns. Each command's help is reflowed where it is registered."""
+    import typer.main
+
+    from openenv.cli._help import reflow
+    from openenv.cli.main import app
+
+    commands = _commands(typer.main.get_command(app))
+    assert len(commands) > 20
+    for path, command in commands:
+        text = getattr(command, "help", None) or ""
+        assert text == reflow(text), f"openenv {' '.join(path)}: its help has line breaks inside a paragraph"
+
+
+def test_run_help_reads_as_sentences_at_100_columns() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "openenv.cli.main", "run", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    assert not any(line == "side:" or line.endswith(" (our") and len(line) < 60 for line in lines)
+    # The docstring's second paragraph, wrapped once by the terminal: no line of it is a stub.
+    start = next(i for i, line in enumerate(lines) if line.startswith("Exit code 0"))
+    paragraph = lines[start : lines.index("", start)]
+    assert len(paragraph) >= 2 and all(len(line) > 60 for line in paragraph[:-1]), paragraph
