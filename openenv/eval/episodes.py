@@ -81,7 +81,7 @@ def run_recorded_episode(
     env = HarnessEnvironment(
         request.harness,
         server=server,
-        engine=request.engine,  # type: ignore[arg-type]  # engine and server are exclusive by the request's validator (issue 46 item 1 removes this)
+        engine=request.engine,
         settings=request.settings,
     )
     requests: dict[str, CanonicalRequest] = {}

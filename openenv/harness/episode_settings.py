@@ -12,8 +12,9 @@ task and the policy are the episode's own, chosen per reset.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,6 +22,8 @@ from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.sampling_policy import SamplingPolicy, training_sampling
 from openenv.errors import BadRequest
+from openenv.harness.verifier import RewardRule
+from openenv.settings import flag
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -68,6 +71,7 @@ class EpisodeSettings(BaseModel):
         local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
             outside the workdir, a docker_image) in the local sandbox anyway, without those steps; None:
             `$OPENENV_LOCAL_WITHOUT_BUILD`, else they are refused with a pointer to `sandbox="docker"`.
+        reward_rule: how the verifier's dict becomes the scalar reward (`RewardRule`; None: all tests pass).
         pull: when the Docker sandbox pulls a task's image (`docker_image` or FROM): `missing` (as
             Docker's default), `always` (the registry is asked again, once per process and image) or
             `never` (offline: a missing image is an error naming the ways out); None: `$OPENENV_PULL`,
@@ -87,6 +91,7 @@ class EpisodeSettings(BaseModel):
     image_substitutes: dict[str, str] = Field(default_factory=dict)
     local_without_build: bool | None = None
     pull: Pull | None = None
+    reward_rule: RewardRule | None = None
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -125,6 +130,36 @@ class EpisodeSettings(BaseModel):
             return self
         sampling = {**(self.sampling or SamplingParams()).model_dump(), **changes}
         return EpisodeSettings.model_validate({**dict(self), "sampling": sampling})
+
+    # ---- what a None means, read where an episode needs it (a served env is configured by its image's
+    # environment, so these are read at the episode, not when the settings or the env are built)
+
+    def isolation_in_effect(self) -> Isolation:
+        """`isolation`, else `$OPENENV_SANDBOX_ISOLATION`, else `bwrap`.
+
+        Raises:
+            BadRequest: the variable names no isolation.
+        """
+        if self.isolation is not None:
+            return self.isolation
+        value = os.environ.get("OPENENV_SANDBOX_ISOLATION") or "bwrap"
+        if value not in get_args(Isolation):
+            allowed = ", ".join(get_args(Isolation))
+            raise BadRequest(f"OPENENV_SANDBOX_ISOLATION={value!r}: expected one of {allowed}")
+        return cast(Isolation, value)
+
+    def network_in_effect(self) -> Literal["host", "loopback"]:
+        """`network`, with `auto` meaning `loopback`."""
+        return "loopback" if self.network == "auto" else self.network
+
+    def local_without_build_in_effect(self) -> bool:
+        """`local_without_build`, else `$OPENENV_LOCAL_WITHOUT_BUILD`."""
+        if self.local_without_build is not None:
+            return self.local_without_build
+        return flag("OPENENV_LOCAL_WITHOUT_BUILD")
+
+    def reward_rule_in_effect(self) -> RewardRule:
+        return self.reward_rule or RewardRule()
 
 
 _SAMPLING_WORDS = ("max_tokens", "temperature")

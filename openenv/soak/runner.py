@@ -47,7 +47,7 @@ from openenv.capture.trajectory import TurnRecord
 from openenv.core.polling import settle
 from openenv.errors import OpenEnvError
 from openenv.executor.base import EpisodeExecutor, WorkerContext
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeHooks, HarnessEnvironment
 from openenv.harness.episode_settings import EpisodeSettings
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.sandbox.base import ProcessStatus
@@ -458,8 +458,8 @@ def run_episode(plan: EpisodePlan, slot: _Slot, config: SoakConfig) -> SoakEpiso
     env = HarnessEnvironment(
         config.harness,
         server=slot.server,
-        sandbox_factory=slot.make_sandbox,
         settings=EpisodeSettings(sampling=SOAK_SAMPLING, turn_timeout_s=config.episode_timeout_s),
+        hooks=EpisodeHooks(sandbox_factory=slot.make_sandbox),
     )
     session = None
     try:

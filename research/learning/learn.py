@@ -562,7 +562,7 @@ def echo_changes(
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.engine import EngineSpec
     from openenv.harness.catalog import get_spec, harness_names
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.install import install_status
     from openenv.harness.tasks.sets import load_task_set
     from openenv.train.episode import run_training_episode
@@ -584,7 +584,7 @@ def echo_changes(
         row: dict[str, Any] = {"episodes": 0, "sampled": 0, "changed": 0, "errors": []}
         for task in tasks:
             result = run_training_episode(
-                lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling),
+                lambda h: HarnessEnvironment(h, engine=engine, settings=EpisodeSettings(sampling=sampling)),
                 harness,
                 task,
                 policy="demo",

@@ -76,10 +76,22 @@ def test_settings_are_validated_where_they_are_declared() -> None:
     assert EvalPlan(harnesses=["pi"], tasks=["t"], temperature=0.0).episode.sampling.temperature == 0.0  # type: ignore[union-attr]
 
 
-def test_the_env_runs_on_the_settings_it_is_given_and_refuses_them_twice() -> None:
+def test_the_env_runs_on_the_settings_it_is_given_and_takes_no_loose_words() -> None:
     settings = EpisodeSettings(sandbox="docker", turn_timeout_s=5, sampling=None)
     env = HarnessEnvironment("pi", settings=settings)
-    assert env.settings == settings
-    assert HarnessEnvironment("pi", sandbox="docker", turn_timeout_s=5, sampling=None).settings == settings
-    with pytest.raises(BadRequest, match=r"pass settings= or sandbox=, not both"):
-        HarnessEnvironment("pi", settings=settings, sandbox="docker")
+    assert env.settings == settings and HarnessEnvironment("pi").settings == EpisodeSettings()
+    with pytest.raises(TypeError, match="sandbox"):
+        HarnessEnvironment("pi", sandbox="docker")  # type: ignore[call-arg]
+
+
+def test_a_none_setting_means_the_environment_read_when_the_episode_needs_it(monkeypatch) -> None:
+    settings = EpisodeSettings()
+    monkeypatch.setenv("OPENENV_SANDBOX_ISOLATION", "container")
+    monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "yes")
+    assert settings.isolation_in_effect() == "container" and settings.local_without_build_in_effect()
+    explicit = EpisodeSettings(isolation="bwrap", local_without_build=False)
+    assert explicit.isolation_in_effect() == "bwrap" and not explicit.local_without_build_in_effect()
+    monkeypatch.setenv("OPENENV_SANDBOX_ISOLATION", "chroot")
+    with pytest.raises(BadRequest, match="OPENENV_SANDBOX_ISOLATION='chroot'"):
+        settings.isolation_in_effect()
+    assert settings.network_in_effect() == "loopback"
