@@ -47,6 +47,8 @@ def grpo(
     """Run GRPO and write metrics.json and reward_curve.png."""
     from pydantic import ValidationError
 
+    from openenv.capture.backends.vllm_engines import split_urls
+    from openenv.capture.engine import EngineSpec
     from openenv.core.validation import validation_message
     from openenv.train.failures import FailurePolicy
     from openenv.train.recipe import GRPORecipe, train_grpo
@@ -64,8 +66,7 @@ def grpo(
             output_dir=out,  # type: ignore[arg-type]  # CLI strs; GRPORecipe (pydantic) validates them into its Literals
             rollout=RolloutConfig(
                 harness=harness,
-                backend=_backend(backend),
-                vllm_url=vllm_url,
+                engine=EngineSpec(_backend(backend), vllm_urls=split_urls(vllm_url)),
                 max_tokens=max_tokens,
                 max_concurrency=num_generations,
                 failure=FailurePolicy(max_retries=max_retries),

@@ -363,7 +363,7 @@ def qualify(
     started, date = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
     cache = cache or scratch_cache(spec.name, version)
     candidate = spec_at(spec, version)
-    engine = engine or EngineSpec.of("local")
+    engine = engine or EngineSpec("local")
     run = _Run(results, progress)
     results.mkdir(parents=True, exist_ok=True)
     with using_cache(cache):

@@ -32,7 +32,6 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import psutil
@@ -40,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.backends.vllm import VLLMBackend
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.engine import EngineSpec
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.capture.session import SyncCaptureSession
@@ -497,27 +497,25 @@ def _process_figures() -> tuple[float, int, int, set[int]]:
 
 def run_soak(
     config: SoakConfig,
-    vllm_url: str,
+    engine: EngineSpec,
     *,
-    model: str | Path | None = None,
     on_result: Callable[[SoakEpisodeResult], None] | None = None,
     executor: EpisodeExecutor | None = None,
 ) -> SoakReport:
-    """Run the plan on `config.concurrency` slots against the vLLM at `vllm_url`; the accounted report.
+    """Run the plan on `config.concurrency` slots against the engine's (first) vLLM; the accounted report.
 
     Args:
-        model: the tokenizer folder the proxy renders with (default: the tiny model vLLM serves).
+        engine: a `vllm` engine; its folder (default: the tiny model vLLM serves) renders the prompts.
         on_result: called with each episode's result as it finishes (from worker threads).
         executor: run the episodes there instead (`RayExecutor`: one slot per Ray worker, each with
             its own fault proxy, capture server and relay on its node); the process figures (RSS,
             threads, fds, children) are then the driver's, and leaks are checked per episode there.
     """
-    from openenv.models import tiny_model_path
 
     rss0, threads0, fds0, children0 = _process_figures()
     start = time.monotonic()
     if executor is not None:
-        results = _run_on(executor, config, vllm_url, str(model) if model else None, on_result)
+        results = _run_on(executor, config, engine, on_result)
         rss1, threads1, fds1, _ = _process_figures()
         return summarize(
             config,
@@ -527,7 +525,8 @@ def run_soak(
             end=(rss1, threads1, fds1),
             leaked_children=0,
         )
-    renderer = Renderer.from_pretrained(model or tiny_model_path())
+    engine.check()
+    renderer = Renderer.from_pretrained(engine.folder())
     todo: queue.SimpleQueue[EpisodePlan] = queue.SimpleQueue()
     for plan in fault_plan(config):
         todo.put(plan)
@@ -535,7 +534,7 @@ def run_soak(
     lock = threading.Lock()
 
     def worker() -> None:
-        slot = _Slot(config, vllm_url, renderer)
+        slot = _Slot(config, engine.vllm_urls[0], renderer)
         try:
             while True:
                 try:
@@ -573,21 +572,18 @@ class SoakEpisodeJob:
 
     plan: EpisodePlan
     config: SoakConfig
-    vllm_url: str
-    model: str | None = None
+    engine: EngineSpec
 
     @property
     def label(self) -> str:
         return f"soak/{self.plan.index}/{self.plan.kind}"
 
     def run(self, context: WorkerContext) -> SoakEpisodeResult:
-        from openenv.models import tiny_model_path
-
-        key = f"soak-slot:{self.vllm_url}:{self.config.model_dump_json()}"
+        key = f"soak-slot:{self.engine}:{self.config.model_dump_json()}"
         slot = context.cache.get(key)
         if slot is None:
-            renderer = Renderer.from_pretrained(self.model or tiny_model_path())
-            slot = context.cache[key] = _Slot(self.config, self.vllm_url, renderer)
+            renderer = Renderer.from_pretrained(self.engine.folder())
+            slot = context.cache[key] = _Slot(self.config, self.engine.vllm_urls[0], renderer)
         return run_episode(self.plan, slot, self.config)
 
     def lost(self, reason: str) -> SoakEpisodeResult:
@@ -604,11 +600,10 @@ class SoakEpisodeJob:
 def _run_on(
     executor: EpisodeExecutor,
     config: SoakConfig,
-    vllm_url: str,
-    model: str | None,
+    engine: EngineSpec,
     on_result: Callable[[SoakEpisodeResult], None] | None,
 ) -> list[SoakEpisodeResult]:
-    futures = [executor.submit(SoakEpisodeJob(plan, config, vllm_url, model)) for plan in fault_plan(config)]
+    futures = [executor.submit(SoakEpisodeJob(plan, config, engine)) for plan in fault_plan(config)]
     results = []
     for future in as_completed(futures):
         result = future.result()

@@ -696,6 +696,7 @@ def train_grpo_run(
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig
 
+    from openenv.capture.engine import EngineSpec
     from openenv.train.prompts import task_dataset
     from openenv.train.rewards import task_success, tool_call_bonus
     from openenv.train.rollout import HarnessRollout, RolloutConfig
@@ -707,7 +708,7 @@ def train_grpo_run(
     rollout_config = RolloutConfig(
         harness=harness,
         task_set=str(cfg.tasks_dir / "train"),
-        backend="local",
+        engine=EngineSpec("local"),
         max_tokens=cfg.max_tokens,
         temperature=1.0,
         max_concurrency=cfg.concurrency,
