@@ -210,6 +210,17 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
     assert bare == []
 
 
+# Issue 46: 61, then 40 when ruff and mypy came, 25 when the env took its two values; lower it as they go.
+TYPE_IGNORE_CAP = 25
+
+
+def test_type_ignores_stay_under_their_cap() -> None:
+    count = sum(path.read_text().count("# type: ignore") for path in MODULES.values())
+    assert count <= TYPE_IGNORE_CAP, (
+        f"{count} `# type: ignore` in openenv/ (cap {TYPE_IGNORE_CAP}): type the code instead"
+    )
+
+
 # The engine in words (`backend=`, `model=`, `vllm_url=`) is taken only here: the CLI, the MCP tools, and the
 # one folding function (`episode_settings.fold_words`) with `EngineSpec.of`, the one parser it calls. Below
 # them an engine travels as one `EngineSpec` (issue 46). `capture.backends` builds a backend from a URL.

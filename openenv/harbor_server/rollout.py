@@ -65,12 +65,14 @@ def _play(
 ) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
     """The episode, in a worker thread: returns its last observation, summary, turn records, the
     capture record's sequences (for the conversations) and the saved log's stem."""
-    settings = EpisodeSettings(
-        sandbox=admitted.sandbox,
-        sampling=admitted.sampling,  # type: ignore[arg-type]  # wire strs; EpisodeSettings (pydantic) validates them into its Literals
-        timeout_s=admitted.timeout_s,
-        budget=admitted.budget,
-        image_substitutes=substitutes,
+    settings = EpisodeSettings.model_validate(  # the wire's strs, validated into the settings' Literals
+        {
+            "sandbox": admitted.sandbox,
+            "sampling": admitted.sampling,
+            "timeout_s": admitted.timeout_s,
+            "budget": admitted.budget,
+            "image_substitutes": substitutes,
+        }
     )
     server = pool.acquire(admitted.engine)
     env = HarnessEnvironment(admitted.harness, engine=admitted.engine, server=server, settings=settings)
