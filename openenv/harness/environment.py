@@ -23,7 +23,8 @@ from openenv.capture.budget import Budget
 from openenv.capture.engine import EngineSpec, shared_capture_server
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
+from openenv.capture.session import SyncPendingTurn
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.capture.trajectory import Trajectory, TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message

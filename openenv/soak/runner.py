@@ -42,7 +42,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.engine import EngineSpec
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.capture.trajectory import TurnRecord
 from openenv.core.polling import settle
 from openenv.errors import OpenEnvError

@@ -26,7 +26,7 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.harness.catalog import get_spec
 from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.install import install_status
