@@ -601,13 +601,13 @@ def openenv_episode(
     harness: str, task_id: str, server: Any, engine_url: str, logs: Path, phases: Phases
 ) -> dict[str, Any]:
     """One `openenv eval` episode (oracle policy) on this thread, with its phases timed."""
+    from openenv.capture.engine import EngineSpec
     from openenv.eval.episodes import EpisodeRequest, run_recorded_episode
 
     phases.reset()
     start, cpu0 = time.perf_counter(), _cpu()[1]
-    request = EpisodeRequest(
-        harness=harness, task=task_id, backend="vllm", policy="oracle", vllm_url=engine_url
-    )
+    engine = EngineSpec.of("vllm", vllm_url=engine_url)
+    request = EpisodeRequest(harness=harness, task=task_id, engine=engine, policy="oracle")
     try:
         result = run_recorded_episode(request, logs, server=server)
         error = None if result.summary.reward == 1.0 else f"reward {result.summary.reward}: {result.summary}"

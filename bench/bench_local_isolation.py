@@ -73,7 +73,7 @@ def _short_command(make: Callable[[], LocalSandbox], reps: int) -> list[float]:
 
 
 def _first_request(harness: str, server: Any, reps: int, isolation: str) -> list[float]:
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.tasks import builtin_task
 
     times = []
@@ -81,8 +81,9 @@ def _first_request(harness: str, server: Any, reps: int, isolation: str) -> list
         env = HarnessEnvironment(
             harness,
             server=server,
-            isolation=isolation,  # type: ignore[arg-type]
-            network="host" if isolation == "none" else "loopback",
+            settings=EpisodeSettings.model_validate(
+                {"isolation": isolation, "network": "host" if isolation == "none" else "loopback"}
+            ),
         )
         start = time.perf_counter()
         try:

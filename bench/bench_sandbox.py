@@ -78,22 +78,24 @@ def _await_pool(pool: WarmPool, timeout_s: float = 30) -> None:
 
 
 def _first_request(harness: str, server: Any, reps: int, mode: str) -> list[float]:
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeHooks, EpisodeSettings, HarnessEnvironment
     from openenv.harness.install import cache_root
     from openenv.harness.tasks import builtin_task
 
     task = builtin_task("fix-temperature-conversion")
     times = []
     pool = WarmPool(size=1, forward_ports=(server.port,), mounts=(cache_root(),)) if mode == "pool" else None
-    options: dict[str, Any] = {}
+    hooks = EpisodeHooks()
     if mode == "docker":
-        options = {"sandbox_factory": sandbox_factory(), "verifier": verify_isolated}
+        hooks = EpisodeHooks(sandbox_factory=sandbox_factory(), verifier=verify_isolated)
     elif pool is not None:
-        options = {"sandbox_factory": lambda ports: pool.take(), "verifier": verify_isolated}
+        hooks = EpisodeHooks(sandbox_factory=lambda ports: pool.take(), verifier=verify_isolated)
     for _ in range(reps):
         if pool is not None:
             _await_pool(pool)
-        env = HarnessEnvironment(harness, server=server, network="loopback", **options)
+        env = HarnessEnvironment(
+            harness, server=server, settings=EpisodeSettings(network="loopback"), hooks=hooks
+        )
         start = time.perf_counter()
         obs = env.reset(task=task)
         times.append(time.perf_counter() - start)

@@ -208,3 +208,60 @@ def test_every_type_ignore_names_its_code_and_says_why() -> None:
         if "# type: ignore" in line and not re.search(r"# type: ignore\[[a-z-, ]+\]  # \S", line)
     ]
     assert bare == []
+
+
+# Issue 46: 61, then 40 when ruff and mypy came, 25 when the env took its two values; lower it as they go.
+TYPE_IGNORE_CAP = 25
+
+
+def test_type_ignores_stay_under_their_cap() -> None:
+    count = sum(path.read_text().count("# type: ignore") for path in MODULES.values())
+    assert count <= TYPE_IGNORE_CAP, (
+        f"{count} `# type: ignore` in openenv/ (cap {TYPE_IGNORE_CAP}): type the code instead"
+    )
+
+
+# The engine in words (`backend=`, `model=`, `vllm_url=`) is taken only here: the CLI, the MCP tools, and the
+# one folding function (`episode_settings.fold_words`) with `EngineSpec.of`, the one parser it calls. Below
+# them an engine travels as one `EngineSpec` (issue 46). `capture.backends` builds a backend from a URL.
+ENGINE_WORD_EDGE = (
+    "openenv.cli.",
+    "openenv.eval.tools",
+    "openenv.harness.episode_settings",
+    "openenv.capture.",
+)
+
+
+def _engine_words(source: str) -> list[str]:
+    """`vllm_url=` passed to any call, `EngineSpec.of(...)` called with arguments, or a `vllm_url`/`vllm_urls`-
+    free config that grows a `vllm_url` field or a `backend` field typed `BackendName`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            func = ast.unparse(node.func)
+            if any(k.arg == "vllm_url" for k in node.keywords):
+                found.append(f"{node.lineno}: {func}(vllm_url=...)")
+            elif func.endswith("EngineSpec.of") and (node.args or node.keywords):
+                found.append(f"{node.lineno}: EngineSpec.of(words)")
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            annotation = ast.unparse(node.annotation)
+            if node.target.id == "vllm_url" or (node.target.id == "backend" and "BackendName" in annotation):
+                found.append(f"{node.lineno}: field {node.target.id}: {annotation}")
+    return found
+
+
+def test_the_engine_finder_finds_each_spelling() -> None:
+    source = (
+        "class C:\n    backend: BackendName = 'local'\n    vllm_url: str | None = None\n"
+        "run(vllm_url='u')\nEngineSpec.of('vllm')\nEngineSpec.of()\nCaptureServer(backend=live)\n"
+    )
+    assert [hit.split(":")[0] for hit in _engine_words(source)] == ["2", "3", "4", "5"]
+
+
+def test_the_engine_is_taken_in_words_only_at_the_edge() -> None:
+    found = {
+        name: hits
+        for name, path in MODULES.items()
+        if not name.startswith(ENGINE_WORD_EDGE) and (hits := _engine_words(path.read_text()))
+    }
+    assert found == {}, "below the CLI/MCP edge the engine is an EngineSpec; fold words with fold_words"

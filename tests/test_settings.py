@@ -127,6 +127,6 @@ def test_the_three_former_parsers_read_through_it(monkeypatch: pytest.MonkeyPatc
     assert off.token is not None and not off.allow_inline_tasks
 
     monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "yes")
-    assert HarnessEnvironment("pi")._local_without_build
+    assert HarnessEnvironment("pi").settings.local_without_build_in_effect()
     monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "0")
-    assert not HarnessEnvironment("pi")._local_without_build
+    assert not HarnessEnvironment("pi").settings.local_without_build_in_effect()

@@ -5,8 +5,9 @@ more vLLM servers) and rendered with a model folder's tokenizer and chat templat
 episode (`openenv run`/`eval`/`train`/`soak`, the Ray workers, `HarnessEnvironment` served with no
 arguments) says which with an `EngineSpec`, built from words, paths and URL lists by `EngineSpec.of`:
 the one parser of a URL list (`backends.vllm_engines.split_urls`) and the one reader of `OPENENV_BACKEND`, `OPENENV_MODEL` and
-`OPENENV_VLLM_URL`. A capture server for a spec comes from `start_capture_server` (a new one) or
-`shared_capture_server` (this process's one per spec).
+`OPENENV_VLLM_URL`. A capture server for a spec comes from a `CapturePool`, the one owner of server
+lifetimes: whoever starts a road opens one and closes it when the road ends (`shared_capture_server` is the
+process's own pool, for a served env).
 
 Every capture server started here has its admin API (`/sessions...`: list, open, read and close
 sessions) locked with a random key: harnesses reach the server's port, the episodes drive their
@@ -20,10 +21,10 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from openenv.capture.backends.named import BACKEND_NAMES, BackendName, make_backend
 from openenv.errors import BadRequest
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from openenv.capture.backends.base import Backend
     from openenv.capture.server import CaptureServer
 
-__all__ = ["EngineSpec", "fold_engine_words", "shared_capture_server", "start_capture_server"]
+__all__ = ["CapturePool", "EngineSpec", "shared_capture_server", "start_capture_server"]
 
 
 @dataclass(frozen=True)
@@ -138,47 +139,77 @@ def start_capture_server(
     return CaptureServer(backend=chosen, model=spec.folder(), **options).start()
 
 
-_SHARED: dict[EngineSpec, CaptureServer] = {}
-_SHARED_LOCK = threading.Lock()
+class CapturePool:
+    """The one owner of capture servers' lifetimes: a road (an eval run, a training run, a Ray worker, a
+    Harbor server) opens a pool when it starts, takes its servers from it by spec (the same spec, the same
+    server: one model load, many sessions) and closes it when it ends, which stops every server it
+    started. Use it as a context manager.
+
+    `CapturePool.started` counts the servers every pool has started in this process (a road's tests read
+    it to see its server came from a pool).
+    """
+
+    started: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self._servers: dict[EngineSpec, CaptureServer] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def acquire(
+        self, spec: EngineSpec, *, backend: Callable[[], Backend] | None = None, **options: Any
+    ) -> CaptureServer:
+        """The pool's server for `spec`, started on first use (`start_capture_server`).
+
+        Args:
+            spec: the engine (the same backend, folder and URLs: the same server).
+            backend: builds the backend to sample with instead of the spec's (a trainer's live model);
+                called only when the server is started.
+            options: more `CaptureServer` arguments, used only when the server is started.
+
+        Raises:
+            BadRequest: `vllm` without a URL. RuntimeError: the pool is closed.
+        """
+        spec.check()
+        key = EngineSpec(spec.backend, str(spec.folder()), spec.vllm_urls)
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("this capture pool is closed: its road has ended")
+            if key not in self._servers:
+                built = backend() if backend is not None else None
+                self._servers[key] = start_capture_server(key, backend=built, **options)
+                CapturePool.started += 1
+            return self._servers[key]
+
+    def servers(self) -> list[CaptureServer]:
+        """The servers started so far."""
+        with self._lock:
+            return list(self._servers.values())
+
+    def close(self) -> None:
+        """Stop every server this pool started; later `acquire`s are refused."""
+        with self._lock:
+            self._closed = True
+            servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            server.stop()
+
+    def __enter__(self) -> CapturePool:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+# The process's own pool: a served env (built with no server) takes its server here; the process is its road.
+_PROCESS_POOL = CapturePool()
 
 
 def shared_capture_server(spec: EngineSpec) -> CaptureServer:
     """This process's capture server for `spec` (the same model folder and URLs: the same server),
-    started on first use and kept for the process's life.
+    started on first use and kept for the process's life (the process's own `CapturePool`).
 
     Raises:
         BadRequest: `vllm` without a URL.
     """
-    spec.check()
-    key = EngineSpec(spec.backend, str(spec.folder()), spec.vllm_urls)
-    with _SHARED_LOCK:
-        if key not in _SHARED:
-            _SHARED[key] = start_capture_server(key)
-        return _SHARED[key]
-
-
-_ENGINE_WORDS = ("backend", "model", "vllm_url")
-
-
-def fold_engine_words(data: Any, field: str = "engine") -> Any:
-    """For a config that embeds an `EngineSpec` as `field`: the engine given in words (`backend=`, `model=`,
-    `vllm_url=`, as a CLI or an MCP tool passes them) made into `EngineSpec.of(...)` before validation;
-    with neither, `EngineSpec.of()` (the environment's engine, else the local tiny model). Use it as the
-    config's `model_validator(mode="before")`.
-
-    Raises:
-        ValueError: both `field` and words are given (pydantic turns it into a message naming it).
-        BadRequest: an unknown backend name.
-    """
-    if not isinstance(data, dict):
-        return data
-    data = dict(data)
-    words = {name: data.pop(name) for name in _ENGINE_WORDS if name in data}
-    if data.get(field) is not None:
-        if any(value is not None for value in words.values()):
-            raise ValueError(f"pass {field}= or {'/'.join(f'{w}=' for w in _ENGINE_WORDS)}, not both")
-        return data
-    data[field] = EngineSpec.of(
-        words.get("backend"), model=words.get("model"), vllm_url=words.get("vllm_url")
-    )
-    return data
+    return _PROCESS_POOL.acquire(spec)

@@ -22,7 +22,8 @@ from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.renderer import Renderer
 from openenv.capture.routes.model import MAX_BODY_BYTES
 from openenv.capture.sampling_policy import SamplingPolicy
-from openenv.capture.session import AuxPredicate, CaptureSession, Mode, SyncCaptureSession, TurnLimits
+from openenv.capture.session import AuxPredicate, CaptureSession, Mode, TurnLimits
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.core.loop_thread import ServerThread
 
 __all__ = ["CaptureServer"]
@@ -192,7 +193,9 @@ class CaptureServer:
             BadRequest: a training session's sampling sets `top_p`, `top_k`, `min_p`, ... (`training_sampling`).
             UntrainableEngine: a training session at a temperature other than 1 on a raw-logprob engine.
         """
-        return self._run(self._open(mode, sampling, aux, gate_aux, token, sampling_policy), timeout).sync()
+        return SyncCaptureSession(
+            self._run(self._open(mode, sampling, aux, gate_aux, token, sampling_policy), timeout)
+        )
 
     def close_session(self, token: str, timeout: float = 10.0) -> None:
         """Close a session (its trajectory stays readable on the session you hold)."""

@@ -4,7 +4,7 @@
 the prompt (`planner.PromptPlanner`, pure), let the gate decide who answers (`gate.Gate`: the backend at
 once, or a controller's `sample()` / `complete()` / `fail()`), generate with the context clamp, parse, and
 record the turn. The session's state only ever changes on the server's own loop: its async API may be
-awaited from any loop, and `sync()` gives the blocking twin (`SyncCaptureSession`) for threads.
+awaited from any loop, and `SyncCaptureSession(session)` (sync_session.py) is its blocking twin for threads.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from openenv.capture.gate import (
     Sample,
     SyncPendingTurn,
     abandon,
-    call_on_loop,
     on_loop,
 )
 from openenv.capture.journal import Journal
@@ -55,7 +54,6 @@ __all__ = [
     "Mode",
     "PendingTurn",
     "SessionBusy",
-    "SyncCaptureSession",
     "SyncPendingTurn",
     "TokenSink",
     "TurnCapReached",
@@ -135,10 +133,6 @@ class CaptureSession:
     def streamed_pieces(self) -> dict[str, tuple[tuple[str, str], ...]]:
         """Body digest -> how its streamed reply was cut into text deltas, so a replay streams the same bytes."""
         return self.replay.streamed_pieces
-
-    def sync(self) -> SyncCaptureSession:
-        """The blocking twin of this session, for a controller in a thread."""
-        return SyncCaptureSession(self)
 
     # ---- controller API (async; awaitable from any loop) ----------------------------------------------
 
@@ -512,66 +506,6 @@ class CaptureSession:
             usage=Usage(prompt_tokens=prompt_len, completion_tokens=len(ids)),
             call_attempts=attempts,
         )
-
-
-class SyncCaptureSession:
-    """Blocking twin of `CaptureSession`: the same core, run on the session's loop; thread-safe. Calling
-    it on that loop itself is an error (it would deadlock): await the async methods there.
-
-    Attributes:
-        session: the async session underneath.
-    """
-
-    def __init__(self, session: CaptureSession) -> None:
-        self.session = session
-        self.token = session.token
-        self.base_url = session.base_url
-
-    def next_pending(self, timeout: float | None = None) -> SyncPendingTurn | None:
-        pending = self._call(self.session.next_pending(timeout))
-        return None if pending is None else pending.sync()
-
-    def run(self) -> None:
-        self._call(self.session.run())
-
-    def sequences(self) -> list[SequenceRow]:
-        return self._call(self.session.sequences())
-
-    def stats(self) -> SequenceStats:
-        return self._call(self.session.stats())
-
-    def turns(self) -> list[TurnRecord]:
-        return self._call(self.session.turns())
-
-    def set_budget(self, budget: Budget | None) -> None:
-        self.session.set_budget(budget)
-
-    @property
-    def trajectory(self) -> Trajectory:
-        return self.session.trajectory
-
-    @property
-    def journal(self) -> Journal | None:
-        return self.session.journal
-
-    @property
-    def mode(self) -> Mode:
-        return self.session.mode
-
-    @property
-    def closed(self) -> bool:
-        return self.session.closed
-
-    @property
-    def budget_hit(self) -> str | None:
-        return self.session.budget_hit
-
-    @property
-    def count_tokens_calls(self) -> int:
-        return self.session.count_tokens_calls
-
-    def _call(self, coro: Coroutine[Any, Any, T]) -> T:
-        return call_on_loop(self.session.loop, coro, None)
 
 
 @dataclass(frozen=True, slots=True)

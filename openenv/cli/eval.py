@@ -126,6 +126,7 @@ def eval_(
 
     from openenv.errors import OpenEnvError
     from openenv.eval import EvalPlan, summarize, write_report
+    from openenv.harness.episode_settings import fold_words
     from openenv.harness.tasks import load_task_set
 
     if pull not in (None, "missing", "always", "never"):
@@ -140,14 +141,14 @@ def eval_(
         unknown = sorted(set(wanted) - set(ids))
         if unknown:
             fail(f"task set {tasks!r} has no task(s) {', '.join(unknown)}; it has {', '.join(ids)}")
-        plan = EvalPlan(
+        words = dict(
             harnesses=names,
             tasks=wanted,
             task_set=tasks,
             backend=backend,
             policy=policy,
             look_first=look_first,
-            look_after=look_after,  # type: ignore[arg-type]  # CLI strs; EvalPlan (pydantic) validates them into its Literals
+            look_after=look_after,
             repeats=n,
             concurrency=concurrency or 2,
             model=str(model) if model else None,
@@ -156,7 +157,8 @@ def eval_(
             timeout_s=timeout,
             sandbox=sandbox,
             pull=pull,
-        )  # type: ignore[arg-type]  # CLI strs; EvalPlan validates them
+        )  # CLI strs: EvalPlan (pydantic) validates them into its Literals
+        plan = EvalPlan.model_validate(fold_words(words, settings="episode", engine="engine"))
         if not ray:  # a Ray run checks every node the same way (EpisodeWorker)
             _preflight(plan)
         executor = _ray_executor(plan, ray, concurrency) if ray else None

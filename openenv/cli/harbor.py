@@ -202,11 +202,12 @@ def serve_harbor(
             soft_wrap=True,
         )
         token_file_while_serving(app, port, security.token)
-    uvicorn.run(
-        app,
-        host=host,
-        port=port,
-        log_level="warning",
-        ws="websockets-sansio",
-        ws_max_size=max(security.max_frame_bytes, 256 * 2**20),
-    )
+    with service.pool:  # the server's capture servers end with it
+        uvicorn.run(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            ws="websockets-sansio",
+            ws_max_size=max(security.max_frame_bytes, 256 * 2**20),
+        )

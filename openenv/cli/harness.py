@@ -416,22 +416,24 @@ def _run_one(
 
         substituted = parse_substitutes(substitutes)
     engine = EngineSpec.of(backend, model=model, vllm_url=vllm_url)
-    settings = EpisodeSettings(
-        network=network,
-        sandbox=sandbox,
-        budget=budget,
-        isolation=isolation,  # type: ignore[arg-type]  # CLI strs; EpisodeSettings (pydantic) validates them into its Literals
-        timeout_s=timeout,
-        image_substitutes=substituted,
-        pull=pull,
+    settings = EpisodeSettings.model_validate(  # the CLI's strs, validated into the settings' Literals
+        {
+            "network": network,
+            "sandbox": sandbox,
+            "budget": budget,
+            "isolation": isolation,
+            "timeout_s": timeout,
+            "image_substitutes": substituted,
+            "pull": pull,
+        }
     )
     env = HarnessEnvironment(harness, engine=engine, settings=settings)
     try:
         obs, summary = run_episode(
             env,
             the_task,
-            policy=policy,
-            on_step=_progress,  # type: ignore[arg-type]  # a CLI str; run_episode refuses an unknown policy
+            policy=policy,  # type: ignore[arg-type]  # a CLI str; run_episode refuses an unknown policy
+            on_step=_progress,
             timeout_s=timeout,
         )
         path = out or Path("artifacts/runs") / f"{log_name(harness, the_task.id)}.jsonl"  # unique per run

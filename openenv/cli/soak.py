@@ -132,6 +132,7 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
     """One bar, advanced as episodes finish, with the count of episodes that missed (on stderr)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from openenv.capture.engine import EngineSpec
     from openenv.soak.runner import run_soak
 
     columns = (
@@ -150,7 +151,8 @@ def _run_with_progress(config: SoakConfig, url: str, executor: EpisodeExecutor |
             missed += not result.ok
             progress.update(bar, advance=1, missed=missed)
 
-        return run_soak(config, url, on_result=advance, executor=executor)
+        engine = EngineSpec("vllm", vllm_urls=(url,))
+        return run_soak(config, engine, on_result=advance, executor=executor)
 
 
 def _targets_met(report: SoakReport) -> bool:

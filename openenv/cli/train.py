@@ -47,29 +47,35 @@ def grpo(
     """Run GRPO and write metrics.json and reward_curve.png."""
     from pydantic import ValidationError
 
+    from openenv.capture.backends.vllm_engines import split_urls
+    from openenv.capture.engine import EngineSpec
     from openenv.core.validation import validation_message
     from openenv.train.failures import FailurePolicy
     from openenv.train.recipe import GRPORecipe, train_grpo
     from openenv.train.rollout import RolloutConfig
 
     try:
-        recipe = GRPORecipe(
-            model=model,
-            tasks=task,
-            steps=steps,
-            num_generations=num_generations,
-            learning_rate=lr,
-            rewards=rewards,
-            bonus_scale=bonus_scale,
-            output_dir=out,  # type: ignore[arg-type]  # CLI strs; GRPORecipe (pydantic) validates them into its Literals
-            rollout=RolloutConfig(
-                harness=harness,
-                backend=_backend(backend),
-                vllm_url=vllm_url,
-                max_tokens=max_tokens,
-                max_concurrency=num_generations,
-                failure=FailurePolicy(max_retries=max_retries),
-            ),
+        rollout = RolloutConfig.model_validate(  # max_tokens: a flat settings word, folded into `episode`
+            {
+                "harness": harness,
+                "engine": EngineSpec(_backend(backend), vllm_urls=split_urls(vllm_url)),
+                "max_tokens": max_tokens,
+                "max_concurrency": num_generations,
+                "failure": FailurePolicy(max_retries=max_retries),
+            }
+        )
+        recipe = GRPORecipe.model_validate(  # the CLI's strs, validated into the recipe's Literals
+            {
+                "model": model,
+                "tasks": task,
+                "steps": steps,
+                "num_generations": num_generations,
+                "learning_rate": lr,
+                "rewards": rewards,
+                "bonus_scale": bonus_scale,
+                "output_dir": out,
+                "rollout": rollout,
+            }
         )
     except ValidationError as exc:
         raise typer.BadParameter(validation_message(exc, "option")) from None

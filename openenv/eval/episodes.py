@@ -12,9 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from openenv.capture.canonical import CanonicalRequest
-from openenv.capture.engine import EngineSpec, fold_engine_words
+from openenv.capture.engine import EngineSpec
 from openenv.export.log import append_requests, log_name
-from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
+from openenv.harness.episode_settings import EpisodeSettings, fold_words
 from openenv.harness.models import HarnessObservation
 from openenv.harness.summary import EpisodeSummary, Policy
 
@@ -23,9 +23,9 @@ __all__ = ["EpisodeRequest", "EvalEpisodeResult", "run_recorded_episode"]
 
 class EpisodeRequest(BaseModel):
     """Which episode to run (harness, task, policy), on which engine and how: the two values every road
-    into an episode passes (`EngineSpec`, `EpisodeSettings`). Both may be given in words instead:
-    `backend=`, `model=`, `vllm_url=` for the engine (`EngineSpec.of`), and any setting flat
-    (`max_tokens=`, `timeout_s=`, `sandbox=`, ...)."""
+    into an episode passes (`EngineSpec`, `EpisodeSettings`; default engine: `EngineSpec.of()`, the
+    environment's). The settings may be given flat (`max_tokens=`, `timeout_s=`, `sandbox=`, ...); the
+    engine in words only at the CLI and MCP edge (`episode_settings.fold_words`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -35,13 +35,13 @@ class EpisodeRequest(BaseModel):
     policy: Policy = "sample"
     look_first: bool = False  # the oracle lists the workspace before it acts
     look_after: bool = False  # ... or right after it acts
-    engine: EngineSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec.of)
     settings: EpisodeSettings = EpisodeSettings()
 
     @model_validator(mode="before")
     @classmethod
     def _words(cls, data: Any) -> Any:
-        return fold_setting_words(fold_engine_words(data), "settings")
+        return fold_words(data, settings="settings")
 
 
 class EvalEpisodeResult(BaseModel):
@@ -81,7 +81,7 @@ def run_recorded_episode(
     env = HarnessEnvironment(
         request.harness,
         server=server,
-        engine=request.engine,  # type: ignore[arg-type]  # engine and server are exclusive by the request's validator (issue 46 item 1 removes this)
+        engine=request.engine,
         settings=request.settings,
     )
     requests: dict[str, CanonicalRequest] = {}

@@ -1,7 +1,7 @@
 """`run_eval`: every (harness, task, repeat) episode of a plan, run concurrently with progress bars.
 
-Episodes go through an executor (`openenv.executor`): by default threads of this process sharing one
-capture server (one model load) per backend; with `executor=RayExecutor(...)` (`openenv eval --ray`),
+Episodes go through an executor (`openenv.executor`): by default threads of this process sharing the
+run's capture servers (a `CapturePool` the run opens and closes: one model load per engine); with `executor=RayExecutor(...)` (`openenv eval --ray`),
 `EpisodeWorker` actors across a cluster, each next to its own proxy. Either way the logs end up in
 `out_dir/episodes/` (a Ray worker writes its log on its node; the driver fetches it when the episode ends).
 
@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from openenv.capture.engine import fold_engine_words
+from openenv.capture.engine import CapturePool
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.executor.base import EngineSpec, EpisodeExecutor, ThreadExecutor, WorkerContext
-from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
+from openenv.harness.episode_settings import EpisodeSettings, fold_words
 from openenv.harness.summary import EpisodeSummary, Policy
 
 __all__ = ["LOST_RETRIES", "EvalEpisodeJob", "EvalPlan", "Progress", "run_eval"]
@@ -38,8 +38,9 @@ _LOST = "WorkerLost"
 class EvalPlan(BaseModel):
     """The grid to run: harnesses x tasks x repeats, on one engine, every episode with the same settings.
 
-    The engine may be given in words (`backend=`, `model=`, `vllm_url=`: `EngineSpec.of`) and the
-    settings flat (`max_tokens=`, `timeout_s=`, `sandbox=`, ...), as the CLI does.
+    The settings may be given flat (`max_tokens=`, `timeout_s=`, `sandbox=`, ...); the engine is an
+    `EngineSpec` (default `EngineSpec.of()`, the environment's), in words only at the CLI and MCP edge
+    (`episode_settings.fold_words`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -60,13 +61,13 @@ class EvalPlan(BaseModel):
     )
     repeats: int = Field(default=1, ge=1, description="episodes per (harness, task): the -n of pass@n")
     concurrency: int = Field(default=2, ge=1)
-    engine: EngineSpec
+    engine: EngineSpec = Field(default_factory=EngineSpec.of)
     episode: EpisodeSettings = EpisodeSettings()
 
     @model_validator(mode="before")
     @classmethod
     def _words(cls, data: Any) -> Any:
-        return fold_setting_words(fold_engine_words(data), "episode")
+        return fold_words(data, settings="episode")
 
     def requests(self) -> list[EpisodeRequest]:
         return [
@@ -152,8 +153,8 @@ def run_eval(
     engine = plan.engine
     jobs = [EvalEpisodeJob(request=req, logs=str(logs), engine=engine) for req in plan.requests()]
     own = executor is None
-    capture, stop = _engines_server(engine)
-    runner = executor or ThreadExecutor(plan.concurrency, capture=capture)
+    pool = CapturePool()  # this run's capture servers (on threads): started on first use, stopped at its end
+    runner = executor or ThreadExecutor(plan.concurrency, capture=pool.acquire)
     results: dict[int, EvalEpisodeResult] = {}
     tries = [1] * len(jobs)
     try:
@@ -175,34 +176,8 @@ def run_eval(
     finally:
         if own:
             runner.close()
-        stop()
+        pool.close()
     return [results[i] for i in range(len(jobs))]
-
-
-def _engines_server(engine: EngineSpec) -> tuple[Callable[[EngineSpec], Any], Callable[[], None]]:
-    """On threads: None (each episode uses the process's server for its backend), except with several
-    engine URLs, where one capture server over all of them (`VLLMEngines`) is started on first use.
-    Returns the capture function and what stops that server."""
-    if engine.backend != "vllm" or len(engine.vllm_urls) < 2:
-        return (lambda _spec: None), (lambda: None)
-    import threading
-
-    from openenv.capture.engine import start_capture_server
-
-    started: list[Any] = []
-    lock = threading.Lock()
-
-    def capture(spec: EngineSpec) -> Any:
-        with lock:
-            if not started:
-                started.append(start_capture_server(spec))
-            return started[0]
-
-    def stop() -> None:
-        for server in started:
-            server.stop()
-
-    return capture, stop
 
 
 def _bring_home(executor: EpisodeExecutor, result: EvalEpisodeResult, logs: Path) -> None:

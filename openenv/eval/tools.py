@@ -20,6 +20,7 @@ from openenv.capture.backends.named import BackendName
 from openenv.errors import BadRequest, NotFound
 from openenv.eval.episodes import EpisodeRequest, EvalEpisodeResult, run_recorded_episode
 from openenv.export.log import EpisodeLog, read_episode
+from openenv.harness.episode_settings import fold_words
 from openenv.harness.summary import Policy
 from openenv.harness.tasks.sets import served_task_sets
 from openenv.paths import safe_name
@@ -105,14 +106,15 @@ class HarnessTools:
         name = harness or self.default_harness
         if name is None:
             raise NotFound("run_episode needs a harness; call list_harnesses for the names")
-        request = EpisodeRequest(
-            harness=_known_harness(name),
-            task=safe_name(task, "task id"),
-            task_set=_known_task_set(task_set),
-            backend=backend,
-            policy=policy,
-            max_tokens=max_tokens,
-        )
+        words = {
+            "harness": _known_harness(name),
+            "task": safe_name(task, "task id"),
+            "task_set": _known_task_set(task_set),
+            "backend": backend,
+            "policy": policy,
+            "max_tokens": max_tokens,
+        }
+        request = EpisodeRequest.model_validate(fold_words(words, settings="settings", engine="engine"))
         return await asyncio.to_thread(run_recorded_episode, request, self.out_dir)
 
     def get_trajectory(self, episode_id: str) -> EpisodeLog:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from openenv.capture.engine import start_capture_server
+from openenv.capture.engine import CapturePool
 from openenv.capture.server import CaptureServer
 from openenv.executor.base import EngineSpec, EpisodeJob, WorkerContext
 from openenv.executor.preflight import NodeNotReady, node_problems
@@ -87,7 +87,7 @@ class EpisodeWorker:
         # Docker sandboxes this worker makes carry the run id (`openenv.run`): swept with the run.
         os.environ[RUN_ENV] = run_id
         self.run_id = run_id
-        self._servers: dict[EngineSpec, CaptureServer] = {}
+        self._pool = CapturePool()  # this worker's capture servers, one per spec; closed at shutdown
         self._cache: dict[str, Any] = {}
         self._lock = threading.Lock()
 
@@ -133,19 +133,14 @@ class EpisodeWorker:
         end_processes(sandboxed_processes())
         sweep_run_containers(self.run_id, owners=[self.owner])
         with self._lock:
-            servers, self._servers = list(self._servers.values()), {}
             kept, self._cache = list(self._cache.values()), {}
         for thing in kept:
             close = getattr(thing, "close", None)
             if close is not None:
                 close()
-        for server in servers:
-            server.stop()
+        self._pool.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     def _capture(self, spec: EngineSpec) -> CaptureServer:
-        with self._lock:
-            if spec not in self._servers:
-                spec.check_remote()
-                self._servers[spec] = start_capture_server(spec)
-            return self._servers[spec]
+        spec.check_remote()
+        return self._pool.acquire(spec)

@@ -24,6 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from openenv.capture.engine import CapturePool
 from openenv.capture.trajectory import SequenceRow, TurnRecord
 from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harbor_server.admission import Admitted
@@ -60,17 +61,21 @@ def _play(
     runs_dir: Path | None,
     marks: dict[str, float],
     substitutes: dict[str, str],
+    pool: CapturePool,
 ) -> tuple[HarnessObservation, EpisodeSummary, list[TurnRecord], list[Any], str]:
     """The episode, in a worker thread: returns its last observation, summary, turn records, the
     capture record's sequences (for the conversations) and the saved log's stem."""
-    settings = EpisodeSettings(
-        sandbox=admitted.sandbox,
-        sampling=admitted.sampling,  # type: ignore[arg-type]  # wire strs; EpisodeSettings (pydantic) validates them into its Literals
-        timeout_s=admitted.timeout_s,
-        budget=admitted.budget,
-        image_substitutes=substitutes,
+    settings = EpisodeSettings.model_validate(  # the wire's strs, validated into the settings' Literals
+        {
+            "sandbox": admitted.sandbox,
+            "sampling": admitted.sampling,
+            "timeout_s": admitted.timeout_s,
+            "budget": admitted.budget,
+            "image_substitutes": substitutes,
+        }
     )
-    env = HarnessEnvironment(admitted.harness, engine=admitted.engine, settings=settings)
+    server = pool.acquire(admitted.engine)
+    env = HarnessEnvironment(admitted.harness, engine=admitted.engine, server=server, settings=settings)
     handle.env = env
     if handle.cancelled.is_set():  # the client left while the env was being built
         env.close()
@@ -107,13 +112,15 @@ async def run_admitted(
     runs_dir: Path | None,
     queued_s: float = 0.0,
     image_substitutes: dict[str, str] | None = None,
+    pool: CapturePool,
 ) -> HarborRolloutResult:
-    """Play one admitted rollout and map its outcome (see the module doc). Cancellation closes it."""
+    """Play one admitted rollout and map its outcome (see the module doc), its capture server from
+    `pool` (the serving service's). Cancellation closes it."""
     handle = EpisodeHandle()
     marks: dict[str, float] = {}
     start = time.monotonic()
     work = asyncio.ensure_future(
-        asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks, dict(image_substitutes or {}))
+        asyncio.to_thread(_play, admitted, task, handle, runs_dir, marks, dict(image_substitutes or {}), pool)
     )
     try:
         obs, summary, records, sequences, stem = await asyncio.shield(work)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from openenv.capture.engine import CapturePool
 from openenv.harbor_server.admission import ORACLE, REFERENCE_SANDBOXES, SANDBOXES, RolloutPolicy
 from openenv.harbor_server.rollout import run_admitted
 from openenv.harbor_server.splits import Splits
@@ -49,6 +50,8 @@ class HarborService:
     policy: the operator's rules for what a rollout may ask (engines, sandboxes, sampling).
     max_rollouts: rollouts that run at once; later ones wait their turn (their wait is `queue_s`).
     runs_dir: where each episode's JSONL log is written (None: not written).
+    pool: the capture servers its rollouts sample through, one per engine; whoever serves the service
+        closes it when serving ends (`openenv harbor serve` does).
     """
 
     splits: Splits
@@ -56,6 +59,7 @@ class HarborService:
     max_rollouts: int = 1
     runs_dir: Path | None = None
     running: int = 0
+    pool: CapturePool = field(default_factory=CapturePool, repr=False)
     _slots: asyncio.Semaphore | None = field(default=None, repr=False)
     _docker: str | None = field(default="unchecked", repr=False)
 
@@ -96,6 +100,7 @@ class HarborService:
                     runs_dir=self.runs_dir,
                     queued_s=time.monotonic() - waited,
                     image_substitutes=dict(self.policy.image_substitutes),
+                    pool=self.pool,
                 )
             finally:
                 self.running -= 1

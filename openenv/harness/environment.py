@@ -8,7 +8,6 @@ and the session's training sequences come back with the reward.
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import uuid
@@ -20,13 +19,12 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from openenv.capture.backends.named import BackendName
 from openenv.capture.budget import Budget
-from openenv.capture.canonical import SamplingParams
 from openenv.capture.engine import EngineSpec, shared_capture_server
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
+from openenv.capture.session import SyncPendingTurn
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.capture.trajectory import Trajectory, TurnRecord
 from openenv.core.environment import Environment, EnvMetadata
 from openenv.core.validation import validation_message
@@ -35,8 +33,6 @@ from openenv.harness.catalog import get_spec
 from openenv.harness.episode_settings import (
     DEFAULT_SAMPLING,
     EpisodeSettings,
-    Isolation,
-    Network,
     SandboxKind,
 )
 from openenv.harness.launch import launch
@@ -47,11 +43,11 @@ from openenv.harness.sandbox.local import LocalSandbox
 from openenv.harness.spec import HarnessSpec, SessionContext
 from openenv.harness.tasks import Task, builtin_task, builtin_task_ids, find_task, load_task_set
 from openenv.harness.tasks.sets import served_task_sets
-from openenv.harness.verifier import RewardRule, Verdict, verify
-from openenv.settings import flag
+from openenv.harness.verifier import Verdict, verify
 
 __all__ = [
     "DEFAULT_SAMPLING",
+    "EpisodeHooks",
     "EpisodeSettings",
     "HarnessEnvironment",
     "ResetOptions",
@@ -117,24 +113,6 @@ def _reset_options(options: dict[str, Any]) -> ResetOptions:
         raise BadRequest(f"{validation_message(exc, 'reset option')} (known options: {known})") from None
 
 
-def _settings(given: EpisodeSettings | None, words: dict[str, Any]) -> EpisodeSettings:
-    """`given`, or the settings the one-by-one keywords describe; never both (a keyword beside `settings=`
-    would otherwise be dropped without a word).
-
-    Raises:
-        BadRequest: a keyword differs from its default beside `settings=`, or a value does not validate.
-    """
-    if given is not None:
-        defaults = EpisodeSettings()
-        if changed := [name for name, value in words.items() if value != getattr(defaults, name)]:
-            raise BadRequest(f"pass settings= or {', '.join(f'{n}=' for n in changed)}, not both")
-        return given
-    try:
-        return EpisodeSettings.model_validate(words)
-    except ValidationError as exc:
-        raise BadRequest(validation_message(exc, "settings")) from None
-
-
 def _check_live(episode: _Episode) -> None:
     if episode.aborted:
         raise EnvError("the episode was closed while this step ran (the env was closed or its client left)")
@@ -154,12 +132,18 @@ def _stage_solution(sandbox: Sandbox, task: Task) -> None:
     sandbox.stage("/solution", dict(task.solution_files or {"solve.sh": task.solution}), readonly=True)
 
 
-def _env_choice(var: str, allowed: tuple[str, ...], default: str) -> Any:
-    """`$var` if set (one of `allowed`, else a BadRequest naming them), else `default`."""
-    value = os.environ.get(var) or default
-    if value not in allowed:
-        raise BadRequest(f"{var}={value!r}: expected one of {', '.join(allowed)}")
-    return value
+@dataclass(frozen=True)
+class EpisodeHooks:
+    """Code an episode calls instead of the defaults (not settings: functions do not travel in a config).
+
+    Args:
+        sandbox_factory: builds each episode's sandbox from the proxy ports it must reach; it replaces
+            the settings' `sandbox` (for custom images or limits).
+        verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
+    """
+
+    sandbox_factory: SandboxFactory | None = None
+    verifier: Callable[..., Verdict] | None = None
 
 
 class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessState]):
@@ -167,26 +151,17 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
 
     Args:
         harness: the harness name; subclasses in envs/<name>/ set the `harness` class attribute instead.
-        server: a started `CaptureServer` to share; without one, the process's server for `engine` is
-            started on first reset and shared by every env in the process (one model load, many sessions).
-        engine: which engine samples and which model folder renders (`capture.engine.EngineSpec`);
-            default: `EngineSpec.of(backend, model=model, vllm_url=vllm_url)`.
-        backend, model, vllm_url: the engine in words, for callers without a spec: `local` (in-process
-            transformers) or `vllm` (vLLM servers at `vllm_url`, comma-separated for several); the model
-            folder (tokenizer and chat template; weights for `local`). Unset, `EngineSpec.of` reads
-            `$OPENENV_BACKEND` (else `local`), `$OPENENV_MODEL` (else the tiny model) and
-            `$OPENENV_VLLM_URL`.
-        settings: how each episode runs (`EpisodeSettings`: sandbox, network, isolation, sampling, timeouts,
-            budget, image substitutes); what every road into an episode passes.
-        sampling, network, isolation, turn_timeout_s, sandbox, image_substitutes, local_without_build,
-            budget: the same settings one by one, for callers without an `EpisodeSettings` (see it for what
-            each means); given beside `settings=`, a value other than the default is a 400.
-        reward_rule: how the verifier's dict becomes the scalar reward.
-        sandbox_factory: builds each episode's sandbox from the proxy ports it must reach; it replaces
-            `sandbox` (for custom images or limits).
-        verifier: `verify(sandbox, task, tool_calls=, rule=)` or a drop-in (e.g. `verify_isolated`).
-        (`$OPENENV_SANDBOX_ISOLATION=none` runs the local sandbox without bubblewrap: for an env image,
-        where the container is the boundary.)
+        engine: which engine samples and which model folder renders (`capture.engine.EngineSpec`); None:
+            the engine the process's environment names, `EngineSpec.of()` ($OPENENV_BACKEND, else the
+            in-process tiny model), resolved at the first reset: a served env (`openenv serve`, an env
+            image, a Space) is built with no arguments and configured by its environment
+            (openenv/harness/env_image.py).
+        server: a started `CaptureServer` to share (its engine is the one used); without one, the
+            process's server for `engine` (`capture.engine.shared_capture_server`) is used from the first
+            reset: one model load, many sessions.
+        settings: how each episode runs (`EpisodeSettings`: sandbox, network, isolation, sampling, reward
+            rule, timeouts, budget, image substitutes); what every road into an episode passes.
+        hooks: functions that replace the sandbox factory or the verifier (`EpisodeHooks`).
     """
 
     action_type = HarnessAction
@@ -199,64 +174,28 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         self,
         harness: str | None = None,
         *,
-        server: CaptureServer | None = None,
         engine: EngineSpec | None = None,
-        backend: BackendName | None = None,
-        model: str | Path | None = None,
-        vllm_url: str | None = None,
+        server: CaptureServer | None = None,
         settings: EpisodeSettings | None = None,
-        sampling: SamplingParams | None = DEFAULT_SAMPLING,
-        network: Network = "auto",
-        isolation: Isolation | None = None,
-        reward_rule: RewardRule | None = None,
-        turn_timeout_s: float = 300.0,
-        sandbox: SandboxKind = "local",
-        sandbox_factory: SandboxFactory | None = None,
-        verifier: Callable[..., Verdict] | None = None,
-        image_substitutes: dict[str, str] | None = None,
-        local_without_build: bool | None = None,
-        budget: Budget | None = None,
+        hooks: EpisodeHooks | None = None,
     ) -> None:
         name = harness or type(self).harness
         if name is None:
             raise BadRequest("HarnessEnvironment needs a harness name (e.g. harness='pi')")
         self.spec: HarnessSpec = get_spec(name)
         self._server = server
-        # A served env (`openenv serve`, an env image, a Space) is built with no arguments: the image's
-        # environment configures it (see openenv/harness/env_image.py).
-        if engine is not None and (backend or model or vllm_url):
-            raise BadRequest("pass engine= or backend=/model=/vllm_url=, not both")
-        self.engine: EngineSpec = engine or EngineSpec.of(backend, model=model, vllm_url=vllm_url)
-        words = {
-            "sampling": sampling,
-            "network": network,
-            "isolation": isolation,
-            "turn_timeout_s": turn_timeout_s,
-            "sandbox": sandbox,
-            "image_substitutes": image_substitutes or {},
-            "local_without_build": local_without_build,
-            "budget": budget,
-        }
-        self.settings: EpisodeSettings = _settings(settings, words)
-        self._isolation: Isolation = self.settings.isolation or _env_choice(
-            "OPENENV_SANDBOX_ISOLATION", ("bwrap", "container", "none"), "bwrap"
-        )
-        self._sampling = self.settings.sampling
-        self._network = "loopback" if self.settings.network == "auto" else self.settings.network
-        self._rule = reward_rule or RewardRule()
-        self._turn_timeout_s = self.settings.turn_timeout_s
-        self._sandbox_kind: SandboxKind = self.settings.sandbox
-        self._sandbox_factory = sandbox_factory
-        self._verifier = verifier
-        self._image_substitutes = dict(self.settings.image_substitutes)
-        self._local_without_build = (
-            flag("OPENENV_LOCAL_WITHOUT_BUILD")
-            if self.settings.local_without_build is None
-            else self.settings.local_without_build
-        )
-        self._budget = self.settings.budget
+        self._engine = engine
+        self.settings: EpisodeSettings = settings if settings is not None else EpisodeSettings()
+        self.hooks: EpisodeHooks = hooks if hooks is not None else EpisodeHooks()
         self._episode: _Episode | None = None
         self._state = HarnessState(harness=name)
+
+    @property
+    def engine(self) -> EngineSpec:
+        """The engine given, else the one the environment names (`EngineSpec.of()`), fixed on first use."""
+        if self._engine is None:
+            self._engine = EngineSpec.of()
+        return self._engine
 
     # ---- Environment API --------------------------------------------------------------------------
 
@@ -279,16 +218,18 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         task = self._resolve_task(opts.task, seed, opts.task_set)
         timeout_s = opts.timeout_s or self.settings.timeout_s or task.timeout_s
         notes: list[str] = []
-        make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self._sandbox_kind, task, notes)
+        make_sandbox, verifier = self._sandbox_parts(opts.sandbox or self.settings.sandbox, task, notes)
         server = self._ensure_server()
         sandbox = make_sandbox((server.port,))
         session = server.open_session(
             mode="gated",
-            sampling=self._sampling,
+            sampling=self.settings.sampling,
             sampling_policy=self.settings.sampling_policy,
             aux=lambda req: self.spec.aux_reason(req) is not None,
         )
-        session.set_budget(Budget().tightest(task.budget).tightest(self._budget).tightest(opts.budget))
+        session.set_budget(
+            Budget().tightest(task.budget).tightest(self.settings.budget).tightest(opts.budget)
+        )
         try:
             if not getattr(sandbox, "workspace_ready", False):  # a built image already laid it out
                 stage_workspace(sandbox, task)
@@ -388,13 +329,13 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     # ---- internals ----------------------------------------------------------------------------------
 
     def _local_sandbox(self, ports: tuple[int, ...], workdir: str = "/app") -> Sandbox:
-        if self._isolation == "container":
+        isolation = self.settings.isolation_in_effect()
+        if isolation == "container":
             from openenv.harness.sandbox.container import ContainerSandbox
 
             return ContainerSandbox(forward_ports=ports, workdir=workdir)
-        return LocalSandbox(
-            network=self._network, forward_ports=ports, workdir=workdir, isolation=self._isolation
-        )
+        network = self.settings.network_in_effect()
+        return LocalSandbox(network=network, forward_ports=ports, workdir=workdir, isolation=isolation)
 
     def _sandbox_parts(
         self, kind: SandboxKind, task: Task, notes: list[str]
@@ -405,37 +346,29 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         episode's container (Harbor's shared mode) or a fresh one (`environment_mode = "separate"`).
         The local sandbox refuses a task only an image build reproduces, unless told otherwise.
         """
-        if self._sandbox_factory is not None:
-            return self._sandbox_factory, self._verifier or verify
+        settings, verifier = self.settings, self.hooks.verifier
+        if self.hooks.sandbox_factory is not None:
+            return self.hooks.sandbox_factory, verifier or verify
+        substitutes = dict(settings.image_substitutes)
         if kind == "docker":
             from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 
             grader = verify_isolated if task.verifier_mode == "separate" else verify
-            return (
-                sandbox_factory(
-                    task, substitutes=self._image_substitutes, notes=notes, pull=self.settings.pull
-                ),
-                self._verifier or grader,
-            )
-        if task.image or (task.needs_build() and not self._local_without_build):
-            if (
-                self._isolation == "bwrap"
-            ):  # the task's own image, fetched (or built) and unpacked, no daemon to run it
-                from openenv.harness.sandbox.local_image import local_image_factory, stderr_progress
-                from openenv.harness.sandbox.rootfs import RootfsCache
+            docker = sandbox_factory(task, substitutes=substitutes, notes=notes, pull=settings.pull)
+            return docker, verifier or grader
+        without_build = settings.local_without_build_in_effect()
+        isolation = settings.isolation_in_effect()
+        if (task.image or (task.needs_build() and not without_build)) and isolation == "bwrap":
+            # the task's own image, fetched (or built) and unpacked, no daemon to run it
+            from openenv.harness.sandbox.local_image import local_image_factory, stderr_progress
+            from openenv.harness.sandbox.rootfs import RootfsCache
 
-                cache = RootfsCache(policy=self.settings.pull, progress=stderr_progress)
-                return (
-                    local_image_factory(
-                        task,
-                        cache=cache,
-                        substitutes=self._image_substitutes,
-                        notes=notes,
-                        network=self._network,
-                        isolation=self._isolation,
-                    ),
-                    self._verifier or verify,
-                )
+            cache = RootfsCache(policy=settings.pull, progress=stderr_progress)
+            network = settings.network_in_effect()
+            factory = local_image_factory(
+                task, cache=cache, substitutes=substitutes, notes=notes, network=network, isolation=isolation
+            )
+            return factory, verifier or verify
         if task.needs_build() or task.image:
             what = (
                 task.build_steps[:2]
@@ -443,14 +376,14 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
                 * bool(task.outside_files)
                 + [f"docker_image {task.image}"] * bool(task.image)
             )
-            if not self._local_without_build:
+            if not without_build:
                 raise BadRequest(
                     f"task {task.id!r} needs an image build the local sandbox cannot reproduce ({'; '.join(what)}). "
                     "Run it with --sandbox docker, or opt in to running it without those steps with "
-                    "OPENENV_LOCAL_WITHOUT_BUILD=1 (HarnessEnvironment(local_without_build=True))"
+                    "OPENENV_LOCAL_WITHOUT_BUILD=1 (EpisodeSettings(local_without_build=True))"
                 )
             notes.append(f"local sandbox without the image build: skipped {'; '.join(what)}")
-        return partial(self._local_sandbox, workdir=task.workdir), self._verifier or verify
+        return partial(self._local_sandbox, workdir=task.workdir), verifier or verify
 
     def _resolve_task(self, task: str | Task | None, seed: int | None, task_set: str | None = None) -> Task:
         if isinstance(task, Task):
@@ -474,10 +407,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         episode.pending = None
         try:
             if action.kind == "sample":
-                done = pending.sample(timeout=self._turn_timeout_s)
+                done = pending.sample(timeout=self.settings.turn_timeout_s)
             else:
                 done = pending.complete(
-                    text=action.text, token_ids=action.token_ids, timeout=self._turn_timeout_s
+                    text=action.text, token_ids=action.token_ids, timeout=self.settings.turn_timeout_s
                 )
         except OpenEnvError as exc:  # the harness got a retryable error; the trajectory marks the gap
             episode.errors.append(f"{type(exc).__name__}: {exc.message}")
@@ -544,7 +477,10 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         turns, tool_calls = self._counts(records)
         try:
             verdict: Verdict = episode.verifier(
-                episode.sandbox, episode.task, tool_calls=tool_calls, rule=self._rule
+                episode.sandbox,
+                episode.task,
+                tool_calls=tool_calls,
+                rule=self.settings.reward_rule_in_effect(),
             )
         except Exception as exc:
             verdict = Verdict(

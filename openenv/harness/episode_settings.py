@@ -12,8 +12,9 @@ task and the policy are the episode's own, chosen per reset.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -21,6 +22,8 @@ from openenv.capture.budget import Budget
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.sampling_policy import SamplingPolicy, training_sampling
 from openenv.errors import BadRequest
+from openenv.harness.verifier import RewardRule
+from openenv.settings import flag
 
 __all__ = [
     "DEFAULT_SAMPLING",
@@ -29,7 +32,7 @@ __all__ = [
     "Network",
     "Pull",
     "SandboxKind",
-    "fold_setting_words",
+    "fold_words",
 ]
 
 # A short cap keeps sampled turns of a tiny or untrained model cheap; set `sampling` to change it.
@@ -68,6 +71,7 @@ class EpisodeSettings(BaseModel):
         local_without_build: run tasks whose Dockerfile has steps only a build can reproduce (RUN, files
             outside the workdir, a docker_image) in the local sandbox anyway, without those steps; None:
             `$OPENENV_LOCAL_WITHOUT_BUILD`, else they are refused with a pointer to `sandbox="docker"`.
+        reward_rule: how the verifier's dict becomes the scalar reward (`RewardRule`; None: all tests pass).
         pull: when the Docker sandbox pulls a task's image (`docker_image` or FROM): `missing` (as
             Docker's default), `always` (the registry is asked again, once per process and image) or
             `never` (offline: a missing image is an error naming the ways out); None: `$OPENENV_PULL`,
@@ -87,6 +91,7 @@ class EpisodeSettings(BaseModel):
     image_substitutes: dict[str, str] = Field(default_factory=dict)
     local_without_build: bool | None = None
     pull: Pull | None = None
+    reward_rule: RewardRule | None = None
 
     @field_validator("sandbox", mode="before")
     @classmethod
@@ -126,31 +131,91 @@ class EpisodeSettings(BaseModel):
         sampling = {**(self.sampling or SamplingParams()).model_dump(), **changes}
         return EpisodeSettings.model_validate({**dict(self), "sampling": sampling})
 
+    # ---- what a None means, read where an episode needs it (a served env is configured by its image's
+    # environment, so these are read at the episode, not when the settings or the env are built)
+
+    def isolation_in_effect(self) -> Isolation:
+        """`isolation`, else `$OPENENV_SANDBOX_ISOLATION`, else `bwrap`.
+
+        Raises:
+            BadRequest: the variable names no isolation.
+        """
+        if self.isolation is not None:
+            return self.isolation
+        value = os.environ.get("OPENENV_SANDBOX_ISOLATION") or "bwrap"
+        if value not in get_args(Isolation):
+            allowed = ", ".join(get_args(Isolation))
+            raise BadRequest(f"OPENENV_SANDBOX_ISOLATION={value!r}: expected one of {allowed}")
+        return cast(Isolation, value)
+
+    def network_in_effect(self) -> Literal["host", "loopback"]:
+        """`network`, with `auto` meaning `loopback`."""
+        return "loopback" if self.network == "auto" else self.network
+
+    def local_without_build_in_effect(self) -> bool:
+        """`local_without_build`, else `$OPENENV_LOCAL_WITHOUT_BUILD`."""
+        if self.local_without_build is not None:
+            return self.local_without_build
+        return flag("OPENENV_LOCAL_WITHOUT_BUILD")
+
+    def reward_rule_in_effect(self) -> RewardRule:
+        return self.reward_rule or RewardRule()
+
 
 _SAMPLING_WORDS = ("max_tokens", "temperature")
+_ENGINE_WORDS = ("backend", "model", "vllm_url")
 
 
-def fold_setting_words(data: Any, field: str, *, renames: Mapping[str, str] | None = None) -> Any:
-    """For a config that embeds `EpisodeSettings` as `field`: its settings given as flat keywords
-    (`RolloutConfig(sandbox="docker", max_tokens=64)`), moved into `field` before validation, over what
-    `field` already holds. Use it as the config's `model_validator(mode="before")`.
+def fold_words(
+    data: Any,
+    *,
+    settings: str = "settings",
+    engine: str | None = None,
+    renames: Mapping[str, str] | None = None,
+) -> Any:
+    """The one place words become the two values: a config's `EpisodeSettings` given as flat keywords
+    (`RolloutConfig(sandbox="docker", max_tokens=64)`) moved into its `settings` field, over what that field
+    already holds, and, where `engine` names the config's `EngineSpec` field (the CLI and MCP edge, which
+    take the engine as `--backend`/`--model`/`--vllm-url`), the engine words made into
+    `EngineSpec.of(backend, model=, vllm_url=)`. A config uses it as its `model_validator(mode="before")`
+    without `engine` (below the edge an engine is an `EngineSpec`; an engine word is then an unknown field).
 
-    Every `EpisodeSettings` field name is a word, and so are `max_tokens` and `temperature` (into
+    Every `EpisodeSettings` field name is a settings word, and so are `max_tokens` and `temperature` (into
     `sampling`); `renames` maps a config's own spelling to a field (`{"episode_timeout_s": "timeout_s"}`).
     A word given as None is not given.
+
+    Raises:
+        ValueError: both the engine field and engine words are given (pydantic names it).
+        BadRequest: an unknown backend name.
     """
     if not isinstance(data, dict):
         return data
-    names = {name: name for name in (*EpisodeSettings.model_fields, *_SAMPLING_WORDS)} | dict(renames or {})
-    names.pop(field, None)
     data = dict(data)
+    if engine is not None:
+        data = _fold_engine(data, engine)
+    names = {name: name for name in (*EpisodeSettings.model_fields, *_SAMPLING_WORDS)} | dict(renames or {})
+    names.pop(settings, None)
     words = {names[key]: data.pop(key) for key in list(data) if key in names}
     words = {name: value for name, value in words.items() if value is not None}
     if not words:
         return data
-    base = data.get(field)
+    base = data.get(settings)
     base = base if isinstance(base, EpisodeSettings) else EpisodeSettings.model_validate(base or {})
     sampling = {name: words.pop(name) for name in _SAMPLING_WORDS if name in words}
-    settings = EpisodeSettings.model_validate({**dict(base), **words}) if words else base
-    data[field] = settings.sampled_with(**sampling)
+    folded = EpisodeSettings.model_validate({**dict(base), **words}) if words else base
+    data[settings] = folded.sampled_with(**sampling)
+    return data
+
+
+def _fold_engine(data: dict[str, Any], field: str) -> dict[str, Any]:
+    from openenv.capture.engine import EngineSpec
+
+    words = {name: data.pop(name) for name in _ENGINE_WORDS if name in data}
+    if data.get(field) is not None:
+        if any(value is not None for value in words.values()):
+            raise ValueError(f"pass {field}= or {'/'.join(f'{w}=' for w in _ENGINE_WORDS)}, not both")
+        return data
+    data[field] = EngineSpec.of(
+        words.get("backend"), model=words.get("model"), vllm_url=words.get("vllm_url")
+    )
     return data

@@ -171,12 +171,14 @@ def _episode(
     timeout_s: float = 300,
 ) -> _Episode:
     """One episode of `spec` (the version under check) with its evidence saved to `out` (a JSONL log)."""
-    settings = EpisodeSettings(
-        sandbox=sandbox,
-        image_substitutes=IMAGE_SUBSTITUTES,
-        budget=budget,  # type: ignore[arg-type]  # CLI strs; EpisodeSettings (pydantic) validates them into its Literals
-        turn_timeout_s=min(timeout_s, 180),
-        timeout_s=timeout_s,
+    settings = EpisodeSettings.model_validate(  # the CLI's strs, validated into the settings' Literals
+        {
+            "sandbox": sandbox,
+            "image_substitutes": IMAGE_SUBSTITUTES,
+            "budget": budget,
+            "turn_timeout_s": min(timeout_s, 180),
+            "timeout_s": timeout_s,
+        }
     )
     env = HarnessEnvironment(spec.name, engine=engine, settings=settings)
     env.spec = spec  # the version under check, not the pin (the scratch cache holds it)
@@ -363,7 +365,7 @@ def qualify(
     started, date = time.monotonic(), datetime.now(UTC).isoformat(timespec="seconds")
     cache = cache or scratch_cache(spec.name, version)
     candidate = spec_at(spec, version)
-    engine = engine or EngineSpec.of("local")
+    engine = engine or EngineSpec("local")
     run = _Run(results, progress)
     results.mkdir(parents=True, exist_ok=True)
     with using_cache(cache):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from openenv.capture.trajectory import SequenceRow
+from openenv.harness.outcome import EpisodeStatus
 from openenv.harness.summary import EpisodeSummary
 from openenv.train.episode import EpisodePolicy, TrainingEpisodeResult
 from openenv.train.sequences import SequencePolicy, TrainedRows, trained_rows
@@ -19,7 +20,7 @@ def episode_result(
     *,
     reward: float = 0.0,
     breakdown: dict[str, float] | None = None,
-    status: str = "exited",
+    status: EpisodeStatus = "exited",
     tool_calls: int = 0,
     turns: int = 0,
     harness: str = "pi",
@@ -37,7 +38,7 @@ def episode_result(
         task=task_id,
         policy=policy,
         reward=reward,
-        status=status,  # type: ignore[arg-type]  # a test helper takes the status as a str; pydantic validates it
+        status=status,
         turns=turns,
         tool_calls=tool_calls,
         sequences=len(rows),

@@ -2,7 +2,7 @@
 
 - `local` (CPU): the proxy's backend *is* the trainer's in-memory model (`LocalBackend(live_model)`),
   so every sampled turn uses the weights of the current step, with no copy and no sync.
-- `vllm`: the proxy generates from the vLLM server at `vllm_url`. For fresh samples this must be the
+- `vllm`: the proxy generates from the engine's vLLM server(s). For fresh samples this must be the
   server TRL keeps in sync: `GRPOConfig(use_vllm=True, vllm_mode="server", vllm_server_base_url=URL)`
   (started with `trl vllm-serve`), which TRL updates before each rollout (`sync_weights` runs before
   `rollout_func` whenever the step changed). A plain `vllm serve` that TRL does not update samples the
@@ -14,12 +14,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from openenv.capture.backends.named import BackendName, make_backend
-from openenv.capture.engine import EngineSpec, start_capture_server
+from openenv.capture.backends.base import Backend
+from openenv.capture.backends.named import make_backend
+from openenv.capture.backends.vllm_engines import split_urls
+from openenv.capture.engine import CapturePool, EngineSpec
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 
-__all__ = ["model_folder", "policy_server"]
+__all__ = ["model_folder", "policy_server", "trainer_engine"]
 
 
 def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
@@ -33,38 +35,58 @@ def model_folder(trainer: Any, override: str | Path | None = None) -> Path:
     return Path(name)
 
 
-def policy_server(
-    trainer: Any,
-    *,
-    backend: BackendName,
-    model: str | Path | None = None,
-    vllm_url: str | list[str] | None = None,
-) -> CaptureServer:
-    """Start a capture server whose backend samples the trainer's current policy (`start_capture_server`:
-    its admin API locked, as every episode's server: the harnesses being trained reach its port).
+def trainer_engine(trainer: Any, engine: EngineSpec) -> EngineSpec:
+    """`engine` with what it leaves to the trainer filled in, once per run: the tokenizer folder (None: the
+    trainer model's `name_or_path`) and, for `vllm`, the URLs (none: `GRPOConfig.vllm_server_base_url`).
+
+    Raises:
+        BadRequest: `vllm` without a URL either way, or no tokenizer folder could be found.
+    """
+    folder = str(model_folder(trainer, engine.model))
+    if engine.backend == "local":
+        return EngineSpec("local", model=folder)
+    urls = engine.vllm_urls or split_urls(
+        getattr(getattr(trainer, "args", None), "vllm_server_base_url", None)
+    )
+    if not urls:
+        raise BadRequest(
+            "a vllm engine needs its URL: EngineSpec.of('vllm', vllm_url=URL) or "
+            "GRPOConfig(vllm_server_base_url=...)"
+        )
+    return EngineSpec("vllm", model=folder, vllm_urls=urls)
+
+
+def policy_server(trainer: Any, engine: EngineSpec, pool: CapturePool) -> CaptureServer:
+    """The run's capture server whose backend samples the trainer's current policy, from the run's `pool`
+    (started on first use, its admin API locked, as every episode's server: the harnesses being trained
+    reach its port; stopped when the run closes its pool).
+
+    Args:
+        trainer: the GRPO trainer; with the `local` engine its in-memory model samples.
+        engine: the run's engine (what it leaves to the trainer is filled by `trainer_engine`); several
+            URLs: `VLLMEngines`.
+        pool: the run's capture pool.
 
     Raises:
         BadRequest: `vllm` without a URL, `local` with gradient checkpointing on, or no tokenizer folder
             could be found.
     """
-    if backend == "local" and getattr(getattr(trainer, "args", None), "gradient_checkpointing", False):
+    if engine.backend == "local" and getattr(getattr(trainer, "args", None), "gradient_checkpointing", False):
         # TRL's GRPOConfig turns it on by default. The local backend samples the very model being trained,
         # and with checkpointing on that model runs without its KV cache while it samples: replies came out
         # cut short with malformed tool calls, silently (found by the issue-21 learning run).
         raise BadRequest(
-            "backend='local' samples the trainer's own model, which gradient checkpointing breaks "
-            "for generation: pass GRPOConfig(gradient_checkpointing=False), or use backend='vllm'"
+            "the local engine samples the trainer's own model, which gradient checkpointing breaks "
+            "for generation: pass GRPOConfig(gradient_checkpointing=False), or use a vllm engine"
         )
-    folder = str(model_folder(trainer, model))
-    if backend == "local":
-        live = trainer.accelerator.unwrap_model(trainer.model)
-        # The trainer's own precision context (bf16 autocast by GRPOConfig's default, also on CPU), also
-        # before accelerate has wrapped the model's forward: logprobs computed as the trainer computes them.
-        sampler = make_backend("local", model=live, autocast=trainer.accelerator.autocast)
-        return start_capture_server(EngineSpec("local", model=folder), backend=sampler)
-    url = vllm_url or getattr(trainer.args, "vllm_server_base_url", None)
-    if not url:
-        raise BadRequest("backend='vllm' needs vllm_url= or GRPOConfig(vllm_server_base_url=...)")
-    return start_capture_server(
-        EngineSpec.of("vllm", model=folder, vllm_url=url)
-    )  # several URLs: VLLMEngines
+    engine = trainer_engine(trainer, engine)
+    if engine.backend == "local":
+
+        def live_sampler() -> Backend:
+            live = trainer.accelerator.unwrap_model(trainer.model)
+            # The trainer's own precision context (bf16 autocast by GRPOConfig's default, also on CPU), also
+            # before accelerate has wrapped the model's forward: logprobs computed as the trainer computes them.
+            return make_backend("local", model=live, autocast=trainer.accelerator.autocast)
+
+        return pool.acquire(engine, backend=live_sampler)
+    return pool.acquire(engine)

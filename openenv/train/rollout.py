@@ -28,12 +28,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from openenv.capture.backends.named import BackendName
-from openenv.capture.backends.vllm_engines import split_urls
+from openenv.capture.engine import CapturePool
 from openenv.capture.server import CaptureServer
 from openenv.errors import BadRequest
 from openenv.executor import EngineSpec, EpisodeExecutor, ExecutorKind, make_executor
-from openenv.harness.episode_settings import EpisodeSettings, fold_setting_words
+from openenv.harness.episode_settings import EpisodeSettings, fold_words
 from openenv.harness.tasks.model import Task
 from openenv.harness.tasks.sets import load_task_set
 from openenv.train.episode import EpisodePolicy, RowTokens, TrainingEpisodeResult
@@ -41,7 +40,7 @@ from openenv.train.episode_job import EnvBuilder, TrainingEpisodeJob
 from openenv.train.failures import FailurePolicy, GroupOutcome, run_group
 from openenv.train.metrics import log_rollout_metrics
 from openenv.train.mix import HarnessMix
-from openenv.train.policy_server import model_folder, policy_server
+from openenv.train.policy_server import policy_server, trainer_engine
 from openenv.train.prompts import parse_prompt
 from openenv.train.sequences import SequencePolicy, row_weights
 from openenv.train.signal import SignalSampler
@@ -61,10 +60,10 @@ class RolloutConfig(BaseModel):
         harness: a harness name, a mix spec (`"pi=2,claude-code=1"`) or a `HarnessMix`; used for prompts
             that do not name their harness.
         task_set: where prompt task ids are looked up (`builtin`, a Harbor folder, a datasets file).
-        backend: `local` samples the trainer's in-memory model; `vllm` the server at `vllm_url`.
-        model: the tokenizer/chat-template folder; default: the trainer model's `name_or_path`.
-        vllm_url: the vLLM base URL (no /v1), or a list of them (sessions spread over the engines);
-            default: `GRPOConfig.vllm_server_base_url`.
+        engine: which engine samples (`EngineSpec`): `local` (the default) samples the trainer's in-memory
+            model; `vllm` the server(s) at its URLs (none: `GRPOConfig.vllm_server_base_url`; several:
+            sessions spread over them). Its `model` is the tokenizer/chat-template folder (None: the
+            trainer model's `name_or_path`). Resolved once per run (`policy_server.trainer_engine`).
         episode: how each episode runs (`EpisodeSettings`: sandbox, network, sampling, timeouts, budget).
             Its settings may also be given flat: `max_tokens` (the cap on each sampled turn, default 256),
             `temperature` (must equal `GRPOConfig.temperature`: `HarnessRollout` refuses a mismatch), `episode_timeout_s` (the harness's
@@ -80,7 +79,7 @@ class RolloutConfig(BaseModel):
             episode's advantage; needs `EpisodeGRPOTrainer`, and falls back to `longest` (one sequence per
             episode, the others dropped and counted) with a plain `GRPOTrainer`.
         executor: `thread` (episodes on threads of this process) or `ray` (on `EpisodeWorker` actors of the
-            Ray cluster at `ray_address`; needs `backend="vllm"`).
+            Ray cluster at `ray_address`; needs a `vllm` engine).
         ray_address: the cluster (`auto`, `HOST:PORT`, `ray://...`).
         ray_slots: episode workers to start on Ray (default: every slot the cluster offers).
         tokens: `exact` (the sampled ids, spliced) or `naive`: rows re-rendered from the messages the harness
@@ -92,9 +91,7 @@ class RolloutConfig(BaseModel):
 
     harness: str | HarnessMix = "pi"
     task_set: str = "builtin"
-    backend: BackendName = "local"
-    model: str | None = None
-    vllm_url: str | list[str] | None = None
+    engine: EngineSpec = EngineSpec("local")
     episode: EpisodeSettings = EpisodeSettings()
     max_concurrency: int = Field(default=4, gt=0)
     failure: FailurePolicy = FailurePolicy()
@@ -108,7 +105,7 @@ class RolloutConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _flat_settings(cls, data: Any) -> Any:
-        return fold_setting_words(data, "episode", renames={"episode_timeout_s": "timeout_s"})
+        return fold_words(data, settings="episode", renames={"episode_timeout_s": "timeout_s"})
 
     @model_validator(mode="after")
     def _samples(self) -> RolloutConfig:
@@ -128,9 +125,9 @@ class RolloutConfig(BaseModel):
 
     @model_validator(mode="after")
     def _ray_needs_an_engine(self) -> RolloutConfig:
-        if self.executor == "ray" and self.backend == "local":
+        if self.executor == "ray" and self.engine.backend == "local":
             raise ValueError(
-                "executor='ray' needs backend='vllm': the 'local' backend samples the trainer's "
+                "executor='ray' needs a vllm engine: the 'local' backend samples the trainer's "
                 "in-memory model, which other processes and machines cannot reach"
             )
         return self
@@ -183,7 +180,8 @@ class HarnessRollout:
         self._policy_for = policy_for or (lambda _i: self.config.policy)
         self.sampler = sampler
         self._executor: EpisodeExecutor | None = None
-        self._server: CaptureServer | None = None
+        self._pool = CapturePool()  # the run's capture servers: started on first use, stopped by close()
+        self._spec: EngineSpec | None = None
         self._tasks: dict[str, Task] | None = None
         self._warned = False
         self.__name__ = "harness_rollout"  # TRL names callables in warnings
@@ -270,7 +268,7 @@ class HarnessRollout:
                     slots=self.config.max_concurrency,
                     engine=self._engine(trainer),
                     harnesses=[],
-                    capture=lambda _spec: self._server,
+                    capture=lambda spec: policy_server(trainer, spec, self._pool),
                 )
             else:
                 self._executor = make_executor(
@@ -329,9 +327,8 @@ class HarnessRollout:
         if self._executor is not None:
             self._executor.close()
             self._executor = None
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        self._pool.close()
+        self._pool = CapturePool()  # a closed rollout may run again (a second `train()`): a fresh pool
 
     # ---- internals --------------------------------------------------------------------------------------
 
@@ -346,21 +343,14 @@ class HarnessRollout:
         return self._tasks[task_id]
 
     def _ensure_server(self, trainer: Any) -> CaptureServer:
-        if self._server is None:
-            self._server = policy_server(
-                trainer, backend=self.config.backend, model=self.config.model, vllm_url=self.config.vllm_url
-            )
-        return self._server
+        return policy_server(trainer, self._engine(trainer), self._pool)
 
     def _engine(self, trainer: Any) -> EngineSpec:
-        """The engine and tokenizer folder, as a Ray worker needs them (paths valid on every node)."""
-        url = self.config.vllm_url or getattr(getattr(trainer, "args", None), "vllm_server_base_url", None)
-        folder = (
-            str(model_folder(trainer, self.config.model))
-            if self.config.executor == "ray"
-            else self.config.model
-        )
-        return EngineSpec(backend=self.config.backend, model=folder, vllm_urls=split_urls(url))
+        """The run's engine with the trainer's folder and URL filled in, resolved once (a Ray worker
+        gets it as is: paths valid on every node)."""
+        if self._spec is None:
+            self._spec = trainer_engine(trainer, self.config.engine)
+        return self._spec
 
 
 def _filler_id(trainer: Any) -> int:

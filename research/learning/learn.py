@@ -562,7 +562,7 @@ def echo_changes(
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.engine import EngineSpec
     from openenv.harness.catalog import get_spec, harness_names
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.install import install_status
     from openenv.harness.tasks.sets import load_task_set
     from openenv.train.episode import run_training_episode
@@ -584,7 +584,7 @@ def echo_changes(
         row: dict[str, Any] = {"episodes": 0, "sampled": 0, "changed": 0, "errors": []}
         for task in tasks:
             result = run_training_episode(
-                lambda h: HarnessEnvironment(h, engine=engine, sampling=sampling),
+                lambda h: HarnessEnvironment(h, engine=engine, settings=EpisodeSettings(sampling=sampling)),
                 harness,
                 task,
                 policy="demo",
@@ -696,6 +696,7 @@ def train_grpo_run(
     from transformers import AutoTokenizer, TrainerCallback
     from trl import GRPOConfig
 
+    from openenv.capture.engine import EngineSpec
     from openenv.train.prompts import task_dataset
     from openenv.train.rewards import task_success, tool_call_bonus
     from openenv.train.rollout import HarnessRollout, RolloutConfig
@@ -707,7 +708,7 @@ def train_grpo_run(
     rollout_config = RolloutConfig(
         harness=harness,
         task_set=str(cfg.tasks_dir / "train"),
-        backend="local",
+        engine=EngineSpec("local"),
         max_tokens=cfg.max_tokens,
         temperature=1.0,
         max_concurrency=cfg.concurrency,

@@ -18,7 +18,7 @@ from google.genai import types as gtypes
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.testing.teacher import teacher_logprobs
 
 SYSTEM = "Be brief."

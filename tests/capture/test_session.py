@@ -19,7 +19,8 @@ from openai import OpenAI
 from openenv.capture.canonical import CanonicalRequest, SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
+from openenv.capture.session import SyncPendingTurn
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.errors import BadRequest
 
 TOOLS = [

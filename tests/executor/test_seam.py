@@ -62,8 +62,8 @@ def test_the_local_backend_is_refused_on_ray_with_what_to_do_instead():
         EngineSpec(backend="local").check_remote()
     with pytest.raises(BadRequest, match="needs the engine URL"):
         EngineSpec(backend="vllm").check_remote()
-    with pytest.raises(ValueError, match="executor='ray' needs backend='vllm'"):
-        RolloutConfig(executor="ray", backend="local")
+    with pytest.raises(ValueError, match="executor='ray' needs a vllm engine"):
+        RolloutConfig(executor="ray", engine=EngineSpec("local"))
     # refused before Ray is even contacted
     with pytest.raises(BadRequest, match="inside one process"):
         make_executor(

@@ -7,7 +7,7 @@ import pytest
 
 from openenv.capture.budget import Budget
 from openenv.harness.catalog import get_spec
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.install import install_status
 from openenv.harness.rollout import run_episode
 from openenv.harness.tasks import builtin_task
@@ -21,7 +21,9 @@ def test_a_budget_of_n_turns_ends_a_pi_episode_with_status_budget_after_n_turns(
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
     # the oracle lists the workspace, edits, then would say it is done: 3 turns unbudgeted
-    env = HarnessEnvironment("pi", server=capture_server, budget=Budget(max_turns=n))
+    env = HarnessEnvironment(
+        "pi", server=capture_server, settings=EpisodeSettings(budget=Budget(max_turns=n))
+    )
     try:
         task = builtin_task("fix-temperature-conversion")
         obs, summary = run_episode(env, task, policy="oracle", look_first=True)

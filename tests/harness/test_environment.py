@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from openenv.capture.engine import EngineSpec
 from openenv.errors import BadRequest, InvalidAction
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.models import HarnessAction
 from openenv.harness.tasks import Task
 
@@ -116,8 +116,8 @@ def test_policy_is_a_reset_keyword_and_the_oracle_gets_its_solution_staged(env, 
 def test_an_unknown_sandbox_kind_is_refused_before_anything_starts(env, fake_harness):
     with pytest.raises(BadRequest, match="sandbox must be 'local' or 'docker', got 'vm'"):
         env.reset(task=_task("crash"), sandbox="vm")
-    with pytest.raises(BadRequest, match="got 'vm'"):
-        HarnessEnvironment(fake_harness, sandbox="vm")  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="got 'vm'"):
+        EpisodeSettings(sandbox="vm")  # type: ignore[arg-type]
 
 
 def test_reset_during_an_episode_aborts_the_old_one(env):
@@ -144,9 +144,26 @@ def test_actions_are_validated(fields, message):
 def test_the_harness_env_holds_its_engine_as_one_value(tiny_model: Path) -> None:
     spec = EngineSpec("vllm", str(tiny_model), ("http://127.0.0.1:9",))
     assert HarnessEnvironment("pi", engine=spec).engine == spec
-    assert (
-        HarnessEnvironment("pi", backend="vllm", model=tiny_model, vllm_url="http://127.0.0.1:9/").engine
-        == spec
-    )
-    with pytest.raises(BadRequest, match="not both"):
-        HarnessEnvironment("pi", engine=spec, backend="local")
+    with pytest.raises(TypeError, match="backend"):
+        HarnessEnvironment("pi", backend="vllm")  # type: ignore[call-arg]
+
+
+def test_the_constructor_has_one_door_per_value_and_reads_no_environment(monkeypatch) -> None:
+    """Two values (engine, settings), a shared server and the hooks: nothing loose beside them. A served env
+    is built with no arguments and takes its engine from the environment at its first use, not when built."""
+    import inspect
+
+    assert list(inspect.signature(HarnessEnvironment.__init__).parameters) == [
+        "self",
+        "harness",
+        "engine",
+        "server",
+        "settings",
+        "hooks",
+    ]
+    monkeypatch.setenv("OPENENV_BACKEND", "nonsense")
+    env = HarnessEnvironment("pi")  # built: nothing read yet
+    with pytest.raises(BadRequest, match="OPENENV_BACKEND='nonsense'"):
+        _ = env.engine
+    monkeypatch.setenv("OPENENV_BACKEND", "local")
+    assert env.engine.backend == "local"

@@ -12,7 +12,7 @@ from openenv.errors import BadRequest
 from openenv.eval.episodes import EpisodeRequest
 from openenv.eval.runner import EvalPlan
 from openenv.harness.environment import HarnessEnvironment
-from openenv.harness.episode_settings import DEFAULT_SAMPLING, EpisodeSettings
+from openenv.harness.episode_settings import DEFAULT_SAMPLING, EpisodeSettings, fold_words
 from openenv.train.rollout import RolloutConfig
 
 
@@ -40,9 +40,12 @@ def test_flat_settings_fold_into_the_one_value_on_every_road() -> None:
 
 def test_a_word_given_as_none_is_not_given() -> None:
     """The CLI passes every option, unset ones as None: they keep the defaults."""
-    plan = EvalPlan(harnesses=["pi"], tasks=["t"], max_tokens=None, timeout_s=None, model=None, vllm_url=None)
+    words = {"harnesses": ["pi"], "tasks": ["t"], "max_tokens": None, "timeout_s": None}
+    plan = EvalPlan.model_validate(
+        fold_words({**words, "model": None, "vllm_url": None}, settings="episode", engine="engine")
+    )
     assert plan.episode == EpisodeSettings() and plan.episode.sampling == DEFAULT_SAMPLING
-    assert plan.engine == EngineSpec(backend="local")
+    assert plan.engine == EngineSpec(backend="local") == EvalPlan.model_validate(words).engine
 
 
 def test_the_plan_hands_its_engine_and_settings_to_every_request() -> None:
@@ -50,8 +53,7 @@ def test_the_plan_hands_its_engine_and_settings_to_every_request() -> None:
         harnesses=["pi", "codex"],
         tasks=["t"],
         repeats=2,
-        backend="vllm",
-        vllm_url="http://e:1/",
+        engine=EngineSpec.of("vllm", vllm_url="http://e:1/"),
         sandbox="docker",
     )
     requests = plan.requests()
@@ -62,8 +64,21 @@ def test_the_plan_hands_its_engine_and_settings_to_every_request() -> None:
 
 
 def test_an_engine_given_both_ways_is_refused_by_name() -> None:
-    with pytest.raises(ValidationError, match=r"pass engine= or backend=/model=/vllm_url=, not both"):
-        EpisodeRequest(harness="pi", task="t", engine=EngineSpec("local"), backend="vllm")
+    words = {"harness": "pi", "task": "t", "engine": EngineSpec("local"), "backend": "vllm"}
+    with pytest.raises(ValueError, match=r"pass engine= or backend=/model=/vllm_url=, not both"):
+        fold_words(words, engine="engine")
+
+
+def test_below_the_edge_an_engine_is_one_value_and_engine_words_are_unknown_fields() -> None:
+    """Only the CLI and MCP edge take the engine in words (through `fold_words`); a config below takes
+    an `EngineSpec`."""
+    with pytest.raises(ValidationError, match="backend"):
+        EpisodeRequest.model_validate({"harness": "pi", "task": "t", "backend": "vllm"})
+    with pytest.raises(ValidationError, match="vllm_url"):
+        RolloutConfig.model_validate({"vllm_url": "http://e:1"})
+    words = {"harness": "pi", "task": "t", "backend": "vllm", "vllm_url": "http://e:1,http://e:2/"}
+    request = EpisodeRequest.model_validate(fold_words(words, engine="engine"))
+    assert request.engine == EngineSpec("vllm", None, ("http://e:1", "http://e:2"))
 
 
 def test_settings_are_validated_where_they_are_declared() -> None:
@@ -76,10 +91,22 @@ def test_settings_are_validated_where_they_are_declared() -> None:
     assert EvalPlan(harnesses=["pi"], tasks=["t"], temperature=0.0).episode.sampling.temperature == 0.0  # type: ignore[union-attr]
 
 
-def test_the_env_runs_on_the_settings_it_is_given_and_refuses_them_twice() -> None:
+def test_the_env_runs_on_the_settings_it_is_given_and_takes_no_loose_words() -> None:
     settings = EpisodeSettings(sandbox="docker", turn_timeout_s=5, sampling=None)
     env = HarnessEnvironment("pi", settings=settings)
-    assert env.settings == settings
-    assert HarnessEnvironment("pi", sandbox="docker", turn_timeout_s=5, sampling=None).settings == settings
-    with pytest.raises(BadRequest, match=r"pass settings= or sandbox=, not both"):
-        HarnessEnvironment("pi", settings=settings, sandbox="docker")
+    assert env.settings == settings and HarnessEnvironment("pi").settings == EpisodeSettings()
+    with pytest.raises(TypeError, match="sandbox"):
+        HarnessEnvironment("pi", sandbox="docker")  # type: ignore[call-arg]
+
+
+def test_a_none_setting_means_the_environment_read_when_the_episode_needs_it(monkeypatch) -> None:
+    settings = EpisodeSettings()
+    monkeypatch.setenv("OPENENV_SANDBOX_ISOLATION", "container")
+    monkeypatch.setenv("OPENENV_LOCAL_WITHOUT_BUILD", "yes")
+    assert settings.isolation_in_effect() == "container" and settings.local_without_build_in_effect()
+    explicit = EpisodeSettings(isolation="bwrap", local_without_build=False)
+    assert explicit.isolation_in_effect() == "bwrap" and not explicit.local_without_build_in_effect()
+    monkeypatch.setenv("OPENENV_SANDBOX_ISOLATION", "chroot")
+    with pytest.raises(BadRequest, match="OPENENV_SANDBOX_ISOLATION='chroot'"):
+        settings.isolation_in_effect()
+    assert settings.network_in_effect() == "loopback"

@@ -19,7 +19,7 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 from openenv.errors import EnvError
-from openenv.harness.environment import DEFAULT_SAMPLING, HarnessEnvironment
+from openenv.harness.environment import DEFAULT_SAMPLING, EpisodeHooks, EpisodeSettings, HarnessEnvironment
 from openenv.harness.rollout import run_episode
 from openenv.harness.summary import EpisodeSummary
 from openenv.harness.tasks import Task
@@ -27,7 +27,9 @@ from openenv.soak.faults import FaultProxy
 from openenv.train.episode import run_training_episode
 from tests.harness.test_environment import _task, fake_harness  # noqa: F401 - the stand-in harness fixture
 
-SHORT = DEFAULT_SAMPLING.model_copy(update={"max_tokens": 4})  # the reply's length is not what these test
+SHORT = EpisodeSettings(
+    sampling=DEFAULT_SAMPLING.model_copy(update={"max_tokens": 4})
+)  # the reply's length is not what these test
 
 
 def _is_error(summary: EpisodeSummary, *causes: str) -> None:
@@ -74,7 +76,9 @@ def test_a_sandbox_that_cannot_start_is_an_error(fake_harness: str, capture_serv
     def no_sandbox(ports: tuple[int, ...]) -> Any:
         raise EnvError("no space left for the episode's folder")
 
-    env = HarnessEnvironment(fake_harness, server=capture_server, sandbox_factory=no_sandbox)
+    env = HarnessEnvironment(
+        fake_harness, server=capture_server, hooks=EpisodeHooks(sandbox_factory=no_sandbox)
+    )
     obs, summary = run_episode(env, _task("exit3"))
     _is_error(summary, "could not start", "EnvError", "no space left")
 
@@ -99,7 +103,9 @@ def test_a_verifier_that_crashes_is_an_error(
     def crashing_verifier(*args: Any, **kwargs: Any) -> Any:
         raise OSError(5, "Input/output error")
 
-    env = HarnessEnvironment(fake_harness, server=capture_server, verifier=crashing_verifier, sampling=SHORT)
+    env = HarnessEnvironment(
+        fake_harness, server=capture_server, settings=SHORT, hooks=EpisodeHooks(verifier=crashing_verifier)
+    )
     try:
         obs, summary = run_episode(env, _task("exit3"), policy="sample")
     finally:
@@ -120,7 +126,7 @@ def test_a_verifier_past_its_timeout_is_an_error(
         test_command='sleep 60; echo 1 > "$REWARD_DIR/reward.txt"',
         verifier_timeout_s=2,
     )
-    env = HarnessEnvironment(fake_harness, server=capture_server, sampling=SHORT)
+    env = HarnessEnvironment(fake_harness, server=capture_server, settings=SHORT)
     start = time.monotonic()
     try:
         _, summary = run_episode(env, slow, policy="sample")
@@ -136,7 +142,7 @@ def test_an_episode_the_policy_played_and_the_verifier_graded_is_scored(
     no_leftover_processes: None,
 ) -> None:
     """The control: the same stand-in, a live engine, a harness that exits non-zero on its own: reward 0."""
-    env = HarnessEnvironment(fake_harness, server=capture_server, sampling=SHORT)
+    env = HarnessEnvironment(fake_harness, server=capture_server, settings=SHORT)
     try:
         _, summary = run_episode(env, _task("exit3"), policy="sample")
     finally:

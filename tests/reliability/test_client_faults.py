@@ -27,7 +27,7 @@ from websockets.sync.client import connect
 from openenv.capture.server import CaptureServer
 from openenv.core.auth import TOKEN_ENV, auth_headers, token_for
 from openenv.harness.catalog import get_spec
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
 from openenv.harness.sandbox.local import sandboxed_processes
@@ -104,7 +104,9 @@ def served(capture: CaptureServer) -> Iterator[Callable[..., str]]:
 
     def serve(idle_timeout_s: float | None = 600.0, sandbox: str = "local") -> str:
         def factory() -> HarnessEnvironment:
-            return HarnessEnvironment(HARNESS, server=capture, sandbox=sandbox)  # type: ignore[arg-type]
+            return HarnessEnvironment(
+                HARNESS, server=capture, settings=EpisodeSettings.model_validate({"sandbox": sandbox})
+            )
 
         app = create_app(
             factory,

@@ -29,7 +29,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.gate import call_on_loop
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.core.polling import settle
 from openenv.soak.faults import FaultProxy
 

@@ -250,7 +250,7 @@ def _episode_servers(tiny_model: Path) -> dict[str, Callable[[], CaptureServer]]
 
     from trl import GRPOConfig
 
-    from openenv.capture.engine import EngineSpec, shared_capture_server
+    from openenv.capture.engine import CapturePool, EngineSpec, shared_capture_server
     from openenv.train.policy_server import policy_server
 
     trainer = SimpleNamespace(
@@ -266,7 +266,7 @@ def _episode_servers(tiny_model: Path) -> dict[str, Callable[[], CaptureServer]]
         "env": lambda: shared_capture_server(EngineSpec.of("local", model=tiny_model)),
         # A training run's episodes (RolloutConfig on threads): the trainer's policy server. It was
         # started with no admin key before the engine became one value: POST /sessions answered 201.
-        "training": lambda: policy_server(trainer, backend="vllm", model=tiny_model),
+        "training": lambda: policy_server(trainer, EngineSpec("vllm", model=str(tiny_model)), CapturePool()),
     }
 
 

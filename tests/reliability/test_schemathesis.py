@@ -137,7 +137,7 @@ def test_harness_env_server_validates_reset_without_5xx(
 ) -> None:
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
-    from openenv.harness.environment import HarnessEnvironment, ResetOptions
+    from openenv.harness.environment import EpisodeHooks, HarnessEnvironment, ResetOptions
     from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
 
     def no_sandbox(ports: tuple[int, ...]) -> Any:
@@ -147,7 +147,7 @@ def test_harness_env_server_validates_reset_without_5xx(
     idle = VLLMBackend(f"http://127.0.0.1:{free_port()}", model="tiny", context_window=4096)
     with CaptureServer(backend=idle, model=tiny_model) as capture:
         app = create_app(
-            lambda: HarnessEnvironment("pi", server=capture, sandbox_factory=no_sandbox),
+            lambda: HarnessEnvironment("pi", server=capture, hooks=EpisodeHooks(sandbox_factory=no_sandbox)),
             action_type=HarnessAction,
             observation_type=HarnessObservation,
             state_type=HarnessState,

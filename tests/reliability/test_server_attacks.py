@@ -287,7 +287,7 @@ async def test_mcp_calls_count_against_max_sessions(serve: Callable[..., LocalSe
 def _harness_app(tmp_path: Path, **security: Any) -> Any:
     """The pi harness env, served; no sandbox is ever made (a reset that got that far answers 400)."""
     from openenv.errors import Unsupported
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeHooks, HarnessEnvironment
     from openenv.harness.models import HarnessAction, HarnessObservation, HarnessState
 
     reached = tmp_path / "reached-the-sandbox"
@@ -305,7 +305,11 @@ def _harness_app(tmp_path: Path, **security: Any) -> Any:
         def close_session(self, token: str) -> None: ...
 
     app = create_app(
-        lambda: HarnessEnvironment("pi", server=Capture(), sandbox_factory=no_sandbox),  # type: ignore[arg-type]
+        lambda: HarnessEnvironment(
+            "pi",
+            server=Capture(),
+            hooks=EpisodeHooks(sandbox_factory=no_sandbox),  # type: ignore[arg-type]
+        ),
         action_type=HarnessAction,
         observation_type=HarnessObservation,
         state_type=HarnessState,

@@ -17,6 +17,7 @@ import openai
 import pytest
 
 from openenv.capture.backends.local import LocalBackend
+from openenv.capture.engine import EngineSpec
 from openenv.capture.server import CaptureServer
 from openenv.harness.catalog import get_spec
 from openenv.harness.install import install_status
@@ -70,7 +71,7 @@ def test_fault_episodes_lose_no_turn_account_for_every_gap_and_leak_nothing(vllm
         harness="codex",
         seed=0,
     )
-    report = run_soak(config, vllm_url)
+    report = run_soak(config, EngineSpec("vllm", vllm_urls=(vllm_url.rstrip("/"),)))
     figures.record(
         episodes=report.episodes,
         as_expected=report.ok,

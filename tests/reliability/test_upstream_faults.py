@@ -26,9 +26,9 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.harness.catalog import get_spec
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.install import install_status
 from openenv.harness.models import HarnessObservation
 from openenv.harness.rollout import run_episode
@@ -299,7 +299,7 @@ def test_pi_retries_through_a_backend_fault_and_the_episode_completes(
         steps.append((time.monotonic(), armed and obs.turns == 1))
 
     with CaptureServer(backend=VLLMBackend(fault_proxy.url, timeout=300), renderer=renderer) as server:
-        env = HarnessEnvironment("pi", server=server, turn_timeout_s=turn_timeout_s)
+        env = HarnessEnvironment("pi", server=server, settings=EpisodeSettings(turn_timeout_s=turn_timeout_s))
         try:
             obs, summary = run_episode(
                 env,

@@ -398,7 +398,7 @@ def test_through_a_real_harness(
     the 'solution'), HarnessEnvironment ends the agent and grades; the honest oracle then scores 1 on
     the same Harbor task, so the path can score."""
     from openenv.harness.catalog import get_spec
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.install import install_status
     from openenv.harness.rollout import run_episode
 
@@ -408,7 +408,8 @@ def test_through_a_real_harness(
     subs = {"python:3.11-slim": request.getfixturevalue("python_image")} if kind == "docker" else {}
     hack = "; ".join(TRICKS[name].script for name in ("plant-reward-files-everywhere", "background-daemon"))
     cheat = task.model_copy(update={"solution": hack, "solution_files": {}})
-    env = HarnessEnvironment("pi", server=capture_server, sandbox=kind, image_substitutes=subs)  # type: ignore[arg-type]
+    settings = EpisodeSettings(sandbox=kind, image_substitutes=subs)
+    env = HarnessEnvironment("pi", server=capture_server, settings=settings)
     try:
         _, cheated = run_episode(env, cheat, policy="oracle")
         _, honest = run_episode(env, task, policy="oracle")

@@ -39,7 +39,7 @@ def test_pis_echo_changes_the_tool_call_tokens_of_the_row_and_nothing_else(tiny_
     ids; the naive row holds pi's bytes, so the reply's tokens differ there and only there."""
     from openenv.capture.canonical import SamplingParams
     from openenv.capture.engine import EngineSpec
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.rollout import run_episode
     from openenv.harness.tasks import builtin_task, builtin_task_ids
     from openenv.train.naive import naive_rows
@@ -47,7 +47,7 @@ def test_pis_echo_changes_the_tool_call_tokens_of_the_row_and_nothing_else(tiny_
     env = HarnessEnvironment(
         "pi",
         engine=EngineSpec(backend="local", model=str(tiny_model)),
-        sampling=SamplingParams(max_tokens=16, temperature=1.0),
+        settings=EpisodeSettings(sampling=SamplingParams(max_tokens=16, temperature=1.0)),
     )
     try:
         obs, summary = run_episode(env, builtin_task(builtin_task_ids()[0]), policy="oracle")

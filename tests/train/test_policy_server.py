@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 from trl import GRPOConfig
 
+from openenv.capture.engine import CapturePool, EngineSpec
 from openenv.errors import BadRequest
 from openenv.train.policy_server import policy_server
 
@@ -20,9 +21,11 @@ def _trainer(**config: object) -> SimpleNamespace:
 
 def test_the_local_backend_refuses_trls_default_gradient_checkpointing_and_says_what_to_pass() -> None:
     with pytest.raises(BadRequest, match=r"GRPOConfig\(gradient_checkpointing=False\)"):
-        policy_server(_trainer(), backend="local")
+        policy_server(_trainer(), EngineSpec("local"), CapturePool())
 
 
 def test_the_vllm_backend_without_a_url_says_where_to_give_one(tmp_path: object) -> None:
-    with pytest.raises(BadRequest, match="vllm_url="):
-        policy_server(_trainer(), backend="vllm", model=str(tmp_path))
+    with pytest.raises(BadRequest, match=r"vllm_url=URL\) or GRPOConfig\(vllm_server_base_url"):
+        policy_server(
+            _trainer(gradient_checkpointing=False), EngineSpec("vllm", model=str(tmp_path)), CapturePool()
+        )

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from openenv.errors import SandboxLost
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeHooks, EpisodeSettings, HarnessEnvironment
 from openenv.harness.sandbox.local import LocalSandbox
 from openenv.testing.results import episode_result
 from openenv.testing.training import train_and_compare
@@ -85,8 +85,8 @@ def _lose_first_sandbox() -> Any:
         return HarnessEnvironment(
             harness,
             server=server,
-            sandbox_factory=lost if next(calls) == 0 else None,
-            sampling=SamplingParams(max_tokens=16, temperature=1.0),
+            settings=EpisodeSettings(sampling=SamplingParams(max_tokens=16, temperature=1.0)),
+            hooks=EpisodeHooks(sandbox_factory=lost if next(calls) == 0 else None),
         )
 
     return make

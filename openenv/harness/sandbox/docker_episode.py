@@ -50,7 +50,7 @@ def sandbox_factory(
     pull: PullPolicy | None = None,
     **options: Any,
 ) -> Callable[[tuple[int, ...]], DockerSandbox]:
-    """A `HarnessEnvironment(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
+    """An `EpisodeHooks(sandbox_factory=...)` that runs every episode in its own DockerSandbox.
 
     The host's pinned harness installs (`.cache/harnesses`, Node 22 included) are mounted read-only at
     the same path, so the offline base image runs any npm harness with no per-harness build. With a

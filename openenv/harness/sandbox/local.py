@@ -10,19 +10,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import uuid
-from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Literal, Self
-
-import psutil
 
 from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
@@ -31,13 +25,22 @@ from openenv.harness.sandbox.base import (
     HARBOR_DIRS,
     CommandResult,
     Limits,
-    ProcessStatus,
     container_relpath,
     run_to_end,
 )
-from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, member_pids, sweep_stale
+from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, sweep_stale
 from openenv.harness.sandbox.files import HostFolders, write_tree
 from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
+from openenv.harness.sandbox.local_process import (
+    MARKER,
+    LocalProcess,
+    alive,
+    kill_tree,
+    marked_processes,
+    owner_prefix,
+    preexec,
+    sandboxed_processes,
+)
 from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
 
 __all__ = [
@@ -52,7 +55,6 @@ __all__ = [
 
 # Variables passed through from our own environment; everything else is dropped.
 DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CERT_FILE", "SSL_CERT_DIR")
-MARKER = "OPENENV_SANDBOX"
 # `none`: no per-sandbox cgroup. For a container whose /sys/fs/cgroup is read-only (Docker's default): the
 # container bounds the harness's resources, and PID namespaces still end its processes. Explicit and warned.
 NO_CGROUP_ENV = "OPENENV_SANDBOX_CGROUP"
@@ -60,157 +62,6 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
 _log = logging.getLogger("openenv.sandbox")
-
-
-def _preexec(limits: Limits, cgroup_fds: list[int]) -> Callable[[], None]:
-    pairs = [
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_FSIZE, None if limits.file_size_mb is None else limits.file_size_mb << 20),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_CORE, None if limits.core_dumps else 0),
-        (resource.RLIMIT_AS, None if limits.address_space_mb is None else limits.address_space_mb << 20),
-    ]
-
-    def apply() -> None:
-        for fd in cgroup_fds:  # join the sandbox's cgroups before exec: nothing forked later escapes
-            os.write(fd, b"0")
-        for which, value in pairs:
-            if value is not None:
-                resource.setrlimit(which, (value, value))
-
-    return apply
-
-
-def _owner_prefix(pid: int | None = None) -> str:
-    """How the id of every sandbox made by process `pid` (default: this one) starts: `<pid>-`."""
-    return f"{os.getpid() if pid is None else pid}-"
-
-
-def sandboxed_processes(owner_pid: int | None = None) -> list[psutil.Process]:
-    """Live processes started by any `LocalSandbox` of process `owner_pid` (default: this one).
-
-    Found by their marker, so daemons that left the process group count too, and sandboxes of other
-    processes on the same machine (other test runs) never do.
-    """
-    prefix = _owner_prefix(owner_pid)
-    found = {p.pid: p for p in _marked(lambda value: value.startswith(prefix))}
-    for pid in member_pids(
-        os.getpid() if owner_pid is None else owner_pid
-    ):  # daemons that dropped the marker
-        if pid not in found and _alive(pid):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                found[pid] = psutil.Process(pid)
-    return list(found.values())
-
-
-def _marked(match: Callable[[str], bool]) -> list[psutil.Process]:
-    """Live (not zombie) processes whose marker value `match` accepts."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if match(proc.environ().get(MARKER, "")) and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
-    """Kill `root`, its descendants and every process carrying the sandbox's marker; return when they
-    are gone (or after about `grace_s` + 10 seconds)."""
-    procs: dict[int, psutil.Process] = {p.pid: p for p in _marked(lambda value: value == sandbox_id)}
-    if root is not None:
-        try:
-            parent = psutil.Process(root)
-            procs[root] = parent
-            procs.update({c.pid: c for c in parent.children(recursive=True)})
-            os.killpg(root, signal.SIGTERM)
-        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
-            pass
-    for proc in procs.values():
-        try:
-            proc.terminate()
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
-    for proc in alive:
-        try:
-            proc.kill()
-        except psutil.NoSuchProcess:
-            pass
-    # SIGKILLed, they are gone soon; but the first process of a PID namespace lingers (empty cmdline)
-    # until every other member is reaped, which takes seconds on a loaded machine.
-    psutil.wait_procs(alive, timeout=max(grace_s, 10.0))
-
-
-class LocalProcess:
-    """A harness process with a deadline; its stdout and stderr go to one log file."""
-
-    def __init__(
-        self,
-        popen: subprocess.Popen[bytes],
-        log: Path,
-        sandbox_id: str,
-        timeout_s: float,
-        *,
-        wrapped: bool = False,
-    ) -> None:
-        self._popen = popen
-        # bwrap exits 128+N when its command dies of signal N; reported as -N, as Popen does.
-        self._wrapped = wrapped
-        self._log = log
-        self._sandbox_id = sandbox_id
-        self._ended_by: ProcessStatus | None = None
-        self._lock = threading.Lock()
-        self._watchdog = threading.Timer(timeout_s, self._end, args=("timeout",))
-        self._watchdog.daemon = True
-        self._watchdog.start()
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid
-
-    def exit_code(self) -> int | None:
-        code = self._popen.poll()
-        if self._wrapped and code is not None and 128 < code <= 128 + 64:
-            return 128 - code
-        return code
-
-    def status(self) -> ProcessStatus:
-        code = self.exit_code()
-        if code is None:
-            return "running"
-        if self._ended_by is not None:
-            return self._ended_by
-        if code < 0:
-            return "crashed"
-        return "exited" if code == 0 else "failed"
-
-    def wait(self, timeout: float | None = None) -> ProcessStatus:
-        try:
-            self._popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            pass
-        return self.status()
-
-    def output_tail(self, chars: int = 2000) -> str:
-        try:
-            with self._log.open("rb") as fh:
-                fh.seek(max(0, self._log.stat().st_size - chars))
-                return fh.read().decode("utf-8", "replace")
-        except FileNotFoundError:
-            return ""
-
-    def _end(self, reason: ProcessStatus) -> None:
-        with self._lock:
-            if self._popen.poll() is None and self._ended_by is None:
-                self._ended_by = reason
-            kill_tree(self._popen.pid, self._sandbox_id)
-            self._popen.wait(5)
-
-    def kill(self) -> None:
-        self._watchdog.cancel()
-        self._end("killed")
 
 
 class LocalSandbox(HostFolders):
@@ -274,7 +125,7 @@ class LocalSandbox(HostFolders):
             )
         self._workdir = _check_workdir(workdir)
         # The owner's pid first: a test (or an operator) can tell whose sandbox a process belongs to.
-        self.id = _owner_prefix() + uuid.uuid4().hex[:12]
+        self.id = owner_prefix() + uuid.uuid4().hex[:12]
         self._limits = limits or Limits()
         self._env_allow = env_allow
         self._network = network
@@ -534,7 +385,7 @@ class LocalSandbox(HostFolders):
                 start_new_session=True,
                 # The hook only writes to open fds and calls setrlimit (async-signal-safe), so forking
                 # beside threads is fine.
-                preexec_fn=_preexec(self._limits, join),
+                preexec_fn=preexec(self._limits, join),
             )
 
     def start(
@@ -563,9 +414,9 @@ class LocalSandbox(HostFolders):
         return run_to_end(self.start(argv, env=env or {}, timeout_s=timeout_s, cwd=cwd), argv, timeout_s)
 
     def leftover_pids(self) -> list[int]:
-        found = {p.pid for p in _marked(lambda value: value == self.id)}
+        found = {p.pid for p in marked_processes(lambda value: value == self.id)}
         if self._cgroup is not None:
-            found.update(pid for pid in self._cgroup.pids() if _alive(pid))
+            found.update(pid for pid in self._cgroup.pids() if alive(pid))
         return sorted(found)
 
     def close(self) -> None:
@@ -584,13 +435,6 @@ class LocalSandbox(HostFolders):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _check_workdir(workdir: str) -> str:

@@ -75,7 +75,7 @@ def local_image_factory(
     notes: list[str] | None = None,
     **options: Any,
 ) -> Callable[[tuple[int, ...]], LocalSandbox]:
-    """A sandbox factory (`HarnessEnvironment(sandbox_factory=...)`) whose episodes run in `task`'s image.
+    """A sandbox factory (`EpisodeHooks(sandbox_factory=...)`) whose episodes run in `task`'s image.
 
     The image is resolved once, here (so a bad reference fails before any episode starts); each
     sandbox holds a lease on the root until it closes, and starts from the image's workdir.

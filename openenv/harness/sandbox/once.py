@@ -26,7 +26,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from openenv.errors import EnvError
 
@@ -90,10 +90,11 @@ def once(
         flight.done.wait()
         if flight.error is not None:
             raise flight.error
-        return flight.result  # type: ignore[return-value]  # set when the flight succeeded; a failed one raised above
+        return cast(T, flight.result)  # set when the flight succeeded; a failed one raised above
     try:
-        flight.result = _across_processes(key, work, on_wait, folder or lock_dir())
-        return flight.result  # type: ignore[return-value]  # set when the flight succeeded; a failed one raised above
+        result = _across_processes(key, work, on_wait, folder or lock_dir())
+        flight.result = result
+        return result
     except BaseException as exc:
         flight.error = exc
         raise

@@ -6,7 +6,7 @@ usable where no engine or SDK is.
 from __future__ import annotations
 
 import os
-from typing import Literal, get_args
+from typing import Literal, cast, get_args
 
 from openenv.errors import BadRequest
 
@@ -26,4 +26,4 @@ def pull_policy(value: str | None = None) -> PullPolicy:
     if chosen not in get_args(PullPolicy):
         where = "--pull" if value else PULL_ENV
         raise BadRequest(f"{where} must be one of missing, always, never; got {chosen!r}")
-    return chosen  # type: ignore[return-value]  # a str checked against the policy names just above
+    return cast(PullPolicy, chosen)  # a str checked against the policy names just above

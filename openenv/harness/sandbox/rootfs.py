@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from openenv.errors import BadRequest, EnvError
 from openenv.harness.sandbox.pull_policy import PULL_ENV, PullPolicy, pull_policy
@@ -388,15 +389,15 @@ def _rmtree(path: Path) -> None:
 def _image_config(layout: Path) -> dict[str, object]:
     """Env, WorkingDir and User of the one image in an OCI layout (index -> manifest -> config blob)."""
 
-    def blob(digest: str) -> dict[str, object]:
+    def blob(digest: str) -> Any:  # untyped JSON from skopeo
         algo, _, hexd = digest.partition(":")
         return json.loads((layout / "blobs" / algo / hexd).read_text())
 
     index = json.loads((layout / "index.json").read_text())
     manifest = blob(index["manifests"][0]["digest"])
-    config = blob(manifest["config"]["digest"]).get("config") or {}  # type: ignore[index]  # the image config is untyped JSON from skopeo
-    env = dict(item.partition("=")[::2] for item in config.get("Env") or [])  # type: ignore[union-attr]  # the image config is untyped JSON from skopeo
-    return {"env": env, "workdir": config.get("WorkingDir") or None, "user": config.get("User") or None}  # type: ignore[union-attr]  # the image config is untyped JSON from skopeo
+    config = blob(manifest["config"]["digest"]).get("config") or {}
+    env = dict(item.partition("=")[::2] for item in config.get("Env") or [])
+    return {"env": env, "workdir": config.get("WorkingDir") or None, "user": config.get("User") or None}
 
 
 # ---- paths inside an unpacked root --------------------------------------------------------------

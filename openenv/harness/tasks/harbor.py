@@ -21,7 +21,7 @@ from typing import Any
 
 from openenv.errors import BadRequest
 from openenv.harness.tasks.dockerfile import parse_dockerfile
-from openenv.harness.tasks.model import DEFAULT_TEST_COMMAND, Task, read_data, read_tree
+from openenv.harness.tasks.model import DEFAULT_TEST_COMMAND, Task, TaskSource, read_data, read_tree
 
 __all__ = ["HARBOR_AGENT_TIMEOUT_S", "HARBOR_VERIFIER_TIMEOUT_S", "load_harbor_task", "strip_canary"]
 
@@ -97,7 +97,7 @@ def _check_links(directory: Path) -> None:
                 raise BadRequest(f"{path} links outside the task folder; task files must stay within it")
 
 
-def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
+def load_harbor_task(directory: Path, *, source: TaskSource = "harbor") -> Task:
     """Load one Harbor task folder.
 
     Raises:
@@ -175,7 +175,7 @@ def load_harbor_task(directory: Path, *, source: str = "harbor") -> Task:
         build_steps=plan.unreproducible if plan else [],
         outside_files=plan.outside_files(workdir) if plan else [],
         schema_version=str(schema_version) if schema_version is not None else None,
-        source=source,  # type: ignore[arg-type]  # the caller's str; pydantic validates it into Task.source's Literal
+        source=source,
         metadata={
             str(k): str(v)
             for k, v in {

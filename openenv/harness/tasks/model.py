@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from openenv.capture.budget import Budget
 
-__all__ = ["DEFAULT_TEST_COMMAND", "FileData", "Task", "read_data", "read_tree"]
+__all__ = ["DEFAULT_TEST_COMMAND", "FileData", "Task", "TaskSource", "read_data", "read_tree"]
+
+# Where a task came from.
+TaskSource = Literal["builtin", "harbor", "datasets"]
 
 # The verifier runs this from the workdir once the agent is gone; the tests write
 # /logs/verifier/reward.json (a flat dict of numbers) or reward.txt (one float). The exit code is ignored.
@@ -68,7 +71,7 @@ class Task(BaseModel):
         default_factory=list, description="files the Dockerfile puts outside workdir"
     )
     schema_version: str | None = None
-    source: Literal["builtin", "harbor", "datasets"] = "builtin"
+    source: TaskSource = "builtin"
     metadata: dict[str, str] = Field(default_factory=dict)
     budget: Budget | None = Field(
         default=None, description="caps on turns / sampled tokens / context per episode"

@@ -15,7 +15,7 @@ from openai import OpenAI
 
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.testing.teacher import teacher_logprobs
 
 SAMPLING = SamplingParams(max_tokens=12, temperature=1.0)

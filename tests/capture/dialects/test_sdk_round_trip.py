@@ -24,7 +24,8 @@ from openenv.capture.backends import VLLMBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
-from openenv.capture.session import SyncCaptureSession, SyncPendingTurn
+from openenv.capture.session import SyncPendingTurn
+from openenv.capture.sync_session import SyncCaptureSession
 from openenv.core.net import free_port
 
 SYSTEM = "You are a coding agent."

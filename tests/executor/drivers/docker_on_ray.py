@@ -29,6 +29,7 @@ from typing import Any
 
 import docker
 
+from openenv.capture.engine import EngineSpec
 from openenv.eval import EvalPlan, run_eval
 from openenv.executor import WorkerContext
 from openenv.executor.cluster import RayExecutor
@@ -75,8 +76,7 @@ plan = EvalPlan(
     tasks=["fix-temperature-conversion"],
     policy="oracle",
     repeats=2,
-    backend="vllm",
-    vllm_url=url,
+    engine=EngineSpec.of("vllm", vllm_url=url),
     sandbox="docker",
 )
 executor = RayExecutor("auto", engine=plan.engine, harnesses=plan.harnesses, run_id=run, sandbox="docker")

@@ -13,6 +13,7 @@ from typing import Any
 from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
+from openenv.capture.engine import EngineSpec
 from openenv.testing.training import train_and_compare
 from openenv.train.prompts import task_dataset
 from openenv.train.rewards import default_reward_funcs
@@ -22,9 +23,7 @@ model, url, out = sys.argv[1:4]
 rollout = HarnessRollout(
     RolloutConfig(
         harness="pi",
-        backend="vllm",
-        vllm_url=url,
-        model=model,
+        engine=EngineSpec.of("vllm", model=model, vllm_url=url),
         max_tokens=16,
         executor="ray",
         ray_address="auto",

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+from openenv.capture.engine import EngineSpec
 from openenv.harness.sandbox.local import sandboxed_processes
 from openenv.train.rollout import HarnessRollout, RolloutConfig
 
@@ -30,9 +31,7 @@ trainer = SimpleNamespace(
 rollout = HarnessRollout(
     RolloutConfig(
         harness="pi",
-        backend="vllm",
-        vllm_url=url,
-        model=model,
+        engine=EngineSpec.of("vllm", model=model, vllm_url=url),
         policy="oracle",
         executor="ray",
         ray_address="auto",

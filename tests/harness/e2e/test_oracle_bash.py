@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from openenv.harness.catalog import get_spec
-from openenv.harness.environment import HarnessEnvironment
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.install import docker_blocker
 from openenv.harness.rollout import run_episode
 from openenv.harness.sandbox import LocalSandbox
@@ -86,7 +86,9 @@ def test_the_oracle_runs_solve_sh_with_bash_through_the_harness(
         assert docker_blocker(get_spec(name)) is None, docker_blocker(get_spec(name))
     # Each harness gets the other fixture in the other sandbox: both fixtures, both sandboxes, half the runs.
     task = _task(SAMPLE.index(name) + (kind == "docker"))
-    env = HarnessEnvironment(name, server=capture_server, sandbox=kind, image_substitutes=subs)
+    env = HarnessEnvironment(
+        name, server=capture_server, settings=EpisodeSettings(sandbox=kind, image_substitutes=subs)
+    )
     try:
         obs, summary = run_episode(env, task, policy="oracle")
     finally:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from openenv.harness.environment import HarnessEnvironment
+from openenv.capture.engine import EngineSpec
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
 from openenv.harness.rollout import run_episode
 from openenv.harness.tasks import builtin_task
 
@@ -17,7 +18,7 @@ def test_pi_episode_sampled_by_vllm_ends_cleanly(
     vllm_url, tiny_model, policy, require_harness, no_leftover_processes
 ):
     require_harness("pi")
-    env = HarnessEnvironment("pi", backend="vllm", vllm_url=vllm_url, model=tiny_model)
+    env = HarnessEnvironment("pi", engine=EngineSpec.of("vllm", model=tiny_model, vllm_url=vllm_url))
     try:
         obs, summary = run_episode(env, builtin_task("implement-slugify"), policy=policy, timeout_s=240)
         records = env.trajectory()
@@ -42,10 +43,9 @@ def test_a_real_episode_at_temperature_half_records_the_sampling_distributions_l
     from openenv.testing.teacher import teacher_logprobs
 
     require_harness("pi")
-    engine = {"backend": "vllm", "vllm_url": vllm_url} if backend == "vllm" else {"backend": "local"}
-    env = HarnessEnvironment(
-        "pi", model=tiny_model, sampling=SamplingParams(max_tokens=32, temperature=0.5), **engine
-    )
+    engine = EngineSpec.of(backend, model=tiny_model, vllm_url=vllm_url if backend == "vllm" else None)
+    settings = EpisodeSettings(sampling=SamplingParams(max_tokens=32, temperature=0.5))
+    env = HarnessEnvironment("pi", engine=engine, settings=settings)
     try:
         obs, summary = run_episode(env, builtin_task("implement-slugify"), policy="run", timeout_s=240)
     finally:

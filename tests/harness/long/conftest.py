@@ -77,12 +77,13 @@ def long_run(
 def claude_gives_up(vllm_url: str, tiny_model: Path) -> Any:
     """A second real Claude Code long episode whose policy gives up after the compaction (reward 0): the
     GRPO group's other member. In-process (`run_episode(policy="long", solve=False)`), same vLLM."""
+    from openenv.capture.engine import EngineSpec
     from openenv.harness.environment import HarnessEnvironment
     from openenv.harness.rollout import run_episode
     from openenv.harness.tasks import builtin_task
 
     require_installed("claude-code")
-    env = HarnessEnvironment("claude-code", backend="vllm", vllm_url=vllm_url, model=tiny_model)
+    env = HarnessEnvironment("claude-code", engine=EngineSpec.of("vllm", model=tiny_model, vllm_url=vllm_url))
     try:
         obs, summary = run_episode(env, builtin_task(TASK), policy="long", solve=False, timeout_s=400)
     finally:

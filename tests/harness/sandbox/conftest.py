@@ -16,6 +16,7 @@ import docker
 import pytest
 
 from openenv.core.net import free_port
+from openenv.harness.environment import EpisodeHooks
 from openenv.harness.sandbox.docker import ContainerLimits, DockerSandbox, engine_available
 from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
 from openenv.harness.sandbox.sweeper import KIND_LABEL
@@ -89,6 +90,6 @@ def sandbox(client: docker.DockerClient, proxy_port: int) -> Iterator[DockerSand
 
 
 @pytest.fixture
-def docker_episodes(client: docker.DockerClient) -> dict[str, object]:
-    """HarnessEnvironment options that run each episode in DockerSandbox and grade it in a fresh one."""
-    return {"sandbox_factory": sandbox_factory(client=client), "verifier": verify_isolated}
+def docker_episodes(client: docker.DockerClient) -> EpisodeHooks:
+    """HarnessEnvironment hooks that run each episode in DockerSandbox and grade it in a fresh one."""
+    return EpisodeHooks(sandbox_factory=sandbox_factory(client=client), verifier=verify_isolated)

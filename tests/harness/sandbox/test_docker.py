@@ -221,7 +221,7 @@ def test_oracle_episode_in_docker_is_solved_with_one_exact_sequence(
 
     if not install_status(get_spec(harness)).ready:
         pytest.skip(f"{harness} is not installed; run scripts/install_harnesses.sh {harness}")
-    env = HarnessEnvironment(harness, server=capture_server, **docker_episodes)  # type: ignore[arg-type]
+    env = HarnessEnvironment(harness, server=capture_server, hooks=docker_episodes)
     try:
         obs, summary = run_episode(env, builtin_task("fix-temperature-conversion"), policy="oracle")
     finally:
@@ -249,7 +249,7 @@ def test_a_container_killed_mid_episode_ends_it_cleanly_as_sandbox_lost(
 
     if not install_status(get_spec("pi")).ready:
         pytest.skip("pi is not installed; run scripts/install_harnesses.sh pi")
-    env = HarnessEnvironment("pi", server=capture_server, **docker_episodes)  # type: ignore[arg-type]
+    env = HarnessEnvironment("pi", server=capture_server, hooks=docker_episodes)
     try:
         obs = env.reset(task="fix-temperature-conversion")
         assert obs.pending is not None

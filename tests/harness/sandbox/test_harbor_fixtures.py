@@ -21,8 +21,9 @@ import docker
 import pytest
 
 from openenv.capture.canonical import SamplingParams
+from openenv.capture.engine import EngineSpec
 from openenv.errors import BadRequest, EnvError
-from openenv.harness.environment import HarnessEnvironment, stage_workspace
+from openenv.harness.environment import EpisodeSettings, HarnessEnvironment, stage_workspace
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.docker import DockerSandbox
 from openenv.harness.sandbox.docker_episode import sandbox_factory, verify_isolated
@@ -173,11 +174,10 @@ def test_the_random_tiny_model_never_scores_one(
     # Short replies keep 19 episodes cheap; random tokens are as random at 48 as at 256.
     env = HarnessEnvironment(
         "pi",
-        backend="vllm",
-        vllm_url=vllm_url,
-        sandbox=kind,  # type: ignore[arg-type]
-        image_substitutes=subs,
-        sampling=SamplingParams(max_tokens=48, temperature=1.0),
+        engine=EngineSpec.of("vllm", vllm_url=vllm_url),
+        settings=EpisodeSettings(
+            sandbox=kind, image_substitutes=subs, sampling=SamplingParams(max_tokens=48, temperature=1.0)
+        ),
     )
     results = {}
     try:

@@ -356,13 +356,13 @@ def test_an_oracle_episode_through_a_harness_pulls_the_image_and_scores_one(
     tmp_path: Path,
     capture_server: object,
 ) -> None:
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.rollout import run_episode
 
     _require_harness()
     reference, nonce = registry_image()
     task = load_harbor_task(_task(tmp_path / "task", reference, nonce))
-    env = HarnessEnvironment(HARNESS, server=capture_server, sandbox="docker")
+    env = HarnessEnvironment(HARNESS, server=capture_server, settings=EpisodeSettings(sandbox="docker"))
     try:
         obs, summary = run_episode(env, task, policy="oracle")
     finally:
@@ -376,13 +376,13 @@ def test_an_unreachable_registry_is_an_error_outcome_with_no_reward(
     client: docker.DockerClient, tmp_path: Path, capture_server: object
 ) -> None:
     from openenv.core.net import free_port
-    from openenv.harness.environment import HarnessEnvironment
+    from openenv.harness.environment import EpisodeSettings, HarnessEnvironment
     from openenv.harness.rollout import run_episode
 
     _require_harness()
     reference = f"127.0.0.1:{free_port()}/tasks/gone:1"
     task = load_harbor_task(_task(tmp_path / "task", reference, "x"))
-    env = HarnessEnvironment(HARNESS, server=capture_server, sandbox="docker")
+    env = HarnessEnvironment(HARNESS, server=capture_server, settings=EpisodeSettings(sandbox="docker"))
     try:
         _, summary = run_episode(env, task, policy="oracle")
     finally:

@@ -1,0 +1,189 @@
+"""The processes of a local sandbox: each one started (`LocalProcess`), found again by its marker variable
+(`sandboxed_processes`) and ended with all its descendants (`kill_tree`)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import signal
+import subprocess
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from openenv.harness.sandbox.base import Limits, ProcessStatus
+from openenv.harness.sandbox.cgroup import member_pids
+
+__all__ = [
+    "MARKER",
+    "LocalProcess",
+    "alive",
+    "kill_tree",
+    "marked_processes",
+    "owner_prefix",
+    "preexec",
+    "sandboxed_processes",
+]
+
+MARKER = "OPENENV_SANDBOX"
+
+
+def preexec(limits: Limits, cgroup_fds: list[int]) -> Callable[[], None]:
+    pairs = [
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_FSIZE, None if limits.file_size_mb is None else limits.file_size_mb << 20),
+        (resource.RLIMIT_NOFILE, limits.open_files),
+        (resource.RLIMIT_CORE, None if limits.core_dumps else 0),
+        (resource.RLIMIT_AS, None if limits.address_space_mb is None else limits.address_space_mb << 20),
+    ]
+
+    def apply() -> None:
+        for fd in cgroup_fds:  # join the sandbox's cgroups before exec: nothing forked later escapes
+            os.write(fd, b"0")
+        for which, value in pairs:
+            if value is not None:
+                resource.setrlimit(which, (value, value))
+
+    return apply
+
+
+def owner_prefix(pid: int | None = None) -> str:
+    """How the id of every sandbox made by process `pid` (default: this one) starts: `<pid>-`."""
+    return f"{os.getpid() if pid is None else pid}-"
+
+
+def sandboxed_processes(owner_pid: int | None = None) -> list[psutil.Process]:
+    """Live processes started by any `LocalSandbox` of process `owner_pid` (default: this one).
+
+    Found by their marker, so daemons that left the process group count too, and sandboxes of other
+    processes on the same machine (other test runs) never do.
+    """
+    prefix = owner_prefix(owner_pid)
+    found = {p.pid: p for p in marked_processes(lambda value: value.startswith(prefix))}
+    for pid in member_pids(
+        os.getpid() if owner_pid is None else owner_pid
+    ):  # daemons that dropped the marker
+        if pid not in found and alive(pid):
+            with contextlib.suppress(psutil.NoSuchProcess):
+                found[pid] = psutil.Process(pid)
+    return list(found.values())
+
+
+def marked_processes(match: Callable[[str], bool]) -> list[psutil.Process]:
+    """Live (not zombie) processes whose marker value `match` accepts."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if match(proc.environ().get(MARKER, "")) and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
+    """Kill `root`, its descendants and every process carrying the sandbox's marker; return when they
+    are gone (or after about `grace_s` + 10 seconds)."""
+    procs: dict[int, psutil.Process] = {p.pid: p for p in marked_processes(lambda value: value == sandbox_id)}
+    if root is not None:
+        try:
+            parent = psutil.Process(root)
+            procs[root] = parent
+            procs.update({c.pid: c for c in parent.children(recursive=True)})
+            os.killpg(root, signal.SIGTERM)
+        except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
+            pass
+    for proc in procs.values():
+        try:
+            proc.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
+    for proc in alive:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    # SIGKILLed, they are gone soon; but the first process of a PID namespace lingers (empty cmdline)
+    # until every other member is reaped, which takes seconds on a loaded machine.
+    psutil.wait_procs(alive, timeout=max(grace_s, 10.0))
+
+
+class LocalProcess:
+    """A harness process with a deadline; its stdout and stderr go to one log file."""
+
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        log: Path,
+        sandbox_id: str,
+        timeout_s: float,
+        *,
+        wrapped: bool = False,
+    ) -> None:
+        self._popen = popen
+        # bwrap exits 128+N when its command dies of signal N; reported as -N, as Popen does.
+        self._wrapped = wrapped
+        self._log = log
+        self._sandbox_id = sandbox_id
+        self._ended_by: ProcessStatus | None = None
+        self._lock = threading.Lock()
+        self._watchdog = threading.Timer(timeout_s, self._end, args=("timeout",))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def exit_code(self) -> int | None:
+        code = self._popen.poll()
+        if self._wrapped and code is not None and 128 < code <= 128 + 64:
+            return 128 - code
+        return code
+
+    def status(self) -> ProcessStatus:
+        code = self.exit_code()
+        if code is None:
+            return "running"
+        if self._ended_by is not None:
+            return self._ended_by
+        if code < 0:
+            return "crashed"
+        return "exited" if code == 0 else "failed"
+
+    def wait(self, timeout: float | None = None) -> ProcessStatus:
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.status()
+
+    def output_tail(self, chars: int = 2000) -> str:
+        try:
+            with self._log.open("rb") as fh:
+                fh.seek(max(0, self._log.stat().st_size - chars))
+                return fh.read().decode("utf-8", "replace")
+        except FileNotFoundError:
+            return ""
+
+    def _end(self, reason: ProcessStatus) -> None:
+        with self._lock:
+            if self._popen.poll() is None and self._ended_by is None:
+                self._ended_by = reason
+            kill_tree(self._popen.pid, self._sandbox_id)
+            self._popen.wait(5)
+
+    def kill(self) -> None:
+        self._watchdog.cancel()
+        self._end("killed")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
