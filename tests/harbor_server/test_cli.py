@@ -3,6 +3,7 @@ start is one line and exit 2 (nothing served)."""
 
 from __future__ import annotations
 
+import pytest
 from typer.testing import CliRunner
 
 from openenv.cli.main import app
@@ -15,7 +16,8 @@ def test_harbor_options_belong_to_serve_harbor_only() -> None:
     assert result.exit_code == 2 and "unknown option(s) --tasks" in result.output
 
 
-def test_serve_harbor_needs_tasks_and_names_a_bad_set() -> None:
+def test_serve_harbor_needs_tasks_and_names_a_bad_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENENV_VLLM_URL", raising=False)  # else `--vllm-url ""` falls back to it
     missing = runner.invoke(app, ["serve", "harbor"])
     assert missing.exit_code == 2 and "--tasks" in missing.output
     bad = runner.invoke(app, ["serve", "harbor", "--tasks", "builtin", "--tasks", "builtin"])
