@@ -18,7 +18,8 @@ For each target proxy (ours: `openenv proxy --backend vllm`; the reference's cap
   they opened, / N (the recorded trajectories included: that is what an open session holds);
 - after every session is closed: sessions still listed, open file descriptors and TCP connections of
   the proxy against their values before the level, and RSS against the value before the first level
-  (after a warm-up), which must come back within 5%.
+  (after a warm-up), which must come back within 5%. Both are read `SETTLE_S` after the last close: ours
+  empties its caches and trims its heap once it has had no session for 5 s (`--release-idle`).
 
 `--dialects` adds, for ours, a level of N sessions each replaying one recorded harness session of
 bench/sessions/ (claude-code: Anthropic Messages, codex: Responses, gemini-cli: Gemini, pi: Chat), so
@@ -49,7 +50,16 @@ from bench_proxy import TARGETS, Target, conversation_bodies, fresh, restart_fre
 
 __all__ = ["level", "main", "percentile", "run"]
 
+SETTLE_S = 7.0  # after the last close: ours releases its caches and heap 5 s after its last session closed
 HARNESS_DIALECTS = {"claude-code": "anthropic", "codex": "responses", "gemini-cli": "gemini", "pi": "chat"}
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` onto `cpus` (threads started later inherit it from theirs)."""
+    import os
+
+    for thread in psutil.Process(pid).threads():
+        os.sched_setaffinity(thread.id, cpus)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -181,7 +191,8 @@ async def level(
             lengths = [[0] * turns for _ in range(n)]
         direct = await _direct(engine_url, http, lengths) if any(any(s) for s in lengths) else []
         listed = await _still_open(target, http, [tok for _, _, tok in sessions])
-    await asyncio.sleep(1.0)  # let the server drop closed keep-alive connections
+    # let the server drop closed keep-alive connections, and ours give back memory once idle (5 s)
+    await asyncio.sleep(SETTLE_S)
     gc.collect()
     played = len(times)
     row: dict[str, Any] = {
@@ -238,8 +249,10 @@ def run(
     prefill_tps: float,
     decode_tps: float,
     on_row: Any = print,
+    pin_proxy: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Every target at every level, one engine for all (slots = the largest level)."""
+    """Every target at every level, one engine for all (slots = the largest level). With `pin_proxy`,
+    the proxy runs alone on that CPU and this process (the load) and the engine on the others."""
     engine = servers.engine(
         "paced",
         "--prefill-tps",
@@ -250,12 +263,22 @@ def run(
         str(max(levels)),
     )
     rows: list[dict[str, Any]] = []
+    others: set[int] = set()
+    if pin_proxy is not None:
+        import os
+
+        others = set(os.sched_getaffinity(0)) - {pin_proxy}
+        pin(os.getpid(), others)
+        pin(engine.pid, others)
     try:
         for key in targets:
             restart_fresh()
             target = TARGETS[key](engine.base).start()
             try:
                 assert target.proc is not None
+                if pin_proxy is not None:
+                    for proc in [psutil.Process(target.proc.pid), *psutil.Process(target.proc.pid).children(True)]:
+                        pin(proc.pid, {pin_proxy})
                 asyncio.run(level(target, engine.base, 4, 2, 500, rss_start=1.0))  # warm-up
                 rss_start = psutil.Process(target.proc.pid).memory_info().rss
                 modes = [False, True] if dialects and key == "ours" else [False]
@@ -338,6 +361,9 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tps", type=float, default=20000.0)
     parser.add_argument("--decode-tps", type=float, default=100.0)
+    parser.add_argument(
+        "--pin-proxy", type=int, help="run the proxy alone on this CPU, the load and the engine on the rest"
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
@@ -356,6 +382,7 @@ def main() -> None:
         dialects=args.dialects,
         prefill_tps=args.prefill_tps,
         decode_tps=args.decode_tps,
+        pin_proxy=args.pin_proxy,
         on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True),
     )
     print(table(rows))
