@@ -250,6 +250,7 @@ def run(
     decode_tps: float,
     on_row: Any = print,
     pin_proxy: int | None = None,
+    proxy_malloc: str | None = None,
 ) -> list[dict[str, Any]]:
     """Every target at every level, one engine for all (slots = the largest level). With `pin_proxy`,
     the proxy runs alone on that CPU and this process (the load) and the engine on the others."""
@@ -273,7 +274,18 @@ def run(
     try:
         for key in targets:
             restart_fresh()
-            target = TARGETS[key](engine.base).start()
+            import os
+
+            saved = os.environ.get("PYTHONMALLOC")
+            if proxy_malloc is not None:  # the proxy's allocator only: this process keeps its own
+                os.environ["PYTHONMALLOC"] = proxy_malloc
+            try:
+                target = TARGETS[key](engine.base).start()
+            finally:
+                if saved is None:
+                    os.environ.pop("PYTHONMALLOC", None)
+                else:
+                    os.environ["PYTHONMALLOC"] = saved
             try:
                 assert target.proc is not None
                 if pin_proxy is not None:
@@ -364,6 +376,9 @@ def main() -> None:
     parser.add_argument(
         "--pin-proxy", type=int, help="run the proxy alone on this CPU, the load and the engine on the rest"
     )
+    parser.add_argument(
+        "--proxy-malloc", help="PYTHONMALLOC for the proxy process (malloc: glibc's, which trims finer)"
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
@@ -383,6 +398,7 @@ def main() -> None:
         prefill_tps=args.prefill_tps,
         decode_tps=args.decode_tps,
         pin_proxy=args.pin_proxy,
+        proxy_malloc=args.proxy_malloc,
         on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True),
     )
     print(table(rows))
