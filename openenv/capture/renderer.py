@@ -236,7 +236,9 @@ class Renderer:
             self._suffixes[key] = ids
             self._suffix_bytes += cost
             # `forget_suffixes` may empty the cache from the loop while a worker thread is here
-            while self._suffixes and (len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES):
+            while self._suffixes and (
+                len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES
+            ):
                 self._suffix_bytes -= _suffix_cost(self._suffixes.pop(next(iter(self._suffixes))))
         return ids
 

@@ -31,7 +31,8 @@ WORDS = 1000  # fresh words per turn: ~6 KB of text no other session sends
 
 def _fresh(rng: random.Random) -> str:
     return " ".join(
-        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))) for _ in range(WORDS)
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+        for _ in range(WORDS)
     )
 
 
@@ -44,7 +45,9 @@ def _play(url: str, seed: int) -> None:
             messages.append({"role": "user", "content": _fresh(rng)})
             reply = http.post(url + "/v1/chat/completions", json={"model": "tiny", "messages": messages})
             assert reply.status_code == 200, reply.text
-            messages.append({"role": "assistant", "content": reply.json()["choices"][0]["message"]["content"]})
+            messages.append(
+                {"role": "assistant", "content": reply.json()["choices"][0]["message"]["content"]}
+            )
 
 
 def _round(server: CaptureServer, seed: int, n: int) -> None:
@@ -82,7 +85,7 @@ def test_python_memory_returns_to_its_start_once_the_last_session_closes(
             after = _traced()
         finally:
             tracemalloc.stop()
-        alive = [o for o in gc.get_objects() if isinstance(o, CaptureSession)]
+        alive = [o for o in gc.get_objects() if type(o) is CaptureSession]
     # Without the release the caches alone keep several MB of what these 8 sessions sent.
     assert after - start < 1 << 20, f"{(after - start) / 2**20:.1f} MiB of Python memory kept"
     assert alive == []

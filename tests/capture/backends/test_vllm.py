@@ -205,8 +205,13 @@ async def test_score_reads_the_completion_rows_of_a_reply_as_vllm_writes_it(cann
         assert len(seen) == int(track)
 
 
-async def test_a_score_reply_missing_the_completion_rows_is_backend_unavailable(canned: Any, make: Any) -> None:
-    for rows in ([None, {"11": {"logprob": -0.5}}], [None, {"11": {"logprob": -0.5}}, {"7": {"logprob": -1}}]):
+async def test_a_score_reply_missing_the_completion_rows_is_backend_unavailable(
+    canned: Any, make: Any
+) -> None:
+    for rows in (
+        [None, {"11": {"logprob": -0.5}}],
+        [None, {"11": {"logprob": -0.5}}, {"7": {"logprob": -1}}],
+    ):
         backend = make(canned(200, _score_reply(rows)))
         with pytest.raises(BackendUnavailable, match="prompt_logprobs"):
             await backend.score([10, 11], [21])
