@@ -18,7 +18,8 @@ For each target proxy (ours: `openenv proxy --backend vllm`; the reference's cap
   they opened, / N (the recorded trajectories included: that is what an open session holds);
 - after every session is closed: sessions still listed, open file descriptors and TCP connections of
   the proxy against their values before the level, and RSS against the value before the first level
-  (after a warm-up), which must come back within 5%.
+  (after a warm-up), which must come back within 5%. Both are read `SETTLE_S` after the last close: ours
+  empties its caches and trims its heap once it has had no session for 5 s (`--release-idle`).
 
 `--dialects` adds, for ours, a level of N sessions each replaying one recorded harness session of
 bench/sessions/ (claude-code: Anthropic Messages, codex: Responses, gemini-cli: Gemini, pi: Chat), so
@@ -33,6 +34,7 @@ import argparse
 import asyncio
 import gc
 import json
+import random
 import sys
 import time
 from pathlib import Path
@@ -49,7 +51,16 @@ from bench_proxy import TARGETS, Target, conversation_bodies, fresh, restart_fre
 
 __all__ = ["level", "main", "percentile", "run"]
 
+SETTLE_S = 7.0  # after the last close: ours releases its caches and heap 5 s after its last session closed
 HARNESS_DIALECTS = {"claude-code": "anthropic", "codex": "responses", "gemini-cli": "gemini", "pi": "chat"}
+
+
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of process `pid` onto `cpus` (threads started later inherit it from theirs)."""
+    import os
+
+    for thread in psutil.Process(pid).threads():
+        os.sched_setaffinity(thread.id, cpus)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -105,12 +116,14 @@ async def _prompt_lengths(target: Target, http: Any, token: str) -> list[int]:
     return [int(turn["prompt_len"]) for turn in doc["turns"] if not turn.get("aux")]
 
 
-async def _direct(engine_url: str, http: Any, lengths: list[list[int]]) -> list[float]:
+async def _direct(engine_url: str, http: Any, lengths: list[list[int]], think_s: float = 0.0) -> list[float]:
     """The same requests straight to the engine: token-id prompts of the proxied prompts' lengths."""
     times: list[float] = []
 
-    async def play(session: list[int]) -> None:
+    async def play(session: list[int], rng: random.Random) -> None:
         for length in session:
+            if think_s:
+                await asyncio.sleep(rng.expovariate(1 / think_s))
             body = json.dumps(
                 {
                     "model": "tiny",
@@ -122,7 +135,7 @@ async def _direct(engine_url: str, http: Any, lengths: list[list[int]]) -> list[
             ).encode()
             await _post(http, f"{engine_url}/v1/completions", body, {}, times)
 
-    await asyncio.gather(*(play(s) for s in lengths))
+    await asyncio.gather(*(play(s, random.Random(i)) for i, s in enumerate(lengths)))
     return times
 
 
@@ -135,6 +148,7 @@ async def level(
     *,
     dialects: bool = False,
     rss_start: float,
+    think_s: float = 0.0,
 ) -> dict[str, Any]:
     """One row: N concurrent sessions through `target` (see the module docstring)."""
     import aiohttp
@@ -143,7 +157,9 @@ async def level(
     proc = psutil.Process(target.proc.pid)
     gc.collect()
     fds0, tcp0 = proc.num_fds(), _tcp(proc)
-    connector = aiohttp.TCPConnector(limit=0, force_close=False)
+    # With think time a pooled connection idles for seconds: drop it before the server's keep-alive (5 s)
+    # does, or a request races the server's close (ServerDisconnectedError).
+    connector = aiohttp.TCPConnector(limit=0, force_close=False, keepalive_timeout=1.0 if think_s else 15.0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1800)) as http:
         rss0 = proc.memory_info().rss
         sessions = await _sessions(target, http, n)
@@ -165,7 +181,10 @@ async def level(
         async def play(session: tuple[str, dict[str, str], str], requests: list[tuple[str, bytes]]) -> None:
             url, headers, _ = session
             base = url.rsplit("/v1/chat/completions", 1)[0]
+            rng = random.Random(url)
             for route, body in requests:
+                if think_s:  # the harness running its tools before the next turn (and the first)
+                    await asyncio.sleep(rng.expovariate(1 / think_s))
                 await _post(http, base + route, body, headers, times)
 
         cpu0, t0 = _cpu(proc), time.perf_counter()
@@ -179,9 +198,10 @@ async def level(
             await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start : start + 100]))
         if lengths is None:  # the reference: the same conversations, measured by our renderer's lengths
             lengths = [[0] * turns for _ in range(n)]
-        direct = await _direct(engine_url, http, lengths) if any(any(s) for s in lengths) else []
+        direct = await _direct(engine_url, http, lengths, think_s) if any(any(s) for s in lengths) else []
         listed = await _still_open(target, http, [tok for _, _, tok in sessions])
-    await asyncio.sleep(1.0)  # let the server drop closed keep-alive connections
+    # let the server drop closed keep-alive connections, and ours give back memory once idle (5 s)
+    await asyncio.sleep(SETTLE_S)
     gc.collect()
     played = len(times)
     row: dict[str, Any] = {
@@ -189,6 +209,7 @@ async def level(
         "sessions": n,
         "turns": played,
         "dialects": dialects,
+        "think_s": think_s,
         "wall_s": round(wall, 2),
         "turns_per_s": played / wall,
         "cpu_ms_per_turn": 1000 * cpu / played,
@@ -238,8 +259,12 @@ def run(
     prefill_tps: float,
     decode_tps: float,
     on_row: Any = print,
+    pin_proxy: int | None = None,
+    proxy_malloc: str | None = None,
+    think_s: float = 0.0,
 ) -> list[dict[str, Any]]:
-    """Every target at every level, one engine for all (slots = the largest level)."""
+    """Every target at every level, one engine for all (slots = the largest level). With `pin_proxy`,
+    the proxy runs alone on that CPU and this process (the load) and the engine on the others."""
     engine = servers.engine(
         "paced",
         "--prefill-tps",
@@ -250,12 +275,36 @@ def run(
         str(max(levels)),
     )
     rows: list[dict[str, Any]] = []
+    others: set[int] = set()
+    if pin_proxy is not None:
+        import os
+
+        others = set(os.sched_getaffinity(0)) - {pin_proxy}
+        pin(os.getpid(), others)
+        pin(engine.pid, others)
     try:
         for key in targets:
             restart_fresh()
-            target = TARGETS[key](engine.base).start()
+            import os
+
+            saved = os.environ.get("PYTHONMALLOC")
+            if proxy_malloc is not None:  # the proxy's allocator only: this process keeps its own
+                os.environ["PYTHONMALLOC"] = proxy_malloc
+            try:
+                target = TARGETS[key](engine.base).start()
+            finally:
+                if saved is None:
+                    os.environ.pop("PYTHONMALLOC", None)
+                else:
+                    os.environ["PYTHONMALLOC"] = saved
             try:
                 assert target.proc is not None
+                if pin_proxy is not None:
+                    for proc in [
+                        psutil.Process(target.proc.pid),
+                        *psutil.Process(target.proc.pid).children(True),
+                    ]:
+                        pin(proc.pid, {pin_proxy})
                 asyncio.run(level(target, engine.base, 4, 2, 500, rss_start=1.0))  # warm-up
                 rss_start = psutil.Process(target.proc.pid).memory_info().rss
                 modes = [False, True] if dialects and key == "ours" else [False]
@@ -271,6 +320,7 @@ def run(
                                     tool_chars,
                                     dialects=mode,
                                     rss_start=rss_start,
+                                    think_s=think_s,
                                 )
                             )
                         except Exception as exc:
@@ -312,6 +362,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     lines = [head]
     for r in rows:
         name = r["target"] + (" (4 dialects)" if r.get("dialects") else "")
+        name += f", {r['think_s']:g} s between turns" if r.get("think_s") else ""
         if "error" in r:
             lines.append(f"| {name} | {r['sessions']} | failed: {r['error']} |||||||||")
             continue
@@ -338,6 +389,19 @@ def main() -> None:
     )
     parser.add_argument("--prefill-tps", type=float, default=20000.0)
     parser.add_argument("--decode-tps", type=float, default=100.0)
+    parser.add_argument(
+        "--pin-proxy", type=int, help="run the proxy alone on this CPU, the load and the engine on the rest"
+    )
+    parser.add_argument(
+        "--proxy-malloc", help="PYTHONMALLOC for the proxy process (malloc: glibc's, which trims finer)"
+    )
+    parser.add_argument(
+        "--think-s",
+        type=float,
+        default=0.0,
+        help="mean seconds (exponential) a session waits before each turn, as a harness running its tools "
+        "(0: back to back, the heaviest load)",
+    )
     parser.add_argument("--json", type=Path, help="write the rows here")
     args = parser.parse_args()
     levels = [int(x) for x in args.levels.split(",")]
@@ -356,6 +420,9 @@ def main() -> None:
         dialects=args.dialects,
         prefill_tps=args.prefill_tps,
         decode_tps=args.decode_tps,
+        pin_proxy=args.pin_proxy,
+        proxy_malloc=args.proxy_malloc,
+        think_s=args.think_s,
         on_row=lambda r: print(json.dumps(r), file=sys.stderr, flush=True),
     )
     print(table(rows))

@@ -33,6 +33,7 @@ __all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
 
 _ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"
+_MISSING = object()
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 _SUFFIX_CACHE = 1024  # distinct new-message suffixes kept (rendered text and ids), shared by sessions
 # Both caches are bounded in bytes too: a count bound let one client's 3 MiB messages pin ~26 MB each.
@@ -122,6 +123,7 @@ class Renderer:
         )
         words = WordEncoder.for_tokenizer(tokenizer, exact) if fast else None
         self._encode = words.encode if words is not None else exact
+        self._words = words
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())
@@ -224,17 +226,29 @@ class Renderer:
         shared with the cache: the collector stops walking an all-int tuple after its first pass,
         where it walks a list of ids on every pass for as long as the turn is in flight."""
         key = (bridge, tuple(new))
-        if key in self._suffixes:
-            return self._suffixes[key]
+        found = self._suffixes.get(key, _MISSING)  # one lookup: `forget_suffixes` may clear in between
+        if found is not _MISSING:
+            return found  # type: ignore[return-value]
         text = self.suffix_text(new)
         ids = None if text is None else tuple(self.encode(bridge + text))
         cost = _suffix_cost(ids)
         if cost <= _ENTRY_BYTES:
             self._suffixes[key] = ids
             self._suffix_bytes += cost
-            while len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES:
+            # `forget_suffixes` may empty the cache from the loop while a worker thread is here
+            while self._suffixes and (
+                len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES
+            ):
                 self._suffix_bytes -= _suffix_cost(self._suffixes.pop(next(iter(self._suffixes))))
         return ids
+
+    def forget_suffixes(self) -> None:
+        """Drop the rendered suffixes and learnt words that sessions' messages left behind; the system+tools
+        heads stay (a harness sends the same one every episode, and they are few)."""
+        self._suffixes = {}
+        self._suffix_bytes = 0
+        if self._words is not None:
+            self._words.forget()
 
     def extend_text(self, full: str, earlier: str) -> str | None:
         """Like `suffix_text`, from a full render and the extended turn's full prompt text; None when

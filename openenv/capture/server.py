@@ -52,6 +52,8 @@ class CaptureServer:
         limits: default output budget, turn timeout and per-session turn cap.
         idle_timeout_s: close sessions idle this long (None: the caller closes them; an episode does).
         max_body_bytes: larger request bodies get a 413.
+        release_idle_s: seconds with no open session before the shared caches are emptied and freed heap is
+            handed back to the OS (None: never; see `CaptureSessionRegistry`).
 
     Example:
         with CaptureServer(backend=VLLMBackend(url), model=path) as server:
@@ -79,6 +81,7 @@ class CaptureServer:
         limits: TurnLimits | None = None,
         idle_timeout_s: float | None = None,
         max_body_bytes: int = MAX_BODY_BYTES,
+        release_idle_s: float | None = 5.0,
     ) -> None:
         if renderer is None:
             if model is None:
@@ -96,6 +99,7 @@ class CaptureServer:
             journal_fsync=journal_fsync,
             limits=limits,
             idle_timeout_s=idle_timeout_s,
+            release_idle_s=release_idle_s,
         )
         self.max_body_bytes = max_body_bytes
         self.host = host

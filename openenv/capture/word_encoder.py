@@ -111,6 +111,10 @@ class WordEncoder:
             out += self._cut(text[start:], depth + 1)
         return out
 
+    def forget(self) -> None:
+        """Drop the remembered words (they are learnt again on first use)."""
+        self._cache = {}
+
     def _segment(self, text: str) -> list[int]:
         words = self._words(text)
         if sum(map(len, words)) != len(text):  # the pattern skipped characters: the tokenizer keeps them

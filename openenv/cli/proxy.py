@@ -113,6 +113,13 @@ def proxy(
         float, typer.Option(help="close a session after this many seconds without a request (0: never)")
     ] = 3600.0,
     max_body_mb: Annotated[float, typer.Option(help="request bodies over this many MiB get a 413")] = 32.0,
+    release_idle: Annotated[
+        float,
+        typer.Option(
+            help="once every session has closed, seconds idle before the caches are emptied and freed "
+            "memory is handed back to the OS (0: never)"
+        ),
+    ] = 5.0,
     shutdown_timeout: Annotated[
         float,
         typer.Option(help="on SIGTERM/Ctrl-C, seconds to let turns in flight finish before cancelling them"),
@@ -190,6 +197,7 @@ def proxy(
         journal_fsync=journal_fsync,
         limits=limits,
         idle_timeout_s=idle_timeout or None,
+        release_idle_s=release_idle or None,
     )
     split = not admin_on_model_port
     cap = int(max_body_mb * 1024 * 1024)

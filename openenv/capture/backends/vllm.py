@@ -56,6 +56,22 @@ def _status_error(url: str, status: int, body: bytes) -> BadRequest | BackendUna
     return BackendUnavailable(f"the vLLM backend at {url} answered {status}: {detail}", status=status)
 
 
+class _Logprob(msgspec.Struct):
+    logprob: float
+
+
+class _ScoreChoice(msgspec.Struct):
+    prompt_logprobs: list[msgspec.Raw]  # left undecoded: only the completion's rows are read
+
+
+class _ScoreReply(msgspec.Struct):
+    choices: list[_ScoreChoice]
+
+
+_SCORE_REPLY = msgspec.json.Decoder(_ScoreReply)
+_ROW = msgspec.json.Decoder(dict[str, _Logprob])
+
+
 @contextmanager
 def _reading(reply: Any) -> Iterator[None]:
     """A reply without the token fields we asked for means a vLLM too old or misconfigured."""
@@ -326,11 +342,25 @@ class VLLMBackend:
             "temperature": 0.0,
             "prompt_logprobs": 0,
         }
-        reply = await self._post(body)
-        with _reading(reply):
-            rows = reply["choices"][0]["prompt_logprobs"]
+        if self._on_reply is not None:  # the caller keeps every reply whole
+            reply = await self._post(body)
+            with _reading(reply):
+                rows = reply["choices"][0]["prompt_logprobs"]
+                start = len(prompt_ids)
+                return [float(rows[start + i][str(tok)]["logprob"]) for i, tok in enumerate(completion_ids)]
+        status, raw = await self._raw_post(body)
+        try:
+            # vLLM answers a row for every prompt position; only the completion's are read. Decoding all
+            # of a 12k-token prompt's rows as dicts was the proxy's largest cost in a codex episode.
+            rows = _SCORE_REPLY.decode(raw).choices[0].prompt_logprobs
             start = len(prompt_ids)
-            return [float(rows[start + i][str(tok)]["logprob"]) for i, tok in enumerate(completion_ids)]
+            return [
+                float(_ROW.decode(rows[start + i])[str(tok)].logprob) for i, tok in enumerate(completion_ids)
+            ]
+        except (msgspec.DecodeError, KeyError, IndexError, TypeError) as exc:
+            reply = self._decode(raw)  # not JSON at all: the same error as any other request
+            with _reading(reply):
+                raise KeyError(f"prompt_logprobs ({exc})") from None
 
     async def aclose(self) -> None:
         self._drop_client()
@@ -373,13 +403,17 @@ class VLLMBackend:
             body["include_stop_str_in_output"] = True
         return body
 
-    async def _post(self, body: dict[str, Any], *, report: bool = True) -> dict[str, Any]:
+    async def _raw_post(self, body: dict[str, Any]) -> tuple[int, bytes]:
         # msgspec, not json.dumps: a 30k-token prompt is 30k ints, 4.7 ms to encode vs 0.3 ms.
         http = self._client()
         with _unreachable(self.base_url):
             status, raw = await http.request("POST", "/v1/completions", msgspec.json.encode(body))
         if status != 200:
             raise _status_error(self.base_url, status, raw)
+        return status, raw
+
+    async def _post(self, body: dict[str, Any], *, report: bool = True) -> dict[str, Any]:
+        _, raw = await self._raw_post(body)
         reply = self._decode(raw)
         if self._on_reply is not None and report:
             self._on_reply(reply)

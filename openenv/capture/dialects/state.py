@@ -91,6 +91,12 @@ class DialectState:
                 self._caches[spec.dialect] = self._make(spec)
             return self._caches[spec.dialect]
 
+    def clear(self) -> None:
+        """Forget everything remembered (the proxy does when its last session has closed and it sat idle:
+        what closed sessions sent is worth nothing to the next, and it pinned heap the OS never got back)."""
+        with self._lock:
+            self._caches = {}
+
     def _make(self, spec: CacheSpec[M, S, V]) -> DialectCaches[M, S, V]:
         share = (
             self.max_bytes // _DIALECTS

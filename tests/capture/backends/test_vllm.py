@@ -185,3 +185,36 @@ async def test_a_models_card_without_the_served_name_is_backend_unavailable(cann
     backend = make(canned(200, {"data": []}), model=None, context_window=None)
     with pytest.raises(BackendUnavailable, match="IndexError"):
         await backend.generate([1], SamplingParams())
+
+
+def _score_reply(rows: list[Any]) -> dict[str, Any]:
+    return {"choices": [{"index": 0, "text": "", "token_ids": [], "prompt_logprobs": rows}]}
+
+
+async def test_score_reads_the_completion_rows_of_a_reply_as_vllm_writes_it(canned: Any, make: Any) -> None:
+    # vLLM writes a row per prompt position (None first), with rank and decoded_token besides the logprob.
+    rows = [None] + [
+        {str(t): {"logprob": -0.5, "rank": 3, "decoded_token": "x"}, "99": {"logprob": -0.1, "rank": 1}}
+        for t in (11, 12)
+    ]
+    rows += [{"21": {"logprob": -1.25, "rank": 2, "decoded_token": "a"}}, {"22": {"logprob": -0.0}}]
+    for track in (False, True):  # decoded lazily, or whole for a caller that keeps every reply
+        seen: list[dict[str, Any]] = []
+        backend = make(canned(200, _score_reply(rows)), **({"on_reply": seen.append} if track else {}))
+        assert await backend.score([10, 11, 12], [21, 22]) == [-1.25, -0.0]
+        assert len(seen) == int(track)
+
+
+async def test_a_score_reply_missing_the_completion_rows_is_backend_unavailable(
+    canned: Any, make: Any
+) -> None:
+    for rows in (
+        [None, {"11": {"logprob": -0.5}}],
+        [None, {"11": {"logprob": -0.5}}, {"7": {"logprob": -1}}],
+    ):
+        backend = make(canned(200, _score_reply(rows)))
+        with pytest.raises(BackendUnavailable, match="prompt_logprobs"):
+            await backend.score([10, 11], [21])
+    backend = make(canned(200, {"choices": [{"text": "", "finish_reason": "length"}]}))
+    with pytest.raises(BackendUnavailable, match="prompt_logprobs"):
+        await backend.score([10, 11], [21])
