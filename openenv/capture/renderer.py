@@ -33,7 +33,6 @@ __all__ = ["Renderer", "after_reply", "template_messages", "template_tools"]
 
 _ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "user", "content": "."}]
 _SENTINEL = "\u2063sentinel\u2063"
-_MISSING = object()
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 _SUFFIX_CACHE = 1024  # distinct new-message suffixes kept (rendered text and ids), shared by sessions
 # Both caches are bounded in bytes too: a count bound let one client's 3 MiB messages pin ~26 MB each.
@@ -226,9 +225,10 @@ class Renderer:
         shared with the cache: the collector stops walking an all-int tuple after its first pass,
         where it walks a list of ids on every pass for as long as the turn is in flight."""
         key = (bridge, tuple(new))
-        found = self._suffixes.get(key, _MISSING)  # one lookup: `forget_suffixes` may clear in between
-        if found is not _MISSING:
-            return found  # type: ignore[return-value]
+        try:  # one lookup: `forget_suffixes` may clear the cache between a test and a read
+            return self._suffixes[key]
+        except KeyError:
+            pass
         text = self.suffix_text(new)
         ids = None if text is None else tuple(self.encode(bridge + text))
         cost = _suffix_cost(ids)

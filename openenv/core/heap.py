@@ -15,12 +15,13 @@ import ctypes.util
 import functools
 import gc
 import sys
+from collections.abc import Callable
 
 __all__ = ["trim"]
 
 
 @functools.cache
-def _malloc_trim() -> object | None:
+def _malloc_trim() -> Callable[[int], int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -41,5 +42,5 @@ def trim(*, collect: bool = True) -> bool:
     fn = _malloc_trim()
     if fn is None:
         return False
-    fn(0)  # type: ignore[operator]
+    fn(0)
     return True
