@@ -326,7 +326,11 @@ def _oracle_check(run: _Run, spec: HarnessSpec, episodes: list[_Episode], sandbo
         f"oracle:{sandbox}",
         True,
         f"{len(episodes)}/{len(episodes)} solved, "
-        + (f"{spec.edit_format} edit blocks applied" if spec.edit_format else f"{calls} tool calls parsed and run")
+        + (
+            f"{spec.edit_format} edit blocks applied"
+            if spec.edit_format
+            else f"{calls} tool calls parsed and run"
+        )
         + f", 1 sequence each, {aux} aux turn(s) tagged",
         folder,
         start,
