@@ -14,8 +14,8 @@ Docker runs need the offline images (scripts/build_base_image.sh, scripts/build_
 Harbor fixtures' `python:3.11-slim` is substituted by `openenv/python:latest` (`--image-substitute`,
 as the tests do). The table goes to stdout, the per-episode rows to `--out` (JSON), rewritten after
 every episode: a sweep stopped half-way resumes where it stopped (rows already in `--out` for the same
-harness, task and sandbox are kept and not run again; `--fresh` runs everything). Exit code 0 when every
-cell is 1.
+harness, task and sandbox are kept and not run again; `--fresh` runs every cell of this sweep again;
+rows of cells outside it stay in the file). Exit code 0 when every cell is 1.
 """
 
 from __future__ import annotations
@@ -98,16 +98,20 @@ def one_episode(
     return row
 
 
-def previous_rows(out: Path, wanted: set[tuple[str, str, str]]) -> list[dict[str, object]]:
-    """The rows of an earlier (possibly stopped) sweep that this one would run again."""
+def previous_rows(
+    out: Path, wanted: set[tuple[str, str, str]]
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """The rows of an earlier (possibly stopped) sweep: those this one would run again, and the others
+    (other harnesses, tasks or sandboxes), which stay in `--out` untouched."""
     if not out.is_file():
-        return []
+        return [], []
     try:
         rows = json.loads(out.read_text())
     except ValueError:
         print(f"note: {out} is not JSON; running everything", file=sys.stderr)
-        return []
-    return [r for r in rows if (r.get("harness"), r.get("task"), r.get("sandbox")) in wanted]
+        return [], []
+    mine = [r for r in rows if (r.get("harness"), r.get("task"), r.get("sandbox")) in wanted]
+    return mine, [r for r in rows if r not in mine]
 
 
 def cell(row: dict[str, object] | None) -> str:
@@ -176,7 +180,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {name} cannot run in Docker: {reason}", file=sys.stderr)
 
     jobs = [(h, t, s) for s in sandboxes for h in harnesses for t in tasks]
-    rows = [] if args.fresh else previous_rows(args.out, {(h, t.id, s) for h, t, s in jobs})
+    # Cells outside this sweep (a local sweep's rows when this one is docker's) stay in --out.
+    rows, others = previous_rows(args.out, {(h, t.id, s) for h, t, s in jobs})
+    rows = [] if args.fresh else rows
     done = {(r["harness"], r["task"], r["sandbox"]) for r in rows}
     todo = [(h, t, s) for h, t, s in jobs if (h, t.id, s) not in done]
     print(
@@ -190,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         for number, future in enumerate(futures, start=1):
             row = future.result()
             rows.append(row)
-            write_atomic(args.out, json.dumps(rows, indent=1) + "\n")
+            write_atomic(args.out, json.dumps(others + rows, indent=1) + "\n")
             print(
                 f"[{number}/{len(todo)}] {row['sandbox']:<6} {row['harness']:<15} {row['task']:<28} "
                 f"{cell(row)} {row.get('status')} {row['wall_s']}s {row.get('error') or row.get('no_reward_reason') or ''}",

@@ -45,6 +45,9 @@ mistral-vibe    pip     mistral-vibe                     3.0.2     vibe     3.12
 openclaw        npm     openclaw                         2026.9.6  openclaw 24
 aider           pip     aider-chat                       0.86.2    aider    -
 codebuddy       pip     codebuddy-agent-sdk              0.3.274   codebuddy -
+cecli           pip     cecli-dev                        1.10.0    cecli    -
+qwen-code-termux npm    @mmmbuto/qwen-code-termux       0.6.402   qwen     22
+open-interpreter pip    open-interpreter                 0.4.3     python   -
 "
 
 log() { printf '[install_harnesses] %s\n' "$*" >&2; }

@@ -219,7 +219,7 @@ def _sequence_problems(ep: _Episode, spec: HarnessSpec, *, oracle: bool) -> list
                 f"{len(odd)} untagged request(s) with other tools than the session's "
                 f"({sorted(set(odd[0]['tools']))[:6]}): an auxiliary call the spec's aux rules miss?"
             )
-    if oracle and s.tool_calls < 1:
+    if oracle and s.tool_calls < 1 and spec.edit_format is None:  # edit blocks are no tool calls
         problems.append("no tool call reached the harness")
     return problems
 
@@ -273,6 +273,21 @@ def _first_episode_checks(run: _Run, spec: HarnessSpec, first: _Episode) -> bool
         return run.add(
             "dialect", False, f"first request spoke {req['dialect']}, the spec says {spec.dialect}", evidence
         )
+    if spec.edit_format is not None:  # aider, cecli: no tools; the oracle's one reply is edit blocks
+        if first.summary.reward != 1.0:
+            return run.add(
+                "dialect",
+                False,
+                f"the harness did not apply our {spec.edit_format} edit blocks (reward {first.summary.reward}, "
+                f"status {first.summary.status}): {' '.join(first.tail.split())[-300:]}",
+                evidence,
+            )
+        return run.add(
+            "dialect",
+            True,
+            f"{spec.dialect}, {len(req['tools'])} tools, {spec.edit_format} edit blocks in the reply applied",
+            evidence,
+        )
     if not spec.shell_tool.in_text and shell not in req["tools"]:
         return run.add(
             "dialect",
@@ -312,8 +327,13 @@ def _oracle_check(run: _Run, spec: HarnessSpec, episodes: list[_Episode], sandbo
     return run.add(
         f"oracle:{sandbox}",
         True,
-        f"{len(episodes)}/{len(episodes)} solved, {calls} tool calls parsed "
-        f"and run, 1 sequence each, {aux} aux turn(s) tagged",
+        f"{len(episodes)}/{len(episodes)} solved, "
+        + (
+            f"{spec.edit_format} edit blocks applied"
+            if spec.edit_format
+            else f"{calls} tool calls parsed and run"
+        )
+        + f", 1 sequence each, {aux} aux turn(s) tagged",
         folder,
         start,
     )

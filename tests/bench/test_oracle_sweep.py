@@ -59,13 +59,17 @@ def test_a_second_run_keeps_the_finished_rows_and_runs_nothing_again(tmp_path: P
     )
     assert "pi " in first.stdout and "1/1" in first.stdout  # the printed grid
 
+    # A row of a cell outside this sweep (the same episode in Docker, from an earlier `--sandbox docker`
+    # sweep into the same file) is neither run nor dropped, with or without --fresh.
+    docker = {**row, "sandbox": "docker"}
+    out.write_text(json.dumps([docker, row]))
     again = _sweep(out)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "1 already in" in again.stderr and "0 to run" in again.stderr, again.stderr
-    assert json.loads(out.read_text()) == [row]
+    assert json.loads(out.read_text()) == [docker, row]
 
-    out.write_text(json.dumps([{**row, "wall_s": -1.0}]))
+    out.write_text(json.dumps([docker, {**row, "wall_s": -1.0}]))
     fresh = _sweep(out, "--fresh")  # runs it again: the planted row is replaced
     assert fresh.returncode == 0, fresh.stderr[-3000:]
-    [rerun] = json.loads(out.read_text())
-    assert rerun["wall_s"] > 0
+    kept, rerun = json.loads(out.read_text())
+    assert kept == docker and rerun["sandbox"] == "local" and rerun["wall_s"] > 0
