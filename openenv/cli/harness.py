@@ -30,12 +30,41 @@ _err = Console(stderr=True)
 
 
 @harness_app.command("list")
-def list_harnesses() -> None:
+def list_harnesses(
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="one JSON object per line and harness: name, package, version, dialect, shell_tool, installed, "
+            "ready, docker (null when not installed, else true or the reason it cannot run there); "
+            "then one per harness tried that cannot run here, with `unsupported` holding the reason",
+        ),
+    ] = False,
+) -> None:
     """Show every harness with its pinned version, dialect and install status, then those tried that
     cannot run here, with the reason."""
     from openenv.harness.catalog import get_spec, harness_names, unsupported_harnesses
     from openenv.harness.install import docker_blocker, install_status
 
+    if as_json:
+        for name in harness_names():
+            spec = get_spec(name)
+            status = install_status(spec)
+            blocker = docker_blocker(spec) if status.ready else None
+            row: dict[str, Any] = {
+                "name": name,
+                "package": f"{spec.install.method}:{spec.install.package}",
+                "version": spec.install.version,
+                "dialect": spec.dialect,
+                "shell_tool": spec.shell_tool.name,
+                "installed": status.installed,
+                "ready": status.ready,
+                "docker": None if not status.ready else True if blocker is None else blocker,
+            }
+            print(json.dumps(row))
+        for tried in unsupported_harnesses():
+            print(json.dumps({"name": tried.name, "package": tried.package, "unsupported": tried.reason}))
+        return
     table = Table("pinned", "installed", "dialect", "shell tool", "docker")
     # Names whole at any width (80 columns when piped): the other columns give way.
     table.columns.insert(0, Column("harness", no_wrap=True, min_width=max(map(len, harness_names()))))
@@ -53,8 +82,8 @@ def list_harnesses() -> None:
     for line in blocked:
         Console(soft_wrap=True).print(line, markup=False)
     unsupported = Table("not supported", "package", "why", title="tried, cannot run here")
-    for row in unsupported_harnesses():
-        unsupported.add_row(row.name, row.package, row.reason)
+    for tried in unsupported_harnesses():
+        unsupported.add_row(tried.name, tried.package, tried.reason)
     Console().print(unsupported)
 
 

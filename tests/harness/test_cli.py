@@ -46,6 +46,28 @@ def test_harness_list_names_the_unsupported_ones_with_their_reason():
         assert row.name not in harness_names(), f"{row.name} is both supported and not"
 
 
+def test_harness_list_json_is_one_object_per_harness_then_per_unsupported_one():
+    result = runner.invoke(app, ["harness", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.output.splitlines()]
+    supported = [row for row in rows if "unsupported" not in row]
+    assert [row["name"] for row in supported] == harness_names()
+    assert len(supported) >= 24, "issue 47: at least 24 harnesses"
+    for row in supported:
+        spec = get_spec(row["name"])
+        status = install_status(spec)
+        assert row["version"] == spec.install.version and row["dialect"] == spec.dialect
+        assert row["package"] == f"{spec.install.method}:{spec.install.package}"
+        assert row["installed"] == status.installed and row["ready"] is status.ready
+        assert (
+            row["docker"] is None
+            if not status.ready
+            else row["docker"] is True or isinstance(row["docker"], str)
+        )
+    tried = {row["name"]: row["unsupported"] for row in rows if "unsupported" in row}
+    assert tried == {row.name: row.reason for row in unsupported_harnesses()}
+
+
 def test_envs_readme_lists_every_harness_and_every_unsupported_one():
     readme = (shipped_envs_dir() / "README.md").read_text()
     for name in [*harness_names(), *(row.name for row in unsupported_harnesses())]:
