@@ -43,33 +43,16 @@ if ! "$venv/bin/uv" --version 2>/dev/null | grep -qx "uv $UV_VERSION"; then
   say "installing uv==$UV_VERSION into the venv (the installer for everything below)"
   "$py" -m pip install --disable-pip-version-check -q "uv==$UV_VERSION" 2> >(grep -v "is ignored: it is neither" >&2)
 fi
-# uv does not read pip.conf or PIP_* variables: the package sources pip is configured with (a company
-# mirror, a local wheelhouse) are passed on, and merged as pip merges them (best match over all indexes).
-sources=(--index-strategy unsafe-best-match)
-while IFS= read -r line; do
-  key=${line%%=*}; value=${line#*=}; value=${value#\'}; value=${value%\'}
-  case "$key" in
-    *.index-url) [[ $key == *extra-index-url ]] || sources+=(--index-url "$value") ;;
-  esac
-  case "$key" in
-    *.extra-index-url) for v in $value; do sources+=(--extra-index-url "$v"); done ;;
-    *.find-links) for v in $value; do sources+=(--find-links "$v"); done ;;
-    *.constraint) for v in $value; do sources+=(--constraint "$v"); done ;;
-  esac
-done < <("$py" -m pip config list 2>/dev/null)
+export OPENENV_UV="$venv/bin/uv"  # scripts/pip_install.sh (here and in install_harnesses.sh) installs with it
 # constraints.txt pins PyTorch's CPU build (`+cpu`), which PyPI does not carry: PyTorch's own CPU index does,
-# unless a configured wheelhouse already holds the file.
+# unless a wheelhouse pip is configured with (find-links) already holds the file.
 torch_pin=$(grep -E '^torch==' "$here/constraints.txt" | cut -d= -f3)
-torch_local=0
-for ((i = 0; i < ${#sources[@]}; i++)); do
-  if [[ ${sources[$i]} == --find-links ]] && compgen -G "${sources[$((i + 1))]}/torch-${torch_pin}-*.whl" >/dev/null; then
-    torch_local=1
-  fi
+torch_index=(--extra-index-url "${OPENENV_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}")
+for links in $("$py" -m pip config list 2>/dev/null | sed -nE "s/^[^=]*\.find-links='?([^']*)'?$/\1/p"); do
+  compgen -G "$links/torch-${torch_pin}-*.whl" >/dev/null && torch_index=()
 done
-if [[ $torch_local == 0 && $torch_pin == *+cpu ]]; then
-  sources+=(--extra-index-url "${OPENENV_TORCH_INDEX:-https://download.pytorch.org/whl/cpu}")
-fi
-pip=("$venv/bin/uv" pip install --python "$py" --quiet "${sources[@]}")
+[[ $torch_pin == *+cpu ]] || torch_index=()
+pip=(bash "$here/scripts/pip_install.sh" "$py" "${torch_index[@]}")
 
 
 if [[ $want_vllm == 1 ]]; then

@@ -188,7 +188,7 @@ install_pip() {  # install_pip NAME PACKAGE VERSION PYTHON
   python="$(portable_python "$python")" || return 1
   log "$1: pip $2==$3 -> $prefix ($("$python" --version))"
   "$python" -m venv "$prefix"
-  "$prefix/bin/python" -m pip install --quiet --disable-pip-version-check "$2==$3" >&2
+  bash "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/pip_install.sh" "$prefix/bin/python" "$2==$3" >&2
 }
 
 # Debian packages a harness needs at run time besides its own install ("name:pkg,pkg"); installed with

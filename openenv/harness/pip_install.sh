@@ -1,0 +1,1 @@
+../../scripts/pip_install.sh
