@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -35,17 +35,7 @@ FaultKind = Literal[
     "harness_nonzero",
     "client_vanished",
 ]
-FAULT_KINDS: tuple[FaultKind, ...] = (
-    "none",
-    "upstream_down",
-    "upstream_slow",
-    "upstream_5xx",
-    "client_retry",
-    "harness_killed",
-    "harness_hung",
-    "harness_nonzero",
-    "client_vanished",
-)
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)  # the order the soak cycles through
 EXPECTED_STATUS: dict[FaultKind, ProcessStatus] = {
     "none": "exited",
     "upstream_down": "exited",
