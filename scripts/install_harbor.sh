@@ -23,5 +23,5 @@ if [[ -z "$py" ]]; then
 fi
 say "installing harbor==$version into $venv (python: $py)"
 "$py" -m venv "$venv"
-"$venv/bin/python" -m pip install --disable-pip-version-check -q "harbor==$version" 2> >(grep -v "is ignored: it is neither" >&2)
+bash "$here/scripts/pip_install.sh" "$venv/bin/python" "harbor==$version"  # uv when install.sh put one
 say "harbor $version ready"

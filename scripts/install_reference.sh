@@ -29,10 +29,11 @@ done
 [[ -n "$py" ]] || { say "no python >= 3.11 on PATH"; exit 1; }
 say "installing ${pins[*]} (the reference) into $venv (python: $py)"
 [[ -x "$venv/bin/python" ]] || "$py" -m venv "$venv"
-(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pins[@]}") 2> >(grep -v "is ignored: it is neither" >&2)
+# scripts/pip_install.sh: uv when install.sh put one (OPENENV_UV), else pip; from / so that no `openenv` folder
+# of ours is on the path.
+(cd / && bash "$here/scripts/pip_install.sh" "$venv/bin/python" "${pins[@]}")
 say "installing $torch_pin and $trl_pin (TRL's harness trainer) into $venv"
-(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q "$torch_pin") 2> >(grep -v "is ignored: it is neither" >&2)
-(cd / && "$venv/bin/python" -m pip install --disable-pip-version-check -q -c "$here/constraints.txt" "$trl_pin") \
-  2> >(grep -v "is ignored: it is neither" >&2)
+(cd / && bash "$here/scripts/pip_install.sh" "$venv/bin/python" "$torch_pin")
+(cd / && bash "$here/scripts/pip_install.sh" "$venv/bin/python" -c "$here/constraints.txt" "$trl_pin")
 check || { say "the reference installed but does not import from $venv"; exit 1; }
 say "openenv $version (reference) ready"
