@@ -32,7 +32,7 @@ from openenv.harness.sandbox.owners import is_orphan, owner_label
 if TYPE_CHECKING:
     import docker
 
-__all__ = ["KEEP_ENV", "claim", "collect", "entries", "forget", "ledger_dir", "record"]
+__all__ = ["KEEP_ENV", "claim", "collect", "entries", "forget", "ledger_dir", "pending", "record"]
 
 KEEP_ENV = "OPENENV_PULLED_KEEP_GB"
 _exit_hook = threading.Lock()
