@@ -2,8 +2,9 @@
 
 Every commit runs the suite in under 45 minutes on 2 cores (`.ci/run`); the tests marked `extended` (the
 learning study's smoke, the oracle episode of every harness beyond one per dialect, the full-size soak,
-GRPO on the long Claude Code episodes) add coverage that a daily run is enough for. They are *deselected*, not skipped, unless the run asks for
-them, so CI's rule that a skipped test fails (OPENENV_REQUIRE_ALL=1) still holds for everything that runs:
+GRPO on the long Claude Code episodes, the benchmark report's smoke) add coverage that a daily run is
+enough for. They are *deselected*, not skipped, unless the run asks for them, so CI's rule that a skipped
+test fails (OPENENV_REQUIRE_ALL=1) still holds for everything that runs:
 
     scripts/test.sh --extended        # or OPENENV_EXTENDED=1, or `-m extended` for the tier alone
 

@@ -21,8 +21,10 @@ from tests.harness.e2e.conftest import require_installed
 REPO = Path(__file__).resolve().parents[2]
 REF_PYTHON = REPO / ".cache" / "reference-venv" / "bin" / "python"
 
-# ~3 min on an idle 2-core machine, most of it starting proxies; a loaded one can take several times that.
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200)]
+# ~3 min on an idle 2-core machine, most of it starting proxies; a loaded one can take several times that
+# (6.5 min in a whole CI run): `extended`, the scheduled tier. Every commit checks that each bench script
+# imports (tests/bench/test_scripts_import.py).
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(1200), pytest.mark.extended]
 
 
 @pytest.fixture(scope="module")
