@@ -46,12 +46,13 @@ def list_harnesses(
     from openenv.harness.catalog import get_spec, harness_names, unsupported_harnesses
     from openenv.harness.install import docker_blocker, install_status
 
-    if as_json:
-        for name in harness_names():
-            spec = get_spec(name)
-            status = install_status(spec)
-            blocker = docker_blocker(spec) if status.ready else None
-            row: dict[str, Any] = {
+    rows: list[dict[str, Any]] = []
+    for name in harness_names():
+        spec = get_spec(name)
+        status = install_status(spec)
+        blocker = docker_blocker(spec) if status.ready else None
+        rows.append(
+            {
                 "name": name,
                 "package": f"{spec.install.method}:{spec.install.package}",
                 "version": spec.install.version,
@@ -61,26 +62,28 @@ def list_harnesses(
                 "ready": status.ready,
                 "docker": None if not status.ready else True if blocker is None else blocker,
             }
+        )
+    if as_json:
+        for row in rows:
             print(json.dumps(row))
         for tried in unsupported_harnesses():
             print(json.dumps({"name": tried.name, "package": tried.package, "unsupported": tried.reason}))
         return
     table = Table("pinned", "installed", "dialect", "shell tool", "docker")
     # Names whole at any width (80 columns when piped): the other columns give way.
-    table.columns.insert(0, Column("harness", no_wrap=True, min_width=max(map(len, harness_names()))))
-    blocked: list[str] = []
-    for name in harness_names():
-        spec = get_spec(name)
-        status = install_status(spec)
-        mark = f"[green]{status.installed}[/]" if status.ready else f"[red]{status.installed or 'no'}[/]"
-        blocker = docker_blocker(spec) if status.ready else None
-        if blocker is not None:
-            blocked.append(f"{name} cannot run in the Docker sandbox: {blocker}")
-        docker = "-" if not status.ready else "[green]ok[/]" if blocker is None else "[red]no[/] (below)"
-        table.add_row(name, spec.install.version, mark, spec.dialect, spec.shell_tool.name, docker)
+    table.columns.insert(0, Column("harness", no_wrap=True, min_width=max(len(row["name"]) for row in rows)))
+    for row in rows:
+        installed = row["installed"]
+        mark = f"[green]{installed}[/]" if row["ready"] else f"[red]{installed or 'no'}[/]"
+        docker = row["docker"]
+        cell = "-" if docker is None else "[green]ok[/]" if docker is True else "[red]no[/] (below)"
+        table.add_row(row["name"], row["version"], mark, row["dialect"], row["shell_tool"], cell)
     Console().print(table)
-    for line in blocked:
-        Console(soft_wrap=True).print(line, markup=False)
+    for row in rows:
+        if isinstance(row["docker"], str):
+            Console(soft_wrap=True).print(
+                f"{row['name']} cannot run in the Docker sandbox: {row['docker']}", markup=False
+            )
     unsupported = Table("not supported", "package", "why", title="tried, cannot run here")
     for tried in unsupported_harnesses():
         unsupported.add_row(tried.name, tried.package, tried.reason)

@@ -87,16 +87,7 @@ def pending(reference: str) -> None:
 
     Entered first so that a process finding the image present mid-pull (another's pull) counts as its
     user, and no collector removes it under that process; `forget` drops the entry if the pull fails."""
-    with _locked(_path(reference)) as entry:
-        owners = set(entry.get("owners", [])) | {owner_label()}
-        entry.update(
-            reference=reference,
-            state="pending",
-            owners=sorted(owners),
-            pulled_at=entry.get("pulled_at", time.time()),
-            last_used=time.time(),
-        )
-    _collect_at_exit()
+    _enter(reference, state="pending")
 
 
 def record(client: docker.DockerClient, reference: str) -> None:
@@ -106,13 +97,16 @@ def record(client: docker.DockerClient, reference: str) -> None:
         image_id, size = image.id, int(image.attrs.get("Size") or 0)
     except Exception:
         image_id, size = "", 0
+    _enter(reference, state="pulled", image_id=image_id, size=size)
+
+
+def _enter(reference: str, **fields: object) -> None:
+    """Write `fields` into `reference`'s entry with this process among its owners, then collect at exit."""
     with _locked(_path(reference)) as entry:
         owners = set(entry.get("owners", [])) | {owner_label()}
         entry.update(
             reference=reference,
-            state="pulled",
-            image_id=image_id,
-            size=size,
+            **fields,
             owners=sorted(owners),
             pulled_at=entry.get("pulled_at", time.time()),
             last_used=time.time(),
