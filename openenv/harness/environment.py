@@ -473,6 +473,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         episode.process.wait(10)
         status = episode.process.status()
         tail = episode.process.output_tail(2000)
+        # The session closes before grading: the tests run the agent's code, which knows the session's
+        # URL and token; a turn it sent now would join the trajectory the reward is paid to.
+        self._close_session(episode)
         records = episode.session.turns()
         turns, tool_calls = self._counts(records)
         try:
@@ -525,12 +528,16 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
             if episode.released:
                 return
             episode.released = True
+        self._close_session(episode)
+        episode.sandbox.close()
+
+    def _close_session(self, episode: _Episode) -> None:
+        """No more turns into the episode's session (its trajectory stays readable); idempotent."""
         if self._server is not None and not episode.session.closed:
             try:
                 self._server.close_session(episode.session.token)
             except OpenEnvError:
                 pass
-        episode.sandbox.close()
 
     def _end_episode(self) -> None:
         """Abort an episode still in progress (reset or close before `done`).

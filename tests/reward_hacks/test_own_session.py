@@ -8,6 +8,10 @@ only (`openenv/capture/sampling_policy.py`) and the turn records which request f
 
 Two tests: the parameters the engine gets, on the in-process backend (observed, not replaced); and the
 attack itself on the real vLLM server, whose structured decoding the constraint needed.
+
+And after the agent: the hidden tests import the agent's code, which knows the session's URL and token. A
+turn sent from there would join the trajectory the reward is paid to, so grading neither reaches the proxy
+(the sandbox cuts the agent's bridge) nor finds the session open (it closes before the verifier runs).
 """
 
 from __future__ import annotations
@@ -23,6 +27,10 @@ from openenv.capture.backends.local import LocalBackend
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
+from openenv.harness.environment import DEFAULT_SAMPLING, EpisodeSettings, HarnessEnvironment
+from openenv.harness.rollout import run_episode
+from openenv.harness.tasks import Task
+from tests.harness.test_environment import fake_harness  # noqa: F401 - the stand-in harness fixture
 
 CHOSEN = "ATTACKER CHOSEN COMPLETION"
 TRAINER = SamplingParams(temperature=1.0, max_tokens=12)
@@ -144,3 +152,57 @@ def test_the_schema_attack_on_vllm_trains_only_what_the_policy_sampled(
     assert "ATTACKER" not in text, text  # under the enum, vLLM could only emit '"ATTACKER CHOSEN COMPLETION"'
 
     assert "json_schema" in turn.overridden and sum(row.env_mask) == len(turn.completion.token_ids)
+
+
+# Run by the hidden tests from the workdir, where the agent left `call_home.py` (its session's URL, token and
+# first request): one more turn, and what became of it, as reward.json keys (`reward` stays 0).
+CALL_HOME = """
+import json, os, sys, urllib.error, urllib.request
+sys.path.insert(0, os.getcwd())
+from call_home import BODY, KEY, URL
+request = urllib.request.Request(URL, data=json.dumps(BODY).encode(), headers={
+    "Content-Type": "application/json", "Authorization": "Bearer " + KEY})
+try:
+    urllib.request.urlopen(request, timeout=30).read()
+    outcome = "reached"
+except urllib.error.HTTPError:
+    outcome = "refused"
+except OSError:
+    outcome = "unreachable"
+with open(os.path.join(os.environ["REWARD_DIR"], "reward.json"), "w") as fh:
+    json.dump({"reward": 0, outcome: 1}, fh)
+"""
+
+
+@pytest.mark.parametrize(
+    ("network", "stopped_by"),
+    [("loopback", "unreachable"), ("host", "refused")],  # the bridge is cut; with none, the session is shut
+)
+def test_the_hidden_tests_cannot_add_a_turn_to_the_agents_session(
+    fake_harness: str,  # noqa: F811 - the fixture imported above
+    capture_server: CaptureServer,
+    network: str,
+    stopped_by: str,
+) -> None:
+    task = Task(
+        id="fake-call-home",
+        instruction="plant",
+        tests={"call.py": CALL_HOME},
+        test_command='python3 "$TESTS_DIR/call.py"',
+        solution="true",
+        timeout_s=60,
+    )
+    settings = EpisodeSettings(
+        network=network,  # type: ignore[arg-type]
+        sampling=DEFAULT_SAMPLING.model_copy(update={"max_tokens": 4}),
+    )
+    env = HarnessEnvironment(fake_harness, server=capture_server, settings=settings)
+    try:
+        obs, _ = run_episode(env, task, policy="sample")
+    finally:
+        env.close()
+    seen = {k: obs.reward_breakdown.get(k) for k in ("reached", "refused", "unreachable")}
+    assert seen[stopped_by] == 1.0, seen
+    assert "reached" not in obs.reward_breakdown, "the tests' request became a turn"
+    assert obs.stats is not None and obs.stats.turns == 1
+    assert sum(len(row.turn_ids) for row in obs.sequences) == 1, "only the agent's own turn is trained"

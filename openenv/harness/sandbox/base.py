@@ -169,7 +169,8 @@ class Sandbox(Protocol):
 
     def end_agent(self) -> None:
         """Kill every process started so far (the harness and all it spawned, daemons included) and
-        return only when they are gone; idempotent. The sandbox stays usable for grading."""
+        return only when they are gone; idempotent. The sandbox stays usable for grading, but no
+        longer reaches the proxy ports it was made with: those were the agent's."""
         ...
 
     def close(self) -> None:

@@ -251,6 +251,12 @@ class LocalSandbox(HostFolders):
         if self._cgroup is not None:
             self._cgroup.kill()
         kill_tree(None, self.id)
+        # The proxy was the agent's. The tests import the agent's code, so a grading run reaching it
+        # could add turns to the episode's trajectory: like Docker's grading container, every run from
+        # here on gets no bridge and no forwarder (which also spares each one a Python start).
+        bridges, self._bridges = self._bridges, []
+        for bridge in bridges:
+            bridge.close()
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
