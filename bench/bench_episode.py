@@ -1,7 +1,8 @@
 """What one machine sustains: real harness episodes through openenv vs the same harness CLI on its own.
 
     .venv/bin/python bench/bench_episode.py [--harnesses pi,claude-code,codex] [--concurrency 1,4]
-                                            [--rounds 2] [--task fix-temperature-conversion] [--json]
+                                            [--rounds 2] [--task fix-temperature-conversion]
+                                            [--model-s 0] [--json]
 
 Episodes per node, the high levels (issue 48; ~20 min on 2 idle cores, run them on a quiet machine):
 
@@ -17,9 +18,15 @@ drifts hit both):
   proxy, the oracle's replies scored by the engine, the verifier, the JSONL log). The engine is
   `bench/engines.py instant` (answers at once), so what is measured is the harness plus us.
 - **floor**: the same harness CLI, same config, same task files, started directly (no sandbox, no
-  proxy, no verifier) against a stand-in model server that answers each request with the oracle's
-  reply at once, in the harness's own wire format (OpenAI Chat or Anthropic Messages, streamed). That
-  is the harness's own cost: what we cannot go below.
+  proxy) against a stand-in model server that answers each request with the oracle's reply at once,
+  in the harness's own wire format (OpenAI Chat or Anthropic Messages, streamed), then the task's
+  tests run plainly in its folder (`episode_floor.py`). That is the harness's own cost, and the cost of
+  knowing whether it solved the task: what we cannot go below. The tests' CPU and wall are timed apart,
+  so the ratios are given against the CLI alone and against the CLI plus its tests.
+
+`--model-s S` gives every policy turn S seconds of model time on both sides (the floor's server sleeps
+before answering; openenv sleeps before answering a non-aux turn): 0 (the default) measures every
+fixed cost of an episode magnified; a few seconds, what a training run against a real model sees.
 
 Reported per harness and concurrency: episodes per minute, wall seconds per episode, CPU seconds per
 episode (this process and every process it started, counted by a `cpuacct` cgroup this process moves
@@ -55,257 +62,12 @@ from typing import Any, Self
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
 
+from episode_floor import floor_episode, oracle_app
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
-
-
-# ---- the floor's stand-in model server ----------------------------------------------------------------
-
-
-def _plan(harness: str, task_id: str) -> tuple[Any, list[str]]:
-    from openenv.harness.catalog import get_spec
-    from openenv.harness.oracle import solution_command
-    from openenv.harness.tasks import find_task
-
-    spec = get_spec(harness)
-    # The floor runs the CLI on the host, with no /solution and no /app: the inline (unstaged) form.
-    plan = [
-        solution_command(find_task(task_id), staged=False),
-        *([spec.finish_command] if spec.finish_command else []),
-    ]
-    return spec, plan
-
-
-def _sse(events: list[tuple[str | None, dict[str, Any] | str]]) -> bytes:
-    out = []
-    for name, data in events:
-        payload = data if isinstance(data, str) else json.dumps(data)
-        out.append((f"event: {name}\n" if name else "") + f"data: {payload}\n\n")
-    return "".join(out).encode()
-
-
-def _openai_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
-    """An OpenAI Chat reply (a chunk stream when `stream`) carrying one tool call or a text answer."""
-    base = {"id": "chatcmpl-floor", "created": 0, "model": "tiny"}
-    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
-    tool_calls = (
-        [
-            {
-                "index": 0,
-                "id": "call_floor",
-                "type": "function",
-                "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])},
-            }
-        ]
-        if call
-        else None
-    )
-    finish = "tool_calls" if call else "stop"
-    if not stream:
-        message = {"role": "assistant", "content": None if call else text}
-        if tool_calls:
-            message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"} for c in tool_calls]
-        body = {
-            **base,
-            "object": "chat.completion",
-            "usage": usage,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        }
-        return json.dumps(body).encode(), "application/json"
-    delta: dict[str, Any] = {"role": "assistant", "content": None if call else text}
-    if tool_calls:
-        delta["tool_calls"] = tool_calls
-    chunk = {**base, "object": "chat.completion.chunk"}
-    return _sse(
-        [
-            (None, {**chunk, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}),
-            (None, {**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}),
-            (None, {**chunk, "choices": [], "usage": usage}),
-            (None, "[DONE]"),
-        ]
-    ), "text/event-stream"
-
-
-def _anthropic_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
-    """An Anthropic Messages reply (an event stream when `stream`) with one tool_use or a text block."""
-    block = (
-        {"type": "tool_use", "id": "toolu_floor", "name": call["name"], "input": call["arguments"]}
-        if call
-        else {"type": "text", "text": text}
-    )
-    stop = "tool_use" if call else "end_turn"
-    usage = {"input_tokens": 1, "output_tokens": 1}
-    message = {
-        "id": "msg_floor",
-        "type": "message",
-        "role": "assistant",
-        "model": "tiny",
-        "stop_sequence": None,
-    }
-    if not stream:
-        return json.dumps(
-            {**message, "content": [block], "stop_reason": stop, "usage": usage}
-        ).encode(), "application/json"
-    start = {**block, "input": {}} if call else {"type": "text", "text": ""}
-    delta = (
-        {"type": "input_json_delta", "partial_json": json.dumps(call["arguments"])}
-        if call
-        else {"type": "text_delta", "text": text}
-    )
-    return _sse(
-        [
-            (
-                "message_start",
-                {
-                    "type": "message_start",
-                    "message": {**message, "content": [], "stop_reason": None, "usage": usage},
-                },
-            ),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": start}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
-            (
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop, "stop_sequence": None},
-                    "usage": {"output_tokens": 1},
-                },
-            ),
-            ("message_stop", {"type": "message_stop"}),
-        ]
-    ), "text/event-stream"
-
-
-def _responses_reply(call: dict[str, Any] | None, text: str, stream: bool) -> tuple[bytes, str]:
-    """An OpenAI Responses reply (an event stream when `stream`, as Codex asks) with one function call or
-    a text message: the events Codex reads (created, output item added/done, completed)."""
-    if call:
-        item = {
-            "type": "function_call",
-            "id": "fc_floor",
-            "call_id": "call_floor",
-            "name": call["name"],
-            "arguments": json.dumps(call["arguments"]),
-            "status": "completed",
-        }
-    else:
-        item = {
-            "type": "message",
-            "id": "msg_floor",
-            "role": "assistant",
-            "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}],
-        }
-    usage = {
-        "input_tokens": 1,
-        "output_tokens": 1,
-        "total_tokens": 2,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens_details": {"reasoning_tokens": 0},
-    }
-    response = {
-        "id": "resp_floor",
-        "object": "response",
-        "created_at": 0,
-        "model": "tiny",
-        "status": "completed",
-        "output": [item],
-        "usage": usage,
-    }
-    if not stream:
-        return json.dumps(response).encode(), "application/json"
-    start = {**response, "status": "in_progress", "output": [], "usage": None}
-    return _sse(
-        [
-            ("response.created", {"type": "response.created", "response": start, "sequence_number": 0}),
-            (
-                "response.output_item.added",
-                {"type": "response.output_item.added", "output_index": 0, "item": item, "sequence_number": 1},
-            ),
-            (
-                "response.output_item.done",
-                {"type": "response.output_item.done", "output_index": 0, "item": item, "sequence_number": 2},
-            ),
-            (
-                "response.completed",
-                {"type": "response.completed", "response": response, "sequence_number": 3},
-            ),
-        ]
-    ), "text/event-stream"
-
-
-def _tool_results(body: dict[str, Any], anthropic: bool) -> int:
-    if isinstance(body.get("input"), list):  # OpenAI Responses: results are input items
-        return sum(
-            1
-            for item in body["input"]
-            if isinstance(item, dict)
-            and item.get("type") in ("function_call_output", "custom_tool_call_output")
-        )
-    if not anthropic:
-        return sum(1 for m in body.get("messages", []) if m.get("role") == "tool")
-    return sum(
-        1
-        for m in body.get("messages", [])
-        if isinstance(m.get("content"), list)
-        for block in m["content"]
-        if isinstance(block, dict) and block.get("type") == "tool_result"
-    )
-
-
-def oracle_app() -> Any:
-    """The floor's model: `/<harness>/<task>/v1/...` answers as the oracle policy would, instantly and
-    statelessly (the plan's next call is read off the number of tool results in the conversation)."""
-    from starlette.applications import Starlette
-    from starlette.requests import Request
-    from starlette.responses import JSONResponse, Response
-    from starlette.routing import Route
-
-    from openenv.harness.oracle import FINAL_TEXT
-
-    plans: dict[tuple[str, str], tuple[Any, list[str]]] = {}
-
-    async def answer(request: Request) -> Response:
-        key = (request.path_params["harness"], request.path_params["task"])
-        if key not in plans:
-            plans[key] = _plan(*key)
-        spec, plan = plans[key]
-        body = await request.json()
-        anthropic = request.url.path.endswith("/messages")
-        if not body.get("tools"):  # an aux request (a title, a summary): a short text
-            call = None
-        else:
-            done = _tool_results(body, anthropic)
-            call = (
-                {"name": spec.shell_tool.name, "arguments": spec.shell_tool.call_arguments(plan[done])}
-                if done < len(plan)
-                else None
-            )
-        responses = request.url.path.endswith("/responses")
-        encode = _responses_reply if responses else _anthropic_reply if anthropic else _openai_reply
-        data, media = encode(call, FINAL_TEXT, bool(body.get("stream")))
-        return Response(data, media_type=media)
-
-    async def count_tokens(request: Request) -> JSONResponse:
-        return JSONResponse({"input_tokens": 1})
-
-    async def models(request: Request) -> JSONResponse:
-        return JSONResponse({"object": "list", "data": [{"id": "tiny", "object": "model"}]})
-
-    prefix = "/{harness}/{task}/v1"
-    return Starlette(
-        routes=[
-            Route(f"{prefix}/chat/completions", answer, methods=["POST"]),
-            Route(f"{prefix}/messages", answer, methods=["POST"]),
-            Route(f"{prefix}/responses", answer, methods=["POST"]),
-            Route(f"{prefix}/messages/count_tokens", count_tokens, methods=["POST"]),
-            Route(f"{prefix}/models", models),
-            Route("/health", models),
-        ]
-    )
 
 
 # ---- measuring ----------------------------------------------------------------------------------------
@@ -356,11 +118,21 @@ class Phases:
         return timed
 
 
-def instrument(phases: Phases) -> None:
-    """Time the env's phases by wrapping its module-level helpers and methods (this process only)."""
+def instrument(phases: Phases, model_s: float = 0.0) -> None:
+    """Time the env's phases by wrapping its module-level helpers and methods (this process only); give
+    each policy turn `model_s` of model time before it is answered."""
     from openenv.harness import environment as env_mod
 
     cls = env_mod.HarnessEnvironment
+    if model_s:
+        answer = cls._answer
+
+        def paced(self: Any, episode: Any, action: Any) -> None:
+            if not episode.pending.aux:
+                time.sleep(model_s)
+            answer(self, episode, action)
+
+        cls._answer = paced
     cls._local_sandbox = phases.wrap("sandbox", cls._local_sandbox)
     env_mod.stage_workspace = phases.wrap("sandbox", env_mod.stage_workspace)
     env_mod._stage_solution = phases.wrap("sandbox", env_mod._stage_solution)
@@ -522,6 +294,8 @@ def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
         "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,
         "ok": sum(1 for e in episodes if e["ok"]),
         "load_1m": sum(b["load_1m"] for b in batches) / len(batches),
+        "grading_wall_per_episode_s": sum(e.get("grading_wall_s", 0.0) for e in episodes) / n,
+        "grading_cpu_per_episode_s": sum(e.get("grading_cpu_s", 0.0) for e in episodes) / n,
         "phases": {p: sum(e.get("phases", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
         "phase_cpu": {p: sum(e.get("phase_cpu", {}).get(p, 0.0) for e in episodes) / n for p in PHASES},
         "self_growth_mb": max(b["self_growth_mb"] for b in batches),
@@ -530,71 +304,6 @@ def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
 
 
 # ---- the two sides -------------------------------------------------------------------------------------
-
-
-def floor_episode(harness: str, task_id: str, url: str) -> dict[str, Any]:
-    """The harness CLI on its own: task files in a temp folder, its config, the stand-in model."""
-    from openenv.harness.catalog import get_spec
-    from openenv.harness.launch import harness_path
-    from openenv.harness.spec import SessionContext
-    from openenv.harness.tasks import find_task
-
-    spec, task = get_spec(harness), find_task(task_id)
-    start = time.perf_counter()
-    root = Path(tempfile.mkdtemp(prefix="openenv-floor-"))
-    try:
-        workspace, home = root / "workspace", root / "home"
-        for relative, data in task.workspace.items():
-            path = workspace / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data if isinstance(data, bytes) else data.encode())
-        home.mkdir()
-        ctx = SessionContext(
-            base_url=f"{url}/{harness}/{task_id}",
-            api_key="floor",
-            model=spec.model,
-            workspace=workspace,
-            home=home,
-            instruction=task.instruction,
-        )
-        spec.write_config(ctx)
-        env = {
-            "PATH": harness_path(spec),
-            "HOME": str(home),
-            "TMPDIR": str(root),
-            "LANG": "C.UTF-8",
-            **task.env,
-            **spec.environment(ctx),
-        }
-        for argv in spec.setup_argvs(ctx):
-            subprocess.run(argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
-        # A session of its own, as the sandbox gives the harness: with the kernel's autogroup scheduling
-        # a session is a scheduling group, and sharing ours would starve it on a loaded machine.
-        done = subprocess.run(
-            spec.argv(ctx),
-            env=env,
-            cwd=workspace,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=300,
-            check=False,
-            start_new_session=True,
-        )
-        changed = any(
-            (workspace / rel).read_bytes() != (data if isinstance(data, bytes) else data.encode())
-            for rel, data in task.workspace.items()
-        )
-        error = (
-            None
-            if done.returncode == 0 and changed
-            else (
-                f"exit {done.returncode}, workspace {'changed' if changed else 'unchanged'}: "
-                f"{(done.stdout + done.stderr).decode(errors='replace')[-400:]}"
-            )
-        )
-        return {"ok": error is None, "error": error, "wall_s": time.perf_counter() - start}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def openenv_episode(
@@ -642,15 +351,16 @@ def run(
     rounds: int,
     task: str,
     on_row: Callable[[dict[str, Any]], None] = lambda row: None,
+    model_s: float = 0.0,
 ) -> dict[str, Any]:
     from openenv.capture.backends.vllm import VLLMBackend
     from openenv.capture.server import CaptureServer
     from openenv.models import tiny_model_path
 
     phases = Phases()
-    instrument(phases)
+    instrument(phases, model_s)
     engine, engine_url = _serve([str(REPO / "bench" / "engines.py"), "instant"])
-    oracle, oracle_url = _serve([__file__, "--serve-oracle"])
+    oracle, oracle_url = _serve([__file__, "--serve-oracle", "--model-s", str(model_s)])
     logs = Path(tempfile.mkdtemp(prefix="openenv-bench-episode-"))
     rows: list[dict[str, Any]] = []
     load_before = os.getloadavg()
@@ -662,7 +372,7 @@ def run(
         try:
             for harness in harnesses:
                 ours = lambda h=harness: openenv_episode(h, task, server, engine_url, logs, phases)
-                floor = lambda h=harness: floor_episode(h, task, oracle_url)
+                floor = lambda h=harness: floor_episode(h, task, oracle_url, grade=True)
                 warm = [ours(), floor()]  # tokenizer, first sandbox, Node's compile cache
                 if not all(w["ok"] for w in warm):
                     raise SystemExit(f"{harness}: the warm-up episode failed: {[w['error'] for w in warm]}")
@@ -694,6 +404,7 @@ def run(
     return {
         "task": task,
         "rounds": rounds,
+        "model_s": model_s,
         "rows": rows,
         "ratios": ratios(rows),
         "cpu_counted_by": CPU.kind,
@@ -717,6 +428,11 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "concurrency": c,
                 "wall": ours["wall_per_episode_s"] / floor["wall_per_episode_s"],
                 "cpu": ours["cpu_per_episode_s"] / floor["cpu_per_episode_s"],
+                # against the CLI alone: the floor's tests taken out (0 in runs from before they ran)
+                "wall_cli": ours["wall_per_episode_s"]
+                / (floor["wall_per_episode_s"] - floor.get("grading_wall_per_episode_s", 0.0)),
+                "cpu_cli": ours["cpu_per_episode_s"]
+                / (floor["cpu_per_episode_s"] - floor.get("grading_cpu_per_episode_s", 0.0)),
                 "throughput": floor["episodes_per_min"] / ours["episodes_per_min"],
                 "memory": ours["peak_mb_per_episode"] / max(floor["peak_mb_per_episode"], 1e-9),
             }
@@ -740,12 +456,14 @@ def render(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| harness | c | wall ratio | CPU ratio | throughput ratio (floor/openenv) | memory ratio |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| harness | c | wall ratio | CPU ratio | wall vs the CLI alone | CPU vs the CLI alone "
+        "| throughput ratio (floor/openenv) | memory ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["ratios"]:
         lines.append(
             f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x | {r['cpu']:.2f}x "
+            f"| {r.get('wall_cli', r['wall']):.2f}x | {r.get('cpu_cli', r['cpu']):.2f}x "
             f"| {r['throughput']:.2f}x | {r['memory']:.2f}x |"
         )
     lines += [
@@ -784,7 +502,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append(
         f"\nload average before {tuple(round(x, 1) for x in report['load_before'])}, "
         f"after {tuple(round(x, 1) for x in report['load_after'])}; task {report['task']}, "
-        f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}"
+        f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}; "
+        f"model time per policy turn {report.get('model_s', 0.0):g} s"
     )
     return "\n".join(lines)
 
@@ -811,6 +530,13 @@ def main() -> None:
         help="print the markdown of earlier --json reports (one per harness), merged",
     )
     parser.add_argument("--task", default=TASK)
+    parser.add_argument(
+        "--model-s",
+        type=float,
+        default=0.0,
+        help="seconds of model time per policy turn, on both sides (0: an instant model, every fixed "
+        "cost magnified; 2-5: a real model's reply)",
+    )
     parser.add_argument("--json", action="store_true", help="print the raw report as JSON")
     parser.add_argument("--serve-oracle", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -818,7 +544,9 @@ def main() -> None:
     if args.serve_oracle:
         import uvicorn
 
-        uvicorn.run(oracle_app(), host="127.0.0.1", port=args.port, log_level="warning", access_log=False)
+        uvicorn.run(
+            oracle_app(args.model_s), host="127.0.0.1", port=args.port, log_level="warning", access_log=False
+        )
         return
 
     if args.render:
@@ -844,6 +572,7 @@ def main() -> None:
         args.rounds,
         args.task,
         on_row=show,
+        model_s=args.model_s,
     )
     print(json.dumps(report, indent=1) if args.json else render(report))
 
