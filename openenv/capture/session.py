@@ -45,6 +45,7 @@ from openenv.capture.planner import Plan, PromptPlanner
 from openenv.capture.renderer import Renderer
 from openenv.capture.replay import ReplayCache
 from openenv.capture.sampling_policy import SamplingPolicy, effective_params
+from openenv.capture.timing import waiting
 from openenv.capture.trajectory import SequenceRow, SequenceStats, Trajectory, Turn, TurnRecord
 from openenv.errors import BackendUnavailable, BadRequest, EnvError, OpenEnvError
 
@@ -275,7 +276,8 @@ class CaptureSession:
         pending: PendingTurn | None = None
         if self.gate.parks(aux):
             pending = PendingTurn(self.loop, turn, req, plan.prompt_ids)
-            decision = await self.gate.wait(pending)
+            with waiting("policy"):
+                decision = await self.gate.wait(pending)
         try:
             done = await _within(
                 self._answer(turn, req, plan, decision, on_tokens), decision, self.limits.turn_timeout_s
@@ -377,11 +379,12 @@ class CaptureSession:
                     req.sampling, self.sampling, policy=self.sampling_policy, aux=turn.aux
                 )
                 self._mark(turn, params, getattr(self._backend, "score_logprob_mode", "unknown"))
-                logprobs = (
-                    await self._backend.score(plan.prompt_ids, ids, temperature=params.temperature)
-                    if ids
-                    else []
-                )
+                with waiting("engine"):
+                    logprobs = (
+                        await self._backend.score(plan.prompt_ids, ids, temperature=params.temperature)
+                        if ids
+                        else []
+                    )
                 finish = "stop"
             case _:
                 assert_never(decision)
@@ -417,10 +420,11 @@ class CaptureSession:
             turn.max_tokens = params.max_tokens
             turn.overridden = overridden
         stream = getattr(self._backend, "generate_stream", None) if on_tokens is not None else None
-        if stream is not None:
-            gen = await stream(prompt_ids, params, on_tokens)
-        else:
-            gen = await self._backend.generate(prompt_ids, params)
+        with waiting("engine"):
+            if stream is not None:
+                gen = await stream(prompt_ids, params, on_tokens)
+            else:
+                gen = await self._backend.generate(prompt_ids, params)
         if turn is not None:
             self._mark(turn, params, await self._mode_or_unknown())
         return gen.token_ids, gen.logprobs, gen.finish_reason

@@ -31,6 +31,7 @@ from openenv.capture.dialects.state import DialectState
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
+from openenv.capture.timing import RequestTimer
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
 __all__ = [
@@ -180,8 +181,13 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
 
     async def serve(request: Request) -> Response:
         request.state.dialect = dialect
+        timer = RequestTimer()
         try:
-            return await _serve(request)
+            with timer.opened():
+                response = await _serve(request)
+            if not isinstance(response, StreamingResponse):  # a stream's headers left before the engine ended
+                response.headers["server-timing"] = timer.header()
+            return response
         except OpenEnvError:
             raise
         except Exception as exc:
