@@ -25,7 +25,7 @@ For each target proxy (ours: `openenv proxy --backend vllm`; the reference's cap
 bench/sessions/ (claude-code: Anthropic Messages, codex: Responses, gemini-cli: Gemini, pi: Chat), so
 all four wire formats are under the same load.
 
-Nothing here is asserted in tests (tests/bench/test_bench_sessions.py runs it tiny, for shape).
+Nothing here is asserted in tests (tests/bench/test_scripts_import.py checks that it imports).
 """
 
 from __future__ import annotations
@@ -92,13 +92,37 @@ def recorded(harness: str) -> list[tuple[str, bytes]]:
     ]
 
 
-async def _post(http: Any, url: str, body: bytes, headers: dict[str, str], times: list[float]) -> int:
+def _server_ms(headers: Any) -> dict[str, float]:
+    """Our proxy's `Server-Timing` (engine, policy, proxy ms), or the paced engine's `x-engine-ms` as
+    `engine`; empty when the reply carries neither (the reference's proxy)."""
+    if "server-timing" in headers:
+        parts = (part.strip().split(";dur=") for part in headers["server-timing"].split(","))
+        return {name: float(ms) for name, ms in parts}
+    if "x-engine-ms" in headers:
+        return {"engine": float(headers["x-engine-ms"])}
+    return {}
+
+
+async def _post(
+    http: Any,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    times: list[float],
+    split: list[dict[str, float]] | None = None,
+) -> int:
+    """POST and record the client-side milliseconds; with `split`, also what the server says it spent,
+    with `client` = the client's milliseconds minus the engine's (and the policy's)."""
     t0 = time.perf_counter()
     async with http.post(url, data=body, headers={"content-type": "application/json", **headers}) as r:
         payload = await r.read()
         if r.status != 200:
             raise RuntimeError(f"{url} answered {r.status}: {payload[:300]!r}")
-    times.append(1000 * (time.perf_counter() - t0))
+        server = _server_ms(r.headers)
+    ms = 1000 * (time.perf_counter() - t0)
+    times.append(ms)
+    if split is not None and "engine" in server:
+        split.append({**server, "beyond_engine": ms - server["engine"] - server.get("policy", 0.0)})
     return len(payload)
 
 
@@ -116,7 +140,13 @@ async def _prompt_lengths(target: Target, http: Any, token: str) -> list[int]:
     return [int(turn["prompt_len"]) for turn in doc["turns"] if not turn.get("aux")]
 
 
-async def _direct(engine_url: str, http: Any, lengths: list[list[int]], think_s: float = 0.0) -> list[float]:
+async def _direct(
+    engine_url: str,
+    http: Any,
+    lengths: list[list[int]],
+    think_s: float = 0.0,
+    split: list[dict[str, float]] | None = None,
+) -> list[float]:
     """The same requests straight to the engine: token-id prompts of the proxied prompts' lengths."""
     times: list[float] = []
 
@@ -133,7 +163,7 @@ async def _direct(engine_url: str, http: Any, lengths: list[list[int]], think_s:
                     "return_token_ids": True,
                 }
             ).encode()
-            await _post(http, f"{engine_url}/v1/completions", body, {}, times)
+            await _post(http, f"{engine_url}/v1/completions", body, {}, times, split)
 
     await asyncio.gather(*(play(s, random.Random(i)) for i, s in enumerate(lengths)))
     return times
@@ -177,6 +207,7 @@ async def level(
                 for i in range(n)
             ]
         times: list[float] = []
+        split: list[dict[str, float]] = []
 
         async def play(session: tuple[str, dict[str, str], str], requests: list[tuple[str, bytes]]) -> None:
             url, headers, _ = session
@@ -185,7 +216,7 @@ async def level(
             for route, body in requests:
                 if think_s:  # the harness running its tools before the next turn (and the first)
                     await asyncio.sleep(rng.expovariate(1 / think_s))
-                await _post(http, base + route, body, headers, times)
+                await _post(http, base + route, body, headers, times, split)
 
         cpu0, t0 = _cpu(proc), time.perf_counter()
         await asyncio.gather(*(play(s, p) for s, p in zip(sessions, plays)))
@@ -198,7 +229,12 @@ async def level(
             await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start : start + 100]))
         if lengths is None:  # the reference: the same conversations, measured by our renderer's lengths
             lengths = [[0] * turns for _ in range(n)]
-        direct = await _direct(engine_url, http, lengths, think_s) if any(any(s) for s in lengths) else []
+        direct_split: list[dict[str, float]] = []
+        direct = (
+            await _direct(engine_url, http, lengths, think_s, direct_split)
+            if any(any(s) for s in lengths)
+            else []
+        )
         listed = await _still_open(target, http, [tok for _, _, tok in sessions])
     # let the server drop closed keep-alive connections, and ours give back memory once idle (5 s)
     await asyncio.sleep(SETTLE_S)
@@ -221,6 +257,18 @@ async def level(
         "left_tcp": _tcp(proc) - tcp0,
         "rss_vs_start": proc.memory_info().rss / rss_start,
     }
+    if split:  # per request, from the proxy's Server-Timing: no second distribution to subtract
+        beyond = [s["beyond_engine"] for s in split]
+        own = [s["proxy"] for s in split if "proxy" in s]
+        row.update(beyond_engine_p50_ms=percentile(beyond, 50), beyond_engine_p99_ms=percentile(beyond, 99))
+        if own:
+            row.update(in_proxy_p50_ms=percentile(own, 50), in_proxy_p99_ms=percentile(own, 99))
+    if direct_split:  # the same measure on the direct path: the client's and the network's own share
+        beyond = [s["beyond_engine"] for s in direct_split]
+        row.update(
+            direct_beyond_engine_p50_ms=percentile(beyond, 50),
+            direct_beyond_engine_p99_ms=percentile(beyond, 99),
+        )
     if direct:
         row.update(
             direct_p50_ms=percentile(direct, 50),
@@ -373,6 +421,32 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"{r['mem_kb_per_session']:.0f} | {r['left_sessions']}, {r['left_fds']}, {r['left_tcp']} | "
             f"{r['rss_vs_start']:.3f} |"
         )
+    split = [r for r in rows if "beyond_engine_p50_ms" in r]
+    if split:
+        lines += [
+            "",
+            "Per request, from the replies' own timing (ours: `Server-Timing`; direct: the engine's "
+            "`x-engine-ms`): the client's milliseconds beyond the engine's, p50 / p99.",
+            "",
+            "| proxy | sessions | through the proxy | of which in the proxy's handler | direct to the engine |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for r in split:
+            name = r["target"] + (f", {r['think_s']:g} s between turns" if r.get("think_s") else "")
+            handler = (
+                f"{r['in_proxy_p50_ms']:.1f} / {r['in_proxy_p99_ms']:.1f}"
+                if "in_proxy_p50_ms" in r
+                else "n/a"
+            )
+            direct = (
+                f"{r['direct_beyond_engine_p50_ms']:.1f} / {r['direct_beyond_engine_p99_ms']:.1f}"
+                if "direct_beyond_engine_p50_ms" in r
+                else "n/a"
+            )
+            lines.append(
+                f"| {name} | {r['sessions']} | {r['beyond_engine_p50_ms']:.1f} / {r['beyond_engine_p99_ms']:.1f} "
+                f"| {handler} | {direct} |"
+            )
     return "\n".join(lines)
 
 

@@ -179,7 +179,7 @@ with open(os.path.join(os.environ["REWARD_DIR"], "reward.json"), "w") as fh:
     [("loopback", "unreachable"), ("host", "refused")],  # the bridge is cut; with none, the session is shut
 )
 def test_the_hidden_tests_cannot_add_a_turn_to_the_agents_session(
-    fake_harness: str,  # noqa: F811 - the fixture imported above
+    fake_harness: str,
     capture_server: CaptureServer,
     network: str,
     stopped_by: str,
