@@ -181,6 +181,7 @@ with open(os.path.join(os.environ["REWARD_DIR"], "reward.json"), "w") as fh:
 def test_the_hidden_tests_cannot_add_a_turn_to_the_agents_session(
     fake_harness: str,
     capture_server: CaptureServer,
+    outcome: Any,
     network: str,
     stopped_by: str,
 ) -> None:
@@ -202,6 +203,16 @@ def test_the_hidden_tests_cannot_add_a_turn_to_the_agents_session(
     finally:
         env.close()
     seen = {k: obs.reward_breakdown.get(k) for k in ("reached", "refused", "unreachable")}
+    outcome(
+        trick=f"own session: a turn sent by the hidden tests ({network} network)",
+        sandbox="proxy",
+        category="environment",
+        blocked=seen["reached"] is None and obs.stats is not None and obs.stats.turns == 1,
+        reward=obs.reward,
+        status=next((k for k, v in seen.items() if v), "no outcome"),
+        survivors=0,
+        armed=True,
+    )
     assert seen[stopped_by] == 1.0, seen
     assert "reached" not in obs.reward_breakdown, "the tests' request became a turn"
     assert obs.stats is not None and obs.stats.turns == 1
