@@ -146,7 +146,12 @@ def _splice_client(client: socket.socket, socket_path: str) -> None:
 
 def serve_tcp_to_unix_threads(host: str, port: int, socket_path: str, ready: Path | None = None) -> None:
     """`serve_tcp_to_unix` without asyncio: a thread pair per connection; runs until the process ends."""
-    listener = socket.create_server((host, port), backlog=128)
+    try:
+        listener = socket.create_server((host, port), backlog=128)
+    except OSError:
+        if ready is not None:  # the sandbox's shell waits on this (a FIFO there): tell it, then fail
+            ready.write_text("failed\n")
+        raise
     if ready is not None:
         ready.write_text("ready\n")
     while True:

@@ -5,14 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from openenv.core.net import free_port
-from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix
+from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix, serve_tcp_to_unix_threads
 
 
 def _echo_server() -> tuple[socket.socket, int]:
@@ -130,3 +133,19 @@ def test_the_script_starts_without_asyncio_and_carries_bytes_both_ways(tmp_path)
         proc.wait(5)
         bridge.close()
         echo.close()
+
+
+def test_a_forwarder_that_cannot_listen_says_so_on_its_ready_fifo(tmp_path):
+    """The sandbox's shell blocks reading the FIFO until the forwarder writes it: a bind that fails must
+    write `failed` (the shell then exits 111 with a message) instead of leaving the harness never started."""
+    ready = tmp_path / "ready"
+    os.mkfifo(ready)
+    heard: list[str] = []
+    reader = threading.Thread(target=lambda: heard.append(ready.read_text()))
+    reader.start()
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(OSError):
+            serve_tcp_to_unix_threads("127.0.0.1", port, str(tmp_path / "none.sock"), ready)
+    reader.join(10)
+    assert heard == ["failed\n"]
