@@ -187,9 +187,10 @@ async def level(
     proc = psutil.Process(target.proc.pid)
     gc.collect()
     fds0, tcp0 = proc.num_fds(), _tcp(proc)
-    # With think time a pooled connection idles for seconds: drop it before the server's keep-alive (5 s)
-    # does, or a request races the server's close (ServerDisconnectedError).
-    connector = aiohttp.TCPConnector(limit=0, force_close=False, keepalive_timeout=1.0 if think_s else 15.0)
+    # With think time a pooled connection idles for seconds, and a reused one raced the server's keep-alive
+    # close (5 s) whenever this client's loop lagged by seconds (ServerDisconnectedError at 1,000 sessions
+    # on a loaded machine): a connection per turn then, as a harness idle for longer than that gets.
+    connector = aiohttp.TCPConnector(limit=0, force_close=bool(think_s), keepalive_timeout=15.0)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1800)) as http:
         rss0 = proc.memory_info().rss
         sessions = await _sessions(target, http, n)
