@@ -190,7 +190,11 @@ async def level(
     # With think time a pooled connection idles for seconds, and a reused one raced the server's keep-alive
     # close (5 s) whenever this client's loop lagged by seconds (ServerDisconnectedError at 1,000 sessions
     # on a loaded machine): a connection per turn then, as a harness idle for longer than that gets.
-    connector = aiohttp.TCPConnector(limit=0, force_close=bool(think_s), keepalive_timeout=15.0)
+    connector = (
+        aiohttp.TCPConnector(limit=0, force_close=True)
+        if think_s
+        else aiohttp.TCPConnector(limit=0, keepalive_timeout=15.0)
+    )
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=1800)) as http:
         rss0 = proc.memory_info().rss
         sessions = await _sessions(target, http, n)
