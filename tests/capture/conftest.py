@@ -3,11 +3,14 @@
 `proxy` serves the real app on a loopback port with a `VLLMBackend` pointed at the session's real
 vLLM server; `replies` keeps every raw vLLM reply (the backend's `on_reply`) so tests can compare what
 vLLM sampled with what the proxy recorded. `local_proxy` does the same over the in-process `LocalBackend`.
+`raw_vllm_url` is the package's one other vLLM server (its logprobs raw), stopped after the last capture test.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,3 +44,27 @@ def local_proxy(renderer: Renderer, local_backend: LocalBackend) -> Iterator[Cap
 def any_proxy(request: pytest.FixtureRequest) -> CaptureServer:
     """The same structural test over both backends."""
     return request.getfixturevalue("proxy" if request.param == "vllm" else "local_proxy")
+
+
+@pytest.fixture(scope="package")
+def raw_vllm_url(tiny_model: Path) -> Iterator[str]:
+    """A second real vLLM on the tiny model, started with `--logprobs-mode raw_logprobs` explicitly (vLLM's
+    own default): the engine a training run must refuse (test_logprob_mode.py), and the second engine of the
+    multi-engine tests (backends/test_vllm_engines.py), which route by load and never by logprob mode and
+    sample greedily, where vLLM's raw and processed logprobs are the same `log_softmax(logits)`.
+
+    One for the whole capture package (each vLLM start is ~30 s, ~60 s on a loaded CI machine, and ~1.8 GB),
+    stopped after its last test (this folder is a package for that). `OPENENV_VLLM_RAW_URL` reuses one
+    already running.
+    """
+    existing = os.environ.get("OPENENV_VLLM_RAW_URL")
+    if existing:
+        yield existing.rstrip("/")
+        return
+    from openenv.soak.vllm_server import VLLMServer
+
+    server = VLLMServer(tiny_model, logprobs_mode="raw_logprobs").start()
+    try:
+        yield server.base_url
+    finally:
+        server.stop()
