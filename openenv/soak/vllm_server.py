@@ -87,6 +87,12 @@ class VLLMServer:
         return cmd + self.extra_args
 
     def start(self, timeout: float = 240.0) -> Self:
+        """Launch the server and wait until it answers `/health`."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> Self:
+        """Start the process and return at once (`wait_ready` waits for it): a caller can do other work
+        while vLLM spends its ~30 s importing and loading."""
         env = dict(os.environ)
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -106,7 +112,17 @@ class VLLMServer:
             start_new_session=True,
         )
         atexit.register(self.stop)
+        return self
+
+    def wait_ready(self, timeout: float = 240.0) -> Self:
+        """Wait until the launched server answers `/health`.
+
+        Raises:
+            RuntimeError: the process exited (its log's tail is in the message).
+            TimeoutError: not healthy within `timeout` (the server is stopped).
+        """
         proc = self.proc
+        assert proc is not None, "launch() the server first"
         try:
             wait_for_health(
                 self.base_url,

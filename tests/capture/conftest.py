@@ -18,6 +18,7 @@ import pytest
 from openenv.capture.backends import LocalBackend, VLLMBackend
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
+from openenv.soak.vllm_server import VLLMServer
 
 
 @pytest.fixture()
@@ -46,6 +47,29 @@ def any_proxy(request: pytest.FixtureRequest) -> CaptureServer:
     return request.getfixturevalue("proxy" if request.param == "vllm" else "local_proxy")
 
 
+# The raw server, launched when collection ends (`pytest_collection_finish`) if a collected test needs it:
+# it loads while the tests before this package run (vLLM's start keeps one core busy and the other free).
+_LAUNCHED: dict[str, VLLMServer] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if (
+        session.config.option.collectonly
+        or os.environ.get("OPENENV_VLLM_RAW_URL")
+        or not any("raw_vllm_url" in getattr(item, "fixturenames", ()) for item in session.items)
+    ):
+        return
+    from openenv.models import tiny_model_path
+
+    _LAUNCHED["raw"] = VLLMServer(tiny_model_path(), logprobs_mode="raw_logprobs").launch()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A launched server no test got to use (a run stopped early) is stopped with the session."""
+    for server in _LAUNCHED.values():
+        server.stop()
+
+
 @pytest.fixture(scope="package")
 def raw_vllm_url(tiny_model: Path) -> Iterator[str]:
     """A second real vLLM on the tiny model, started with `--logprobs-mode raw_logprobs` explicitly (vLLM's
@@ -54,17 +78,15 @@ def raw_vllm_url(tiny_model: Path) -> Iterator[str]:
     sample greedily, where vLLM's raw and processed logprobs are the same `log_softmax(logits)`.
 
     One for the whole capture package (each vLLM start is ~30 s, ~60 s on a loaded CI machine, and ~1.8 GB),
-    stopped after its last test (this folder is a package for that). `OPENENV_VLLM_RAW_URL` reuses one
-    already running.
+    launched when collection ends and stopped after the package's last test (this folder is a package for
+    that). `OPENENV_VLLM_RAW_URL` reuses one already running.
     """
     existing = os.environ.get("OPENENV_VLLM_RAW_URL")
     if existing:
         yield existing.rstrip("/")
         return
-    from openenv.soak.vllm_server import VLLMServer
-
-    server = VLLMServer(tiny_model, logprobs_mode="raw_logprobs").start()
+    server = _LAUNCHED.pop("raw", None) or VLLMServer(tiny_model, logprobs_mode="raw_logprobs").launch()
     try:
-        yield server.base_url
+        yield server.wait_ready().base_url
     finally:
         server.stop()
