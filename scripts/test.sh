@@ -12,6 +12,16 @@ if [ "${1:-}" = "--extended" ]; then
     export OPENENV_EXTENDED=1
     shift
 fi
+# The whole suite runs pytest twice (below): one vLLM server serves both (tests/conftest.py's vllm_url
+# reads its URL from OPENENV_TEST_VLLM_URL_FILE), started here while the first run collects, not one per
+# run (a start is ~30 s idle, ~65 s on a loaded 2-core CI machine).
+if [ "$#" -eq 0 ] && [ -z "${OPENENV_VLLM_URL:-}" ]; then
+    OPENENV_TEST_VLLM_URL_FILE="$(mktemp)"
+    export OPENENV_TEST_VLLM_URL_FILE
+    .venv/bin/python -m openenv.soak.vllm_server "$OPENENV_TINY_MODEL" --url-file "$OPENENV_TEST_VLLM_URL_FILE" &
+    vllm_pid=$!
+    trap 'kill "$vllm_pid" 2>/dev/null; wait "$vllm_pid" 2>/dev/null; rm -f "$OPENENV_TEST_VLLM_URL_FILE"' EXIT
+fi
 .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"
 # The whole suite (no arguments) also reruns the equivalence suites with every hand-written fast path
 # off (OPENENV_FAST_PATHS=0: plain pydantic, tokenizer.encode, httpx; see openenv/capture/fast_paths.py),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,10 +58,16 @@ def vllm_url(tiny_model: Path) -> Iterator[str]:
     """Base URL (no /v1) of a real vLLM CPU server serving the tiny model as `tiny`.
 
     `OPENENV_VLLM_URL` reuses a server that is already running (handy while developing).
+    `OPENENV_TEST_VLLM_URL_FILE` names the file where scripts/test.sh's server writes its URL once it is up
+    (it starts one for both of its pytest runs, and this run's first tests while it starts).
     """
     existing = os.environ.get("OPENENV_VLLM_URL")
     if existing:
         yield existing.rstrip("/")
+        return
+    url_file = os.environ.get("OPENENV_TEST_VLLM_URL_FILE")
+    if url_file:
+        yield _announced_url(Path(url_file))
         return
     from openenv.soak.vllm_server import VLLMServer
 
@@ -69,6 +76,20 @@ def vllm_url(tiny_model: Path) -> Iterator[str]:
         yield server.base_url
     finally:
         server.stop()
+
+
+def _announced_url(url_file: Path, timeout_s: float = 360.0) -> str:
+    """The URL `python -m openenv.soak.vllm_server --url-file` writes once its server is healthy."""
+    deadline = time.monotonic() + timeout_s
+    while not (said := url_file.read_text().strip() if url_file.exists() else ""):
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"no vLLM URL in {url_file} after {timeout_s:.0f} s (scripts/test.sh starts it)"
+            )
+        time.sleep(0.5)
+    if said.startswith("error:"):
+        raise RuntimeError(f"scripts/test.sh's vLLM server did not start: {said}")
+    return said.rstrip("/")
 
 
 @pytest.fixture(scope="session")

@@ -1,27 +1,30 @@
 """Start and stop a real vLLM (CPU build) OpenAI-compatible server on a free loopback port.
 
 Used by the test suite (one server per session), benchmarks and the `openenv` commands that start an
-engine. The flags are the ones measured to work with the tiny float32 model on this CPU, plus
+engine. `python -m openenv.soak.vllm_server MODEL --url-file FILE` serves one until it is stopped
+(scripts/test.sh shares one between its two pytest runs). The flags are the ones measured to work with the tiny float32 model on this CPU, plus
 `--logprobs-mode processed_logprobs`: a sampled token's logprob is then `log_softmax(logits / temperature)`,
 the one it was sampled with and the one a trainer recomputes (`capture/logprob_mode.py`).
 """
 
 from __future__ import annotations
 
+import argparse
 import atexit
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Self
 
-from openenv.core.guard import guarded
+from openenv.core.guard import die_with_parent, guarded
 from openenv.core.net import free_port, wait_for_health
 from openenv.errors import TransportError
 
-__all__ = ["VLLMServer"]
+__all__ = ["VLLMServer", "main"]
 
 
 class VLLMServer:
@@ -84,6 +87,12 @@ class VLLMServer:
         return cmd + self.extra_args
 
     def start(self, timeout: float = 240.0) -> Self:
+        """Launch the server and wait until it answers `/health`."""
+        return self.launch().wait_ready(timeout)
+
+    def launch(self) -> Self:
+        """Start the process and return at once (`wait_ready` waits for it): a caller can do other work
+        while vLLM spends its ~30 s importing and loading."""
         env = dict(os.environ)
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -103,7 +112,17 @@ class VLLMServer:
             start_new_session=True,
         )
         atexit.register(self.stop)
+        return self
+
+    def wait_ready(self, timeout: float = 240.0) -> Self:
+        """Wait until the launched server answers `/health`.
+
+        Raises:
+            RuntimeError: the process exited (its log's tail is in the message).
+            TimeoutError: not healthy within `timeout` (the server is stopped).
+        """
         proc = self.proc
+        assert proc is not None, "launch() the server first"
         try:
             wait_for_health(
                 self.base_url,
@@ -147,3 +166,39 @@ class VLLMServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Start a server, write its base URL to `--url-file` (or `error: ...` if it did not start), and serve
+    until SIGTERM, SIGINT or the death of the process that started this one."""
+    parser = argparse.ArgumentParser(prog="python -m openenv.soak.vllm_server", description=main.__doc__)
+    parser.add_argument("model", help="the model folder (e.g. .cache/tiny-model)")
+    parser.add_argument("--url-file", type=Path, required=True, help="where the base URL is written")
+    parser.add_argument("--logprobs-mode", default="processed_logprobs")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    die_with_parent()
+
+    def say(text: str) -> None:
+        partial = args.url_file.with_name(args.url_file.name + ".partial")
+        partial.write_text(text + "\n")
+        partial.replace(args.url_file)  # readers see all of it or nothing
+
+    server = VLLMServer(args.model, logprobs_mode=args.logprobs_mode)
+    try:
+        server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        say(f"error: {str(exc).splitlines()[0]} (log: {server.log_path})")
+        return 1
+    try:
+        say(server.base_url)
+        stop.wait()
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -30,23 +28,6 @@ from openenv.errors import BadRequest
 from openenv.harness.episode_settings import EpisodeSettings
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
-
-
-@pytest.fixture(scope="module")
-def raw_vllm_url(tiny_model: Path) -> Iterator[str]:
-    """A real vLLM started with `--logprobs-mode raw_logprobs` explicitly (vLLM's own default), the engine a
-    training run must refuse. `OPENENV_VLLM_RAW_URL` reuses one already running."""
-    existing = os.environ.get("OPENENV_VLLM_RAW_URL")
-    if existing:
-        yield existing.rstrip("/")
-        return
-    from openenv.soak.vllm_server import VLLMServer
-
-    server = VLLMServer(tiny_model, logprobs_mode="raw_logprobs").start()
-    try:
-        yield server.base_url
-    finally:
-        server.stop()
 
 
 def _ask(session: object) -> None:

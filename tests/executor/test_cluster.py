@@ -61,17 +61,26 @@ def test_eval_on_ray_spreads_over_both_nodes_and_gives_the_thread_executors_rows
         vllm_url,
         "--json",
     ]
-    on_ray = ray_cluster.run([OPENENV, *common, "--ray", "auto", "--out", str(tmp_path / "ray")], timeout=540)
-    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
     import subprocess
 
-    on_threads = subprocess.run(
+    # The thread executors' run (outside the namespace) goes on while the Ray run does: neither waits.
+    threads = subprocess.Popen(
         [OPENENV, *common, "--concurrency", "2", "--out", str(tmp_path / "threads")],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=540,
-        check=False,
     )
+    try:
+        on_ray = ray_cluster.run(
+            [OPENENV, *common, "--ray", "auto", "--out", str(tmp_path / "ray")], timeout=540
+        )
+        threads_out, threads_err = threads.communicate(timeout=540)
+    finally:
+        if threads.poll() is None:
+            threads.kill()
+            threads.wait()
+    assert on_ray.returncode == 0, on_ray.stderr[-3000:]
+    on_threads = subprocess.CompletedProcess(threads.args, threads.returncode, threads_out, threads_err)
     assert on_threads.returncode == 0, on_threads.stderr[-3000:]
     ray_report, thread_report = _report(on_ray.stdout), _report(on_threads.stdout)
     nodes = {e["node"] for e in ray_report["episodes"]}

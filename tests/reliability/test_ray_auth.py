@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import secrets
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -59,6 +61,12 @@ except Exception as exc:
 """
 
 
+# A refused driver retries the same refusal once a second, 20 times by default (Ray's connect window,
+# `ray._private.node._init_gcs_client`), before it gives up: the intruder, free to choose its own settings,
+# tries 3 times, which is still 3 refusals by the cluster's token check and saves ~17 s per attempt.
+_REFUSED_ATTEMPTS = {"RAY_gcs_server_port_wait_time_s": "3"}
+
+
 def _intrude(cluster: object, tmp_path: Path, **env: str) -> tuple[bool, str]:
     """Run the intruder's driver in the cluster's namespace with no token of its own (an empty HOME, so
     no ~/.ray/auth_token either); True when its task ran."""
@@ -95,17 +103,25 @@ def test_a_driver_without_the_token_runs_nothing_on_the_documented_cluster(tmp_p
     reason = cluster_unavailable()
     if reason:
         pytest.skip(reason)
-    with LoopbackRayCluster(workers=0, env={"RAY_AUTH_MODE": "disabled"}) as open_cluster:
-        ran, said = _intrude(open_cluster, tmp_path, RAY_AUTH_MODE="disabled")
-    assert ran, f"control: the unauthenticated cluster should run anyone's task: {said}"
-
     token = secrets.token_hex(32)
-    with LoopbackRayCluster(workers=0, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}) as cluster:
+    with ExitStack() as clusters:
+        # Both start at once (each in its own namespace): a node's start is mostly waiting.
+        with ThreadPoolExecutor(2) as pool:
+            open_cluster, cluster = pool.map(
+                clusters.enter_context,
+                [
+                    LoopbackRayCluster(workers=0, env={"RAY_AUTH_MODE": "disabled"}),
+                    LoopbackRayCluster(workers=0, env={"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token}),
+                ],
+            )
+        ran, said = _intrude(open_cluster, tmp_path, RAY_AUTH_MODE="disabled")
+        assert ran, f"control: the unauthenticated cluster should run anyone's task: {said}"
+
         for attempt in (
             {"RAY_AUTH_MODE": "disabled"},
             {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64},
         ):
-            ran, said = _intrude(cluster, tmp_path, **attempt)
+            ran, said = _intrude(cluster, tmp_path, **attempt, **_REFUSED_ATTEMPTS)
             assert not ran, f"the intruder's task ran on the authenticated cluster ({attempt}): {said}"
             assert "InvalidAuthToken" in said or "Unauthenticated" in said, (
                 f"refused, but not by Ray's auth: {said}"

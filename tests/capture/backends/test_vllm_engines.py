@@ -2,7 +2,10 @@
 
 A session stays on the engine it started on (its prefix cache is there), a new session goes to the
 least-loaded engine, and an engine that fails leaves the rotation until it passes a health check again.
-The second engine sits behind a `FaultProxy`, so the tests take it down and bring it back.
+The second engine sits behind a `FaultProxy`, so the tests take it down and bring it back. It is the capture
+package's other vLLM server (`raw_vllm_url`, tests/capture/conftest.py), shared with the logprob-mode tests
+rather than a third one: the pool routes by load, never by logprob mode, and these tests sample greedily,
+where its raw logprobs and the suite server's processed ones are the same `log_softmax(logits)`.
 """
 
 from __future__ import annotations
@@ -24,21 +27,9 @@ pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 PARAMS = SamplingParams(max_tokens=4, temperature=0.0)
 
 
-@pytest.fixture(scope="module")
-def second_vllm(tiny_model: Path) -> Iterator[str]:
-    """A second vLLM CPU server on the tiny model (this module's own; ~30 s, ~1.8 GB)."""
-    from openenv.soak.vllm_server import VLLMServer
-
-    server = VLLMServer(tiny_model).start()
-    try:
-        yield server.base_url
-    finally:
-        server.stop()
-
-
 @pytest.fixture
-def flaky(second_vllm: str) -> Iterator[FaultProxy]:
-    with FaultProxy(second_vllm) as proxy:
+def flaky(raw_vllm_url: str) -> Iterator[FaultProxy]:
+    with FaultProxy(raw_vllm_url) as proxy:
         yield proxy
 
 
