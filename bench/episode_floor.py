@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # ---- the stand-in model server -------------------------------------------------------------------------
 
 
@@ -283,6 +282,7 @@ def floor_episode(harness: str, task_id: str, url: str, *, grade: bool = False) 
     `grade`, then the task's tests as a user would run them (no sandbox), timed apart."""
     from openenv.harness.catalog import get_spec
     from openenv.harness.launch import harness_path
+    from openenv.harness.sandbox.files import write_tree
     from openenv.harness.spec import SessionContext
     from openenv.harness.tasks import find_task
 
@@ -291,10 +291,7 @@ def floor_episode(harness: str, task_id: str, url: str, *, grade: bool = False) 
     root = Path(tempfile.mkdtemp(prefix="openenv-floor-"))
     try:
         workspace, home = root / "workspace", root / "home"
-        for relative, data in task.workspace.items():
-            path = workspace / relative
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data if isinstance(data, bytes) else data.encode())
+        write_tree(workspace, task.workspace)
         home.mkdir()
         ctx = SessionContext(
             base_url=f"{url}/{harness}/{task_id}",
@@ -356,16 +353,18 @@ def floor_episode(harness: str, task_id: str, url: str, *, grade: bool = False) 
 def run_tests(task: Any, root: Path, workspace: Path) -> dict[str, Any]:
     """The task's test command from the workspace, with its tests and a reward folder beside it: solved,
     wall seconds, and the CPU seconds of the test process and all it waited for (`wait4`'s rusage)."""
+    from openenv.harness.sandbox.base import CommandResult
+    from openenv.harness.sandbox.files import write_tree
+    from openenv.harness.sandbox.local import IMAGE_PATH
+    from openenv.harness.verifier import score
+
     tests, rewards = root / "tests", root / "rewards"
-    for relative, data in task.tests.items():
-        path = tests / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data if isinstance(data, bytes) else data.encode())
+    write_tree(tests, task.tests)
     rewards.mkdir()
     env = {
-        # The system's programs only, as in the sandbox (which mounts no user folder such as ~/.pyenv:
-        # a pyenv shim first on PATH made python3 cost 0.1 CPU-s more here than there)
-        "PATH": SYSTEM_PATH,
+        # The system's programs only, as the sandbox resolves them (it mounts no user folder such as
+        # ~/.pyenv: a pyenv shim first on PATH made python3 cost 0.1 CPU-s more here than there)
+        "PATH": IMAGE_PATH,
         "HOME": str(root / "home"),
         "LANG": "C.UTF-8",
         "TESTS_DIR": str(tests),
@@ -374,10 +373,11 @@ def run_tests(task: Any, root: Path, workspace: Path) -> dict[str, Any]:
         **task.env,
         **task.verifier_env,
     }
+    # Harbor's tests live at /tests; here, beside the workspace (test.sh reads $TESTS_DIR first)
+    argv = ["sh", "-c", task.test_command.replace("/tests/", f"{tests}/")]
     start = time.perf_counter()
     proc = subprocess.Popen(
-        # Harbor's tests live at /tests; here, beside the workspace (test.sh reads $TESTS_DIR first)
-        ["sh", "-c", task.test_command.replace("/tests/", f"{tests}/")],
+        argv,
         cwd=workspace,
         env=env,
         stdout=subprocess.PIPE,
@@ -387,20 +387,13 @@ def run_tests(task: Any, root: Path, workspace: Path) -> dict[str, Any]:
     assert proc.stdout is not None
     output = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    reward = rewards / "reward.json"
-    solved = False
-    if reward.exists():
-        reported = json.loads(reward.read_text())
-        solved = (
-            reported.get("tests_total", 0) > 0 and reported.get("tests_passed") == reported["tests_total"]
-        )
-    elif (rewards / "reward.txt").exists():
-        solved = float((rewards / "reward.txt").read_text()) >= 1.0
+    text = output.decode(errors="replace")
+    # Scored by the verifier's own rules (reward.json, else reward.txt; no file is no reward)
+    result = CommandResult(argv=argv, exit_code=os.waitstatus_to_exitcode(status), output=text)
     return {
-        "solved": solved,
+        "solved": score(result, rewards).solved,
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
-        "output": output.decode(errors="replace"),
+        "output": text,
     }
