@@ -437,11 +437,9 @@ class LocalSandbox(HostFolders):
         if self._closed:
             return
         self._closed = True
-        self.end_agent()
+        self.end_agent()  # its processes, and the bridges to the proxy
         if self._cgroup is not None:
             self._cgroup.remove()
-        for bridge in self._bridges:
-            bridge.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def __enter__(self) -> Self:
