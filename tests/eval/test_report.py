@@ -4,23 +4,17 @@ from __future__ import annotations
 
 from openenv.eval.episodes import EvalEpisodeResult
 from openenv.eval.report import Report, summarize, write_report
-from openenv.harness.summary import EpisodeSummary
+from openenv.testing.results import episode_summary
 
 
 def _result(
     harness: str, reward: float, tool_calls: int, turns: int, error: str | None = None
 ) -> EvalEpisodeResult:
-    summary = EpisodeSummary(
+    summary = episode_summary(
         harness=harness,
-        task="t",
-        policy="sample",
         reward=reward,
-        status="exited",
         turns=turns,
         tool_calls=tool_calls,
-        sequences=1,
-        merge_ratio=1.0,
-        aux_turns=0,
         reward_breakdown={"reward": reward},
         wall_s=1.0,
     )
@@ -37,20 +31,15 @@ RESULTS = [
 
 def _error(harness: str, cause: str) -> EvalEpisodeResult:
     """An episode our side failed (status `error`), as run_episode reports it: no reward, the cause."""
-    summary = EpisodeSummary(
+    summary = episode_summary(
         harness=harness,
-        task="t",
-        policy="sample",
         reward=None,
         reward_status="error",
         status="error",
         error=cause,
-        turns=1,
         tool_calls=5,
         sequences=0,
         merge_ratio=0.0,
-        aux_turns=0,
-        reward_breakdown={},
         wall_s=1.0,
     )
     return EvalEpisodeResult(episode_id=f"{harness}-error", summary=summary, trajectory="", error=cause)

@@ -166,6 +166,7 @@ def test_a_group_retries_a_lost_worker_like_any_failed_episode_and_counts_every_
 
 def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_path: Path, monkeypatch):
     from openenv.eval import episodes
+    from openenv.testing.results import episode_summary
 
     ran: list[str] = []
 
@@ -174,19 +175,8 @@ def test_eval_reruns_an_episode_whose_worker_was_lost_and_keeps_one_result(tmp_p
         out_dir.mkdir(parents=True, exist_ok=True)
         path = out_dir / f"{request.task}.jsonl"
         path.write_text("{}\n")
-        summary = episodes.EpisodeSummary(
-            harness=request.harness,
-            task=request.task,
-            policy=request.policy,
-            reward=1.0,
-            status="exited",
-            turns=1,
-            tool_calls=0,
-            sequences=1,
-            merge_ratio=1.0,
-            aux_turns=0,
-            reward_breakdown={},
-            wall_s=0.0,
+        summary = episode_summary(
+            harness=request.harness, task=request.task, policy=request.policy, reward=1.0
         )
         return episodes.EvalEpisodeResult(episode_id=request.task, summary=summary, trajectory=str(path))
 

@@ -8,22 +8,16 @@ from pathlib import Path
 
 from openenv.harness.catalog import get_spec
 from openenv.harness.qualification import _Episode, _first_episode_checks, _oracle_check, _Run
-from openenv.harness.summary import EpisodeSummary, SequenceLine
+from openenv.harness.summary import SequenceLine
+from openenv.testing.results import episode_summary
 
 
 def _episode(reward: float, *, tools: list[str] | None = None) -> _Episode:
-    summary = EpisodeSummary(
+    summary = episode_summary(
         harness="cecli",
         task="fix-deep-merge",
         policy="oracle",
         reward=reward,
-        status="exited",
-        turns=1,
-        tool_calls=0,
-        sequences=1,
-        merge_ratio=1.0,
-        aux_turns=0,
-        reward_breakdown={},
         wall_s=1.0,
         tokens_sampled=10,
         tokens_trained=10,

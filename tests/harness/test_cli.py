@@ -184,22 +184,12 @@ def test_run_with_docker_sandbox_solves_the_task_in_a_container(tmp_path):
 def test_run_says_why_an_episode_has_no_reward(monkeypatch):
     """The table shows `none` and the reason; --json carries reward null, the status and the reason."""
     from openenv.cli import harness as cli_harness
-    from openenv.harness.summary import EpisodeSummary
+    from openenv.testing.results import episode_summary
 
-    summary = EpisodeSummary(
-        harness="pi",
-        task="t",
-        policy="sample",
+    summary = episode_summary(
         reward=None,
         reward_status="reward_missing",
         no_reward_reason="the tests wrote no reward file (reward.json or reward.txt)",
-        status="exited",
-        turns=1,
-        tool_calls=0,
-        sequences=1,
-        merge_ratio=1.0,
-        aux_turns=0,
-        reward_breakdown={},
         wall_s=0.1,
     )
     monkeypatch.setattr(
