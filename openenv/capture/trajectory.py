@@ -27,6 +27,7 @@ not its length squared.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from typing import Literal
@@ -77,13 +78,20 @@ class Turn:
 
 @dataclass(slots=True)
 class TrainingSequence:
-    """Consecutive turns joined token-exactly. `completion_ids` holds model and env spans."""
+    """Consecutive turns joined token-exactly. `completion_ids` holds model and env spans.
+
+    The four columns are typed arrays, not lists: they are a session's bulk (30k ids, 30k logprobs),
+    and the garbage collector walks every item of every list on each full collection. With 1,000
+    sessions open, lists made those collections 0.1-0.4 s pauses of the whole proxy, its p99; arrays are
+    not walked at all, and take 8 + 8 + 1 bytes per token where lists took ~60 with their int and float
+    objects (objects that also pinned allocator arenas after the sessions closed). `rows()` hands out
+    lists."""
 
     index: int
-    prompt_ids: list[int]
-    completion_ids: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    env_mask: list[int] = field(default_factory=list)
+    prompt_ids: array[int]
+    completion_ids: array[int] = field(default_factory=lambda: array("q"))
+    logprobs: array[float] = field(default_factory=lambda: array("d"))
+    env_mask: array[int] = field(default_factory=lambda: array("b"))
     turns: list[Turn] = field(default_factory=list)
     messages: tuple[Message, ...] = ()  # the newest turn's request messages, for prefix matching
     tools: tuple[Tool, ...] = ()
@@ -289,15 +297,16 @@ class Trajectory:
             seq = link.sequence
             turn.kind = "merged"
             seq.completion_ids.extend(env_ids)
-            seq.logprobs.extend([0.0] * len(env_ids))
-            seq.env_mask.extend([0] * len(env_ids))
+            seq.logprobs.frombytes(bytes(seq.logprobs.itemsize * len(env_ids)))  # zeros: 0.0
+            seq.env_mask.frombytes(bytes(len(env_ids)))
             _append_json(seq.ids_json, env_ids)
         else:
             origin, parent = self._lineage(link, messages, tools)
+            first = list(prompt_ids)
             seq = TrainingSequence(
-                index=len(self.sequences), prompt_ids=list(prompt_ids), origin=origin, parent=parent
+                index=len(self.sequences), prompt_ids=array("q", first), origin=origin, parent=parent
             )
-            _append_json(seq.ids_json, seq.prompt_ids)
+            _append_json(seq.ids_json, first)
             self.sequences.append(seq)
             turn.kind = "fork" if link is not None else ("break" if rewritten else "new")
         turn.parent = link.turn.id if link is not None else None
@@ -307,7 +316,7 @@ class Trajectory:
         seq.completion_ids.extend(done.token_ids)
         _append_json(seq.ids_json, done.token_ids)
         seq.logprobs.extend(done.logprobs)
-        seq.env_mask.extend([1] * len(done.token_ids))
+        seq.env_mask.frombytes(b"\x01" * len(done.token_ids))
         seq.turns.append(turn)
         seq.messages = messages
         seq.tools = tools
@@ -362,10 +371,10 @@ class Trajectory:
     def rows(self) -> list[SequenceRow]:
         return [
             SequenceRow(
-                prompt_ids=s.prompt_ids,
-                completion_ids=s.completion_ids,
-                logprobs=s.logprobs,
-                env_mask=s.env_mask,
+                prompt_ids=s.prompt_ids.tolist(),
+                completion_ids=s.completion_ids.tolist(),
+                logprobs=s.logprobs.tolist(),
+                env_mask=s.env_mask.tolist(),
                 turn_ids=[t.id for t in s.turns],
                 origin=s.origin,
                 parent=s.parent,

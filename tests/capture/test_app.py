@@ -164,3 +164,26 @@ def test_a_retry_with_the_same_body_is_replayed_not_recorded(session_url: str) -
         "stats"
     ]
     assert stats["turns"] == 2
+
+
+def test_an_answered_request_leaves_no_reference_cycle_behind(local_proxy: CaptureServer) -> None:
+    """Everything a request made is freed when it is answered, by reference counting alone. A cycle
+    (the disconnect watcher's task ending cancelled kept its traceback, which kept the watcher, the
+    request and its connection) waits for a full collection, and with 1,000 sessions open those
+    collections freed ~35k objects every few seconds: 0.1-0.2 s pauses of the whole proxy."""
+    import gc
+
+    from openenv.capture.routes.model import _Disconnect
+
+    url = local_proxy.open_session(mode="auto", sampling=SamplingParams(max_tokens=2)).base_url
+    with httpx.Client(timeout=120) as http:
+        assert http.post(url + "/v1/chat/completions", json=HI).status_code == 200  # warm-up
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                assert http.post(url + "/v1/chat/completions", json=HI).status_code == 200
+            stuck = [o for o in gc.get_objects() if isinstance(o, _Disconnect)]
+        finally:
+            gc.enable()
+    assert stuck == []

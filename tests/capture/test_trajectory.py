@@ -288,3 +288,23 @@ def test_a_fork_names_the_sequence_it_branched_from() -> None:
     answer(traj, (SYS, USER, A1, TOOL1), [11])
     answer(traj, (SYS, USER, A1, msg("user", "other branch")), [12])
     assert lineage(traj) == [("new", None), ("fork", 0)]
+
+
+def test_a_sequences_token_columns_are_invisible_to_the_garbage_collector() -> None:
+    """A session's bulk is its ids and logprobs (30k of each in a long episode). Held in lists, every
+    item was walked by each full collection: with 1,000 sessions open, 0.1-0.4 s pauses of the proxy.
+    Typed arrays hold the same values with nothing for the collector to walk; the rows are lists."""
+    import gc
+
+    traj = Trajectory()
+    answer(traj, (SYS, USER), list(range(1000, 3000)))
+    answer(traj, (SYS, USER, A1, TOOL1), [12], env=list(range(500)))
+    seq = traj.sequences[0]
+    columns = (seq.prompt_ids, seq.completion_ids, seq.logprobs, seq.env_mask)
+    walked = [r for column in columns for r in gc.get_referents(column)]
+    assert not [r for r in walked if isinstance(r, (int, float))]
+    (row,) = traj.rows()
+    assert row.completion_ids == [*range(1000, 3000), *range(500), 12]
+    assert row.env_mask == [1] * 2000 + [0] * 500 + [1]
+    assert row.logprobs == [-0.5] * 2000 + [0.0] * 500 + [-0.5]
+    assert all(type(v) is list for v in (row.prompt_ids, row.completion_ids, row.logprobs, row.env_mask))

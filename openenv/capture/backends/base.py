@@ -31,7 +31,7 @@ class TokenIds(Sequence[int]):
     ~0.4 CPU-ms a turn, more than the copy itself).
 
     Each part is a view: a list and the length it had when the view was taken. That is exact because
-    a sequence's lists and JSON buffer are only ever appended to. The ids are read-only; `tolist()`
+    a sequence's id arrays and JSON buffer are only ever appended to. The ids are read-only; `tolist()`
     gives a list the caller owns.
     """
 

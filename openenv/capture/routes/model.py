@@ -130,7 +130,13 @@ def _parse(
 class _Disconnect:
     """Cancels the request's task when its client disconnects (after the body was read), unless within
     `REJOIN_GRACE_S` the same bytes came again and are waiting on this answer: google-genai and codex
-    resend a timed-out request unmarked, and that copy should get this generation, not start another."""
+    resend a timed-out request unmarked, and that copy should get this generation, not start another.
+
+    The watcher is cancelled after every answered request, and it ends by returning, not by raising:
+    a task that ends cancelled keeps its `CancelledError`, whose traceback holds the watcher's frames,
+    which hold this object and so the task: a cycle that kept each request's objects (the ASGI cycle,
+    its transport, the `Request`, ~50 objects) alive until a full collection. At 1,000 sessions those
+    collections freed ~35k such objects every few seconds, 0.1-0.2 s pauses of the whole proxy."""
 
     __slots__ = ("gone", "watcher")
 
@@ -143,9 +149,12 @@ class _Disconnect:
     async def _watch(
         self, request: Request, task: asyncio.Task[Any], session: CaptureSession, digest: str | None
     ) -> None:
-        while (await request.receive())["type"] != "http.disconnect":
-            pass
-        await asyncio.sleep(REJOIN_GRACE_S)
+        try:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            await asyncio.sleep(REJOIN_GRACE_S)
+        except asyncio.CancelledError:
+            return  # stopped: the request was answered (see the class doc for why not re-raise)
         if not session.shared(digest):
             self.gone = True
             task.cancel()
