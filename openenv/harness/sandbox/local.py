@@ -134,6 +134,7 @@ class LocalSandbox(HostFolders):
         if self._uid is not None:
             check_free_uid(self._uid, what="the local sandbox's", variable="OPENENV_SANDBOX_UID")
         self._processes: list[LocalProcess] = []
+        self._swept = 0  # processes started before the last search by marker (end_agent)
         self._made_mountpoints: set[PurePosixPath] = set()
         self._bridges: list[forwarder.UnixToTcpBridge] = []
         self._cgroup: SandboxCgroup | None = None
@@ -246,11 +247,15 @@ class LocalSandbox(HostFolders):
             self.hand_over(base)
 
     def end_agent(self) -> None:
-        for process in self._processes:
-            process.kill()
+        for process in self._processes:  # each one's own tree; nothing to do for one that has exited
+            process.kill(sweep=False)
         if self._cgroup is not None:
             self._cgroup.kill()
-        kill_tree(None, self.id)
+        # One search by marker, for daemons that left both their tree and the cgroup; none when nothing
+        # was started since the last one (verify, then close: every process was already gone).
+        if len(self._processes) > self._swept:
+            kill_tree(None, self.id)
+            self._swept = len(self._processes)
         # The proxy was the agent's. The tests import the agent's code, so a grading run reaching it
         # could add turns to the episode's trajectory: like Docker's grading container, every run from
         # here on gets no bridge and no forwarder (which also spares each one a Python start).

@@ -84,10 +84,14 @@ def marked_processes(match: Callable[[str], bool]) -> list[psutil.Process]:
     return found
 
 
-def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
-    """Kill `root`, its descendants and every process carrying the sandbox's marker; return when they
-    are gone (or after about `grace_s` + 10 seconds)."""
-    procs: dict[int, psutil.Process] = {p.pid: p for p in marked_processes(lambda value: value == sandbox_id)}
+def kill_tree(root: int | None, sandbox_id: str | None, grace_s: float = 1.0) -> None:
+    """Kill `root` (a child not yet reaped: a reaped pid may name another process by now), its
+    descendants and, unless `sandbox_id` is None, every process carrying the sandbox's marker; return
+    when they are gone (or after about `grace_s` + 10 seconds). The marker search reads every process's
+    environment on the host, so callers that end many processes search once (`LocalSandbox.end_agent`)."""
+    procs: dict[int, psutil.Process] = {}
+    if sandbox_id is not None:
+        procs = {p.pid: p for p in marked_processes(lambda value: value == sandbox_id)}
     if root is not None:
         try:
             parent = psutil.Process(root)
@@ -96,6 +100,8 @@ def kill_tree(root: int | None, sandbox_id: str, grace_s: float = 1.0) -> None:
             os.killpg(root, signal.SIGTERM)
         except (psutil.NoSuchProcess, ProcessLookupError, PermissionError):
             pass
+    if not procs:
+        return
     for proc in procs.values():
         try:
             proc.terminate()
@@ -170,16 +176,25 @@ class LocalProcess:
         except FileNotFoundError:
             return ""
 
-    def _end(self, reason: ProcessStatus) -> None:
+    def _end(self, reason: ProcessStatus, *, sweep: bool = True) -> None:
         with self._lock:
-            if self._popen.poll() is None and self._ended_by is None:
+            running = self._popen.poll() is None
+            if running and self._ended_by is None:
                 self._ended_by = reason
-            kill_tree(self._popen.pid, self._sandbox_id)
+            # A bwrap-wrapped process's descendants all live in its PID namespace, which the kernel
+            # empties when the namespace's first process dies: its own tree is all there is to kill, and
+            # once it has exited there is nothing left. Unwrapped, a daemon may have left the tree (setsid,
+            # double fork): found by the marker, unless the caller sweeps for every process at once.
+            marker = None if self._wrapped or not sweep else self._sandbox_id
+            if running or marker is not None:
+                kill_tree(self._popen.pid if running else None, marker)
             self._popen.wait(5)
 
-    def kill(self) -> None:
+    def kill(self, *, sweep: bool = True) -> None:
+        """End the process and its descendants. `sweep=False` leaves the search for daemons that left
+        the tree of an unwrapped process to the caller (`LocalSandbox.end_agent` searches once for all)."""
         self._watchdog.cancel()
-        self._end("killed")
+        self._end("killed", sweep=sweep)
 
 
 def alive(pid: int) -> bool:
