@@ -9,6 +9,7 @@ import resource
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -107,15 +108,36 @@ def kill_tree(root: int | None, sandbox_id: str | None, grace_s: float = 1.0) ->
             proc.terminate()
         except psutil.NoSuchProcess:
             pass
-    _, alive = psutil.wait_procs(list(procs.values()), timeout=grace_s)
+    alive = _wait_gone(list(procs.values()), grace_s)
     for proc in alive:
         try:
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    # SIGKILLed, they are gone soon; but the first process of a PID namespace lingers (empty cmdline)
-    # until every other member is reaped, which takes seconds on a loaded machine.
-    psutil.wait_procs(alive, timeout=max(grace_s, 10.0))
+    _wait_gone(alive, max(grace_s, 10.0))
+
+
+def _wait_gone(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until each of `procs` has exited; return those still running after `timeout`.
+
+    A zombie counts as gone: it runs nothing, and the first process of a PID namespace becomes one only
+    once every other member is dead. Orphaned (its bwrap parent died first), it waits for this host's
+    init to reap it, which can take seconds (`psutil.wait_procs` waited for that: a second and a half
+    per running harness ended)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = [p for p in procs if _running(p)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        procs = alive
+        time.sleep(0.01)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 class LocalProcess:

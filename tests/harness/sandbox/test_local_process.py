@@ -6,6 +6,7 @@ reads the environment of every process on the host, and an episode ran nine of t
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import psutil
@@ -102,3 +103,23 @@ def test_killing_an_exited_command_is_free_and_a_second_end_agent_searches_nothi
         box.end_agent()
         box.end_agent()
         assert len(searches) == 1
+
+
+def test_a_zombie_another_process_has_not_reaped_counts_as_gone() -> None:
+    """The first process of a bwrap PID namespace, orphaned when its bwrap parent dies first, waits as a
+    zombie for this host's init to reap it (seconds, where init is slow): dead already, never waited for."""
+    parent = subprocess.Popen(["sh", "-c", "true & exec sleep 60"])  # `sleep` never reaps the `true`
+    try:
+        deadline = time.monotonic() + 10
+        while not (children := psutil.Process(parent.pid).children()):
+            assert time.monotonic() < deadline, "the child never started"
+            time.sleep(0.01)
+        zombie = children[0]
+        while zombie.status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the child never exited"
+            time.sleep(0.01)
+        assert local_process._wait_gone([zombie], timeout=60) == []
+        assert zombie.status() == psutil.STATUS_ZOMBIE  # still unreaped: it was not waited out
+    finally:
+        parent.kill()
+        parent.wait(10)
