@@ -331,11 +331,14 @@ class LocalSandbox(HostFolders):
         mounts += [
             mount(self.root / "tmp", "/tmp", writable=True),
             mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
-            mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
-            mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
             mount(self.root / "etc" / "passwd", "/etc/passwd"),
             mount(self.root / "etc" / "group", "/etc/group"),
         ]
+        if self._bridges:  # the forwarder and the proxy's sockets; none once end_agent closed the bridges
+            mounts += [
+                mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
+                mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
+            ]
         mounts += [mount(path, str(path)) for path in self._runtime]
         if self._image is not None:
             self._make_mountpoints(mounts)

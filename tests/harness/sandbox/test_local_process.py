@@ -123,3 +123,18 @@ def test_a_zombie_another_process_has_not_reaped_counts_as_gone() -> None:
     finally:
         parent.kill()
         parent.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("environ", "value"),
+    [
+        (b"OPENENV_SANDBOX=12-ab\0PATH=/bin\0", "12-ab"),  # first
+        (b"PATH=/bin\0OPENENV_SANDBOX=12-ab\0", "12-ab"),  # last
+        (b"PATH=/bin\0OPENENV_SANDBOX=12-ab", "12-ab"),  # no trailing NUL
+        (b"PATH=/bin\0NOT_OPENENV_SANDBOX=12-ab\0", None),  # another variable ending in the name
+        (b"PATH=/bin\0OPENENV_SANDBOX_X=12-ab\0", None),
+        (b"", None),  # a zombie's or a kernel thread's
+    ],
+)
+def test_the_marker_is_read_from_raw_environment_blocks(environ: bytes, value: str | None) -> None:
+    assert local_process._marker_value(environ) == value
