@@ -35,10 +35,10 @@ from openenv.harness.sandbox.local_process import (
     MARKER,
     LocalProcess,
     alive,
+    confine,
     kill_tree,
     marked_processes,
     owner_prefix,
-    preexec,
     sandboxed_processes,
 )
 from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
@@ -395,19 +395,19 @@ class LocalSandbox(HostFolders):
         return str(cwd)
 
     def _popen(self, argv: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen[bytes]:
-        join = self._cgroup.join_fds() if self._cgroup is not None else []
+        environment = self.environment(env)
+        if self._isolation == "none" and shutil.which(argv[0], path=environment.get("PATH")) is None:
+            raise FileNotFoundError(f"{argv[0]}: not found on the sandbox's PATH")
+        procs = self._cgroup.procs_files() if self._cgroup is not None else []
         with log.open("ab") as out:
             return subprocess.Popen(
-                self._wrap(argv, cwd),
+                [*confine(self._limits, procs), *self._wrap(argv, cwd)],
                 cwd=cwd if self._isolation == "none" else self.root,
-                env=self.environment(env),
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                # The hook only writes to open fds and calls setrlimit (async-signal-safe), so forking
-                # beside threads is fine.
-                preexec_fn=preexec(self._limits, join),
             )
 
     def start(

@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from openenv.harness.sandbox import LocalSandbox, local_process
+from openenv.harness.sandbox import Limits, LocalSandbox, local_process
 from openenv.harness.tasks.model import Task
 from openenv.harness.verifier import verify
 
@@ -138,3 +138,23 @@ def test_a_zombie_another_process_has_not_reaped_counts_as_gone() -> None:
 )
 def test_the_marker_is_read_from_raw_environment_blocks(environ: bytes, value: str | None) -> None:
     assert local_process._marker_value(environ) == value
+
+
+def test_every_rlimit_reaches_the_command_exactly_and_it_runs_in_the_sandboxs_cgroups() -> None:
+    """Set by `confine`'s `sh` (in ulimit's units), not by a preexec_fn: the same limits, to the byte."""
+    limits = Limits(cpu_seconds=77, file_size_mb=3, open_files=99, address_space_mb=8192, core_dumps=False)
+    with LocalSandbox(limits=limits) as box:
+        process = box.start(["sh", "-c", "cat /proc/self/limits; sleep 30"], env={}, timeout_s=60)
+        deadline = time.monotonic() + 10
+        while "Max address space" not in process.output_tail():
+            assert time.monotonic() < deadline, process.output_tail()
+            time.sleep(0.02)
+        members = set(box._cgroup.pids()) if box._cgroup is not None else set()
+        assert process.pid in members  # the outermost process joined before it exec'd anything
+        rows = {line[:26].strip(): line[26:].split()[:2] for line in process.output_tail().splitlines()}
+        process.kill()
+    assert rows["Max cpu time"] == ["77", "77"]
+    assert rows["Max file size"] == [str(3 << 20)] * 2
+    assert rows["Max open files"] == ["99", "99"]
+    assert rows["Max core file size"] == ["0", "0"]
+    assert rows["Max address space"] == [str(8192 << 20)] * 2
