@@ -19,12 +19,13 @@ What grading costs, in CPU (issue 48: the verifier's fixed cost over the same te
    tests: no proxy bridge), CPU seconds of this process and of the processes it started and reaped, and
    the processes the sandbox adds around a command (its cgroup's members while a `sleep` runs, minus
    the `sleep`).
-5. **verify + close**: one episode's grading as the env runs it: the agent (a setup command and a
-   running process with a `setsid` daemon) ended, the task's tests staged and run, the reward read,
+5. **verify + close**: one episode's grading as the env runs it: the agent (a setup command, and a
+   harness that exited leaving a `setsid` daemon) ended, the task's tests staged and run, the reward read,
    then `close()`; with the built-in task's own tests and with `true` as the test command (what the
    sandbox adds, without the tests' own cost).
 
-`--against DIR` runs the same grading measurements with the openenv of another checkout (a worktree of
+`--ballast-mb N` has the measuring process hold N MB first, as an env process with a model or a
+trainer in it does (a `fork()` copies its page tables). `--against DIR` runs the same grading measurements with the openenv of another checkout (a worktree of
 main) in alternating subprocesses, and reports each figure as this tree / that one.
 """
 
@@ -166,9 +167,13 @@ def _processes_around_a_command(box: LocalSandbox) -> int:
         process.kill()
 
 
-def _grading_samples(reps: int) -> dict[str, list[float]]:
-    """Per-rep CPU seconds of one grading command and of one episode's verify + close."""
+def _grading_samples(reps: int, ballast_mb: int = 0) -> dict[str, list[float]]:
+    """Per-rep CPU seconds of one grading command and of one episode's verify + close; `ballast_mb` of
+    touched memory first, as an env process that holds a model or a trainer has."""
     global _CPU
+    ballast = bytearray(ballast_mb << 20)
+    for i in range(0, len(ballast), 4096):
+        ballast[i] = 1
     from bench_episode import CpuGroup
 
     _CPU = CpuGroup()
@@ -196,12 +201,13 @@ def _grading_samples(reps: int) -> dict[str, list[float]]:
         for label, graded in (("verify+close, task tests", task), ("verify+close, `true` as tests", bare)):
             _one_grading(label, graded, port, add)
     _CPU.close()
+    del ballast
     return samples
 
 
 def _one_grading(label: str, task: Any, port: int, add: Callable[[str, tuple[float, float]], None]) -> None:
-    """One episode's grading: the agent (a setup command, a running process with a `setsid` daemon)
-    ended by `verify`, the tests run and scored, then `close()`."""
+    """One episode's grading: the agent (a setup command, a harness that exited leaving a `setsid`
+    daemon) ended by `verify`, the tests run and scored, then `close()`."""
     from openenv.harness.environment import stage_workspace
     from openenv.harness.verifier import verify
 
@@ -209,8 +215,8 @@ def _one_grading(label: str, task: Any, port: int, add: Callable[[str, tuple[flo
     try:
         stage_workspace(box, task)
         box.run(["true"])  # a harness's setup command
-        box.start(["sh", "-c", "setsid sleep 300 & sleep 300"], env={}, timeout_s=120)  # the agent
-        time.sleep(0.05)  # the forked daemon is up
+        # the agent: exits before grading, as a harness does, leaving a daemon behind
+        box.start(["sh", "-c", "setsid sleep 300 & exit 0"], env={}, timeout_s=120).wait(30)
         verdicts: list[Any] = []
         add(f"{label}: verify", _cpu_of(lambda: verdicts.append(verify(box, task))))
         add(f"{label}: close", _cpu_of(box.close))
@@ -220,7 +226,7 @@ def _one_grading(label: str, task: Any, port: int, add: Callable[[str, tuple[flo
         box.close()
 
 
-def _grading(reps: int, rounds: int, against: str | None) -> list[dict[str, Any]]:
+def _grading(reps: int, rounds: int, against: str | None, ballast_mb: int = 0) -> list[dict[str, Any]]:
     """Grading samples of this tree, and of `against` in alternating subprocesses; medians in ms."""
     trees = {"this tree": str(Path(__file__).resolve().parents[1])}
     if against:
@@ -229,7 +235,11 @@ def _grading(reps: int, rounds: int, against: str | None) -> list[dict[str, Any]
     for _ in range(rounds):
         for name, tree in trees.items():
             out = subprocess.run(
-                [sys.executable, str(Path(__file__).resolve()), "--grading-samples", str(reps)],
+                [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    *("--grading-samples", str(reps), "--ballast-mb", str(ballast_mb)),
+                ],
                 env={**os.environ, "PYTHONPATH": tree},
                 cwd="/",
                 capture_output=True,
@@ -259,20 +269,25 @@ def main() -> None:
     parser.add_argument("--grading", action="store_true", help="measure grading's CPU instead (4. and 5.)")
     parser.add_argument("--rounds", type=int, default=3, help="--grading: alternating rounds per tree")
     parser.add_argument("--against", help="--grading: another checkout whose openenv to compare with")
+    parser.add_argument(
+        "--ballast-mb", type=int, default=0, help="--grading: memory the measuring process holds"
+    )
     parser.add_argument("--grading-samples", type=int, help=argparse.SUPPRESS)  # one round, in-process
     args = parser.parse_args()
     logging.getLogger("openenv.sandbox").setLevel(logging.ERROR)  # the opt-out warnings, once per sandbox
     if args.grading_samples:
-        print(json.dumps(_grading_samples(args.grading_samples)))
+        print(json.dumps(_grading_samples(args.grading_samples, args.ballast_mb)))
         return
     if args.grading:
         load = os.getloadavg()[0]
-        rows = _grading(args.reps, args.rounds, args.against)
+        rows = _grading(args.reps, args.rounds, args.against, args.ballast_mb)
         if args.json:
             print(json.dumps({"load_1m_before": load, "rows": rows}))
             return
         cols = ["this tree", *(["against", "ratio"] if args.against else [])]
-        print(f"1-minute load average at the start: {load:.2f}; CPU in ms (median), processes as counted\n")
+        print(
+            f"1-minute load average at the start: {load:.2f}; ballast {args.ballast_mb} MB; CPU in ms (median)\n"
+        )
         print("| what | " + " | ".join(cols) + " |\n|---|" + "---|" * len(cols))
         for row in rows:
             print(f"| {row['what']} | " + " | ".join(str(row.get(c, "")) for c in cols) + " |")
