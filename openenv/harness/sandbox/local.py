@@ -305,9 +305,14 @@ class LocalSandbox(HostFolders):
             os.mkfifo(ready, 0o600)
             if self._uid is not None:
                 os.chown(ready, self._uid, self._uid)
+            # The shell holds the FIFO open itself (fd 3, read-write: no open blocks), so a forwarder
+            # that never ran (an image without python3) says `failed` through it too, instead of the
+            # shell waiting for a writer until the harness's timeout.
             lines.append(
-                f'"$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} & '
-                f"read -r openenv_ready < {ready}; rm -f {ready}; "
+                f"exec 3<> {ready}; "
+                f'{{ "$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} '
+                f"|| echo failed >&3; }} & "
+                f"read -r openenv_ready <&3; exec 3<&-; rm -f {ready}; "
                 f'[ "$openenv_ready" = ready ] || {{ echo "openenv: the forwarder to port {port} did not start" >&2; exit 111; }}'
             )
         return "; ".join(lines)
