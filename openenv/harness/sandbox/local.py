@@ -401,8 +401,9 @@ class LocalSandbox(HostFolders):
 
     def _popen(self, argv: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen[bytes]:
         environment = self.environment(env)
-        if self._isolation == "none" and shutil.which(argv[0], path=environment.get("PATH")) is None:
-            raise FileNotFoundError(f"{argv[0]}: not found on the sandbox's PATH")
+        if self._isolation == "none" and not _executable(argv[0], cwd, environment.get("PATH")):
+            # Popen would have said so, but it now execs `confine`'s shell, which would only exit 127
+            raise FileNotFoundError(f"{argv[0]}: no such executable (PATH {environment.get('PATH')})")
         procs = self._cgroup.procs_files() if self._cgroup is not None else []
         with log.open("ab") as out:
             return subprocess.Popen(
@@ -485,6 +486,13 @@ def _check_workdir(workdir: str) -> str:
     }:
         raise BadRequest(f"workdir {workdir!r} lies in a system or Harbor folder; pick one such as /app")
     return str(path)
+
+
+def _executable(name: str, cwd: str, path: str | None) -> bool:
+    """Whether `name` would exec: a path (relative to `cwd`), or a name found on `path`."""
+    if "/" in name:
+        return os.access(os.path.join(cwd, name), os.X_OK)
+    return shutil.which(name, path=path) is not None
 
 
 def _unshare_missing() -> str | None:

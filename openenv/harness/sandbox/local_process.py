@@ -218,10 +218,13 @@ class LocalProcess:
         return "exited" if code == 0 else "failed"
 
     def wait(self, timeout: float | None = None) -> ProcessStatus:
+        deadline = None if timeout is None else time.monotonic() + timeout
         if timeout is not None:
             _exit_or_timeout(self._popen, timeout)
         try:
-            self._popen.wait(timeout)
+            # What is left of the timeout: the watchdog's kill may be reaping it right now, and Popen
+            # only sees the exit once that thread lets go.
+            self._popen.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
         return self.status()
