@@ -6,7 +6,9 @@ import asyncio
 import contextlib
 import gc
 import os
+import shutil
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +18,8 @@ import pytest
 
 from openenv.core.net import free_port
 from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix, serve_tcp_to_unix_threads
+from openenv.harness.sandbox import LocalSandbox
+from openenv.harness.sandbox.rootfs import ImageRoot
 
 
 def _echo_server() -> tuple[socket.socket, int]:
@@ -149,3 +153,32 @@ def test_a_forwarder_that_cannot_listen_says_so_on_its_ready_fifo(tmp_path):
             serve_tcp_to_unix_threads("127.0.0.1", port, str(tmp_path / "none.sock"), ready)
     reader.join(10)
     assert heard == ["failed\n"]
+
+
+def _image_without_python(root: Path) -> ImageRoot:
+    """An unpacked image holding only this host's `sh` and the libraries it loads: no python3."""
+    sh = Path(shutil.which("sh") or "/bin/sh").resolve()
+    ldd = subprocess.run(["ldd", str(sh)], capture_output=True, text=True, check=True).stdout
+    for source in [sh, *(Path(word) for word in ldd.split() if word.startswith("/"))]:
+        relative = source.relative_to("/")
+        dest = root / "rootfs" / (relative if relative.parts[0] == "usr" else Path("usr", *relative.parts))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source.resolve(), dest)
+    shutil.copy2(sh, root / "rootfs" / "usr" / "bin" / "sh")
+    (root / "rootfs" / "etc").mkdir()
+    for link in ("bin", "lib", "lib64"):
+        (root / "rootfs" / link).symlink_to(f"usr/{link}")
+    root.chmod(0o755)
+    return ImageRoot(reference="no-python:1", digest="sha256:0", path=root, env={"PATH": "/usr/bin:/bin"})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an image root in the local sandbox is set up as root here")
+def test_an_image_without_python3_fails_the_harness_start_instead_of_hanging(tmp_path):
+    """The forwarder runs on the image's python3. Where there is none, nothing ever opened the ready FIFO
+    to write `failed`, and the shell waited for a writer until the harness's timeout."""
+    image = _image_without_python(tmp_path / "image")
+    with LocalSandbox(image=image, forward_ports=(free_port(),)) as box:
+        result = box.run(["sh", "-c", "echo the harness ran"], timeout_s=60)
+    assert not result.timed_out, result
+    assert result.exit_code == 111, result
+    assert "the forwarder to port" in result.output and "the harness ran" not in result.output

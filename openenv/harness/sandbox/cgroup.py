@@ -172,6 +172,10 @@ class SandboxCgroup:
             )
         self.described = " + ".join(parts)
 
+    def procs_files(self) -> list[Path]:
+        """`cgroup.procs` of each group: a process writes `0` to each to join (`local_process.confine`)."""
+        return [d / "cgroup.procs" for d in self.dirs]
+
     def join_fds(self) -> list[int]:
         """Open `cgroup.procs` of each group for writing; a child writes `0` to each to join."""
         if not self._fds:

@@ -35,10 +35,10 @@ from openenv.harness.sandbox.local_process import (
     MARKER,
     LocalProcess,
     alive,
+    confine,
     kill_tree,
     marked_processes,
     owner_prefix,
-    preexec,
     sandboxed_processes,
 )
 from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
@@ -134,6 +134,7 @@ class LocalSandbox(HostFolders):
         if self._uid is not None:
             check_free_uid(self._uid, what="the local sandbox's", variable="OPENENV_SANDBOX_UID")
         self._processes: list[LocalProcess] = []
+        self._swept = 0  # processes started before the last search by marker (end_agent)
         self._made_mountpoints: set[PurePosixPath] = set()
         self._bridges: list[forwarder.UnixToTcpBridge] = []
         self._cgroup: SandboxCgroup | None = None
@@ -246,11 +247,15 @@ class LocalSandbox(HostFolders):
             self.hand_over(base)
 
     def end_agent(self) -> None:
-        for process in self._processes:
-            process.kill()
+        for process in self._processes:  # each one's own tree; nothing to do for one that has exited
+            process.kill(sweep=False)
         if self._cgroup is not None:
             self._cgroup.kill()
-        kill_tree(None, self.id)
+        # One search by marker, for daemons that left both their tree and the cgroup; none when nothing
+        # was started since the last one (verify, then close: every process was already gone).
+        if len(self._processes) > self._swept:
+            kill_tree(None, self.id)
+            self._swept = len(self._processes)
         # The proxy was the agent's. The tests import the agent's code, so a grading run reaching it
         # could add turns to the episode's trajectory: like Docker's grading container, every run from
         # here on gets no bridge and no forwarder (which also spares each one a Python start).
@@ -300,9 +305,14 @@ class LocalSandbox(HostFolders):
             os.mkfifo(ready, 0o600)
             if self._uid is not None:
                 os.chown(ready, self._uid, self._uid)
+            # The shell holds the FIFO open itself (fd 3, read-write: no open blocks), so a forwarder
+            # that never ran (an image without python3) says `failed` through it too, instead of the
+            # shell waiting for a writer until the harness's timeout.
             lines.append(
-                f'"$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} & '
-                f"read -r openenv_ready < {ready}; rm -f {ready}; "
+                f"exec 3<> {ready}; "
+                f'{{ "$0" -I -S {script} --listen 127.0.0.1:{port} --to-unix {sock} --ready {ready} '
+                f"|| echo failed >&3; }} & "
+                f"read -r openenv_ready <&3; exec 3<&-; rm -f {ready}; "
                 f'[ "$openenv_ready" = ready ] || {{ echo "openenv: the forwarder to port {port} did not start" >&2; exit 111; }}'
             )
         return "; ".join(lines)
@@ -326,11 +336,14 @@ class LocalSandbox(HostFolders):
         mounts += [
             mount(self.root / "tmp", "/tmp", writable=True),
             mount(self.root / "tmp", str(self.root / "tmp"), writable=True),
-            mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
-            mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
             mount(self.root / "etc" / "passwd", "/etc/passwd"),
             mount(self.root / "etc" / "group", "/etc/group"),
         ]
+        if self._bridges:  # the forwarder and the proxy's sockets; none once end_agent closed the bridges
+            mounts += [
+                mount(Path(forwarder.__file__), f"{isolation_mod.RUN_DIR}/forwarder.py"),
+                mount(self.root / "sock", f"{isolation_mod.RUN_DIR}/sock"),
+            ]
         mounts += [mount(path, str(path)) for path in self._runtime]
         if self._image is not None:
             self._make_mountpoints(mounts)
@@ -387,19 +400,20 @@ class LocalSandbox(HostFolders):
         return str(cwd)
 
     def _popen(self, argv: list[str], env: dict[str, str], cwd: str, log: Path) -> subprocess.Popen[bytes]:
-        join = self._cgroup.join_fds() if self._cgroup is not None else []
+        environment = self.environment(env)
+        if self._isolation == "none" and not _executable(argv[0], cwd, environment.get("PATH")):
+            # Popen would have said so, but it now execs `confine`'s shell, which would only exit 127
+            raise FileNotFoundError(f"{argv[0]}: no such executable (PATH {environment.get('PATH')})")
+        procs = self._cgroup.procs_files() if self._cgroup is not None else []
         with log.open("ab") as out:
             return subprocess.Popen(
-                self._wrap(argv, cwd),
+                [*confine(self._limits, procs), *self._wrap(argv, cwd)],
                 cwd=cwd if self._isolation == "none" else self.root,
-                env=self.environment(env),
+                env=environment,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                # The hook only writes to open fds and calls setrlimit (async-signal-safe), so forking
-                # beside threads is fine.
-                preexec_fn=preexec(self._limits, join),
             )
 
     def start(
@@ -472,6 +486,13 @@ def _check_workdir(workdir: str) -> str:
     }:
         raise BadRequest(f"workdir {workdir!r} lies in a system or Harbor folder; pick one such as /app")
     return str(path)
+
+
+def _executable(name: str, cwd: str, path: str | None) -> bool:
+    """Whether `name` would exec: a path (relative to `cwd`), or a name found on `path`."""
+    if "/" in name:
+        return os.access(os.path.join(cwd, name), os.X_OK)
+    return shutil.which(name, path=path) is not None
 
 
 def _unshare_missing() -> str | None:

@@ -141,6 +141,33 @@ def test_the_harness_runs_unprivileged_without_capabilities():
     assert int(lines[-1]) < 10, out  # a fresh /proc: only the sandbox's own few processes
 
 
+# Tries PTRACE_ATTACH on every process the sandbox shows but itself; prints `NAME errno` (0: attached).
+_ATTACH_PROBE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+for name in sorted(os.listdir("/proc"), key=lambda n: (len(n), n)):
+    if name.isdigit() and int(name) != os.getpid():
+        ctypes.set_errno(0)
+        ok = libc.ptrace(16, int(name), None, None) == 0
+        comm = open(f"/proc/{name}/comm").read().strip()
+        print(comm, 0 if ok else ctypes.get_errno(), flush=True)
+        if ok:
+            os.waitpid(int(name), 0x40000000)
+            libc.ptrace(17, int(name), None, None)
+"""
+
+
+def test_the_sandboxs_own_bwrap_processes_cannot_be_traced():
+    """The inner bwrap runs as the sandbox's uid in the host's user namespace (pid 2 inside): traced, it
+    could make a user namespace for the sandbox after all. The outer one's init (pid 1) is root's."""
+    with LocalSandbox() as box:
+        out = box.run([sys.executable, "-c", _ATTACH_PROBE], timeout_s=60).output
+    bwraps = [line.split()[1] for line in out.splitlines() if line.startswith("bwrap ")]
+    assert bwraps, out  # as root: the outer one's init and the inner one
+    assert "0" not in bwraps, out
+
+
 @pytest.mark.parametrize("ender", ["end_agent", "close"])
 def test_a_setsid_daemon_without_the_marker_does_not_survive(ender):
     tag = f"{time.time_ns() % 10**6}.{os.getpid()}"  # a sleep length no other process uses
