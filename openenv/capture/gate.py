@@ -199,6 +199,8 @@ class Gate:
         self.gate_aux = gate_aux
         self._queue: asyncio.Queue[PendingTurn] = asyncio.Queue()
         self._parked: dict[str, PendingTurn] = {}  # unanswered, whether or not a controller took them
+        self._nudged = False  # a nudge that no `next` has taken yet
+        self._waiting: set[asyncio.Future[None]] = set()  # the `next` calls a nudge ends
 
     def parks(self, aux: bool) -> bool:
         """Whether a request (aux or not) waits for a controller now."""
@@ -218,11 +220,30 @@ class Gate:
             self._parked.pop(pending.id, None)
 
     async def next(self, timeout: float | None) -> PendingTurn | None:
-        """The next parked request, or None after `timeout` seconds."""
-        try:
-            return await asyncio.wait_for(self._queue.get(), timeout)
-        except TimeoutError:
+        """The next parked request, or None after `timeout` seconds or once nudged."""
+        if self._queue.empty() and self._nudged:
+            self._nudged = False
             return None
+        get = asyncio.ensure_future(self._queue.get())
+        nudge = self.loop.create_future()
+        self._waiting.add(nudge)
+        try:
+            await asyncio.wait((get, nudge), timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._waiting.discard(nudge)
+            if not get.done():
+                get.cancel()  # a cancelled get takes nothing from the queue
+        if nudge.done():
+            self._nudged = False
+        return get.result() if get.done() and not get.cancelled() else None
+
+    def nudge(self) -> None:
+        """End the controller's wait in `next` now, or its next wait at once: something it watches
+        besides the queue changed (the harness exited). Loop thread only."""
+        self._nudged = True
+        for waiting in self._waiting:
+            if not waiting.done():
+                waiting.set_result(None)
 
     def open(self) -> None:
         """Switch to auto: sample every parked and future request."""

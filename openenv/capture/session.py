@@ -141,6 +141,11 @@ class CaptureSession:
         """The next parked request, or None after `timeout` seconds."""
         return await on_loop(self.loop, self.gate.next(timeout))
 
+    def nudge(self) -> None:
+        """End a controller's `next_pending` wait now (or its next one at once), with None: the harness
+        exited, so no request will come. Thread-safe."""
+        self.loop.call_soon_threadsafe(self.gate.nudge)
+
     async def run(self) -> None:
         """Switch to auto: sample every parked and future request."""
         await on_loop(self.loop, _call(self.gate.open))

@@ -35,6 +35,10 @@ class SyncCaptureSession:
         pending = self._call(self.session.next_pending(timeout))
         return None if pending is None else pending.sync()
 
+    def nudge(self) -> None:
+        """End a `next_pending` wait now, or the next one at once (`CaptureSession.nudge`)."""
+        self.session.nudge()
+
     def run(self) -> None:
         self._call(self.session.run())
 

@@ -8,6 +8,7 @@ and the session's training sequences come back with the reward.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import uuid
@@ -56,6 +57,9 @@ __all__ = [
 ]
 
 SandboxFactory = Callable[[tuple[int, ...]], Sandbox]
+# How often a step waiting for the harness's next request looks again without being woken: a safety net.
+# The harness's exit wakes it at once (`_nudge_on_exit`); it polled every 0.2 s, 0.1 s of every episode.
+ADVANCE_POLL_S = 1.0
 
 
 @dataclass
@@ -111,6 +115,14 @@ def _reset_options(options: dict[str, Any]) -> ResetOptions:
     except ValidationError as exc:
         known = ", ".join(ResetOptions.model_fields)
         raise BadRequest(f"{validation_message(exc, 'reset option')} (known options: {known})") from None
+
+
+def _nudge_on_exit(process: HarnessProcess, session: SyncCaptureSession, timeout_s: float) -> None:
+    """Wake the step waiting on `session` as soon as the harness exits (its watchdog ends it by
+    `timeout_s`), so an episode is graded the moment its harness is done, not at the next poll."""
+    process.wait(timeout_s + 30.0)
+    with contextlib.suppress(RuntimeError):  # the server's loop is gone: nobody is waiting
+        session.nudge()
 
 
 def _check_live(episode: _Episode) -> None:
@@ -244,6 +256,9 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
                 instruction=task.instruction,
             )
             process = launch(self.spec, sandbox, ctx, timeout_s=timeout_s, task_env=task.env)
+            threading.Thread(
+                target=_nudge_on_exit, args=(process, session, timeout_s), name="harness-exit", daemon=True
+            ).start()
         except BaseException:
             server.close_session(session.token)
             sandbox.close()
@@ -431,7 +446,7 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
         assert episode is not None
         while True:
             _check_live(episode)
-            pending = episode.session.next_pending(timeout=0.2)
+            pending = episode.session.next_pending(timeout=ADVANCE_POLL_S)
             running = episode.process.status() == "running"
             if pending is not None and running:
                 episode.pending = pending

@@ -387,3 +387,27 @@ def test_backend_failure_reaches_both_controller_and_harness(renderer: Renderer)
             with pytest.raises(openai.InternalServerError, match="unreachable"):
                 reply.result(60)
         assert session.stats().gaps == 1
+
+
+def test_a_nudge_ends_the_controllers_wait_or_its_next_one_and_no_request_is_lost(
+    local_proxy: CaptureServer,
+) -> None:
+    """The env nudges its session when the harness exits, so the step waiting for a request returns at
+    once instead of at its next poll. A nudge nobody waits for ends the next wait; a parked request
+    still comes before it."""
+    session = local_proxy.open_session(mode="gated", sampling=SHORT)
+    with ThreadPoolExecutor(2) as pool:
+        waiting = pool.submit(session.next_pending, None)  # no timeout: only a nudge ends it
+        session.nudge()
+        assert waiting.result(30) is None
+        session.nudge()
+        assert pool.submit(session.next_pending, None).result(30) is None
+        reply = pool.submit(
+            sdk(session).chat.completions.create, model="tiny", messages=[{"role": "user", "content": "hi"}]
+        )
+        pending = session.next_pending(timeout=60)
+        assert pending is not None
+        session.nudge()
+        pending.complete(text="first")
+        assert reply.result(60).choices[0].message.content == "first"
+        assert pool.submit(session.next_pending, None).result(30) is None

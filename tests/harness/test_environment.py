@@ -89,6 +89,23 @@ def test_a_harness_that_exits_before_any_request_is_done_at_reset(env):
     assert obs.done and obs.harness_status == "failed" and obs.turns == 0 and obs.pending is None
 
 
+def test_the_harnesss_exit_ends_the_step_at_once_not_at_the_next_poll(env, monkeypatch):
+    """A step waits for the harness's next request; its exit wakes that wait. With the safety-net poll
+    at 90 s, only that wake-up ends these episodes within the 45 s each is given."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from openenv.harness import environment
+
+    monkeypatch.setattr(environment, "ADVANCE_POLL_S", 90.0)
+    with ThreadPoolExecutor(1) as pool:
+        obs = pool.submit(env.reset, task=_task("exit-early")).result(45)
+        assert obs.done and obs.harness_status == "failed"
+        obs = pool.submit(env.reset, task=_task("crash")).result(45)
+        assert obs.pending is not None
+        obs = pool.submit(env.step, HarnessAction(kind="complete", text="hello")).result(45)
+        assert obs.done and obs.harness_status == "crashed"
+
+
 def test_step_before_reset_is_an_invalid_action(env):
     with pytest.raises(InvalidAction, match="call reset"):
         env.step(HarnessAction(kind="sample"))
