@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from openenv.errors import NotFound
-from openenv.harness.tasks.builtin import builtin_tasks
+from openenv.harness.tasks.builtin import builtin_task, builtin_task_ids, builtin_tasks
 from openenv.harness.tasks.dataset import load_dataset_tasks
 from openenv.harness.tasks.harbor import load_harbor_task
 from openenv.harness.tasks.harbor_registry import is_dataset_spec, resolve_dataset
@@ -85,6 +85,8 @@ def find_task(task_id: str, task_set: str = "builtin") -> Task:
     Raises:
         NotFound: the set has no such id; the message lists the ids it has.
     """
+    if task_set == "builtin" and task_id in builtin_task_ids():
+        return builtin_task(task_id)  # one folder read, not the whole set (every episode asks)
     tasks = load_task_set(task_set)
     for task in tasks:
         if task.id == task_id:
