@@ -78,3 +78,18 @@ def test_a_template_that_refuses_a_conversation_is_a_bad_request(renderer: Rende
     strict = Renderer(tok)
     with pytest.raises(BadRequest, match="cannot render this conversation: system first"):
         strict.full_text((Message(role="user", parts=(TextPart(text="hi"),)),), ())
+
+
+def test_decode_is_the_tokenizers_own_on_any_ids(renderer: Renderer) -> None:
+    """The renderer decodes with the Rust tokenizer directly (transformers checks every id's type
+    first); on any ids, special and partial-UTF-8 ones included, the text is transformers' own."""
+    import random
+
+    tok = renderer.tokenizer
+    rng = random.Random(0)
+    specials = list(tok.added_tokens_decoder)
+    for _ in range(200):
+        ids = [rng.randrange(len(tok)) for _ in range(rng.randint(0, 60))] + rng.sample(specials, 2)
+        rng.shuffle(ids)
+        assert renderer.decode(ids) == tok.decode(ids, skip_special_tokens=False)
+        assert renderer.decode(tuple(ids)) == renderer.decode(ids)
