@@ -12,20 +12,23 @@ live objects is not possible.
 used arena marks it to be set up afresh on its next use and `madvise(MADV_DONTNEED)`s all of it but
 the page holding its header (3/4 of the pool). The arena stays mapped; a page read again comes back
 zeroed, which a freshly set-up pool never reads. It runs only where the layout is the one checked
-here (CPython 3.11 on Linux, pymalloc without debug hooks), holds the GIL from the last check to the
-last madvise (no Python thread can allocate in between), and touches only pools of arenas whose
-headers agree (one index, one 1 MiB span, a pool in use) and only when the blocks they count are no
-more than `sys.getallocatedblocks()`. Elsewhere it is a no-op that returns 0.
+here (CPython 3.11 on Linux, pymalloc without debug hooks), only while every other Python thread is
+an idle executor worker (so no thread can allocate between a pool's check and its madvise; in a
+process where others run, such as a trainer hosting the proxy, it does nothing), and touches only
+pools of arenas whose headers agree (one index, one 1 MiB span, a pool in use), and only when the
+blocks they count are no more than `sys.getallocatedblocks()`. Elsewhere it is a no-op returning 0.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dis
 import functools
+import linecache
 import os
 import struct
 import sys
-import time
+import threading
 from collections.abc import Callable, Iterator
 
 __all__ = ["release_empty_pools", "supported"]
@@ -38,6 +41,7 @@ _DUMMY_SIZE_IDX = 0xFFFF  # what obmalloc gives a pool it carves anew: set it up
 _PAGE = 4096
 _MADV_DONTNEED = 4
 _ARENA_SIZE = 1 << 20
+_WORKER_FILE = os.path.join("concurrent", "futures", "thread.py")
 
 
 def supported() -> bool:
@@ -66,6 +70,27 @@ def _libc() -> tuple[Callable[[int, int, int], int], Callable[[int, object, int,
     pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
     pread.restype = ctypes.c_ssize_t
     return madvise, pread
+
+
+def _others_idle() -> bool:
+    """Whether every other Python thread is an idle `ThreadPoolExecutor` worker, blocked in its
+    `work_queue.get` (fed only by whoever submits work: in the proxy, the event loop, which is this
+    thread). Any other thread might allocate at any moment: then the pools are left alone. Switching
+    the GIL cannot be prevented from Python, so this is what makes the check-then-madvise safe."""
+    me = threading.get_ident()
+    for ident, frame in sys._current_frames().items():
+        if ident == me:
+            continue
+        code = frame.f_code
+        if code.co_name != "_worker" or not code.co_filename.endswith(_WORKER_FILE):
+            return False
+        line = linecache.getline(code.co_filename, frame.f_lineno).strip()
+        if not line.startswith("work_item = work_queue.get(block=True)"):
+            return False
+        opname = next((i.opname for i in dis.get_instructions(code) if i.offset == frame.f_lasti), "")
+        if opname != "CALL":  # in the call, not about to make it or just back from it
+            return False
+    return True
 
 
 def _regions() -> Iterator[tuple[int, int]]:
@@ -139,18 +164,14 @@ def release_empty_pools() -> int:
         empty += [
             address for address, count in pools if not count and hi - _ARENA_SIZE < address < lo + _ARENA_SIZE
         ]
-    if not empty:
+    if not empty or not _others_idle():
         return 0
-    # From the check below to the last madvise no call releases the GIL (PyDLL calls keep it), and with
-    # the switch interval raised no other Python thread is handed it: nothing allocates from a pool
-    # between its check and its madvise. The sleep(0) first lets a thread already asking for it run.
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1000.0)
+    # Every other Python thread is blocked on a queue only this thread feeds (`_others_idle`), so none
+    # can allocate from a pool between its check here and its madvise.
     given = 0
     buf = ctypes.create_string_buffer(_HEADER_BYTES)
     fd = os.open("/proc/self/mem", os.O_RDONLY)
     try:
-        time.sleep(0)
         for address in empty:
             # pread of /proc/self/mem, not a pointer read: an address unmapped since the scan is EIO
             if pread(fd, buf, _HEADER_BYTES, address) != _HEADER_BYTES:
@@ -163,5 +184,4 @@ def release_empty_pools() -> int:
                 given += POOL_SIZE - _PAGE
     finally:
         os.close(fd)
-        sys.setswitchinterval(interval)
     return given

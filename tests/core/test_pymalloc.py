@@ -9,6 +9,8 @@ every arena mapped; neither `gc.collect` nor glibc's `malloc_trim` can give any 
 from __future__ import annotations
 
 import gc
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
@@ -59,3 +61,23 @@ def test_without_the_known_layout_nothing_is_touched(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(pymalloc, "_libc", lambda: None)
     assert pymalloc.supported() is False
     assert release_empty_pools() == 0
+
+
+@needs_pymalloc
+def test_idle_executor_workers_allow_it_and_a_running_thread_forbids_it() -> None:
+    """Another thread that may run could take a pool between its check and its madvise: then nothing
+    is touched. Idle `ThreadPoolExecutor` workers (the proxy's `to_thread` pool) wait on a queue that
+    only this thread feeds."""
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(str, range(4)))  # the workers exist and are idle
+        kept = _peak_with_survivors()
+        assert release_empty_pools() > 4 << 20
+        stop = threading.Event()
+        runner = threading.Thread(target=stop.wait)  # blocked, but on something this thread does not own
+        runner.start()
+        try:
+            kept += _peak_with_survivors()
+            assert release_empty_pools() == 0
+        finally:
+            stop.set()
+            runner.join()
