@@ -182,11 +182,26 @@ class CaptureSessionRegistry:
             self.release()
 
     def release(self) -> None:
-        """Forget the shared caches' contents (dialect memos, rendered suffixes, learnt words) and return
-        whole free heap pages to the OS (`core.heap.trim`). Safe at any time (the caches refill on use);
-        the registry calls it when it has been empty for `release_idle_s`."""
+        """Forget the shared caches' contents (dialect memos, rendered suffixes, learnt words), close the
+        backend's idle engine connections (`close_idle`, where it has one) and return whole free heap
+        pages to the OS (`core.heap.trim`). Safe at any time (the caches refill, connections reopen on
+        use); the registry calls it on its loop when it has been empty for `release_idle_s`."""
         self.dialect_state.clear()
         self.renderer.forget_suffixes()
+        close_idle = getattr(self.backend, "close_idle", None)
+        if close_idle is None:
+            self._trim()
+            return
+        close_idle()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._trim()
+            return
+        # The transports let go of the closed connections over the next loop iterations: trim after that.
+        loop.call_later(0.05, self._trim)
+
+    def _trim(self) -> None:
         trim()
         self.releases += 1
 

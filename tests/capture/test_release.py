@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from openenv.capture.backends import VLLMBackend
+from openenv.capture.backends.engine_http import _Connection
 from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
@@ -86,9 +87,12 @@ def test_python_memory_returns_to_its_start_once_the_last_session_closes(
         finally:
             tracemalloc.stop()
         alive = [o for o in gc.get_objects() if type(o) is CaptureSession]
+        pooled = [o for o in gc.get_objects() if type(o) is _Connection]
     # Without the release the caches alone keep several MB of what these 8 sessions sent.
     assert after - start < 1 << 20, f"{(after - start) / 2**20:.1f} MiB of Python memory kept"
     assert alive == []
+    # The engine connections of the peak are closed and gone (they kept allocator arenas mapped).
+    assert pooled == []
 
 
 def test_a_session_opened_before_the_wait_ends_keeps_the_caches(vllm_url: str, renderer: Renderer) -> None:

@@ -106,6 +106,8 @@ class Backend(Protocol):
     logprobs are, learned once per engine; `capture/logprob_mode.py`) and a `score_logprob_mode` attribute
     (what `score` returns: `processed` when it applies `temperature`, `raw` when it cannot). A backend
     without them records `unknown`, which a training session at a temperature other than 1 refuses.
+    It may offer `close_idle()` too: close the engine connections no request is using (the registry
+    calls it once every session has closed, so a peak's pooled connections do not outlive it).
 
     `generate` and `score` raise `BackendUnavailable` when the engine cannot answer; the caller
     turns that into a retryable error in the harness's dialect and a gap on the trajectory.

@@ -230,6 +230,13 @@ class EngineHTTP:
     def close(self) -> None:
         """Close the idle connections, and those in use once their replies are in."""
         self._closed = True
+        self.close_idle()
+
+    def close_idle(self) -> None:
+        """Close and forget the idle connections; the client stays usable (the next request connects).
+        A pool only drops a connection when a later request passes it, so after a peak of N concurrent
+        turns N connections, with their parsers and transports, stayed behind once the server closed
+        them; made at the peak, they kept whole allocator arenas mapped (docs/benchmarks.md 11d)."""
         while self._idle:
             self._idle.pop().close()
 
@@ -271,6 +278,8 @@ class EngineClient(Protocol):
     ) -> tuple[int, bytes]: ...
 
     def close(self) -> None: ...
+
+    def close_idle(self) -> None: ...
 
 
 def engine_client(base_url: str, *, timeout: float, keepalive_s: float = 4.0) -> EngineClient:
@@ -327,6 +336,9 @@ class HttpxEngine:
             raise ConnectionRefusedError(str(exc)) from None
         except httpx.TransportError as exc:
             raise ServerDisconnected(f"{type(exc).__name__}: {exc}") from None
+
+    def close_idle(self) -> None:
+        """Nothing: httpx's pool expires idle connections itself (`keepalive_expiry`)."""
 
     def close(self) -> None:
         """Close the pooled connections (on the loop the client was used on, when it still runs)."""

@@ -365,6 +365,12 @@ class VLLMBackend:
     async def aclose(self) -> None:
         self._drop_client()
 
+    def close_idle(self) -> None:
+        """Close the engine connections no request is using (the proxy calls it once idle); call it on the
+        loop the client runs on. The next request opens a new one."""
+        if self._http is not None and self._http_loop is asyncio.get_running_loop():
+            self._http.close_idle()
+
     def _client(self) -> EngineClient:
         loop = asyncio.get_running_loop()
         if self._http is None or self._http_loop is not loop:

@@ -131,6 +131,11 @@ class VLLMEngines:
         for engine in self.engines:
             await engine.backend.aclose()
 
+    def close_idle(self) -> None:
+        """Every engine's idle connections closed (`VLLMBackend.close_idle`)."""
+        for engine in self.engines:
+            engine.backend.close_idle()
+
     def loads(self) -> dict[str, dict[str, int | bool]]:
         """Per engine URL: pinned sessions, calls in flight, calls made, failures and health."""
         return {

@@ -5,6 +5,7 @@ and an aiohttp server for ordinary keep-alive. Nothing is mocked."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from openenv.capture.backends.engine_http import EngineHTTP, ReadTimeout, ServerDisconnected
+from openenv.capture.backends.engine_http import EngineHTTP, ReadTimeout, ServerDisconnected, _Connection
 from openenv.core.net import free_port
 
 # A handler gets (request number on this connection, the request's raw head+body, the writer) and
@@ -119,6 +120,40 @@ async def test_concurrent_requests_each_get_their_own_reply(serve: Any) -> None:
     assert server.connections == 4  # one request in flight per connection: no pipelining
     assert await http.request("POST", "/x", b'"d"') == (200, b'"d"') and server.connections == 4
     http.close()
+
+
+async def test_close_idle_lets_go_of_a_peaks_connections_and_the_client_keeps_working(serve: Any) -> None:
+    """A pool drops a connection only when a later request passes it: after a peak of concurrent turns
+    and no request since, every connection of the peak (parser, transport, buffers) stayed alive, even
+    once the server had closed it. `close_idle` is what the proxy calls once idle."""
+
+    async def slow_echo(n: int, request: bytes, writer: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.05)
+        writer.write(reply(request.split(b"\r\n\r\n", 1)[1]))
+        return True
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is _Connection)
+
+    server = await serve(slow_echo)
+    http = EngineHTTP(server.url, timeout=5)
+    await asyncio.gather(*(http.request("POST", "/x", b"%d" % i) for i in range(20)))
+    assert server.connections == 20 and alive() == 20
+    await server.stop()  # the engine closes its side: the pool still holds all 20
+    await asyncio.sleep(0.05)
+    assert alive() == 20
+    http.close_idle()
+    await asyncio.sleep(0.05)  # the transports let go of their protocols on the next iterations
+    assert alive() == 0
+    again = await serve(echo_count)
+    http2 = EngineHTTP(again.url, timeout=5)
+    http2.close_idle()  # nothing pooled yet: a no-op
+    assert await http2.request("POST", "/x", b"1") == (200, b'{"n": 0}')
+    http2.close_idle()
+    assert await http2.request("POST", "/x", b"1") == (200, b'{"n": 0}')  # a new connection
+    assert again.connections == 2
+    http2.close()
 
 
 async def test_a_pooled_connection_the_server_dropped_is_retried_on_a_new_one(serve: Any) -> None:

@@ -1,0 +1,83 @@
+"""`core.pymalloc.release_empty_pools`: empty pools of partly used arenas go back to the OS, and the
+allocator keeps working on them.
+
+The pattern is the proxy's after a peak (docs/benchmarks.md 11d): many small objects made, nearly all
+freed, a few kept. pymalloc returns an arena only when all of it is empty, so the few kept ones hold
+every arena mapped; neither `gc.collect` nor glibc's `malloc_trim` can give any of it back.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psutil
+import pytest
+
+from openenv.core import pymalloc
+from openenv.core.heap import trim
+from openenv.core.pymalloc import release_empty_pools, supported
+
+needs_pymalloc = pytest.mark.skipif(not supported(), reason="reads CPython 3.11's pymalloc on Linux")
+
+PEAK = 400_000  # ~30 MiB of small strings
+KEEP_EVERY = 400  # 1,000 survivors, spread over every arena of the peak
+
+
+def _peak_with_survivors() -> list[str]:
+    made = [f"{i:08d}-survivor-or-not" for i in range(PEAK)]
+    kept = made[::KEEP_EVERY]
+    del made
+    gc.collect()
+    return kept
+
+
+@needs_pymalloc
+def test_trim_gives_back_arenas_that_a_few_survivors_pin() -> None:
+    rss = psutil.Process().memory_info
+    kept = _peak_with_survivors()
+    before = rss().rss
+    trim()  # gc, the empty pools, malloc_trim: without the pools ~0 of the peak comes back
+    given_back = before - rss().rss
+    assert given_back > 8 << 20, f"only {given_back >> 20} MiB given back"
+    assert kept[7] == f"{7 * KEEP_EVERY:08d}-survivor-or-not"
+
+
+@needs_pymalloc
+def test_released_pools_are_used_again_with_their_contents_intact() -> None:
+    kept = _peak_with_survivors()
+    assert release_empty_pools() > 4 << 20
+    assert release_empty_pools() < 1 << 20  # done once: nothing left to give
+    again = [(i, f"{i}" * 3, [i, i + 1]) for i in range(PEAK // 2)]  # lands in the released pools
+    assert all(again[i] == (i, f"{i}" * 3, [i, i + 1]) for i in range(0, PEAK // 2, 97))
+    assert all(k == f"{n * KEEP_EVERY:08d}-survivor-or-not" for n, k in enumerate(kept))
+    del again
+    gc.collect()
+    assert release_empty_pools() > 0
+
+
+def test_without_the_known_layout_nothing_is_touched(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pymalloc, "_libc", lambda: None)
+    assert pymalloc.supported() is False
+    assert release_empty_pools() == 0
+
+
+@needs_pymalloc
+def test_idle_executor_workers_allow_it_and_a_running_thread_forbids_it() -> None:
+    """Another thread that may run could take a pool between its check and its madvise: then nothing
+    is touched. Idle `ThreadPoolExecutor` workers (the proxy's `to_thread` pool) wait on a queue that
+    only this thread feeds."""
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(str, range(4)))  # the workers exist and are idle
+        kept = _peak_with_survivors()
+        assert release_empty_pools() > 4 << 20
+        stop = threading.Event()
+        runner = threading.Thread(target=stop.wait)  # blocked, but on something this thread does not own
+        runner.start()
+        try:
+            kept += _peak_with_survivors()
+            assert release_empty_pools() == 0
+        finally:
+            stop.set()
+            runner.join()
