@@ -9,8 +9,11 @@ every arena mapped; neither `gc.collect` nor glibc's `malloc_trim` can give any 
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
@@ -25,6 +28,17 @@ PEAK = 400_000  # ~30 MiB of small strings
 KEEP_EVERY = 400  # 1,000 survivors, spread over every arena of the peak
 
 
+def _in_a_fresh_interpreter(body: str) -> None:
+    """Run this module's `body()` in a new interpreter: the release acts only while no other Python
+    thread may run, and a test process holds the threads of the tests before it."""
+    code = f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import test_pymalloc; test_pymalloc.{body}()"
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=root
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+
+
 def _peak_with_survivors() -> list[str]:
     made = [f"{i:08d}-survivor-or-not" for i in range(PEAK)]
     kept = made[::KEEP_EVERY]
@@ -35,6 +49,10 @@ def _peak_with_survivors() -> list[str]:
 
 @needs_pymalloc
 def test_trim_gives_back_arenas_that_a_few_survivors_pin() -> None:
+    _in_a_fresh_interpreter("_trim_gives_back_arenas_that_a_few_survivors_pin")
+
+
+def _trim_gives_back_arenas_that_a_few_survivors_pin() -> None:
     rss = psutil.Process().memory_info
     kept = _peak_with_survivors()
     before = rss().rss
@@ -46,6 +64,10 @@ def test_trim_gives_back_arenas_that_a_few_survivors_pin() -> None:
 
 @needs_pymalloc
 def test_released_pools_are_used_again_with_their_contents_intact() -> None:
+    _in_a_fresh_interpreter("_released_pools_are_used_again_with_their_contents_intact")
+
+
+def _released_pools_are_used_again_with_their_contents_intact() -> None:
     kept = _peak_with_survivors()
     assert release_empty_pools() > 4 << 20
     assert release_empty_pools() < 1 << 20  # done once: nothing left to give
@@ -65,6 +87,10 @@ def test_without_the_known_layout_nothing_is_touched(monkeypatch: pytest.MonkeyP
 
 @needs_pymalloc
 def test_idle_executor_workers_allow_it_and_a_running_thread_forbids_it() -> None:
+    _in_a_fresh_interpreter("_idle_executor_workers_allow_it_and_a_running_thread_forbids_it")
+
+
+def _idle_executor_workers_allow_it_and_a_running_thread_forbids_it() -> None:
     """Another thread that may run could take a pool between its check and its madvise: then nothing
     is touched. Idle `ThreadPoolExecutor` workers (the proxy's `to_thread` pool) wait on a queue that
     only this thread feeds."""
