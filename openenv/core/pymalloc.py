@@ -103,9 +103,12 @@ def _regions() -> Iterator[tuple[int, int]]:
                 yield lo, hi
 
 
-def _pool(header: bytes) -> tuple[int, int, int] | None:
-    """(count, arena index, size index) when `header` is a pool header in use, else None."""
-    count, freeblock, _, _, arena, szidx, nextoffset, maxnext = _HEADER.unpack(header)
+def _pool(header: bytes, address: int) -> tuple[int, int, int] | None:
+    """(count, arena index, size index) when `header`, read at `address`, is a pool header in use,
+    else None. An empty pool must also look like one pymalloc emptied: its free list starts inside it
+    (its last block freed), and it links to nothing or to another pool (an arena's free pools), so that
+    other memory that happens to hold such numbers at a 16 KiB boundary is not taken for a pool."""
+    count, freeblock, nextpool, _, arena, szidx, nextoffset, maxnext = _HEADER.unpack(header)
     if szidx >= 32:
         return None
     size = (szidx + 1) * 16
@@ -113,6 +116,11 @@ def _pool(header: bytes) -> tuple[int, int, int] | None:
         return None
     if count > (POOL_SIZE - _HEADER_BYTES) // size or arena > 1 << 24:
         return None
+    if count == 0:
+        if not address + _HEADER_BYTES <= freeblock < address + nextoffset:
+            return None
+        if (freeblock - address - _HEADER_BYTES) % size or (nextpool and nextpool % POOL_SIZE):
+            return None
     return count, arena, szidx
 
 
@@ -130,7 +138,7 @@ def _scan() -> tuple[int, dict[int, list[tuple[int, int]]]]:
                     header = os.pread(fd, _HEADER_BYTES, address)
                 except OSError:
                     header = b""
-                found = _pool(header) if len(header) == _HEADER_BYTES else None
+                found = _pool(header, address) if len(header) == _HEADER_BYTES else None
                 if found is not None:
                     count, arena, _ = found
                     used += count
@@ -176,7 +184,7 @@ def release_empty_pools() -> int:
             # pread of /proc/self/mem, not a pointer read: an address unmapped since the scan is EIO
             if pread(fd, buf, _HEADER_BYTES, address) != _HEADER_BYTES:
                 continue
-            found = _pool(buf.raw)
+            found = _pool(buf.raw, address)
             if found is None or found[0] != 0:
                 continue
             ctypes.c_uint32.from_address(address + _SZIDX_OFFSET).value = _DUMMY_SIZE_IDX

@@ -107,3 +107,37 @@ def _idle_executor_workers_allow_it_and_a_running_thread_forbids_it() -> None:
         finally:
             stop.set()
             runner.join()
+
+
+@needs_pymalloc
+def test_memory_that_only_looks_like_an_empty_pool_is_left_alone() -> None:
+    _in_a_fresh_interpreter("_memory_that_only_looks_like_an_empty_pool_is_left_alone")
+
+
+def _memory_that_only_looks_like_an_empty_pool_is_left_alone() -> None:
+    """The scan reads every private mapping at 16 KiB boundaries, so other memory (a buffer, a heap)
+    can hold numbers shaped like a pool header. Before a pool is emptied of its pages it must look like
+    one pymalloc emptied: a free list that starts inside it; here it does not, and its bytes survive."""
+    import mmap
+    import struct
+
+    region = mmap.mmap(-1, 4 * pymalloc.POOL_SIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    base = ctypes_address(region)
+    first = -base % pymalloc.POOL_SIZE  # the first pool boundary in the region
+    size = 16
+    live = struct.pack("<IxxxxQQQIIII", 1, 0, 0, 0, 777_777, 0, 48 + size, pymalloc.POOL_SIZE - size)
+    fake = struct.pack("<IxxxxQQQIIII", 0, 12345, 0, 0, 777_777, 0, 48 + size, pymalloc.POOL_SIZE - size)
+    region[first : first + len(live)] = live
+    second = first + pymalloc.POOL_SIZE
+    body = b"\xab" * (pymalloc.POOL_SIZE - len(fake))
+    region[second : second + pymalloc.POOL_SIZE] = fake + body
+    _peak_with_survivors()
+    release_empty_pools()
+    assert region[second : second + len(fake)] == fake
+    assert region[second + len(fake) : second + pymalloc.POOL_SIZE] == body
+
+
+def ctypes_address(region: object) -> int:
+    import ctypes
+
+    return ctypes.addressof(ctypes.c_char.from_buffer(region))  # type: ignore[arg-type]
