@@ -177,12 +177,14 @@ def _foreign_privates(source: str) -> list[str]:
         and node.attr.startswith("_")
         and not node.attr.startswith("__")
         and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        and not (isinstance(node.value, ast.Name) and node.value.id == "sys")  # CPython's documented sys._*
         and node.attr not in defined
     ]
 
 
 def test_the_private_attribute_finder_finds_a_read_across_modules() -> None:
     assert _foreign_privates("def f(gate):\n    return gate.pending._done\n") == ["2: gate.pending._done"]
+    assert _foreign_privates("import sys\nframes = sys._current_frames()\n") == []
     assert (
         _foreign_privates(
             "class P:\n    def __init__(self):\n        self._done = 1\ndef f(p):\n    return p._done\n"
