@@ -11,15 +11,17 @@ For each target proxy (ours: `openenv proxy --backend vllm`; the reference's cap
   every tool result `--tool-chars` of fresh text, so the last prompt of the default is ~32k tiny-model
   tokens and no cache shared across sessions helps), through the proxy, to the paced engine of
   bench/engines.py (a slot per session: no engine queueing, so what grows with N is the proxy's);
-- the same N x turns requests go straight to the same engine at the same concurrency, with prompts of the
-  same lengths: **added latency** at p50/p99 is through-the-proxy minus direct, at each percentile;
+- the same N x turns requests go straight to the same engine at the same concurrency, with the very
+  token-id prompts the proxy sent (read back from each session's trajectory): **added latency** at p50/p99 is through-the-proxy minus direct, at each percentile;
 - **proxy CPU per turn** is the proxy process's user+system time over the conversations / turns played;
 - **memory per open session** is the proxy's RSS with the N played sessions still open, minus before
   they opened, / N (the recorded trajectories included: that is what an open session holds);
 - after every session is closed: sessions still listed, open file descriptors and TCP connections of
   the proxy against their values before the level, and RSS against the value before the first level
-  (after a warm-up), which must come back within 5%. Both are read `SETTLE_S` after the last close: ours
-  empties its caches and trims its heap once it has had no session for 5 s (`--release-idle`).
+  (after a warm-up), which must come back within 5%, and against its value before this level (a level
+  repeated, `--levels 1000,1000`, ends where the one before ended unless something leaks). Both are read
+  `SETTLE_S` after the last close: ours empties its caches and trims its heap once it has had no session
+  for 5 s (`--release-idle`).
 
 `--dialects` adds, for ours, a level of N sessions each replaying one recorded harness session of
 bench/sessions/ (claude-code: Anthropic Messages, codex: Responses, gemini-cli: Gemini, pi: Chat), so
@@ -36,6 +38,7 @@ import gc
 import json
 import random
 import sys
+from array import array
 import time
 from pathlib import Path
 from typing import Any
@@ -133,39 +136,39 @@ async def _sessions(target: Target, http: Any, n: int) -> list[tuple[str, dict[s
     return opened
 
 
-async def _prompt_lengths(target: Target, http: Any, token: str) -> list[int]:
-    """Prompt length of every turn of one of our sessions, read back from its trajectory."""
+async def _prompts(target: Target, http: Any, token: str) -> list[tuple[array[int], int]]:
+    """Every turn's prompt as our proxy sent it to the engine, read back from the session's trajectory:
+    (its sequence's ids, the prompt's length), a turn's prompt being the first `prompt_len` ids of its
+    sequence. The direct path replays these very ids, so the engine parses the same bodies both ways."""
     async with http.get(f"{target.base}/sessions/{token}/trajectory") as r:
-        doc = await r.json()
-    return [int(turn["prompt_len"]) for turn in doc["turns"] if not turn.get("aux")]
+        turns = (await r.json())["turns"]
+    async with http.get(f"{target.base}/sessions/{token}/sequences") as r:
+        rows = (await r.json())["sequences"]
+    streams = [array("i", row["prompt_ids"] + row["completion_ids"]) for row in rows]
+    return [(streams[t["sequence"]], int(t["prompt_len"])) for t in turns if not t.get("aux")]
 
 
 async def _direct(
     engine_url: str,
     http: Any,
-    lengths: list[list[int]],
+    prompts: list[list[tuple[array[int], int]]],
     think_s: float = 0.0,
     split: list[dict[str, float]] | None = None,
 ) -> list[float]:
-    """The same requests straight to the engine: token-id prompts of the proxied prompts' lengths."""
+    """The same requests straight to the engine: the token-id prompts the proxy sent, id for id."""
     times: list[float] = []
 
-    async def play(session: list[int], rng: random.Random) -> None:
-        for length in session:
+    async def play(session: list[tuple[array[int], int]], rng: random.Random) -> None:
+        for stream, length in session:
             if think_s:
                 await asyncio.sleep(rng.expovariate(1 / think_s))
+            prompt = stream[:length].tolist() if stream else [7] * length
             body = json.dumps(
-                {
-                    "model": "tiny",
-                    "prompt": [7] * length,
-                    "max_tokens": 64,
-                    "logprobs": 0,
-                    "return_token_ids": True,
-                }
+                {"model": "tiny", "prompt": prompt, "max_tokens": 64, "logprobs": 0, "return_token_ids": True}
             ).encode()
             await _post(http, f"{engine_url}/v1/completions", body, {}, times, split)
 
-    await asyncio.gather(*(play(s, random.Random(i)) for i, s in enumerate(lengths)))
+    await asyncio.gather(*(play(s, random.Random(i)) for i, s in enumerate(prompts)))
     return times
 
 
@@ -227,17 +230,20 @@ async def level(
         await asyncio.gather(*(play(s, p) for s, p in zip(sessions, plays)))
         wall, cpu = time.perf_counter() - t0, _cpu(proc) - cpu0
         rss_open = proc.memory_info().rss
-        lengths = None
+        prompts: list[list[tuple[array[int], int]]] | None = None
         if target.name == "ours" and not dialects:
-            lengths = await asyncio.gather(*(_prompt_lengths(target, http, tok) for _, _, tok in sessions))
+            prompts = []
+            for start in range(0, n, 50):  # in batches: each read is a sequence's ids as JSON
+                batch = sessions[start : start + 50]
+                prompts += await asyncio.gather(*(_prompts(target, http, tok) for _, _, tok in batch))
         for start in range(0, n, 100):
             await asyncio.gather(*(target.close(http, tok) for _, _, tok in sessions[start : start + 100]))
-        if lengths is None:  # the reference: the same conversations, measured by our renderer's lengths
-            lengths = [[0] * turns for _ in range(n)]
+        if prompts is None:  # the reference: nothing to replay
+            prompts = [[(array("i"), 0)] * turns for _ in range(n)]
         direct_split: list[dict[str, float]] = []
         direct = (
-            await _direct(engine_url, http, lengths, think_s, direct_split)
-            if any(any(s) for s in lengths)
+            await _direct(engine_url, http, prompts, think_s, direct_split)
+            if any(length for session in prompts for _, length in session)
             else []
         )
         listed = await _still_open(target, http, [tok for _, _, tok in sessions])
@@ -261,6 +267,8 @@ async def level(
         "left_fds": proc.num_fds() - fds0,
         "left_tcp": _tcp(proc) - tcp0,
         "rss_vs_start": proc.memory_info().rss / rss_start,
+        # the same level again ends where the last one did if nothing leaks (no growth per round)
+        "rss_vs_level_start": proc.memory_info().rss / rss0,
     }
     if split:  # per request, from the proxy's Server-Timing: no second distribution to subtract
         beyond = [s["beyond_engine"] for s in split]
@@ -280,7 +288,7 @@ async def level(
             direct_p99_ms=percentile(direct, 99),
             added_p50_ms=row["p50_ms"] - percentile(direct, 50),
             added_p99_ms=row["p99_ms"] - percentile(direct, 99),
-            last_prompt_tokens=max(max(s) for s in lengths),
+            last_prompt_tokens=max(length for session in prompts for _, length in session),
         )
     return row
 
@@ -409,7 +417,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The rows as a Markdown table."""
     head = (
         "| proxy | sessions | turns | turns/s | CPU ms/turn | vs 1 session | p50 / p99 ms | "
-        "added p50 / p99 ms | KB per open session | left: sessions, fds, tcp | RSS vs start |\n"
+        "added p50 / p99 ms | KB per open session | left: sessions, fds, tcp | RSS vs start (vs this level's) |\n"
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     )
     lines = [head]
@@ -424,7 +432,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {name} | {r['sessions']} | {r['turns']} | {r['turns_per_s']:.0f} | {r['cpu_ms_per_turn']:.2f} | "
             f"{r.get('cpu_vs_first_level', 1):.2f}x | {r['p50_ms']:.0f} / {r['p99_ms']:.0f} | {added} | "
             f"{r['mem_kb_per_session']:.0f} | {r['left_sessions']}, {r['left_fds']}, {r['left_tcp']} | "
-            f"{r['rss_vs_start']:.3f} |"
+            f"{r['rss_vs_start']:.3f} ({r.get('rss_vs_level_start', float('nan')):.3f}) |"
         )
     split = [r for r in rows if "beyond_engine_p50_ms" in r]
     if split:
