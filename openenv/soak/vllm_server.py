@@ -36,7 +36,7 @@ class VLLMServer:
         model: str | Path,
         *,
         port: int | None = None,
-        kv_cache_bytes: int = 256 * 1024 * 1024,
+        kv_cache_bytes: int = 1024 * 1024 * 1024,
         max_model_len: int | None = None,
         extra_args: list[str] | None = None,
         python: str | None = None,
@@ -90,16 +90,25 @@ class VLLMServer:
         """Launch the server and wait until it answers `/health`."""
         return self.launch().wait_ready(timeout)
 
-    def launch(self) -> Self:
-        """Start the process and return at once (`wait_ready` waits for it): a caller can do other work
-        while vLLM spends its ~30 s importing and loading."""
+    def environment(self) -> dict[str, str]:
+        """The server's environment: this process's, on the CPU platform, offline, without usage stats.
+
+        `VLLM_CPU_KVCACHE_SPACE` is dropped: vLLM's CPU platform lets that legacy variable (whole GiB)
+        replace `--kv-cache-memory-bytes`, so while it was set here (to 1) `kv_cache_bytes` was ignored
+        and every server got 1 GiB whatever it asked for."""
         env = dict(os.environ)
+        env.pop("VLLM_CPU_KVCACHE_SPACE", None)
         env.setdefault("VLLM_TARGET_DEVICE", "cpu")
-        env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         env.setdefault("VLLM_NO_USAGE_STATS", "1")
         env.setdefault("DO_NOT_TRACK", "1")
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.setdefault("TRANSFORMERS_OFFLINE", "1")
+        return env
+
+    def launch(self) -> Self:
+        """Start the process and return at once (`wait_ready` waits for it): a caller can do other work
+        while vLLM spends its ~30 s importing and loading."""
+        env = self.environment()
         log = self.log_path.open("wb")
         # Its own process group, led by a guard that stops the group when this process dies in any way
         # (pytest-timeout's os._exit, SIGKILL): an orphaned vLLM holds 1.8 GB. atexit covers a normal exit
