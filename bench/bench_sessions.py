@@ -38,8 +38,8 @@ import gc
 import json
 import random
 import sys
-from array import array
 import time
+from array import array
 from pathlib import Path
 from typing import Any
 

@@ -118,7 +118,6 @@ class CaptureSession:
         self.last_active = time.monotonic()  # the idle reaper's clock
         self.count_tokens_calls = 0  # answered by the tokenizer; never stored as turns
         self._answering = 0  # requests inside handle(), which the idle reaper must not cut off
-        self._logprob_mode: LogprobMode | None = None
 
     @property
     def mode(self) -> Mode:
@@ -435,15 +434,15 @@ class CaptureSession:
         return gen.token_ids, gen.logprobs, gen.finish_reason
 
     async def logprob_mode(self) -> LogprobMode:
-        """The engine's verdict on its sampled logprobs (`capture/logprob_mode.py`), asked once per session
-        (the backend probes once per engine).
+        """The verdict on its sampled logprobs (`capture/logprob_mode.py`) of the engine this session is on
+        now. Asked each time, not once per session: a session over several engines moves when its engine
+        fails, and the engines of a pool may disagree (the backend probes each engine once, so asking again
+        costs nothing).
 
         Raises:
             BackendUnavailable: the engine did not answer the probe.
         """
-        if self._logprob_mode is None:
-            self._logprob_mode = await engine_logprob_mode(self._backend)
-        return self._logprob_mode
+        return await engine_logprob_mode(self._backend)
 
     async def check_trainable(self) -> None:
         """Refuse this session if it trains (`policy="trainer"` with sampling of its own) at a temperature

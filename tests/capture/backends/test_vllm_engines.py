@@ -5,7 +5,8 @@ least-loaded engine, and an engine that fails leaves the rotation until it passe
 The second engine sits behind a `FaultProxy`, so the tests take it down and bring it back. It is the capture
 package's other vLLM server (`raw_vllm_url`, tests/capture/conftest.py), shared with the logprob-mode tests
 rather than a third one: the pool routes by load, never by logprob mode, and these tests sample greedily,
-where its raw logprobs and the suite server's processed ones are the same `log_softmax(logits)`.
+where its raw logprobs and the suite server's processed ones are the same `log_softmax(logits)`. The last
+test is about that difference: a session that moves from one to the other at T=0.5.
 """
 
 from __future__ import annotations
@@ -183,3 +184,31 @@ def test_a_proxy_over_several_engines_streams_the_tokens_it_would_answer_whole(
         assert texts == [answer, answer]
         loads = engines.loads()
         assert loads[vllm_url]["calls"] >= 1 and loads[flaky.url]["calls"] >= 1, "both engines streamed"
+
+
+def test_a_session_moved_to_an_engine_of_another_logprob_mode_records_that_engines_mode(
+    vllm_url: str, raw_vllm_url: str, tiny_model: Path
+):
+    """Engines of one pool may disagree on what their logprobs are. A session that moves mid-episode marks
+    each turn with the mode of the engine that sampled it: a session that kept its first engine's verdict
+    called the raw engine's T=0.5 logprobs the trainer's distribution (trainable)."""
+    from openai import OpenAI
+
+    from openenv.capture.server import CaptureServer
+
+    with FaultProxy(vllm_url) as processed:
+        engines = VLLMEngines([processed.url, raw_vllm_url])
+        with CaptureServer(backend=engines, model=tiny_model) as server:
+            session = server.open_session(
+                mode="auto", sampling=SamplingParams(max_tokens=4, temperature=0.5), sampling_policy="request"
+            )
+            client = OpenAI(base_url=f"{session.base_url}/v1", api_key="x", max_retries=0)
+            client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "one"}])
+            processed.set("down")
+            client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "two"}])
+            first, second = session.turns()
+            assert engines.loads()[raw_vllm_url]["calls"] >= 1, (
+                "the second turn was sampled on the raw engine"
+            )
+            assert (first.logprob_mode, first.trainable) == ("processed", True)
+            assert (second.logprob_mode, second.trainable) == ("raw", False)
