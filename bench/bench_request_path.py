@@ -33,7 +33,8 @@ import xxhash
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import CALL, InstantBackend, _table, conversation_bodies, fresh
+from bench_proxy import InstantBackend, _table
+from conversations import CALL, conversation_bodies, fresh
 
 PHASES = ("parse", "canonical", "digest", "handle", "reply")
 KEYS = (*PHASES, "whole")

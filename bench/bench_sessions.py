@@ -50,7 +50,8 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
 import servers
-from bench_proxy import TARGETS, Target, conversation_bodies, fresh, restart_fresh
+from bench_proxy import TARGETS, Target
+from conversations import conversation_bodies, fresh, restart_fresh
 
 __all__ = ["level", "main", "percentile", "run"]
 
