@@ -127,7 +127,7 @@ def test_another_local_user_reads_nothing_of_a_live_episode(
             assert namespace is not None, "the sandbox reaches the proxy neither by a socket nor a namespace"
             connect = as_user(
                 other,
-                f"nsenter --net={namespace} python3 -c \"import socket; "
+                f'nsenter --net={namespace} python3 -c "import socket; '
                 f"socket.create_connection(('127.0.0.1', {proxy_port}), timeout=5)\" && echo CONNECTED",
             )
         listing = as_user(other, f"ls {box.root}")

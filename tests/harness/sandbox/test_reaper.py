@@ -47,6 +47,8 @@ def test_folders_still_queued_at_exit_are_removed_before_the_process_ends(tmp_pa
         "    box.close()\n"
     )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == []
