@@ -37,7 +37,9 @@ process, i.e. the proxy and the env, grew above its idle size). The overhead is 
 <= 1.15x). Where openenv's time goes (per episode, exclusive wall seconds, and CPU seconds at c=1):
 sandbox set-up, harness start (config, setup commands, spawn), waiting on the harness (its own work and
 the proxy's request parsing), answering turns (the proxy: the oracle's reply tokenized, scored,
-encoded), the verifier, tear-down, and the rest (session open, log writing). The 1-minute load average
+encoded), the verifier, tear-down, and the rest (session open, log writing); and beside them the wall
+seconds the stand-in engine's calls took (the model's time: it scores every oracle reply, `prompt_logprobs`
+over the whole prompt, which the floor's model never does). The 1-minute load average
 is recorded with every row: on a shared machine read the CPU columns before the wall ones. Needs root
 (bubblewrap sandboxes as root, the cgroup) and the harness CLIs installed.
 """
@@ -133,6 +135,21 @@ def instrument(phases: Phases, model_s: float = 0.0) -> None:
             answer(self, episode, action)
 
         cls._answer = paced
+    # The stand-in engine's own wall time (its replies built and sent), summed over every call: what a
+    # turn waits for that is the model's, not ours. The oracle's replies are scored (`prompt_logprobs`
+    # over the whole prompt, ~12k rows for codex), which the floor's model never does.
+    from openenv.capture.backends.vllm import VLLMBackend
+
+    raw_post = VLLMBackend._raw_post
+
+    async def timed_post(self: Any, body: dict[str, Any]) -> tuple[int, bytes]:
+        start = time.perf_counter()
+        try:
+            return await raw_post(self, body)
+        finally:
+            ENGINE.add(time.perf_counter() - start)
+
+    VLLMBackend._raw_post = timed_post
     cls._local_sandbox = phases.wrap("sandbox", cls._local_sandbox)
     env_mod.stage_workspace = phases.wrap("sandbox", env_mod.stage_workspace)
     env_mod._stage_solution = phases.wrap("sandbox", env_mod._stage_solution)
@@ -251,6 +268,21 @@ class CpuGroup:
 CPU: CpuGroup | None = None
 
 
+class _Total:
+    """Seconds summed from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.seconds = 0.0
+
+    def add(self, seconds: float) -> None:
+        with self._lock:
+            self.seconds += seconds
+
+
+ENGINE = _Total()
+
+
 def _cpu() -> tuple[float, float]:
     t = os.times()
     total = CPU.seconds() if CPU is not None else t.user + t.system + t.children_user + t.children_system
@@ -263,6 +295,7 @@ def _batch(
     """`concurrency` episodes at once: their results, the batch's wall, CPU and peak memory."""
     load = os.getloadavg()[0]
     self0, all0 = _cpu()
+    engine0 = ENGINE.seconds
     start = time.perf_counter()
     with Sampler(exclude) as sampler, ThreadPoolExecutor(concurrency) as pool:
         episodes = [f.result() for f in [pool.submit(run_one) for _ in range(concurrency)]]
@@ -273,6 +306,7 @@ def _batch(
         "episodes": episodes,
         "wall_s": wall,
         "cpu_s": all1 - all0 - sampler.cpu_s,
+        "engine_s": ENGINE.seconds - engine0,
         "self_cpu_s": self1 - self0 - sampler.cpu_s,
         "peak_mb": peak / 1e6,
         "load_1m": load,
@@ -291,6 +325,7 @@ def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
         "wall_per_episode_s": sum(e["wall_s"] for e in episodes) / n,
         "cpu_per_episode_s": sum(b["cpu_s"] for b in batches) / n,
         "self_cpu_per_episode_s": sum(b["self_cpu_s"] for b in batches) / n,
+        "engine_wall_per_episode_s": sum(b.get("engine_s", 0.0) for b in batches) / n,
         "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,
         "ok": sum(1 for e in episodes if e["ok"]),
         "load_1m": sum(b["load_1m"] for b in batches) / len(batches),
@@ -470,15 +505,15 @@ def render(report: dict[str, Any]) -> str:
         "",
         "where openenv's wall time goes, seconds per episode:",
         "",
-        "| harness | c | " + " | ".join(PHASES) + " |",
-        "|---|---:|" + "---:|" * len(PHASES),
+        "| harness | c | " + " | ".join(PHASES) + " | the stand-in engine's calls |",
+        "|---|---:|" + "---:|" * (len(PHASES) + 1),
     ]
     for r in report["rows"]:
         if r["side"] == "openenv":
             lines.append(
                 f"| {r['harness']} | {r['concurrency']} | "
                 + " | ".join(f"{r['phases'][p]:.2f}" for p in PHASES)
-                + " |"
+                + f" | {r.get('engine_wall_per_episode_s', float('nan')):.3f} |"
             )
     lines += [
         "",

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING or __name__ != "__main__":
     import asyncio  # the in-process half only: the script's start must not pay for it (see above)
 
-__all__ = ["UnixToTcpBridge", "serve_tcp_to_unix", "serve_tcp_to_unix_threads"]
+__all__ = ["UnixToTcpBridge", "serve_tcp_to_unix", "serve_tcp_to_unix_threads", "splice_handler"]
 
 _CHUNK = 65536
 
@@ -42,9 +42,10 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
         pass
 
 
-def _splice(
+def splice_handler(
     connect: Callable[[], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]],
 ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]:
+    """A stream server's handler that connects each client with `connect()` and copies both ways."""
     # The loop keeps only weak references to tasks, and while both sockets have reading paused (flow
     # control) nothing else reaches a connection's task: the garbage collector then destroys it mid-copy,
     # closing both ends ("Task was destroyed but it is pending!"; the harness sees its reply cut off).
@@ -86,7 +87,7 @@ class UnixToTcpBridge:
 
     def start(self) -> UnixToTcpBridge:
         self._loop.start()
-        handler = _splice(lambda: asyncio.open_connection(*self._target))
+        handler = splice_handler(lambda: asyncio.open_connection(*self._target))
         try:
             self._server = self._loop.run(asyncio.start_unix_server(handler, path=str(self.socket_path)), 10)
         except Exception as exc:
@@ -110,7 +111,7 @@ class UnixToTcpBridge:
 
 async def serve_tcp_to_unix(host: str, port: int, socket_path: str, ready: Path | None = None) -> None:
     """Listen on HOST:PORT and forward every connection to the unix socket; runs until cancelled."""
-    handler = _splice(lambda: asyncio.open_unix_connection(socket_path))
+    handler = splice_handler(lambda: asyncio.open_unix_connection(socket_path))
     server = await asyncio.start_server(handler, host, port)
     if ready is not None:
         ready.write_text("ready\n")

@@ -19,6 +19,7 @@ import pytest
 from openenv.core.net import free_port
 from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix, serve_tcp_to_unix_threads
 from openenv.harness.sandbox import LocalSandbox
+from openenv.harness.sandbox import local as local_mod
 from openenv.harness.sandbox.rootfs import ImageRoot
 
 
@@ -155,6 +156,10 @@ def test_a_forwarder_that_cannot_listen_says_so_on_its_ready_fifo(tmp_path):
     assert heard == ["failed\n"]
 
 
+def _refused(ports: tuple[int, ...]) -> None:
+    raise PermissionError(1, "unshare(CLONE_NEWNET): Operation not permitted")
+
+
 def _image_without_python(root: Path) -> ImageRoot:
     """An unpacked image holding only this host's `sh` and the libraries it loads: no python3."""
     sh = Path(shutil.which("sh") or "/bin/sh").resolve()
@@ -173,12 +178,26 @@ def _image_without_python(root: Path) -> ImageRoot:
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="an image root in the local sandbox is set up as root here")
-def test_an_image_without_python3_fails_the_harness_start_instead_of_hanging(tmp_path):
-    """The forwarder runs on the image's python3. Where there is none, nothing ever opened the ready FIFO
-    to write `failed`, and the shell waited for a writer until the harness's timeout."""
+def test_an_image_without_python3_fails_the_harness_start_instead_of_hanging(tmp_path, monkeypatch):
+    """Where the sandbox cannot have a namespace of this process's making (no CAP_SYS_ADMIN), the
+    forwarder runs on the image's python3. Where there is none, nothing ever opened the ready FIFO to
+    write `failed`, and the shell waited for a writer until the harness's timeout."""
+    monkeypatch.setattr(local_mod, "LoopbackNamespace", _refused)
     image = _image_without_python(tmp_path / "image")
     with LocalSandbox(image=image, forward_ports=(free_port(),)) as box:
         result = box.run(["sh", "-c", "echo the harness ran"], timeout_s=60)
     assert not result.timed_out, result
     assert result.exit_code == 111, result
     assert "the forwarder to port" in result.output and "the harness ran" not in result.output
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="an image root in the local sandbox is set up as root here")
+def test_an_image_without_python3_starts_its_harness_with_the_proxys_port_forwarded(tmp_path):
+    """Run as root, the proxy's port listens in a namespace this process made (`sandbox/netns.py`):
+    nothing runs in the sandbox to carry it, so an image with no python3 starts its harness (which the
+    forwarder's start refused, above). That the port is reached is `tests/harness/sandbox/test_netns.py`."""
+    image = _image_without_python(tmp_path / "image")
+    with LocalSandbox(image=image, forward_ports=(free_port(),)) as box:
+        result = box.run(["sh", "-c", "echo the harness ran"], timeout_s=60)
+    assert result.exit_code == 0, result
+    assert "the harness ran" in result.output

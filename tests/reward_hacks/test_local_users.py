@@ -108,7 +108,7 @@ def test_another_local_user_reads_nothing_of_a_live_episode(
         box.stage("/solution", {"solve.sh": f"echo {SECRET}\n"})
         box.write_files({"notes.txt": SECRET})
         process = box.start(["sh", "-c", f"echo {SECRET}; sleep 60"], env={}, timeout_s=60)
-        sock = next((box.root / "sock").glob("*.sock"))
+        sock = next((box.root / "sock").glob("*.sock"), None)
         logs = " ".join(str(p) for p in (box.root / "logs").glob("*.log"))
         targets = {
             "session token": box.home / ".pi" / "agent" / "models.json",
@@ -117,12 +117,22 @@ def test_another_local_user_reads_nothing_of_a_live_episode(
         }
         reads = {what: as_user(other, f"cat {path}") for what, path in targets.items()}
         reads["harness log"] = as_user(other, f"cat {logs}")
-        connect = as_user(
-            other,
-            f"python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{sock}')\" && echo CONNECTED",
-        )
+        if sock is not None:  # the proxy's unix socket (Docker's; the local sandbox's forwarders)
+            connect = as_user(
+                other,
+                f"python3 -c \"import socket; socket.socket(socket.AF_UNIX).connect('{sock}')\" && echo CONNECTED",
+            )
+        else:  # the local sandbox's own namespace, where the proxy's port listens (sandbox/netns.py)
+            namespace = getattr(box, "network_namespace", None)
+            assert namespace is not None, "the sandbox reaches the proxy neither by a socket nor a namespace"
+            connect = as_user(
+                other,
+                f'nsenter --net={namespace} python3 -c "import socket; '
+                f"socket.create_connection(('127.0.0.1', {proxy_port}), timeout=5)\" && echo CONNECTED",
+            )
         listing = as_user(other, f"ls {box.root}")
-        root_mode, sock_mode = box.root.stat().st_mode & 0o777, sock.stat().st_mode & 0o777
+        root_mode = box.root.stat().st_mode & 0o777
+        sock_mode = sock.stat().st_mode & 0o777 if sock is not None else 0o600
         process.kill()
     leaked = [what for what, result in reads.items() if SECRET in result.stdout]
     leaked += ["proxy socket"] if "CONNECTED" in connect.stdout else []

@@ -41,6 +41,8 @@ from openenv.harness.sandbox.local_process import (
     owner_prefix,
     sandboxed_processes,
 )
+from openenv.harness.sandbox.netns import LoopbackNamespace
+from openenv.harness.sandbox.reaper import remove_later
 from openenv.harness.sandbox.rootfs import ImageRoot, ensure_mountpoint
 
 __all__ = [
@@ -137,6 +139,7 @@ class LocalSandbox(HostFolders):
         self._swept = 0  # processes started before the last search by marker (end_agent)
         self._made_mountpoints: set[PurePosixPath] = set()
         self._bridges: list[forwarder.UnixToTcpBridge] = []
+        self._netns: LoopbackNamespace | None = None
         self._cgroup: SandboxCgroup | None = None
         self._closed = True  # until every part exists: close() then has nothing to undo
         self._readonly: dict[str, bool] = {"/tests": True, "/solution": True}
@@ -175,6 +178,15 @@ class LocalSandbox(HostFolders):
         if self._isolation == "bwrap":
             write_identity(self.root / "etc", os.getuid() if self._uid is None else self._uid, self.home)
         self._cgroup = self._make_cgroup()
+        if self._network == "loopback" and forward_ports and os.geteuid() == 0:
+            # The proxy's ports listen inside a namespace this process made: no forwarder process in the
+            # sandbox, and no wait for one before each command (see netns.py). Where that cannot be
+            # done (a container without CAP_SYS_ADMIN), the forwarders below.
+            try:
+                self._netns = LoopbackNamespace(forward_ports)
+                return
+            except OSError as exc:
+                _log.debug("sandbox %s: no namespace of its own for the proxy's ports (%s)", self.id, exc)
         if self._network == "loopback":
             for port in forward_ports:
                 sock = self.root / "sock" / f"p{port}.sock"
@@ -224,6 +236,13 @@ class LocalSandbox(HostFolders):
         """How this sandbox's processes are grouped and limited (for reports), or `none`."""
         return self._cgroup.described if self._cgroup is not None else "none"
 
+    @property
+    def network_namespace(self) -> str | None:
+        """The path of the namespace where the agent's commands reach the proxy's ports (root only: it
+        names a descriptor of this process), or None: forwarders, another network, or the agent's side
+        has ended."""
+        return self._netns.path if self._netns is not None else None
+
     def usage(self) -> dict[str, int]:
         """What the sandbox-wide limits saw (peak processes, forks refused, peak memory, OOM kills)."""
         return self._cgroup.usage() if self._cgroup is not None else {}
@@ -262,6 +281,9 @@ class LocalSandbox(HostFolders):
         bridges, self._bridges = self._bridges, []
         for bridge in bridges:
             bridge.close()
+        netns, self._netns = self._netns, None
+        if netns is not None:
+            netns.close()
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
@@ -371,20 +393,22 @@ class LocalSandbox(HostFolders):
     def _wrap(self, argv: list[str], cwd: str) -> list[str]:
         loopback = self._network == "loopback"
         isolated = self._isolation == "bwrap"
+        # Joined before bubblewrap starts, which then makes no network namespace of its own.
+        enter = self._netns.enter_argv() if loopback and self._netns is not None else []
         if loopback and self._bridges:
             python = sys.executable if self._image is None else "python3"
             argv = ["/bin/sh", "-c", f'{self._forwarders(isolated)}; exec "$@"', python, *argv]
         if isolated:
-            return isolation_mod.bwrap_argv(
+            return enter + isolation_mod.bwrap_argv(
                 argv,
                 mounts=self._mounts(),
                 chdir=cwd,
-                loopback=loopback,
+                loopback=loopback and not enter,
                 uid=self._uid,
                 image_root=None if self._image is None else self._image.rootfs,
             )
-        if not loopback:
-            return argv
+        if not loopback or enter:
+            return enter + argv
         script = f'{_ip_binary()} link set lo up; exec "$@"'
         return [shutil.which("unshare") or "unshare", "--net", "--", "/bin/sh", "-c", script, "sh", *argv]
 
@@ -454,7 +478,9 @@ class LocalSandbox(HostFolders):
         self.end_agent()  # its processes, and the bridges to the proxy
         if self._cgroup is not None:
             self._cgroup.remove()
-        shutil.rmtree(self.root, ignore_errors=True)
+        # Nothing of the sandbox's runs any more: the folder leaves its path now, its files go on a
+        # background thread (11-13 ms of every codex episode's wall; `reaper.py`).
+        remove_later(self.root)
 
     def __enter__(self) -> Self:
         return self

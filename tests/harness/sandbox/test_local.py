@@ -13,6 +13,7 @@ import pytest
 
 from openenv.core.net import free_port
 from openenv.harness.sandbox import Limits, LocalSandbox
+from openenv.harness.sandbox import local as local_mod
 
 
 def _alive(proc: psutil.Process) -> bool:
@@ -107,8 +108,17 @@ class _Hello(http.server.BaseHTTPRequestHandler):
         pass
 
 
+def _no_namespace(ports: tuple[int, ...]) -> None:
+    raise PermissionError(1, "unshare(CLONE_NEWNET): Operation not permitted")
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
-def test_loopback_namespace_has_only_lo_and_reaches_the_forwarded_port():
+@pytest.mark.parametrize("carried_by", ["our namespace", "the forwarder"])
+def test_loopback_namespace_has_only_lo_and_reaches_the_forwarded_port(carried_by, monkeypatch):
+    """Both ways of carrying the proxy's port in: the namespace openenv makes (root), and the in-sandbox
+    forwarder where it cannot make one (no CAP_SYS_ADMIN)."""
+    if carried_by == "the forwarder":
+        monkeypatch.setattr(local_mod, "LoopbackNamespace", _no_namespace)
     port = free_port()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), _Hello)
     threading.Thread(target=server.serve_forever, daemon=True).start()
