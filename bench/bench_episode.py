@@ -18,7 +18,9 @@ drifts hit both):
   proxy, the oracle's replies scored by the engine, the verifier, the JSONL log). The engine is
   `bench/engines.py instant` (answers at once), so what is measured is the harness plus us.
 - **floor**: the same harness CLI, same config, same task files, started directly (no sandbox, no
-  proxy) against a stand-in model server that answers each request with the oracle's reply at once,
+  proxy; run as root, in a loopback-only network namespace where only the stand-in's port answers,
+  as openenv's sandbox gives the harness: on the host's network codex sends DNS queries of its own)
+  against a stand-in model server that answers each request with the oracle's reply at once,
   in the harness's own wire format (OpenAI Chat or Anthropic Messages, streamed), then the task's
   tests run plainly in its folder (`episode_floor.py`). That is the harness's own cost, and the cost of
   knowing whether it solved the task: what we cannot go below. The tests' CPU and wall are timed apart,
@@ -66,7 +68,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from episode_floor import floor_episode, oracle_app
+from episode_floor import floor_episode, floor_network, oracle_app
 
 TASK = "fix-temperature-conversion"
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
@@ -404,10 +406,12 @@ def run(
     try:
         server = CaptureServer(backend=VLLMBackend(engine_url), model=tiny_model_path()).start()
         exclude = {engine.pid, oracle.pid}
+        net = floor_network(oracle_url)  # the floor's CLI reaches only its stand-in, as openenv's does
+        enter = net.enter_argv() if net is not None else None
         try:
             for harness in harnesses:
                 ours = lambda h=harness: openenv_episode(h, task, server, engine_url, logs, phases)
-                floor = lambda h=harness: floor_episode(h, task, oracle_url, grade=True)
+                floor = lambda h=harness: floor_episode(h, task, oracle_url, grade=True, enter=enter)
                 warm = [ours(), floor()]  # tokenizer, first sandbox, Node's compile cache
                 if not all(w["ok"] for w in warm):
                     raise SystemExit(f"{harness}: the warm-up episode failed: {[w['error'] for w in warm]}")
@@ -430,6 +434,8 @@ def run(
                         on_row(row)
         finally:
             server.stop()
+            if net is not None:
+                net.close()
     finally:
         CPU.close()
         for proc in (engine, oracle):

@@ -277,9 +277,33 @@ def oracle_app(model_s: float = 0.0) -> Any:
 # ---- the bare CLI, and its tests ---------------------------------------------------------------------
 
 
-def floor_episode(harness: str, task_id: str, url: str, *, grade: bool = False) -> dict[str, Any]:
+def floor_network(url: str) -> Any:
+    """A loopback-only network namespace for the floor's CLIs, where the stand-in model's port reaches the
+    stand-in (`LoopbackNamespace`, the way openenv carries the proxy's port into its sandboxes), or None
+    where none can be made (not root): the CLI then runs on the host's network.
+
+    On the host's network a bare CLI sends traffic of its own (codex syncs its plugins with `git
+    ls-remote https://github.com/...`: DNS queries to the machine's resolver), which these machines must
+    not send, and which openenv's sandbox never lets out either."""
+    from urllib.parse import urlsplit
+
+    from openenv.harness.sandbox.netns import LoopbackNamespace
+
+    port = urlsplit(url).port
+    assert port is not None
+    try:
+        return LoopbackNamespace((port,))
+    except OSError as exc:
+        print(f"the floor runs on the host's network ({exc})", flush=True)
+        return None
+
+
+def floor_episode(
+    harness: str, task_id: str, url: str, *, grade: bool = False, enter: list[str] | None = None
+) -> dict[str, Any]:
     """The harness CLI on its own: task files in a temp folder, its config, the stand-in model; with
-    `grade`, then the task's tests as a user would run them (no sandbox), timed apart."""
+    `grade`, then the task's tests as a user would run them (no sandbox), timed apart. `enter` prefixes
+    the CLI's commands (`floor_network`'s `enter_argv()`: the CLI reaches only the stand-in)."""
     from openenv.harness.catalog import get_spec
     from openenv.harness.launch import harness_path
     from openenv.harness.sandbox.files import write_tree
@@ -310,12 +334,13 @@ def floor_episode(harness: str, task_id: str, url: str, *, grade: bool = False) 
             **task.env,
             **spec.environment(ctx),
         }
+        prefix = list(enter or [])
         for argv in spec.setup_argvs(ctx):
-            subprocess.run(argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
+            subprocess.run(prefix + argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
         # A session of its own, as the sandbox gives the harness: with the kernel's autogroup scheduling
         # a session is a scheduling group, and sharing ours would starve it on a loaded machine.
         done = subprocess.run(
-            spec.argv(ctx),
+            prefix + spec.argv(ctx),
             env=env,
             cwd=workspace,
             stdin=subprocess.DEVNULL,
