@@ -45,7 +45,8 @@ sys.path.insert(0, str(REPO))
 import bench_fidelity
 import bench_proxy
 import bench_ttft
-from report_format import carry_over, render, ttft_section
+from report_format import carry_over, render
+from report_proxy import ttft_section
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
