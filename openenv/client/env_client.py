@@ -12,7 +12,6 @@ httpx pairs `AsyncClient` and `Client`. Declare the models once in the generic b
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Coroutine, Mapping
 from types import TracebackType
 from typing import Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
@@ -25,7 +24,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from openenv.client.errors import error_from_data, map_transport_errors
 from openenv.client.replies import ReplyFrame, decode_model, observation_fields, parse_frame
 from openenv.core.auth import auth_headers, token_for
-from openenv.core.loop_thread import LoopThread
+from openenv.core.loop_thread import shared_loop
 from openenv.core.types import Action, Observation, State
 from openenv.core.validation import validation_message
 from openenv.errors import BadRequest, InvalidAction, TransportError, UnexpectedReply
@@ -249,7 +248,7 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def __init__(self, client: EnvClient[ActT, ObsT, StateT]) -> None:
         self.client = client
-        self._loop = _background_loop()
+        self._loop = shared_loop("openenv-sync-client")  # one for every sync client in the process
 
     @property
     def action_type(self) -> type[Action]:
@@ -285,19 +284,6 @@ class SyncEnvClient(Generic[ActT, ObsT, StateT]):
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop.run(coro)
-
-
-_loop: LoopThread | None = None
-_loop_lock = threading.Lock()
-
-
-def _background_loop() -> LoopThread:
-    """One daemon event-loop thread shared by every sync client in the process."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or not _loop.running:
-            _loop = LoopThread("openenv-sync-client").start()
-        return _loop
 
 
 def _json(data: dict[str, Any]) -> str:

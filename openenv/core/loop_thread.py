@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 if TYPE_CHECKING:
     import uvicorn
 
-__all__ = ["LoopThread", "ServerThread", "call_on_loop", "on_loop"]
+__all__ = ["LoopThread", "ServerThread", "call_on_loop", "on_loop", "shared_loop"]
 
 T = TypeVar("T")
 
@@ -165,6 +165,21 @@ async def on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T])
     if _running_loop() is loop:
         return await coro
     return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+
+_shared: dict[str, LoopThread] = {}
+_shared_lock = threading.Lock()
+
+
+def shared_loop(name: str) -> LoopThread:
+    """The process's one running `LoopThread` called `name`, started on first use (and again if it
+    stopped): for many short-lived users (sync clients, sandboxes' listeners) that each stopping a loop
+    of their own would cost a thread join."""
+    with _shared_lock:
+        loop = _shared.get(name)
+        if loop is None or not loop.running:
+            loop = _shared[name] = LoopThread(name).start()
+        return loop
 
 
 def call_on_loop(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T], timeout: float | None) -> T:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -15,6 +16,28 @@ from urllib.parse import unquote
 import pytest
 
 from openenv.harness.sandbox.local import sandboxed_processes
+
+
+def upper_echo_server() -> tuple[socket.socket, int]:
+    """A TCP server on this host's 127.0.0.1 that sends every byte back upper-cased, a thread per
+    connection: (its socket, to close when done; its port)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def echo(conn: socket.socket) -> None:
+        with conn:
+            while data := conn.recv(65536):
+                conn.sendall(data.upper())
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server, server.getsockname()[1]
 
 
 @pytest.fixture

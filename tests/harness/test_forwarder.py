@@ -21,30 +21,14 @@ from openenv.harness.forwarder import UnixToTcpBridge, serve_tcp_to_unix, serve_
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox import local as local_mod
 from openenv.harness.sandbox.rootfs import ImageRoot
-
-
-def _echo_server() -> tuple[socket.socket, int]:
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            with conn:
-                while data := conn.recv(65536):
-                    conn.sendall(data.upper())
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server, server.getsockname()[1]
+from tests.harness.conftest import upper_echo_server
 
 
 @contextlib.contextmanager
 def _forwarding(tmp_path: Path) -> Iterator[tuple[int, UnixToTcpBridge]]:
     """Both halves in front of an upper-casing echo server: yields the inner half's TCP port and the bridge
     (the outer half), and stops everything on exit."""
-    echo, echo_port = _echo_server()
+    echo, echo_port = upper_echo_server()
     bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
     inner_port, ready = free_port(), tmp_path / "ready"
     loop = asyncio.new_event_loop()
@@ -109,7 +93,7 @@ def test_the_script_starts_without_asyncio_and_carries_bytes_both_ways(tmp_path)
 
     from openenv.harness import forwarder
 
-    echo, echo_port = _echo_server()
+    echo, echo_port = upper_echo_server()
     bridge = UnixToTcpBridge(tmp_path / "proxy.sock", "127.0.0.1", echo_port).start()
     inner_port, ready = free_port(), tmp_path / "ready"
     # -I -S as the sandbox runs it; report the modules it loaded once it is listening.

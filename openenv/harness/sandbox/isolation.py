@@ -25,7 +25,15 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["SANDBOX_UID", "Mount", "bwrap_argv", "bwrap_binary", "missing_isolation", "runtime_paths"]
+__all__ = [
+    "SANDBOX_UID",
+    "Mount",
+    "bwrap_argv",
+    "bwrap_binary",
+    "missing_isolation",
+    "runtime_paths",
+    "system_binary",
+]
 
 # The uid (and gid) sandboxed processes run as when openenv runs as root; override with
 # $OPENENV_SANDBOX_UID. Not root, not the caller: files it may write are handed to it explicitly.
@@ -45,11 +53,17 @@ class Mount:
     writable: bool = False
 
 
+def system_binary(name: str, *dirs: str) -> str | None:
+    """`name` on PATH, else in the first of `dirs` that has it (a PATH without the system folders: a
+    harness's or a user's); None when it is in neither."""
+    return shutil.which(name) or next(
+        (path for path in (os.path.join(d, name) for d in dirs) if os.path.exists(path)), None
+    )
+
+
 def bwrap_binary() -> str | None:
     """The `bwrap` executable, or None when bubblewrap is not installed."""
-    return shutil.which("bwrap") or next(
-        (p for p in ("/usr/bin/bwrap", "/bin/bwrap") if os.path.exists(p)), None
-    )
+    return system_binary("bwrap", "/usr/bin", "/bin")
 
 
 def missing_isolation() -> str | None:

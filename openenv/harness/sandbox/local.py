@@ -530,4 +530,4 @@ def _unshare_missing() -> str | None:
 
 
 def _ip_binary() -> str | None:
-    return shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip") if os.path.exists(p)), None)
+    return isolation_mod.system_binary("ip", "/usr/sbin", "/sbin")

@@ -24,13 +24,13 @@ import ctypes
 import errno
 import fcntl
 import os
-import shutil
 import socket
 import struct
 import threading
 
-from openenv.core.loop_thread import LoopThread
+from openenv.core.loop_thread import shared_loop
 from openenv.harness.forwarder import splice_handler
+from openenv.harness.sandbox.isolation import system_binary
 
 __all__ = ["LoopbackNamespace", "nsenter_binary"]
 
@@ -38,23 +38,9 @@ _CLONE_NEWNET = 0x40000000
 _SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _IFREQ = "16sh22x"  # struct ifreq: the name, then the flags (the rest of its 40 bytes unused here)
 
-_loop: LoopThread | None = None
-_loop_lock = threading.Lock()
-
 
 def nsenter_binary() -> str | None:
-    return shutil.which("nsenter") or next(
-        (p for p in ("/usr/bin/nsenter", "/bin/nsenter") if os.path.exists(p)), None
-    )
-
-
-def _shared_loop() -> LoopThread:
-    """One loop serves every namespace's listeners: a per-sandbox thread cost 12 ms to stop."""
-    global _loop
-    with _loop_lock:
-        if _loop is None or not _loop.running:
-            _loop = LoopThread("sandbox-netns").start()
-        return _loop
+    return system_binary("nsenter", "/usr/bin", "/bin")
 
 
 def _loopback_up() -> None:
@@ -111,7 +97,9 @@ class LoopbackNamespace:
         if isinstance(made[0], BaseException):
             raise made[0]
         self._fd, listeners = made[0]
-        self._loop = _shared_loop()
+        self._loop = shared_loop(
+            "sandbox-netns"
+        )  # one for every namespace: a thread per sandbox cost 12 ms to stop
         self._connections: set[asyncio.Task[None]] = set()
         self._servers: list[asyncio.Server] = []
         try:

@@ -4,39 +4,17 @@ ours running in the sandbox, nothing else reachable, nothing the sandbox can cha
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 
 from openenv.harness.sandbox import LocalSandbox
 from openenv.harness.sandbox.netns import LoopbackNamespace
+from tests.harness.conftest import upper_echo_server
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of our making needs root")
-
-
-def _upper_echo() -> tuple[socket.socket, int]:
-    server = socket.create_server(("127.0.0.1", 0))
-
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return
-            threading.Thread(target=_echo, args=(conn,), daemon=True).start()
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server, server.getsockname()[1]
-
-
-def _echo(conn: socket.socket) -> None:
-    with conn:
-        while data := conn.recv(65536):
-            conn.sendall(data.upper())
 
 
 def _probe(port: int) -> str:
@@ -54,7 +32,7 @@ def _probe(port: int) -> str:
 def test_the_proxys_port_is_reached_with_no_process_of_ours_in_the_sandbox():
     """The forwarder was a Python process in every sandboxed command, which each command waited for
     before it started (44 ms of every harness start). Now the command's own processes are all there is."""
-    echo, port = _upper_echo()
+    echo, port = upper_echo_server()
     try:
         with LocalSandbox(forward_ports=(port,)) as box:
             result = box.run([sys.executable, "-I", "-c", _probe(port)], timeout_s=30)
@@ -68,8 +46,8 @@ def test_the_proxys_port_is_reached_with_no_process_of_ours_in_the_sandbox():
 
 
 def test_only_the_proxys_port_is_reachable_and_only_lo_is_there():
-    echo, port = _upper_echo()
-    other, other_port = _upper_echo()  # another service on this host's 127.0.0.1
+    echo, port = upper_echo_server()
+    other, other_port = upper_echo_server()  # another service on this host's 127.0.0.1
     probe = (
         "import socket\n"
         "print('interfaces', sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').readlines()[2:]))\n"
@@ -91,7 +69,7 @@ def test_only_the_proxys_port_is_reachable_and_only_lo_is_there():
 def test_the_sandbox_cannot_reconfigure_the_namespace():
     """The namespace belongs to the host's user namespace: the sandbox's uid has no CAP_NET_ADMIN there,
     so it can neither take `lo` down under the next command nor add an address or a route."""
-    echo, port = _upper_echo()
+    echo, port = upper_echo_server()
     ip = next((p for p in ("/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip") if os.path.exists(p)), None)
     if ip is None:
         pytest.skip("iproute2 is not installed")
@@ -129,7 +107,7 @@ def _net_namespaces_held() -> set[str]:
 def test_closing_cuts_open_connections_and_lets_the_namespace_go():
     """A client still connected when the agent's side ends (the listeners share one loop, so nothing
     ends their connections with it) is cut off, and no descriptor keeps the namespace alive."""
-    echo, port = _upper_echo()
+    echo, port = upper_echo_server()
     before = _net_namespaces_held()
     space = LoopbackNamespace((port,))
     client = (
