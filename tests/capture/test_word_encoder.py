@@ -79,6 +79,113 @@ def test_any_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, pieces: list[
     assert encoder is not None and encoder.encode(text) == exact(tiny)(text)
 
 
+class Counted:
+    """The tokenizer's encode, counting the texts it was handed (the word path's fallbacks)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.encode, self.texts = exact(tokenizer), []
+
+    def __call__(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return self.encode(text)
+
+
+def test_text_with_other_characters_takes_the_word_path_and_encodes_exactly(
+    tiny: Any, corpus: list[str]
+) -> None:
+    """A name, a dash or a quote mark in a block used to send all of it to the tokenizer (3-4x the CPU);
+    such blocks were the proxy's slowest turns. Now they are cut by words too, with the same ids."""
+    fallback = Counted(tiny)
+    encoder = WordEncoder.for_tokenizer(tiny, fallback)
+    assert encoder is not None
+    fallback.texts.clear()
+    other = [b for b in corpus if not b.isascii()]
+    assert len(other) >= 5
+    extra = [
+        "e\u0301te\u0301 (NFC composes it)",
+        "Łódź — “ok” … ½ ² 日本語 😀👍🏽",
+        "a\u00a0b\u3000c\u2028d\u0085e",
+    ]
+    for block in other + extra:
+        for text in (block, f"<|im_start|>user\n{block}<|im_end|>\n<|im_start|>assistant\n"):
+            assert encoder.encode(text) == exact(tiny)(text)
+    assert fallback.texts == []
+
+
+def test_a_character_the_two_engines_read_differently_sends_its_text_to_the_tokenizer(tiny: Any) -> None:
+    """`regex` knows U+0558 as a letter (Unicode 16); the tokenizer's Oniguruma does not. Cut by
+    `regex` alone, the text's ids would be wrong; the character check sends it to the tokenizer."""
+    import regex
+
+    from openenv.capture.word_encoder import _byte_level
+
+    text = "the path\u0558's end"
+    spec = json.loads(tiny.backend_tokenizer.to_str())
+    words = regex.findall(spec["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"], text)
+    model = tiny.backend_tokenizer.model
+    naive = [t.id for w in words for t in model.tokenize(_byte_level(w))]
+    assert naive != exact(tiny)(text)  # what a regex-only cut would have recorded
+    fallback = Counted(tiny)
+    encoder = WordEncoder.for_tokenizer(tiny, fallback)
+    assert encoder is not None
+    fallback.texts.clear()
+    assert encoder.encode(text) == exact(tiny)(text)
+    assert fallback.texts == [text]
+    assert encoder.encode("café") == exact(tiny)("café") and fallback.texts == [text]  # only that text
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(st.characters(exclude_categories=("Cs",)), max_size=20),
+            st.text(st.characters(max_codepoint=0x3000, exclude_categories=("Cs",)), max_size=20),
+            st.sampled_from([*SPECIALS, " ", "\n", "'s", "'ſ", "ß", "e\u0301", "\u0558", "\u00a0", "😀"]),
+        ),
+        max_size=20,
+    )
+)
+def test_any_unicode_text_encodes_exactly_as_the_tokenizer_does(tiny: Any, pieces: list[str]) -> None:
+    text = "".join(pieces)
+    encoder = WordEncoder.for_tokenizer(tiny, exact(tiny))
+    assert encoder is not None and encoder.encode(text) == exact(tiny)(text)
+
+
+def test_remembered_character_verdicts_are_bounded(tiny: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A harness can send every character there is; the verdicts kept start over past a bound."""
+    from openenv.capture import word_encoder
+
+    monkeypatch.setattr(word_encoder, "_MAX_CHARS", 200)
+    encoder = WordEncoder.for_tokenizer(tiny, exact(tiny))
+    assert encoder is not None and encoder._unicode is not None
+    text = "".join(map(chr, range(0x4E00, 0x4E00 + 1000)))
+    assert encoder.encode(text) == exact(tiny)(text)
+    assert 0 < len(encoder._unicode._verdicts) <= 200
+
+
+@pytest.mark.parametrize(
+    ("pattern", "atoms"),
+    [
+        (
+            r"(?i:'s|'ll)|[^\r\n\p{L}\p{N}]?\p{L}+|\s+(?!\S)",
+            ["(?i:l)", "(?i:ll)", "(?i:s)", r"\p{L}", r"\p{N}", r"\s"],
+        ),
+        (r" ?\p{N}+|.", [".", r"\p{N}"]),
+        (r"\b\w+", None),
+        (r"(?<=x)\p{L}", None),
+        (r"[[:alpha:]]+", None),
+        (r"\X|\s", None),
+        (r"(?u)\w", None),
+    ],
+)
+def test_the_unicode_cut_asks_every_part_whose_meaning_depends_on_unicode(
+    pattern: str, atoms: list[str] | None
+) -> None:
+    from openenv.capture.word_encoder import _unicode_atoms
+
+    assert _unicode_atoms(pattern) == atoms
+
+
 def test_gpt2_style_byte_level_pretokenizers_are_covered_too(tiny: Any, corpus: list[str]) -> None:
     def gpt2(spec: dict[str, Any]) -> None:
         spec["pre_tokenizer"] = {
