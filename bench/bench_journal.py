@@ -24,8 +24,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import InstantBackend
 from conversations import CALL, conversation_bodies, fresh
+from targets import InstantBackend
 
 MODES = {"off": None, "on, no fsync": False, "on, fsync": True}
 FOLDER = Path("/var/tmp") / f"openenv-bench-journal-{os.getpid()}"  # a real disk, not a tmpfs

@@ -33,8 +33,9 @@ import xxhash
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import InstantBackend, _table
+from bench_proxy import _table
 from conversations import CALL, conversation_bodies, fresh
+from targets import InstantBackend
 
 PHASES = ("parse", "canonical", "digest", "handle", "reply")
 KEYS = (*PHASES, "whole")

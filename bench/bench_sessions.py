@@ -51,8 +51,8 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO))
 
 import servers
-from bench_proxy import TARGETS, Target
 from conversations import conversation_bodies, fresh, restart_fresh
+from targets import TARGETS, Target
 
 __all__ = ["level", "main", "percentile", "run"]
 
