@@ -18,10 +18,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import engines  # noqa: E402
-import servers  # noqa: E402
+import engines
+import servers
 
-from openenv.capture.backends import VLLMBackend  # noqa: E402
+from openenv.capture.backends import VLLMBackend
 
 
 @pytest.fixture(scope="module")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool, ToolCallPart, ToolResultPart
 from openenv.capture.parsers.hermes import HermesParser
@@ -175,7 +174,10 @@ def test_unstaged_form_writes_solve_sh_from_one_base64_line_and_runs_it_with_bas
         }
     )
     command = solution_command(task, staged=False)
-    assert "\n" not in command and base64.b64decode(command.split("echo ")[1].split()[0]).decode() == task.solution
+    assert (
+        "\n" not in command
+        and base64.b64decode(command.split("echo ")[1].split()[0]).decode() == task.solution
+    )
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
     assert (ran.returncode, ran.stdout) == (0, "2 ok\n"), ran.stderr
     failing = task.model_copy(update={"solution": "#!/bin/sh\nexit 7\n"})
