@@ -74,21 +74,21 @@ def _completion_reply(ids: list[int]) -> dict[str, Any]:
     }
 
 
-def _score_reply(prompt: list[int]) -> dict[str, Any]:
-    """A score request's reply (`prompt_logprobs`, teacher-forced, nothing sampled), as vLLM gives it."""
-    rows = [None] + [{str(t): {"logprob": LOGPROB}} for t in prompt[1:]]
-    return {
-        "choices": [
-            {
-                "index": 0,
-                "text": "",
-                "token_ids": [],
-                "prompt_logprobs": rows,
-                "finish_reason": "length",
-                "logprobs": {"token_logprobs": []},
-            }
-        ]
-    }
+# A score reply's JSON around its rows: everything but the rows is the same for every prompt.
+_SCORE_HEAD = b'{"choices":[{"index":0,"text":"","token_ids":[],"prompt_logprobs":[null'
+_SCORE_TAIL = b'],"finish_reason":"length","logprobs":{"token_logprobs":[]}}]}'
+_SCORE_ROW = ',{"%d":{"logprob":' + repr(LOGPROB) + "}}"
+
+
+def _score_reply(prompt: list[int]) -> bytes:
+    """A score request's reply (`prompt_logprobs`, teacher-forced, nothing sampled), as vLLM gives it: a
+    row per prompt position (`null` first), each `{"<id>": {"logprob": ...}}`, read by position.
+
+    Built as JSON text from one template, not dicts run through `json.dumps`: for a 13k-token prompt
+    ~1 ms against ~23 ms. The engine stands in for the model, whose forward pass is not the proxy's
+    cost; in an episode bench the old build queued every scoring call behind the last at 4 at once."""
+    rows = (_SCORE_ROW * (len(prompt) - 1) % tuple(prompt[1:])).encode() if len(prompt) > 1 else b""
+    return _SCORE_HEAD + rows + _SCORE_TAIL
 
 
 def _chat_reply(prompt_ids: list[int], ids: list[int], message: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +159,7 @@ class InstantEngine:
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         if body.get("prompt_logprobs") is not None:  # the proxy scoring a forced (oracle) reply
-            return _score_reply(body["prompt"])
+            return {"encoded": _score_reply(body["prompt"])}
         return _completion_reply(list(self.completion))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +211,7 @@ class PacedEngine(InstantEngine):
         prompt = body["prompt"]
         scoring = body.get("prompt_logprobs") is not None
         ms = await self.paced(len(prompt), 0 if scoring else len(self.completion))
-        reply = _score_reply(prompt) if scoring else _completion_reply(list(self.completion))
+        reply = {"encoded": _score_reply(prompt)} if scoring else _completion_reply(list(self.completion))
         reply["engine_ms"] = ms
         return reply
 
@@ -243,7 +243,7 @@ class ReplayEngine:
     async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = body["prompt"]
         if body.get("prompt_logprobs") is not None:
-            return _score_reply(prompt)
+            return {"encoded": _score_reply(prompt)}
         return _completion_reply(self._next(list(prompt)))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -311,13 +311,17 @@ def _probe_reply(body: dict[str, Any]) -> dict[str, Any] | None:
 
 def _answer(reply: dict[str, Any]) -> Any:
     """A JSON response; a paced engine's time rides in the `x-engine-ms` header, out of the body."""
-    from starlette.responses import JSONResponse
+    from starlette.responses import JSONResponse, Response
 
     ms = reply.pop("engine_ms", None)
-    return JSONResponse(reply, headers=None if ms is None else {"x-engine-ms": f"{ms:.3f}"})
+    headers = None if ms is None else {"x-engine-ms": f"{ms:.3f}"}
+    if isinstance(reply.get("encoded"), bytes):  # a reply built as JSON text already (`_score_reply`)
+        return Response(reply["encoded"], media_type="application/json", headers=headers)
+    return JSONResponse(reply, headers=headers)
 
 
 def build_app(engine: InstantEngine | ReplayEngine) -> Any:
+    import msgspec
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse
@@ -329,7 +333,7 @@ def build_app(engine: InstantEngine | ReplayEngine) -> Any:
         )
 
     async def completions(request: Request) -> JSONResponse:
-        body = await request.json()
+        body = msgspec.json.decode(await request.body())  # a 13k-id prompt: 0.4 ms against json's 1.0
         probe = _probe_reply(body)
         return _answer(probe if probe is not None else await engine.completions(body))
 

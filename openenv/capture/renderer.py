@@ -126,6 +126,7 @@ class Renderer:
             lambda ids: str(tokenizer.decode(ids, skip_special_tokens=False))
         )
         self._words = words
+        self._byte_level = fast and _byte_level_decoder(tokenizer)
         self.eot_text = self._probe_eot()
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())
@@ -172,6 +173,23 @@ class Renderer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._decode(ids if type(ids) is list else list(ids))
+
+    def decode_extending(self, ids: Sequence[int], known: tuple[Sequence[int], str] | None) -> str:
+        """`decode(ids)`, computed from `known` (ids decoded before and their text) where those ids begin
+        `ids`: only the rest is decoded. A turn's prompt extends the last one, so an episode's observation
+        (13k-token prompts for codex, decoded every turn) costs its new tokens only.
+
+        Exact only for a byte-level decoder (the text is the UTF-8 of each id's bytes joined, with no
+        clean-up across them) and a known text that ends on a whole character: anything else (a known
+        text ending in U+FFFD, a part of a character; another decoder; transformers' space clean-up)
+        decodes all of `ids`."""
+        ids = ids if type(ids) is list else list(ids)
+        if known is not None and self._byte_level:
+            head, text = known
+            n = len(head)
+            if 0 < n <= len(ids) and not text.endswith("\ufffd") and ids[:n] == list(head):
+                return text + self._decode(ids[n:])
+        return self._decode(ids)
 
     def completion_text(self, ids: Sequence[int]) -> str:
         """The text of a completion without its trailing end-of-turn token(s), for parsing."""
@@ -335,6 +353,16 @@ def _fast_decoder(tokenizer: Any) -> Any:
     if fast is None or getattr(tokenizer, "clean_up_tokenization_spaces", True):
         return None
     return lambda ids: str(fast.decode(ids, skip_special_tokens=False))
+
+
+def _byte_level_decoder(tokenizer: Any) -> bool:
+    """Whether `_fast_decoder` decodes this tokenizer and its decoder is byte-level alone: then the
+    text of ids `a + b` is the text of `a` then of `b`, wherever `a` ends on a whole character."""
+    if _fast_decoder(tokenizer) is None:
+        return False
+    from tokenizers import decoders
+
+    return isinstance(tokenizer.backend_tokenizer.decoder, decoders.ByteLevel)
 
 
 def after_reply(full: str, earlier: str, eot_text: str) -> str | None:

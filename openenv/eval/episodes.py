@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from openenv.capture.canonical import CanonicalRequest
 from openenv.capture.engine import EngineSpec
-from openenv.export.log import append_requests, log_name
+from openenv.export.log import log_name
 from openenv.harness.episode_settings import EpisodeSettings, fold_words
 from openenv.harness.models import HarnessObservation
 from openenv.harness.summary import EpisodeSummary, Policy
@@ -100,10 +100,9 @@ def run_recorded_episode(
             look_first=request.look_first,
             look_after=request.look_after,
         )
-        path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary)
+        path = save_trajectory(out_dir / f"{episode_id}.jsonl", env, obs, summary, requests)
     finally:
         env.close()
-    append_requests(path, requests)
     summary.trajectory = str(path)
     return EvalEpisodeResult(
         episode_id=episode_id, summary=summary, trajectory=str(path), error=summary.error

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from openenv.capture.canonical import CanonicalRequest
 from openenv.capture.trajectory import SequenceRow, SequenceStats, TurnRecord
 from openenv.errors import BadRequest, NotFound
-from openenv.harness.summary import EpisodeSummary
+from openenv.harness.summary import EpisodeSummary, request_line
 from openenv.paths import safe_name, write_atomic
 
 __all__ = [
@@ -141,10 +141,7 @@ def append_requests(path: str | Path, requests: Mapping[str, CanonicalRequest]) 
     """Add one `request` line per turn id to an episode log, atomically: the log is rewritten whole via a
     temp file, so a crash leaves the log without them or with all of them, never a torn line."""
     file = Path(path)
-    lines = "".join(
-        json.dumps({"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")}) + "\n"
-        for turn_id, request in requests.items()
-    )
+    lines = "".join(request_line(turn_id, request) + "\n" for turn_id, request in requests.items())
     write_atomic(file, file.read_bytes() + lines.encode())
 
 

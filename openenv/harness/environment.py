@@ -74,6 +74,8 @@ class _Episode:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     records: list[TurnRecord] = field(default_factory=list)
+    # The last observed prompt's ids and text: the next prompt extends it (`Renderer.decode_extending`).
+    decoded: tuple[list[int], str] | None = None
     # Set by close() from another thread (a served env whose client vanished mid-step): the step stops.
     aborted: bool = False
     released: bool = False
@@ -463,14 +465,17 @@ class HarnessEnvironment(Environment[HarnessAction, HarnessObservation, HarnessS
     def _observe(self, episode: _Episode, pending: SyncPendingTurn) -> HarnessObservation:
         turns, tool_calls = self._counts(episode.session.turns())
         self._state.harness_status = episode.process.status()
+        prompt_ids = list(pending.prompt_ids)
+        text = self._ensure_server().registry.renderer.decode_extending(prompt_ids, episode.decoded)
+        episode.decoded = (prompt_ids, text)
         return HarnessObservation(
             pending=PendingTurnView(
                 turn_id=pending.id,
                 dialect=pending.dialect,
                 request=pending.request,
-                prompt_ids=list(pending.prompt_ids),
+                prompt_ids=prompt_ids,
                 aux=pending.aux,
-                text=self._ensure_server().registry.renderer.decode(pending.prompt_ids),
+                text=text,
             ),
             last_turn=episode.last_turn,
             turns=turns,

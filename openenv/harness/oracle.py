@@ -34,7 +34,6 @@ oracle's reply runs the solution command in that block instead; the demo policy 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import shlex
 from typing import Any
@@ -101,8 +100,8 @@ def solution_command(task: Task, *, staged: bool = True) -> str:
     `staged` (the environment put solution/ at /solution for this episode, `reset(stage_solution=True)`):
     `bash /solution/solve.sh`, as Harbor's oracle runs it, in the shell tool's working directory (the
     workdir; see the module docstring for why no `cd`). Unstaged (a remote oracle whose
-    server does not stage, or a local sandbox without isolation, which has no Harbor paths): solve.sh is
-    written to /tmp from a base64 line and run with bash from the harness's working directory; that
+    server does not stage, or a local sandbox without isolation, which has no Harbor paths): solve.sh's
+    text is decoded from a base64 line and run by `bash -c` from the harness's working directory; that
     needs a solution that is solve.sh alone.
 
     Raises:
@@ -119,8 +118,11 @@ def solution_command(task: Task, *, staged: bool = True) -> str:
             "at /solution (reset option stage_solution=True)"
         )
     script = base64.b64encode(task.solution.encode()).decode()
-    path = f"/tmp/openenv-solve-{hashlib.sha256(task.solution.encode()).hexdigest()[:12]}.sh"
-    return f"echo {script} | base64 -d > {path} && {_env_prefix(task)}bash {path}"
+    # The script's text is bash's `-c` argument, no file: where /tmp is shared (a sandbox without
+    # isolation; bench_episode's floor), concurrent episodes of one task wrote one /tmp file, and one's
+    # `> path` truncated the script another's bash was reading (exit 0, nothing done). Its stdin stays the
+    # harness's, as with a file; `$0` is `solve.sh`.
+    return f'{_env_prefix(task)}bash -c "$(echo {script} | base64 -d)" solve.sh'
 
 
 def demonstration_command(task: Task) -> str:

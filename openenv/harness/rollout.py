@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from openenv.capture.canonical import CanonicalRequest
 from openenv.capture.logprob_mode import logprob_meaning
 from openenv.errors import BadRequest, NotFound, OpenEnvError
 from openenv.harness.catalog import get_spec, harness_names
@@ -17,7 +18,7 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
-from openenv.harness.summary import EpisodeSummary, Policy, SequenceLine
+from openenv.harness.summary import EpisodeSummary, Policy, SequenceLine, request_line
 from openenv.harness.tasks.model import Task
 from openenv.paths import write_atomic
 
@@ -158,12 +159,19 @@ def _aborted(env: HarnessEnvironment, exc: Exception, *, started: bool) -> Harne
 
 
 def save_trajectory(
-    path: Path, env: HarnessEnvironment, obs: HarnessObservation, summary: EpisodeSummary
+    path: Path,
+    env: HarnessEnvironment,
+    obs: HarnessObservation,
+    summary: EpisodeSummary,
+    requests: Mapping[str, CanonicalRequest] | None = None,
 ) -> Path:
     """Write the episode as JSONL: one `turn` line per turn (aux included), one `sequence` line per
-    training row, then the `summary` line. Written whole or not at all (temp file, fsync, rename): a
-    crash mid-write leaves no truncated log for `openenv export` to trip on."""
+    training row, the `summary` line, then one `request` line per turn id in `requests` (the canonical
+    requests, for `openenv export`'s messages rows). Written whole or not at all (temp file, fsync,
+    rename): a crash mid-write leaves no truncated log for `openenv export` to trip on. The requests ride
+    in the same write: added afterwards (`append_requests`), the log was read back and written again."""
     lines = [json.dumps({"type": "turn", **record.model_dump(mode="json")}) for record in env.trajectory()]
     lines += [json.dumps({"type": "sequence", **row.model_dump(mode="json")}) for row in obs.sequences or []]
     lines.append(json.dumps({"type": "summary", **summary.model_dump(mode="json")}))
+    lines += [request_line(turn_id, request) for turn_id, request in (requests or {}).items()]
     return write_atomic(path, "\n".join(lines) + "\n")

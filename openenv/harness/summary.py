@@ -8,6 +8,7 @@ reading logs (`openenv export`, the viewer) does not import the environment and 
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
@@ -16,7 +17,7 @@ from openenv.capture.logprob_mode import LogprobMode
 from openenv.harness.outcome import EpisodeStatus
 from openenv.harness.sandbox.base import ProcessStatus
 
-__all__ = ["EpisodeSummary", "Policy", "SequenceLine"]
+__all__ = ["EpisodeSummary", "Policy", "SequenceLine", "request_line"]
 
 Policy = Literal["sample", "oracle", "demo", "run", "long"]
 
@@ -118,3 +119,8 @@ class EpisodeSummary(BaseModel):
     def unread(self) -> dict[str, Any]:
         """Fields of the log line this version of openenv does not know (written by a newer one)."""
         return dict(self._unread)
+
+
+def request_line(turn_id: str, request: Any) -> str:
+    """A log's `request` line: the canonical request (`CanonicalRequest`) a turn answered, by turn id."""
+    return json.dumps({"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")})

@@ -93,3 +93,25 @@ def test_decode_is_the_tokenizers_own_on_any_ids(renderer: Renderer) -> None:
         rng.shuffle(ids)
         assert renderer.decode(ids) == tok.decode(ids, skip_special_tokens=False)
         assert renderer.decode(tuple(ids)) == renderer.decode(ids)
+
+
+def test_decoding_a_prompt_that_extends_a_decoded_one_reads_only_its_new_ids(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A turn's prompt extends the last: its observation's text is the last text plus the new ids' text.
+    text = "<|im_start|>user\nconvert 21°C — ok? 🌡️ ÿ<|im_end|>\n<|im_start|>assistant\n"
+    ids = renderer.encode(text)
+    decoded: list[int] = []
+    real = renderer._decode
+    monkeypatch.setattr(renderer, "_decode", lambda part: decoded.append(len(part)) or real(part))
+    for cut in range(1, len(ids)):  # every split, those inside a character's bytes included
+        decoded.clear()
+        head = ids[:cut]
+        assert renderer.decode_extending(ids, (head, real(head))) == text
+        whole_char = not real(head).endswith("\ufffd")
+        assert decoded == ([len(ids) - cut] if whole_char else [len(ids)])
+    decoded.clear()
+    other = renderer.encode("<|im_start|>system\nx<|im_end|>\n")
+    assert renderer.decode_extending(ids, (other, real(other))) == text  # not a prefix: decoded whole
+    assert renderer.decode_extending(ids, None) == text
+    assert decoded == [len(ids), len(ids)]

@@ -87,6 +87,27 @@ def test_append_requests_round_trips(tmp_path):
     assert read_episode(path).requests == {"t1": req}
 
 
+def test_the_requests_are_written_with_the_episode_in_one_write(tmp_path, monkeypatch):
+    """`openenv eval`'s log carries the canonical requests; they used to be appended by reading the log back
+    and writing it whole a second time."""
+    from openenv import paths
+    from openenv.harness import rollout
+
+    class Env:
+        def trajectory(self):
+            return read_episode(FIXTURE).turns
+
+    writes: list[Path] = []
+    real = paths.write_atomic
+    monkeypatch.setattr(rollout, "write_atomic", lambda path, data: writes.append(path) or real(path, data))
+    log = read_episode(FIXTURE)
+    req = CanonicalRequest(messages=(Message(role="user", parts=(TextPart(text="hi"),)),))
+    path = rollout.save_trajectory(tmp_path / "ep.jsonl", Env(), log, log.summary, {"t1": req})  # type: ignore[arg-type]
+    written = read_episode(path)
+    assert written.requests == {"t1": req} and written.turns == log.turns and written.summary == log.summary
+    assert writes == [path]
+
+
 def test_a_bad_line_is_an_error_naming_the_file_and_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text(

@@ -77,6 +77,16 @@ def test_a_crash_ends_the_episode_as_crashed(env):
     assert obs.turns == 1 and obs.last_turn is not None and obs.last_turn.text == "hello"
 
 
+def test_each_turns_text_is_its_prompt_decoded(env, capture_server):
+    # The second prompt extends the first: its text is decoded from the first's (decode_extending).
+    renderer = capture_server.registry.renderer
+    first = env.reset(task=_task("twice")).pending
+    assert first is not None and first.text == renderer.decode(first.prompt_ids)
+    second = env.step(HarnessAction(kind="complete", text="é 🌡")).pending
+    assert second is not None and second.prompt_ids[: len(first.prompt_ids)] == first.prompt_ids
+    assert second.text == renderer.decode(second.prompt_ids) and "温度" in second.text
+
+
 def test_a_hang_ends_the_episode_as_timeout_and_kills_escaped_children(env):
     obs = env.reset(task=_task("hang"), timeout_s=8)  # room for a slow start on a loaded machine
     assert obs.pending is not None

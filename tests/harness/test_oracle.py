@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool, ToolCallPart, ToolResultPart
 from openenv.capture.parsers.hermes import HermesParser
@@ -104,7 +103,7 @@ def test_terminus_gets_each_step_as_the_keystrokes_of_one_json_reply():
     unstaged = OraclePolicy(spec, TASK, look_first=True, staged=False)
     typed = _terminus_keystrokes(unstaged.reply(after_one))
     assert "\n" not in typed[:-1], "a script is typed as one line"
-    assert base64.b64decode(typed.split()[1]).decode() == TASK.solution
+    assert base64.b64decode(typed.split("echo ")[1].split()[0]).decode() == TASK.solution
 
 
 def test_terminus_ends_with_task_complete_and_confirms_it_when_asked_again():
@@ -175,10 +174,33 @@ def test_unstaged_form_writes_solve_sh_from_one_base64_line_and_runs_it_with_bas
         }
     )
     command = solution_command(task, staged=False)
-    assert "\n" not in command and base64.b64decode(command.split()[1]).decode() == task.solution
+    assert (
+        "\n" not in command
+        and base64.b64decode(command.split("echo ")[1].split()[0]).decode() == task.solution
+    )
     ran = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=False)
-    Path(command.split("> ", 1)[1].split()[0]).unlink()  # the script it wrote under /tmp
     assert (ran.returncode, ran.stdout) == (0, "2 ok\n"), ran.stderr
+    failing = task.model_copy(update={"solution": "#!/bin/sh\nexit 7\n"})
+    assert subprocess.run(["/bin/sh", "-c", solution_command(failing, staged=False)]).returncode == 7
+
+
+def test_concurrent_unstaged_solutions_each_run_whole_and_write_no_file(tmp_path):
+    # On a shared /tmp (no isolation; the benchmark's floor) episodes of one task wrote one script file,
+    # and a second episode's write truncated the script the first was running: it exited 0, nothing done.
+    import glob
+    import subprocess
+
+    task = TASK.model_copy(update={"solution": '#!/bin/sh\nsleep 0.3\necho "$0 ran" >> "$OUT"\n'})
+    command = solution_command(task, staged=False)
+    before = set(glob.glob("/tmp/openenv-solve-*"))
+    out = tmp_path / "ran"
+    procs = [
+        subprocess.Popen(["/bin/sh", "-c", command], env={"PATH": "/usr/bin:/bin", "OUT": str(out)})
+        for _ in range(3)
+    ]
+    assert [p.wait(30) for p in procs] == [0, 0, 0]
+    assert out.read_text() == "solve.sh ran\n" * 3
+    assert set(glob.glob("/tmp/openenv-solve-*")) == before
 
 
 def test_an_unstaged_solution_with_more_files_than_solve_sh_is_refused():

@@ -107,14 +107,45 @@ def _venv_home(venv: Path) -> Path | None:
 def runtime_paths(harness_cache: Path | None, extra: tuple[Path, ...] = ()) -> list[Path]:
     """Host folders a harness needs to run, shown read-only: the harness cache, this Python (venv and
     base; the stand-in harnesses and the forwarder run on it) and the base Python of every harness venv
-    in the cache (a pyenv Python may live under /root, which the sandbox's uid cannot traverse)."""
+    in the cache (a pyenv Python may live under /root, which the sandbox's uid cannot traverse).
+
+    Every sandbox asks (3-4 ms of reading and resolving per episode); the answer is reused while what
+    it was read from is unchanged: the same arguments, the same harness venvs in the cache, each
+    `pyvenv.cfg` unchanged (inode, size, mtime), and every path it named still there."""
+    cfgs = _venv_configs(harness_cache)
+    where = os.path.realpath(harness_cache) if harness_cache is not None else None
+    key = (where, tuple(extra), tuple((cfg, _stamp(cfg)) for cfg in cfgs))
+    cached = _RUNTIME_PATHS.get(key)
+    if cached is not None and all(p.exists() for p in cached):
+        return list(cached)
     paths = [Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(), *(Path(p).resolve() for p in extra)]
     if harness_cache is not None and harness_cache.is_dir():
         paths.append(harness_cache.resolve())
-        for cfg in harness_cache.glob("*/pyvenv.cfg"):
+        for cfg in cfgs:
             if (home := _venv_home(cfg.parent)) is not None:
                 paths.append(home)
-    return _outermost(p for p in paths if p.exists())
+    kept = _outermost(p for p in paths if p.exists())
+    if len(_RUNTIME_PATHS) > 64:  # a few caches per process at most; never grows without bound
+        _RUNTIME_PATHS.clear()
+    _RUNTIME_PATHS[key] = tuple(kept)
+    return kept
+
+
+_RUNTIME_PATHS: dict[object, tuple[Path, ...]] = {}
+
+
+def _venv_configs(harness_cache: Path | None) -> list[Path]:
+    if harness_cache is None or not harness_cache.is_dir():
+        return []
+    return sorted(harness_cache.glob("*/pyvenv.cfg"))
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _outermost(paths: object) -> list[Path]:
