@@ -166,7 +166,7 @@ def measure_json(script: str) -> Any:
 def only_episode(out: Path, saved: list[Path] | None) -> None:
     """Section 6b (real episodes vs the bare CLI) and its Targets line, replaced or added in `out`: measured
     now (bench_episode.py, ~5 min), or rendered from saved runs, which carry their own date and load."""
-    from bench_episode import ratios
+    from episode_report import ratios
     from report_format import episode_section
 
     if saved:

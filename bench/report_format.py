@@ -198,7 +198,7 @@ def episode_section(data: dict[str, Any] | None) -> tuple[str, list[str]]:
             head + "Not measured in this run (the script failed; see .cache/bench/bench_episode.log).\n",
             [],
         )
-    from bench_episode import render as render_episode
+    from episode_report import render as render_episode
 
     worst = max(r["cpu"] for r in data["ratios"])
     if data.get("date"):
