@@ -280,6 +280,9 @@ async def level(
         row.update(beyond_engine_p50_ms=percentile(beyond, 50), beyond_engine_p99_ms=percentile(beyond, 99))
         if own:
             row.update(in_proxy_p50_ms=percentile(own, 50), in_proxy_p99_ms=percentile(own, 99))
+        upload = [s["body"] for s in split if "body" in s]
+        if upload:  # the handler's wait for the body (the client's upload and the loop's lag meanwhile)
+            row.update(body_p50_ms=percentile(upload, 50), body_p99_ms=percentile(upload, 99))
     if direct_split:  # the same measure on the direct path: the client's and the network's own share
         beyond = [s["beyond_engine"] for s in direct_split]
         row.update(
@@ -445,8 +448,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             "Per request, from the replies' own timing (ours: `Server-Timing`; direct: the engine's "
             "`x-engine-ms`): the client's milliseconds beyond the engine's, p50 / p99.",
             "",
-            "| proxy | sessions | through the proxy | of which in the proxy's handler | direct to the engine |",
-            "|---|---:|---:|---:|---:|",
+            "| proxy | sessions | through the proxy | of which in the proxy's handler | of which its wait for the "
+            "request body | direct to the engine |",
+            "|---|---:|---:|---:|---:|---:|",
         ]
         for r in split:
             name = r["target"] + (f", {r['think_s']:g} s between turns" if r.get("think_s") else "")
@@ -460,9 +464,10 @@ def table(rows: list[dict[str, Any]]) -> str:
                 if "direct_beyond_engine_p50_ms" in r
                 else "n/a"
             )
+            body = f"{r['body_p50_ms']:.1f} / {r['body_p99_ms']:.1f}" if "body_p50_ms" in r else "n/a"
             lines.append(
                 f"| {name} | {r['sessions']} | {r['beyond_engine_p50_ms']:.1f} / {r['beyond_engine_p99_ms']:.1f} "
-                f"| {handler} | {direct} |"
+                f"| {handler} | {body} | {direct} |"
             )
     return "\n".join(lines)
 

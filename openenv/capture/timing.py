@@ -2,11 +2,15 @@
 
 A harness (or a benchmark) sees one latency per request; what it cannot see is how much of it was the
 engine sampling, the controller deciding (a gated session waits for the env's `step`), and the proxy
-itself. The route opens a `RequestTimer` in the request's context; the session adds every engine call
-and gate wait to it (a context variable, so child tasks and `to_thread` copies add to the same box),
-and the reply carries `Server-Timing: engine;dur=..., policy;dur=..., proxy;dur=...` in milliseconds,
-`proxy` being the rest of the handler's time. Streamed replies send their headers before the engine
-finishes, so only whole replies carry it.
+itself. The route opens a `RequestTimer` in the request's context; the route adds the wait for the
+request's body, and the session every engine call and gate wait (a context variable, so child tasks and
+`to_thread` copies add to the same box), and the reply carries `Server-Timing: body;dur=...,
+engine;dur=..., policy;dur=..., proxy;dur=...` in milliseconds, `proxy` being the rest of the handler's
+time. `body` is the time from the route's start until the whole body was read: the handler starts once
+the headers are in, so a client still uploading (or a loaded client loop sending late) was counted as the
+proxy's own time. It also holds this process's own lag while the body arrives (the loop serving others
+between its chunks), so a loaded proxy shows in `body` as well as in what the client waited. Streamed replies send their headers before the engine finishes, so only whole replies
+carry it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Literal
 
 __all__ = ["RequestTimer", "waiting"]
 
-Wait = Literal["engine", "policy"]
+Wait = Literal["body", "engine", "policy"]
 
 
 @dataclass
@@ -28,14 +32,18 @@ class RequestTimer:
     """One request's clock: started when the route begins, waits added by `waiting`."""
 
     start: float = field(default_factory=time.perf_counter)
+    body: float = 0.0
     engine: float = 0.0
     policy: float = 0.0
 
     def header(self) -> str:
         """The `Server-Timing` value, in milliseconds."""
         total = time.perf_counter() - self.start
-        proxy = max(0.0, total - self.engine - self.policy)
-        return f"engine;dur={self.engine * 1e3:.2f}, policy;dur={self.policy * 1e3:.2f}, proxy;dur={proxy * 1e3:.2f}"
+        proxy = max(0.0, total - self.body - self.engine - self.policy)
+        return (
+            f"body;dur={self.body * 1e3:.2f}, engine;dur={self.engine * 1e3:.2f}, "
+            f"policy;dur={self.policy * 1e3:.2f}, proxy;dur={proxy * 1e3:.2f}"
+        )
 
     @contextmanager
     def opened(self) -> Iterator[RequestTimer]:
@@ -52,7 +60,8 @@ _CURRENT: ContextVar[RequestTimer | None] = ContextVar("openenv_request_timer", 
 
 @contextmanager
 def waiting(kind: Wait) -> Iterator[None]:
-    """Count the time inside as a wait on the engine or the policy (nothing when no request is timed)."""
+    """Count the time inside as a wait on the body, the engine or the policy (nothing when no request is
+    timed)."""
     timer = _CURRENT.get()
     start = time.perf_counter()
     try:
@@ -60,7 +69,4 @@ def waiting(kind: Wait) -> Iterator[None]:
     finally:
         if timer is not None:
             elapsed = time.perf_counter() - start
-            if kind == "engine":
-                timer.engine += elapsed
-            else:
-                timer.policy += elapsed
+            setattr(timer, kind, getattr(timer, kind) + elapsed)

@@ -1,5 +1,6 @@
-"""`Server-Timing` on every whole model reply: the engine's time, the controller's (a gated session's wait
-for its `step`) and the proxy's own, which add up to what the client waited.
+"""`Server-Timing` on every whole model reply: the wait for the request's body, the engine's time, the
+controller's (a gated session's wait for its `step`) and the proxy's own, which add up to what the client
+waited.
 
 The engine is the tiny model in-process behind a wrapper that first sleeps a known time, so the split is
 checked against a wait we chose, through the real app on 127.0.0.1.
@@ -21,7 +22,7 @@ from openenv.capture.canonical import SamplingParams
 from openenv.capture.renderer import Renderer
 from openenv.capture.server import CaptureServer
 
-ENGINE_S, POLICY_S = 0.3, 0.4
+ENGINE_S, POLICY_S, UPLOAD_S = 0.3, 0.4, 0.3
 BODY = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
 
 
@@ -64,10 +65,30 @@ def test_an_auto_turn_splits_its_time_between_the_engine_and_the_proxy(proxy: Ca
     reply, waited = _post(session.base_url)
     assert reply.status_code == 200, reply.text
     timing = _timing(reply)
-    assert set(timing) == {"engine", "policy", "proxy"}
+    assert set(timing) == {"body", "engine", "policy", "proxy"}
     assert timing["engine"] >= ENGINE_S and timing["policy"] == 0.0
     assert sum(timing.values()) <= waited, "the parts are the handler's, inside what the client waited"
     assert timing["proxy"] < timing["engine"], timing
+
+
+def test_a_slow_upload_is_the_bodys_time_not_the_proxys(proxy: CaptureServer) -> None:
+    """The handler starts once the headers are in; a client still sending its body (or a loaded client
+    loop sending it late) is not time the proxy spent."""
+    import json
+
+    session = proxy.open_session(mode="auto")
+    raw = json.dumps(BODY).encode()
+
+    def upload() -> Iterator[bytes]:
+        yield raw[:10]
+        time.sleep(UPLOAD_S)
+        yield raw[10:]
+
+    reply = httpx.post(session.base_url + "/v1/chat/completions", content=upload(), timeout=60)
+    assert reply.status_code == 200, reply.text
+    timing = _timing(reply)
+    assert timing["body"] >= UPLOAD_S and timing["engine"] >= ENGINE_S, timing
+    assert timing["proxy"] < UPLOAD_S, timing
 
 
 def test_a_gated_turn_counts_the_controllers_wait_as_policy(proxy: CaptureServer) -> None:

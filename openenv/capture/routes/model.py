@@ -31,7 +31,7 @@ from openenv.capture.dialects.state import DialectState
 from openenv.capture.registry import CaptureSessionRegistry
 from openenv.capture.session import CaptureSession
 from openenv.capture.streaming import opens_reasoning, stream_reply
-from openenv.capture.timing import RequestTimer
+from openenv.capture.timing import RequestTimer, waiting
 from openenv.errors import BadRequest, EnvError, NotFound, OpenEnvError
 
 __all__ = [
@@ -212,7 +212,8 @@ def _handler(endpoint: Endpoint) -> Callable[[Request], Awaitable[Response]]:
                 raise NotFound(f"{dialect.name} does not list models")
             body = dialect.models_body([registry.served_model], ctx)
             return Response(body.model_dump_json(), media_type=JSON)
-        body = await _read_body(request, request.app.state.max_body_bytes)
+        with waiting("body"):
+            body = await _read_body(request, request.app.state.max_body_bytes)
         big = len(body) > OFFLOAD_BYTES  # parse + render + tokenize off the loop: others keep being served
         state = registry.dialect_state
         req, canonical = (
