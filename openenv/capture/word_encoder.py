@@ -294,6 +294,8 @@ def _unicode_atoms(pattern: str) -> list[str] | None:
     if run:
         runs.append(run)
     if "(?i" in pattern:
+        if re.search(r"[A-Za-z]-[A-Za-z]", pattern):
+            return None  # a caseless letter range (`[a-z]` may match the Kelvin sign): not asked per letter
         for word in runs:
             atoms.update(f"(?i:{word[a:b]})" for a in range(len(word)) for b in range(a + 1, len(word) + 1))
     return sorted(atoms)

@@ -176,6 +176,7 @@ def test_remembered_character_verdicts_are_bounded(tiny: Any, monkeypatch: pytes
         (r"[[:alpha:]]+", None),
         (r"\X|\s", None),
         (r"(?u)\w", None),
+        (r"(?i:[a-z]+)|\s", None),
     ],
 )
 def test_the_unicode_cut_asks_every_part_whose_meaning_depends_on_unicode(
