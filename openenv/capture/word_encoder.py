@@ -115,7 +115,8 @@ class WordEncoder:
         encoder._unicode = _UnicodeCut.for_pattern(
             pattern, normalizer.normalize_str if normalizer is not None else None
         )
-        probe = _UNICODE_PROBE + specials + _UNICODE_PROBE
+        # every ASCII character too, now read by `regex` (the ASCII probe above went through `re`)
+        probe = _UNICODE_PROBE + specials + _UNICODE_PROBE + "".join(map(chr, range(128))) + _PROBE + "é"
         if encoder._unicode is not None and encoder.encode(probe) != list(fallback(probe)):
             encoder._unicode = None  # ASCII text only
         return encoder

@@ -235,6 +235,16 @@ def test_a_tokenizer_that_disagrees_on_the_probe_gets_no_word_encoder(tiny: Any)
     assert WordEncoder.for_tokenizer(tiny, lambda text: exact(tiny)(text)[:-1]) is None
 
 
+def test_a_tokenizer_that_disagrees_on_other_characters_keeps_the_ascii_path(tiny: Any) -> None:
+    def ascii_only(text: str) -> list[int]:
+        ids = exact(tiny)(text)
+        return ids if text.isascii() else ids[:-1]
+
+    encoder = WordEncoder.for_tokenizer(tiny, ascii_only)
+    assert encoder is not None and encoder._unicode is None
+    assert encoder.encode("café") == ascii_only("café")  # the tokenizer's answer, whatever it is
+
+
 def test_added_tokens_are_cut_in_the_tokenizers_two_passes(tiny: Any) -> None:
     """Tokens matched on raw text go first; tokens matched on normalized text only in what is left."""
 
