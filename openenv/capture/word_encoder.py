@@ -203,7 +203,7 @@ class _UnicodeCut:
             return None
         try:
             return cls(pattern, atoms, normalize)
-        except (regex.error, Exception):  # an atom Oniguruma cannot compile
+        except Exception:  # an atom either engine cannot compile (regex.error; tokenizers raises Exception)
             return None
 
     def words(self, text: str) -> list[str]:
