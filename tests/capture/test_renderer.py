@@ -108,8 +108,9 @@ def test_decoding_a_prompt_that_extends_a_decoded_one_reads_only_its_new_ids(
         decoded.clear()
         head = ids[:cut]
         assert renderer.decode_extending(ids, (head, real(head))) == text
-        whole_char = not real(head).endswith("\ufffd")
-        assert decoded == ([len(ids) - cut] if whole_char else [len(ids)])
+        # only the new ids where that is exact (a byte-level decoder, which OPENENV_FAST_PATHS=0 turns off)
+        extends = renderer._byte_level and not real(head).endswith("\ufffd")
+        assert decoded == ([len(ids) - cut] if extends else [len(ids)])
     decoded.clear()
     other = renderer.encode("<|im_start|>system\nx<|im_end|>\n")
     assert renderer.decode_extending(ids, (other, real(other))) == text  # not a prefix: decoded whole
