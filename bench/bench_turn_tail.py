@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_proxy import _table
+from bench_sessions import percentile
 from conversations import CALL, conversation_bodies, fresh
 from targets import InstantBackend
 
@@ -60,18 +61,13 @@ async def play(registry: Any, plays: list[list[bytes]]) -> list[tuple[float, boo
     return out
 
 
-def _percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
-
-
 def summary(name: str, turns: list[tuple[float, bool]]) -> dict[str, Any]:
     times = [ms for ms, _ in turns]
     slowest = sorted(turns, reverse=True)[: max(1, len(turns) // 50)]
     return {
         "encoder": name,
         "turns": len(turns),
-        **{f"p{p}": _percentile(times, p) for p in (50, 90, 95, 99)},
+        **{f"p{p}": percentile(times, p) for p in (50, 90, 95, 99)},
         "max": max(times),
         "non_ascii_share": sum(not ascii_ for _, ascii_ in turns) / len(turns),
         "non_ascii_in_slowest": sum(not ascii_ for _, ascii_ in slowest) / len(slowest),

@@ -214,8 +214,7 @@ class _UnicodeCut:
                 agree = self._agree(char)
             if not agree:
                 raise _Unsure
-        words: list[str] = self._findall(text)
-        return words
+        return list(self._findall(text))
 
     def _agree(self, char: str) -> bool:
         if len(self._verdicts) >= _MAX_CHARS:
@@ -233,8 +232,6 @@ class _UnicodeCut:
 
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 _ESCAPED_SETS = {
-    "p": r"\p",
-    "P": r"\p",
     "s": r"\s",
     "S": r"\s",
     "w": r"\w",
@@ -271,7 +268,7 @@ def _unicode_atoms(pattern: str) -> list[str] | None:
                 atoms.add(rf"\p{{{prop.group(1)}}}")
                 i += prop.end()
                 continue
-            if letter in _ESCAPED_SETS and letter not in "pP":
+            if letter in _ESCAPED_SETS:  # `\pL` without braces is refused below, as other escapes
                 atoms.add(_ESCAPED_SETS[letter])
             elif letter.isalnum() and letter not in "rntfv":
                 return None
