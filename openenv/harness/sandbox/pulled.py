@@ -155,31 +155,40 @@ def collect(
     """
     import docker.errors
 
+    def live(entry: dict[str, Any]) -> list[str]:
+        return [o for o in entry.get("owners", []) if o not in leaving and not is_orphan(o)]
+
     idle: list[tuple[float, int, str]] = []
     kept = 0
-    for entry in entries():
-        reference = str(entry.get("reference", ""))
-        live = [o for o in entry.get("owners", []) if o not in leaving and not is_orphan(o)]
-        with _locked(_path(reference)) as current:
-            if current:
-                current["owners"] = live
-        if live and not everything:
+    for listed in entries():
+        reference = str(listed.get("reference", ""))
+        # Read again under the lock: a claim made since `entries()` read the file must not be written over.
+        with _locked(_path(reference)) as entry:
+            if not entry:
+                continue
+            users = entry["owners"] = live(entry)
+            last_used, size = float(entry.get("last_used", 0)), int(entry.get("size", 0))
+        if users and not everything:
             continue
-        idle.append((float(entry.get("last_used", 0)), int(entry.get("size", 0)), reference))
-        kept += int(entry.get("size", 0))
+        idle.append((last_used, size, reference))
+        kept += size
     budget = _keep_bytes(everything)
     removed = []
     for _, size, reference in sorted(idle):
         if budget and kept <= budget:
             break
-        try:
-            client.images.remove(reference, noprune=False)
-        except docker.errors.ImageNotFound:
-            pass
-        except docker.errors.APIError:
-            continue  # a container uses it: kept, and tried again next time
-        with _locked(_path(reference)) as current:
-            current.clear()
+        # Removed under the entry's lock, its users checked again: a run claims before it looks for the
+        # image, so it either is seen here and the image kept, or claims after and finds it gone.
+        with _locked(_path(reference)) as entry:
+            if not entry or (live(entry) and not everything):
+                continue
+            try:
+                client.images.remove(reference, noprune=False)
+            except docker.errors.ImageNotFound:
+                pass
+            except docker.errors.APIError:
+                continue  # a container uses it: kept, and tried again next time
+            entry.clear()
         removed.append(reference)
         kept -= size
     return removed

@@ -174,3 +174,69 @@ def test_a_failed_pull_leaves_no_entry(
     with pytest.raises(EnvError):
         ensure_image(engine, missing, policy="missing", progress=lambda _: None)
     assert pulled.entries() == []
+
+
+_CLAIMER = """
+import sys, time
+from openenv.harness.sandbox import pulled
+from openenv.harness.sandbox.owners import owner_label
+pulled.claim(sys.argv[1])
+print(owner_label(), flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.fixture
+def claimer() -> Iterator[Callable[[str], str]]:
+    """Starts a live process that claims a reference; returns its owner label once the claim is in."""
+    started: list[subprocess.Popen[str]] = []
+
+    def claim(reference: str) -> str:
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CLAIMER, reference], stdout=subprocess.PIPE, text=True, env=env
+        )
+        started.append(proc)
+        assert proc.stdout is not None
+        return proc.stdout.readline().strip()
+
+    yield claim
+    for proc in started:
+        proc.kill()
+        proc.wait()
+
+
+def test_a_claim_made_while_a_collector_runs_is_not_written_over(
+    engine: docker.DockerClient, claimer: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The collector lists the ledger, then rewrites each entry: a run that claimed the image in between
+    must stay its user, or the collector removes the image under it (seen in CI: four processes, one
+    exiting, one of the others not counted)."""
+    reference = f"127.0.0.1:9/openenv-test/claimed-{uuid.uuid4().hex[:8]}:1"  # never pulled
+    pulled.record(engine, reference)  # this process pulled it, and is leaving
+    listed = pulled.entries()  # what the collector read, before the claim below
+    label = claimer(reference)
+    assert label in pulled.entries()[0]["owners"]
+    with monkeypatch.context() as patched:
+        patched.setattr(pulled, "entries", lambda: listed)
+        assert pulled.collect(engine, leaving=(owner_label(),)) == []
+    (entry,) = pulled.entries()
+    assert entry["owners"] == [label]
+
+
+def test_a_claim_made_after_the_collector_chose_the_image_keeps_it(
+    engine: docker.DockerClient, claimer: Callable[[str], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between choosing the idle images and removing them, a run can claim one: it is checked again."""
+    reference = f"127.0.0.1:9/openenv-test/claimed-{uuid.uuid4().hex[:8]}:1"
+    pulled.record(engine, reference)
+    labels: list[str] = []
+
+    def budget_read_after_the_choice(everything: bool) -> int:
+        labels.append(claimer(reference))
+        return 0
+
+    monkeypatch.setattr(pulled, "_keep_bytes", budget_read_after_the_choice)
+    assert pulled.collect(engine, leaving=(owner_label(),)) == []
+    (entry,) = pulled.entries()
+    assert entry["owners"] == labels
