@@ -37,6 +37,7 @@ import json
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,15 @@ def _message_for(text: str) -> dict[str, Any]:
     return {"content": parsed.content or None, "tool_calls": calls or None}
 
 
+@dataclass(frozen=True)
+class Encoded:
+    """A reply built as JSON text already (`_score_reply`: a row per prompt token, too many to build as
+    objects), sent as it is; `engine_ms` is a paced engine's time for it."""
+
+    body: bytes
+    engine_ms: float | None = None
+
+
 class InstantEngine:
     """Samples `CALL` + end-of-turn for every prompt; renders chat prompts from cached message ids."""
 
@@ -157,9 +167,9 @@ class InstantEngine:
             ids += self._ids(key, f"<|im_start|>{message.get('role')}\n{message.get('content')}<|im_end|>\n")
         return ids + self.start
 
-    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any] | Encoded:
         if body.get("prompt_logprobs") is not None:  # the proxy scoring a forced (oracle) reply
-            return {"encoded": _score_reply(body["prompt"])}
+            return Encoded(_score_reply(body["prompt"]))
         return _completion_reply(list(self.completion))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -207,11 +217,13 @@ class PacedEngine(InstantEngine):
             await asyncio.sleep(self.seconds(prompt_tokens, completion_tokens))
         return 1000 * (time.perf_counter() - t0)
 
-    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any] | Encoded:
         prompt = body["prompt"]
         scoring = body.get("prompt_logprobs") is not None
         ms = await self.paced(len(prompt), 0 if scoring else len(self.completion))
-        reply = {"encoded": _score_reply(prompt)} if scoring else _completion_reply(list(self.completion))
+        if scoring:
+            return Encoded(_score_reply(prompt), engine_ms=ms)
+        reply = _completion_reply(list(self.completion))
         reply["engine_ms"] = ms
         return reply
 
@@ -240,10 +252,10 @@ class ReplayEngine:
         self.log.append({"prompt_ids": prompt_ids, "completion_ids": ids})
         return ids
 
-    async def completions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def completions(self, body: dict[str, Any]) -> dict[str, Any] | Encoded:
         prompt = body["prompt"]
         if body.get("prompt_logprobs") is not None:
-            return {"encoded": _score_reply(prompt)}
+            return Encoded(_score_reply(prompt))
         return _completion_reply(self._next(list(prompt)))
 
     async def chat(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -309,14 +321,14 @@ def _probe_reply(body: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def _answer(reply: dict[str, Any]) -> Any:
+def _answer(reply: dict[str, Any] | Encoded) -> Any:
     """A JSON response; a paced engine's time rides in the `x-engine-ms` header, out of the body."""
     from starlette.responses import JSONResponse, Response
 
-    ms = reply.pop("engine_ms", None)
+    ms = reply.engine_ms if isinstance(reply, Encoded) else reply.pop("engine_ms", None)
     headers = None if ms is None else {"x-engine-ms": f"{ms:.3f}"}
-    if isinstance(reply.get("encoded"), bytes):  # a reply built as JSON text already (`_score_reply`)
-        return Response(reply["encoded"], media_type="application/json", headers=headers)
+    if isinstance(reply, Encoded):
+        return Response(reply.body, media_type="application/json", headers=headers)
     return JSONResponse(reply, headers=headers)
 
 

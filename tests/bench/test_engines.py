@@ -77,3 +77,24 @@ def test_the_proxy_backend_reads_a_long_prompts_completion_rows(instant: str) ->
     rows = json.loads(raw)["choices"][0]["prompt_logprobs"]
     assert len(rows) == 13_003 and rows[0] is None
     assert all(list(row) == [str(t)] for row, t in zip(rows[1:], prompt[1:] + completion, strict=True))
+
+
+def test_a_paced_engine_times_its_score_replies_in_a_header_and_keeps_the_rows() -> None:
+    server = servers.spawn(
+        lambda port: [
+            *(sys.executable, str(Path(engines.__file__)), "paced", "--port", str(port)),
+            *("--prefill-tps", "100"),  # 0.05 s for five prompt tokens: the header shows the hold
+        ],
+        "/health",
+        timeout=240,
+    )
+    try:
+        prompt = [7, 0, 42, 42, 5]
+        body = {"model": "tiny", "prompt": prompt, "max_tokens": 1, "prompt_logprobs": 0}
+        reply = httpx.post(f"{server.base}/v1/completions", json=body, timeout=30)
+        assert reply.status_code == 200 and float(reply.headers["x-engine-ms"]) >= 50
+        rows = reply.json()["choices"][0]["prompt_logprobs"]
+        assert rows == [None] + [{str(t): {"logprob": engines.LOGPROB}} for t in prompt[1:]]
+        assert "engine_ms" not in reply.text
+    finally:
+        server.stop()
