@@ -298,6 +298,22 @@ def floor_network(url: str) -> Any:
         return None
 
 
+def floor_env(spec: Any, ctx: Any, task_env: dict[str, str], *, tmp: Path) -> dict[str, str]:
+    """The CLI's environment: what openenv's sandbox gives it (`LocalSandbox.environment`), so the harness
+    does the same work on both sides: the variables it passes through from this process's environment
+    (`DEFAULT_ENV_ALLOW`), the harness's PATH, its own HOME, TMPDIR and USER, the task's and the harness's
+    variables. They change what a CLI does: with `SSL_CERT_DIR` set (as on this machine), codex reads and
+    parses every certificate in that folder each time it sets up an HTTP client, ~870 files an episode; a
+    floor that dropped it ran a cheaper codex than the one openenv runs."""
+    from openenv.harness.launch import harness_path
+    from openenv.harness.sandbox.local import DEFAULT_ENV_ALLOW
+
+    env = {name: os.environ[name] for name in DEFAULT_ENV_ALLOW if name in os.environ}
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(PATH=harness_path(spec), HOME=str(ctx.home), TMPDIR=str(tmp), USER="openenv")
+    return {**env, **task_env, **spec.environment(ctx)}
+
+
 def floor_episode(
     harness: str, task_id: str, url: str, *, grade: bool = False, enter: list[str] | None = None
 ) -> dict[str, Any]:
@@ -305,7 +321,6 @@ def floor_episode(
     `grade`, then the task's tests as a user would run them (no sandbox), timed apart. `enter` prefixes
     the CLI's commands (`floor_network`'s `enter_argv()`: the CLI reaches only the stand-in)."""
     from openenv.harness.catalog import get_spec
-    from openenv.harness.launch import harness_path
     from openenv.harness.sandbox.files import write_tree
     from openenv.harness.spec import SessionContext
     from openenv.harness.tasks import find_task
@@ -326,14 +341,7 @@ def floor_episode(
             instruction=task.instruction,
         )
         spec.write_config(ctx)
-        env = {
-            "PATH": harness_path(spec),
-            "HOME": str(home),
-            "TMPDIR": str(root),
-            "LANG": "C.UTF-8",
-            **task.env,
-            **spec.environment(ctx),
-        }
+        env = floor_env(spec, ctx, task.env, tmp=root)
         prefix = list(enter or [])
         for argv in spec.setup_argvs(ctx):
             subprocess.run(prefix + argv, env=env, cwd=workspace, check=True, capture_output=True, timeout=60)
