@@ -181,6 +181,7 @@ def collect(
         # image, so it either is seen here and the image kept, or claims after and finds it gone.
         with _locked(_path(reference)) as entry:
             if not entry or (live(entry) and not everything):
+                kept -= size  # gone, or in use again: no longer an idle image the budget counts
                 continue
             try:
                 client.images.remove(reference, noprune=False)
