@@ -301,16 +301,17 @@ def floor_network(url: str) -> Any:
 def floor_env(spec: Any, ctx: Any, task_env: dict[str, str], *, tmp: Path) -> dict[str, str]:
     """The CLI's environment: what openenv's sandbox gives it (`LocalSandbox.environment`), so the harness
     does the same work on both sides: the variables it passes through from this process's environment
-    (`DEFAULT_ENV_ALLOW`), the harness's PATH, its own HOME, TMPDIR and USER, the task's and the harness's
+    (`passed_through`), the harness's PATH, its own HOME, TMPDIR and USER, the task's and the harness's
     variables. They change what a CLI does: with `SSL_CERT_DIR` set (as on this machine), codex reads and
     parses every certificate in that folder each time it sets up an HTTP client, ~870 files an episode; a
     floor that dropped it ran a cheaper codex than the one openenv runs."""
     from openenv.harness.launch import harness_path
-    from openenv.harness.sandbox.local import DEFAULT_ENV_ALLOW
+    from openenv.harness.sandbox.identity import SANDBOX_USER
+    from openenv.harness.sandbox.local import passed_through
 
-    env = {name: os.environ[name] for name in DEFAULT_ENV_ALLOW if name in os.environ}
+    env = passed_through()
     env.setdefault("LANG", "C.UTF-8")
-    env.update(PATH=harness_path(spec), HOME=str(ctx.home), TMPDIR=str(tmp), USER="openenv")
+    env.update(PATH=harness_path(spec), HOME=str(ctx.home), TMPDIR=str(tmp), USER=SANDBOX_USER)
     return {**env, **task_env, **spec.environment(ctx)}
 
 

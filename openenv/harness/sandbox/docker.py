@@ -61,7 +61,7 @@ from openenv.harness.sandbox.docker_process import (
     DockerProcess,
 )
 from openenv.harness.sandbox.files import HostFolders, drop_links, write_tree
-from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
+from openenv.harness.sandbox.identity import SANDBOX_USER, check_free_uid, private_root, write_identity
 from openenv.harness.tasks.model import FileData
 
 __all__ = [
@@ -451,7 +451,7 @@ class DockerSandbox(HostFolders):
             "LANG": "C.UTF-8",
             "HOME": str(self.home),
             "TMPDIR": str(self.root / "tmp"),
-            "USER": "openenv",
+            "USER": SANDBOX_USER,
         }
         env.update(extra or {})
         return env

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from openenv.errors import EnvError
 
-__all__ = ["ROOT_MODE", "check_free_uid", "private_root", "write_identity"]
+__all__ = ["ROOT_MODE", "SANDBOX_USER", "check_free_uid", "private_root", "write_identity"]
 
 ROOT_MODE = 0o700
+SANDBOX_USER = "openenv"  # the sandbox's account: its passwd entry, and $USER
 
 
 def check_free_uid(uid: int, *, what: str, variable: str) -> None:
@@ -52,9 +53,9 @@ def write_identity(etc: Path, uid: int, home: Path | str) -> None:
     `os.userInfo()` work inside (the host's own accounts are not shown)."""
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "passwd").write_text(
-        f"root:x:0:0:root:/root:/bin/sh\nopenenv:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
+        f"root:x:0:0:root:/root:/bin/sh\n{SANDBOX_USER}:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
-    (etc / "group").write_text(f"root:x:0:\nopenenv:x:{uid}:\nnogroup:x:65534:\n")
+    (etc / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{uid}:\nnogroup:x:65534:\n")
     for name in ("passwd", "group"):
         (etc / name).chmod(0o644)

@@ -30,7 +30,7 @@ from openenv.harness.sandbox.base import (
 )
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, sweep_stale
 from openenv.harness.sandbox.files import HostFolders, write_tree
-from openenv.harness.sandbox.identity import check_free_uid, private_root, write_identity
+from openenv.harness.sandbox.identity import SANDBOX_USER, check_free_uid, private_root, write_identity
 from openenv.harness.sandbox.local_process import (
     MARKER,
     LocalProcess,
@@ -52,6 +52,7 @@ __all__ = [
     "LocalProcess",
     "LocalSandbox",
     "kill_tree",
+    "passed_through",
     "sandboxed_processes",
 ]
 
@@ -64,6 +65,11 @@ IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # a
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
 _log = logging.getLogger("openenv.sandbox")
+
+
+def passed_through(allow: tuple[str, ...] = DEFAULT_ENV_ALLOW) -> dict[str, str]:
+    """The variables of this process's environment that a sandbox passes on: those named in `allow`."""
+    return {name: os.environ[name] for name in allow if name in os.environ}
 
 
 class LocalSandbox(HostFolders):
@@ -287,12 +293,12 @@ class LocalSandbox(HostFolders):
 
     def environment(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The allow-listed environment, with the sandbox's HOME, TMPDIR and marker, plus `extra`."""
-        env = {name: os.environ[name] for name in self._env_allow if name in os.environ}
+        env = passed_through(self._env_allow)
         if self._image is not None:  # the image's own variables (its PATH above all), as Docker sets them
             env.pop("PATH", None)
             env.update({k: v for k, v in self._image.env.items() if k not in ("HOME", "USER", "TMPDIR")})
             env.setdefault("PATH", IMAGE_PATH)
-        env.update(HOME=str(self.home), TMPDIR=str(self.root / "tmp"), USER="openenv", **{MARKER: self.id})
+        env.update(HOME=str(self.home), TMPDIR=str(self.root / "tmp"), USER=SANDBOX_USER, **{MARKER: self.id})
         env.update(extra or {})
         return env
 
