@@ -325,11 +325,12 @@ def _answer(reply: dict[str, Any] | Encoded) -> Any:
     """A JSON response; a paced engine's time rides in the `x-engine-ms` header, out of the body."""
     from starlette.responses import JSONResponse, Response
 
-    ms = reply.engine_ms if isinstance(reply, Encoded) else reply.pop("engine_ms", None)
-    headers = None if ms is None else {"x-engine-ms": f"{ms:.3f}"}
+    def timing(ms: float | None) -> dict[str, str] | None:
+        return None if ms is None else {"x-engine-ms": f"{ms:.3f}"}
+
     if isinstance(reply, Encoded):
-        return Response(reply.body, media_type="application/json", headers=headers)
-    return JSONResponse(reply, headers=headers)
+        return Response(reply.body, media_type="application/json", headers=timing(reply.engine_ms))
+    return JSONResponse(reply, headers=timing(reply.pop("engine_ms", None)))
 
 
 def build_app(engine: InstantEngine | ReplayEngine) -> Any:
