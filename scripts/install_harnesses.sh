@@ -95,7 +95,11 @@ install_npm() {  # install_npm NAME PACKAGE VERSION NODE
   fi
   log "$1: npm $2@$3 -> $prefix"
   mkdir -p "$prefix"
-  npm install -g --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@$3" >&2
+  # npm runs a package's install scripts with the `node` on PATH, not its own: a CLI that needs a newer
+  # Node checks it there (openclaw's preinstall refuses Node 20), so its own runtime goes first.
+  local path="$PATH"
+  if [[ "$4" != "system" ]]; then path="$CACHE/node$4/bin:$PATH"; fi
+  PATH="$path" npm install -g --prefix "$prefix" --no-audit --no-fund --loglevel=error "$2@$3" >&2
 }
 
 find_python() {  # find_python VERSION -> the path of a python of that minor version ("-": python3)

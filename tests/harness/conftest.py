@@ -3,9 +3,11 @@ a stand-in package registry on loopback."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -48,10 +50,19 @@ def no_leftover_processes() -> Iterator[None]:
     assert leftovers == [], f"processes outlived their episode: {leftovers}"
 
 
+def _package_json(tgz: bytes) -> dict[str, object]:
+    with tarfile.open(fileobj=io.BytesIO(tgz), mode="r:gz") as tar:
+        member = tar.extractfile("package/package.json")
+        assert member is not None
+        return json.load(member)
+
+
 class _Registry(BaseHTTPRequestHandler):
-    """npm: GET /<name> -> a packument; pip: GET /simple/<name>/ -> links to sdists. `stall` never answers."""
+    """npm: GET /<name> -> a packument; pip: GET /simple/<name>/ -> links to sdists. `stall` never answers.
+    A version in `tarballs` (`(name, version)` -> the .tgz's bytes) is served from here, so npm installs it."""
 
     packages: dict[str, list[str]] = {}
+    tarballs: dict[tuple[str, str], bytes] = {}
     stall = False
     seen: list[str] = []
 
@@ -61,6 +72,16 @@ class _Registry(BaseHTTPRequestHandler):
             time.sleep(30)
             return
         path = unquote(self.path).split("?")[0]
+        if path.startswith("/tarballs/"):
+            name, _, version = path.removeprefix("/tarballs/").rpartition("/")
+            data = self.tarballs[(name, version.removesuffix(".tgz"))]
+            self.send_response(200)
+            self.send_header("Content-Type", "application/octet-stream")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
+        here = f"http://127.0.0.1:{self.server.server_address[1]}"
         if path.startswith("/simple/"):
             name = path.removeprefix("/simple/").strip("/")
             versions = self.packages.get(name)
@@ -84,6 +105,11 @@ class _Registry(BaseHTTPRequestHandler):
                         "dist-tags": {"latest": versions[-1]},
                         "versions": {
                             v: {"name": name, "version": v, "dist": {"tarball": f"http://x/{v}.tgz"}}
+                            if (name, v) not in self.tarballs
+                            else {  # npm links bins and runs scripts from the packument, not the tarball
+                                **_package_json(self.tarballs[(name, v)]),
+                                "dist": {"tarball": f"{here}/tarballs/{name}/{v}.tgz"},
+                            }
                             for v in versions
                         },
                     }
@@ -111,7 +137,7 @@ class _Registry(BaseHTTPRequestHandler):
 def registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[type[_Registry]]:
     """One loopback server standing in for both registries; npm and pip are pointed at it (their user
     configuration set aside) through their own environment variables."""
-    handler = type("Registry", (_Registry,), {"packages": {}, "stall": False, "seen": []})
+    handler = type("Registry", (_Registry,), {"packages": {}, "tarballs": {}, "stall": False, "seen": []})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -3,15 +3,19 @@ pin in both places that hold it (spec.yaml and the installer's table) or in neit
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import shutil
 import subprocess
+import tarfile
 from urllib.parse import unquote
 
 import pytest
 
 from openenv.errors import BadRequest, EnvError, NotFound
 from openenv.harness.catalog import get_spec, harness_dir, reload_specs
+from openenv.harness.install import cache_root
 from openenv.harness.pins import parse_target, scratch_cache, spec_at, write_pin
 from openenv.resources import harness_installer
 
@@ -108,3 +112,56 @@ def test_a_version_the_registry_lacks_fails_the_install_and_says_so(registry, tm
     )
     assert proc.returncode == 1 and "failed: pi@9.9.9" in proc.stderr, proc.stderr[-2000:]
     assert any("pi-coding-agent" in unquote(p) for p in registry.seen), "npm asked the stand-in registry"
+
+
+def _npm_tarball(package_json: dict[str, object], files: dict[str, str]) -> bytes:
+    """An npm package's .tgz: everything under `package/`, as `npm pack` lays it out."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for name, text in {"package.json": json.dumps(package_json), **files}.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"package/{name}")
+            info.size, info.mode = len(data), 0o755
+            tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def test_an_npm_cli_that_needs_a_newer_node_installs_under_that_node(registry, tmp_path):
+    """Regression: npm ran openclaw's preinstall with the `node` on PATH (the system's 20), which refused,
+    so `install_harnesses.sh all` failed on a machine without Node 24 first on PATH. The runtime the
+    installer pins for the CLI (Node 24 here) must be the one its install scripts see."""
+    real = cache_root()
+    node24, node22 = real / "node24" / "bin" / "node", real / "node22" / "bin" / "node"
+    if not (node24.exists() and node22.exists()):
+        pytest.skip("Node 22 and 24 are not installed; run scripts/install_harnesses.sh openclaw qwen-code")
+    cache, older = tmp_path / "cache", tmp_path / "older"
+    (cache / "node24" / "bin").mkdir(parents=True)
+    (cache / "node24" / "bin" / "node").symlink_to(node24.resolve())
+    older.mkdir()
+    (older / "node").symlink_to(
+        node22.resolve()
+    )  # first on PATH: what the old installer let npm's scripts run
+    refuse_old = "node -e \"process.exit(+process.versions.node.split('.')[0] >= 24 ? 0 : 7)\""
+    registry.packages["openclaw"] = ["9.9.9"]
+    registry.tarballs[("openclaw", "9.9.9")] = _npm_tarball(
+        {
+            "name": "openclaw",
+            "version": "9.9.9",
+            "bin": {"openclaw": "cli.js"},
+            "scripts": {"preinstall": refuse_old},
+        },
+        {"cli.js": "#!/usr/bin/env node\nconsole.log('ok')\n"},
+    )
+    proc = subprocess.run(
+        ["bash", str(harness_installer()), "openclaw@9.9.9"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+        env={**os.environ, "OPENENV_HARNESS_CACHE": str(cache), "PATH": f"{older}:{os.environ['PATH']}"},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (cache / "openclaw" / "bin" / "openclaw").exists(), proc.stderr[-2000:]
+    assert any("/tarballs/openclaw/9.9.9.tgz" in p for p in registry.seen), (
+        "npm fetched the stand-in's tarball"
+    )
