@@ -29,6 +29,7 @@ import os
 import struct
 import sys
 import threading
+from array import array
 from collections.abc import Callable, Iterator
 
 __all__ = ["release_empty_pools", "supported"]
@@ -77,10 +78,12 @@ def _others_idle() -> bool:
     `work_queue.get` (fed only by whoever submits work: in the proxy, the event loop, which is this
     thread). Any other thread might allocate at any moment: then the pools are left alone. Switching
     the GIL cannot be prevented from Python, so this is what makes the check-then-madvise safe."""
-    me = threading.get_ident()
-    for ident, frame in sys._current_frames().items():
-        if ident == me:
-            continue
+    frames = sys._current_frames()
+    # This thread's own frame goes first: held in `frames`, it made a cycle (its locals hold `frames`)
+    # that kept it, and through its `f_back` the caller's locals (the whole scan), alive until the next
+    # collection, in the very pools the scan was to give back (docs/benchmarks.md 11l).
+    del frames[threading.get_ident()]
+    for frame in frames.values():
         code = frame.f_code
         if code.co_name != "_worker" or not code.co_filename.endswith(_WORKER_FILE):
             return False
@@ -124,10 +127,12 @@ def _pool(header: bytes, address: int) -> tuple[int, int, int] | None:
     return count, arena, szidx
 
 
-def _scan() -> tuple[int, dict[int, list[tuple[int, int]]]]:
-    """(blocks in use, arena index -> [(pool address, count)]), read through /proc/self/mem so that
-    memory another thread unmaps meanwhile is an error to skip, not a crash."""
-    arenas: dict[int, list[tuple[int, int]]] = {}
+def _scan() -> tuple[int, array[int], array[int], array[int]]:
+    """(blocks in use, then each pool header found: its address, block count and arena index), read
+    through /proc/self/mem so that memory another thread unmaps meanwhile is an error to skip, not a
+    crash. The pools go in arrays, not Python tuples: thousands of small objects made now would land in
+    the very pools being counted as empty, and keep them."""
+    addresses, counts, arenas = array("Q"), array("I"), array("I")
     used = 0
     fd = os.open("/proc/self/mem", os.O_RDONLY)
     try:
@@ -140,13 +145,14 @@ def _scan() -> tuple[int, dict[int, list[tuple[int, int]]]]:
                     header = b""
                 found = _pool(header, address) if len(header) == _HEADER_BYTES else None
                 if found is not None:
-                    count, arena, _ = found
-                    used += count
-                    arenas.setdefault(arena, []).append((address, count))
+                    used += found[0]
+                    addresses.append(address)
+                    counts.append(found[0])
+                    arenas.append(found[1])
                 address += POOL_SIZE
     finally:
         os.close(fd)
-    return used, arenas
+    return used, addresses, counts, arenas
 
 
 def release_empty_pools() -> int:
@@ -156,22 +162,30 @@ def release_empty_pools() -> int:
     if libc is None:
         return 0
     madvise, pread = libc
-    used, arenas = _scan()
+    used, addresses, counts, arenas = _scan()
     # getallocatedblocks also counts the objects over 512 bytes that pymalloc hands to malloc: the pools
     # found may hold fewer blocks, never more (more would mean a false header: then touch nothing).
     if used > sys.getallocatedblocks():
         return 0
-    empty: list[int] = []
-    for pools in arenas.values():
-        live = [address for address, count in pools if count]
-        if not live:
+    # arena index -> the lowest and the highest address of a pool in use there (ints, not tuples: a
+    # freed tuple stays allocated in the tuple free list)
+    lowest: dict[int, int] = {}
+    highest: dict[int, int] = {}
+    for i in range(len(addresses)):
+        if counts[i]:
+            address, arena = addresses[i], arenas[i]
+            lowest[arena] = min(lowest.get(arena, address), address)
+            highest[arena] = max(highest.get(arena, address), address)
+    empty = array("Q")
+    for i in range(len(addresses)):
+        arena = arenas[i]
+        if counts[i] or arena not in lowest:
             continue
-        lo, hi = min(live), max(live)
+        lo, hi, address = lowest[arena], highest[arena], addresses[i]
         if hi - lo >= _ARENA_SIZE:  # not one arena: two headers claim the same index
             continue
-        empty += [
-            address for address, count in pools if not count and hi - _ARENA_SIZE < address < lo + _ARENA_SIZE
-        ]
+        if hi - _ARENA_SIZE < address < lo + _ARENA_SIZE:
+            empty.append(address)
     if not empty or not _others_idle():
         return 0
     # Every other Python thread is blocked on a queue only this thread feeds (`_others_idle`), so none
