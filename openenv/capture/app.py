@@ -26,13 +26,16 @@ from openenv.errors import OpenEnvError, Unauthorized
 
 __all__ = ["FULL_COLLECTION_THRESHOLDS", "Routes", "create_app"]
 
-# The collector's thresholds in a process that is just the proxy: CPython's (700, 10, 10) but a full
-# collection at most every 100 middle ones, not 10. A full collection walks every object of every open
-# session, ~0.1 s with 1,000 sessions open, and it ran every ~5 s there: 2% of the time the proxy was
-# paused, which is the p99 of its requests. Almost nothing the proxy makes is cyclic garbage (a request
-# leaves none, a closed session none to speak of; tests/capture/test_app.py), so collecting it later
-# holds little memory, and the idle release (`--release-idle`) still collects everything.
-FULL_COLLECTION_THRESHOLDS = (700, 10, 100)
+# The collector's thresholds in a process that is just the proxy: a young collection every 7,000
+# allocations, not CPython's 700, and a full collection at most every 100 middle ones, not 10. A full
+# collection walks every object of every open session, ~0.1 s with 1,000 sessions open, and it ran every
+# ~5 s there: 2% of the time the proxy was paused, which is the p99 of its requests. The young
+# generations hold every in-flight request's coroutines, cells and closures (~15k objects with 1,000
+# sessions open), which each middle collection walked again, every ~70 turns: with 10x fewer, the
+# handler's p99 went from 5.6-6.2 to 4.3-4.6 ms (docs/benchmarks.md 11m). Almost nothing the proxy makes
+# is cyclic garbage, so collecting it later holds little memory, and the idle release
+# (`--release-idle`) still collects everything.
+FULL_COLLECTION_THRESHOLDS = (7000, 10, 100)
 
 Routes = Literal["all", "model", "admin"]
 
