@@ -145,10 +145,11 @@ def _scan() -> tuple[int, array[int], array[int], array[int]]:
                     header = b""
                 found = _pool(header, address) if len(header) == _HEADER_BYTES else None
                 if found is not None:
-                    used += found[0]
+                    count, arena, _ = found
+                    used += count
                     addresses.append(address)
-                    counts.append(found[0])
-                    arenas.append(found[1])
+                    counts.append(count)
+                    arenas.append(arena)
                 address += POOL_SIZE
     finally:
         os.close(fd)

@@ -74,12 +74,7 @@ class _Registry(BaseHTTPRequestHandler):
         path = unquote(self.path).split("?")[0]
         if path.startswith("/tarballs/"):
             name, _, version = path.removeprefix("/tarballs/").rpartition("/")
-            data = self.tarballs[(name, version.removesuffix(".tgz"))]
-            self.send_response(200)
-            self.send_header("Content-Type", "application/octet-stream")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._send(200, "application/octet-stream", self.tarballs[(name, version.removesuffix(".tgz"))])
             return
         here = f"http://127.0.0.1:{self.server.server_address[1]}"
         if path.startswith("/simple/"):
@@ -117,13 +112,12 @@ class _Registry(BaseHTTPRequestHandler):
             )
             ctype = "application/json"
         if body is None:
-            self.send_response(404)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(b'{"error":"Not found"}')
+            self._send(404, "application/json", b'{"error":"Not found"}')
             return
-        data = body.encode()
-        self.send_response(200)
+        self._send(200, ctype, body.encode())
+
+    def _send(self, status: int, ctype: str, data: bytes) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
@@ -47,14 +48,26 @@ def test_the_checked_version_goes_to_a_scratch_cache_not_the_pinned_one(tmp_path
     assert moved.install.version == "9.9.9" and get_spec("pi").install.version != "9.9.9"
 
 
-def test_the_installer_refuses_a_version_with_shell_in_it(tmp_path):
-    proc = subprocess.run(
-        ["bash", str(harness_installer()), "pi@1;touch pwned"],
+def _install(
+    target: str, env: dict[str, str], *, timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`install_harnesses.sh TARGET`, run with exactly `env`."""
+    return subprocess.run(
+        ["bash", str(harness_installer()), target],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=timeout,
         check=False,
-        env={"PATH": "/usr/bin:/bin", "OPENENV_HARNESS_CACHE": str(tmp_path)},
+        env=env,
+        cwd=cwd,
+    )
+
+
+def test_the_installer_refuses_a_version_with_shell_in_it(tmp_path):
+    proc = _install(
+        "pi@1;touch pwned",
+        {"PATH": "/usr/bin:/bin", "OPENENV_HARNESS_CACHE": str(tmp_path)},
+        timeout=60,
         cwd=tmp_path,
     )
     assert proc.returncode != 0 and "is not a version" in proc.stderr
@@ -102,14 +115,7 @@ def test_pin_writes_nothing_when_either_file_lacks_the_pin(own_pins):
 
 def test_a_version_the_registry_lacks_fails_the_install_and_says_so(registry, tmp_path):
     """Regression: a failed `npm install` of the last step ended the script 0 (errexit is off under `||`)."""
-    proc = subprocess.run(
-        ["bash", str(harness_installer()), "pi@9.9.9"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "OPENENV_HARNESS_CACHE": str(tmp_path / "cache")},
-    )
+    proc = _install("pi@9.9.9", {**os.environ, "OPENENV_HARNESS_CACHE": str(tmp_path / "cache")}, timeout=120)
     assert proc.returncode == 1 and "failed: pi@9.9.9" in proc.stderr, proc.stderr[-2000:]
     assert any("pi-coding-agent" in unquote(p) for p in registry.seen), "npm asked the stand-in registry"
 
@@ -138,9 +144,8 @@ def test_an_npm_cli_that_needs_a_newer_node_installs_under_that_node(registry, t
     (cache / "node24" / "bin").mkdir(parents=True)
     (cache / "node24" / "bin" / "node").symlink_to(node24.resolve())
     older.mkdir()
-    (older / "node").symlink_to(
-        node22.resolve()
-    )  # first on PATH: what the old installer let npm's scripts run
+    # first on PATH: the Node the old installer let npm's scripts run
+    (older / "node").symlink_to(node22.resolve())
     refuse_old = "node -e \"process.exit(+process.versions.node.split('.')[0] >= 24 ? 0 : 7)\""
     registry.packages["openclaw"] = ["9.9.9"]
     registry.tarballs[("openclaw", "9.9.9")] = _npm_tarball(
@@ -152,13 +157,10 @@ def test_an_npm_cli_that_needs_a_newer_node_installs_under_that_node(registry, t
         },
         {"cli.js": "#!/usr/bin/env node\nconsole.log('ok')\n"},
     )
-    proc = subprocess.run(
-        ["bash", str(harness_installer()), "openclaw@9.9.9"],
-        capture_output=True,
-        text=True,
+    proc = _install(
+        "openclaw@9.9.9",
+        {**os.environ, "OPENENV_HARNESS_CACHE": str(cache), "PATH": f"{older}:{os.environ['PATH']}"},
         timeout=180,
-        check=False,
-        env={**os.environ, "OPENENV_HARNESS_CACHE": str(cache), "PATH": f"{older}:{os.environ['PATH']}"},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (cache / "openclaw" / "bin" / "openclaw").exists(), proc.stderr[-2000:]
