@@ -21,6 +21,7 @@ import pytest
 # pinned down; importing setuptools here makes that order harmless.
 import setuptools  # noqa: F401  (before anything imports distutils)
 
+from openenv.harness.spec import SessionContext
 from openenv.models import tiny_model_path
 from openenv.testing.leftovers import pytest_sessionfinish  # noqa: F401  (no child outlives the session)
 from openenv.testing.skips import pytest_terminal_summary  # noqa: F401  (the one-line skip summary)
@@ -45,6 +46,20 @@ if TYPE_CHECKING:
 # Task fixtures carry their own tests (Harbor's tests/test_outputs.py, ...): data run inside a sandbox by
 # the verifier, never collected by our suite.
 collect_ignore_glob = ["fixtures/*", "*/fixtures/*"]
+
+
+@pytest.fixture
+def session_context(tmp_path: Path) -> SessionContext:
+    """One harness session's values as a spec renders them: a proxy URL on loopback, its token, the tiny model,
+    a workspace and a home under `tmp_path`, and an instruction with a `$` and a quote (to be taken literally)."""
+    return SessionContext(
+        base_url="http://127.0.0.1:4321/s/tok",
+        api_key="tok",
+        model="tiny",
+        workspace=tmp_path / "ws",
+        home=tmp_path / "home",
+        instruction="Fix $HOME's bug",
+    )
 
 
 @pytest.fixture(scope="session")

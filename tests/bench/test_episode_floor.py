@@ -21,25 +21,14 @@ from openenv.harness.sandbox.local import DEFAULT_ENV_ALLOW, LocalSandbox
 from openenv.harness.spec import SessionContext
 
 
-def _context(tmp_path: Path) -> SessionContext:
-    return SessionContext(
-        base_url="http://127.0.0.1:9/codex/t",
-        api_key="floor",
-        model="tiny",
-        workspace=tmp_path / "workspace",
-        home=tmp_path / "home",
-        instruction="fix it",
-    )
-
-
 def test_the_floor_passes_what_the_sandbox_passes_from_this_environment(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, session_context: SessionContext, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in {"SSL_CERT_DIR": "/etc/ssl/certs", "TZ": "UTC", "TERM": "xterm"}.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("OPENENV_SECRET_OF_THE_HOST", "x")  # not passed by either side
     spec = get_spec("codex")
-    env = floor_env(spec, _context(tmp_path), {"TASK_VAR": "1"}, tmp=tmp_path)
+    env = floor_env(spec, session_context, {"TASK_VAR": "1"}, tmp=tmp_path)
 
     sandbox = LocalSandbox(network="host", isolation="none")
     try:

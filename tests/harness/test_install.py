@@ -108,11 +108,10 @@ def test_the_script_unpacks_the_commands_the_docker_check_expects():
 
 
 def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_the_harness_starts(
-    tmp_path, monkeypatch
+    tmp_path, session_context, monkeypatch
 ):
     from openenv.errors import EnvError
     from openenv.harness.launch import launch
-    from openenv.harness.spec import SessionContext
 
     monkeypatch.setenv("OPENENV_HARNESS_CACHE", str(tmp_path))
     _pip_venv(tmp_path, "kimi-cli", "/opt/host-python/3.13.0/bin")
@@ -125,15 +124,7 @@ def test_a_docker_episode_of_an_install_that_cannot_run_there_is_refused_before_
 
         run = start
 
-    home = tmp_path / "home"
-    ctx = SessionContext(
-        base_url="http://127.0.0.1:1/s/x",
-        api_key="k",
-        model="tiny",
-        workspace=tmp_path,
-        home=home,
-        instruction="do it",
-    )
+    ctx, home = session_context, session_context.home
     with pytest.raises(EnvError, match="cannot run in the Docker sandbox: its venv runs on /opt/host-python"):
         launch(get_spec("kimi-cli"), DockerLike(), ctx, timeout_s=10)  # type: ignore[arg-type]
     assert not home.exists(), "no config was written either"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -13,7 +12,7 @@ from pydantic import ValidationError
 from openenv.capture.canonical import CanonicalRequest, Message, TextPart, Tool
 from openenv.errors import NotFound
 from openenv.harness.catalog import get_spec, harness_dir, harness_names
-from openenv.harness.spec import HarnessSpec, SessionContext
+from openenv.harness.spec import HarnessSpec
 from openenv.resources import harness_installer
 
 TEN = {
@@ -28,17 +27,6 @@ TEN = {
     "copilot",
     "cline",
 }
-
-
-def _ctx(tmp_path: Path) -> SessionContext:
-    return SessionContext(
-        base_url="http://127.0.0.1:4321/s/tok",
-        api_key="tok",
-        model="tiny",
-        workspace=tmp_path / "ws",
-        home=tmp_path / "home",
-        instruction="Fix $HOME's bug",
-    )
 
 
 def test_all_ten_harnesses_have_a_spec():
@@ -61,8 +49,8 @@ def test_pins_match_the_install_script():
 
 
 @pytest.mark.parametrize("name", harness_names())
-def test_spec_renders_without_leftover_placeholders(name, tmp_path):
-    spec, ctx = get_spec(name), _ctx(tmp_path)
+def test_spec_renders_without_leftover_placeholders(name, session_context):
+    spec, ctx = get_spec(name), session_context
     argv = spec.argv(ctx)
     assert argv[0] == spec.install.bin
     assert "Fix $HOME's bug" in argv, "the instruction is one argument, taken literally"
@@ -84,8 +72,8 @@ def test_at_least_sixteen_harnesses():
     assert len(harness_names()) >= 16, harness_names()
 
 
-def test_a_source_file_is_copied_verbatim_from_beside_the_spec(tmp_path):
-    spec, ctx = get_spec("terminus-2"), _ctx(tmp_path)
+def test_a_source_file_is_copied_verbatim_from_beside_the_spec(session_context):
+    spec, ctx = get_spec("terminus-2"), session_context
     [launcher] = spec.write_config(ctx)
     assert launcher.read_text() == (harness_dir("terminus-2") / "terminus2_launcher.py").read_text()
     raw = yaml.safe_load((harness_dir("terminus-2") / "spec.yaml").read_text())
@@ -99,8 +87,8 @@ def test_a_text_protocol_needs_both_replies():
         HarnessSpec.model_validate({**raw, "shell_tool": {**raw["shell_tool"], "reply": "${arguments}"}})
 
 
-def test_json_and_yaml_config_files_parse(tmp_path):
-    ctx = _ctx(tmp_path)
+def test_json_and_yaml_config_files_parse(session_context):
+    ctx = session_context
     opencode = get_spec("opencode").write_config(ctx)[0]
     assert json.loads(opencode.read_text())["provider"]["openenv"]["models"]["tiny"]["tool_call"] is True
     hermes = get_spec("hermes").write_config(ctx)[0]
