@@ -37,11 +37,22 @@ def _malloc_trim() -> Callable[[int], int] | None:
     return fn
 
 
+def _clear_type_cache() -> None:
+    """Empty CPython's method cache. On 3.11 each of its 4,096 slots keeps a strong reference to the last
+    attribute name looked up there, and a name that C or Rust code makes afresh for each lookup (a
+    `PyObject_CallMethod(obj, "search", ...)`) then lives on with no Python referrer: after 1,000 sessions,
+    ~520 such strings, made during the peak and so in its arenas, kept those arenas mapped
+    (docs/benchmarks.md 11n). The cache refills on the next lookups."""
+    if sys.version_info < (3, 13):  # 3.13 deprecates it (`_clear_internal_caches`)
+        sys._clear_type_cache()
+
+
 def trim(*, collect: bool = True) -> bool:
     """Collect cyclic garbage (unless `collect` is False), then hand whole free heap pages back to the
     OS: glibc's (`malloc_trim`) and the empty pools of CPython's small-object arenas
-    (`core.pymalloc.release_empty_pools`). Returns whether the C library could trim (False is not an
-    error)."""
+    (`core.pymalloc.release_empty_pools`), after letting go of the attribute names CPython's method cache
+    holds (`_clear_type_cache`). Returns whether the C library could trim (False is not an error)."""
+    _clear_type_cache()
     if collect:
         gc.collect()
     release_empty_pools()
