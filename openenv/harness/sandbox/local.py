@@ -165,7 +165,7 @@ class LocalSandbox(HostFolders):
         # logs. The sandbox's uid never walks this folder on the host: bubblewrap (root) binds its
         # subfolders, and inside they hang off bwrap's own directories.
         private_root(self.root)
-        for sub in ("workspace", "home", "tmp", "logs", "sock", "etc"):
+        for sub in ("workspace", "home", "tmp", "logs", "etc"):  # sock/: only for forwarders, below
             (self.root / sub).mkdir()
         for container in HARBOR_DIRS:
             self.host_path(container).mkdir(parents=True)
@@ -194,6 +194,8 @@ class LocalSandbox(HostFolders):
             except OSError as exc:
                 _log.debug("sandbox %s: no namespace of its own for the proxy's ports (%s)", self.id, exc)
         if self._network == "loopback":
+            if forward_ports:
+                (self.root / "sock").mkdir()
             for port in forward_ports:
                 sock = self.root / "sock" / f"p{port}.sock"
                 self._bridges.append(forwarder.UnixToTcpBridge(sock, "127.0.0.1", port).start())
@@ -277,8 +279,12 @@ class LocalSandbox(HostFolders):
         if self._cgroup is not None:
             self._cgroup.kill()
         # One search by marker, for daemons that left both their tree and the cgroup; none when nothing
-        # was started since the last one (verify, then close: every process was already gone).
-        if len(self._processes) > self._swept:
+        # was started since the last one (verify, then close: every process was already gone). Under
+        # bubblewrap there is nothing to search for: each command's processes live in its PID namespace,
+        # which the kernel empties when the namespace's first process dies (the command exiting, or the
+        # kill above), and no process can leave it. The search reads the environment of every process on
+        # the host: twice an episode, O(processes on the host) each time.
+        if self._isolation != "bwrap" and len(self._processes) > self._swept:
             kill_tree(None, self.id)
             self._swept = len(self._processes)
         # The proxy was the agent's. The tests import the agent's code, so a grading run reaching it

@@ -1,7 +1,8 @@
 """Ending a local sandbox's processes (`LocalProcess.kill`, `kill_tree`, `LocalSandbox.end_agent`): every
 process the agent left is gone before grading, and the host's process table is searched by marker once
-per `end_agent` that has something new to end, not once per process ever started (issue 48: each search
-reads the environment of every process on the host, and an episode ran nine of them)."""
+per `end_agent` that has something new to end, not once per process ever started, and never for a
+bubblewrap sandbox, whose PID namespaces end every process (issue 48: each search reads the environment
+of every process on the host, and an episode ran nine of them)."""
 
 from __future__ import annotations
 
@@ -82,9 +83,10 @@ def test_an_episode_searches_by_marker_once_per_end_agent_and_no_daemon_reaches_
         if isolation == "bwrap":  # the tests saw the heartbeat stand still: the daemon was gone
             assert (verdict.status, verdict.reward) == ("scored", 1.0), verdict
         assert not _alive_with(f"sleep {tag}")
-        # verify: one search as the agent ends, one after the tests (unwrapped, the tests' run searches
-        # for daemons it left too: no PID namespace ends them); close: none, nothing new was started
-        expected = 2 if isolation == "bwrap" else 3
+        # Wrapped: no search at all, the daemon lived in the agent's PID namespace and ended with it.
+        # Unwrapped: one as the agent ends and one after the tests (no PID namespace ends what they
+        # left), besides the setup run's; close: none, nothing new was started.
+        expected = 0 if isolation == "bwrap" else 3
         assert len(searches) == expected, searches
         box.close()
         assert len(searches) == expected, searches
@@ -96,13 +98,21 @@ def test_an_episode_searches_by_marker_once_per_end_agent_and_no_daemon_reaches_
 def test_killing_an_exited_command_is_free_and_a_second_end_agent_searches_nothing(
     searches: list[int],
 ) -> None:
-    with LocalSandbox() as box:
-        for _ in range(3):
-            assert box.run(["true"]).exit_code == 0  # each run ends its process: exited, wrapped, gone
-        assert searches == []
+    with LocalSandbox(isolation="none", network="host") as box:
+        box.start(["sleep", "60"], env={}, timeout_s=60)
         box.end_agent()
         box.end_agent()
         assert len(searches) == 1
+
+
+def test_a_wrapped_sandbox_never_searches_the_hosts_process_table(searches: list[int]) -> None:
+    with LocalSandbox() as box:
+        for _ in range(3):
+            assert box.run(["true"]).exit_code == 0  # each run ends its process: exited, wrapped, gone
+        box.start(["sleep", "60"], env={}, timeout_s=60)
+        box.end_agent()
+        box.end_agent()
+    assert searches == []
 
 
 def test_a_zombie_another_process_has_not_reaped_counts_as_gone() -> None:
