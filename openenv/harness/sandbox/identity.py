@@ -18,7 +18,7 @@ from pathlib import Path
 
 from openenv.errors import EnvError
 
-__all__ = ["ROOT_MODE", "SANDBOX_USER", "check_free_uid", "private_root", "write_identity"]
+__all__ = ["ROOT_MODE", "SANDBOX_USER", "check_free_uid", "login_shell", "private_root", "write_identity"]
 
 ROOT_MODE = 0o700
 SANDBOX_USER = "openenv"  # the sandbox's account: its passwd entry, and $USER
@@ -48,12 +48,33 @@ def private_root(path: Path) -> Path:
     return path
 
 
-def write_identity(etc: Path, uid: int, home: Path | str) -> None:
+def login_shell(system: Path = Path("/")) -> str:
+    """The login shell the sandbox's user gets: the one of the account running openenv (`/bin/bash` for
+    root on Debian, as in Harbor's task images) where `system` (the root the sandbox sees: this host's,
+    or an unpacked image's) has it, else `/bin/bash`, else `/bin/sh`.
+
+    Harnesses run their tool commands in it: codex reads it from passwd, ignoring $SHELL, and tells the
+    model which shell it has. `/bin/sh` for everyone made codex under openenv run every command, and its
+    login-shell snapshot, in dash: not the shell it has outside, and 10-20 ms less work an episode than
+    the same CLI on its own did, which flattered the overhead measured against it (issue 48)."""
+    try:
+        own = pwd.getpwuid(os.getuid()).pw_shell
+    except KeyError:
+        own = ""
+    for shell in (own, "/bin/bash", "/bin/sh"):
+        if shell.startswith("/") and os.access(system / shell.lstrip("/"), os.X_OK):
+            if "nologin" not in shell and not shell.endswith("/false"):
+                return shell
+    return "/bin/sh"
+
+
+def write_identity(etc: Path, uid: int, home: Path | str, shell: str = "/bin/sh") -> None:
     """passwd and group files naming the sandbox's user, so `whoami`, `id -un` and Node's
-    `os.userInfo()` work inside (the host's own accounts are not shown)."""
+    `os.userInfo()` work inside (the host's own accounts are not shown); `shell` is its login shell
+    (`login_shell`)."""
     etc.mkdir(parents=True, exist_ok=True)
     (etc / "passwd").write_text(
-        f"root:x:0:0:root:/root:/bin/sh\n{SANDBOX_USER}:x:{uid}:{uid}:openenv sandbox:{home}:/bin/sh\n"
+        f"root:x:0:0:root:/root:{shell}\n{SANDBOX_USER}:x:{uid}:{uid}:openenv sandbox:{home}:{shell}\n"
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
     (etc / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{uid}:\nnogroup:x:65534:\n")

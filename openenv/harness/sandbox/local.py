@@ -30,7 +30,13 @@ from openenv.harness.sandbox.base import (
 )
 from openenv.harness.sandbox.cgroup import CgroupError, SandboxCgroup, sweep_stale
 from openenv.harness.sandbox.files import HostFolders, write_tree
-from openenv.harness.sandbox.identity import SANDBOX_USER, check_free_uid, private_root, write_identity
+from openenv.harness.sandbox.identity import (
+    SANDBOX_USER,
+    check_free_uid,
+    login_shell,
+    private_root,
+    write_identity,
+)
 from openenv.harness.sandbox.local_process import (
     MARKER,
     LocalProcess,
@@ -182,7 +188,9 @@ class LocalSandbox(HostFolders):
         else:  # as in Docker: only the harness installs come from this host, the rest is the image's
             self._runtime = [p.resolve() for p in (cache_root(), *read_only) if p.exists()]
         if self._isolation == "bwrap":
-            write_identity(self.root / "etc", os.getuid() if self._uid is None else self._uid, self.home)
+            system = Path("/") if self._image is None else self._image.rootfs
+            uid = os.getuid() if self._uid is None else self._uid
+            write_identity(self.root / "etc", uid, self.home, shell=login_shell(system))
         self._cgroup = self._make_cgroup()
         if self._network == "loopback" and forward_ports and os.geteuid() == 0:
             # The proxy's ports listen inside a namespace this process made: no forwarder process in the
