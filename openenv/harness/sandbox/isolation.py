@@ -24,7 +24,7 @@ import posixpath
 import shutil
 import sys
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 __all__ = [
     "SANDBOX_UID",
