@@ -49,23 +49,16 @@ def private_root(path: Path) -> Path:
 
 
 def login_shell(system: Path = Path("/")) -> str:
-    """The login shell the sandbox's user gets: the one of the account running openenv (`/bin/bash` for
-    root on Debian, as in Harbor's task images) where `system` (the root the sandbox sees: this host's,
-    or an unpacked image's) has it, else `/bin/bash`, else `/bin/sh`.
+    """The login shell the sandbox's user gets: `/bin/bash` where `system` (the root the sandbox sees:
+    this host's, or an unpacked image's) has it, as root has in Harbor's Debian task images; else
+    `/bin/sh` (an Alpine image).
 
-    Harnesses run their tool commands in it: codex reads it from passwd, ignoring $SHELL, and tells the
-    model which shell it has. `/bin/sh` for everyone made codex under openenv run every command, and its
-    login-shell snapshot, in dash: not the shell it has outside, and 10-20 ms less work an episode than
-    the same CLI on its own did, which flattered the overhead measured against it (issue 48)."""
-    try:
-        own = pwd.getpwuid(os.getuid()).pw_shell
-    except KeyError:
-        own = ""
-    for shell in (own, "/bin/bash", "/bin/sh"):
-        if shell.startswith("/") and os.access(system / shell.lstrip("/"), os.X_OK):
-            if "nologin" not in shell and not shell.endswith("/false"):
-                return shell
-    return "/bin/sh"
+    Harnesses run their tool commands in it: codex reads it from passwd, ignoring $SHELL, and names it
+    to the model. `/bin/sh` for everyone made codex under openenv run every command, and the login-shell
+    snapshot it takes first, in dash, where the same CLI on its own (or in a Harbor image) has bash. Not
+    the caller's own shell: the same env must give the same shell on every operator's machine."""
+    bash = system / "bin" / "bash"
+    return "/bin/bash" if os.access(bash, os.X_OK) else "/bin/sh"
 
 
 def write_identity(etc: Path, uid: int, home: Path | str, shell: str = "/bin/sh") -> None:
