@@ -102,22 +102,20 @@ class Phases:
         if stack is None:  # a thread we do not measure
             yield
             return
-        own = time.thread_time()
-        stack.append([0.0, 0.0])
-        start, cpu0 = time.perf_counter(), _cpu()[1]
-        BOOKKEEPING.add(time.thread_time() - own)
+        with _bookkeeping():
+            stack.append([0.0, 0.0])
+            start, cpu0 = time.perf_counter(), _cpu()[1]
         try:
             yield
         finally:
-            own = time.thread_time()
-            elapsed, cpu = time.perf_counter() - start, _cpu()[1] - cpu0
-            child_wall, child_cpu = stack.pop()
-            self._local.totals[name] += elapsed - child_wall
-            self._local.cpu[name] += cpu - child_cpu
-            if stack:
-                stack[-1][0] += elapsed
-                stack[-1][1] += cpu
-            BOOKKEEPING.add(time.thread_time() - own)
+            with _bookkeeping():
+                elapsed, cpu = time.perf_counter() - start, _cpu()[1] - cpu0
+                child_wall, child_cpu = stack.pop()
+                self._local.totals[name] += elapsed - child_wall
+                self._local.cpu[name] += cpu - child_cpu
+                if stack:
+                    stack[-1][0] += elapsed
+                    stack[-1][1] += cpu
 
     def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -293,6 +291,16 @@ ENGINE = _Total()
 BOOKKEEPING = _Total()
 
 
+@contextlib.contextmanager
+def _bookkeeping() -> Iterator[None]:
+    """Count this thread's CPU inside the block as the bench's own measuring (`BOOKKEEPING`)."""
+    own = time.thread_time()
+    try:
+        yield
+    finally:
+        BOOKKEEPING.add(time.thread_time() - own)
+
+
 def _cpu() -> tuple[float, float]:
     t = os.times()
     total = CPU.seconds() if CPU is not None else t.user + t.system + t.children_user + t.children_system
@@ -361,9 +369,8 @@ def openenv_episode(
     from openenv.eval.episodes import EpisodeRequest, run_recorded_episode
 
     phases.reset()
-    own = time.thread_time()
-    start, cpu0 = time.perf_counter(), _cpu()[1]
-    BOOKKEEPING.add(time.thread_time() - own)
+    with _bookkeeping():
+        start, cpu0 = time.perf_counter(), _cpu()[1]
     engine = EngineSpec.of("vllm", vllm_url=engine_url)
     request = EpisodeRequest(harness=harness, task=task_id, engine=engine, policy="oracle")
     try:

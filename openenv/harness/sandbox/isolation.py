@@ -254,7 +254,7 @@ def bwrap_argv(
     ordered = sorted(mounts, key=lambda m: normal[m.target].rstrip("/").count("/"))  # parents first
     targets = {m.target for m in ordered}
     made: set[str] = set(SYSTEM_DIRS) if image_root is None else set()
-    bound = tuple(f"{t.rstrip('/')}/" for t in targets)
+    bound = tuple(f"{t}/" for t in normal.values() if t != "/")  # folders the host's files show through
     in_memory: list[str] = []
     for mount in ordered:
         # Folders bwrap would make on the way are 0700 root-owned: make them 0755 first, so the

@@ -95,7 +95,7 @@ def test_an_episode_searches_by_marker_once_per_end_agent_and_no_daemon_reaches_
     assert not _alive_with(f"sleep {tag}")
 
 
-def test_killing_an_exited_command_is_free_and_a_second_end_agent_searches_nothing(
+def test_a_second_end_agent_of_an_unwrapped_sandbox_searches_nothing(
     searches: list[int],
 ) -> None:
     with LocalSandbox(isolation="none", network="host") as box:
