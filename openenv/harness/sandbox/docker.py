@@ -542,6 +542,22 @@ class DockerSandbox(HostFolders):
                 self._lost = f"sandbox lost: the engine stopped answering ({exc})"
         return self._lost
 
+    def runs_commands(self) -> bool:
+        """Whether a new command still starts in the container (a no-op `sh -c :`).
+
+        The engine reports a killed container's processes dead some time before the container itself
+        (on a loaded machine, hundreds of milliseconds): a process that died of a signal in that gap
+        would read as a crash inside a healthy container. Asked only then, so it costs one exec per
+        process killed by a signal, never per poll.
+        """
+        if self._stopped or self.container is None:
+            return True  # removed by us: its processes were marked killed first
+        try:
+            result = self.container.exec_run(["/bin/sh", "-c", ":"], user=self._user or "0:0")
+        except docker.errors.DockerException:
+            return False
+        return result.exit_code == 0
+
     def stop(self) -> None:
         """Remove the container (every process dies) but keep the episode's files for reading back."""
         self._stopped = True

@@ -107,6 +107,8 @@ class ExecHost(Protocol):
 
     def lost_reason(self) -> str | None: ...
 
+    def runs_commands(self) -> bool: ...
+
     def signal_marked(self, tag: str) -> None: ...
 
 
@@ -150,6 +152,10 @@ class DockerProcess:
         elif code == 0:
             status = "exited"
         elif info.get("Gone") or code is None or self._sandbox.lost_reason() is not None:
+            status, self.lost = "crashed", True
+        elif 128 < code < 160 and not self._sandbox.runs_commands():
+            # Killed with its container: the engine records an exec's end before its container's (it
+            # tears the network and mounts down first), so a poll in between still reads "running".
             status, self.lost = "crashed", True
         else:
             status = "crashed" if 128 < code < 160 else "failed"

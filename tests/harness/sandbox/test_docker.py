@@ -147,6 +147,26 @@ def test_a_container_killed_from_outside_is_a_clean_sandbox_lost(
     assert sandbox.container.short_id not in ours()
 
 
+def test_a_process_killed_with_its_container_is_lost_even_while_the_engine_still_says_running(
+    sandbox: DockerSandbox, client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine records an exec's end (exit 137) before its container's: it tears the container's
+    network and mounts down first, hundreds of milliseconds on a loaded machine, and a poll in that gap
+    still reads the container as running. The gap cannot be held open on demand, so its two answers
+    are replayed (the exec ended by SIGKILL, the container not yet reported lost) over a container
+    that is really dead; a healthy container running the same crash is the control."""
+    crash = sandbox.start(["sh", "-c", "kill -KILL $$"], env={}, timeout_s=30)
+    assert crash.wait(10) == "crashed" and not crash.lost  # the container outlived it
+    assert sandbox.run(["true"]).exit_code == 0
+    process = sandbox.start(["sleep", "300"], env={}, timeout_s=300)
+    client.containers.get(sandbox.container.id).kill()
+    monkeypatch.setattr(process, "_inspect", lambda: {"Running": False, "ExitCode": 137, "Pid": 0})
+    monkeypatch.setattr(sandbox, "lost_reason", lambda: None)
+    assert process.status() == "crashed"
+    assert process.lost
+    assert "sandbox lost" in process.output_tail()
+
+
 def _episode(client: docker.DockerClient, port: int, n: int) -> str:
     """One short episode with an injected failure, chosen by `n`; returns the final status."""
     with DockerSandbox(forward_ports=(port,), client=client) as box:
