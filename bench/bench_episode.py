@@ -344,6 +344,9 @@ def _summary(batches: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
         "episodes_per_min": 60 * n / wall,
         "wall_per_episode_s": sum(e["wall_s"] for e in episodes) / n,
         "cpu_per_episode_s": sum(b["cpu_s"] for b in batches) / n,
+        # per batch, in round order, for the ratios' intervals (`episode_report.interval`)
+        "batch_cpu_s": [b["cpu_s"] / len(b["episodes"]) for b in batches],
+        "batch_wall_s": [sum(e["wall_s"] for e in b["episodes"]) / len(b["episodes"]) for b in batches],
         "self_cpu_per_episode_s": sum(b["self_cpu_s"] for b in batches) / n,
         "engine_wall_per_episode_s": sum(b.get("engine_s", 0.0) for b in batches) / n,
         "peak_mb_per_episode": max(b["peak_mb"] for b in batches) / concurrency,

@@ -3,15 +3,40 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-__all__ = ["PHASES", "ratios", "render"]
+__all__ = ["PHASES", "interval", "ratios", "render"]
 
 PHASES = ("sandbox", "harness_start", "harness_wait", "proxy_answer", "verifier", "teardown", "other")
 
 
+def interval(
+    ours: list[float], floor: list[float], *, level: float = 0.9, draws: int = 4000
+) -> tuple[float, float] | None:
+    """A bootstrap interval for sum(ours) / sum(floor) over paired rounds, or None below 5 rounds.
+
+    Rounds are resampled whole: a round's two batches ran back to back, under the same load, so it is
+    the pair that is a draw from the machine's moods, not each batch alone. On a shared machine the same
+    code gave codex 1.10x in one run and 1.19x in the next (docs/benchmarks.md 11o); the interval says
+    how far one run's ratio can be read. Seeded: the same run renders the same interval.
+    """
+    n = len(ours)
+    if n < 5 or len(floor) != n:
+        return None
+    rng = random.Random(0)
+    stats = []
+    for _ in range(draws):
+        picks = [rng.randrange(n) for _ in range(n)]
+        stats.append(sum(ours[i] for i in picks) / sum(floor[i] for i in picks))
+    stats.sort()
+    tail = (1.0 - level) / 2
+    return stats[int(tail * draws)], stats[int((1.0 - tail) * draws) - 1]
+
+
 def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """openenv / floor per harness and concurrency: wall per episode, CPU per episode, episodes/min."""
+    """openenv / floor per harness and concurrency: wall per episode, CPU per episode, episodes/min;
+    with the rounds of each batch recorded, the CPU and wall ratios' 90% bootstrap intervals."""
     by = {(r["harness"], r["concurrency"], r["side"]): r for r in rows}
     out = []
     for (harness, c, side), ours in by.items():
@@ -31,9 +56,15 @@ def ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 / (floor["cpu_per_episode_s"] - floor.get("grading_cpu_per_episode_s", 0.0)),
                 "throughput": floor["episodes_per_min"] / ours["episodes_per_min"],
                 "memory": ours["peak_mb_per_episode"] / max(floor["peak_mb_per_episode"], 1e-9),
+                "cpu_interval": interval(ours.get("batch_cpu_s", []), floor.get("batch_cpu_s", [])),
+                "wall_interval": interval(ours.get("batch_wall_s", []), floor.get("batch_wall_s", [])),
             }
         )
     return out
+
+
+def _span(bounds: Any) -> str:
+    return "" if not bounds else f" ({bounds[0]:.2f}-{bounds[1]:.2f})"
 
 
 def render(report: dict[str, Any]) -> str:
@@ -52,13 +83,14 @@ def render(report: dict[str, Any]) -> str:
         )
     lines += [
         "",
-        "| harness | c | wall ratio | CPU ratio | wall vs the CLI alone | CPU vs the CLI alone "
-        "| throughput ratio (floor/openenv) | memory ratio |",
+        "| harness | c | wall ratio (90% interval) | CPU ratio (90% interval) | wall vs the CLI alone "
+        "| CPU vs the CLI alone | throughput ratio (floor/openenv) | memory ratio |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in report["ratios"]:
         lines.append(
-            f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x | {r['cpu']:.2f}x "
+            f"| {r['harness']} | {r['concurrency']} | {r['wall']:.2f}x{_span(r.get('wall_interval'))} "
+            f"| {r['cpu']:.2f}x{_span(r.get('cpu_interval'))} "
             f"| {r.get('wall_cli', r['wall']):.2f}x | {r.get('cpu_cli', r['cpu']):.2f}x "
             f"| {r['throughput']:.2f}x | {r['memory']:.2f}x |"
         )
@@ -98,7 +130,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append(
         f"\nload average before {tuple(round(x, 1) for x in report['load_before'])}, "
         f"after {tuple(round(x, 1) for x in report['load_after'])}; task {report['task']}, "
-        f"{report['rounds']} paired batch(es) per concurrency; CPU counted by {report['cpu_counted_by']}; "
+        f"{report['rounds']} paired batch(es) per concurrency (intervals: the rounds resampled, from 5 up); "
+        f"CPU counted by {report['cpu_counted_by']}; "
         f"model time per policy turn {report.get('model_s', 0.0):g} s"
     )
     return "\n".join(lines)
