@@ -545,9 +545,9 @@ class DockerSandbox(HostFolders):
     def runs_commands(self) -> bool:
         """Whether a new command still starts in the container (a no-op `sh -c :`).
 
-        The engine reports a killed container's processes dead some time before the container itself
-        (on a loaded machine, hundreds of milliseconds): a process that died of a signal in that gap
-        would read as a crash inside a healthy container. Asked only then, so it costs one exec per
+        The engine records a killed container's processes as ended before the container itself (it
+        tears the container's network and mounts down in between): a process that died of a signal in
+        that gap would read as a crash inside a healthy container. Asked only then, so it costs one exec per
         process killed by a signal, never per poll.
         """
         if self._stopped or self.container is None:
