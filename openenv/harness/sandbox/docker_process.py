@@ -153,12 +153,10 @@ class DockerProcess:
             status = "exited"
         elif info.get("Gone") or code is None or self._sandbox.lost_reason() is not None:
             status, self.lost = "crashed", True
-        elif 128 < code < 160 and not self._sandbox.runs_commands():
-            # Killed with its container: the engine records an exec's end before its container's (it
-            # tears the network and mounts down first), so a poll in between still reads "running".
-            status, self.lost = "crashed", True
-        else:
-            status = "crashed" if 128 < code < 160 else "failed"
+        elif not 128 < code < 160:
+            status = "failed"
+        else:  # killed by a signal: lost if with its container, which may still read "running" here
+            status, self.lost = "crashed", not self._sandbox.runs_commands()
         self._final = (status, code)
         self._watchdog.cancel()
         return self._final

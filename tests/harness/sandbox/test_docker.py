@@ -151,8 +151,7 @@ def test_a_process_killed_with_its_container_is_lost_even_while_the_engine_still
     sandbox: DockerSandbox, client: docker.DockerClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The engine records an exec's end (exit 137) before its container's: it tears the container's
-    network and mounts down first, hundreds of milliseconds on a loaded machine, and a poll in that gap
-    still reads the container as running. The gap cannot be held open on demand, so its two answers
+    network and mounts down first, and a poll in that gap still reads the container as running. The gap cannot be held open on demand, so its two answers
     are replayed (the exec ended by SIGKILL, the container not yet reported lost) over a container
     that is really dead; a healthy container running the same crash is the control."""
     crash = sandbox.start(["sh", "-c", "kill -KILL $$"], env={}, timeout_s=30)
