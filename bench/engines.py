@@ -48,6 +48,15 @@ CALL = '<tool_call>\n{"name": "tool_0", "arguments": {"command": "cat module.py"
 LOGPROB = -0.25
 
 
+async def hold(seconds: float) -> None:
+    """Sleep at least `seconds`. uvloop's timers count from the loop's cached millisecond clock, so one
+    `asyncio.sleep` can end up to a millisecond early (a stand-in engine then looks faster than it is):
+    sleep again until the time has really passed."""
+    deadline = time.perf_counter() + seconds
+    while (left := deadline - time.perf_counter()) > 0:
+        await asyncio.sleep(left)
+
+
 def _tokenizer() -> Any:
     from transformers import AutoTokenizer
 
@@ -214,7 +223,7 @@ class PacedEngine(InstantEngine):
         to answer (queueing included), the engine's whole share of the client's latency."""
         t0 = time.perf_counter()
         async with self.slots:
-            await asyncio.sleep(self.seconds(prompt_tokens, completion_tokens))
+            await hold(self.seconds(prompt_tokens, completion_tokens))
         return 1000 * (time.perf_counter() - t0)
 
     async def completions(self, body: dict[str, Any]) -> dict[str, Any] | Encoded:

@@ -14,7 +14,6 @@ ratio is the one a training run sees.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
@@ -223,6 +222,7 @@ def oracle_app(model_s: float = 0.0) -> Any:
     """The floor's model: `/<harness>/<task>/v1/...` answers as the oracle policy would, instantly and
     statelessly (the plan's next call is read off the number of tool results in the conversation); a
     policy turn waits `model_s` first."""
+    from engines import hold
     from starlette.applications import Starlette
     from starlette.requests import Request
     from starlette.responses import JSONResponse, Response
@@ -239,7 +239,7 @@ def oracle_app(model_s: float = 0.0) -> Any:
         spec, plan = plans[key]
         body = await request.json()
         if model_s and body.get("tools"):  # a policy turn: the model's own time, as on openenv's side
-            await asyncio.sleep(model_s)
+            await hold(model_s)
         anthropic = request.url.path.endswith("/messages")
         if not body.get("tools"):  # an aux request (a title, a summary): a short text
             call = None

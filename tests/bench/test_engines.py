@@ -91,8 +91,11 @@ def test_a_paced_engine_times_its_score_replies_in_a_header_and_keeps_the_rows()
     try:
         prompt = [7, 0, 42, 42, 5]
         body = {"model": "tiny", "prompt": prompt, "max_tokens": 1, "prompt_logprobs": 0}
-        reply = httpx.post(f"{server.base}/v1/completions", json=body, timeout=30)
-        assert reply.status_code == 200 and float(reply.headers["x-engine-ms"]) >= 50
+        with httpx.Client(timeout=30) as client:  # twenty: a hold that can end early shows in a few
+            replies = [client.post(f"{server.base}/v1/completions", json=body) for _ in range(20)]
+        assert all(r.status_code == 200 for r in replies)
+        assert min(float(r.headers["x-engine-ms"]) for r in replies) >= 50
+        reply = replies[-1]
         rows = reply.json()["choices"][0]["prompt_logprobs"]
         assert rows == [None] + [{str(t): {"logprob": engines.LOGPROB}} for t in prompt[1:]]
         assert "engine_ms" not in reply.text
