@@ -48,7 +48,7 @@ def build(
 
     from openenv.errors import OpenEnvError
     from openenv.harness.catalog import get_spec, harness_names
-    from openenv.harness.sandbox.docker import engine_available
+    from openenv.harness.sandbox.docker_engine import engine_available
     from openenv.harness.sandbox.images import build_harness_image
 
     try:  # names first: a typo fails before any engine work
@@ -122,7 +122,7 @@ def sweep(
     unfinished ones, and those unused for $OPENENV_ROOTFS_MAX_AGE_DAYS (14) days, or all unheld ones with --all."""
     import docker
 
-    from openenv.harness.sandbox.docker import engine_available
+    from openenv.harness.sandbox.docker_engine import engine_available
     from openenv.harness.sandbox.rootfs import RootfsCache
     from openenv.harness.sandbox.sweeper import sweep as run_sweep
 

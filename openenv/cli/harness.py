@@ -333,7 +333,7 @@ def _checked(
 def check_docker() -> None:
     """`--sandbox docker` needs the Docker SDK and an engine that answers."""
     try:
-        from openenv.harness.sandbox.docker import engine_available
+        from openenv.harness.sandbox.docker_engine import engine_available
     except ModuleNotFoundError as exc:
         from openenv.extras import install_hint
 

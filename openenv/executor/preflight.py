@@ -82,7 +82,7 @@ def _harness_problems(harnesses: Sequence[str]) -> list[str]:
 
 def _docker_problems() -> list[str]:
     try:
-        from openenv.harness.sandbox.docker import engine_available
+        from openenv.harness.sandbox.docker_engine import engine_available
     except ImportError as exc:
         return [f"the run uses Docker sandboxes, but the Docker SDK does not import here ({exc})"]
     reason = engine_available()

@@ -167,7 +167,7 @@ class HarborService:
     def _docker_reason(self) -> str | None:
         if self._docker == "unchecked":
             try:
-                from openenv.harness.sandbox.docker import engine_available
+                from openenv.harness.sandbox.docker_engine import engine_available
 
                 self._docker = engine_available()
             except ModuleNotFoundError as exc:

@@ -37,20 +37,28 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
 import docker
 import docker.errors
-from docker.types import Mount, Ulimit
-from pydantic import BaseModel, ConfigDict, Field
+from docker.types import Mount
 
 from openenv.errors import EnvError, SandboxLost
 from openenv.harness import forwarder
 from openenv.harness.sandbox import sweeper
 from openenv.harness.sandbox.base import CommandResult, Limits, container_relpath, run_to_end
 from openenv.harness.sandbox.base_image import base_image_hint
+from openenv.harness.sandbox.docker_engine import (
+    DEFAULT_IMAGE,
+    DEFAULT_USER,
+    DOCKER_UID,
+    IMAGE_PATH,
+    ContainerLimits,
+    engine_available,
+    engine_errors,
+    ulimits,
+)
 from openenv.harness.sandbox.docker_process import (
     END_AGENT_SNIPPET,
     KILL_SNIPPET,
@@ -75,12 +83,7 @@ __all__ = [
     "engine_available",
 ]
 
-DEFAULT_IMAGE = os.environ.get("OPENENV_SANDBOX_IMAGE", "openenv/base:latest")
-IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 FORWARDER_PATH = "/opt/openenv/forwarder.py"
-# The agent's uid in the container: no host account may have it (uid 1000 was a real user here).
-DOCKER_UID = int(os.environ.get("OPENENV_DOCKER_UID", "61001"))
-DEFAULT_USER = f"{DOCKER_UID}:{DOCKER_UID}"
 # Harbor's folders: container path -> (host folder under the sandbox root, writable by the container).
 HARBOR_MOUNTS = {
     "/tests": ("harbor/tests", False),
@@ -88,50 +91,6 @@ HARBOR_MOUNTS = {
     "/logs/verifier": ("harbor/verifier", True),
     "/logs/agent": ("harbor/agent", True),
 }
-
-
-class ContainerLimits(BaseModel):
-    """Container-wide limits enforced by the engine's cgroups (on top of the per-process `Limits`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    cpus: float = Field(default=2.0, gt=0)
-    memory_mb: int = Field(default=4096, gt=0, description="memory and memory+swap: no swap")
-    pids: int = Field(default=1024, gt=0)
-    tmpfs_mb: int = Field(default=512, gt=0, description="size of the in-memory /tmp")
-
-
-@contextlib.contextmanager
-def _engine_errors(what: str) -> Iterator[None]:
-    """Translate Docker SDK errors into ours, once, naming what we were doing."""
-    try:
-        yield
-    except docker.errors.NotFound as exc:
-        raise SandboxLost(f"sandbox lost while trying to {what}: {exc.explanation or exc}") from exc
-    except docker.errors.DockerException as exc:
-        raise EnvError(f"Docker failed while trying to {what}: {exc}") from exc
-
-
-def engine_available() -> str | None:
-    """None when a Docker engine answers, else the reason (for test skips and `openenv build`)."""
-    try:
-        client = docker.from_env(timeout=5)
-        client.ping()
-        client.close()
-        return None
-    except docker.errors.DockerException as exc:
-        return f"no Docker engine answers ({exc}); run scripts/install_docker.sh as root"
-
-
-def _ulimits(limits: Limits) -> list[Ulimit]:
-    pairs = {
-        "cpu": limits.cpu_seconds,
-        "fsize": None if limits.file_size_mb is None else limits.file_size_mb << 20,
-        "nofile": limits.open_files,
-        "core": None if limits.core_dumps else 0,
-        "as": None if limits.address_space_mb is None else limits.address_space_mb << 20,
-    }
-    return [Ulimit(name=name, soft=value, hard=value) for name, value in pairs.items() if value is not None]
 
 
 _OPEN: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
@@ -225,12 +184,12 @@ class DockerSandbox(HostFolders):
             "lifetime_s": lifetime_s,
             "workdir": workdir,
         }
-        with _engine_errors("connect to the engine"):
+        with engine_errors("connect to the engine"):
             self.client = client or docker.from_env()
         self.api = self.client.api
         if not _SWEPT.is_set():  # once per process: containers of owners that died without close()
             _SWEPT.set()
-            with _engine_errors("sweep orphaned sandboxes"):
+            with engine_errors("sweep orphaned sandboxes"):
                 sweeper.sweep(self.client)
         self.root = private_root(Path(tempfile.mkdtemp(prefix=sweeper.ROOT_PREFIX)))
         _OPEN.add(self)
@@ -319,7 +278,7 @@ class DockerSandbox(HostFolders):
             **sweeper.run_labels(),
         }
         image = image or self.image
-        with _engine_errors(f"start a container from {image!r}"):
+        with engine_errors(f"start a container from {image!r}"):
             try:  # never `containers.run`: it pulls a missing image, and no registry is reachable
                 self.client.images.get(image)
             except docker.errors.ImageNotFound as exc:
@@ -346,7 +305,7 @@ class DockerSandbox(HostFolders):
                 mem_limit=f"{cl.memory_mb}m",
                 memswap_limit=f"{cl.memory_mb}m",
                 pids_limit=cl.pids,
-                ulimits=_ulimits(self._limits),
+                ulimits=ulimits(self._limits),
                 cap_drop=["ALL"],
                 security_opt=["no-new-privileges"],
             )
@@ -424,7 +383,7 @@ class DockerSandbox(HostFolders):
         in-memory /tmp does not carry over."""
         image = None
         if not self._read_only:
-            with _engine_errors("commit the agent's container for grading"):
+            with engine_errors("commit the agent's container for grading"):
                 committed = self.container.commit(
                     repository=f"openenv-graded-{self.id}",
                     tag="latest",
@@ -475,7 +434,7 @@ class DockerSandbox(HostFolders):
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         wrapped = ["/bin/sh", "-c", f'{self._await_proxy()}exec "$@" >>"$0" 2>&1', str(log), *argv]
         environment = {**self.environment(env), MARKER: tag.partition("=")[2]}
-        with _engine_errors(f"start {argv[0]!r}"):
+        with engine_errors(f"start {argv[0]!r}"):
             exec_id = self.api.exec_create(
                 self.container.id,
                 wrapped,

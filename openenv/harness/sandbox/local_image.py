@@ -43,7 +43,7 @@ def image_root_for(
     """
     if task.image:
         return cache.get(task.image)
-    from openenv.harness.sandbox.docker import engine_available
+    from openenv.harness.sandbox.docker_engine import engine_available
 
     what = "; ".join(task.build_steps[:2] + [f"files outside {task.workdir}"] * bool(task.outside_files))
     if (reason := engine_available()) is not None:
