@@ -36,7 +36,9 @@ FinishReason = Literal["stop", "length", "tool_calls"]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Infinities and NaN serialize as JSON's `-Infinity`/`NaN` extension (as `json.dumps` writes them), not
+    # as `null`: an episode log written by pydantic must read back the same (`summary.log_line`).
+    model_config = ConfigDict(frozen=True, extra="forbid", ser_json_inf_nan="constants")
 
 
 class TextPart(_Frozen):

@@ -127,7 +127,7 @@ class Link:
 class SequenceRow(BaseModel):
     """One training row, in the keys TRL's GRPO `rollout_func` takes (plus the turn ids)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     prompt_ids: list[int]
     completion_ids: list[int]
@@ -157,7 +157,7 @@ class SequenceRow(BaseModel):
 class SequenceStats(BaseModel):
     """How well a session merged. `merge_ratio` = merged turns / turns that could have merged."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     turns: int
     sequences: int
@@ -179,7 +179,7 @@ class SequenceStats(BaseModel):
 class TurnRecord(BaseModel):
     """A turn as the admin API and observations show it."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", ser_json_inf_nan="constants")
 
     id: str
     index: int

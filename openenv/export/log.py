@@ -141,8 +141,8 @@ def append_requests(path: str | Path, requests: Mapping[str, CanonicalRequest]) 
     """Add one `request` line per turn id to an episode log, atomically: the log is rewritten whole via a
     temp file, so a crash leaves the log without them or with all of them, never a torn line."""
     file = Path(path)
-    lines = "".join(request_line(turn_id, request) + "\n" for turn_id, request in requests.items())
-    write_atomic(file, file.read_bytes() + lines.encode())
+    lines = b"".join(request_line(turn_id, request) + b"\n" for turn_id, request in requests.items())
+    write_atomic(file, file.read_bytes() + lines)
 
 
 def log_name(harness: str, task: str) -> str:

@@ -5,7 +5,6 @@ Shared by `openenv run` and the end-to-end tests, so both drive the environment 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,7 +17,7 @@ from openenv.harness.environment import HarnessEnvironment
 from openenv.harness.long_episode import LongEpisodePolicy
 from openenv.harness.models import HarnessAction, HarnessObservation
 from openenv.harness.oracle import OraclePolicy
-from openenv.harness.summary import EpisodeSummary, Policy, SequenceLine, request_line
+from openenv.harness.summary import EpisodeSummary, Policy, SequenceLine, log_line, request_line
 from openenv.harness.tasks.model import Task
 from openenv.paths import write_atomic
 
@@ -170,8 +169,8 @@ def save_trajectory(
     requests, for `openenv export`'s messages rows). Written whole or not at all (temp file, fsync,
     rename): a crash mid-write leaves no truncated log for `openenv export` to trip on. The requests ride
     in the same write: added afterwards (`append_requests`), the log was read back and written again."""
-    lines = [json.dumps({"type": "turn", **record.model_dump(mode="json")}) for record in env.trajectory()]
-    lines += [json.dumps({"type": "sequence", **row.model_dump(mode="json")}) for row in obs.sequences or []]
-    lines.append(json.dumps({"type": "summary", **summary.model_dump(mode="json")}))
+    lines = [log_line("turn", record) for record in env.trajectory()]
+    lines += [log_line("sequence", row) for row in obs.sequences or []]
+    lines.append(log_line("summary", summary))
     lines += [request_line(turn_id, request) for turn_id, request in (requests or {}).items()]
-    return write_atomic(path, "\n".join(lines) + "\n")
+    return write_atomic(path, b"\n".join(lines) + b"\n")

@@ -185,3 +185,49 @@ def test_a_call_counts_as_offered_only_when_its_request_offered_that_tool(tmp_pa
     bare = tmp_path / "bare.jsonl"
     bare.write_text("".join(json.dumps(x) + "\n" for x in lines if x["type"] != "request"))
     assert read_episode(bare).offered_calls() == (0, 0)
+
+
+def test_every_line_written_by_log_line_reads_back_as_the_record_it_was(tmp_path):
+    """The fast writer (pydantic's core, not `json.dumps`) loses nothing: every record of a real episode,
+    with a logprob of -inf, a NaN merge ratio and non-ASCII text put in, reads back equal, and each line
+    holds the JSON values the old `json.dumps(model_dump)` writer gave."""
+    from openenv.harness.summary import log_line, request_line
+
+    log = read_episode(FIXTURE)
+    assert log.summary is not None and log.turns[0].completion is not None
+    turn = log.turns[0].model_copy(
+        update={
+            "completion": log.turns[0].completion.model_copy(
+                update={"logprobs": (float("-inf"), *log.turns[0].completion.logprobs[1:])}
+            )
+        }
+    )
+    row = log.sequences[0].model_copy(update={"logprobs": [float("-inf"), *log.sequences[0].logprobs[1:]]})
+    turn_id = log.turns[1].id
+    request = log.requests[turn_id]
+    request = request.model_copy(
+        update={"messages": (*request.messages, Message(role="user", parts=(TextPart(text="é ✓ 日本"),)))}
+    )
+    summary = log.summary.model_copy(update={"reward": float("nan")})
+    lines = [
+        log_line("turn", turn),
+        log_line("sequence", row),
+        log_line("summary", summary),
+        request_line(turn_id, request),
+    ]
+    path = tmp_path / "ep.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+
+    back = read_episode(path)
+    assert back.turns == [turn] and back.sequences == [row] and back.requests == {turn_id: request}
+    assert back.summary is not None and back.summary.reward != back.summary.reward  # NaN, not None
+    assert back.summary.model_copy(update={"reward": 0.0}) == summary.model_copy(update={"reward": 0.0})
+    old = [
+        {"type": "turn", **turn.model_dump(mode="json")},
+        {"type": "sequence", **row.model_dump(mode="json")},
+        {"type": "summary", **summary.model_dump(mode="json")},
+        {"type": "request", "turn_id": turn_id, "request": request.model_dump(mode="json")},
+    ]
+    assert [json.dumps(json.loads(line), sort_keys=True) for line in lines] == [  # text: NaN != NaN
+        json.dumps(value, sort_keys=True) for value in old
+    ]
