@@ -104,15 +104,40 @@ def test_decoding_a_prompt_that_extends_a_decoded_one_reads_only_its_new_ids(
     decoded: list[int] = []
     real = renderer._decode
     monkeypatch.setattr(renderer, "_decode", lambda part: decoded.append(len(part)) or real(part))
+    end = min(ids.index(e) for e in renderer.eos_ids if e in ids) + 1  # the head's end: decoded apart
     for cut in range(1, len(ids)):  # every split, those inside a character's bytes included
         decoded.clear()
+        renderer._head_texts.clear()
         head = ids[:cut]
         assert renderer.decode_extending(ids, (head, real(head))) == text
         # only the new ids where that is exact (a byte-level decoder, which OPENENV_FAST_PATHS=0 turns off)
-        extends = renderer._byte_level and not real(head).endswith("\ufffd")
-        assert decoded == ([len(ids) - cut] if extends else [len(ids)])
-    decoded.clear()
+        if not renderer._byte_level:
+            assert decoded == [len(ids)]
+        elif not real(head).endswith("\ufffd"):
+            assert decoded == [len(ids) - cut]
+        else:  # the head through the first end-of-turn, then the rest (the next test)
+            assert decoded == [end, len(ids) - end]
+
+
+def test_a_prompt_decoded_without_an_earlier_one_decodes_a_head_seen_before_only_once(
+    renderer: Renderer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An episode's first observation: the head (through the first end-of-turn, the system prompt and
+    tool schemas every session of a harness shares) is decoded once; later prompts that begin with it,
+    from any episode, decode only what follows it, and every text is the whole decode's."""
+    head = "<|im_start|>system\nYou fix bugs ✓ 日本 (a head only this test uses)<|im_end|>\n"
+    first = renderer.encode(head + "<|im_start|>user\nconvert 21°C 🌡️<|im_end|>\n<|im_start|>assistant\n")
+    second = renderer.encode(head + "<|im_start|>user\nanother task<|im_end|>\n<|im_start|>assistant\n")
+    cut = min(first.index(e) for e in renderer.eos_ids if e in first) + 1
+    assert first[:cut] == second[:cut] and cut < len(first)
+    decoded: list[int] = []
+    real = renderer._decode
+    monkeypatch.setattr(renderer, "_decode", lambda part: decoded.append(len(part)) or real(part))
     other = renderer.encode("<|im_start|>system\nx<|im_end|>\n")
-    assert renderer.decode_extending(ids, (other, real(other))) == text  # not a prefix: decoded whole
-    assert renderer.decode_extending(ids, None) == text
-    assert decoded == [len(ids), len(ids)]
+    assert renderer.decode_extending(first, None) == real(first)
+    assert renderer.decode_extending(second, (other, real(other))) == real(second)  # `other` no prefix
+    assert renderer.decode_extending(first, None) == real(first)
+    if renderer._byte_level:  # OPENENV_FAST_PATHS=0 turns it off: then every prompt is decoded whole
+        assert decoded == [cut, len(first) - cut, len(second) - cut, len(first) - cut]
+    else:
+        assert decoded == [len(first), len(second), len(first)]
