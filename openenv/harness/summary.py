@@ -123,18 +123,27 @@ class EpisodeSummary(BaseModel):
 
 
 def log_line(kind: str, model: BaseModel) -> bytes:
-    """One episode-log line, `{"type": kind, ...the model's fields}`, in UTF-8 without its newline.
+    """One episode-log line, `{"type": kind, ...the model's fields}`, without its newline.
 
     Serialized by pydantic's core, not `json.dumps(model.model_dump(mode="json"))`: that was 2.5-3.9 ms
-    of the env's CPU in every codex episode (150 KB of turns), this is ~0.5. Infinities and NaN are
-    written as `json.dumps` writes them (`-Infinity`), not as pydantic's default `null`: a logprob of
-    `-inf` must read back as one."""
-    body = to_json(model, inf_nan_mode="constants")
-    head = b'{"type":' + json.dumps(kind).encode()
-    return head + (b"}" if body == b"{}" else b"," + body[1:])
+    of the env's CPU in every codex episode (150 KB of turns), this is ~0.5. The same keys and values,
+    ASCII as before; infinities and NaN come out as `json.dumps` wrote them (`-Infinity`) because every
+    logged model sets `ser_json_inf_nan="constants"` (pydantic's default, `null`, would not read back as
+    the `-inf` logprob it was)."""
+    body = _json(model)
+    return b'{"type":' + json.dumps(kind).encode() + (b"}" if body == b"{}" else b"," + body[1:])
 
 
 def request_line(turn_id: str, request: BaseModel) -> bytes:
     """A log's `request` line: the canonical request (`CanonicalRequest`) a turn answered, by turn id."""
-    body = to_json(request, inf_nan_mode="constants")
-    return b'{"type":"request","turn_id":' + json.dumps(turn_id).encode() + b',"request":' + body + b"}"
+    return (
+        b'{"type":"request","turn_id":'
+        + json.dumps(turn_id).encode()
+        + b',"request":'
+        + _json(request)
+        + b"}"
+    )
+
+
+def _json(model: BaseModel) -> bytes:
+    return to_json(model, by_alias=False, ensure_ascii=True)

@@ -218,6 +218,7 @@ def test_every_line_written_by_log_line_reads_back_as_the_record_it_was(tmp_path
     path = tmp_path / "ep.jsonl"
     path.write_bytes(b"\n".join(lines) + b"\n")
 
+    assert all(line.isascii() for line in lines)  # as `json.dumps` wrote them: any locale reads them
     back = read_episode(path)
     assert back.turns == [turn] and back.sequences == [row] and back.requests == {turn_id: request}
     assert back.summary is not None and back.summary.reward != back.summary.reward  # NaN, not None
