@@ -85,26 +85,41 @@ async def test_unknown_or_closed_session_ids_are_unknown_session(make_registry) 
         reg.get(None)
 
 
+class MeetingEnv(EchoEnvironment):
+    """A sync step that returns only once all four sessions' steps are inside `step` at once (a barrier)
+    and the event loop has run meanwhile (`loop_ran`); either can only happen if steps run on threads
+    of their own, off the loop. Made per test (`meeting_env`): the barrier and the event are its class's."""
+
+    blocking = True
+    arrived: threading.Barrier
+    loop_ran: threading.Event
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        self.arrived.wait()  # BrokenBarrierError after its timeout: the steps ran one after another
+        if not self.loop_ran.wait(30):
+            raise TimeoutError("the event loop did not run while the envs' steps blocked")
+        obs = super().step(action)
+        obs.metadata["thread"] = threading.current_thread().name
+        return obs
+
+
 async def test_sync_envs_block_a_worker_thread_not_the_event_loop(make_registry) -> None:  # type: ignore[no-untyped-def]
-    reg = make_registry(SlowEnv)
+    env = type(
+        "Meeting", (MeetingEnv,), {"arrived": threading.Barrier(4, timeout=30), "loop_ran": threading.Event()}
+    )
+    reg = make_registry(env)
     sessions = [await reg.open("ws") for _ in range(4)]
     for s in sessions:
         await s.reset(ResetRequest())
-    ticks = 0
 
-    async def ticker() -> None:
-        nonlocal ticks
-        while True:
+    async def ticker() -> None:  # sets `loop_ran` once the loop has turned over a few times
+        for _ in range(5):
             await asyncio.sleep(0.01)
-            ticks += 1
+        env.loop_ran.set()
 
     task = asyncio.create_task(ticker())
-    started = time.monotonic()
     results = await asyncio.gather(*(s.step({"message": "x"}) for s in sessions))
-    elapsed = time.monotonic() - started
-    task.cancel()
-    assert elapsed < 0.6, "four 0.2 s steps in four sessions should overlap"
-    assert ticks >= 10, "the event loop kept running while the envs slept"
+    await task
     assert all(r.metadata["thread"].startswith("env-test") for r in results)
 
 
@@ -143,14 +158,37 @@ async def test_only_a_non_blocking_env_without_coroutines_is_inline(make_registr
     assert inline == {InlineEnv: True, SlowEnv: False, NativeAsyncEnv: False}
 
 
+class CountingEnv(SlowEnv):
+    """SlowEnv that counts the steps inside `step` at once (`most`); each test's subclass lists its
+    instances in `made`."""
+
+    made: list[CountingEnv]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = self.most = 0
+        self.lock = threading.Lock()
+        self.made.append(self)
+
+    def step(self, action: EchoAction) -> EchoObservation:
+        with self.lock:
+            self.inside += 1
+            self.most = max(self.most, self.inside)
+        try:
+            return super().step(action)  # 0.2 s: two steps let through together would overlap here
+        finally:
+            with self.lock:
+                self.inside -= 1
+
+
 async def test_steps_on_one_session_never_interleave(make_registry) -> None:  # type: ignore[no-untyped-def]
-    reg = make_registry(SlowEnv)
+    env = type("Counting", (CountingEnv,), {"made": []})
+    reg = make_registry(env)
     session = await reg.open("http")
     await session.reset(ResetRequest())
-    started = time.monotonic()
     await asyncio.gather(session.step({"message": "a"}), session.step({"message": "b"}))
-    assert time.monotonic() - started >= 0.4
     assert (await session.state()).step_count == 2
+    assert [made.most for made in env.made] == [1]
 
 
 async def test_a_failing_factory_is_env_error_and_holds_no_slot(make_registry) -> None:  # type: ignore[no-untyped-def]
