@@ -17,10 +17,11 @@ prefix; when it is not, the caller starts a new sequence and counts a break.
 
 from __future__ import annotations
 
+import enum
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, Literal, TypeVar
 
 from jinja2 import TemplateError
 from transformers.utils.chat_template_utils import render_jinja_template
@@ -36,10 +37,48 @@ _ANCHOR: list[dict[str, Any]] = [{"role": "system", "content": "."}, {"role": "u
 _SENTINEL = "\u2063sentinel\u2063"
 _HEAD_CACHE = 64  # distinct system+tools blocks kept (one or two per harness)
 _SUFFIX_CACHE = 1024  # distinct new-message suffixes kept (rendered text and ids), shared by sessions
-# Both caches are bounded in bytes too: a count bound let one client's 3 MiB messages pin ~26 MB each.
+# The caches are bounded in bytes too: a count bound let one client's 3 MiB messages pin ~26 MB each.
 _CACHE_BYTES = 64 << 20  # estimated bytes each cache may hold
 _ENTRY_BYTES = _CACHE_BYTES // 16  # an entry estimated bigger than this is computed and not kept
 _ID_BYTES = 40  # a kept id: its slot in a list or tuple and, above 256, its own int object
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class _Missing(enum.Enum):
+    MISSING = enum.auto()
+
+
+class _BoundedCache(Generic[K, V]):
+    """A dict bounded by its count of entries and their estimated bytes (`_CACHE_BYTES`), oldest out
+    first; an entry estimated above `_ENTRY_BYTES` is computed and not kept. Locked: a renderer is shared
+    by the proxy's loop, its worker threads (big requests) and the env's threads (observations)."""
+
+    def __init__(self, entries: int) -> None:
+        self._entries = entries
+        self._items: dict[K, tuple[V, int]] = {}  # value, its estimated bytes
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | Literal[_Missing.MISSING]:
+        found = self._items.get(key)  # one lookup: `clear` may run between a test and a read
+        return _Missing.MISSING if found is None else found[0]
+
+    def put(self, key: K, value: V, cost: int) -> None:
+        if cost > _ENTRY_BYTES:
+            return
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = (value, cost)
+            self._bytes += cost
+            while len(self._items) > self._entries or self._bytes > _CACHE_BYTES:
+                self._bytes -= self._items.pop(next(iter(self._items)))[1]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items = {}
+            self._bytes = 0
 
 
 def _head_cost(head: str, ids: Sequence[int]) -> int:
@@ -132,13 +171,11 @@ class Renderer:
         self.eos_text = str(tokenizer.eos_token or "")
         self.eos_ids = frozenset(self._eos_ids())
         self._anchor_text = self._render_anchor()
-        self._head_ids: dict[str, list[int]] = {}
-        self._suffixes: dict[tuple[str, tuple[Message, ...]], tuple[int, ...] | None] = {}
-        self._head_bytes = 0
-        self._head_texts: dict[tuple[int, ...], str] = {}
-        self._head_text_bytes = 0
-        self._head_texts_lock = threading.Lock()
-        self._suffix_bytes = 0
+        self._head_ids: _BoundedCache[str, list[int]] = _BoundedCache(_HEAD_CACHE)
+        self._head_texts: _BoundedCache[tuple[int, ...], str] = _BoundedCache(_HEAD_CACHE)
+        self._suffixes: _BoundedCache[tuple[str, tuple[Message, ...]], tuple[int, ...] | None] = (
+            _BoundedCache(_SUFFIX_CACHE)
+        )
         self.append_only = self._probe_append_only()
 
     @classmethod
@@ -209,19 +246,11 @@ class Renderer:
             return self._decode(ids)
         key = tuple(ids[:cut])
         head = self._head_texts.get(key)
-        if head is None:
+        if head is _Missing.MISSING:
             head = self._decode(ids[:cut])
             if head.endswith("\ufffd"):  # not a whole character after all: no join is exact
                 return self._decode(ids)
-            cost = _head_cost(head, ids[:cut])
-            if cost <= _ENTRY_BYTES:
-                with self._head_texts_lock:  # env threads decode concurrently
-                    if key not in self._head_texts:
-                        self._head_texts[key] = head
-                        self._head_text_bytes += cost
-                    while len(self._head_texts) > _HEAD_CACHE or self._head_text_bytes > _CACHE_BYTES:
-                        old = next(iter(self._head_texts))
-                        self._head_text_bytes -= _head_cost(self._head_texts.pop(old), old)
+            self._head_texts.put(key, head, _head_cost(head, key))
         return head + self._decode(ids[cut:])
 
     def completion_text(self, ids: Sequence[int]) -> str:
@@ -249,15 +278,9 @@ class Renderer:
             return text, self.encode(text)
         head = text[:cut]
         ids = self._head_ids.get(head)
-        if ids is None:
+        if ids is _Missing.MISSING:
             ids = self.encode(head)
-            cost = _head_cost(head, ids)
-            if cost <= _ENTRY_BYTES:
-                self._head_ids[head] = ids
-                self._head_bytes += cost
-                while len(self._head_ids) > _HEAD_CACHE or self._head_bytes > _CACHE_BYTES:
-                    old = next(iter(self._head_ids))
-                    self._head_bytes -= _head_cost(old, self._head_ids.pop(old))
+            self._head_ids.put(head, ids, _head_cost(head, ids))
         return text, ids + self.encode(text[cut:])
 
     def bridge_text(self, completion_ids: Sequence[int]) -> str:
@@ -279,28 +302,18 @@ class Renderer:
         shared with the cache: the collector stops walking an all-int tuple after its first pass,
         where it walks a list of ids on every pass for as long as the turn is in flight."""
         key = (bridge, tuple(new))
-        try:  # one lookup: `forget_suffixes` may clear the cache between a test and a read
-            return self._suffixes[key]
-        except KeyError:
-            pass
+        found = self._suffixes.get(key)
+        if found is not _Missing.MISSING:
+            return found
         text = self.suffix_text(new)
         ids = None if text is None else tuple(self.encode(bridge + text))
-        cost = _suffix_cost(ids)
-        if cost <= _ENTRY_BYTES:
-            self._suffixes[key] = ids
-            self._suffix_bytes += cost
-            # `forget_suffixes` may empty the cache from the loop while a worker thread is here
-            while self._suffixes and (
-                len(self._suffixes) > _SUFFIX_CACHE or self._suffix_bytes > _CACHE_BYTES
-            ):
-                self._suffix_bytes -= _suffix_cost(self._suffixes.pop(next(iter(self._suffixes))))
+        self._suffixes.put(key, ids, _suffix_cost(ids))
         return ids
 
     def forget_suffixes(self) -> None:
         """Drop the rendered suffixes and learnt words that sessions' messages left behind; the system+tools
         heads stay (a harness sends the same one every episode, and they are few)."""
-        self._suffixes = {}
-        self._suffix_bytes = 0
+        self._suffixes.clear()
         if self._words is not None:
             self._words.forget()
 
