@@ -10,11 +10,13 @@ Each process a local sandbox runs gets, from `bwrap`:
   when its first process dies, the kernel kills the rest), IPC, UTS and cgroup namespaces;
 - with `network="loopback"`, its own **network namespace** with only `lo`: the capture proxy is reached
   through a unix socket and `forwarder.py` inside (see `openenv.harness.forwarder`);
-- an **unprivileged uid** with **no capabilities** (empty bounding set, `no_new_privs`) in a **user
-  namespace** that cannot make further user namespaces. Run as root, the outer `bwrap` builds the
-  namespaces and mounts with root's reach (it can bind a Python under `/root`), then `setpriv` drops to
-  `SANDBOX_UID` and an inner `bwrap` adds the user namespace; run as a normal user, one rootless
-  `bwrap` does it all with that user's uid.
+- an **unprivileged uid** with **no capabilities** (empty bounding set, `no_new_privs`) that cannot make
+  user namespaces. Run as root, the outer `bwrap` builds the namespaces and mounts with root's reach (it
+  can bind a Python under `/root`) and loads `seccomp.py`'s filter (no user namespaces, no keyrings, no
+  `setns`), then `setpriv` drops to `SANDBOX_UID`; where that filter is not known (another
+  architecture) or an image is the system, an inner `bwrap` adds a user namespace that cannot make
+  further ones instead. Run as a normal user, one rootless `bwrap` does it all with that user's uid, in
+  a user namespace of its own.
 """
 
 from __future__ import annotations
@@ -214,6 +216,7 @@ def bwrap_argv(
     loopback: bool,
     uid: int | None,
     image_root: Path | None = None,
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The command line that runs `argv` walled in as described above.
 
@@ -224,6 +227,9 @@ def bwrap_argv(
         image_root: an unpacked image's root filesystem, shown read-only as the system instead of the
             host's (`rootfs.RootfsCache`); mount points inside it must exist (`rootfs.ensure_mountpoint`).
             Run as root, the view is built at `IMAGE_VIEW` and the inner bwrap makes it `/`.
+        seccomp_fd: with `uid` and no `image_root`, a readable fd holding `seccomp.program()` (passed to
+            the child; `bwrap` reads it to its end): the outer `bwrap` loads the filter and `setpriv`
+            runs `argv` with no inner `bwrap`. Ignored otherwise.
     """
     bwrap = bwrap_binary()
     if bwrap is None:
@@ -278,6 +284,9 @@ def bwrap_argv(
             if on_host:
                 in_memory.append(f"{parent}/")
         outer += ["--bind" if mount.writable else "--ro-bind", str(mount.source), f"{base}{mount.target}"]
+    filtered = uid is not None and image_root is None and seccomp_fd is not None
+    if filtered:
+        outer += ["--seccomp", str(seccomp_fd)]
     outer += ["--chdir", chdir if not base else "/", "--"]
     if uid is None:
         return [*outer, *argv]
@@ -291,6 +300,8 @@ def bwrap_argv(
         "--no-new-privs",
         "--",
     ]
+    if filtered:  # the filter stands in for the inner bwrap's user namespace (seccomp.py)
+        return [*outer, *drop, *argv]
     inner = [
         bwrap,
         "--die-with-parent",

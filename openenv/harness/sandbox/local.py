@@ -21,6 +21,7 @@ from typing import Literal, Self
 from openenv.errors import BadRequest, EnvError
 from openenv.harness import forwarder
 from openenv.harness.sandbox import isolation as isolation_mod
+from openenv.harness.sandbox import seccomp
 from openenv.harness.sandbox.base import (
     HARBOR_DIRS,
     CommandResult,
@@ -410,7 +411,7 @@ class LocalSandbox(HostFolders):
             ensure_mountpoint(self._image.rootfs, str(target), is_file=mount.source.is_file())
             self._made_mountpoints.add(target)
 
-    def _wrap(self, argv: list[str], cwd: str) -> list[str]:
+    def _wrap(self, argv: list[str], cwd: str, seccomp_fd: int | None = None) -> list[str]:
         loopback = self._network == "loopback"
         isolated = self._isolation == "bwrap"
         # Joined before bubblewrap starts, which then makes no network namespace of its own.
@@ -426,6 +427,7 @@ class LocalSandbox(HostFolders):
                 loopback=loopback and not enter,
                 uid=self._uid,
                 image_root=None if self._image is None else self._image.rootfs,
+                seccomp_fd=seccomp_fd,
             )
         if not loopback or enter:
             return enter + argv
@@ -449,16 +451,25 @@ class LocalSandbox(HostFolders):
             # Popen would have said so, but it now execs `confine`'s shell, which would only exit 127
             raise FileNotFoundError(f"{argv[0]}: no such executable (PATH {environment.get('PATH')})")
         procs = self._cgroup.procs_files() if self._cgroup is not None else []
-        with log.open("ab") as out:
-            return subprocess.Popen(
-                [*confine(self._limits, procs), *self._wrap(argv, cwd)],
-                cwd=cwd if self._isolation == "none" else self.root,
-                env=environment,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+        # Root over the host's system: the outer bwrap loads the seccomp filter in place of an inner
+        # bwrap's user namespace (seccomp.py); None where the filter is unknown (the inner bwrap then).
+        filtered = self._isolation == "bwrap" and self._uid is not None and self._image is None
+        seccomp_fd = seccomp.program_fd() if filtered else None
+        try:
+            with log.open("ab") as out:
+                return subprocess.Popen(
+                    [*confine(self._limits, procs), *self._wrap(argv, cwd, seccomp_fd)],
+                    cwd=cwd if self._isolation == "none" else self.root,
+                    env=environment,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    pass_fds=() if seccomp_fd is None else (seccomp_fd,),
+                )
+        finally:
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
 
     def start(
         self, argv: list[str], *, env: dict[str, str], timeout_s: float, cwd: str | Path | None = None

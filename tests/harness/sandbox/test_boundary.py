@@ -159,12 +159,13 @@ for name in sorted(os.listdir("/proc"), key=lambda n: (len(n), n)):
 
 
 def test_the_sandboxs_own_bwrap_processes_cannot_be_traced():
-    """The inner bwrap runs as the sandbox's uid in the host's user namespace (pid 2 inside): traced, it
-    could make a user namespace for the sandbox after all. The outer one's init (pid 1) is root's."""
+    """The outer bwrap's init (pid 1) is root's. Where the seccomp filter is not known, an inner bwrap
+    runs as the sandbox's uid in the host's user namespace (pid 2 inside): traced, it could make a user
+    namespace for the sandbox after all."""
     with LocalSandbox() as box:
         out = box.run([sys.executable, "-c", _ATTACH_PROBE], timeout_s=60).output
     bwraps = [line.split()[1] for line in out.splitlines() if line.startswith("bwrap ")]
-    assert bwraps, out  # as root: the outer one's init and the inner one
+    assert bwraps, out  # as root: the outer one's init (and the inner one, without the filter)
     assert "0" not in bwraps, out
 
 
