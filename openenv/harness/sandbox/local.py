@@ -68,6 +68,8 @@ DEFAULT_ENV_ALLOW = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TERM", "SSL_CE
 # `none`: no per-sandbox cgroup. For a container whose /sys/fs/cgroup is read-only (Docker's default): the
 # container bounds the harness's resources, and PID namespaces still end its processes. Explicit and warned.
 NO_CGROUP_ENV = "OPENENV_SANDBOX_CGROUP"
+# Groups left by dead processes are swept at most this often, not before every sandbox (cgroup.sweep_stale)
+SWEEP_EVERY_S = 60.0
 IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # an image without ENV PATH
 Network = Literal["host", "loopback"]
 Isolation = Literal["bwrap", "none"]
@@ -218,7 +220,7 @@ class LocalSandbox(HostFolders):
         if os.environ.get(NO_CGROUP_ENV) == "none":
             return None  # explicit: the container this runs in is the resource boundary (warned below)
         try:
-            sweep_stale()
+            sweep_stale(every_s=SWEEP_EVERY_S)
             return SandboxCgroup.create(self.id, pids=pids, memory_mb=memory)
         except (CgroupError, OSError) as exc:
             if self._isolation == "none":

@@ -11,8 +11,8 @@ process's loop, each connection spliced to the proxy on the host's 127.0.0.1, an
 join the namespace through `nsenter` before bubblewrap starts.
 
 What the sandbox can reach is what it could before: `lo`, and on it the proxy's ports only. The namespace
-belongs to the host's user namespace, so the sandbox's uid (in a user namespace of its own, no
-capabilities) cannot reconfigure it. `close()` stops the listeners and drops the descriptor: the commands
+belongs to the host's user namespace, so the sandbox's uid (no capabilities, and no way to make a user
+namespace where it would have some) cannot reconfigure it. `close()` stops the listeners and drops the descriptor: the commands
 that run after it (grading) get a fresh empty namespace from bubblewrap, as before.
 """
 

@@ -16,8 +16,9 @@ does what it was there for, and refuses two things the host's user namespace wou
   episode to the next (Docker's default profile refuses the same three).
 
 Only x86_64 (with i386's numbers for 32-bit code) and aarch64 are known; anywhere else, `program()`
-is None and the sandbox keeps its inner `bwrap`. Code of another architecture than those (x32, arm32
-under aarch64) gets ENOSYS for every call: it cannot be checked, so it does not run.
+is None and the sandbox keeps its inner `bwrap`. A call of another ABI than those (x32, arm32 under
+aarch64) cannot be checked, so it ends its process (SIGSYS), as libseccomp's default does: an error
+return would leave a program whose every call fails, its exit included, spinning until its timeout.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ _JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 _ALLOW = 0x7FFF0000
 _ERRNO = 0x00050000
+_KILL_PROCESS = 0x80000000
 
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _AUDIT_ARCH_I386 = 0x40000003
@@ -66,13 +68,13 @@ def _assemble(arches: tuple[int, ...]) -> bytes:
     code.append((_LD_ABS, 0, 0, _ARCH))
     for arch in arches:
         code.append((_JEQ, f"arch{arch}", 0, arch))
-    code.append((_RET, 0, 0, _ERRNO | errno.ENOSYS))  # another ABI: not checkable, so not run
+    code.append((_RET, 0, 0, _KILL_PROCESS))  # another ABI: not checkable, so not run
     for arch in arches:
         clone, unshare, clone3, setns, *keys = _CALLS[arch]
         at(f"arch{arch}")
         code.append((_LD_ABS, 0, 0, _NR))
         if arch == _AUDIT_ARCH_X86_64:
-            code.append((_JGE, "nosys", 0, _X32_BIT))
+            code.append((_JGE, "kill", 0, _X32_BIT))
         code.append((_JEQ, "nosys", 0, clone3))
         code.append((_JEQ, "flags", 0, clone))
         code.append((_JEQ, "flags", 0, unshare))
@@ -87,6 +89,8 @@ def _assemble(arches: tuple[int, ...]) -> bytes:
     code.append((_RET, 0, 0, _ERRNO | errno.EPERM))
     at("nosys")
     code.append((_RET, 0, 0, _ERRNO | errno.ENOSYS))
+    at("kill")
+    code.append((_RET, 0, 0, _KILL_PROCESS))
 
     def offset(index: int, target: str | int) -> int:
         if isinstance(target, int):

@@ -1,11 +1,14 @@
 """The sandbox's cgroup: members are found and killed together, limits are set, and groups left by a
-process that died without closing its sandboxes are swept (their members killed) by the next one."""
+process that died without closing its sandboxes are swept (their members killed) by a later sweep (every
+sandbox asks for one; a process sweeps at most once a minute)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import time
+
+import pytest
 
 from openenv.harness.sandbox.cgroup import SandboxCgroup, member_pids, sweep_stale
 
@@ -52,6 +55,30 @@ def test_groups_of_a_dead_owner_are_swept_with_their_members():
     assert {str(d) for d in dirs} <= set(swept)
     assert proc.wait(10) == -9
     assert not any(d.exists() for d in dirs)
+
+
+def test_a_sweep_asked_for_again_within_its_interval_does_nothing_until_the_interval_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every sandbox asks for a sweep (~0.35 ms of reading every hierarchy); one a minute finds the
+    groups of processes that died as well."""
+    from openenv.harness.sandbox import cgroup
+
+    now = [1000.0]
+    monkeypatch.setattr(cgroup.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(cgroup, "_SWEPT_AT", [float("-inf")])
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    sweep_stale(every_s=60)  # the first one sweeps
+    group = SandboxCgroup.create(f"{dead.pid}-later{time.time_ns() % 10**6}", pids=16, memory_mb=None)
+    try:
+        now[0] += 30
+        assert sweep_stale(every_s=60) == []  # within the interval: not read
+        assert all(d.exists() for d in group.dirs)
+        now[0] += 31
+        assert {str(d) for d in group.dirs} <= set(sweep_stale(every_s=60))
+    finally:
+        group.remove()
 
 
 def test_a_group_is_found_under_a_mount_of_its_own_subtree_as_in_a_container() -> None:

@@ -128,6 +128,26 @@ def test_the_32_bit_entry_is_filtered_too() -> None:
     assert int(words[words.index("unshare") + 1]) == -1, out  # -EPERM, no namespace
 
 
+# getpid through the x32 ABI (x86_64's table with bit 30 set), which the filter cannot check by number.
+_X32 = """
+import ctypes, mmap
+code = bytes.fromhex("b827000040" "0f05" "c3")  # mov eax, 0x40000027; syscall; ret
+page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+page.write(code)
+print("x32-getpid", ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="x32 is x86_64's")
+def test_a_call_of_an_abi_the_filter_cannot_check_ends_the_process() -> None:
+    """An x32 call would be read by x86_64's numbers if the filter let it through; an error return
+    instead would leave a program whose every call fails spinning until its timeout."""
+    with LocalSandbox() as box:
+        result = box.run([sys.executable, "-c", _X32], timeout_s=60)
+    assert "x32-getpid" not in result.output, result.output
+    assert result.exit_code == -31, result  # SIGSYS
+
+
 def test_threads_and_child_processes_still_work_under_the_filter() -> None:
     with LocalSandbox() as box:
         out = box.run([sys.executable, "-c", _STILL_WORKS], timeout_s=60).output
