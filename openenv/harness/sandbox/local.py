@@ -152,6 +152,7 @@ class LocalSandbox(HostFolders):
             check_free_uid(self._uid, what="the local sandbox's", variable="OPENENV_SANDBOX_UID")
         self._processes: list[LocalProcess] = []
         self._swept = 0  # processes started before the last search by marker (end_agent)
+        self._agent_ended = False
         self._made_mountpoints: set[PurePosixPath] = set()
         self._bridges: list[forwarder.UnixToTcpBridge] = []
         self._netns: LoopbackNamespace | None = None
@@ -285,6 +286,7 @@ class LocalSandbox(HostFolders):
             self.hand_over(base)
 
     def end_agent(self) -> None:
+        self._agent_ended = True
         for process in self._processes:  # each one's own tree; nothing to do for one that has exited
             process.kill(sweep=False)
         if self._cgroup is not None:
@@ -478,7 +480,11 @@ class LocalSandbox(HostFolders):
     ) -> LocalProcess:
         if self._closed:
             raise EnvError("sandbox is closed")
-        self.hand_over(self.home)  # harness configs were just written there by this (root) process
+        # Harness configs were just written there by this (root) process. Once the agent has ended, HOME
+        # holds what it left, already the sandbox's: walking it again before the tests cost ~1 ms for
+        # codex's ~100 files (issue 48). What grading writes goes to its own folders, handed over there.
+        if not self._agent_ended:
+            self.hand_over(self.home)
         log = self.root / "logs" / f"{len(self._processes)}-{Path(argv[0]).name}.log"
         try:
             popen = self._popen(argv, env, self._cwd(cwd), log)
