@@ -34,7 +34,9 @@ Reported per harness and concurrency: episodes per minute, wall seconds per epis
 episode (this process and every process it started, counted by a `cpuacct` cgroup this process moves
 into: a sandbox's processes end by `cgroup.kill` and are never reaped, so `os.times()` would lose
 them; the stand-in engines are started before and stay outside, on both sides; the bench's own
-measuring, its memory sampler and openenv's phase timers, is taken out), and peak RSS per
+measuring, its memory sampler and openenv's phase timers, is taken out; openenv's sandbox folders,
+removed on a background thread, are gone before its batch ends; the kernel's own workers, such as a
+network namespace's teardown, are in no cgroup and counted on neither side), and peak RSS per
 concurrent episode (sampled every 0.25 s: the harness process trees, plus for openenv what this
 process, i.e. the proxy and the env, grew above its idle size). The overhead is openenv / floor (goal
 <= 1.15x). Where openenv's time goes (per episode, exclusive wall seconds, and CPU seconds at c=1):
@@ -317,6 +319,13 @@ def _batch(
     start = time.perf_counter()
     with Sampler(exclude) as sampler, ThreadPoolExecutor(concurrency) as pool:
         episodes = [f.result() for f in [pool.submit(run_one) for _ in range(concurrency)]]
+        if count_self:
+            # openenv removes its sandbox folders on a background thread (`reaper.py`, ~6 CPU-ms a codex
+            # episode): that work is its episodes', so it ends inside their batch. Left to run on, half of
+            # it fell in the next batch, the floor's every other round.
+            from openenv.harness.sandbox import reaper
+
+            reaper.drain()
     wall = time.perf_counter() - start
     self1, all1 = _cpu()
     peak = sampler.peak_children + (max(0, sampler.peak_self_growth) if count_self else 0)
